@@ -1,0 +1,117 @@
+"""One exception tree for the whole project.
+
+Every error the project raises is a `CapabilityAnchorError`; third-party exceptions are
+converted where they occur. Each class carries a stable `code` (the HTTP `error` member of
+SPEC §6 where one applies) so the edges (HTTP handlers, CLI exit codes) map errors by class,
+never by message. Messages are written for a human: they say what was checked and what was
+found.
+"""
+
+from __future__ import annotations
+
+
+class CapabilityAnchorError(Exception):
+    """Base of every error raised by capability-anchor."""
+
+    code = "error"
+
+
+class UsageError(CapabilityAnchorError):
+    """The caller asked for something malformed (bad argument, bad day, bad hex)."""
+
+    code = "bad_request"
+
+
+class InvalidRecord(CapabilityAnchorError):
+    """A record violates SPEC §2 (validation, canonical form, size)."""
+
+    code = "invalid_record"
+
+
+class KeyFileError(CapabilityAnchorError):
+    """A key file is missing, malformed, or readable by group/others."""
+
+    code = "key_error"
+
+
+class InvalidKey(CapabilityAnchorError):
+    """A public key or JWK set is malformed (not an Ed25519 OKP key, bad `x`, kid mismatch)."""
+
+    code = "bad_request"
+
+
+# --- verification ---------------------------------------------------------------------------
+
+
+class VerificationError(CapabilityAnchorError):
+    """Something that was supposed to verify did not. Never returned as a bool."""
+
+    code = "verification_failed"
+
+
+class MalformedProof(VerificationError):
+    """A proof's shape is wrong before any hashing: index/size out of range, a hash that is
+    not 32 bytes, a path of the wrong length for (index, size), sizes out of order."""
+
+
+class RootMismatch(VerificationError):
+    """The root calculated from a proof differs from the expected one."""
+
+    def __init__(self, message: str, *, expected: bytes, calculated: bytes) -> None:
+        super().__init__(
+            f"{message}: expected root {expected.hex()}, calculated {calculated.hex()}"
+        )
+        self.expected = expected
+        self.calculated = calculated
+
+
+class JWSError(VerificationError):
+    """A compact JWS was rejected. Subclasses say which rule failed."""
+
+
+class JWSFormatError(JWSError):
+    """Not three dot-separated segments, empty segments, or trailing garbage."""
+
+
+class JWSEncodingError(JWSError):
+    """A segment is not canonical unpadded base64url, or not the JSON it should be."""
+
+
+class JWSHeaderError(JWSError):
+    """The protected header has missing, extra (`crit` included) or ill-typed members."""
+
+
+class JWSAlgorithmError(JWSError):
+    """`alg` is not `EdDSA`."""
+
+
+class JWSTypeError(JWSError):
+    """`typ` is not the one expected (e.g. a record token presented as a head)."""
+
+
+class UnknownKeyError(JWSError):
+    """The `kid` is not in the trusted key set."""
+
+
+class SignatureMismatch(JWSError):
+    """The Ed25519 signature does not verify with the trusted key named by `kid`."""
+
+
+class ClaimsError(VerificationError):
+    """Signed claims are malformed or violate a rule (missing member, wrong type)."""
+
+
+class IssuerMismatch(ClaimsError):
+    """`iss` differs from the expected issuer."""
+
+
+class TokenLifetimeError(ClaimsError):
+    """`exp - iat` exceeds the allowed maximum (Capability Resolution §8: 172800 s)."""
+
+
+class TokenExpired(ClaimsError):
+    """`exp` lies more than the allowed skew in the past."""
+
+
+class TokenNotYetValid(ClaimsError):
+    """`iat` lies more than the allowed skew in the future."""

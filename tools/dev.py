@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""One entry point for a fresh machine: needs only Python 3.11+ and the package registries.
+
+    python3 tools/dev.py run     # the service on its embedded default (SQLite in ./data)
+    python3 tools/dev.py test    # ruff, mypy --strict on src/, and the whole pytest suite
+
+Both create `.venv` beside `pyproject.toml` and install the project into it (with its
+test extras) the first time, and again whenever `pyproject.toml` changes. Standard
+library only, so it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".capability-anchor-installed"
+
+
+def _bin(name: str) -> Path:
+    sub = "Scripts" if os.name == "nt" else "bin"
+    return VENV / sub / name
+
+
+def _wanted_stamp() -> str:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    return f"{sys.version_info[:2]} {digest}"
+
+
+def ensure_env() -> None:
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script runs before any check
+        sys.exit(f"capability-anchor needs Python 3.11 or newer, this is {sys.version.split()[0]}")
+    if STAMP.exists() and STAMP.read_text() == _wanted_stamp() and _bin("python").exists():
+        return
+    if not _bin("python").exists():
+        print(f"creating {VENV}", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    pip = [str(_bin("python")), "-m", "pip", "--disable-pip-version-check", "-q"]
+    print("installing capability-anchor and its test dependencies", file=sys.stderr)
+    subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, "install", "-e", f"{ROOT}[test]"], check=True)
+    STAMP.write_text(_wanted_stamp())
+
+
+def _run(argv: list[str]) -> int:
+    print("+ " + " ".join(argv), file=sys.stderr, flush=True)
+    return subprocess.run(argv, cwd=ROOT).returncode
+
+
+def cmd_test(extra: list[str]) -> int:
+    py = str(_bin("python"))
+    for step in (
+        [py, "-m", "ruff", "check", "src", "tests", "tools"],
+        [py, "-m", "mypy"],
+    ):
+        rc = _run(step)
+        if rc != 0:
+            return rc
+    # Warnings are errors (pyproject's filterwarnings); exit 5 ("no tests ran") is a failure.
+    return _run([py, "-m", "pytest", "-W", "error", *extra])
+
+
+def cmd_run(extra: list[str]) -> int:
+    return _run([str(_bin("capability-anchor")), "demo", *extra])
+
+
+def main() -> int:
+    commands = {"test": cmd_test, "run": cmd_run}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
+        print(__doc__, file=sys.stderr)
+        return 2
+    ensure_env()
+    return commands[sys.argv[1]](sys.argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
