@@ -1,5 +1,45 @@
-"""RFC 9162 Merkle trees: hashing, proof construction, proof verification, tiled trees."""
+"""RFC 9162 Merkle trees: hashing, proof construction, proof verification, tiled trees.
+
+Pure functions over bytes and ints; no I/O. `nodes` says which nodes a proof needs, a
+`NodeSource` (the in-memory `TiledTree`, or `TileNodes` over stored tiles) supplies them,
+and `verify` checks proofs without trusting anything but the root it is given.
+"""
 
 from .hashing import EMPTY_ROOT, HASH_SIZE, hash_children, hash_leaf
+from .nodes import (
+    NodeSource,
+    consistency_nodes,
+    consistency_path_length,
+    inclusion_nodes,
+    inclusion_path_length,
+    root_from,
+)
+from .tiles import TILE_HEIGHT, TILE_WIDTH, TileID, TileNodes, tile_path, tiles_changed
+from .tree import TiledTree, consistency_path, inclusion_path, root_hash
+from .verify import calculate_inclusion_root, verify_consistency, verify_inclusion
 
-__all__ = ["EMPTY_ROOT", "HASH_SIZE", "hash_children", "hash_leaf"]
+__all__ = [
+    "EMPTY_ROOT",
+    "HASH_SIZE",
+    "TILE_HEIGHT",
+    "TILE_WIDTH",
+    "NodeSource",
+    "TileID",
+    "TileNodes",
+    "TiledTree",
+    "calculate_inclusion_root",
+    "consistency_nodes",
+    "consistency_path",
+    "consistency_path_length",
+    "hash_children",
+    "hash_leaf",
+    "inclusion_nodes",
+    "inclusion_path",
+    "inclusion_path_length",
+    "root_from",
+    "root_hash",
+    "tile_path",
+    "tiles_changed",
+    "verify_consistency",
+    "verify_inclusion",
+]

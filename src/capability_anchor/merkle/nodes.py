@@ -1,0 +1,135 @@
+"""Which tree nodes a proof needs (RFC 9162 §2.1.3.1, §2.1.4.1), as node IDs, never hashes.
+
+Construction is split from storage, as in the Go reference (transparency-dev/merkle): these
+functions say *which* nodes a proof or root needs; a `NodeSource` (the in-memory tiled tree,
+or tiles read from the store) supplies their hashes. No I/O happens here.
+
+A node ID `(height, index)` names the perfect subtree over leaves
+`[index << height, (index + 1) << height)`. A proof element is a tuple of node IDs: one ID
+for a perfect subtree, several for an "ephemeral" subtree on the right border of a tree whose
+size is not a power of two. Its hash is the right-to-left fold of its parts, which is exactly
+MTH(D[a:b]) of RFC 9162 because MTH splits at the largest power of two below the size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from ..errors import UsageError
+from .hashing import EMPTY_ROOT, hash_children
+
+NodeID = tuple[int, int]
+ProofNode = tuple[NodeID, ...]
+
+
+class NodeSource(Protocol):
+    """Anything that can hand out the hash of a complete perfect subtree."""
+
+    def node(self, height: int, index: int) -> bytes: ...
+
+
+def range_nodes(begin: int, end: int) -> list[NodeID]:
+    """The perfect subtrees that make up MTH(D[begin:end]), largest first.
+
+    `begin` must be aligned so that D[begin:end] is a subtree of the RFC 9162 tree, i.e.
+    `begin` is a multiple of the largest power of two not above `end - begin`'s top bit.
+    That holds for every range this module asks for (whole trees and right borders).
+    """
+    ids: list[NodeID] = []
+    size = end - begin
+    offset = begin
+    for height in range(size.bit_length() - 1, -1, -1):
+        if size >> height & 1:
+            ids.append((height, offset >> height))
+            offset += 1 << height
+    return ids
+
+
+def root_nodes(size: int) -> ProofNode:
+    """Node IDs whose right-to-left fold is the root of a tree of `size` leaves."""
+    return tuple(range_nodes(0, size))
+
+
+def inclusion_nodes(index: int, size: int) -> list[ProofNode]:
+    """RFC 9162 PATH(index, D[size]) as node IDs, leaf-most first."""
+    if not 0 <= index < size:
+        raise UsageError(f"leaf index {index} is outside a tree of size {size}")
+    return _path_nodes(index, 0, size)
+
+
+def _path_nodes(index: int, height: int, size: int) -> list[ProofNode]:
+    """The audit path of node (height, index) up to the root of a tree of `size` leaves.
+
+    At each height the node's sibling is either a complete perfect subtree, or the right
+    border (a partial subtree ending at `size`), or absent because the node is the last at
+    its height and is promoted unchanged (RFC 9162's unbalanced right edge).
+    """
+    path: list[ProofNode] = []
+    last = (size - 1) >> height
+    node = index
+    while last > 0:
+        sibling = node ^ 1
+        if sibling < last:
+            path.append(((height, sibling),))
+        elif sibling == last:
+            path.append(tuple(range_nodes(sibling << height, size)))
+        # else: the node is the last one at this height and has no sibling.
+        node >>= 1
+        last >>= 1
+        height += 1
+    return path
+
+
+def consistency_nodes(first: int, second: int) -> list[ProofNode]:
+    """RFC 9162 PROOF(first, D[second]) as node IDs.
+
+    The proof is the audit path, in the larger tree, of the largest perfect subtree that
+    ends at `first`, preceded by that subtree itself unless it is the whole first tree
+    (first is a power of two, so the verifier already holds that hash as the first root).
+    """
+    if not 0 < first <= second:
+        raise UsageError(f"consistency needs 0 < first <= second, got {first} and {second}")
+    if first == second:
+        return []
+    height = (first & -first).bit_length() - 1
+    index = (first - 1) >> height
+    path = _path_nodes(index, height, second)
+    if index == 0:
+        return path
+    return [((height, index),), *path]
+
+
+def inclusion_path_length(index: int, size: int) -> int:
+    """Exact number of hashes in a valid inclusion proof for (index, size)."""
+    inner = (index ^ (size - 1)).bit_length()
+    border = (index >> inner).bit_count()
+    return inner + border
+
+
+def consistency_path_length(first: int, second: int) -> int:
+    """Exact number of hashes in a valid consistency proof for 0 < first < second."""
+    height = (first & -first).bit_length() - 1
+    index = (first - 1) >> height
+    length = inclusion_path_length(index, ((second - 1) >> height) + 1)
+    return length if index == 0 else length + 1
+
+
+def fold(hashes: Sequence[bytes]) -> bytes:
+    """Right-to-left fold of a right-border decomposition into one subtree hash."""
+    acc = hashes[-1]
+    for left in reversed(hashes[:-1]):
+        acc = hash_children(left, acc)
+    return acc
+
+
+def resolve(nodes: Sequence[ProofNode], get: Callable[[int, int], bytes]) -> list[bytes]:
+    """Turn proof node IDs into hashes, using `get(height, index)` for perfect subtrees."""
+    return [fold([get(h, i) for h, i in parts]) for parts in nodes]
+
+
+def root_from(source: NodeSource, size: int) -> bytes:
+    """The root hash of the first `size` leaves of a tree, in O(log size) node reads."""
+    if size == 0:
+        return EMPTY_ROOT
+    return fold([source.node(h, i) for h, i in root_nodes(size)])

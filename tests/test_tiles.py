@@ -1,0 +1,113 @@
+"""tlog-tiles layout: paths, which tiles change, and proofs served from tiles alone at sizes
+where the upper tile levels exist (more than 65,536 leaves)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import pytest
+
+from capability_anchor import merkle
+from capability_anchor.errors import MalformedProof, UsageError
+from capability_anchor.merkle.tiles import tiles_for_size
+
+N = 70_000  # > 256 * 256, so level-2 tiles exist
+BIG = merkle.TiledTree(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(N))
+
+
+@pytest.mark.parametrize(
+    ("level", "index", "width", "path"),
+    [
+        (0, 0, 256, "tile/0/000"),
+        (0, 5, 256, "tile/0/005"),
+        (1, 1234067, 256, "tile/1/x001/x234/067"),
+        (2, 1000, 256, "tile/2/x001/000"),
+        (0, 1234067, 17, "tile/0/x001/x234/067.p/17"),
+        (3, 0, 1, "tile/3/000.p/1"),
+    ],
+)
+def test_tile_paths_follow_tlog_tiles(level: int, index: int, width: int, path: str) -> None:
+    assert merkle.tile_path(level, index, width) == path
+
+
+def test_tile_widths_are_checked() -> None:
+    for bad in (0, 257):
+        with pytest.raises(UsageError):
+            merkle.tile_path(0, 0, bad)
+
+
+def test_tiles_changed_is_the_difference_of_tile_sets() -> None:
+    rng = random.Random(7)
+    sizes = [0, 1, 255, 256, 257, 511, 512, 65535, 65536, 65537, 69999, 70000]
+    sizes += [rng.randrange(N) for _ in range(20)]
+    for old in sizes:
+        for new in sizes:
+            if old > new:
+                continue
+            before = set(tiles_for_size(old))
+            after = set(tiles_for_size(new))
+            assert set(merkle.tiles_changed(old, new)) == after - before, (old, new)
+
+
+def test_tiles_of_big_tree_are_rows_of_the_right_heights() -> None:
+    tiles = dict(BIG.tiles())
+    assert merkle.TileID(2, 0, 1) in tiles  # one hash at height 16: the first 65,536 leaves
+    assert tiles[merkle.TileID(2, 0, 1)] == BIG.root(65536)
+    assert tiles[merkle.TileID(1, 0, 256)][:32] == BIG.root(256)
+    total = sum(len(v) for v in tiles.values()) // 32
+    assert total == N + N // 256 + N // 65536
+
+
+def test_tiles_since_lists_what_a_store_must_persist() -> None:
+    tree = merkle.TiledTree(BIG.node(0, i) for i in range(300))
+    changed = {t: b for t, b in tree.tiles_since(250)}
+    assert set(changed) == {
+        merkle.TileID(0, 0, 256),
+        merkle.TileID(0, 1, 44),
+        merkle.TileID(1, 0, 1),
+    }
+
+
+def test_proofs_from_tiles_alone_match_the_tree_and_read_few_tiles() -> None:
+    rng = random.Random(1)
+    sizes = [1, 2, 255, 256, 257, 65535, 65536, 65537, N - 1, N]
+    sizes += [rng.randrange(1, N + 1) for _ in range(25)]
+    for size in sizes:
+        # The source hands out tiles as wide as they are now: wider than at `size`.
+        source = merkle.TileNodes(BIG.tile)
+        assert merkle.root_from(source, size) == BIG.root(size)
+        for index in {0, size - 1, rng.randrange(size)}:
+            source = merkle.TileNodes(BIG.tile)
+            got = merkle.nodes.resolve(merkle.inclusion_nodes(index, size), source.node)
+            assert got == BIG.inclusion_proof(index, size)
+            merkle.verify_inclusion(BIG.node(0, index), index, size, got, BIG.root(size))
+            # At most two tiles per level: the path's own and the right border's.
+            assert source.tiles_read <= 2 * 3, (index, size, source.tiles_read)
+        first = rng.randrange(1, size + 1)
+        source = merkle.TileNodes(BIG.tile)
+        got = merkle.nodes.resolve(merkle.consistency_nodes(first, size), source.node)
+        assert got == BIG.consistency_proof(first, size)
+        merkle.verify_consistency(first, size, BIG.root(first), BIG.root(size), got)
+
+
+def test_a_tile_too_short_for_the_node_is_an_error() -> None:
+    source = merkle.TileNodes(lambda level, index: BIG.tile(level, index, 100))
+    with pytest.raises(MalformedProof, match="has 100 hashes"):
+        source.node(7, 0)
+    bad = merkle.TileNodes(lambda level, index: b"\x00" * 33)
+    with pytest.raises(MalformedProof, match="33 bytes"):
+        bad.node(0, 0)
+
+
+def test_tree_rejects_bad_input() -> None:
+    tree = merkle.TiledTree()
+    with pytest.raises(UsageError):
+        tree.append(b"short")
+    with pytest.raises(UsageError):
+        tree.extend(b"\x00" * 32)  # bytes, not an iterable of hashes
+    with pytest.raises(UsageError):
+        tree.root(1)
+    with pytest.raises(UsageError):
+        tree.inclusion_proof(0)
+    assert tree.root() == merkle.EMPTY_ROOT
