@@ -22,6 +22,10 @@ class UsageError(CapabilityAnchorError):
     code = "bad_request"
 
 
+class MalformedJSON(UsageError):
+    """Text is not strict JSON (not UTF-8, a BOM, duplicate names, NaN, overflow, ...)."""
+
+
 class InvalidRecord(CapabilityAnchorError):
     """A record violates SPEC §2 (validation, canonical form, size)."""
 

@@ -44,7 +44,18 @@ class TiledTree:
     def append(self, leaf_hash: bytes) -> int:
         """Append one leaf hash; returns its index."""
         index = self.size
-        self.extend_concatenated(_checked_hash(leaf_hash))
+        rows = self._rows
+        rows[0] += _checked_hash(leaf_hash)
+        # Fast path of extend_concatenated for one leaf: each trailing 1-bit of the index
+        # completes one pair, so appends cost one hash amortised and no batching machinery.
+        node, height = index, 0
+        while node & 1:
+            parent = sha256(b"\x01" + rows[height][-64:]).digest()
+            height += 1
+            if height == len(rows):
+                rows.append(bytearray())
+            rows[height] += parent
+            node >>= 1
         return index
 
     def extend(self, leaf_hashes: Iterable[bytes]) -> None:

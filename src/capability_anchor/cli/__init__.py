@@ -1,0 +1,1 @@
+"""Command-line edges: argument parsing, exit codes, stdout/stderr. No logic lives here."""

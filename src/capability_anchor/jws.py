@@ -1,0 +1,335 @@
+"""Compact JWS (RFC 7515) with EdDSA over Ed25519 (RFC 8037), for heads and record tokens.
+
+Signing makes exactly one header: the RFC 8785 (JCS) bytes of
+`{"alg":"EdDSA","kid":<RFC 7638 thumbprint>,"typ":<typ>}`. Ed25519 is deterministic, so
+the same payload, key and typ always give the same token.
+
+Verification (`verify`) checks, in this order, each failure with its own error class:
+
+1. the token is a `str` of ASCII characters only ................... JWSFormatError
+2. no whitespace or control characters; exactly three segments,
+   none empty (so trailing newlines, spaces and extra segments fail) JWSFormatError
+3. each segment is canonical unpadded base64url ..................... JWSEncodingError
+4. the header is a strict UTF-8 JSON object (no duplicate members) .. JWSEncodingError
+5. header members are exactly `alg`, `kid`, `typ`, each a string;
+   any other member (`crit`, `jku`, `x5u`, `b64`, `jwk`...) fails .... JWSHeaderError
+6. `alg` is `EdDSA` (`none`, `HS256`, `ES256`, `Ed25519` fail) ...... JWSAlgorithmError
+7. `typ` is the expected one (a record token is not a head) ......... JWSTypeError
+8. `kid` names a key in the caller's trusted KeySet ................. UnknownKeyError
+9. the signature is 64 bytes and verifies over the signing input .... SignatureMismatch
+
+Choices:
+- The header bytes are NOT required to be JCS-canonical on verification. We sign JCS, but
+  resolvers using other JOSE libraries order header members (or space them) differently,
+  and the signature covers the header bytes as sent, so an odd spelling cannot change
+  what was signed. Exact members and strict JSON (no duplicates) are still required,
+  which is what keeps the header's meaning unambiguous.
+- Checks are ordered cheap-and-structural first, cryptography last, so a garbled token
+  never reaches libsodium and every error says the first rule that failed. One
+  consequence: `alg: none` with an empty signature fails at rule 2 (empty segment), and
+  with a non-empty signature at rule 6.
+- Only keys from the caller's KeySet are used. `jwk`, `jku`, `x5u` and `x5c` members,
+  which would let a token name its own key, are rejected at rule 5.
+- Payload JSON (`verify_claims`) is parsed strictly too: UTF-8 only, no duplicate member
+  names, no NaN/Infinity or overflowing numbers, no lone surrogates (ClaimsError).
+
+Record tokens (Capability Resolution 0.2 §8) add required claims, the issuer, and the
+three expiry rules; `check_record_lifetime` exposes the expiry rules alone so
+`verify-proof` can report `record_lifetime` apart from `record_signature`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+
+from . import strictjson
+from .encoding import EncodingError, b64url_decode, b64url_encode
+from .errors import (
+    ClaimsError,
+    IssuerMismatch,
+    JWSAlgorithmError,
+    JWSEncodingError,
+    JWSFormatError,
+    JWSHeaderError,
+    JWSTypeError,
+    MalformedJSON,
+    SignatureMismatch,
+    TokenExpired,
+    TokenLifetimeError,
+    TokenNotYetValid,
+    UsageError,
+)
+from .keys import ED25519_SIGNATURE_SIZE, KeySet, SigningKey
+
+__all__ = [
+    "ALG",
+    "CLOCK_SKEW",
+    "HEAD_TYP",
+    "MAX_RECORD_LIFETIME",
+    "RECORD_REQUIRED_CLAIMS",
+    "RECORD_TYP",
+    "VerifiedJWS",
+    "check_record_claims",
+    "check_record_lifetime",
+    "sign",
+    "sign_claims",
+    "verify",
+    "verify_claims",
+    "verify_record_token",
+]
+
+ALG = "EdDSA"
+HEAD_TYP = "capability-anchor+jws"
+RECORD_TYP = "capability-resolver+jws"
+
+#: Capability Resolution §8: `exp - iat` must not exceed 48 hours.
+MAX_RECORD_LIFETIME = 172800
+#: Capability Resolution §8: allowed clock difference for `exp` and `iat`, in seconds.
+CLOCK_SKEW = 300
+#: Capability Resolution §8 "Required" claims, in the order the spec lists them.
+RECORD_REQUIRED_CLAIMS = (
+    "v",
+    "iss",
+    "sub",
+    "url",
+    "status",
+    "checked_at",
+    "iat",
+    "exp",
+    "evidence",
+)
+
+_HEADER_MEMBERS = ("alg", "kid", "typ")
+_SEGMENT_NAMES = ("header", "payload", "signature")
+_KNOWN_TYPS = {HEAD_TYP: "a head", RECORD_TYP: "a record token"}
+
+
+@dataclass(frozen=True)
+class VerifiedJWS:
+    """What a verified token says. Only exists for a token that passed every check.
+
+    `signing_input` is the ASCII bytes `header.payload` as received, which the signature
+    covers (RFC 3161 stamps, for example, are over the whole head JWS, not the claims).
+    """
+
+    header: dict[str, str]
+    payload: bytes
+    kid: str
+    signing_input: bytes
+
+
+# --- signing -------------------------------------------------------------------------------
+
+
+def _header_bytes(kid: str, typ: str) -> bytes:
+    return bytes(rfc8785.dumps({"alg": ALG, "kid": kid, "typ": typ}))
+
+
+def sign(payload: bytes, key: SigningKey, typ: str) -> str:
+    """Sign `payload` as a compact JWS with the header `{"alg":"EdDSA","kid":…,"typ":typ}`."""
+    if not isinstance(payload, bytes):
+        raise UsageError(f"payload must be bytes, got {type(payload).__name__}")
+    if not payload:
+        # RFC 7515 allows an empty payload, but `verify` refuses empty segments; never
+        # make a token this module would not accept.
+        raise UsageError("payload must not be empty")
+    if not isinstance(typ, str) or not typ:
+        raise UsageError("typ must be a non-empty string")
+    signing_input = b64url_encode(_header_bytes(key.kid, typ)) + "." + b64url_encode(payload)
+    signature = key.sign(signing_input.encode("ascii"))
+    return signing_input + "." + b64url_encode(signature)
+
+
+def sign_claims(claims: Mapping[str, Any], key: SigningKey, typ: str) -> str:
+    """Sign the RFC 8785 bytes of `claims` (so equal claims always give equal payloads)."""
+    if not isinstance(claims, Mapping):
+        raise UsageError(f"claims must be a JSON object, got {type(claims).__name__}")
+    try:
+        payload = bytes(rfc8785.dumps(dict(claims)))
+    except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+        raise UsageError(f"claims cannot be canonicalized with RFC 8785: {exc}") from None
+    return sign(payload, key, typ)
+
+
+# --- verification --------------------------------------------------------------------------
+
+
+def _json_kind(value: object) -> str:
+    """The JSON name of a parsed value's type, for messages ("array", not "list")."""
+    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return kinds.get(type(value), "number")
+
+
+def _check_format(token: object) -> list[str]:
+    """Rules 1-2: a str, ASCII, no whitespace/control characters, three non-empty segments."""
+    if not isinstance(token, str):
+        raise JWSFormatError(f"a compact JWS is a str, got {type(token).__name__}")
+    if not token.isascii():
+        at = next(i for i, ch in enumerate(token) if not ch.isascii())
+        raise JWSFormatError(f"non-ASCII character {token[at]!r} at offset {at}")
+    for i, ch in enumerate(token):
+        if ch <= " " or ch == "\x7f":
+            where = "at the end" if i == len(token) - 1 else f"at offset {i}"
+            raise JWSFormatError(f"whitespace or control character {ch!r} {where}")
+    segments = token.split(".")
+    if len(segments) != 3:
+        raise JWSFormatError(f"expected 3 dot-separated segments, found {len(segments)}")
+    for name, segment in zip(_SEGMENT_NAMES, segments, strict=True):
+        if not segment:
+            raise JWSFormatError(f"the {name} segment is empty")
+    return segments
+
+
+def _decode_segments(segments: list[str]) -> tuple[bytes, bytes, bytes]:
+    """Rule 3: each segment canonical unpadded base64url (one spelling per byte string)."""
+    decoded: list[bytes] = []
+    for name, segment in zip(_SEGMENT_NAMES, segments, strict=True):
+        try:
+            decoded.append(b64url_decode(segment))
+        except EncodingError as exc:
+            raise JWSEncodingError(f"the {name} segment: {exc}") from None
+    return decoded[0], decoded[1], decoded[2]
+
+
+def _parse_header(header_bytes: bytes) -> dict[str, str]:
+    """Rules 4-5: a strict JSON object with exactly alg, kid, typ, all strings."""
+    try:
+        header = strictjson.loads(header_bytes)
+    except MalformedJSON as exc:
+        raise JWSEncodingError(f"the header is not valid JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise JWSEncodingError(f"the header is a JSON {_json_kind(header)}, not an object")
+    extra = sorted(set(header) - set(_HEADER_MEMBERS))
+    if extra:
+        raise JWSHeaderError(
+            f"header member(s) {', '.join(repr(m) for m in extra)} not allowed (only alg, kid, typ)"
+        )
+    for member in _HEADER_MEMBERS:
+        if member not in header:
+            raise JWSHeaderError(f"header member {member!r} is missing")
+        if not isinstance(header[member], str):
+            raise JWSHeaderError(
+                f"header member {member!r} must be a string, found {_json_kind(header[member])}"
+            )
+    return header
+
+
+def verify(token: str, keys: KeySet, typ: str) -> VerifiedJWS:
+    """Verify a compact JWS against the trusted `keys`, expecting header `typ`.
+
+    Raises a JWSError subclass naming the first rule that failed (see the module
+    docstring for the order); never returns a bool.
+    """
+    segments = _check_format(token)
+    header_bytes, payload, signature = _decode_segments(segments)
+    header = _parse_header(header_bytes)
+    if header["alg"] != ALG:
+        raise JWSAlgorithmError(f"alg is {header['alg']!r}; only {ALG!r} is accepted")
+    if header["typ"] != typ:
+        found = _KNOWN_TYPS.get(header["typ"])
+        hint = (
+            f" ({found} was presented where {_KNOWN_TYPS[typ]} was expected)"
+            if (found and typ in _KNOWN_TYPS)
+            else ""
+        )
+        raise JWSTypeError(f"typ is {header['typ']!r}, expected {typ!r}{hint}")
+    public_key = keys.get(header["kid"])
+    signing_input = (segments[0] + "." + segments[1]).encode("ascii")
+    if len(signature) != ED25519_SIGNATURE_SIZE:
+        raise SignatureMismatch(
+            f"the signature is {len(signature)} bytes; an Ed25519 signature is "
+            f"{ED25519_SIGNATURE_SIZE}"
+        )
+    public_key.verify(signing_input, signature)
+    return VerifiedJWS(
+        header=header, payload=payload, kid=header["kid"], signing_input=signing_input
+    )
+
+
+def _parse_claims(payload: bytes) -> dict[str, Any]:
+    try:
+        claims = strictjson.loads(payload)
+    except MalformedJSON as exc:
+        raise ClaimsError(f"the payload is not valid JSON: {exc}") from None
+    if not isinstance(claims, dict):
+        raise ClaimsError(f"the payload is a JSON {_json_kind(claims)}, not an object")
+    return claims
+
+
+def verify_claims(token: str, keys: KeySet, typ: str) -> dict[str, Any]:
+    """`verify`, then parse the payload as a strict JSON object (ClaimsError otherwise)."""
+    return _parse_claims(verify(token, keys, typ).payload)
+
+
+# --- record tokens (Capability Resolution §8) -----------------------------------------------
+
+
+def _int_claim(claims: Mapping[str, Any], name: str) -> int:
+    if name not in claims:
+        raise ClaimsError(f"required claim {name!r} is missing")
+    value = claims[name]
+    # bool is an int subclass in Python; `true` is not a time.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ClaimsError(
+            f"claim {name!r} must be an integer number of seconds, "
+            f"found {type(value).__name__} {value!r}"
+        )
+    return value
+
+
+def check_record_lifetime(claims: Mapping[str, Any], at: int) -> None:
+    """Capability Resolution §8's three expiry rules at time `at` (epoch seconds).
+
+    In order: `exp - iat` > MAX_RECORD_LIFETIME, or `exp` before `iat`
+    (TokenLifetimeError); `exp < at - CLOCK_SKEW` (TokenExpired);
+    `iat > at + CLOCK_SKEW` (TokenNotYetValid). `iat`/`exp` must be integers (ClaimsError).
+    """
+    if isinstance(at, bool) or not isinstance(at, int):
+        raise UsageError(f"at must be integer epoch seconds, got {type(at).__name__}")
+    iat = _int_claim(claims, "iat")
+    exp = _int_claim(claims, "exp")
+    lifetime = exp - iat
+    if lifetime > MAX_RECORD_LIFETIME:
+        raise TokenLifetimeError(
+            f"lifetime exp - iat is {lifetime} s, more than the {MAX_RECORD_LIFETIME} s allowed"
+        )
+    if lifetime < 0:
+        # The spec only bounds the lifetime from above; a token that expires before it
+        # was issued is nonsense no honest resolver signs, so it is refused too.
+        raise TokenLifetimeError(f"exp {exp} is before iat {iat}")
+    if exp < at - CLOCK_SKEW:
+        raise TokenExpired(
+            f"exp {exp} is {at - exp} s before {at}, more than the {CLOCK_SKEW} s skew allowed"
+        )
+    if iat > at + CLOCK_SKEW:
+        raise TokenNotYetValid(
+            f"iat {iat} is {iat - at} s after {at}, more than the {CLOCK_SKEW} s skew allowed"
+        )
+
+
+def check_record_claims(claims: Mapping[str, Any], *, iss: str) -> None:
+    """The required claims, integer `iat`/`exp`, and the issuer (no clock rules)."""
+    missing = [name for name in RECORD_REQUIRED_CLAIMS if name not in claims]
+    if missing:
+        raise ClaimsError(f"required claim(s) {', '.join(repr(m) for m in missing)} missing")
+    _int_claim(claims, "iat")
+    _int_claim(claims, "exp")
+    if claims["iss"] != iss:
+        raise IssuerMismatch(f"iss is {claims['iss']!r}, expected {iss!r}")
+
+
+def verify_record_token(token: str, keys: KeySet, *, iss: str, at: int) -> dict[str, Any]:
+    """Verify a Capability Resolution record token and return its claims.
+
+    Signature and header (`verify`, typ RECORD_TYP), strict claims JSON, required claims,
+    integer iat/exp, `iss` equal to the expected issuer, then the three expiry rules at
+    `at` (epoch seconds).
+    """
+    claims = verify_claims(token, keys, RECORD_TYP)
+    check_record_claims(claims, iss=iss)
+    check_record_lifetime(claims, at)
+    return claims

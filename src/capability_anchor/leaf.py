@@ -1,0 +1,216 @@
+"""Records, leaf claims and leaf bytes (SPEC §2).
+
+A leaf hash must be reproducible by anyone, in any language, from the record alone. So the
+whole record is held to the I-JSON subset that every JSON implementation reads the same way
+(RFC 7493: no duplicate names, no lone surrogates, numbers that survive a trip through an
+IEEE 754 double), and the leaf is the RFC 8785 (JCS) canonical form of the record minus the
+members a resolver adds when it issues it. A record that a JavaScript verifier would read
+differently from us is refused here, before anything is hashed or stored, rather than
+producing a leaf that only Python can recompute.
+
+Everything here is pure: no I/O, no clock. `parse_json` / `parse_record` are the entry points
+for JSON text (CLI files, HTTP bodies); `validate_record` / `leaf_bytes` / `leaf_hash` take an
+already decoded value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, NoReturn
+
+import rfc8785
+
+from . import strictjson
+from .errors import InvalidRecord, MalformedJSON
+from .merkle import hash_leaf
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_LEAF_BYTES",
+    "MAX_SAFE_INTEGER",
+    "RESERVED_MEMBERS",
+    "leaf_bytes",
+    "leaf_claims",
+    "leaf_hash",
+    "parse_json",
+    "parse_record",
+    "validate_record",
+]
+
+RESERVED_MEMBERS = frozenset({"iat", "exp", "anchor", "proof", "jws", "expires"})
+"""Top-level members a resolver adds when it issues a record; they never reach the leaf."""
+
+MAX_LEAF_BYTES = 16384
+MAX_DEPTH = 32
+"""The top-level object is depth 1; each object or array value inside adds 1."""
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+# Exact types, not isinstance: these are the only types json.loads produces, and a subclass
+# (an OrderedDict, a str Enum, a list with its own __iter__) could serialise differently
+# from what was validated.
+_JSON_TYPES: frozenset[type] = frozenset({dict, list, str, int, float, bool, type(None)})
+
+# Characters that would make an error message unprintable or misleading.
+_UNSAFE_IN_MESSAGE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_MAX_SEGMENT_CHARS = 40
+
+
+# --- error locations -------------------------------------------------------------------------
+
+
+def _segment(name: str) -> str:
+    """One JSON Pointer (RFC 6901) member segment, shortened and made safe to print."""
+    text = name if len(name) <= _MAX_SEGMENT_CHARS else name[:_MAX_SEGMENT_CHARS] + "..."
+    text = text.replace("~", "~0").replace("/", "~1")
+    return _UNSAFE_IN_MESSAGE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def _where(path: str) -> str:
+    return f"at {path}" if path else "at the top level"
+
+
+def _fail(path: str, problem: str) -> NoReturn:
+    raise InvalidRecord(f"invalid record {_where(path)}: {problem}")
+
+
+def _describe_int(value: int) -> str:
+    # str() of an int over 4300 digits raises ValueError in Python >= 3.11; describe it instead.
+    if value.bit_length() > 200:
+        return f"integer of about {int(value.bit_length() * math.log10(2))} digits"
+    return f"number {value}"
+
+
+def _check_text(text: str, path: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code_point = ord(text[exc.start])
+        _fail(path, f"{what} contains a lone surrogate U+{code_point:04X} at character {exc.start}")
+
+
+def _check_number(value: int | float, path: str) -> None:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            _fail(path, f"number {value!r} is not finite")
+        if abs(value) > MAX_SAFE_INTEGER:
+            _fail(path, f"number {value!r} exceeds 2^53-1 in magnitude")
+    # Rounding to the nearest double is monotone and 2^53 is a double, so an int's double
+    # exceeds 2^53-1 exactly when the int does; comparing ints avoids float(), which raises
+    # OverflowError past 1.8e308.
+    elif abs(value) > MAX_SAFE_INTEGER:
+        _fail(path, f"{_describe_int(value)} exceeds 2^53-1 in magnitude")
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def _json_type_name(value: object) -> str:
+    names: dict[type, str] = {
+        dict: "object",
+        list: "array",
+        str: "string",
+        int: "number",
+        float: "number",
+        bool: "boolean",
+        type(None): "null",
+    }
+    return names.get(type(value), type(value).__name__)
+
+
+def validate_record(record: object) -> dict[str, Any]:
+    """Check the whole record (reserved members included) against SPEC §2 and return it.
+
+    Raises `InvalidRecord` naming the first problem found (in document order) and where it
+    is, as a JSON Pointer.
+    """
+    if not isinstance(record, dict) or type(record) is not dict:
+        raise InvalidRecord(f"a record must be a JSON object, got {_json_type_name(record)}")
+
+    # Iterative walk: hostile input (or a list that contains itself) must not reach Python's
+    # recursion limit; the depth cap stops a cycle before memory grows.
+    stack: list[tuple[object, str, int]] = [(record, "", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if type(value) not in _JSON_TYPES:
+            _fail(path, f"{type(value).__name__} is not a JSON value")
+        children: list[tuple[object, str, int]] = []
+        if isinstance(value, dict):
+            if depth > MAX_DEPTH:
+                _fail(path, f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
+            for key, item in value.items():
+                if type(key) is not str:
+                    _fail(path, f"member name {key!r} is {type(key).__name__}, not a string")
+                child = f"{path}/{_segment(key)}"
+                _check_text(key, child, "member name")
+                children.append((item, child, depth + 1))
+        elif isinstance(value, list):
+            if depth > MAX_DEPTH:
+                _fail(path, f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
+            children = [(item, f"{path}/{i}", depth + 1) for i, item in enumerate(value)]
+        elif isinstance(value, str):
+            _check_text(value, path, "string")
+        elif isinstance(value, bool):
+            pass
+        elif isinstance(value, int | float):
+            _check_number(value, path)
+        # Reversed so the walk, and so the problem reported first, follows document order.
+        stack.extend(reversed(children))
+    return record
+
+
+# --- leaves ----------------------------------------------------------------------------------
+
+
+def leaf_claims(record: object) -> dict[str, Any]:
+    """The record minus the reserved top-level members (a shallow copy; not validated)."""
+    if not isinstance(record, dict) or type(record) is not dict:
+        raise InvalidRecord(f"a record must be a JSON object, got {_json_type_name(record)}")
+    return {key: value for key, value in record.items() if key not in RESERVED_MEMBERS}
+
+
+def leaf_bytes(record: object) -> bytes:
+    """RFC 8785 canonical UTF-8 of the record's leaf claims (SPEC §2)."""
+    claims = leaf_claims(validate_record(record))
+    try:
+        data: bytes = rfc8785.dumps(claims)
+    except (ValueError, TypeError, RecursionError) as exc:
+        # validate_record already excludes what rfc8785 refuses; this keeps the promise that
+        # only InvalidRecord leaves this module should the two ever disagree.
+        raise InvalidRecord(f"record cannot be canonicalised: {exc}") from None
+    if len(data) > MAX_LEAF_BYTES:
+        raise InvalidRecord(
+            f"leaf bytes are {len(data)} bytes long, over the limit of {MAX_LEAF_BYTES}"
+        )
+    return data
+
+
+def leaf_hash(record: object) -> bytes:
+    """SHA-256(0x00 || leaf bytes)."""
+    return hash_leaf(leaf_bytes(record))
+
+
+# --- JSON text -------------------------------------------------------------------------------
+
+
+def parse_json(data: str | bytes) -> Any:
+    """Parse strict JSON text (see `strictjson`): UTF-8 only, no byte order mark, no duplicate
+    member names, no NaN/Infinity, no number that overflows a double.
+
+    Raises `InvalidRecord` (with line and column where the parser reports one). Lone
+    surrogates, the number range and the depth limit are record rules, checked with a precise
+    location by `validate_record`; use `parse_record` for records.
+    """
+    try:
+        return strictjson.loads(data, allow_lone_surrogates=True)
+    except MalformedJSON as exc:
+        detail = str(exc)
+        if detail.startswith("nested too deeply"):
+            detail += f" (the limit for records is {MAX_DEPTH})"
+        raise InvalidRecord(f"invalid JSON: {detail}") from None
+
+
+def parse_record(data: str | bytes) -> dict[str, Any]:
+    """Parse JSON text strictly and validate it as a record (SPEC §2)."""
+    return validate_record(parse_json(data))
