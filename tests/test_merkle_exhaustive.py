@@ -78,6 +78,8 @@ def test_consistency_every_pair(second: int) -> None:
             assert merkle.consistency_path_length(first, second) == len(want)
         assert ONE_BY_ONE.consistency_proof(first, second) == want, (first, second)
         assert BATCHED.consistency_proof(first, second) == want, (first, second)
+        nodes = merkle.consistency_nodes(first, second)
+        assert merkle.nodes.resolve(nodes, TILES.node) == want, (first, second)
         merkle.verify_consistency(first, second, NAIVE.root(first), new, want)
 
 

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Write language-neutral RFC 9162 test vectors to tests/vectors/rfc9162.json.
+
+    .venv/bin/python tools/gen_vectors.py           # (re)write the file
+    .venv/bin/python tools/gen_vectors.py --check   # exit 1 if the file is not what it makes
+
+The vectors come from the naive recursive reference in tests/naive_rfc9162.py, not from the
+package, so other implementations (and ours) are checked against the RFC's definitions.
+Invalid vectors carry the mutation that makes them fail; every one of them must be rejected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from naive_rfc9162 import Naive, leaf  # noqa: E402
+
+OUT = ROOT / "tests" / "vectors" / "rfc9162.json"
+REFERENCE_INPUTS = [
+    "",
+    "00",
+    "10",
+    "2021",
+    "3031",
+    "40414243",
+    "5051525354555657",
+    "606162636465666768696a6b6c6d6e6f",
+]
+
+
+def tree_vectors(inputs: list[str], pairs_from: int) -> dict[str, Any]:
+    hashes = [leaf(bytes.fromhex(x)) for x in inputs]
+    naive = Naive(hashes)
+    n = len(inputs)
+    sizes = range(1, n + 1) if n <= pairs_from else sorted({1, 2, 3, 7, 8, 63, 64, 65, n - 1, n})
+    inclusion = []
+    consistency = []
+    for size in sizes:
+        for index in sorted(
+            {0, 1, size // 2, size - 2, size - 1} if n > pairs_from else range(size)
+        ):
+            if 0 <= index < size:
+                path, _ = naive.inclusion(index, size)
+                inclusion.append(
+                    {"leaf_index": index, "tree_size": size, "path": [h.hex() for h in path]}
+                )
+        for first in sorted(
+            {1, 2, size // 2, size - 1, size} if n > pairs_from else range(1, size + 1)
+        ):
+            if 0 < first <= size:
+                path, _ = naive.consistency(first, size)
+                consistency.append(
+                    {"first": first, "second": size, "path": [h.hex() for h in path]}
+                )
+    return {
+        "leaf_inputs": inputs,
+        "leaf_hashes": [h.hex() for h in hashes],
+        "roots": {str(s): naive.root(s).hex() for s in range(n + 1)},
+        "inclusion": inclusion,
+        "consistency": consistency,
+    }
+
+
+def invalid_vectors(trees: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A few proofs per kind of damage; each must be rejected by a verifier."""
+    out: list[dict[str, Any]] = []
+    t = trees[0]
+    for v in t["inclusion"]:
+        if v["tree_size"] != 8 or v["leaf_index"] not in (0, 5):
+            continue
+        base = {
+            "kind": "inclusion",
+            "leaf_hash": t["leaf_hashes"][v["leaf_index"]],
+            "root": t["roots"]["8"],
+            "leaf_index": v["leaf_index"],
+            "tree_size": 8,
+        }
+        path = v["path"]
+        flipped = list(path)
+        flipped[1] = format(int(flipped[1], 16) ^ 1, "064x")
+        out += [
+            {**base, "mutation": "bit_flipped_path_element", "path": flipped},
+            {**base, "mutation": "truncated_path", "path": path[:-1]},
+            {**base, "mutation": "extra_path_element", "path": [*path, path[0]]},
+            {**base, "mutation": "index_plus_one", "path": path, "leaf_index": v["leaf_index"] + 1},
+            {**base, "mutation": "size_times_two", "path": path, "tree_size": 16},
+            {**base, "mutation": "index_equals_size", "path": path, "leaf_index": 8},
+            {**base, "mutation": "wrong_root", "path": path, "root": t["roots"]["7"]},
+            {**base, "mutation": "short_hash", "path": [path[0][:62], *path[1:]]},
+        ]
+    for v in t["consistency"]:
+        if (v["first"], v["second"]) not in ((3, 7), (4, 8)):
+            continue
+        m, n = v["first"], v["second"]
+        base = {
+            "kind": "consistency",
+            "first": m,
+            "second": n,
+            "first_root": t["roots"][str(m)],
+            "second_root": t["roots"][str(n)],
+        }
+        path = v["path"]
+        out += [
+            {**base, "mutation": "swapped_sizes", "path": path, "first": n, "second": m},
+            {**base, "mutation": "first_zero", "path": path, "first": 0},
+            {**base, "mutation": "truncated_path", "path": path[:-1]},
+            {**base, "mutation": "wrong_first_root", "path": path, "first_root": t["roots"]["2"]},
+        ]
+        if len(path) > 1:
+            out.append({**base, "mutation": "reversed_path", "path": path[::-1]})
+    return out
+
+
+def build() -> bytes:
+    big_inputs = [hashlib.sha256(i.to_bytes(4, "big")).hexdigest() for i in range(300)]
+    trees = [tree_vectors(REFERENCE_INPUTS, 8), tree_vectors(big_inputs, 8)]
+    doc = {
+        "description": "RFC 9162 §2.1 Merkle tree vectors: SHA-256, leaf = H(0x00||input), "
+        "node = H(0x01||l||r), 0-based indices, hashes in lowercase hex. Generated by "
+        "tools/gen_vectors.py from a naive recursive implementation.",
+        "trees": trees,
+        "invalid": invalid_vectors(trees),
+    }
+    return (json.dumps(doc, indent=1) + "\n").encode()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    data = build()
+    if args.check:
+        if not OUT.exists() or OUT.read_bytes() != data:
+            print(f"{OUT} is stale: run tools/gen_vectors.py", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_bytes(data)
+    print(f"wrote {OUT} ({len(data)} bytes)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
