@@ -119,3 +119,37 @@ class TokenExpired(ClaimsError):
 
 class TokenNotYetValid(ClaimsError):
     """`iat` lies more than the allowed skew in the future."""
+
+
+# --- the log ----------------------------------------------------------------------------------
+
+
+class NotFound(CapabilityAnchorError):
+    """The thing asked for does not exist (a day, a head, an entry no head covers)."""
+
+    code = "not_found"
+
+
+class Conflict(CapabilityAnchorError):
+    """The operation is refused by the log's rules (append into a sealed day, before the first
+    day, a record whose `iss` is not the log's, re-initialising an existing log)."""
+
+    code = "conflict"
+
+
+class StoreError(CapabilityAnchorError):
+    """The store is missing, unreadable, of an unknown schema, or inconsistent. Fatal: an
+    operator must look before the log runs again."""
+
+    code = "unavailable"
+
+
+class StartupCheckFailed(StoreError):
+    """The configured key or issuer does not match what the log has published."""
+
+
+class ExportConflict(CapabilityAnchorError):
+    """An existing published file has different bytes than the log would write. Fatal:
+    published files never change."""
+
+    code = "conflict"

@@ -5,6 +5,7 @@ Pure functions over bytes and ints; no I/O. `nodes` says which nodes a proof nee
 and `verify` checks proofs without trusting anything but the root it is given.
 """
 
+from .edge import FullTile, TreeEdge, partial_counts
 from .hashing import EMPTY_ROOT, HASH_SIZE, hash_children, hash_leaf
 from .nodes import (
     NodeSource,
@@ -23,10 +24,12 @@ __all__ = [
     "HASH_SIZE",
     "TILE_HEIGHT",
     "TILE_WIDTH",
+    "FullTile",
     "NodeSource",
     "TileID",
     "TileNodes",
     "TiledTree",
+    "TreeEdge",
     "calculate_inclusion_root",
     "consistency_nodes",
     "consistency_path",
@@ -36,6 +39,7 @@ __all__ = [
     "inclusion_nodes",
     "inclusion_path",
     "inclusion_path_length",
+    "partial_counts",
     "root_from",
     "root_hash",
     "tile_path",

@@ -1,0 +1,121 @@
+"""The right edge of a tiled tree: what a store keeps in memory to append in O(1) space.
+
+A tree of n leaves, cut into tlog-tiles, has at every tile level L exactly one partial tile
+(possibly empty): the (n >> 8L) mod 256 hashes at height 8L to the right of the last full
+tile. Everything to the left of it lives in full tiles that never change again. So the
+partial tiles are all the state appending needs (at most 255 hashes per level, ~24 KB at
+10,000,000 leaves), and they are also all the root needs: the root's decomposition nodes
+at heights 8L..8L+7 lie inside level L's partial tile.
+
+`TreeEdge.extend` returns the tiles that became full, with their roots (the hash one level
+up), for the store to persist; the store can rebuild an edge from the last partial hashes
+of level 0 and the roots of the full tiles to the right of each level's last full tile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from .hashing import EMPTY_ROOT, HASH_SIZE
+from .nodes import fold, range_nodes
+from .tiles import TILE_HEIGHT, TILE_WIDTH, TileID, subtree_hash
+
+_TILE_BYTES = TILE_WIDTH * HASH_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class FullTile:
+    """A tile that just became full: its ID, its 256 hashes, and its root (height 8L+8)."""
+
+    tile: TileID
+    hashes: bytes
+    root: bytes
+
+
+class TreeEdge:
+    """The partial tile of every level of a tree of `size` leaves."""
+
+    def __init__(self, size: int = 0, partials: Sequence[bytes] = ()) -> None:
+        if size < 0:
+            raise UsageError(f"tree size must be >= 0, got {size}")
+        self._size = size
+        self._partials = [bytearray(p) for p in partials]
+        want = partial_counts(size)
+        while len(self._partials) < len(want):
+            self._partials.append(bytearray())
+        got = [len(p) // HASH_SIZE for p in self._partials]
+        if (
+            any(len(p) % HASH_SIZE for p in self._partials)
+            or got[: len(want)] != want
+            or any(got[len(want) :])
+        ):
+            raise UsageError(f"partial tiles {got} do not fit a tree of size {size} ({want})")
+        del self._partials[len(want) :]
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def copy(self) -> TreeEdge:
+        return TreeEdge(self._size, [bytes(p) for p in self._partials])
+
+    def extend(self, leaf_hashes: bytes) -> list[FullTile]:
+        """Append concatenated leaf hashes; return the tiles that became full, in order."""
+        if len(leaf_hashes) % HASH_SIZE:
+            raise UsageError(f"concatenated hashes must be a multiple of {HASH_SIZE} bytes")
+        full: list[FullTile] = []
+        incoming = bytes(leaf_hashes)
+        level = 0
+        first_index = self._size // TILE_WIDTH  # index of level 0's partial tile
+        while incoming:
+            if level == len(self._partials):
+                self._partials.append(bytearray())
+            row = self._partials[level]
+            row += incoming
+            roots = bytearray()
+            done = len(row) // _TILE_BYTES
+            for n in range(done):
+                hashes = bytes(row[n * _TILE_BYTES : (n + 1) * _TILE_BYTES])
+                root = subtree_hash(hashes)
+                full.append(FullTile(TileID(level, first_index + n, TILE_WIDTH), hashes, root))
+                roots += root
+            del row[: done * _TILE_BYTES]
+            incoming = bytes(roots)
+            # The next level's partial tile index, before its new hashes arrive.
+            first_index = (self._size >> (TILE_HEIGHT * (level + 1))) // TILE_WIDTH
+            level += 1
+        self._size += len(leaf_hashes) // HASH_SIZE
+        return full
+
+    def partial_tiles(self) -> list[tuple[TileID, bytes]]:
+        """The non-empty partial tile of each level, as it is at the current size."""
+        out = []
+        for level, row in enumerate(self._partials):
+            if row:
+                count = self._size >> (TILE_HEIGHT * level)
+                tile = TileID(level, count // TILE_WIDTH, len(row) // HASH_SIZE)
+                out.append((tile, bytes(row)))
+        return out
+
+    def root(self) -> bytes:
+        """The tree's root: fold of the decomposition nodes, largest (top level) first."""
+        if self._size == 0:
+            return EMPTY_ROOT
+        nodes: list[bytes] = []
+        for row in reversed(self._partials):
+            count = len(row) // HASH_SIZE
+            for k, i in range_nodes(0, count):
+                nodes.append(subtree_hash(row[(i << k) * HASH_SIZE : ((i + 1) << k) * HASH_SIZE]))
+        return fold(nodes)
+
+
+def partial_counts(size: int) -> list[int]:
+    """How many hashes each level's partial tile holds at tree `size` (top levels may be 0)."""
+    counts = []
+    level = 0
+    while size >> (TILE_HEIGHT * level):
+        counts.append((size >> (TILE_HEIGHT * level)) % TILE_WIDTH)
+        level += 1
+    return counts

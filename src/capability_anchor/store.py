@@ -1,0 +1,550 @@
+"""The SQLite store: the only module that touches SQLite (through sqlite-utils).
+
+Contract (what is durable when a call returns):
+- Writes happen only inside `write()`, which takes SQLite's write lock first
+  (`BEGIN IMMEDIATE`) so the next leaf index is read under the lock, and commits once.
+  When `write()` returns, everything written in it is on disk (WAL, `synchronous=FULL`):
+  an acknowledged append survives power loss. If the process dies inside `write()`, none
+  of it happened.
+- Append-only is enforced by the database, not by this code: triggers abort every UPDATE
+  and DELETE of entries, heads, tiles, stamps and keys; any insert of an entry or a head into
+  a sealed day; an entry whose index is not the next one of its day; and a head whose root
+  differs from another head of the same day and size.
+- Several processes may open one store: writers queue on the lock (busy timeout), readers
+  never block in WAL mode.
+
+Tiles are stored when they become full (width 256, with their root, the hash one tile level
+up) and, at every published head's size, the partial tiles of that size. Any tree size up
+to a published head can therefore be proven from stored tiles alone; the right edge of an
+unpublished tree is rebuilt from the last entries and the roots of the last full tiles.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlite_utils
+
+from .errors import Conflict, StoreError
+from .merkle import TILE_HEIGHT, partial_counts
+
+DB_NAME = "log.sqlite3"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 30_000
+
+_IMMUTABLE = ("entries", "heads", "tiles", "stamps", "keys")
+
+# Migration n brings user_version from n-1 to n. Never edit a shipped migration: add one.
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+    CREATE TABLE keys (kid TEXT PRIMARY KEY, jwk TEXT NOT NULL, added INTEGER NOT NULL) STRICT;
+    CREATE TABLE entries (
+        day TEXT NOT NULL,
+        leaf_index INTEGER NOT NULL CHECK (leaf_index >= 0),
+        leaf_hash BLOB NOT NULL CHECK (length(leaf_hash) = 32),
+        claims BLOB NOT NULL,
+        accepted_at INTEGER NOT NULL,
+        PRIMARY KEY (day, leaf_index)
+    ) STRICT;
+    CREATE UNIQUE INDEX entries_by_hash ON entries (leaf_hash, day);
+    CREATE TABLE heads (
+        day TEXT NOT NULL,
+        tree_size INTEGER NOT NULL CHECK (tree_size >= 0),
+        sealed INTEGER NOT NULL CHECK (sealed IN (0, 1)),
+        root BLOB NOT NULL CHECK (length(root) = 32),
+        iat INTEGER NOT NULL,
+        kid TEXT NOT NULL,
+        doc BLOB NOT NULL,
+        PRIMARY KEY (day, tree_size, sealed)
+    ) STRICT;
+    CREATE TABLE tiles (
+        day TEXT NOT NULL,
+        level INTEGER NOT NULL CHECK (level >= 0),
+        idx INTEGER NOT NULL CHECK (idx >= 0),
+        width INTEGER NOT NULL CHECK (width BETWEEN 1 AND 256),
+        hashes BLOB NOT NULL CHECK (length(hashes) = 32 * width),
+        root BLOB CHECK (root IS NULL OR length(root) = 32),
+        PRIMARY KEY (day, level, idx, width)
+    ) STRICT;
+    CREATE TABLE stamps (
+        day TEXT NOT NULL,
+        tsa TEXT NOT NULL,
+        token BLOB NOT NULL,
+        gen_time TEXT NOT NULL,
+        added INTEGER NOT NULL,
+        PRIMARY KEY (day, tsa)
+    ) STRICT;
+    CREATE TRIGGER entries_next_index BEFORE INSERT ON entries
+    WHEN NEW.leaf_index != COALESCE(
+        (SELECT max(leaf_index) FROM entries WHERE day = NEW.day), -1) + 1
+    BEGIN SELECT RAISE(ABORT, 'append-only: leaf_index is not the next index of its day'); END;
+    CREATE TRIGGER entries_not_sealed BEFORE INSERT ON entries
+    WHEN EXISTS (SELECT 1 FROM heads WHERE day = NEW.day AND sealed = 1)
+    BEGIN SELECT RAISE(ABORT, 'append-only: the day is sealed'); END;
+    CREATE TRIGGER heads_not_sealed BEFORE INSERT ON heads
+    WHEN EXISTS (SELECT 1 FROM heads WHERE day = NEW.day AND sealed = 1)
+    BEGIN SELECT RAISE(ABORT, 'append-only: the day is sealed'); END;
+    CREATE TRIGGER heads_same_root BEFORE INSERT ON heads
+    WHEN EXISTS (SELECT 1 FROM heads
+                 WHERE day = NEW.day AND tree_size = NEW.tree_size AND root != NEW.root)
+    BEGIN SELECT RAISE(ABORT, 'append-only: another head of this size has another root'); END;
+    """
+    + "".join(
+        f"""
+    CREATE TRIGGER {t}_no_update BEFORE UPDATE ON {t}
+    BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be updated'); END;
+    CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t}
+    BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be deleted'); END;
+    """
+        for t in _IMMUTABLE
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HeadRow:
+    day: str
+    tree_size: int
+    sealed: bool
+    root: bytes
+    iat: int
+    kid: str
+    doc: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRow:
+    day: str
+    leaf_index: int
+    leaf_hash: bytes
+    claims: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TileRow:
+    day: str
+    level: int
+    index: int
+    width: int
+    hashes: bytes
+    root: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class StampRow:
+    day: str
+    tsa: str
+    token: bytes
+    gen_time: str
+
+
+_HEAD_COLUMNS = "day, tree_size, sealed, root, iat, kid, doc"
+
+
+def _head(row: Sequence[object]) -> HeadRow:
+    day, size, sealed, root, iat, kid, doc = row
+    return HeadRow(str(day), int(size), bool(sealed), bytes(root), int(iat), str(kid), bytes(doc))  # type: ignore[call-overload]
+
+
+class Store:
+    """One SQLite database in a data dir."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn = conn
+        self.db = sqlite_utils.Database(conn)
+
+    # --- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def exists(cls, data_dir: Path) -> bool:
+        return (data_dir / DB_NAME).exists()
+
+    @classmethod
+    def create(cls, data_dir: Path) -> Store:
+        path = data_dir / DB_NAME
+        if path.exists():
+            raise Conflict(f"a log already exists at {path}; refusing to overwrite it")
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return cls._connect(path, create=True)
+
+    @classmethod
+    def open(cls, data_dir: Path) -> Store:
+        path = data_dir / DB_NAME
+        if not path.exists():
+            raise StoreError(f"no log at {path} (run `capability-anchor init` first)")
+        return cls._connect(path, create=False)
+
+    @classmethod
+    def _connect(cls, path: Path, *, create: bool) -> Store:
+        try:
+            # isolation_level=None: no implicit transactions; write() issues BEGIN IMMEDIATE.
+            # check_same_thread=False: the HTTP service's worker threads share one writer
+            # behind the Log's lock.
+            conn = sqlite3.connect(
+                path,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: the WAL is fsynced at every commit, so an acknowledged append survives
+            # power loss, not only a process crash.
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            store = cls(path, conn)
+            store._migrate(create=create)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the log at {path}: {exc}") from None
+        return store
+
+    def _migrate(self, *, create: bool) -> None:
+        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}; this program knows up to "
+                f"{SCHEMA_VERSION} (upgrade capability-anchor)"
+            )
+        if version == 0 and not create:
+            raise StoreError(f"{self.path} is not a capability-anchor log (schema version 0)")
+        if version == SCHEMA_VERSION:
+            return
+        with self.write():
+            for n in range(version, SCHEMA_VERSION):
+                for statement in _split_sql(_MIGRATIONS[n]):
+                    self._conn.execute(statement)
+            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # --- transactions ----------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One durable, atomic write transaction under SQLite's write lock."""
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"cannot take the log's write lock: {exc}") from None
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._conn.execute("ROLLBACK")
+            raise StoreError(f"commit failed: {exc}") from None
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A consistent snapshot for several reads (WAL readers never block writers)."""
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._conn.execute("COMMIT")
+
+    def _exec(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.IntegrityError as exc:
+            raise _integrity(exc) from None
+
+    def _execmany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        try:
+            self._conn.executemany(sql, rows)
+        except sqlite3.IntegrityError as exc:
+            raise _integrity(exc) from None
+
+    # --- meta and keys ---------------------------------------------------------------------
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._exec("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def meta(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self._exec("SELECT key, value FROM meta")}
+
+    def add_key(self, kid: str, jwk_json: str, added: int) -> None:
+        self._exec(
+            "INSERT OR IGNORE INTO keys (kid, jwk, added) VALUES (?, ?, ?)", (kid, jwk_json, added)
+        )
+
+    def keys(self) -> list[tuple[str, str]]:
+        return [(str(k), str(j)) for k, j in self._exec("SELECT kid, jwk FROM keys ORDER BY kid")]
+
+    # --- entries ---------------------------------------------------------------------------
+
+    def day_size(self, day: str) -> int:
+        row = self._exec("SELECT max(leaf_index) FROM entries WHERE day = ?", (day,)).fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def existing(self, day: str, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
+        """Leaf indices of those hashes already stored in `day` (dedupe)."""
+        found: dict[bytes, int] = {}
+        for start in range(0, len(leaf_hashes), 500):
+            chunk = leaf_hashes[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for h, i in self._exec(
+                "SELECT leaf_hash, leaf_index FROM entries "
+                f"WHERE day = ? AND leaf_hash IN ({marks})",
+                (day, *chunk),
+            ):
+                found[bytes(h)] = int(i)
+        return found
+
+    def insert_entries(
+        self, day: str, first_index: int, rows: Sequence[tuple[bytes, bytes]], accepted_at: int
+    ) -> None:
+        self._execmany(
+            "INSERT INTO entries (day, leaf_index, leaf_hash, claims, accepted_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            ((day, first_index + n, h, claims, accepted_at) for n, (h, claims) in enumerate(rows)),
+        )
+
+    def leaf_hashes(self, day: str, start: int, end: int) -> list[bytes]:
+        return [
+            bytes(h)
+            for (h,) in self._exec(
+                "SELECT leaf_hash FROM entries WHERE day = ? AND leaf_index >= ? "
+                "AND leaf_index < ? ORDER BY leaf_index",
+                (day, start, end),
+            )
+        ]
+
+    def entries(self, day: str, start: int, limit: int) -> list[EntryRow]:
+        return [
+            EntryRow(day, int(i), bytes(h), bytes(c))
+            for i, h, c in self._exec(
+                "SELECT leaf_index, leaf_hash, claims FROM entries WHERE day = ? "
+                "AND leaf_index >= ? ORDER BY leaf_index LIMIT ?",
+                (day, start, limit),
+            )
+        ]
+
+    def entry(self, day: str, leaf_index: int) -> EntryRow | None:
+        rows = self.entries(day, leaf_index, 1)
+        return rows[0] if rows and rows[0].leaf_index == leaf_index else None
+
+    def find_leaf(self, leaf_hash: bytes) -> list[tuple[str, int]]:
+        """Every (day, leaf_index) holding this leaf hash, newest day first."""
+        return [
+            (str(d), int(i))
+            for d, i in self._exec(
+                "SELECT day, leaf_index FROM entries WHERE leaf_hash = ? ORDER BY day DESC",
+                (leaf_hash,),
+            )
+        ]
+
+    def entry_days(self) -> list[str]:
+        return [str(d) for (d,) in self._exec("SELECT DISTINCT day FROM entries ORDER BY day")]
+
+    def iter_entries(self, day: str, chunk: int = 10_000) -> Iterator[EntryRow]:
+        start = 0
+        while True:
+            # Paged by the primary key: each page is a fresh query, so a long audit does not
+            # hold one read transaction open for minutes.
+            rows = self._exec(
+                "SELECT leaf_index, leaf_hash, claims FROM entries WHERE day = ? "
+                "AND leaf_index >= ? ORDER BY leaf_index LIMIT ?",
+                (day, start, chunk),
+            ).fetchall()
+            for i, h, c in rows:
+                yield EntryRow(day, int(i), bytes(h), bytes(c))
+            if len(rows) < chunk:
+                return
+            start = int(rows[-1][0]) + 1
+
+    # --- tiles -----------------------------------------------------------------------------
+
+    def insert_tiles(
+        self, day: str, rows: Iterable[tuple[int, int, int, bytes, bytes | None]]
+    ) -> None:
+        """Insert tiles (level, index, width, hashes, root); an identical one already stored is
+        left alone (tiles are deterministic from the entries)."""
+        self._execmany(
+            "INSERT INTO tiles (day, level, idx, width, hashes, root) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            ((day, level, idx, width, hashes, root) for level, idx, width, hashes, root in rows),
+        )
+
+    def tile(self, day: str, level: int, index: int, min_width: int) -> bytes | None:
+        """The narrowest stored version of a tile that holds at least `min_width` hashes."""
+        row = self._exec(
+            "SELECT hashes FROM tiles WHERE day = ? AND level = ? AND idx = ? AND width >= ? "
+            "ORDER BY width LIMIT 1",
+            (day, level, index, min_width),
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def full_tile_roots(self, day: str, level: int, first: int, count: int) -> list[bytes]:
+        return [
+            bytes(r)
+            for (r,) in self._exec(
+                "SELECT root FROM tiles WHERE day = ? AND level = ? AND width = 256 "
+                "AND idx >= ? AND idx < ? ORDER BY idx",
+                (day, level, first, first + count),
+            )
+        ]
+
+    def edge_partials(self, day: str, size: int) -> list[bytes]:
+        """The partial tile of each level at tree `size`, rebuilt from stored data."""
+        partials: list[bytes] = []
+        for level, count in enumerate(partial_counts(size)):
+            if count == 0:
+                partials.append(b"")
+                continue
+            at_level = size >> (TILE_HEIGHT * level)
+            first = at_level - count  # index of the first hash of the partial tile
+            if level == 0:
+                hashes = self.leaf_hashes(day, first, at_level)
+            else:
+                hashes = self.full_tile_roots(day, level - 1, first, count)
+            if len(hashes) != count:
+                raise StoreError(
+                    f"day {day}: level {level} of the tree at size {size} needs {count} "
+                    f"hashes, the store has {len(hashes)} (missing entries or tiles)"
+                )
+            partials.append(b"".join(hashes))
+        return partials
+
+    def iter_tiles(self, day: str) -> Iterator[TileRow]:
+        for level, idx, width, hashes, root in self._exec(
+            "SELECT level, idx, width, hashes, root FROM tiles WHERE day = ? "
+            "ORDER BY level, idx, width",
+            (day,),
+        ):
+            yield TileRow(
+                day,
+                int(level),
+                int(idx),
+                int(width),
+                bytes(hashes),
+                None if root is None else bytes(root),
+            )
+
+    # --- heads -----------------------------------------------------------------------------
+
+    def insert_head(self, head: HeadRow) -> None:
+        self._exec(
+            f"INSERT INTO heads ({_HEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (head.day, head.tree_size, int(head.sealed), head.root, head.iat, head.kid, head.doc),
+        )
+
+    def _heads(
+        self, where: str, params: Sequence[object], order: str, limit: int | None = None
+    ) -> list[HeadRow]:
+        sql = f"SELECT {_HEAD_COLUMNS} FROM heads WHERE {where} ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_head(r) for r in self._exec(sql, params)]
+
+    def heads(self, day: str) -> list[HeadRow]:
+        return self._heads("day = ?", (day,), "tree_size, sealed")
+
+    def all_heads(self) -> list[HeadRow]:
+        return self._heads("1", (), "day, tree_size, sealed")
+
+    def head(self, day: str, tree_size: int, sealed: bool) -> HeadRow | None:
+        rows = self._heads(
+            "day = ? AND tree_size = ? AND sealed = ?", (day, tree_size, int(sealed)), "day"
+        )
+        return rows[0] if rows else None
+
+    def sealed_head(self, day: str) -> HeadRow | None:
+        rows = self._heads("day = ? AND sealed = 1", (day,), "day")
+        return rows[0] if rows else None
+
+    def newest_head(self, day: str) -> HeadRow | None:
+        """The sealed head of the day, else its largest unsealed head."""
+        rows = self._heads("day = ?", (day,), "sealed DESC, tree_size DESC", 1)
+        return rows[0] if rows else None
+
+    def newest_unsealed(self, day: str) -> HeadRow | None:
+        rows = self._heads("day = ? AND sealed = 0", (day,), "tree_size DESC", 1)
+        return rows[0] if rows else None
+
+    def sealed_heads(self, before: str | None = None, limit: int | None = None) -> list[HeadRow]:
+        """Sealed heads, newest day first, optionally only days before `before`."""
+        if before is None:
+            return self._heads("sealed = 1", (), "day DESC", limit)
+        return self._heads("sealed = 1 AND day < ?", (before,), "day DESC", limit)
+
+    def last_sealed_day(self) -> str | None:
+        row = self._exec("SELECT max(day) FROM heads WHERE sealed = 1").fetchone()
+        return None if row[0] is None else str(row[0])
+
+    def newest_published(self) -> HeadRow | None:
+        rows = self._heads("1", (), "day DESC, sealed DESC, tree_size DESC", 1)
+        return rows[0] if rows else None
+
+    def newest_covering(self, day: str, leaf_index: int) -> HeadRow | None:
+        """The newest head of `day` that covers `leaf_index`, if any."""
+        rows = self._heads(
+            "day = ? AND tree_size > ?", (day, leaf_index), "sealed DESC, tree_size DESC", 1
+        )
+        return rows[0] if rows else None
+
+    # --- stamps ----------------------------------------------------------------------------
+
+    def insert_stamp(self, stamp: StampRow, added: int) -> None:
+        self._exec(
+            "INSERT INTO stamps (day, tsa, token, gen_time, added) VALUES (?, ?, ?, ?, ?)",
+            (stamp.day, stamp.tsa, stamp.token, stamp.gen_time, added),
+        )
+
+    def stamps(self, day: str) -> list[StampRow]:
+        return [
+            StampRow(str(d), str(t), bytes(tok), str(g))
+            for d, t, tok, g in self._exec(
+                "SELECT day, tsa, token, gen_time FROM stamps WHERE day = ? ORDER BY gen_time, tsa",
+                (day,),
+            )
+        ]
+
+    # --- raw access, for tests that play the attacker ---------------------------------------
+
+    def execute_raw(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
+        """Run SQL as given. Only tests use this, to show the triggers firing and to tamper
+        with a copy the way an attacker with file access would."""
+        return [tuple(r) for r in self._exec(sql, params)]
+
+
+def _integrity(exc: sqlite3.IntegrityError) -> Exception:
+    message = str(exc)
+    if "append-only" in message:
+        return Conflict(message)
+    return StoreError(f"the store refused a write: {message}")
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements (SQLite's own parser decides where one ends, so
+    the `;` inside a trigger's BEGIN ... END does not)."""
+    statements: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        raise StoreError(f"incomplete statement in a migration: {current.strip()[:60]}")
+    return statements
+
+
+__all__ = [
+    "DB_NAME",
+    "EntryRow",
+    "HeadRow",
+    "StampRow",
+    "Store",
+    "TileRow",
+]
