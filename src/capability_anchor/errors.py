@@ -27,9 +27,14 @@ class MalformedJSON(UsageError):
 
 
 class InvalidRecord(CapabilityAnchorError):
-    """A record violates SPEC §2 (validation, canonical form, size)."""
+    """A record violates SPEC §2 (validation, canonical form, size). In a batch, `position`
+    is the 0-based position of the first bad record."""
 
     code = "invalid_record"
+
+    def __init__(self, message: str, *, position: int | None = None) -> None:
+        super().__init__(message)
+        self.position = position
 
 
 class KeyFileError(CapabilityAnchorError):

@@ -278,7 +278,7 @@ class Store:
             "INSERT OR IGNORE INTO keys (kid, jwk, added) VALUES (?, ?, ?)", (kid, jwk_json, added)
         )
 
-    def keys(self) -> list[tuple[str, str]]:
+    def signing_keys(self) -> list[tuple[str, str]]:
         return [(str(k), str(j)) for k, j in self._exec("SELECT kid, jwk FROM keys ORDER BY kid")]
 
     # --- entries ---------------------------------------------------------------------------

@@ -11,11 +11,10 @@ import sys
 from typing import Any
 
 from ..errors import (
-    CapabilityAnchorError,
-    InvalidRecord,
     KeyFileError,
+    StartupCheckFailed,
+    StoreError,
     UsageError,
-    VerificationError,
 )
 
 EXIT_OK = 0
@@ -24,11 +23,13 @@ EXIT_USAGE = 2
 
 
 def exit_code_for(exc: BaseException) -> int:
-    if isinstance(exc, UsageError | KeyFileError | OSError):
-        return EXIT_USAGE
-    if isinstance(exc, InvalidRecord | VerificationError | CapabilityAnchorError):
+    """2 for usage and I/O (bad arguments, unreadable files, a missing or unopenable store,
+    key file problems); 1 for everything the log or a check refused."""
+    if isinstance(exc, StartupCheckFailed):
         return EXIT_FAILED
-    return EXIT_USAGE
+    if isinstance(exc, UsageError | KeyFileError | StoreError | OSError):
+        return EXIT_USAGE
+    return EXIT_FAILED
 
 
 def fail(prog: str, exc: BaseException) -> int:

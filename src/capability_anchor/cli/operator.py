@@ -1,4 +1,10 @@
-"""`capability-anchor`: the operator CLI (SPEC §10). Subcommands grow with each issue."""
+"""`capability-anchor`: the operator CLI (SPEC §10).
+
+Machine output is JSON on stdout, messages on stderr; exit 0 success, 1 a failed check or
+refused operation, 2 usage or I/O error. Every subcommand takes `--data DIR` (default: env
+CAPABILITY_ANCHOR_DATA, else ./data). The log's clock is the system clock: there is no way
+to set it from here (tests inject it through the library).
+"""
 
 from __future__ import annotations
 
@@ -6,32 +12,77 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
-from ..errors import CapabilityAnchorError
-from .common import EXIT_USAGE, fail
+from ..errors import CapabilityAnchorError, InvalidRecord
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit, fail
+
+PROG = "capability-anchor"
 
 
 def _data_dir(value: str | None) -> Path:
     return Path(value or os.environ.get("CAPABILITY_ANCHOR_DATA") or "data")
 
 
+def _add_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data",
+        metavar="DIR",
+        default=None,
+        help="data dir (default: $CAPABILITY_ANCHOR_DATA, else ./data)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="capability-anchor",
+        prog=PROG,
         description="Transparency log and Merkle anchor service for Capability Resolution.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = sub.add_parser(
-        "demo",
-        help="anchor sample (or given) records, sign a head and resolver-2 records, verify all",
+
+    p = sub.add_parser("init", help="create the store, an Ed25519 key and a writer token")
+    _add_data(p)
+    p.add_argument("--iss", required=True, metavar="ORIGIN", help="the resolver origin")
+    p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
+
+    p = sub.add_parser("append", help="append JSON Lines records (FILE or -)")
+    _add_data(p)
+    p.add_argument("file", metavar="FILE|-")
+
+    p = sub.add_parser("checkpoint", help="publish an unsealed head of today if it grew")
+    _add_data(p)
+
+    p = sub.add_parser("seal", help="seal every past day that is not sealed")
+    _add_data(p)
+
+    p = sub.add_parser("proof", help="inclusion proof of an entry (as GET /proof)")
+    _add_data(p)
+    p.add_argument("--day", metavar="D")
+    p.add_argument("--index", type=int, metavar="I")
+    p.add_argument("--leaf-hash", metavar="H")
+    p.add_argument("--tree-size", type=int, metavar="N")
+
+    p = sub.add_parser("consistency", help="consistency proof (as GET /consistency)")
+    _add_data(p)
+    p.add_argument("--day", required=True, metavar="D")
+    p.add_argument("--first", required=True, type=int, metavar="M")
+    p.add_argument("--second", required=True, type=int, metavar="N")
+
+    p = sub.add_parser("export", help="write the static publication (SPEC §8) to OUTDIR")
+    _add_data(p)
+    p.add_argument("outdir", metavar="OUTDIR")
+
+    p = sub.add_parser("audit", help="re-derive and check the log and/or an exported folder")
+    _add_data(p)
+    p.add_argument("--roots", metavar="DIR", help="also audit an exported folder")
+    p.add_argument("--keys", metavar="FILE", help="trusted JWKS for --roots (else its keys.json)")
+
+    p = sub.add_parser(
+        "demo", help="anchor sample (or given) records in memory, sign and verify them"
     )
-    demo.add_argument(
-        "--data", help="data dir (default: $CAPABILITY_ANCHOR_DATA, else ./data)", default=None
-    )
-    demo.add_argument("--iss", default="https://resolver.example", help="the resolver origin")
-    demo.add_argument(
-        "--records", type=Path, default=None, help="JSON Lines of records (default: samples)"
-    )
+    _add_data(p)
+    p.add_argument("--iss", default="https://resolver.example", help="the resolver origin")
+    p.add_argument("--records", type=Path, default=None, help="JSON Lines of records")
     return parser
 
 
@@ -42,13 +93,175 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        if args.command == "demo":
-            from .demo import run_demo
+        return int(COMMANDS[args.command](args))
+    except (CapabilityAnchorError, OSError) as exc:  # the edge: a message and an exit code
+        return fail(PROG, exc)
 
-            return run_demo(_data_dir(args.data), args.iss, args.records)
-    except (CapabilityAnchorError, OSError) as exc:  # the edge: message and exit code
-        return fail(parser.prog, exc)
-    return EXIT_USAGE  # pragma: no cover - argparse rejects unknown commands
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from ..log import Log
+
+    return Log.open(_data_dir(args.data))
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from ..log import Log
+
+    data = _data_dir(args.data)
+    with Log.init(data, iss=args.iss, public_url=args.public_url) as log:
+        emit({"iss": log.iss, "first_day": log.first_day, "kid": log.key.kid, "data": str(data)})
+        print(
+            f"{PROG}: created a log in {data}; writer token in {data / 'writer-token'}",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _read_lines(name: str) -> list[bytes]:
+    if name == "-":
+        return sys.stdin.buffer.read().split(b"\n")
+    return Path(name).read_bytes().split(b"\n")
+
+
+def cmd_append(args: argparse.Namespace) -> int:
+    from .. import leaf
+    from ..log import MAX_BATCH
+    from ..progress import StderrProgress
+
+    lines = _read_lines(args.file)
+    with _open(args) as log:
+        records: list[object] = []
+        line_of: list[int] = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue  # blank lines are skipped but counted
+            try:
+                records.append(leaf.parse_json(line))
+            except InvalidRecord as exc:
+                print(f"{PROG}: line {number}: {exc}", file=sys.stderr)
+                return EXIT_FAILED
+            line_of.append(number)
+        # Everything is validated before anything is stored: one bad line stores nothing.
+        try:
+            prepared = log.prepare(records)
+        except InvalidRecord as exc:
+            number = line_of[exc.position] if exc.position is not None else 0
+            print(f"{PROG}: line {number}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        progress = StderrProgress()
+        for start in range(0, len(prepared), MAX_BATCH):
+            # Each batch is one durable transaction; its lines are printed only after the
+            # commit, so every line printed is an acknowledged entry.
+            for result in log.append_prepared(prepared[start : start + MAX_BATCH]):
+                emit(result.to_json())
+            sys.stdout.flush()
+            progress(min(start + MAX_BATCH, len(prepared)), len(prepared), "append")
+        progress.close()
+    return EXIT_OK
+
+
+def _emit_doc(doc: bytes | None) -> None:
+    sys.stdout.write(("null" if doc is None else doc.decode("utf-8")) + "\n")
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    with _open(args) as log:
+        _emit_doc(log.checkpoint())
+    return EXIT_OK
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    with _open(args) as log:
+        for doc in log.seal():
+            _emit_doc(doc)
+            sys.stdout.flush()
+    return EXIT_OK
+
+
+def cmd_proof(args: argparse.Namespace) -> int:
+    from ..encoding import hash_from_hex
+    from ..errors import UsageError
+
+    by_index = args.index is not None
+    if by_index == (args.leaf_hash is not None) or (by_index and args.day is None):
+        raise UsageError("give either --day D --index I, or --leaf-hash H [--day D]")
+    with _open(args) as log:
+        if by_index:
+            emit(log.proof(args.day, args.index, args.tree_size))
+        else:
+            h = hash_from_hex(args.leaf_hash, "--leaf-hash")
+            emit(log.proof_by_leaf_hash(h, args.day, args.tree_size))
+    return EXIT_OK
+
+
+def cmd_consistency(args: argparse.Namespace) -> int:
+    with _open(args) as log:
+        emit(log.consistency(args.day, args.first, args.second))
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ..export import export
+    from ..progress import StderrProgress
+
+    progress = StderrProgress()
+    with _open(args) as log:
+        report = export(log, Path(args.outdir), progress)
+    progress.close()
+    emit(report.to_json())
+    return EXIT_OK
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from ..audit import AuditReport, audit_folder, audit_store
+    from ..keys import KeySet
+    from ..progress import StderrProgress
+    from ..store import Store
+
+    progress = StderrProgress()
+    data = _data_dir(args.data)
+    report = AuditReport()
+    log = None
+    if Store.exists(data):
+        log = _open(args)
+        report = audit_store(log, progress)
+    elif args.roots is None:
+        raise OSError(f"no log at {data} and no --roots folder to audit")
+    if args.roots is not None:
+        keys = KeySet.from_json(Path(args.keys).read_bytes()) if args.keys else None
+        folder = audit_folder(Path(args.roots), keys, log, progress)
+        report.problems += folder.problems
+        for k, v in folder.checked.items():
+            report.count(f"roots_{k}", v)
+    if log is not None:
+        log.close()
+    progress.close()
+    for problem in report.problems:
+        print(f"{PROG}: audit: {problem}", file=sys.stderr)
+    emit(report.to_json())
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(_data_dir(args.data), args.iss, args.records)
+
+
+COMMANDS = {
+    "init": cmd_init,
+    "append": cmd_append,
+    "checkpoint": cmd_checkpoint,
+    "seal": cmd_seal,
+    "proof": cmd_proof,
+    "consistency": cmd_consistency,
+    "export": cmd_export,
+    "audit": cmd_audit,
+    "demo": cmd_demo,
+}
 
 
 if __name__ == "__main__":

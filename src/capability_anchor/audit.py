@@ -1,0 +1,382 @@
+"""`audit`: re-derive everything the log has published and say what does not match.
+
+Data dir (numbered as the report lists them):
+ 1. every entry: indices contiguous from 0, leaf hash = SHA-256(0x00 || stored leaf bytes);
+ 2. every tile: full tiles and their roots, and the partial tiles of each head's size,
+    recomputed from the entries;
+ 3. every head: its root recomputed from the entries at its size, its JWS verified with the
+    log's keys, its claims equal to what is stored beside it, its `iss` the log's;
+ 4. the chain: every day from the first to the last sealed one is sealed, each `prev` is the
+    digest of the previous day's sealed claims, the first day's is null, and a sealed day
+    holds exactly as many entries as its head says.
+Folder (`--roots DIR`): each `<day>.json` against its own JWS and against `<day>.jws`, the
+chain of days and `prev` links, `index.json`, `keys.json`, saved unsealed heads; with a data
+dir too, every file byte for byte against the log.
+
+Problems are collected, not raised: the report names all of them at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import head as heads
+from .encoding import parse_day
+from .errors import CapabilityAnchorError, InvalidKey, MalformedJSON
+from .keys import KeySet
+from .log import Log
+from .merkle import TILE_WIDTH, TreeEdge, hash_leaf
+from .progress import Progress, silent
+from .store import HeadRow
+
+
+@dataclass
+class AuditReport:
+    problems: list[str] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.checked[what] = self.checked.get(what, 0) + n
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "problems": self.problems, "checked": self.checked}
+
+
+def _days(first: str, last: str) -> Iterable[str]:
+    day = parse_day(first)
+    end = parse_day(last)
+    while day <= end:
+        yield day.isoformat()
+        day += dt.timedelta(days=1)
+
+
+def _check_head(
+    report: AuditReport, row: HeadRow, keys: KeySet, iss: str, root: bytes | None
+) -> heads.Head | None:
+    where = f"head {row.day} size {row.tree_size} {'sealed' if row.sealed else 'unsealed'}"
+    try:
+        parsed = heads.parse_document(row.doc)
+        verified = heads.verify_head(parsed.jws, keys)
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"{where}: {exc}")
+        return None
+    c = verified.claims
+    if parsed.claims != c:
+        report.problems.append(f"{where}: document claims differ from its signed claims")
+    if (c["day"], c["tree_size"], c["sealed"], c["root"], c["iat"]) != (
+        row.day,
+        row.tree_size,
+        row.sealed,
+        row.root.hex(),
+        row.iat,
+    ):
+        report.problems.append(f"{where}: signed claims differ from the stored head row")
+    if c["iss"] != iss:
+        report.problems.append(f"{where}: iss {c['iss']!r} is not the log's {iss!r}")
+    if root is not None and root.hex() != c["root"]:
+        report.problems.append(
+            f"{where}: root recomputed from the entries is {root.hex()}, the head says {c['root']}"
+        )
+    report.count("heads")
+    return verified
+
+
+def audit_store(log: Log, progress: Progress = silent) -> AuditReport:
+    report = AuditReport()
+    store = log.store
+    keys = log.keyset()
+    all_heads = store.all_heads()
+    entry_days = store.entry_days()
+    last_sealed = store.last_sealed_day()
+    candidates = [log.first_day, *entry_days, *(h.day for h in all_heads)]
+    last_day = max(candidates)
+    prev_digest: str | None = None
+    for day in _days(log.first_day, last_day):
+        if day < log.first_day:
+            continue
+        day_heads = sorted(
+            (h for h in all_heads if h.day == day), key=lambda h: (h.tree_size, h.sealed)
+        )
+        sealed = [h for h in day_heads if h.sealed]
+        size = _audit_day(report, log, day, day_heads, keys, progress)
+        if last_sealed is not None and day <= last_sealed and not sealed:
+            report.problems.append(f"day {day} is not sealed, but later day {last_sealed} is")
+        for h in day_heads:
+            claims = heads.parse_document(h.doc).claims if _parses(h) else None
+            if claims is None:
+                continue
+            want_prev = None if day == log.first_day else prev_digest
+            if claims["prev"] != want_prev:
+                report.problems.append(
+                    f"head {day} size {h.tree_size}: prev is {claims['prev']}, the previous "
+                    f"day's sealed head digests to {want_prev}"
+                )
+        if sealed:
+            if sealed[0].tree_size != size:
+                report.problems.append(
+                    f"day {day}: sealed at size {sealed[0].tree_size} but holds {size} entries"
+                )
+            prev_digest = heads.claims_digest(heads.parse_document(sealed[0].doc).claims)
+        else:
+            prev_digest = None
+        report.count("days")
+    if any(h.day < log.first_day for h in all_heads) or any(d < log.first_day for d in entry_days):
+        report.problems.append(f"data exists before the log's first day {log.first_day}")
+    return report
+
+
+def _parses(row: HeadRow) -> bool:
+    try:
+        heads.parse_document(row.doc)
+    except CapabilityAnchorError:
+        return False
+    return True
+
+
+def _audit_day(
+    report: AuditReport,
+    log: Log,
+    day: str,
+    day_heads: list[HeadRow],
+    keys: KeySet,
+    progress: Progress,
+) -> int:
+    """Entries, tiles and heads of one day; returns the number of entries."""
+    store = log.store
+    stored_tiles = {(t.level, t.index, t.width): t for t in store.iter_tiles(day)}
+    matched: set[tuple[int, int, int]] = set()
+    edge = TreeEdge()
+    head_sizes = sorted({h.tree_size for h in day_heads})
+    roots: dict[int, bytes] = {}
+    expected = 0
+    pending = b""
+
+    def check_partials() -> None:
+        for tile, data in edge.partial_tiles():
+            key = (tile.level, tile.index, tile.width)
+            got = stored_tiles.get(key)
+            if got is None or got.hashes != data:
+                report.problems.append(
+                    f"day {day}: tile {tile.path} at size {edge.size} "
+                    f"{'is missing' if got is None else 'differs'}"
+                )
+            matched.add(key)
+
+    def flush() -> None:
+        nonlocal pending
+        for full in edge.extend(pending):
+            key = (full.tile.level, full.tile.index, TILE_WIDTH)
+            got = stored_tiles.get(key)
+            if got is None:
+                report.problems.append(f"day {day}: full tile {full.tile.path} is missing")
+            elif got.hashes != full.hashes or got.root != full.root:
+                report.problems.append(f"day {day}: full tile {full.tile.path} differs")
+            matched.add(key)
+            report.count("tiles")
+        pending = b""
+
+    sizes = iter(head_sizes)
+    next_size = next(sizes, None)
+    while next_size == 0:
+        roots[0] = edge.root()
+        next_size = next(sizes, None)
+    for entry in store.iter_entries(day):
+        if entry.leaf_index != expected:
+            report.problems.append(
+                f"day {day}: entry index {entry.leaf_index} found where {expected} was expected"
+            )
+            expected = entry.leaf_index
+        if hash_leaf(entry.claims) != entry.leaf_hash:
+            report.problems.append(
+                f"day {day}: entry {entry.leaf_index}: leaf hash does not match its stored bytes"
+            )
+        pending += entry.leaf_hash
+        expected += 1
+        report.count("entries")
+        if next_size is not None and expected == next_size:
+            flush()
+            roots[next_size] = edge.root()
+            check_partials()
+            next_size = next(sizes, None)
+        elif len(pending) >= 32 * 4096:
+            flush()
+        if expected % 100_000 == 0:
+            progress(expected, None, f"audit {day}")
+    flush()
+    for size in [next_size, *sizes]:
+        if size is not None and size not in roots:
+            report.problems.append(f"day {day}: a head claims size {size}, the day has {expected}")
+    for row in day_heads:
+        _check_head(report, row, keys, log.iss, roots.get(row.tree_size))
+    for key in sorted(set(stored_tiles) - matched):
+        level, index, width = key
+        report.problems.append(
+            f"day {day}: stored tile {level}/{index} width {width} belongs to no published tree"
+        )
+    return expected
+
+
+# --- an exported folder --------------------------------------------------------------------
+
+
+def _read_json(report: AuditReport, path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        report.problems.append(f"{path} is missing")
+    except (ValueError, UnicodeDecodeError) as exc:
+        report.problems.append(f"{path} is not valid JSON: {exc}")
+    return None
+
+
+def audit_folder(
+    folder: Path, keys: KeySet | None = None, log: Log | None = None, progress: Progress = silent
+) -> AuditReport:
+    report = AuditReport()
+    folder = Path(folder)
+    if keys is None:
+        try:
+            keys = KeySet.from_json((folder / "keys.json").read_bytes())
+        except FileNotFoundError:
+            report.problems.append(f"{folder / 'keys.json'} is missing (or pass --keys)")
+            return report
+        except (InvalidKey, MalformedJSON) as exc:
+            report.problems.append(f"{folder / 'keys.json'} is not a valid JWK set: {exc}")
+            return report
+    day_files = sorted(p for p in folder.glob("????-??-??.json") if _is_day(p.stem))
+    prev: heads.Head | None = None
+    sealed: dict[str, heads.Head] = {}
+    for n, path in enumerate(day_files):
+        day = path.stem
+        doc = path.read_bytes()
+        try:
+            parsed = heads.parse_document(doc)
+            verified = heads.verify_head(parsed.jws, keys)
+        except CapabilityAnchorError as exc:
+            report.problems.append(f"{path}: {exc}")
+            prev = None
+            continue
+        c = verified.claims
+        if parsed.claims != c:
+            report.problems.append(f"{path}: document claims differ from its signed claims")
+        if doc != verified.document():
+            report.problems.append(f"{path}: not the canonical head document bytes")
+        if c["day"] != day or not c["sealed"]:
+            report.problems.append(f"{path}: holds the head of {c['day']} (sealed={c['sealed']})")
+        jws_file = folder / f"{day}.jws"
+        if not jws_file.exists():
+            report.problems.append(f"{jws_file} is missing")
+        elif jws_file.read_bytes() != verified.jws.encode("ascii"):
+            report.problems.append(f"{jws_file} differs from the JWS in {path.name}")
+        if not (folder / f"{day}.timestamps.json").exists():
+            report.problems.append(f"{folder / f'{day}.timestamps.json'} is missing")
+        if n == 0:
+            if c["prev"] is not None:
+                report.problems.append(
+                    f"{path}: the earliest day has prev {c['prev']}: earlier days are missing"
+                )
+        elif prev is not None:
+            expected_day = (parse_day(prev.day) + dt.timedelta(days=1)).isoformat()
+            if day != expected_day:
+                report.problems.append(f"days {expected_day}..{day} are missing before {path.name}")
+            elif c["prev"] != heads.claims_digest(prev.claims):
+                report.problems.append(f"{path}: prev does not match {prev.day}'s head")
+        prev = verified
+        sealed[day] = verified
+        report.count("days")
+        progress(n + 1, len(day_files), "audit roots")
+    _audit_index(report, folder, sealed)
+    _audit_saved_unsealed(report, folder, keys, sealed)
+    if log is not None:
+        _cross_check(report, folder, log, sealed)
+    return report
+
+
+def _is_day(text: str) -> bool:
+    try:
+        parse_day(text)
+    except CapabilityAnchorError:
+        return False
+    return True
+
+
+def _audit_index(report: AuditReport, folder: Path, sealed: dict[str, heads.Head]) -> None:
+    index = _read_json(report, folder / "index.json")
+    if index is None:
+        return
+    days = index.get("days") if isinstance(index, dict) else None
+    if not isinstance(days, list):
+        report.problems.append(f"{folder / 'index.json'} has no days list")
+        return
+    listed = [str(d.get("day")) for d in days if isinstance(d, dict)]
+    if listed != sorted(sealed, reverse=True):
+        missing = sorted(set(listed) - set(sealed))
+        extra = sorted(set(sealed) - set(listed))
+        report.problems.append(
+            f"index.json does not list exactly the sealed days present "
+            f"(listed but missing: {missing}; present but not listed: {extra})"
+        )
+    for d in days:
+        h = sealed.get(str(d.get("day"))) if isinstance(d, dict) else None
+        if h is not None and (d.get("tree_size"), d.get("root")) != (h.tree_size, h.claims["root"]):
+            report.problems.append(f"index.json entry for {h.day} disagrees with {h.day}.json")
+
+
+def _audit_saved_unsealed(
+    report: AuditReport, folder: Path, keys: KeySet, sealed: dict[str, heads.Head]
+) -> None:
+    for path in sorted(folder.glob("????-??-??/*.json")):
+        day = path.parent.name
+        try:
+            verified = heads.verify_head(heads.parse_document(path.read_bytes()).jws, keys)
+        except CapabilityAnchorError as exc:
+            report.problems.append(f"{path}: {exc}")
+            continue
+        c = verified.claims
+        if c["day"] != day or str(c["tree_size"]) != path.stem or c["sealed"]:
+            report.problems.append(f"{path}: holds head {c['day']}/{c['tree_size']}")
+        final = sealed.get(day)
+        if final is not None:
+            if c["tree_size"] > final.tree_size:
+                report.problems.append(f"{path}: larger than the day's sealed head")
+            if c["tree_size"] == final.tree_size and c["root"] != final.claims["root"]:
+                report.problems.append(f"{path}: root differs from the sealed head of that size")
+            if c["prev"] != final.claims["prev"]:
+                report.problems.append(f"{path}: prev differs from the day's sealed head")
+        report.count("saved_unsealed_heads")
+
+
+def _cross_check(
+    report: AuditReport, folder: Path, log: Log, sealed: dict[str, heads.Head]
+) -> None:
+    store_sealed = {h.day: h for h in log.store.sealed_heads()}
+    newest_file = max(sealed, default=None)
+    for day, row in sorted(store_sealed.items()):
+        path = folder / f"{day}.json"
+        if not path.exists():
+            if newest_file is not None and day < newest_file:
+                report.problems.append(f"{path} is missing (the log sealed {day})")
+            continue
+        if path.read_bytes() != row.doc:
+            report.problems.append(f"{path} differs from the log's sealed head of {day}")
+    for day in sealed:
+        if day not in store_sealed:
+            report.problems.append(
+                f"{folder / (day + '.json')}: the log has no sealed head of {day}"
+            )
+    try:
+        published = KeySet.from_json((folder / "keys.json").read_bytes())
+    except (OSError, CapabilityAnchorError):
+        return
+    missing = [k.kid for k in log.keyset() if k.kid not in published]
+    if missing:
+        report.problems.append(f"keys.json lacks the log's key(s) {missing}")

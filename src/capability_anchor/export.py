@@ -1,0 +1,158 @@
+"""Static publication (SPEC §8): the files an auditor needs, written create-or-identical.
+
+For each sealed day: `<day>.json` (head document), `<day>.jws` (its compact JWS, the exact
+bytes that are timestamped), `<day>.timestamps.json` (all stamps, rewritten) and `<day>.tsr`
+(the earliest stamp, once there is one); `keys.json` (only grows) and `index.json`
+(rewritten, last). Beyond SPEC §8, every unsealed head is written as `<day>/<tree_size>.json`,
+a saved copy of its URL, so records anchored to a checkpoint can be verified from the folder.
+
+Durability: every file is written to a temporary name, fsynced, then linked into place.
+Immutable files are linked only if absent (`os.link` fails on an existing name), so a crash
+leaves either no file or the whole file, and an existing file is compared, never replaced.
+`index.json` is written last so it never names a day whose files are not there yet.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+
+from . import head as heads
+from .errors import ExportConflict, InvalidKey, MalformedJSON
+from .keys import KeySet
+from .log import Log
+from .progress import Progress, silent
+from .store import StampRow
+
+_TMP_MARK = ".tmp-"
+
+
+@dataclass
+class ExportReport:
+    written: list[str] = field(default_factory=list)
+    unchanged: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"written": self.written, "unchanged": self.unchanged}
+
+
+def timestamps_document(day: str, stamps: list[StampRow]) -> dict[str, Any]:
+    """`/roots/{day}/timestamps` and `<day>.timestamps.json` (SPEC §6, §8)."""
+    return {
+        "v": heads.VERSION,
+        "day": day,
+        "timestamps": [
+            {"tsa": s.tsa, "token": base64.b64encode(s.token).decode(), "gen_time": s.gen_time}
+            for s in stamps
+        ],
+    }
+
+
+def _tmp_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}{_TMP_MARK}{os.getpid()}")
+
+
+def _write_tmp(target: Path, data: bytes) -> Path:
+    tmp = _tmp_path(target)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_immutable(target: Path, data: bytes, report: ExportReport) -> None:
+    """Create `target` with `data`, or do nothing if it already holds exactly `data`."""
+    if target.exists():
+        if target.read_bytes() != data:
+            raise ExportConflict(
+                f"{target} exists with different bytes; published files never change "
+                "(restore it from the log, or export to a new folder)"
+            )
+        report.unchanged += 1
+        return
+    tmp = _write_tmp(target, data)
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        # Another exporter won the race: fine if it wrote the same bytes.
+        if target.read_bytes() != data:
+            raise ExportConflict(f"{target} appeared with different bytes during export") from None
+    finally:
+        tmp.unlink()
+    report.written.append(str(target))
+
+
+def write_replaceable(target: Path, data: bytes, report: ExportReport) -> None:
+    if target.exists() and target.read_bytes() == data:
+        report.unchanged += 1
+        return
+    tmp = _write_tmp(target, data)
+    os.replace(tmp, target)
+    report.written.append(str(target))
+
+
+def _merged_keys(existing_file: Path, log_keys: KeySet) -> bytes:
+    """keys.json may only grow: every key already published stays published."""
+    keys = list(log_keys)
+    if existing_file.exists():
+        try:
+            published = KeySet.from_json(existing_file.read_bytes())
+        except (InvalidKey, MalformedJSON) as exc:
+            raise ExportConflict(f"{existing_file} is not a valid JWK set: {exc}") from None
+        keys += [k for k in published if k.kid not in log_keys]
+    return KeySet(keys).to_json()
+
+
+def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    for stale in outdir.rglob(f".*{_TMP_MARK}*"):
+        # Left by a crashed export; never a published name.
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+    report = ExportReport()
+    store = log.store
+    sealed = list(reversed(store.sealed_heads()))
+    unsealed = [h for h in store.all_heads() if not h.sealed]
+    total = len(sealed) + len(unsealed)
+    done = 0
+    write_replaceable(
+        outdir / "keys.json", _merged_keys(outdir / "keys.json", log.keyset()), report
+    )
+    for row in sealed:
+        parsed = heads.parse_document(row.doc)
+        write_immutable(outdir / f"{row.day}.json", row.doc, report)
+        write_immutable(outdir / f"{row.day}.jws", parsed.jws.encode("ascii"), report)
+        stamps = store.stamps(row.day)
+        if stamps:
+            write_immutable(outdir / f"{row.day}.tsr", stamps[0].token, report)
+        doc = rfc8785.dumps(timestamps_document(row.day, stamps))
+        write_replaceable(outdir / f"{row.day}.timestamps.json", doc, report)
+        done += 1
+        progress(done, total, "export")
+    for row in unsealed:
+        folder = outdir / row.day
+        folder.mkdir(exist_ok=True)
+        write_immutable(folder / f"{row.tree_size}.json", row.doc, report)
+        done += 1
+        progress(done, total, "export")
+    index = log.roots(limit=max(1, len(sealed)))
+    write_replaceable(outdir / "index.json", rfc8785.dumps(index), report)
+    _fsync_dir(outdir)
+    progress(total, total, "export")
+    return report

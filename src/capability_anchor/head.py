@@ -1,0 +1,140 @@
+"""Heads (SPEC §4): claims, the signed head document, the `prev` link, anchors (SPEC §5).
+
+Pure functions shared by the log (which makes heads) and the verifiers (which check them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+
+from . import jws, strictjson
+from .encoding import EncodingError, hash_from_hex, parse_day
+from .errors import ClaimsError, MalformedJSON
+from .keys import KeySet, SigningKey
+
+VERSION = "0.2"
+HEAD_CLAIMS = ("v", "iss", "day", "tree_size", "root", "sealed", "prev", "iat")
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """A head whose claims were checked for shape (not for signature: see `verify_head`)."""
+
+    claims: dict[str, Any]
+    jws: str
+
+    @property
+    def day(self) -> str:
+        return str(self.claims["day"])
+
+    @property
+    def tree_size(self) -> int:
+        return int(self.claims["tree_size"])
+
+    @property
+    def root(self) -> bytes:
+        return bytes.fromhex(self.claims["root"])
+
+    @property
+    def sealed(self) -> bool:
+        return bool(self.claims["sealed"])
+
+    def document(self) -> bytes:
+        return document(self.claims, self.jws)
+
+
+def make_claims(
+    *, iss: str, day: str, tree_size: int, root: bytes, sealed: bool, prev: str | None, iat: int
+) -> dict[str, Any]:
+    return {
+        "v": VERSION,
+        "iss": iss,
+        "day": day,
+        "tree_size": tree_size,
+        "root": root.hex(),
+        "sealed": sealed,
+        "prev": prev,
+        "iat": iat,
+    }
+
+
+def sign(claims: dict[str, Any], key: SigningKey) -> Head:
+    check_claims(claims)
+    return Head(claims, jws.sign_claims(claims, key, jws.HEAD_TYP))
+
+
+def document(claims: dict[str, Any], token: str) -> bytes:
+    """The head document: JCS of the claims plus `jws`, no trailing newline."""
+    data: bytes = rfc8785.dumps({**claims, "jws": token})
+    return data
+
+
+def claims_digest(claims: dict[str, Any]) -> str:
+    """Hex SHA-256 of the JCS bytes of a head's claims: the next day's `prev`."""
+    return hashlib.sha256(rfc8785.dumps(claims)).hexdigest()
+
+
+def sealed_iat(day: str) -> int:
+    """A sealed head is dated the instant its day ended, so sealing is deterministic: the same
+    entries and key give the same bytes whenever (and however often) the day is sealed."""
+    end = dt.datetime.combine(parse_day(day), dt.time(), dt.UTC) + dt.timedelta(days=1)
+    return int(end.timestamp())
+
+
+def check_claims(claims: object) -> dict[str, Any]:
+    """The shape SPEC §4 requires of head claims; raises ClaimsError."""
+    if not isinstance(claims, dict):
+        raise ClaimsError("head claims must be a JSON object")
+    missing = [c for c in HEAD_CLAIMS if c not in claims]
+    extra = sorted(set(claims) - set(HEAD_CLAIMS))
+    if missing or extra:
+        raise ClaimsError(f"head claims: missing {missing}, unexpected {extra}")
+    if claims["v"] != VERSION:
+        raise ClaimsError(f"head v is {claims['v']!r}, expected {VERSION!r}")
+    if not isinstance(claims["iss"], str):
+        raise ClaimsError("head iss must be a string")
+    try:
+        parse_day(claims["day"])
+        hash_from_hex(claims["root"], "head root")
+        if claims["prev"] is not None:
+            hash_from_hex(claims["prev"], "head prev")
+    except EncodingError as exc:
+        raise ClaimsError(str(exc)) from None
+    for name in ("tree_size", "iat"):
+        value = claims[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ClaimsError(f"head {name} must be a non-negative integer")
+    if not isinstance(claims["sealed"], bool):
+        raise ClaimsError("head sealed must be true or false")
+    return claims
+
+
+def parse_document(data: bytes) -> Head:
+    """Read a head document (or a bare compact JWS) without verifying the signature."""
+    text = data.strip()
+    if text.startswith(b"{"):
+        try:
+            doc = strictjson.loads(text)
+        except MalformedJSON as exc:
+            raise ClaimsError(f"head document is not valid JSON: {exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("jws"), str):
+            raise ClaimsError("head document has no `jws` member")
+        token = doc.pop("jws")
+        return Head(check_claims(doc), token)
+    raise ClaimsError("not a head document (expected a JSON object)")
+
+
+def verify_head(token: str, keys: KeySet) -> Head:
+    """Verify a head's JWS (typ capability-anchor+jws, trusted kid) and its claims' shape."""
+    claims = jws.verify_claims(token, keys, jws.HEAD_TYP)
+    return Head(check_claims(claims), token)
+
+
+def anchor_url(base: str, day: str, tree_size: int, sealed: bool) -> str:
+    """SPEC §5: the URL form names the exact head (and tells sealed from unsealed)."""
+    return f"{base}/roots/{day}" if sealed else f"{base}/roots/{day}/{tree_size}"

@@ -1,0 +1,501 @@
+"""The log: append -> checkpoint -> seal -> (stamp) -> publish.
+
+Stages, as in Sunlight and Tessera:
+- *append* (sequence + integrate): a batch of records is validated, given contiguous leaf
+  indices in the current UTC day, and stored with the tiles it completed, in one durable
+  transaction. An acknowledged append is never lost and its index never reused.
+- *checkpoint*: an unsealed head of today, signed, when the tree has grown. Past days are
+  sealed first, so no head of day D exists before every earlier day is sealed.
+- *seal*: every day before today that has no sealed head gets one (empty days included),
+  chained by `prev`. Sealed heads are dated the end of their day, so sealing is
+  deterministic and a rerun after a crash produces the same bytes.
+- *publish*: heads are served as stored; `export` writes them as files.
+
+`Log` is the object a Python resolver embeds; the CLI and the HTTP service are thin edges
+over it. The clock is injectable (tests), never from the CLI.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import head as heads
+from . import leaf
+from .encoding import format_day, parse_day
+from .errors import (
+    CapabilityAnchorError,
+    Conflict,
+    InvalidRecord,
+    NotFound,
+    StartupCheckFailed,
+    StoreError,
+    UsageError,
+)
+from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
+from .merkle import (
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    TileNodes,
+    TreeEdge,
+    consistency_nodes,
+    hash_leaf,
+    inclusion_nodes,
+    root_from,
+)
+from .merkle.nodes import resolve
+from .store import HeadRow, Store
+
+Clock = Callable[[], float]
+
+KEY_FILE = "signing-key.jwk"
+TOKEN_FILE = "writer-token"  # noqa: S105 - a file name, not a secret
+MAX_BATCH = 1000
+
+
+def utc_day(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).date().isoformat()
+
+
+def _next_day(day: str) -> str:
+    return format_day(parse_day(day) + dt.timedelta(days=1))
+
+
+def _prev_day(day: str) -> str:
+    return format_day(parse_day(day) - dt.timedelta(days=1))
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    day: str
+    leaf_index: int
+    leaf_hash: bytes
+    duplicate: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "day": self.day,
+            "leaf_index": self.leaf_index,
+            "leaf_hash": self.leaf_hash.hex(),
+            "duplicate": self.duplicate,
+        }
+
+
+def _write_secret_file(path: Path, data: bytes) -> None:
+    # Created 0600 from the first byte: never chmod a file that already held the secret.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Log:
+    """A capability-anchor log in a data dir.
+
+    >>> log = Log.init(Path("data"), iss="https://resolver.example")   # once
+    >>> log = Log.open(Path("data"))                                    # afterwards
+    >>> [r.leaf_index for r in log.append([record1, record2])]
+    >>> log.checkpoint()           # head document bytes, or None when today is empty
+    >>> log.proof(day, 0)          # {"v", "anchor", "proof"} for resolver-2 records
+    """
+
+    def __init__(self, data_dir: Path, store: Store, key: SigningKey, clock: Clock) -> None:
+        self.data_dir = data_dir
+        self.store = store
+        self.key = key
+        self.clock = clock
+        meta = store.meta()
+        self.iss = meta["iss"]
+        self.first_day = meta["first_day"]
+        self.public_url = meta.get("public_url") or self.iss
+        self.config: dict[str, Any] = json.loads(meta.get("config", "{}"))
+        self._lock = threading.RLock()
+        self._edge: TreeEdge | None = None
+        self._edge_day: str | None = None
+
+    # --- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def init(
+        cls,
+        data_dir: Path,
+        *,
+        iss: str,
+        public_url: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        clock: Clock = time.time,
+    ) -> Log:
+        """Create a new log: store, Ed25519 key, writer token. Refuses an existing log."""
+        _check_origin(iss)
+        if public_url is not None:
+            _check_base_url(public_url)
+        data_dir = Path(data_dir)
+        key_path = data_dir / KEY_FILE
+        token_path = data_dir / TOKEN_FILE
+        if Store.exists(data_dir) or key_path.exists():
+            raise Conflict(f"a log already exists in {data_dir}; refusing to overwrite it")
+        data_dir.mkdir(parents=True, exist_ok=True)
+        key = create_key_file(key_path)
+        if not token_path.exists():
+            _write_secret_file(token_path, (secrets.token_urlsafe(32) + "\n").encode())
+        store = Store.create(data_dir)
+        now = clock()
+        with store.write():
+            store.set_meta("iss", iss)
+            store.set_meta("first_day", utc_day(now))
+            store.set_meta("created", str(int(now)))
+            if public_url:
+                store.set_meta("public_url", public_url.rstrip("/"))
+            store.set_meta("config", json.dumps(dict(config or {}), sort_keys=True))
+            store.add_key(key.kid, json.dumps(key.public.jwk(), sort_keys=True), int(now))
+        return cls(data_dir, store, key, clock)
+
+    @classmethod
+    def open(cls, data_dir: Path, *, clock: Clock = time.time) -> Log:
+        """Open an existing log and run the start-up self-check (refuse to guess)."""
+        data_dir = Path(data_dir)
+        store = Store.open(data_dir)
+        key = load_key_file(data_dir / KEY_FILE)
+        log = cls(data_dir, store, key, clock)
+        log.self_check()
+        return log
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def self_check(self) -> None:
+        """The configured key must verify the newest published head, whose `iss` must be the
+        log's; otherwise the log refuses to run (a wrong key or a copied database would
+        otherwise publish heads nobody can chain)."""
+        newest = self.store.newest_published()
+        if newest is None:
+            return
+        try:
+            parsed = heads.parse_document(newest.doc)
+            verified = heads.verify_head(parsed.jws, KeySet.of(self.key.public))
+        except CapabilityAnchorError as exc:
+            raise StartupCheckFailed(
+                f"the configured key (kid {self.key.kid}) does not verify the newest published "
+                f"head ({newest.day}, size {newest.tree_size}, kid {newest.kid}): {exc}"
+            ) from None
+        if verified.claims["iss"] != self.iss:
+            raise StartupCheckFailed(
+                f"the newest head's iss {verified.claims['iss']!r} is not the log's {self.iss!r}"
+            )
+
+    # --- small accessors -------------------------------------------------------------------
+
+    def today(self) -> str:
+        return utc_day(self.clock())
+
+    def keyset(self) -> KeySet:
+        """Every public key this log has signed with."""
+        stored = self.store.signing_keys()
+        return KeySet(PublicKey.from_x(json.loads(jwk)["x"]) for _, jwk in stored)
+
+    def writer_token(self) -> str:
+        env = os.environ.get("CAPABILITY_ANCHOR_TOKEN")
+        if env:
+            return env
+        return (self.data_dir / TOKEN_FILE).read_text().strip()
+
+    # --- append ----------------------------------------------------------------------------
+
+    def prepare(self, records: Sequence[object]) -> list[tuple[bytes, bytes]]:
+        """Validate a batch and compute (leaf_hash, leaf_bytes) for each record. Raises
+        InvalidRecord with `.position` set to the first bad record's 0-based position."""
+        prepared = []
+        for position, record in enumerate(records):
+            try:
+                data = leaf.leaf_bytes(record)
+                if isinstance(record, dict) and "iss" in record and record["iss"] != self.iss:
+                    raise InvalidRecord(
+                        f"iss {record['iss']!r} is not this log's issuer {self.iss!r}"
+                    )
+            except InvalidRecord as exc:
+                raise InvalidRecord(str(exc), position=position) from None
+            prepared.append((hash_leaf(data), data))
+        return prepared
+
+    def append(self, records: Sequence[object]) -> list[AppendResult]:
+        """Append a batch atomically: all records are stored, or none (and it raises)."""
+        return self.append_prepared(self.prepare(records))
+
+    def append_prepared(self, prepared: Sequence[tuple[bytes, bytes]]) -> list[AppendResult]:
+        if not prepared:
+            return []
+        with self._lock:
+            now = self.clock()
+            day = utc_day(now)
+            if day < self.first_day:
+                raise Conflict(
+                    f"the clock is on {day}, before the log's first day {self.first_day}"
+                )
+            with self.store.write():
+                if self.store.sealed_head(day) is not None:
+                    raise Conflict(f"day {day} is sealed; it takes no more entries")
+                size = self.store.day_size(day)
+                edge = self._edge_at(day, size).copy()
+                seen = self.store.existing(day, [h for h, _ in prepared])
+                results: list[AppendResult] = []
+                new: list[tuple[bytes, bytes]] = []
+                for h, data in prepared:
+                    if h in seen:
+                        results.append(AppendResult(day, seen[h], h, True))
+                        continue
+                    seen[h] = size + len(new)
+                    new.append((h, data))
+                    results.append(AppendResult(day, seen[h], h, False))
+                self.store.insert_entries(day, size, new, int(now))
+                full = edge.extend(b"".join(h for h, _ in new))
+                self.store.insert_tiles(
+                    day,
+                    ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full),
+                )
+            # Durable from here on: the commit returned. Only now is the edge kept.
+            self._edge, self._edge_day = edge, day
+            return results
+
+    def _edge_at(self, day: str, size: int) -> TreeEdge:
+        """The right edge of `day`'s tree at `size`, cached while this process is the writer."""
+        if self._edge is not None and self._edge_day == day and self._edge.size == size:
+            return self._edge
+        edge = TreeEdge(size, self.store.edge_partials(day, size))
+        self._edge, self._edge_day = edge, day
+        return edge
+
+    # --- heads -----------------------------------------------------------------------------
+
+    def _prev(self, day: str) -> str | None:
+        if day == self.first_day:
+            return None
+        before = self.store.sealed_head(_prev_day(day))
+        if before is None:
+            raise StoreError(f"day {_prev_day(day)} is not sealed; cannot chain {day}")
+        return heads.claims_digest(heads.parse_document(before.doc).claims)
+
+    def _publish(self, day: str, size: int, sealed: bool, iat: int) -> HeadRow:
+        """Sign and store a head of `day` at `size` (inside a write transaction)."""
+        edge = self._edge_at(day, size)
+        claims = heads.make_claims(
+            iss=self.iss,
+            day=day,
+            tree_size=size,
+            root=edge.root(),
+            sealed=sealed,
+            prev=self._prev(day),
+            iat=iat,
+        )
+        signed = heads.sign(claims, self.key)
+        row = HeadRow(day, size, sealed, edge.root(), iat, self.key.kid, signed.document())
+        # The partial tiles at this size make every proof up to it servable from tiles.
+        self.store.insert_tiles(
+            day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
+        )
+        self.store.insert_head(row)
+        return row
+
+    def checkpoint(self) -> bytes | None:
+        """Publish an unsealed head of today if the tree grew; return today's newest head
+        document, or None when today has no entries. Seals past days first."""
+        with self._lock:
+            self.seal()
+            now = self.clock()
+            day = utc_day(now)
+            if day < self.first_day:
+                return None
+            with self.store.write():
+                sealed = self.store.sealed_head(day)
+                if sealed is not None:
+                    return sealed.doc
+                size = self.store.day_size(day)
+                if size == 0:
+                    return None
+                newest = self.store.newest_unsealed(day)
+                if newest is not None and newest.tree_size == size:
+                    return newest.doc
+                return self._publish(day, size, False, int(now)).doc
+
+    def seal(self) -> list[bytes]:
+        """Seal every day before today that is not sealed, oldest first, one transaction
+        each (resumable). Returns the newly sealed head documents."""
+        out: list[bytes] = []
+        with self._lock:
+            today = self.today()
+            last = self.store.last_sealed_day()
+            day = self.first_day if last is None else _next_day(last)
+            while day < today:
+                with self.store.write():
+                    # Another process may have sealed it since we looked.
+                    if self.store.sealed_head(day) is None:
+                        size = self.store.day_size(day)
+                        out.append(self._publish(day, size, True, heads.sealed_iat(day)).doc)
+                day = _next_day(day)
+        return out
+
+    # --- reading heads ---------------------------------------------------------------------
+
+    def head_for(self, day: str, tree_size: int | None = None) -> HeadRow:
+        """SPEC §6 head selection: without a size the newest head of the day (the sealed one
+        once sealed); with a size the unsealed head of that size, else the sealed one."""
+        parse_day(day)
+        if tree_size is None:
+            found = self.store.newest_head(day)
+        else:
+            found = self.store.head(day, tree_size, False) or self.store.head(day, tree_size, True)
+        if found is None:
+            what = f"day {day}" if tree_size is None else f"day {day} at size {tree_size}"
+            raise NotFound(f"no published head for {what}")
+        return found
+
+    def anchor(self, row: HeadRow) -> dict[str, Any]:
+        return {
+            "day": row.day,
+            "root": row.root.hex(),
+            "url": heads.anchor_url(self.public_url, row.day, row.tree_size, row.sealed),
+        }
+
+    # --- proofs ----------------------------------------------------------------------------
+
+    def _tiles(self, day: str, size: int) -> TileNodes:
+        def get(level: int, index: int) -> bytes:
+            at_level = size >> (TILE_HEIGHT * level)
+            width = min(TILE_WIDTH, at_level - index * TILE_WIDTH)
+            data = self.store.tile(day, level, index, width)
+            if data is None:
+                raise StoreError(f"day {day}: tile {level}/{index} (width {width}) is missing")
+            return data
+
+        return TileNodes(get)
+
+    def proof(self, day: str, leaf_index: int, tree_size: int | None = None) -> dict[str, Any]:
+        """`{v, anchor, proof}` for entry `leaf_index` of `day` in the selected head."""
+        if leaf_index < 0:
+            raise UsageError("leaf index must be >= 0")
+        row = self.head_for(day, tree_size)
+        if leaf_index >= row.tree_size:
+            raise NotFound(
+                f"entry {leaf_index} of {day} is not covered by the head of size {row.tree_size}"
+            )
+        source = self._tiles(day, row.tree_size)
+        path = resolve(inclusion_nodes(leaf_index, row.tree_size), source.node)
+        return {
+            "v": heads.VERSION,
+            "anchor": self.anchor(row),
+            "proof": {
+                "type": "rfc9162-sha256",
+                "leaf_index": leaf_index,
+                "tree_size": row.tree_size,
+                "path": [p.hex() for p in path],
+            },
+        }
+
+    def proof_by_leaf_hash(
+        self, leaf_hash: bytes, day: str | None = None, tree_size: int | None = None
+    ) -> dict[str, Any]:
+        """Proof for a leaf hash: in `day`, else the newest day in which a published head
+        covers it."""
+        for found_day, index in self.store.find_leaf(leaf_hash):
+            if day is not None and found_day != day:
+                continue
+            covering = self.store.newest_covering(found_day, index)
+            if covering is not None:
+                return self.proof(found_day, index, tree_size)
+        raise NotFound(f"no published head covers leaf {leaf_hash.hex()}")
+
+    def consistency(self, day: str, first: int, second: int) -> dict[str, Any]:
+        newest = self.head_for(day)
+        if not 0 < first <= second <= newest.tree_size:
+            raise UsageError(
+                f"consistency needs 0 < first <= second <= {newest.tree_size} (the size of "
+                f"{day}'s newest head), got {first} and {second}"
+            )
+        source = self._tiles(day, newest.tree_size)
+        path = resolve(consistency_nodes(first, second), source.node)
+        return {
+            "v": heads.VERSION,
+            "day": day,
+            "first": first,
+            "second": second,
+            "path": [p.hex() for p in path],
+        }
+
+    def root_at(self, day: str, size: int) -> bytes:
+        """The root of `day`'s tree at `size`, from tiles (size <= the newest head's)."""
+        newest = self.head_for(day)
+        if not 0 <= size <= newest.tree_size:
+            raise UsageError(f"size {size} is beyond {day}'s newest head ({newest.tree_size})")
+        return root_from(self._tiles(day, newest.tree_size), size)
+
+    # --- listing ---------------------------------------------------------------------------
+
+    def entries(self, day: str, start: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        parse_day(day)
+        return [
+            {
+                "leaf_index": e.leaf_index,
+                "leaf_hash": e.leaf_hash.hex(),
+                "claims": json.loads(e.claims),
+            }
+            for e in self.store.entries(day, start, limit)
+        ]
+
+    def roots(self, before: str | None = None, limit: int = 100) -> dict[str, Any]:
+        if before is not None:
+            parse_day(before)
+        rows = self.store.sealed_heads(before, limit)
+        return {
+            "v": heads.VERSION,
+            "iss": self.iss,
+            "days": [
+                {
+                    "day": r.day,
+                    "tree_size": r.tree_size,
+                    "root": r.root.hex(),
+                    "url": heads.anchor_url(self.public_url, r.day, r.tree_size, True),
+                }
+                for r in rows
+            ],
+        }
+
+
+def _check_origin(iss: str) -> None:
+    """`iss` is `scheme://host[:port]` with no path (SPEC §1)."""
+    parts = urlsplit(iss)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username
+        or parts.password
+        or iss != f"{parts.scheme}://{parts.netloc}"
+    ):
+        raise UsageError(f"iss must be an origin scheme://host[:port] with no path, got {iss!r}")
+
+
+def _check_base_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise UsageError(f"public URL must be an http(s) URL without query, got {url!r}")
+
+
+__all__ = ["MAX_BATCH", "AppendResult", "Log", "utc_day"]
