@@ -18,6 +18,8 @@ Problems are collected, not raised: the report names all of them at once.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import json
 from collections.abc import Iterable
@@ -25,9 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import rfc8785
+
 from . import head as heads
 from .encoding import parse_day
 from .errors import CapabilityAnchorError, InvalidKey, MalformedJSON
+from .export import timestamps_document
 from .keys import KeySet
 from .log import Log
 from .merkle import TILE_WIDTH, TreeEdge, hash_leaf
@@ -90,10 +95,23 @@ def _check_head(
     return verified
 
 
-def audit_store(log: Log, progress: Progress = silent) -> AuditReport:
+def trusted_keys(log: Log, extra: KeySet | None) -> KeySet:
+    """What the data-dir audit trusts: the configured signing key, plus `--keys` (e.g. the
+    published keys.json, for heads signed before a key rotation). Never the store's own
+    keys table: whoever can write the database could add a key there."""
+    by_kid = {k.kid: k for k in (extra or ())}
+    by_kid[log.key.kid] = log.key.public
+    return KeySet(by_kid.values())
+
+
+def audit_store(log: Log, progress: Progress = silent, keys: KeySet | None = None) -> AuditReport:
     report = AuditReport()
     store = log.store
-    keys = log.keyset()
+    try:
+        log.keyset()
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"keys table: {exc}")
+    keys = trusted_keys(log, keys)
     all_heads = store.all_heads()
     entry_days = store.entry_days()
     last_sealed = store.last_sealed_day()
@@ -120,14 +138,14 @@ def audit_store(log: Log, progress: Progress = silent) -> AuditReport:
                     f"head {day} size {h.tree_size}: prev is {claims['prev']}, the previous "
                     f"day's sealed head digests to {want_prev}"
                 )
+        prev_digest = None
         if sealed:
             if sealed[0].tree_size != size:
                 report.problems.append(
                     f"day {day}: sealed at size {sealed[0].tree_size} but holds {size} entries"
                 )
-            prev_digest = heads.claims_digest(heads.parse_document(sealed[0].doc).claims)
-        else:
-            prev_digest = None
+            if _parses(sealed[0]):
+                prev_digest = heads.claims_digest(heads.parse_document(sealed[0].doc).claims)
         report.count("days")
     if any(h.day < log.first_day for h in all_heads) or any(d < log.first_day for d in entry_days):
         report.problems.append(f"data exists before the log's first day {log.first_day}")
@@ -257,19 +275,12 @@ def audit_folder(
     sealed: dict[str, heads.Head] = {}
     for n, path in enumerate(day_files):
         day = path.stem
-        doc = path.read_bytes()
-        try:
-            parsed = heads.parse_document(doc)
-            verified = heads.verify_head(parsed.jws, keys)
-        except CapabilityAnchorError as exc:
-            report.problems.append(f"{path}: {exc}")
+        checked = _verified_document(report, path, keys)
+        if checked is None:
             prev = None
             continue
+        _, verified = checked
         c = verified.claims
-        if parsed.claims != c:
-            report.problems.append(f"{path}: document claims differ from its signed claims")
-        if doc != verified.document():
-            report.problems.append(f"{path}: not the canonical head document bytes")
         if c["day"] != day or not c["sealed"]:
             report.problems.append(f"{path}: holds the head of {c['day']} (sealed={c['sealed']})")
         jws_file = folder / f"{day}.jws"
@@ -277,8 +288,7 @@ def audit_folder(
             report.problems.append(f"{jws_file} is missing")
         elif jws_file.read_bytes() != verified.jws.encode("ascii"):
             report.problems.append(f"{jws_file} differs from the JWS in {path.name}")
-        if not (folder / f"{day}.timestamps.json").exists():
-            report.problems.append(f"{folder / f'{day}.timestamps.json'} is missing")
+        _audit_stamps(report, folder, day, log)
         if n == 0:
             if c["prev"] is not None:
                 report.problems.append(
@@ -294,8 +304,8 @@ def audit_folder(
         sealed[day] = verified
         report.count("days")
         progress(n + 1, len(day_files), "audit roots")
-    _audit_index(report, folder, sealed)
-    _audit_saved_unsealed(report, folder, keys, sealed)
+    _audit_index(report, folder, sealed, log)
+    _audit_saved_unsealed(report, folder, keys, sealed, log)
     if log is not None:
         _cross_check(report, folder, log, sealed)
     return report
@@ -309,10 +319,79 @@ def _is_day(text: str) -> bool:
     return True
 
 
-def _audit_index(report: AuditReport, folder: Path, sealed: dict[str, heads.Head]) -> None:
+def _is_der_sequence(data: bytes) -> bool:
+    """A DER SEQUENCE whose length covers exactly the bytes given (the outer shape of a
+    TimeStampResp); the stamp's content is checked by the RFC 3161 code."""
+    if len(data) < 2 or data[0] != 0x30:
+        return False
+    first = data[1]
+    if first < 0x80:
+        return 2 + first == len(data)
+    n = first & 0x7F
+    if n == 0 or n > 4 or len(data) < 2 + n:
+        return False
+    return 2 + n + int.from_bytes(data[2 : 2 + n], "big") == len(data)
+
+
+def _audit_stamps(report: AuditReport, folder: Path, day: str, log: Log | None) -> None:
+    """`<day>.timestamps.json` and `<day>.tsr`: well formed, consistent with each other
+    (the `.tsr` is the first listed stamp), and with a data dir equal to the log's."""
+    path = folder / f"{day}.timestamps.json"
+    tsr = folder / f"{day}.tsr"
+    doc = _read_json(report, path)
+    if doc is None:
+        return
+    stamps = doc.get("timestamps") if isinstance(doc, dict) else None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("v") != heads.VERSION
+        or doc.get("day") != day
+        or not isinstance(stamps, list)
+    ):
+        report.problems.append(f"{path} is not the timestamps document of {day}")
+        return
+    tokens: list[bytes] = []
+    for n, stamp in enumerate(stamps):
+        try:
+            token = base64.b64decode(stamp["token"], validate=True)
+            if not isinstance(stamp["tsa"], str) or not isinstance(stamp["gen_time"], str):
+                raise ValueError("tsa and gen_time must be strings")
+        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+            report.problems.append(f"{path}: stamp {n} is malformed: {exc}")
+            continue
+        if not _is_der_sequence(token):
+            report.problems.append(f"{path}: stamp {n} is not a DER TimeStampResp")
+        tokens.append(token)
+    if tsr.exists():
+        if not tokens or tsr.read_bytes() != tokens[0]:
+            report.problems.append(f"{tsr} is not the first stamp listed in {path.name}")
+    elif tokens:
+        report.problems.append(f"{tsr} is missing although {path.name} lists stamps")
+    if log is not None:
+        want = rfc8785.dumps(timestamps_document(day, log.store.stamps(day)))
+        if path.read_bytes() != want:
+            report.problems.append(f"{path} differs from the log's stamps of {day}")
+
+
+def _audit_index(
+    report: AuditReport, folder: Path, sealed: dict[str, heads.Head], log: Log | None
+) -> None:
     index = _read_json(report, folder / "index.json")
     if index is None:
         return
+    issuers = {h.claims["iss"] for h in sealed.values()}
+    if (
+        not isinstance(index, dict)
+        or index.get("v") != heads.VERSION
+        or (issuers and {index.get("iss")} != issuers)
+    ):
+        report.problems.append(f"{folder / 'index.json'}: v or iss disagree with the heads")
+    if log is not None:
+        want = rfc8785.dumps(log.roots(limit=max(1, len(log.store.sealed_heads()))))
+        newest_file = max(sealed, default=None)
+        newest_log = log.store.last_sealed_day()
+        if newest_file == newest_log and (folder / "index.json").read_bytes() != want:
+            report.problems.append(f"{folder / 'index.json'} differs from the log's listing")
     days = index.get("days") if isinstance(index, dict) else None
     if not isinstance(days, list):
         report.problems.append(f"{folder / 'index.json'} has no days list")
@@ -325,23 +404,60 @@ def _audit_index(report: AuditReport, folder: Path, sealed: dict[str, heads.Head
             f"index.json does not list exactly the sealed days present "
             f"(listed but missing: {missing}; present but not listed: {extra})"
         )
+    # The URL base is not signed anywhere; without a data dir all we can ask is that every
+    # entry uses the same one.
+    bases = {
+        str(d.get("url"))[: -len(f"/roots/{d.get('day')}")] for d in days if isinstance(d, dict)
+    }
+    if len(bases) > 1:
+        report.problems.append(f"index.json entries use different URL bases: {sorted(bases)}")
     for d in days:
         h = sealed.get(str(d.get("day"))) if isinstance(d, dict) else None
-        if h is not None and (d.get("tree_size"), d.get("root")) != (h.tree_size, h.claims["root"]):
+        if h is None:
+            continue
+        if (d.get("tree_size"), d.get("root")) != (h.tree_size, h.claims["root"]) or not str(
+            d.get("url")
+        ).endswith(f"/roots/{h.day}"):
             report.problems.append(f"index.json entry for {h.day} disagrees with {h.day}.json")
 
 
+def _verified_document(
+    report: AuditReport, path: Path, keys: KeySet
+) -> tuple[bytes, heads.Head] | None:
+    """A head document file whose JWS verifies and whose bytes are exactly the canonical
+    document of the signed claims (so no unsigned byte can differ)."""
+    doc = path.read_bytes()
+    try:
+        parsed = heads.parse_document(doc)
+        verified = heads.verify_head(parsed.jws, keys)
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"{path}: {exc}")
+        return None
+    if parsed.claims != verified.claims:
+        report.problems.append(f"{path}: document claims differ from its signed claims")
+    elif doc != verified.document():
+        report.problems.append(f"{path}: not the canonical head document bytes")
+    return doc, verified
+
+
 def _audit_saved_unsealed(
-    report: AuditReport, folder: Path, keys: KeySet, sealed: dict[str, heads.Head]
+    report: AuditReport,
+    folder: Path,
+    keys: KeySet,
+    sealed: dict[str, heads.Head],
+    log: Log | None,
 ) -> None:
     for path in sorted(folder.glob("????-??-??/*.json")):
         day = path.parent.name
-        try:
-            verified = heads.verify_head(heads.parse_document(path.read_bytes()).jws, keys)
-        except CapabilityAnchorError as exc:
-            report.problems.append(f"{path}: {exc}")
+        checked = _verified_document(report, path, keys)
+        if checked is None:
             continue
+        doc, verified = checked
         c = verified.claims
+        if log is not None:
+            row = log.store.head(c["day"], c["tree_size"], False)
+            if row is None or row.doc != doc:
+                report.problems.append(f"{path} differs from the log's head {day}/{path.stem}")
         if c["day"] != day or str(c["tree_size"]) != path.stem or c["sealed"]:
             report.problems.append(f"{path}: holds head {c['day']}/{c['tree_size']}")
         final = sealed.get(day)

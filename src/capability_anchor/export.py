@@ -118,41 +118,69 @@ def _merged_keys(existing_file: Path, log_keys: KeySet) -> bytes:
     return KeySet(keys).to_json()
 
 
-def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_tmp(outdir: Path) -> None:
+    """Temporary files left by a crashed export; never a published name. A temp file of an
+    exporter that is still running is left to it."""
     for stale in outdir.rglob(f".*{_TMP_MARK}*"):
-        # Left by a crashed export; never a published name.
+        pid = stale.name.rsplit(_TMP_MARK, 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and _pid_alive(int(pid)):
+            continue
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
-    report = ExportReport()
+
+
+def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
+    """Write the folder. Every file that must never change is compared first: if any
+    existing one differs, nothing at all is written (a half-published folder would list
+    days that index.json does not, or the other way round)."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(outdir)
     store = log.store
     sealed = list(reversed(store.sealed_heads()))
     unsealed = [h for h in store.all_heads() if not h.sealed]
-    total = len(sealed) + len(unsealed)
-    done = 0
-    write_replaceable(
-        outdir / "keys.json", _merged_keys(outdir / "keys.json", log.keyset()), report
-    )
+    immutable: list[tuple[Path, bytes]] = []
+    replaceable: list[tuple[Path, bytes]] = []
     for row in sealed:
         parsed = heads.parse_document(row.doc)
-        write_immutable(outdir / f"{row.day}.json", row.doc, report)
-        write_immutable(outdir / f"{row.day}.jws", parsed.jws.encode("ascii"), report)
+        immutable.append((outdir / f"{row.day}.json", row.doc))
+        immutable.append((outdir / f"{row.day}.jws", parsed.jws.encode("ascii")))
         stamps = store.stamps(row.day)
         if stamps:
-            write_immutable(outdir / f"{row.day}.tsr", stamps[0].token, report)
+            immutable.append((outdir / f"{row.day}.tsr", stamps[0].token))
         doc = rfc8785.dumps(timestamps_document(row.day, stamps))
-        write_replaceable(outdir / f"{row.day}.timestamps.json", doc, report)
-        done += 1
-        progress(done, total, "export")
+        replaceable.append((outdir / f"{row.day}.timestamps.json", doc))
     for row in unsealed:
-        folder = outdir / row.day
-        folder.mkdir(exist_ok=True)
-        write_immutable(folder / f"{row.tree_size}.json", row.doc, report)
-        done += 1
+        immutable.append((outdir / row.day / f"{row.tree_size}.json", row.doc))
+    keys = _merged_keys(outdir / "keys.json", log.keyset())
+    for path, data in immutable:
+        if path.exists() and path.read_bytes() != data:
+            raise ExportConflict(
+                f"{path} exists with different bytes; published files never change "
+                "(restore it from the log, or export to a new folder); nothing was written"
+            )
+    report = ExportReport()
+    total = len(immutable) + len(replaceable)
+    write_replaceable(outdir / "keys.json", keys, report)
+    for done, (path, data) in enumerate(immutable, start=1):
+        path.parent.mkdir(exist_ok=True)
+        write_immutable(path, data, report)
         progress(done, total, "export")
+    for done, (path, data) in enumerate(replaceable, start=len(immutable) + 1):
+        write_replaceable(path, data, report)
+        progress(done, total, "export")
+    # Last: index.json never names a day whose files are not all in place.
     index = log.roots(limit=max(1, len(sealed)))
     write_replaceable(outdir / "index.json", rfc8785.dumps(index), report)
     _fsync_dir(outdir)
-    progress(total, total, "export")
     return report

@@ -166,9 +166,13 @@ class Log:
         """Open an existing log and run the start-up self-check (refuse to guess)."""
         data_dir = Path(data_dir)
         store = Store.open(data_dir)
-        key = load_key_file(data_dir / KEY_FILE)
-        log = cls(data_dir, store, key, clock)
-        log.self_check()
+        try:
+            key = load_key_file(data_dir / KEY_FILE)
+            log = cls(data_dir, store, key, clock)
+            log.self_check()
+        except BaseException:
+            store.close()
+            raise
         return log
 
     def close(self) -> None:
@@ -207,8 +211,16 @@ class Log:
 
     def keyset(self) -> KeySet:
         """Every public key this log has signed with."""
-        stored = self.store.signing_keys()
-        return KeySet(PublicKey.from_x(json.loads(jwk)["x"]) for _, jwk in stored)
+        found = []
+        for kid, jwk in self.store.signing_keys():
+            try:
+                key = PublicKey.from_x(json.loads(jwk)["x"])
+            except (ValueError, KeyError, TypeError, CapabilityAnchorError):
+                raise StoreError(f"the stored public key {kid} is not a valid JWK") from None
+            if key.kid != kid:
+                raise StoreError(f"the stored public key {kid} has thumbprint {key.kid}")
+            found.append(key)
+        return KeySet(found)
 
     def writer_token(self) -> str:
         env = os.environ.get("CAPABILITY_ANCHOR_TOKEN")

@@ -8,8 +8,10 @@ Contract (what is durable when a call returns):
   of it happened.
 - Append-only is enforced by the database, not by this code: triggers abort every UPDATE
   and DELETE of entries, heads, tiles, stamps and keys; any insert of an entry or a head into
-  a sealed day; an entry whose index is not the next one of its day; and a head whose root
-  differs from another head of the same day and size.
+  a sealed day; an entry whose index is not the next one of its day; a head whose root
+  differs from another head of the same day and size; and any insert that would replace a
+  stored row with different content (`INSERT OR REPLACE` deletes the old row without firing
+  DELETE triggers on a connection without `recursive_triggers`, so it gets its own guard).
 - Several processes may open one store: writers queue on the lock (busy timeout), readers
   never block in WAL mode.
 
@@ -89,6 +91,24 @@ _MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER heads_not_sealed BEFORE INSERT ON heads
     WHEN EXISTS (SELECT 1 FROM heads WHERE day = NEW.day AND sealed = 1)
     BEGIN SELECT RAISE(ABORT, 'append-only: the day is sealed'); END;
+    CREATE TRIGGER entries_no_replace BEFORE INSERT ON entries
+    WHEN EXISTS (SELECT 1 FROM entries WHERE leaf_hash = NEW.leaf_hash AND day = NEW.day)
+    BEGIN SELECT RAISE(ABORT, 'append-only: this leaf is already stored in this day'); END;
+    CREATE TRIGGER heads_no_replace BEFORE INSERT ON heads
+    WHEN EXISTS (SELECT 1 FROM heads WHERE day = NEW.day AND tree_size = NEW.tree_size
+                 AND sealed = NEW.sealed AND doc != NEW.doc)
+    BEGIN SELECT RAISE(ABORT, 'append-only: a different head of this size is stored'); END;
+    CREATE TRIGGER tiles_no_replace BEFORE INSERT ON tiles
+    WHEN EXISTS (SELECT 1 FROM tiles WHERE day = NEW.day AND level = NEW.level
+                 AND idx = NEW.idx AND width = NEW.width
+                 AND (hashes != NEW.hashes OR root IS NOT NEW.root))
+    BEGIN SELECT RAISE(ABORT, 'append-only: a different tile is stored under this name'); END;
+    CREATE TRIGGER stamps_no_replace BEFORE INSERT ON stamps
+    WHEN EXISTS (SELECT 1 FROM stamps WHERE day = NEW.day AND tsa = NEW.tsa)
+    BEGIN SELECT RAISE(ABORT, 'append-only: this TSA already stamped this day'); END;
+    CREATE TRIGGER keys_no_replace BEFORE INSERT ON keys
+    WHEN EXISTS (SELECT 1 FROM keys WHERE kid = NEW.kid AND jwk != NEW.jwk)
+    BEGIN SELECT RAISE(ABORT, 'append-only: a different key is stored under this kid'); END;
     CREATE TRIGGER heads_same_root BEFORE INSERT ON heads
     WHEN EXISTS (SELECT 1 FROM heads
                  WHERE day = NEW.day AND tree_size = NEW.tree_size AND root != NEW.root)
@@ -182,6 +202,7 @@ class Store:
 
     @classmethod
     def _connect(cls, path: Path, *, create: bool) -> Store:
+        conn: sqlite3.Connection | None = None
         try:
             # isolation_level=None: no implicit transactions; write() issues BEGIN IMMEDIATE.
             # check_same_thread=False: the HTTP service's worker threads share one writer
@@ -192,27 +213,41 @@ class Store:
                 isolation_level=None,
                 check_same_thread=False,
             )
+            # Look before touching: a file that is not ours is refused before any pragma
+            # below could write to it (journal_mode=WAL rewrites the header).
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            cls._check_version(path, version, create=create)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA journal_mode = WAL")
             # FULL: the WAL is fsynced at every commit, so an acknowledged append survives
             # power loss, not only a process crash.
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
+            # REPLACE conflict resolution then fires the DELETE triggers too.
+            conn.execute("PRAGMA recursive_triggers = ON")
             store = cls(path, conn)
-            store._migrate(create=create)
+            store._migrate(version)
         except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
             raise StoreError(f"cannot open the log at {path}: {exc}") from None
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
         return store
 
-    def _migrate(self, *, create: bool) -> None:
-        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+    @staticmethod
+    def _check_version(path: Path, version: int, *, create: bool) -> None:
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path} has schema version {version}; this program knows up to "
+                f"{path} has schema version {version}; this program knows up to "
                 f"{SCHEMA_VERSION} (upgrade capability-anchor)"
             )
         if version == 0 and not create:
-            raise StoreError(f"{self.path} is not a capability-anchor log (schema version 0)")
+            raise StoreError(f"{path} is not a capability-anchor log (schema version 0)")
+
+    def _migrate(self, version: int) -> None:
         if version == SCHEMA_VERSION:
             return
         with self.write():
@@ -502,10 +537,12 @@ class Store:
         )
 
     def stamps(self, day: str) -> list[StampRow]:
+        """Stamps of a day in the order they were stored: the first is "the earliest stored"
+        (SPEC §6), which no later stamp can displace, whatever its genTime."""
         return [
             StampRow(str(d), str(t), bytes(tok), str(g))
             for d, t, tok, g in self._exec(
-                "SELECT day, tsa, token, gen_time FROM stamps WHERE day = ? ORDER BY gen_time, tsa",
+                "SELECT day, tsa, token, gen_time FROM stamps WHERE day = ? ORDER BY rowid",
                 (day,),
             )
         ]

@@ -225,13 +225,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
     data = _data_dir(args.data)
     report = AuditReport()
     log = None
+    # For the data dir --keys adds trust (heads signed by earlier keys; the store's own keys
+    # table never does); for a folder it replaces the folder's keys.json.
+    keys = KeySet.from_json(Path(args.keys).read_bytes()) if args.keys else None
     if Store.exists(data):
         log = _open(args)
-        report = audit_store(log, progress)
+        report = audit_store(log, progress, keys)
     elif args.roots is None:
         raise OSError(f"no log at {data} and no --roots folder to audit")
     if args.roots is not None:
-        keys = KeySet.from_json(Path(args.keys).read_bytes()) if args.keys else None
+        if not Path(args.roots).is_dir():
+            raise OSError(f"--roots {args.roots} is not a folder")
         folder = audit_folder(Path(args.roots), keys, log, progress)
         report.problems += folder.problems
         for k, v in folder.checked.items():
