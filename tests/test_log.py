@@ -290,3 +290,33 @@ def test_roots_listing_and_entries(log: Log, clock: Clock) -> None:
     assert [e["leaf_index"] for e in entries] == [1, 2]
     assert entries[0]["claims"] == leaf.leaf_claims(rec(1))
     assert json.loads(json.dumps(entries))  # plain JSON types
+
+
+def test_init_resumes_after_a_crash_before_the_database_existed(tmp_path: Path) -> None:
+    """init's commit point is the database appearing under its name: a key file or a
+    half-built temporary database left by a killed init does not block the next init."""
+    data = tmp_path / "d"
+    data.mkdir()
+    key = keys.create_key_file(data / "signing-key.jwk")
+    (data / ".log.sqlite3.init").write_bytes(b"half a database")
+    with Log.init(data, iss=ISS) as log:
+        assert log.key.kid == key.kid  # the key nobody ever saw is taken over
+    assert (
+        sorted(p.name for p in data.iterdir())
+        == sorted(
+            ["log.sqlite3", "signing-key.jwk", "writer-token", "log.sqlite3-wal", "log.sqlite3-shm"]
+        )
+        or not (data / ".log.sqlite3.init").exists()
+    )
+    assert not (data / ".log.sqlite3.init").exists()
+
+
+def test_a_database_without_meta_is_refused_cleanly(tmp_path: Path) -> None:
+    from capability_anchor.errors import StoreError
+    from capability_anchor.store import Store
+
+    data = tmp_path / "d"
+    Store.create(data, lambda store: None)
+    keys.create_key_file(data / "signing-key.jwk")
+    with pytest.raises(StoreError, match="not a complete log"):
+        Log.open(data)

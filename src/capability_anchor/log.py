@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import secrets
 import threading
@@ -63,7 +64,9 @@ MAX_BATCH = 1000
 
 
 def utc_day(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).date().isoformat()
+    # Whole seconds first, as every stored time is: fromtimestamp would round 23:59:59.9999997
+    # up into the next day while int(t) keeps it in this one.
+    return dt.datetime.fromtimestamp(math.floor(t), dt.UTC).date().isoformat()
 
 
 def _next_day(day: str) -> str:
@@ -116,6 +119,8 @@ class Log:
         self.key = key
         self.clock = clock
         meta = store.meta()
+        if "iss" not in meta or "first_day" not in meta:
+            raise StoreError(f"{store.path} has no iss or first_day: not a complete log")
         self.iss = meta["iss"]
         self.first_day = meta["first_day"]
         self.public_url = meta.get("public_url") or self.iss
@@ -143,15 +148,18 @@ class Log:
         data_dir = Path(data_dir)
         key_path = data_dir / KEY_FILE
         token_path = data_dir / TOKEN_FILE
-        if Store.exists(data_dir) or key_path.exists():
+        if Store.exists(data_dir):
             raise Conflict(f"a log already exists in {data_dir}; refusing to overwrite it")
         data_dir.mkdir(parents=True, exist_ok=True)
-        key = create_key_file(key_path)
+        # The database is the commit point of init. A key or token file without a database
+        # is left by an init that crashed before it: nothing was ever signed with that key
+        # or accepted with that token, so they are taken over rather than refused.
+        key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
         if not token_path.exists():
             _write_secret_file(token_path, (secrets.token_urlsafe(32) + "\n").encode())
-        store = Store.create(data_dir)
         now = clock()
-        with store.write():
+
+        def fill(store: Store) -> None:
             store.set_meta("iss", iss)
             store.set_meta("first_day", utc_day(now))
             store.set_meta("created", str(int(now)))
@@ -159,7 +167,9 @@ class Log:
                 store.set_meta("public_url", public_url.rstrip("/"))
             store.set_meta("config", json.dumps(dict(config or {}), sort_keys=True))
             store.add_key(key.kid, json.dumps(key.public.jwk(), sort_keys=True), int(now))
-        return cls(data_dir, store, key, clock)
+
+        Store.create(data_dir, fill)
+        return cls.open(data_dir, clock=clock)
 
     @classmethod
     def open(cls, data_dir: Path, *, clock: Clock = time.time) -> Log:
@@ -345,9 +355,10 @@ class Log:
                     return newest.doc
                 return self._publish(day, size, False, int(now)).doc
 
-    def seal(self) -> list[bytes]:
+    def seal(self, on_sealed: Callable[[bytes], None] | None = None) -> list[bytes]:
         """Seal every day before today that is not sealed, oldest first, one transaction
-        each (resumable). Returns the newly sealed head documents."""
+        each (resumable). Returns the newly sealed head documents; `on_sealed` gets each one
+        as soon as its transaction committed."""
         out: list[bytes] = []
         with self._lock:
             today = self.today()
@@ -356,9 +367,14 @@ class Log:
             while day < today:
                 with self.store.write():
                     # Another process may have sealed it since we looked.
+                    sealed = None
                     if self.store.sealed_head(day) is None:
                         size = self.store.day_size(day)
-                        out.append(self._publish(day, size, True, heads.sealed_iat(day)).doc)
+                        sealed = self._publish(day, size, True, heads.sealed_iat(day)).doc
+                if sealed is not None:
+                    out.append(sealed)
+                    if on_sealed is not None:
+                        on_sealed(sealed)
                 day = _next_day(day)
         return out
 

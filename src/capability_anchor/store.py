@@ -23,8 +23,9 @@ unpublished tree is rebuilt from the last entries and the roots of the last full
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,12 +187,33 @@ class Store:
         return (data_dir / DB_NAME).exists()
 
     @classmethod
-    def create(cls, data_dir: Path) -> Store:
+    def create(cls, data_dir: Path, fill: Callable[[Store], None]) -> None:
+        """Create the database atomically: it is built and filled (`fill` runs inside the
+        first write transaction) under a temporary name, closed, and only then linked to
+        its real name. A crash at any point leaves either no log or a complete one, never
+        a database without its meta."""
         path = data_dir / DB_NAME
         if path.exists():
             raise Conflict(f"a log already exists at {path}; refusing to overwrite it")
         data_dir.mkdir(parents=True, exist_ok=True)
-        return cls._connect(path, create=True)
+        tmp = data_dir / f".{DB_NAME}.init"
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)  # from a crashed init: it never became the log
+        store = cls._connect(tmp, create=True)
+        try:
+            with store.write():
+                fill(store)
+            # Fold the WAL into the main file so the one file we link is the whole database.
+            store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            store.close()
+        try:
+            os.link(tmp, path)  # fails rather than replace a log created meanwhile
+        except FileExistsError:
+            raise Conflict(f"a log already exists at {path}; refusing to overwrite it") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(data_dir)
 
     @classmethod
     def open(cls, data_dir: Path) -> Store:
@@ -553,6 +575,14 @@ class Store:
         """Run SQL as given. Only tests use this, to show the triggers firing and to tamper
         with a copy the way an attacker with file access would."""
         return [tuple(r) for r in self._exec(sql, params)]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _integrity(exc: sqlite3.IntegrityError) -> Exception:

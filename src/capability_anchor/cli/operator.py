@@ -174,10 +174,13 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
+    def printed(doc: bytes) -> None:
+        # Printed as each day's transaction commits: a printed head is a published head.
+        _emit_doc(doc)
+        sys.stdout.flush()
+
     with _open(args) as log:
-        for doc in log.seal():
-            _emit_doc(doc)
-            sys.stdout.flush()
+        log.seal(printed)
     return EXIT_OK
 
 
