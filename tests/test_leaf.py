@@ -594,3 +594,47 @@ def test_parse_json_accepts_any_json_value() -> None:
     assert parse_json(' [1, 2.5, "x", null, true] ') == [1, 2.5, "x", None, True]
     assert parse_json(b'"\\ud83d\\ude00"') == "\U0001f600"
     assert parse_json('{"a":{"a":1}}') == {"a": {"a": 1}}
+
+
+# --- the plain-json fast path ----------------------------------------------------------------
+# leaf_bytes uses json.dumps instead of rfc8785 when a record has no float and only ASCII
+# member names. These properties are the proof that the two are byte-identical there.
+
+_any_text = st.text(
+    alphabet=st.characters(exclude_categories=("Cs",)),  # every code point but surrogates
+    max_size=30,
+)
+_plain_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**53 - 1), max_value=2**53 - 1),
+    _any_text,
+    st.sampled_from(["\u2028\u2029", "\x7f\x00\x1f\b\f\n\r\t", '"\\/', "\U0001f600\ufb33\u20ac"]),
+)
+_ascii_keys = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=12)
+_plain_values = st.recursive(
+    _plain_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_ascii_keys, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(_ascii_keys, _plain_values, max_size=8))
+def test_fast_path_is_byte_identical_to_rfc8785(record: dict[str, Any]) -> None:
+    from capability_anchor.leaf import _walk
+
+    assert _walk(record) is True
+    assert leaf_bytes(record) == rfc8785.dumps(leaf_claims(record))
+
+
+@pytest.mark.parametrize(
+    "record",
+    [{"a": 0.5}, {"a": [1, {"b": 1.0}]}, {"\u00e9": 1}, {"a": {"\U0001f600": 1}}],
+    ids=["float", "nested-float", "latin-key", "astral-key"],
+)
+def test_floats_and_non_ascii_names_take_the_rfc8785_path(record: dict[str, Any]) -> None:
+    from capability_anchor.leaf import _walk
+
+    assert _walk(record) is False
+    assert leaf_bytes(record) == rfc8785.dumps(record)

@@ -111,3 +111,38 @@ def test_tree_rejects_bad_input() -> None:
     with pytest.raises(UsageError):
         tree.inclusion_proof(0)
     assert tree.root() == merkle.EMPTY_ROOT
+
+
+def test_a_shared_cache_serves_later_proofs_and_refetches_grown_tiles() -> None:
+    cache = merkle.TileCache(max_tiles=8)
+    reads: list[tuple[int, int, int]] = []
+
+    def at(size: int):  # type: ignore[no-untyped-def]
+        def get(level: int, index: int) -> bytes:
+            reads.append((level, index, size))
+            return BIG.tile(level, index, size)
+
+        return get
+
+    small = merkle.TileNodes(at(300), cache=cache, namespace="d")
+    assert merkle.nodes.resolve(
+        merkle.inclusion_nodes(260, 300), small.node
+    ) == BIG.inclusion_proof(260, 300)
+    before = len(reads)
+    # The same tiles again: served from the cache, no read.
+    again = merkle.TileNodes(at(300), cache=cache, namespace="d")
+    assert merkle.nodes.resolve(
+        merkle.inclusion_nodes(261, 300), again.node
+    ) == BIG.inclusion_proof(261, 300)
+    assert len(reads) == before
+    # The tree grew: the cached partial tile 0/1 (44 wide) is too narrow and is read again.
+    grown = merkle.TileNodes(at(600), cache=cache, namespace="d")
+    assert merkle.nodes.resolve(
+        merkle.inclusion_nodes(290, 600), grown.node
+    ) == BIG.inclusion_proof(290, 600)
+    assert (0, 1, 600) in reads[before:]
+    # Another namespace (another day) never sees these tiles.
+    other = merkle.TileNodes(at(300), cache=cache, namespace="e")
+    other.node(0, 0)
+    assert other.tiles_read == 1
+    assert len(cache) <= 8

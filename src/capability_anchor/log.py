@@ -46,6 +46,7 @@ from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
 from .merkle import (
     TILE_HEIGHT,
     TILE_WIDTH,
+    TileCache,
     TileNodes,
     TreeEdge,
     consistency_nodes,
@@ -126,6 +127,8 @@ class Log:
         self.public_url = meta.get("public_url") or self.iss
         self.config: dict[str, Any] = json.loads(meta.get("config", "{}"))
         self._lock = threading.RLock()
+        # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
+        self._tile_cache = TileCache()
         self._edge: TreeEdge | None = None
         self._edge_day: str | None = None
 
@@ -172,14 +175,22 @@ class Log:
         return cls.open(data_dir, clock=clock)
 
     @classmethod
-    def open(cls, data_dir: Path, *, clock: Clock = time.time) -> Log:
-        """Open an existing log and run the start-up self-check (refuse to guess)."""
+    def open(
+        cls, data_dir: Path, *, clock: Clock = time.time, background_checkpoints: bool = True
+    ) -> Log:
+        """Open an existing log and run the start-up self-check (refuse to guess).
+
+        `background_checkpoints` copies the SQLite WAL back into the database from a thread
+        of its own (see `Store.start_checkpointer`); it is stopped by `close`.
+        """
         data_dir = Path(data_dir)
         store = Store.open(data_dir)
         try:
             key = load_key_file(data_dir / KEY_FILE)
             log = cls(data_dir, store, key, clock)
             log.self_check()
+            if background_checkpoints:
+                store.start_checkpointer()
         except BaseException:
             store.close()
             raise
@@ -411,7 +422,7 @@ class Log:
                 raise StoreError(f"day {day}: tile {level}/{index} (width {width}) is missing")
             return data
 
-        return TileNodes(get)
+        return TileNodes(get, cache=self._tile_cache, namespace=day)
 
     def proof(self, day: str, leaf_index: int, tree_size: int | None = None) -> dict[str, Any]:
         """`{v, anchor, proof}` for entry `leaf_index` of `day` in the selected head."""

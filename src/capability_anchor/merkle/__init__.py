@@ -15,7 +15,16 @@ from .nodes import (
     inclusion_path_length,
     root_from,
 )
-from .tiles import TILE_HEIGHT, TILE_WIDTH, TileID, TileNodes, tile_path, tiles_changed
+from .tiles import (
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    TileCache,
+    TileID,
+    TileNodes,
+    tile_path,
+    tile_rows,
+    tiles_changed,
+)
 from .tree import TiledTree, consistency_path, inclusion_path, root_hash
 from .verify import calculate_inclusion_root, verify_consistency, verify_inclusion
 
@@ -26,6 +35,7 @@ __all__ = [
     "TILE_WIDTH",
     "FullTile",
     "NodeSource",
+    "TileCache",
     "TileID",
     "TileNodes",
     "TiledTree",
@@ -43,6 +53,7 @@ __all__ = [
     "root_from",
     "root_hash",
     "tile_path",
+    "tile_rows",
     "tiles_changed",
     "verify_consistency",
     "verify_inclusion",

@@ -13,7 +13,8 @@ i.e. a handful of tiles even at 10,000,000 leaves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
 
@@ -97,41 +98,98 @@ def subtree_hash(hashes: bytes | bytearray | memoryview) -> bytes:
     return level
 
 
+def tile_rows(hashes: bytes) -> list[bytes]:
+    """A tile's hashes and every complete interior row above them, up to its root:
+    rows[k] holds the nodes of sub-height k (each covering 2^k of the tile's hashes)."""
+    rows = [bytes(hashes)]
+    while len(rows[-1]) >= 2 * HASH_SIZE:
+        below = rows[-1]
+        pairs = len(below) // (2 * HASH_SIZE)
+        rows.append(
+            b"".join(
+                [sha256(b"\x01" + below[i : i + 64]).digest() for i in range(0, pairs * 64, 64)]
+            )
+        )
+    return rows
+
+
+class TileCache:
+    """A bounded LRU of tiles' rows shared by proofs (tiles are immutable once stored: a
+    cached tile can only be narrower than a newer version, never different)."""
+
+    def __init__(self, max_tiles: int = 2048) -> None:
+        self.max_tiles = max_tiles
+        self._rows: OrderedDict[Hashable, list[bytes]] = OrderedDict()
+
+    def get(self, key: Hashable) -> list[bytes] | None:
+        rows = self._rows.get(key)
+        if rows is not None:
+            self._rows.move_to_end(key)
+        return rows
+
+    def put(self, key: Hashable, rows: list[bytes]) -> None:
+        self._rows[key] = rows
+        self._rows.move_to_end(key)
+        while len(self._rows) > self.max_tiles:
+            self._rows.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
 class TileNodes:
     """A `NodeSource` over tiles fetched by `get_tile(level, index)`.
 
     The fetched tile may be wider than needed (tiles only grow) but must contain every hash
-    asked for; a shorter one is a store inconsistency and raises. Tiles are cached for the
-    life of this object, which is meant to serve one proof or one batch of proofs.
+    asked for; a shorter one is a store inconsistency and raises. Each tile's interior rows
+    are computed once, so every node is then a lookup; with a shared `cache` (keys prefixed
+    by `namespace`, e.g. the day) that holds across proofs. A cached tile too narrow for a
+    node is fetched again: it was cached at a smaller tree size.
     """
 
-    def __init__(self, get_tile: Callable[[int, int], bytes]) -> None:
+    def __init__(
+        self,
+        get_tile: Callable[[int, int], bytes],
+        *,
+        cache: TileCache | None = None,
+        namespace: Hashable = None,
+    ) -> None:
         self._get_tile = get_tile
-        self._cache: dict[tuple[int, int], bytes] = {}
+        self._cache = cache
+        self._namespace = namespace
+        self._local: dict[tuple[int, int], list[bytes]] = {}
+        self.tiles_read = 0
+
+    def _fetch(self, level: int, index: int) -> list[bytes]:
+        data = self._get_tile(level, index)
+        if len(data) % HASH_SIZE or not 0 < len(data) <= TILE_WIDTH * HASH_SIZE:
+            raise MalformedProof(f"tile {level}/{index} has {len(data)} bytes")
+        self.tiles_read += 1
+        rows = tile_rows(data)
+        self._local[(level, index)] = rows
+        if self._cache is not None:
+            self._cache.put((self._namespace, level, index), rows)
+        return rows
+
+    def _rows(self, level: int, index: int) -> list[bytes]:
+        rows = self._local.get((level, index))
+        if rows is None and self._cache is not None:
+            rows = self._cache.get((self._namespace, level, index))
+        return rows if rows is not None else self._fetch(level, index)
 
     def tile(self, level: int, index: int) -> bytes:
-        key = (level, index)
-        data = self._cache.get(key)
-        if data is None:
-            data = self._get_tile(level, index)
-            if len(data) % HASH_SIZE or not 0 < len(data) <= TILE_WIDTH * HASH_SIZE:
-                raise MalformedProof(f"tile {level}/{index} has {len(data)} bytes")
-            self._cache[key] = data
-        return data
-
-    @property
-    def tiles_read(self) -> int:
-        return len(self._cache)
+        return self._rows(level, index)[0]
 
     def node(self, height: int, index: int) -> bytes:
         level, k = divmod(height, TILE_HEIGHT)
-        first = index << k  # first hash at height 8·level under this node
-        tile_index, offset = divmod(first, TILE_WIDTH)
-        data = self.tile(level, tile_index)
-        start, end = offset * HASH_SIZE, (offset + (1 << k)) * HASH_SIZE
-        if end > len(data):
+        tile_index, offset = divmod(index << k, TILE_WIDTH)
+        start = (offset >> k) * HASH_SIZE
+        rows = self._rows(level, tile_index)
+        if len(rows) <= k or len(rows[k]) < start + HASH_SIZE:
+            rows = self._fetch(level, tile_index)
+        if len(rows) <= k or len(rows[k]) < start + HASH_SIZE:
             raise MalformedProof(
-                f"tile {level}/{tile_index} has {len(data) // HASH_SIZE} hashes, "
-                f"node ({height}, {index}) needs {end // HASH_SIZE}"
+                f"tile {level}/{tile_index} has {len(rows[0]) // HASH_SIZE} hashes, "
+                f"node ({height}, {index}) needs {(offset + (1 << k))}"
             )
-        return subtree_hash(memoryview(data)[start:end])
+        return rows[k][start : start + HASH_SIZE]
