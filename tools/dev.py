@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One entry point for a fresh machine: needs only Python 3.11+ and the package registries.
 
-    python3 tools/dev.py run     # the service on its embedded default (SQLite in ./data)
+    python3 tools/dev.py run     # the HTTP service on its embedded default (SQLite in ./data)
     python3 tools/dev.py test    # ruff, mypy --strict on src/, and the whole pytest suite
 
 Both create `.venv` beside `pyproject.toml` and install the project into it (with its
@@ -67,7 +67,7 @@ def cmd_test(extra: list[str]) -> int:
 
 
 def cmd_run(extra: list[str]) -> int:
-    return _run([str(_bin("capability-anchor")), "demo", *extra])
+    return _run([str(_bin("capability-anchor")), "serve", *extra])
 
 
 def main() -> int:

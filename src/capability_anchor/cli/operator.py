@@ -77,6 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--roots", metavar="DIR", help="also audit an exported folder")
     p.add_argument("--keys", metavar="FILE", help="trusted JWKS for --roots (else its keys.json)")
 
+    p = sub.add_parser("serve", help="run the HTTP service (SPEC §6) with background work")
+    _add_data(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
+    p.add_argument("--checkpoint-interval", type=float, default=60.0, metavar="S")
+    p.add_argument("--record-lifetime", type=int, default=24 * 3600, metavar="S")
+    p.add_argument(
+        "--rate-limit", type=int, default=100, metavar="N", help="per client per second, 0 = off"
+    )
+
     p = sub.add_parser(
         "demo", help="anchor sample (or given) records in memory, sign and verify them"
     )
@@ -252,6 +263,40 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ..api import Settings, create_app
+    from ..errors import UsageError
+    from ..log import Log
+    from ..store import Store
+
+    data = _data_dir(args.data)
+    if not 0 < args.record_lifetime <= 172800:
+        raise UsageError("--record-lifetime must be 1..172800 seconds (48 h)")
+    if not Store.exists(data):
+        iss = f"http://{args.host}:{args.port}"
+        Log.init(data, iss=iss, public_url=args.public_url).close()
+        print(f"{PROG}: initialised a log in {data} (iss {iss})", file=sys.stderr)
+    print(f"{PROG}: writer token in {data / 'writer-token'}", file=sys.stderr)
+    settings = Settings(
+        data_dir=data,
+        public_url=args.public_url,
+        checkpoint_interval=args.checkpoint_interval,
+        record_lifetime=args.record_lifetime,
+        rate_limit=args.rate_limit,
+    )
+    # The log is opened and self-checked here, before uvicorn binds the port.
+    app = create_app(settings)
+    print(f"{PROG}: serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests (and batches)
+    # finish before the app's shutdown closes the log.
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30
+    )
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -267,6 +312,7 @@ COMMANDS = {
     "consistency": cmd_consistency,
     "export": cmd_export,
     "audit": cmd_audit,
+    "serve": cmd_serve,
     "demo": cmd_demo,
 }
 

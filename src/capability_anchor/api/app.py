@@ -1,0 +1,520 @@
+"""The HTTP API (SPEC §6): `create_app(settings)` is the one factory.
+
+Two `Log` handles per process: a *reader* used only on the event loop (reads are short:
+a head, a tile or two; SQLite's WAL lets them run while a write is in progress), and a
+*writer* used only from worker threads, serialised by the Log's own lock (a 1,000-record
+batch is ~50 ms of hashing and fsync that must not stall the loop).
+
+Every error is `{v, error, note}` with a stable `error` code: the project's exceptions,
+Litestar's own (404, 405, validation, body too large) and anything unexpected (no stack
+trace or internals ever reach a response). A rejected request changes nothing stored: all
+input is validated before the writer is called, and a batch is one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+import msgspec
+import rfc8785
+from litestar import Litestar, Request, Response, get, post
+from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
+from litestar.params import Parameter
+from litestar.status_codes import HTTP_304_NOT_MODIFIED
+
+from .. import __version__, leaf
+from ..encoding import hash_from_hex, parse_day
+from ..errors import (
+    CapabilityAnchorError,
+    Conflict,
+    InvalidRecord,
+    NotFound,
+    StoreError,
+    UsageError,
+)
+from ..export import timestamps_document
+from ..log import Log
+from .background import Background
+from .settings import Settings
+
+VERSION = "0.2"
+IMMUTABLE = "public, max-age=31536000, immutable"
+NO_CACHE = "no-cache"
+T = TypeVar("T")
+
+_STATUS = {
+    "bad_request": 400,
+    "invalid_record": 400,
+    "unauthorized": 401,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "too_large": 413,
+    "rate_limited": 429,
+    "unavailable": 503,
+}
+_CODE_FOR_STATUS = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    429: "rate_limited",
+}
+
+
+# --- request and response bodies (for validation and the OpenAPI document) -----------------
+
+
+class RecordsBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    records: list[dict[str, Any]]
+
+
+class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    record: dict[str, Any]
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    v: str
+    error: str
+    note: str
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    """An error raised at the HTTP edge itself (auth, limits)."""
+
+    def __init__(self, code: str, note: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(note)
+        self.code = code
+        self.note = note
+        self.headers = headers or {}
+
+
+def error_response(code: str, note: str, headers: dict[str, str] | None = None) -> Response[bytes]:
+    body = msgspec.json.encode(ErrorBody(VERSION, code, note))
+    return Response(
+        body, status_code=_STATUS[code], media_type="application/json", headers=headers or {}
+    )
+
+
+def _code_of(exc: CapabilityAnchorError) -> str:
+    if isinstance(exc, InvalidRecord):
+        return "invalid_record"
+    if isinstance(exc, NotFound):
+        return "not_found"
+    if isinstance(exc, Conflict):
+        return "conflict"
+    if isinstance(exc, UsageError):
+        return "bad_request"
+    if isinstance(exc, StoreError):
+        return "unavailable"
+    return "bad_request"
+
+
+def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    if isinstance(exc, ApiError):
+        return error_response(exc.code, exc.note, exc.headers)
+    if isinstance(exc, CapabilityAnchorError):
+        note = str(exc)
+        if isinstance(exc, InvalidRecord) and exc.position is not None:
+            note = f"record {exc.position}: {note}"
+        if isinstance(exc, StoreError):
+            note = "the log cannot answer right now"
+        return error_response(_code_of(exc), note)
+    if isinstance(exc, HTTPException):
+        code = _CODE_FOR_STATUS.get(exc.status_code, "bad_request")
+        if exc.status_code >= 500:
+            return error_response("unavailable", "the service cannot answer right now")
+        note = {
+            "not_found": "no such resource",
+            "method_not_allowed": f"{request.method} is not allowed here",
+            "too_large": "the request body is too large",
+        }.get(code, _safe_detail(exc))
+        return error_response(code, note)
+    request.logger.exception("unexpected error")
+    return error_response("unavailable", "the service cannot answer right now")
+
+
+def _safe_detail(exc: HTTPException) -> str:
+    extra = exc.extra
+    if isinstance(extra, list) and extra and isinstance(extra[0], dict):
+        key = extra[0].get("key")
+        message = extra[0].get("message")
+        if key and message:
+            return f"{key}: {message}"
+    return str(exc.detail or "bad request")
+
+
+# --- caching ---------------------------------------------------------------------------------
+
+
+def _etag(body: bytes) -> str:
+    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+
+def cached(
+    request: Request[Any, Any, Any],
+    body: bytes,
+    *,
+    immutable: bool,
+    media_type: str = "application/json",
+) -> Response[bytes]:
+    """A 200 with the caching SPEC §6 asks for, or a 304 when the client's copy matches."""
+    tag = _etag(body)
+    headers = {"Cache-Control": IMMUTABLE if immutable else NO_CACHE, "ETag": tag}
+    wanted = request.headers.get("if-none-match")
+    if wanted is not None:
+        tags = {t.strip().removeprefix("W/") for t in wanted.split(",")}
+        if tag in tags or "*" in tags:
+            return Response(b"", status_code=HTTP_304_NOT_MODIFIED, headers=headers)
+    return Response(body, media_type=media_type, headers=headers)
+
+
+def _json(obj: Any) -> bytes:
+    data: bytes = rfc8785.dumps(obj)
+    return data
+
+
+# --- the service -----------------------------------------------------------------------------
+
+
+@dataclass
+class Service:
+    settings: Settings
+    reader: Log
+    writer: Log
+    token: str
+    background: Background | None = None
+
+    async def write(self, call: Callable[[], T]) -> T:
+        """Run a writer call on a worker thread (the Log serialises writers itself)."""
+        return await anyio.to_thread.run_sync(call)
+
+    def close(self) -> None:
+        self.reader.close()
+        self.writer.close()
+
+
+def _service(request: Request[Any, Any, Any]) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def _check_writer(request: Request[Any, Any, Any], service: Service) -> None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    # Constant-time comparison: the time taken says nothing about how much of a guess was right.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        token.strip().encode(), service.token.encode()
+    ):
+        raise ApiError("unauthorized", "writers need Authorization: Bearer <token>")
+
+
+async def _strict_body(request: Request[Any, Any, Any], limit: int) -> Any:
+    body = await request.body()
+    if len(body) > limit:
+        raise ApiError("too_large", f"the request body is over {limit} bytes")
+    try:
+        return leaf.parse_json(body)
+    except InvalidRecord as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _day(value: str) -> str:
+    return parse_day(value).isoformat()
+
+
+# --- public reads ----------------------------------------------------------------------------
+
+
+@get("/healthz", summary="Liveness")
+async def healthz() -> dict[str, str]:
+    return {"v": VERSION, "status": "ok", "version": __version__}
+
+
+@get("/roots", summary="Sealed days, newest first")
+async def roots(
+    request: Request[Any, Any, Any],
+    before: str | None = Parameter(default=None, description="exclusive day bound"),
+    limit: int = Parameter(default=100, ge=1, le=1000),
+) -> Response[bytes]:
+    service = _service(request)
+    listing = service.reader.roots(_day(before) if before else None, limit)
+    return cached(request, _json(listing), immutable=False)
+
+
+@get("/roots/latest", summary="The newest sealed head document")
+async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
+    rows = _service(request).reader.store.sealed_heads(None, 1)
+    if not rows:
+        raise NotFound("no day is sealed yet")
+    return cached(request, rows[0].doc, immutable=False)
+
+
+@get("/roots/{day:str}", summary="The sealed head of a day, else its newest unsealed head")
+async def roots_day(request: Request[Any, Any, Any], day: str) -> Response[bytes]:
+    row = _service(request).reader.head_for(_day(day))
+    return cached(request, row.doc, immutable=row.sealed)
+
+
+@get("/roots/{day:str}/{tree_size:int}", summary="The head of a day at a size")
+async def roots_day_size(
+    request: Request[Any, Any, Any], day: str, tree_size: int
+) -> Response[bytes]:
+    if tree_size < 0:
+        raise UsageError("tree_size must be >= 0")
+    row = _service(request).reader.head_for(_day(day), tree_size)
+    return cached(request, row.doc, immutable=True)
+
+
+@get("/roots/{day:str}/timestamps", summary="RFC 3161 stamps of a sealed day")
+async def roots_timestamps(request: Request[Any, Any, Any], day: str) -> Response[bytes]:
+    reader = _service(request).reader
+    day = _day(day)
+    if reader.store.sealed_head(day) is None:
+        raise NotFound(f"day {day} is not sealed")
+    body = _json(timestamps_document(day, reader.store.stamps(day)))
+    return cached(request, body, immutable=False)
+
+
+@get("/roots/{day:str}/timestamp", summary="The earliest stored stamp (DER)")
+async def roots_timestamp(request: Request[Any, Any, Any], day: str) -> Response[bytes]:
+    stamps = _service(request).reader.store.stamps(_day(day))
+    if not stamps:
+        raise NotFound(f"no stamp for {day}")
+    return cached(
+        request, stamps[0].token, immutable=True, media_type="application/timestamp-reply"
+    )
+
+
+@get("/proof", summary="Inclusion proof of an entry in a published head")
+async def proof(
+    request: Request[Any, Any, Any],
+    day: str | None = Parameter(default=None),
+    index: int | None = Parameter(default=None, ge=0),
+    tree_size: int | None = Parameter(default=None, ge=0),
+    leaf_hash: str | None = Parameter(default=None),
+) -> Response[bytes]:
+    reader = _service(request).reader
+    if leaf_hash is not None:
+        if index is not None:
+            raise UsageError("give either day and index, or leaf_hash (and optionally day)")
+        h = hash_from_hex(leaf_hash, "leaf_hash")
+        answer = reader.proof_by_leaf_hash(h, _day(day) if day else None, tree_size)
+    else:
+        if day is None or index is None:
+            raise UsageError("give either day and index, or leaf_hash (and optionally day)")
+        answer = reader.proof(_day(day), index, tree_size)
+    return cached(request, _json(answer), immutable=False)
+
+
+@get("/consistency", summary="Consistency proof between two sizes of a day")
+async def consistency(
+    request: Request[Any, Any, Any],
+    day: str,
+    first: int = Parameter(ge=0),
+    second: int = Parameter(ge=0),
+) -> Response[bytes]:
+    answer = _service(request).reader.consistency(_day(day), first, second)
+    return cached(request, _json(answer), immutable=False)
+
+
+@get("/entries/{day:str}", summary="Entries of a day")
+async def entries(
+    request: Request[Any, Any, Any],
+    day: str,
+    start: int = Parameter(default=0, ge=0),
+    limit: int = Parameter(default=100, ge=1, le=1000),
+) -> Response[bytes]:
+    day = _day(day)
+    listed = _service(request).reader.entries(day, start, limit)
+    return cached(request, _json({"v": VERSION, "day": day, "entries": listed}), immutable=False)
+
+
+@get("/keys", summary="JWKS of every key the log has signed with")
+async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return cached(request, _service(request).reader.keyset().to_json(), immutable=False)
+
+
+@post("/prove", summary="Proof for a record, by its leaf", status_code=200)
+async def prove(request: Request[Any, Any, Any], data: ProveBody) -> Response[bytes]:
+    body = await _strict_body(request, _service(request).settings.max_body)
+    if not isinstance(body, dict) or set(body) != {"record"}:
+        raise UsageError('the body must be {"record": {...}}')
+    h = leaf.leaf_hash(body["record"])
+    answer = _service(request).reader.proof_by_leaf_hash(h)
+    return Response(_json(answer), media_type="application/json")
+
+
+# --- writers ---------------------------------------------------------------------------------
+
+
+@post("/records", summary="Append records (writers)", status_code=200)
+async def post_records(
+    request: Request[Any, Any, Any],
+    data: RecordsBody,
+    prove: int = Parameter(default=0, ge=0, le=1),
+) -> Response[bytes]:
+    service = _service(request)
+    body = await _strict_body(request, service.settings.max_body)
+    if (
+        not isinstance(body, dict)
+        or set(body) != {"records"}
+        or not isinstance(body["records"], list)
+    ):
+        raise UsageError('the body must be {"records": [...]}')
+    records = body["records"]
+    if not 1 <= len(records) <= service.settings.max_records:
+        raise UsageError(f"send 1 to {service.settings.max_records} records, not {len(records)}")
+    writer = service.writer
+    prepared = writer.prepare(records)  # every record is valid before anything is stored
+
+    def run() -> list[dict[str, Any]]:
+        results = writer.append_prepared(prepared)
+        out = [r.to_json() for r in results]
+        if prove:
+            # A head covering the batch is published first, so each entry's proof exists.
+            writer.checkpoint()
+            for item, r in zip(out, results, strict=True):
+                answer = writer.proof(r.day, r.leaf_index)
+                item["anchor"] = answer["anchor"]
+                item["proof"] = answer["proof"]
+        return out
+
+    out = await service.write(run)
+    return Response(_json({"v": VERSION, "entries": out}), media_type="application/json")
+
+
+@post("/checkpoint", summary="Publish today's head if the tree grew (writers)", status_code=200)
+async def post_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
+    service = _service(request)
+    doc = await service.write(service.writer.checkpoint)
+    return Response(doc if doc is not None else b"null", media_type="application/json")
+
+
+# --- guards: auth and the public rate limit ---------------------------------------------------
+
+_WRITERS = {("POST", "/records"), ("POST", "/checkpoint")}
+
+
+class RateLimiter:
+    """A token bucket per client address: `rate` requests per second, bursts up to `rate`."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def check(self, client: str) -> float:
+        """0 if allowed now, else the seconds to wait."""
+        now = time.monotonic()
+        tokens, last = self._buckets.get(client, (float(self.rate), now))
+        tokens = min(float(self.rate), tokens + (now - last) * self.rate)
+        if tokens < 1:
+            self._buckets[client] = (tokens, now)
+            return (1 - tokens) / self.rate
+        self._buckets[client] = (tokens - 1, now)
+        if len(self._buckets) > 100_000:
+            # Forget full buckets: they are identical to a new client's.
+            full = [c for c, (t, _) in self._buckets.items() if t >= self.rate - 1]
+            for c in full:
+                del self._buckets[c]
+        return 0.0
+
+
+async def _before(request: Request[Any, Any, Any]) -> None:
+    service = _service(request)
+    if (request.method, request.url.path) in _WRITERS:
+        _check_writer(request, service)
+        return
+    limiter: RateLimiter | None = request.app.state.limiter
+    if limiter is not None:
+        client = request.client.host if request.client else "unknown"
+        wait = limiter.check(client)
+        if wait > 0:
+            raise ApiError(
+                "rate_limited",
+                f"over {limiter.rate} requests per second",
+                {"Retry-After": str(max(1, int(wait + 0.999)))},
+            )
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > service.settings.max_body:
+        raise ApiError("too_large", f"the request body is over {service.settings.max_body} bytes")
+
+
+# --- the factory -----------------------------------------------------------------------------
+
+
+def create_app(settings: Settings) -> Litestar:
+    """Open the log (running its start-up self-check, before any port opens) and build the
+    app around it."""
+    writer = Log.open(settings.data_dir)
+    try:
+        reader = Log.open(settings.data_dir, background_checkpoints=False)
+    except BaseException:
+        writer.close()
+        raise
+    if settings.public_url:
+        writer.public_url = reader.public_url = settings.public_url.rstrip("/")
+    service = Service(settings, reader, writer, settings.token())
+    if settings.background:
+        service.background = Background(writer, settings.data_dir, settings.checkpoint_interval)
+
+    async def startup(app: Litestar) -> None:
+        if service.background is not None:
+            await service.background.start()
+
+    async def shutdown(app: Litestar) -> None:
+        if service.background is not None:
+            await service.background.stop()
+        service.close()
+
+    limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
+    handlers: dict[Any, Callable[..., Any]] = {
+        Exception: _handle,
+        HTTPException: _handle,
+        ApiError: _handle,
+        CapabilityAnchorError: _handle,
+        404: _handle,
+        405: _handle,
+    }
+    app = Litestar(
+        route_handlers=[
+            healthz,
+            roots,
+            roots_latest,
+            roots_day,
+            roots_day_size,
+            roots_timestamps,
+            roots_timestamp,
+            proof,
+            consistency,
+            entries,
+            keys,
+            prove,
+            post_records,
+            post_checkpoint,
+        ],
+        before_request=_before,
+        exception_handlers=handlers,
+        on_startup=[startup],
+        on_shutdown=[shutdown],
+        openapi_config=OpenAPIConfig(
+            title="capability-anchor", version=__version__, path="/schema"
+        ),
+        request_max_body_size=settings.max_body,
+        debug=False,
+    )
+    app.state.service = service
+    app.state.limiter = limiter
+    return app

@@ -1,0 +1,89 @@
+"""Background work of the service: checkpoints every interval when the tree grew, and sealing
+within a minute after 00:00 UTC.
+
+Exactly one process per data dir does it, however many workers serve requests: it holds an
+exclusive `flock` on `DIR/background.lock` (released by the kernel when the process dies, so
+another worker takes over on its next try). Failures are logged and retried at the next tick;
+they never stop the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import time
+from pathlib import Path
+
+import anyio
+
+from ..errors import CapabilityAnchorError
+from ..log import Log, utc_day
+
+log = logging.getLogger("capability_anchor.background")
+TICK_S = 1.0
+
+
+class Background:
+    def __init__(self, writer: Log, data_dir: Path, checkpoint_interval: float) -> None:
+        self.writer = writer
+        self.lock_path = data_dir / "background.lock"
+        self.interval = checkpoint_interval
+        self._fd: int | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._last_checkpoint = 0.0
+        self.ticks = 0
+
+    def _try_lock(self) -> bool:
+        if self._fd is not None:
+            return True
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="capability-anchor-background")
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            # A checkpoint or seal in progress finishes: it runs in a thread and is awaited.
+            await self._task
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            if self._try_lock():
+                await self._tick()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), TICK_S)
+
+    async def _tick(self) -> None:
+        self.ticks += 1
+        try:
+            writer = self.writer
+            last = writer.store.last_sealed_day()
+            yesterday_or_later = last is not None and last >= _yesterday(writer)
+            if not yesterday_or_later and writer.first_day < writer.today():
+                await anyio.to_thread.run_sync(writer.seal)
+            now = time.monotonic()
+            if now - self._last_checkpoint >= self.interval:
+                self._last_checkpoint = now
+                # checkpoint() publishes only when the tree grew (and seals past days first).
+                await anyio.to_thread.run_sync(writer.checkpoint)
+        except CapabilityAnchorError as exc:
+            log.warning("background work failed, retrying at the next tick: %s", exc)
+
+
+def _yesterday(writer: Log) -> str:
+    return utc_day(writer.clock() - 86400)

@@ -1,0 +1,58 @@
+"""The service's configuration: one documented struct, each field with its default and why."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path("data")
+    """The log's data dir (`--data`, env CAPABILITY_ANCHOR_DATA, else ./data)."""
+
+    public_url: str | None = None
+    """Base of anchor URLs; default: the log's `public_url`, else its `iss` (SPEC §5)."""
+
+    checkpoint_interval: float = 60.0
+    """Seconds between background checkpoints when the tree grew (SPEC §4 default 60 s)."""
+
+    record_lifetime: int = 24 * 3600
+    """Lifetime of `/record` tokens: default 24 h, at most 48 h (Capability Resolution §8)."""
+
+    rate_limit: int = 100
+    """Public requests per second per client address; 0 turns limiting off (SPEC §10)."""
+
+    max_body: int = 4 * 1024 * 1024
+    """Largest request body accepted; larger ones get 413 (SPEC §6: 4 MiB)."""
+
+    max_records: int = 1000
+    """Records per `POST /records` (SPEC §6)."""
+
+    background: bool = True
+    """Run checkpoints and sealing in the background (tests of pure request handling turn
+    it off). Only one process per data dir does it, whatever the number of workers."""
+
+    writer_token: str | None = field(default=None, repr=False)
+    """Bearer token for writers; default env CAPABILITY_ANCHOR_TOKEN, else DIR/writer-token."""
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """For `uvicorn capability_anchor.api.asgi:app`: every field from the environment."""
+        env = os.environ
+        return cls(
+            data_dir=Path(env.get("CAPABILITY_ANCHOR_DATA", "data")),
+            public_url=env.get("CAPABILITY_ANCHOR_PUBLIC_URL") or None,
+            checkpoint_interval=float(env.get("CAPABILITY_ANCHOR_CHECKPOINT_INTERVAL", "60")),
+            record_lifetime=int(env.get("CAPABILITY_ANCHOR_RECORD_LIFETIME", str(24 * 3600))),
+            rate_limit=int(env.get("CAPABILITY_ANCHOR_RATE_LIMIT", "100")),
+        )
+
+    def token(self) -> str:
+        if self.writer_token:
+            return self.writer_token
+        env = os.environ.get("CAPABILITY_ANCHOR_TOKEN")
+        if env:
+            return env
+        return (self.data_dir / "writer-token").read_text().strip()
