@@ -462,7 +462,9 @@ def test_every_table_is_strict(today: History) -> None:
     with raw(today.data) as conn:
         rows = conn.execute("SELECT name, strict FROM pragma_table_list WHERE schema = 'main'")
         strict = {name: flag for name, flag in rows if not name.startswith("sqlite_")}
-    assert strict == {n: 1 for n in ("meta", "keys", "entries", "heads", "tiles", "stamps")}
+    assert strict == {
+        n: 1 for n in ("meta", "keys", "entries", "heads", "tiles", "stamps", "servers")
+    }
 
 
 def test_every_trigger_is_installed(today: History) -> None:
@@ -473,7 +475,7 @@ def test_every_trigger_is_installed(today: History) -> None:
         }
     expected = {
         f"{t}_no_{op}"
-        for t in ("entries", "heads", "tiles", "stamps", "keys")
+        for t in ("entries", "heads", "tiles", "stamps", "keys", "servers")
         for op in ("update", "delete")
     }
     expected |= {"entries_next_index", "entries_not_sealed", "heads_not_sealed", "heads_same_root"}

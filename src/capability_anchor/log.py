@@ -17,6 +17,7 @@ over it. The clock is injectable (tests), never from the CLI.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -31,7 +32,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import head as heads
-from . import leaf
+from . import jws, leaf
+from .canonical import canonical_url
 from .encoding import format_day, parse_day
 from .errors import (
     CapabilityAnchorError,
@@ -58,6 +60,7 @@ from .merkle.nodes import resolve
 from .store import HeadRow, Store
 
 Clock = Callable[[], float]
+Prepared = tuple[bytes, bytes, tuple[str, ...]]
 
 KEY_FILE = "signing-key.jwk"
 TOKEN_FILE = "writer-token"  # noqa: S105 - a file name, not a secret
@@ -251,10 +254,10 @@ class Log:
 
     # --- append ----------------------------------------------------------------------------
 
-    def prepare(self, records: Sequence[object]) -> list[tuple[bytes, bytes]]:
-        """Validate a batch and compute (leaf_hash, leaf_bytes) for each record. Raises
-        InvalidRecord with `.position` set to the first bad record's 0-based position."""
-        prepared = []
+    def prepare(self, records: Sequence[object]) -> list[Prepared]:
+        """Validate a batch and compute (leaf_hash, leaf_bytes, server keys) for each record.
+        Raises InvalidRecord with `.position` set to the first bad record's 0-based position."""
+        prepared: list[Prepared] = []
         for position, record in enumerate(records):
             try:
                 data = leaf.leaf_bytes(record)
@@ -264,14 +267,14 @@ class Log:
                     )
             except InvalidRecord as exc:
                 raise InvalidRecord(str(exc), position=position) from None
-            prepared.append((hash_leaf(data), data))
+            prepared.append((hash_leaf(data), data, _server_keys(record)))
         return prepared
 
     def append(self, records: Sequence[object]) -> list[AppendResult]:
         """Append a batch atomically: all records are stored, or none (and it raises)."""
         return self.append_prepared(self.prepare(records))
 
-    def append_prepared(self, prepared: Sequence[tuple[bytes, bytes]]) -> list[AppendResult]:
+    def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
         if not prepared:
             return []
         with self._lock:
@@ -286,17 +289,20 @@ class Log:
                     raise Conflict(f"day {day} is sealed; it takes no more entries")
                 size = self.store.day_size(day)
                 edge = self._edge_at(day, size).copy()
-                seen = self.store.existing(day, [h for h, _ in prepared])
+                seen = self.store.existing(day, [p[0] for p in prepared])
                 results: list[AppendResult] = []
                 new: list[tuple[bytes, bytes]] = []
-                for h, data in prepared:
+                servers: list[tuple[str, int]] = []
+                for h, data, keys in prepared:
                     if h in seen:
                         results.append(AppendResult(day, seen[h], h, True))
                         continue
                     seen[h] = size + len(new)
                     new.append((h, data))
+                    servers += [(k, seen[h]) for k in keys]
                     results.append(AppendResult(day, seen[h], h, False))
                 self.store.insert_entries(day, size, new, int(now))
+                self.store.insert_servers(day, servers)
                 full = edge.extend(b"".join(h for h, _ in new))
                 self.store.insert_tiles(
                     day,
@@ -483,6 +489,39 @@ class Log:
             raise UsageError(f"size {size} is beyond {day}'s newest head ({newest.tree_size})")
         return root_from(self._tiles(day, newest.tree_size), size)
 
+    # --- resolver-2 records ---------------------------------------------------------------
+
+    def record(
+        self, *, sub: str | None = None, url: str | None = None, lifetime: int = 24 * 3600
+    ) -> dict[str, Any]:
+        """A Capability Resolution §6.3 record (SPEC §6 `/record`): the newest entry of the
+        server (by `sub`, or by canonical `url`) that a published head covers, its leaf
+        claims plus `iat`, `exp`, `anchor`, `proof`, signed as a record token."""
+        if (sub is None) == (url is None):
+            raise UsageError("give exactly one of id and url")
+        if not 0 < lifetime <= jws.MAX_RECORD_LIFETIME:
+            raise UsageError(f"record lifetime must be 1..{jws.MAX_RECORD_LIFETIME} seconds")
+        key = f"sub:{sub}" if sub is not None else f"url:{canonical_url(url)}"
+        for day, index in self.store.server_entries(key):
+            if self.store.newest_covering(day, index) is None:
+                continue  # not yet under a published head: an older entry may be
+            entry = self.store.entry(day, index)
+            if entry is None:
+                raise StoreError(f"the server index names a missing entry {day}/{index}")
+            answer = self.proof(day, index)
+            iat = int(self.clock())
+            signed = {
+                **json.loads(entry.claims),
+                "iat": iat,
+                "exp": iat + lifetime,
+                "anchor": answer["anchor"],
+                "proof": answer["proof"],
+            }
+            token = jws.sign_claims(signed, self.key, jws.RECORD_TYP)
+            expires = dt.datetime.fromtimestamp(iat + lifetime, dt.UTC)
+            return {**signed, "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ"), "jws": token}
+        raise NotFound("no record of that server is covered by a published head")
+
     # --- listing ---------------------------------------------------------------------------
 
     def entries(self, day: str, start: int = 0, limit: int = 100) -> list[dict[str, Any]]:
@@ -513,6 +552,22 @@ class Log:
                 for r in rows
             ],
         }
+
+
+SERVER_MEMBERS = ("v", "iss", "sub", "url", "status", "checked_at", "evidence")
+
+
+def _server_keys(record: object) -> tuple[str, ...]:
+    """Index keys of a server record (one with every member `/record` needs), else none."""
+    if not isinstance(record, dict) or any(m not in record for m in SERVER_MEMBERS):
+        return ()
+    keys = []
+    if isinstance(record["sub"], str):
+        keys.append(f"sub:{record['sub']}")
+    # A url that is not an https server URL is left out: that server is found by id only.
+    with contextlib.suppress(UsageError):
+        keys.append(f"url:{canonical_url(record['url'])}")
+    return tuple(keys)
 
 
 def _check_origin(iss: str) -> None:

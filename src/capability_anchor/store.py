@@ -43,7 +43,7 @@ BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
 
-_IMMUTABLE = ("entries", "heads", "tiles", "stamps", "keys")
+_IMMUTABLE = ("entries", "heads", "tiles", "stamps", "keys", "servers")
 
 # Migration n brings user_version from n-1 to n. Never edit a shipped migration: add one.
 _MIGRATIONS: tuple[str, ...] = (
@@ -78,6 +78,12 @@ _MIGRATIONS: tuple[str, ...] = (
         root BLOB CHECK (root IS NULL OR length(root) = 32),
         PRIMARY KEY (day, level, idx, width)
     ) STRICT;
+    CREATE TABLE servers (
+        key TEXT NOT NULL,
+        day TEXT NOT NULL,
+        leaf_index INTEGER NOT NULL,
+        PRIMARY KEY (key, day, leaf_index)
+    ) STRICT, WITHOUT ROWID;
     CREATE TABLE stamps (
         day TEXT NOT NULL,
         tsa TEXT NOT NULL,
@@ -410,6 +416,24 @@ class Store:
             "VALUES (?, ?, ?, ?, ?)",
             ((day, first_index + n, h, claims, accepted_at) for n, (h, claims) in enumerate(rows)),
         )
+
+    def insert_servers(self, day: str, rows: Iterable[tuple[str, int]]) -> None:
+        """Index server records by `sub:<id>` and `url:<canonical url>` for `/record`."""
+        self._execmany(
+            "INSERT OR IGNORE INTO servers (key, day, leaf_index) VALUES (?, ?, ?)",
+            ((key, day, index) for key, index in rows),
+        )
+
+    def server_entries(self, key: str, limit: int = 50) -> list[tuple[str, int]]:
+        """(day, leaf_index) of a server's entries, newest first."""
+        return [
+            (str(d), int(i))
+            for d, i in self._exec(
+                "SELECT day, leaf_index FROM servers WHERE key = ? "
+                "ORDER BY day DESC, leaf_index DESC LIMIT ?",
+                (key, limit),
+            )
+        ]
 
     def leaf_hashes(self, day: str, start: int, end: int) -> list[bytes]:
         return [

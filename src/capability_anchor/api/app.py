@@ -18,7 +18,7 @@ import hmac
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import msgspec
@@ -26,7 +26,7 @@ import rfc8785
 from litestar import Litestar, Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_304_NOT_MODIFIED
 
 from .. import __version__, leaf
@@ -246,8 +246,8 @@ async def healthz() -> dict[str, str]:
 @get("/roots", summary="Sealed days, newest first")
 async def roots(
     request: Request[Any, Any, Any],
-    before: str | None = Parameter(default=None, description="exclusive day bound"),
-    limit: int = Parameter(default=100, ge=1, le=1000),
+    before: Annotated[str | None, QueryParameter(description="exclusive day bound")] = None,
+    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
 ) -> Response[bytes]:
     service = _service(request)
     listing = service.reader.roots(_day(before) if before else None, limit)
@@ -263,14 +263,14 @@ async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 @get("/roots/{day:str}", summary="The sealed head of a day, else its newest unsealed head")
-async def roots_day(request: Request[Any, Any, Any], day: str) -> Response[bytes]:
+async def roots_day(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
     row = _service(request).reader.head_for(_day(day))
     return cached(request, row.doc, immutable=row.sealed)
 
 
 @get("/roots/{day:str}/{tree_size:int}", summary="The head of a day at a size")
 async def roots_day_size(
-    request: Request[Any, Any, Any], day: str, tree_size: int
+    request: Request[Any, Any, Any], day: FromPath[str], tree_size: FromPath[int]
 ) -> Response[bytes]:
     if tree_size < 0:
         raise UsageError("tree_size must be >= 0")
@@ -279,7 +279,7 @@ async def roots_day_size(
 
 
 @get("/roots/{day:str}/timestamps", summary="RFC 3161 stamps of a sealed day")
-async def roots_timestamps(request: Request[Any, Any, Any], day: str) -> Response[bytes]:
+async def roots_timestamps(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
     reader = _service(request).reader
     day = _day(day)
     if reader.store.sealed_head(day) is None:
@@ -289,7 +289,7 @@ async def roots_timestamps(request: Request[Any, Any, Any], day: str) -> Respons
 
 
 @get("/roots/{day:str}/timestamp", summary="The earliest stored stamp (DER)")
-async def roots_timestamp(request: Request[Any, Any, Any], day: str) -> Response[bytes]:
+async def roots_timestamp(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
     stamps = _service(request).reader.store.stamps(_day(day))
     if not stamps:
         raise NotFound(f"no stamp for {day}")
@@ -301,10 +301,10 @@ async def roots_timestamp(request: Request[Any, Any, Any], day: str) -> Response
 @get("/proof", summary="Inclusion proof of an entry in a published head")
 async def proof(
     request: Request[Any, Any, Any],
-    day: str | None = Parameter(default=None),
-    index: int | None = Parameter(default=None, ge=0),
-    tree_size: int | None = Parameter(default=None, ge=0),
-    leaf_hash: str | None = Parameter(default=None),
+    day: Annotated[str | None, QueryParameter()] = None,
+    index: Annotated[int | None, QueryParameter(ge=0)] = None,
+    tree_size: Annotated[int | None, QueryParameter(ge=0)] = None,
+    leaf_hash: Annotated[str | None, QueryParameter()] = None,
 ) -> Response[bytes]:
     reader = _service(request).reader
     if leaf_hash is not None:
@@ -322,9 +322,9 @@ async def proof(
 @get("/consistency", summary="Consistency proof between two sizes of a day")
 async def consistency(
     request: Request[Any, Any, Any],
-    day: str,
-    first: int = Parameter(ge=0),
-    second: int = Parameter(ge=0),
+    day: FromQuery[str],
+    first: Annotated[int, QueryParameter(ge=0)],
+    second: Annotated[int, QueryParameter(ge=0)],
 ) -> Response[bytes]:
     answer = _service(request).reader.consistency(_day(day), first, second)
     return cached(request, _json(answer), immutable=False)
@@ -333,13 +333,26 @@ async def consistency(
 @get("/entries/{day:str}", summary="Entries of a day")
 async def entries(
     request: Request[Any, Any, Any],
-    day: str,
-    start: int = Parameter(default=0, ge=0),
-    limit: int = Parameter(default=100, ge=1, le=1000),
+    day: FromPath[str],
+    start: Annotated[int, QueryParameter(ge=0)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
 ) -> Response[bytes]:
     day = _day(day)
     listed = _service(request).reader.entries(day, start, limit)
     return cached(request, _json({"v": VERSION, "day": day, "entries": listed}), immutable=False)
+
+
+@get("/record", summary="A signed resolver-2 record of a server (Capability Resolution §6.3)")
+async def record(
+    request: Request[Any, Any, Any],
+    id: Annotated[str | None, QueryParameter(description="the server ID (matches sub)")] = None,
+    url: Annotated[str | None, QueryParameter(description="the server URL, any form")] = None,
+) -> Response[bytes]:
+    service = _service(request)
+    answer = service.reader.record(sub=id, url=url, lifetime=service.settings.record_lifetime)
+    return Response(
+        _json(answer), media_type="application/json", headers={"Cache-Control": NO_CACHE}
+    )
 
 
 @get("/keys", summary="JWKS of every key the log has signed with")
@@ -348,7 +361,7 @@ async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 @post("/prove", summary="Proof for a record, by its leaf", status_code=200)
-async def prove(request: Request[Any, Any, Any], data: ProveBody) -> Response[bytes]:
+async def prove(request: Request[Any, Any, Any], data: JSONBody[ProveBody]) -> Response[bytes]:
     body = await _strict_body(request, _service(request).settings.max_body)
     if not isinstance(body, dict) or set(body) != {"record"}:
         raise UsageError('the body must be {"record": {...}}')
@@ -363,8 +376,8 @@ async def prove(request: Request[Any, Any, Any], data: ProveBody) -> Response[by
 @post("/records", summary="Append records (writers)", status_code=200)
 async def post_records(
     request: Request[Any, Any, Any],
-    data: RecordsBody,
-    prove: int = Parameter(default=0, ge=0, le=1),
+    data: JSONBody[RecordsBody],
+    prove: Annotated[int, QueryParameter(ge=0, le=1)] = 0,
 ) -> Response[bytes]:
     service = _service(request)
     body = await _strict_body(request, service.settings.max_body)
@@ -501,6 +514,7 @@ def create_app(settings: Settings) -> Litestar:
             consistency,
             entries,
             keys,
+            record,
             prove,
             post_records,
             post_checkpoint,
