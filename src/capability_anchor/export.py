@@ -25,6 +25,7 @@ import rfc8785
 
 from . import head as heads
 from .errors import ExportConflict, InvalidKey, MalformedJSON
+from .files import fsync_dir
 from .keys import KeySet
 from .log import Log
 from .progress import Progress, silent
@@ -65,14 +66,6 @@ def _write_tmp(target: Path, data: bytes) -> Path:
         f.flush()
         os.fsync(f.fileno())
     return tmp
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_immutable(target: Path, data: bytes, report: ExportReport) -> None:
@@ -182,5 +175,5 @@ def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
     # Last: index.json never names a day whose files are not all in place.
     index = log.roots(limit=max(1, len(sealed)))
     write_replaceable(outdir / "index.json", rfc8785.dumps(index), report)
-    _fsync_dir(outdir)
+    fsync_dir(outdir)
     return report

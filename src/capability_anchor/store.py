@@ -35,6 +35,7 @@ from pathlib import Path
 import sqlite_utils
 
 from .errors import Conflict, StoreError
+from .files import fsync_dir
 from .merkle import TILE_HEIGHT, partial_counts
 
 DB_NAME = "log.sqlite3"
@@ -224,7 +225,7 @@ class Store:
             raise Conflict(f"a log already exists at {path}; refusing to overwrite it") from None
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(data_dir)
+        fsync_dir(data_dir)
 
     @classmethod
     def open(cls, data_dir: Path) -> Store:
@@ -643,14 +644,6 @@ class Store:
         """Run SQL as given. Only tests use this, to show the triggers firing and to tamper
         with a copy the way an attacker with file access would."""
         return [tuple(r) for r in self._exec(sql, params)]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _integrity(exc: sqlite3.IntegrityError) -> Exception:
