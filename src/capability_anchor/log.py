@@ -67,6 +67,16 @@ TOKEN_FILE = "writer-token"  # noqa: S105 - a file name, not a secret
 MAX_BATCH = 1000
 
 
+MAX_INT = 2**63 - 1  # SQLite's integers
+
+
+def _bounded(value: int, what: str) -> int:
+    """Indices and sizes as SQLite can hold them: beyond that it is a bad request."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        raise UsageError(f"{what} must be an integer 0..{MAX_INT}, got {value!r}")
+    return value
+
+
 def utc_day(t: float) -> str:
     # Whole seconds first, as every stored time is: fromtimestamp would round 23:59:59.9999997
     # up into the next day while int(t) keeps it in this one.
@@ -401,6 +411,8 @@ class Log:
         """SPEC §6 head selection: without a size the newest head of the day (the sealed one
         once sealed); with a size the unsealed head of that size, else the sealed one."""
         parse_day(day)
+        if tree_size is not None:
+            _bounded(tree_size, "tree size")
         if tree_size is None:
             found = self.store.newest_head(day)
         else:
@@ -432,8 +444,7 @@ class Log:
 
     def proof(self, day: str, leaf_index: int, tree_size: int | None = None) -> dict[str, Any]:
         """`{v, anchor, proof}` for entry `leaf_index` of `day` in the selected head."""
-        if leaf_index < 0:
-            raise UsageError("leaf index must be >= 0")
+        _bounded(leaf_index, "leaf index")
         row = self.head_for(day, tree_size)
         if leaf_index >= row.tree_size:
             raise NotFound(
@@ -466,6 +477,8 @@ class Log:
         raise NotFound(f"no published head covers leaf {leaf_hash.hex()}")
 
     def consistency(self, day: str, first: int, second: int) -> dict[str, Any]:
+        _bounded(first, "first")
+        _bounded(second, "second")
         newest = self.head_for(day)
         if not 0 < first <= second <= newest.tree_size:
             raise UsageError(
@@ -526,6 +539,8 @@ class Log:
 
     def entries(self, day: str, start: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         parse_day(day)
+        _bounded(start, "start")
+        _bounded(limit, "limit")
         return [
             {
                 "leaf_index": e.leaf_index,

@@ -46,6 +46,7 @@ from .settings import Settings
 
 VERSION = "0.2"
 IMMUTABLE = "public, max-age=31536000, immutable"
+MAX_INT = 2**63 - 1  # SQLite's integers; larger ones are bad requests, not server errors
 NO_CACHE = "no-cache"
 T = TypeVar("T")
 
@@ -132,6 +133,8 @@ def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
         if isinstance(exc, StoreError):
             note = "the log cannot answer right now"
         return error_response(_code_of(exc), note)
+    if isinstance(exc, RecursionError):
+        return error_response("bad_request", "the request is nested too deeply")
     if isinstance(exc, HTTPException):
         code = _CODE_FOR_STATUS.get(exc.status_code, "bad_request")
         if exc.status_code >= 500:
@@ -141,7 +144,7 @@ def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
             "method_not_allowed": f"{request.method} is not allowed here",
             "too_large": "the request body is too large",
         }.get(code, _safe_detail(exc))
-        return error_response(code, note)
+        return error_response(code, note, exc.headers)
     request.logger.exception("unexpected error")
     return error_response("unavailable", "the service cannot answer right now")
 
@@ -221,14 +224,31 @@ def _check_writer(request: Request[Any, Any, Any], service: Service) -> None:
         raise ApiError("unauthorized", "writers need Authorization: Bearer <token>")
 
 
-async def _strict_body(request: Request[Any, Any, Any], limit: int) -> Any:
+async def _checked_body(request: Request[Any, Any, Any], service: Service, kind: str) -> Any:
+    """Read, strictly parse and validate a POST body before Litestar decodes it: duplicate
+    names, lone surrogates, depth and number range are SPEC §2 questions with SPEC §2
+    answers (and a hostile body must never reach a recursive decoder)."""
     body = await request.body()
+    limit = service.settings.max_body
     if len(body) > limit:
         raise ApiError("too_large", f"the request body is over {limit} bytes")
     try:
-        return leaf.parse_json(body)
+        parsed = leaf.parse_json(body)
     except InvalidRecord as exc:
         raise UsageError(str(exc)) from None
+    if (
+        not isinstance(parsed, dict)
+        or set(parsed) != {kind}
+        or not isinstance(parsed[kind], list if kind == "records" else dict)
+    ):
+        shape = '{"records": [...]}' if kind == "records" else '{"record": {...}}'
+        raise UsageError(f"the body must be {shape}")
+    if kind == "record":
+        return leaf.leaf_hash(parsed["record"])
+    records = parsed["records"]
+    if not 1 <= len(records) <= service.settings.max_records:
+        raise UsageError(f"send 1 to {service.settings.max_records} records, not {len(records)}")
+    return service.writer.prepare(records)  # every record valid before anything is stored
 
 
 def _day(value: str) -> str:
@@ -250,7 +270,7 @@ async def roots(
     limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
 ) -> Response[bytes]:
     service = _service(request)
-    listing = service.reader.roots(_day(before) if before else None, limit)
+    listing = service.reader.roots(_day(before) if before is not None else None, limit)
     return cached(request, _json(listing), immutable=False)
 
 
@@ -272,8 +292,8 @@ async def roots_day(request: Request[Any, Any, Any], day: FromPath[str]) -> Resp
 async def roots_day_size(
     request: Request[Any, Any, Any], day: FromPath[str], tree_size: FromPath[int]
 ) -> Response[bytes]:
-    if tree_size < 0:
-        raise UsageError("tree_size must be >= 0")
+    if not 0 <= tree_size <= MAX_INT:
+        raise UsageError(f"tree_size must be 0..{MAX_INT}")
     row = _service(request).reader.head_for(_day(day), tree_size)
     return cached(request, row.doc, immutable=True)
 
@@ -302,8 +322,8 @@ async def roots_timestamp(request: Request[Any, Any, Any], day: FromPath[str]) -
 async def proof(
     request: Request[Any, Any, Any],
     day: Annotated[str | None, QueryParameter()] = None,
-    index: Annotated[int | None, QueryParameter(ge=0)] = None,
-    tree_size: Annotated[int | None, QueryParameter(ge=0)] = None,
+    index: Annotated[int | None, QueryParameter(ge=0, le=MAX_INT)] = None,
+    tree_size: Annotated[int | None, QueryParameter(ge=0, le=MAX_INT)] = None,
     leaf_hash: Annotated[str | None, QueryParameter()] = None,
 ) -> Response[bytes]:
     reader = _service(request).reader
@@ -311,7 +331,7 @@ async def proof(
         if index is not None:
             raise UsageError("give either day and index, or leaf_hash (and optionally day)")
         h = hash_from_hex(leaf_hash, "leaf_hash")
-        answer = reader.proof_by_leaf_hash(h, _day(day) if day else None, tree_size)
+        answer = reader.proof_by_leaf_hash(h, _day(day) if day is not None else None, tree_size)
     else:
         if day is None or index is None:
             raise UsageError("give either day and index, or leaf_hash (and optionally day)")
@@ -323,8 +343,8 @@ async def proof(
 async def consistency(
     request: Request[Any, Any, Any],
     day: FromQuery[str],
-    first: Annotated[int, QueryParameter(ge=0)],
-    second: Annotated[int, QueryParameter(ge=0)],
+    first: Annotated[int, QueryParameter(ge=0, le=MAX_INT)],
+    second: Annotated[int, QueryParameter(ge=0, le=MAX_INT)],
 ) -> Response[bytes]:
     answer = _service(request).reader.consistency(_day(day), first, second)
     return cached(request, _json(answer), immutable=False)
@@ -334,7 +354,7 @@ async def consistency(
 async def entries(
     request: Request[Any, Any, Any],
     day: FromPath[str],
-    start: Annotated[int, QueryParameter(ge=0)] = 0,
+    start: Annotated[int, QueryParameter(ge=0, le=MAX_INT)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
 ) -> Response[bytes]:
     day = _day(day)
@@ -360,12 +380,9 @@ async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
     return cached(request, _service(request).reader.keyset().to_json(), immutable=False)
 
 
-@post("/prove", summary="Proof for a record, by its leaf", status_code=200)
+@post("/prove", summary="Proof for a record, by its leaf", status_code=200, opt={"body": "record"})
 async def prove(request: Request[Any, Any, Any], data: JSONBody[ProveBody]) -> Response[bytes]:
-    body = await _strict_body(request, _service(request).settings.max_body)
-    if not isinstance(body, dict) or set(body) != {"record"}:
-        raise UsageError('the body must be {"record": {...}}')
-    h = leaf.leaf_hash(body["record"])
+    h: bytes = request.state.checked_body
     answer = _service(request).reader.proof_by_leaf_hash(h)
     return Response(_json(answer), media_type="application/json")
 
@@ -373,25 +390,20 @@ async def prove(request: Request[Any, Any, Any], data: JSONBody[ProveBody]) -> R
 # --- writers ---------------------------------------------------------------------------------
 
 
-@post("/records", summary="Append records (writers)", status_code=200)
+@post(
+    "/records",
+    summary="Append records (writers)",
+    status_code=200,
+    opt={"writer": True, "body": "records"},
+)
 async def post_records(
     request: Request[Any, Any, Any],
     data: JSONBody[RecordsBody],
     prove: Annotated[int, QueryParameter(ge=0, le=1)] = 0,
 ) -> Response[bytes]:
     service = _service(request)
-    body = await _strict_body(request, service.settings.max_body)
-    if (
-        not isinstance(body, dict)
-        or set(body) != {"records"}
-        or not isinstance(body["records"], list)
-    ):
-        raise UsageError('the body must be {"records": [...]}')
-    records = body["records"]
-    if not 1 <= len(records) <= service.settings.max_records:
-        raise UsageError(f"send 1 to {service.settings.max_records} records, not {len(records)}")
     writer = service.writer
-    prepared = writer.prepare(records)  # every record is valid before anything is stored
+    prepared = request.state.checked_body
 
     def run() -> list[dict[str, Any]]:
         results = writer.append_prepared(prepared)
@@ -409,7 +421,12 @@ async def post_records(
     return Response(_json({"v": VERSION, "entries": out}), media_type="application/json")
 
 
-@post("/checkpoint", summary="Publish today's head if the tree grew (writers)", status_code=200)
+@post(
+    "/checkpoint",
+    summary="Publish today's head if the tree grew (writers)",
+    status_code=200,
+    opt={"writer": True},
+)
 async def post_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
     service = _service(request)
     doc = await service.write(service.writer.checkpoint)
@@ -417,8 +434,6 @@ async def post_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 # --- guards: auth and the public rate limit ---------------------------------------------------
-
-_WRITERS = {("POST", "/records"), ("POST", "/checkpoint")}
 
 
 class RateLimiter:
@@ -446,23 +461,30 @@ class RateLimiter:
 
 
 async def _before(request: Request[Any, Any, Any]) -> None:
+    """Runs before Litestar resolves a handler's arguments (so before any body decoding).
+    Writers are recognised by their handler's `opt`, never by the path, which a mount point
+    or an ASGI root_path would change."""
     service = _service(request)
-    if (request.method, request.url.path) in _WRITERS:
+    opt = request.route_handler.opt
+    if opt.get("writer"):
         _check_writer(request, service)
-        return
-    limiter: RateLimiter | None = request.app.state.limiter
-    if limiter is not None:
-        client = request.client.host if request.client else "unknown"
-        wait = limiter.check(client)
-        if wait > 0:
-            raise ApiError(
-                "rate_limited",
-                f"over {limiter.rate} requests per second",
-                {"Retry-After": str(max(1, int(wait + 0.999)))},
-            )
+    else:
+        limiter: RateLimiter | None = request.app.state.limiter
+        if limiter is not None:
+            client = request.client.host if request.client else "unknown"
+            wait = limiter.check(client)
+            if wait > 0:
+                raise ApiError(
+                    "rate_limited",
+                    f"over {limiter.rate} requests per second",
+                    {"Retry-After": str(max(1, int(wait + 0.999)))},
+                )
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > service.settings.max_body:
         raise ApiError("too_large", f"the request body is over {service.settings.max_body} bytes")
+    kind = opt.get("body")
+    if kind is not None:
+        request.state.checked_body = await _checked_body(request, service, kind)
 
 
 # --- the factory -----------------------------------------------------------------------------

@@ -1,0 +1,260 @@
+"""Shared helpers for the HTTP API tests (`test_api.py`, `test_api_schema.py`).
+
+The service reads the system clock (`create_app` opens the log with `time.time`), so the
+history is built around the real UTC day: `build_history(tmp)` makes `tmp/data` with a
+clock the test controls, relative to *today*:
+
+- D2 (today - 2, the log's first day): entries a0..a5; unsealed heads at sizes 3 and 5;
+  sealed at 6 (a5 is covered only by the sealed head);
+- D1 (today - 1): entries b0, b1; an unsealed head at 2 and the sealed head at 2 (so the
+  same size has an unsealed and a sealed head);
+- TODAY: entries c0, Y (= b0 again: dedupe is per day), c2 (carries every reserved
+  member), c3; an unsealed head at 4; then X (= a5 again) at index 4, covered by no head.
+
+`wait_clear_of_midnight()` is called before building, so the real day does not change while
+a test runs. `snapshot(data)` is every row of every table of the SQLite store, read through
+a connection of its own: equal snapshots before and after a rejected request prove that
+nothing stored changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from capability_anchor import head as heads
+from capability_anchor import leaf
+from capability_anchor.log import Log, utc_day
+
+ISS = "https://resolver.example"
+VERSION = "0.2"
+IMMUTABLE = "public, max-age=31536000, immutable"
+NO_CACHE = "no-cache"
+ERROR_STATUS = {
+    "bad_request": 400,
+    "invalid_record": 400,
+    "unauthorized": 401,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "too_large": 413,
+    "rate_limited": 429,
+    "unavailable": 503,
+}
+MIDNIGHT_MARGIN_S = 45
+
+# What must never reach a client: a traceback, a source location, an exception class name,
+# an object repr, a file system path.
+_INTERNALS = re.compile(
+    r"Traceback \(most recent call last\)"
+    r"|File \"[^\"]*\", line \d+"
+    r"|site-packages|/work/|/tmp/|\.py\b"
+    r"|\b[A-Z][A-Za-z]*(?:Error|Exception)\b"
+    r"|<[\w.]+ object at 0x[0-9a-f]+>"
+    r"|sqlite3?\b"
+)
+
+
+class Clock:
+    """A clock the test moves (the Log's clock is any `() -> float`)."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def day_start(day: str) -> float:
+    start = dt.datetime.combine(dt.date.fromisoformat(day), dt.time(), dt.UTC)
+    return start.timestamp()
+
+
+def shift_day(day: str, days: int) -> str:
+    return (dt.date.fromisoformat(day) + dt.timedelta(days=days)).isoformat()
+
+
+def wait_clear_of_midnight(margin: float = MIDNIGHT_MARGIN_S) -> None:
+    """Sleep past 00:00 UTC when it is less than `margin` seconds away (or just passed), so
+    a test's idea of "today" is the service's for as long as the test runs."""
+    into_day = time.time() % 86400
+    if into_day > 86400 - margin:
+        time.sleep(86400 - into_day + 2)
+    elif into_day < 2:
+        time.sleep(2 - into_day)
+
+
+def rec(tag: str, n: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "v": VERSION,
+        "iss": ISS,
+        "sub": f"example:{tag}-{n}",
+        "url": f"https://s{n}.{tag}.example/mcp",
+        "status": "ok",
+        "n": n,
+        **extra,
+    }
+
+
+RESERVED = {
+    "iat": 1,
+    "exp": 2,
+    "anchor": {"day": "2000-01-01", "root": "00" * 32, "url": "https://x.example/roots/x"},
+    "proof": {"type": "rfc9162-sha256", "leaf_index": 0, "tree_size": 1, "path": []},
+    "jws": "a.b.c",
+    "expires": "1970-01-01T00:00:02Z",
+}
+
+
+@dataclass
+class History:
+    data: Path
+    d2: str
+    d1: str
+    today: str
+    records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # day -> in order
+    x: dict[str, Any] = field(default_factory=dict)  # in D2 (covered) and today (uncovered)
+    y: dict[str, Any] = field(default_factory=dict)  # in D1 and today, both covered
+    token: str = ""
+
+    def leaf_hashes(self, day: str) -> list[bytes]:
+        return [leaf.leaf_hash(r) for r in self.records[day]]
+
+
+def build_history(data: Path) -> History:
+    wait_clear_of_midnight()
+    now = time.time()
+    today = utc_day(now)
+    d2, d1 = shift_day(today, -2), shift_day(today, -1)
+    clock = Clock(day_start(d2) + 3600)
+    a = [rec("a", n) for n in range(6)]
+    b = [rec("b", n) for n in range(2)]
+    x, y = a[5], b[0]
+    c = [rec("c", 0), y, rec("c", 2, **RESERVED), rec("c", 3)]
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        log.append(a[:3])
+        clock.t += 30
+        assert log.checkpoint() is not None  # D2 at 3
+        log.append(a[3:5])
+        clock.t += 30
+        assert log.checkpoint() is not None  # D2 at 5
+        log.append(a[5:])  # sealed at 6 only
+        clock.t = day_start(d1) + 7200
+        log.append(b)
+        assert log.checkpoint() is not None  # seals D2; D1 at 2
+        clock.t = now
+        log.append(c)
+        assert log.checkpoint() is not None  # seals D1 (at 2, like its checkpoint); today at 4
+        results = log.append([x])
+        assert (results[0].day, results[0].leaf_index, results[0].duplicate) == (today, 4, False)
+    history = History(data, d2, d1, today, {d2: a, d1: b, today: [*c, x]}, x, y)
+    history.token = (data / "writer-token").read_text().strip()
+    return history
+
+
+# --- the store, seen from outside ------------------------------------------------------------
+
+
+def snapshot(data: Path) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """Every row of every table (schema included), through a connection of its own."""
+    with contextlib.closing(sqlite3.connect(data / "log.sqlite3")) as conn:
+        tables = [
+            (str(name), str(sql))
+            for name, sql in conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        out = []
+        for name, sql in tables:
+            rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
+            out.append((sql, sorted(rows, key=repr)))
+        out.append(("user_version", [tuple(conn.execute("PRAGMA user_version").fetchone())]))
+    return out
+
+
+def insert_stamp(data: Path, day: str, tsa: str, token: bytes, gen_time: str) -> None:
+    """A stamp row as `capability-anchor timestamp` would store it (plain SQL; the store's
+    triggers still apply)."""
+    with contextlib.closing(sqlite3.connect(data / "log.sqlite3")) as conn, conn:
+        conn.execute(
+            "INSERT INTO stamps (day, tsa, token, gen_time, added) VALUES (?, ?, ?, ?, ?)",
+            (day, tsa, token, gen_time, int(time.time())),
+        )
+
+
+# --- responses ---------------------------------------------------------------------------------
+
+
+def assert_no_internals(text: str) -> None:
+    found = _INTERNALS.search(text)
+    assert found is None, f"a response shows internals ({found.group(0)!r}): {text[:500]}"
+
+
+def assert_error_parts(
+    status: int, content_type: str | None, content: bytes, codes: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """`{v, error, note}` whose `error` is one of `codes` (any SPEC §6 code when None), with
+    the status SPEC §6 gives it, and nothing internal."""
+    assert (content_type or "").split(";")[0] == "application/json", (status, content_type)
+    body = json.loads(content)
+    assert isinstance(body, dict) and set(body) == {"v", "error", "note"}, (status, body)
+    assert body["v"] == VERSION
+    assert body["error"] in (codes or tuple(ERROR_STATUS)), (status, body)
+    assert status == ERROR_STATUS[body["error"]], (status, body)
+    assert isinstance(body["note"], str) and body["note"], body
+    assert_no_internals(content.decode("utf-8", "replace"))
+    return body
+
+
+def assert_error(response: httpx.Response, code: str | tuple[str, ...]) -> dict[str, Any]:
+    """`assert_error_parts` for an httpx response; `code` may be a tuple of acceptable codes."""
+    codes = (code,) if isinstance(code, str) else code
+    return assert_error_parts(
+        response.status_code, response.headers.get("content-type"), response.content, codes
+    )
+
+
+@contextlib.contextmanager
+def unchanged(data: Path) -> Iterator[None]:
+    """Nothing stored changes inside the block."""
+    before = snapshot(data)
+    yield
+    assert snapshot(data) == before, "a rejected request changed stored data"
+
+
+def head_claims(doc: bytes) -> dict[str, Any]:
+    return heads.parse_document(doc).claims
+
+
+__all__ = [
+    "ERROR_STATUS",
+    "IMMUTABLE",
+    "ISS",
+    "NO_CACHE",
+    "RESERVED",
+    "VERSION",
+    "Clock",
+    "History",
+    "assert_error",
+    "assert_error_parts",
+    "assert_no_internals",
+    "build_history",
+    "day_start",
+    "head_claims",
+    "insert_stamp",
+    "rec",
+    "shift_day",
+    "snapshot",
+    "unchanged",
+    "wait_clear_of_midnight",
+]
