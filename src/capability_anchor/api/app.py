@@ -418,7 +418,9 @@ async def post_records(
         return out
 
     out = await service.write(run)
-    return Response(_json({"v": VERSION, "entries": out}), media_type="application/json")
+    # Not a signed document, so no need for canonical JSON: msgspec is ~50x faster here.
+    body = msgspec.json.encode({"v": VERSION, "entries": out})
+    return Response(body, media_type="application/json")
 
 
 @post(

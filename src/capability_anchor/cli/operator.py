@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(EXIT_OK)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -290,7 +295,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(settings)
     print(f"{PROG}: serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests (and batches)
-    # finish before the app's shutdown closes the log.
+    # finish before the app's shutdown closes the log; then it re-raises the signal it caught
+    # to the handler that was in place before it: these make that a clean exit 0.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _exit_cleanly)
     uvicorn.run(
         app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30
     )

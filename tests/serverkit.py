@@ -1,0 +1,267 @@
+"""Run the HTTP service as a real process on a free loopback port, for end-to-end tests and
+`tools/bench_api.py`.
+
+    with serving(tmp_path / "data", "--checkpoint-interval", "1") as server:
+        with server.client() as client:
+            client.get("/healthz")
+
+`start` launches `capability-anchor serve --data DIR --host 127.0.0.1 --port P ARGS` (or any
+argv, e.g. `uvicorn capability_anchor.api.asgi:app --workers 2`), waits until `/healthz`
+answers 200 and returns a `Server`; if the process exits first, or does not answer in time,
+it is stopped and `ServerFailed` names its exit code and stderr. `Server.stop` sends SIGTERM
+and waits; a server that does not exit in time is SIGKILLed (its whole process group: it is
+started in a session of its own, so uvicorn workers never outlive it) and the failure raised.
+
+stdout and stderr go to files beside the data dir (never a pipe nobody reads, which would
+block the server once full). The environment is the caller's minus `CAPABILITY_ANCHOR_*`,
+so a developer's own token or data dir never leaks into a test. Only 127.0.0.1 is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+HOST = "127.0.0.1"
+CLI = Path(sys.executable).parent / "capability-anchor"
+READY_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 15.0
+_launches = itertools.count(1)
+
+
+class ServerFailed(RuntimeError):
+    """The server did not start, or did not stop, as expected."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAPABILITY_ANCHOR_")}
+    env.update(extra or {})
+    return env
+
+
+def accepts_connections(port: int, timeout: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    argv: list[str]
+    port: int
+    data: Path
+    stdout_path: Path
+    stderr_path: Path
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def token(self) -> str:
+        return (self.data / "writer-token").read_text().strip()
+
+    def writer_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token()}"}
+
+    def client(self, *, timeout: float = 30.0, **kwargs: object) -> httpx.Client:
+        """A client for this server (the caller closes it: use `with`)."""
+        return httpx.Client(base_url=self.url, timeout=timeout, **kwargs)  # type: ignore[arg-type]
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        # poll() first: once reaped, the pid may belong to someone else.
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int | None:
+        """The exit code (negative: killed by that signal), or None if still running."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        """SIGKILL the server and anything it started (its own process group), then reap."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+        self.proc.wait()
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM and wait for the exit code; SIGKILL and raise if it takes over `timeout`."""
+        self.signal(signal.SIGTERM)
+        code = self.wait(timeout)
+        if code is None:
+            self.kill()
+            raise ServerFailed(
+                f"{self.argv[0]} did not exit within {timeout} s of SIGTERM\n{self.stderr()}"
+            )
+        return code
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        with httpx.Client(base_url=self.url, timeout=1.0) as client:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    raise ServerFailed(
+                        f"the server exited with {code} before answering /healthz\n{self.stderr()}"
+                    )
+                try:
+                    if client.get("/healthz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise ServerFailed(
+                        f"the server did not answer /healthz within {timeout} s\n{self.stderr()}"
+                    )
+                time.sleep(0.05)
+
+
+def serve_argv(data: Path, port: int, args: Sequence[str] = ()) -> list[str]:
+    return [str(CLI), "serve", "--data", str(data), "--host", HOST, "--port", str(port), *args]
+
+
+def uvicorn_argv(port: int, workers: int, args: Sequence[str] = ()) -> list[str]:
+    """The production form (`capability_anchor.api.asgi`); give CAPABILITY_ANCHOR_DATA."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "capability_anchor.api.asgi:app",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        # The README's production form: TCP_NODELAY on every connection (see api/nodelay.py).
+        "--http",
+        "capability_anchor.api.nodelay:NoDelayH11Protocol",
+        "--log-level",
+        "warning",
+        *args,
+    ]
+
+
+def launch(
+    data: Path,
+    *args: str,
+    port: int | None = None,
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    logs: Path | None = None,
+) -> Server:
+    """Start the server process and return at once (no readiness wait)."""
+    port = free_port() if port is None else port
+    argv = list(argv) if argv is not None else serve_argv(data, port, args)
+    logs = logs if logs is not None else data.parent
+    logs.mkdir(parents=True, exist_ok=True)
+    n = next(_launches)
+    out_path = logs / f"server-{os.getpid()}-{n}.out"
+    err_path = logs / f"server-{os.getpid()}-{n}.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        # The child has its own copies of the descriptors; ours are closed at once.
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=clean_env(env),
+            start_new_session=True,
+        )
+    return Server(proc, argv, port, Path(data), out_path, err_path)
+
+
+def start(
+    data: Path,
+    *args: str,
+    port: int | None = None,
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    logs: Path | None = None,
+    ready_timeout: float = READY_TIMEOUT_S,
+) -> Server:
+    """Start the server and wait until /healthz answers 200 (else stop it and raise)."""
+    server = launch(data, *args, port=port, argv=argv, env=env, logs=logs)
+    try:
+        server.wait_ready(ready_timeout)
+    except BaseException:
+        server.kill()
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def serving(
+    data: Path,
+    *args: str,
+    port: int | None = None,
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    logs: Path | None = None,
+) -> Iterator[Server]:
+    """`start`, and always stop the server afterwards (SIGTERM, then SIGKILL if it hangs)."""
+    server = start(data, *args, port=port, argv=argv, env=env, logs=logs)
+    try:
+        yield server
+    finally:
+        if server.alive():
+            try:
+                server.stop()
+            finally:
+                server.kill()  # reaps; a no-op once it exited
+
+
+__all__ = [
+    "CLI",
+    "HOST",
+    "Server",
+    "ServerFailed",
+    "accepts_connections",
+    "clean_env",
+    "free_port",
+    "launch",
+    "serve_argv",
+    "serving",
+    "start",
+    "uvicorn_argv",
+]
