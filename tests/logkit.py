@@ -15,16 +15,20 @@ Build it once per module and `copy()` it for each test (a copytree is much cheap
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from capability_anchor import head as heads
 from capability_anchor.log import Log
+from capability_anchor.store import DB_NAME
 
 ISS = "https://resolver.example"
 DAY1, DAY2, DAY3, DAY4, DAY5 = (f"2026-03-0{n}" for n in range(1, 6))
@@ -149,3 +153,14 @@ __all__ = [
     "record",
     "run_cli",
 ]
+
+
+@contextlib.contextmanager
+def raw(data: Path) -> Iterator[sqlite3.Connection]:
+    """A plain sqlite3 connection to the log's file (autocommit: every statement stands), as
+    an attacker with file access would open it."""
+    conn = sqlite3.connect(data / DB_NAME, isolation_level=None)
+    try:
+        yield conn
+    finally:
+        conn.close()

@@ -8,13 +8,11 @@ The cases are named after the attack; each is a function that tampers with a cop
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import shutil
-import sqlite3
 import subprocess
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
@@ -27,8 +25,7 @@ from capability_anchor.keys import KeySet, SigningKey, load_key_file
 from capability_anchor.leaf import leaf_bytes
 from capability_anchor.log import KEY_FILE
 from capability_anchor.merkle import hash_leaf
-from capability_anchor.store import DB_NAME
-from logkit import DAY1, DAY2, DAY3, DAY4, DAY5, DAYS, History, build_history, record, run_cli
+from logkit import DAY1, DAY2, DAY3, DAY4, DAY5, DAYS, History, build_history, raw, record, run_cli
 
 FAKE = hashlib.sha256(b"forged").hexdigest()
 
@@ -82,15 +79,6 @@ def assert_caught(result: subprocess.CompletedProcess[str], expected: Sequence[s
 
 
 # --- tampering helpers ----------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def raw(data: Path) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(data / DB_NAME, isolation_level=None)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 def sql(data: Path, statement: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:

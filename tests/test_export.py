@@ -4,11 +4,8 @@ grows, index.json and timestamps rewritten, crashed exports cleaned up."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import sqlite3
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,6 @@ from capability_anchor import head as heads
 from capability_anchor.audit import audit_folder
 from capability_anchor.export import export as export_folder
 from capability_anchor.keys import KeySet, SigningKey
-from capability_anchor.store import DB_NAME
 from logkit import (
     CHECKPOINT_SIZES,
     DAY1,
@@ -32,6 +28,7 @@ from logkit import (
     SEALED_SIZES,
     History,
     build_history,
+    raw,
     record,
     run_cli,
 )
@@ -90,15 +87,6 @@ def expected_files(sealed: tuple[str, ...], checkpoints: dict[str, tuple[int, ..
     for day, sizes in checkpoints.items():
         names |= {f"{day}/{size}.json" for size in sizes}
     return names
-
-
-@contextlib.contextmanager
-def raw(data: Path) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(data / DB_NAME, isolation_level=None)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 def add_stamp(data: Path, day: str, tsa: str, token: bytes, gen_time: str, added: int) -> None:

@@ -9,7 +9,7 @@ import contextlib
 import gc
 import shutil
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,22 +20,12 @@ from capability_anchor.leaf import leaf_bytes
 from capability_anchor.log import Log
 from capability_anchor.merkle import hash_leaf
 from capability_anchor.store import DB_NAME, SCHEMA_VERSION, Store
-from logkit import DAY1, DAY2, DAY3, DAY5, History, build_history, record
+from logkit import DAY1, DAY2, DAY3, DAY5, History, build_history, raw, record
 
 DAY6 = "2026-03-06"
 HASH_A = bytes(range(32))
 HASH_B = bytes(range(32, 64))
 TODAY_SIZE = 3  # entries appended on DAY5 (the unsealed "today") by the `today` fixture
-
-
-@contextlib.contextmanager
-def raw(data: Path) -> Iterator[sqlite3.Connection]:
-    """A plain sqlite3 connection to the log's file (autocommit: every statement stands)."""
-    conn = sqlite3.connect(data / DB_NAME, isolation_level=None)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 def dump(data: Path) -> str:
