@@ -141,3 +141,41 @@ def test_record_over_http(tmp_path: Path) -> None:
         assert client.get("/record", params={"url": "http://s1.example/mcp"}).status_code == 400
         missing = client.get("/record", params={"id": "example:9"})
         assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("tamper", "problem"),
+    [
+        ("DELETE FROM servers WHERE key = 'sub:example:1'", "server index has"),
+        (
+            "INSERT INTO servers (key, day, leaf_index) VALUES ('sub:example:1', '2026-11-02', 1)",
+            "server index has",
+        ),
+        (
+            "INSERT INTO servers (key, day, leaf_index) VALUES ('sub:x', '2026-11-02', 9)",
+            "which is not stored",
+        ),
+    ],
+    ids=["index_row_deleted", "index_points_at_another_server", "index_row_for_no_entry"],
+)
+def test_audit_checks_the_record_index(tmp_path: Path, tamper: str, problem: str) -> None:
+    import sqlite3
+
+    from capability_anchor.audit import audit_store
+
+    clock = Clock()
+    data = tmp_path / "d"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        log.append([server(1), server(2)])
+        log.checkpoint()
+        assert audit_store(log).ok
+    conn = sqlite3.connect(data / "log.sqlite3", isolation_level=None)
+    try:
+        conn.execute("DROP TRIGGER servers_no_delete")
+        conn.execute(tamper)
+    finally:
+        conn.close()
+    with Log.open(data, clock=clock) as log:
+        report = audit_store(log)
+    assert not report.ok
+    assert any(problem in p for p in report.problems), report.problems

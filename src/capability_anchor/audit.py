@@ -34,7 +34,7 @@ from .encoding import parse_day
 from .errors import CapabilityAnchorError, InvalidKey, MalformedJSON
 from .export import timestamps_document
 from .keys import KeySet
-from .log import Log
+from .log import Log, server_keys
 from .merkle import TILE_WIDTH, TreeEdge, hash_leaf
 from .progress import Progress, silent
 from .store import HeadRow
@@ -152,6 +152,13 @@ def audit_store(log: Log, progress: Progress = silent, keys: KeySet | None = Non
     return report
 
 
+def _keys_of(claims: bytes) -> tuple[str, ...]:
+    try:
+        return server_keys(json.loads(claims))
+    except ValueError:
+        return ()  # unreadable claims are reported by the leaf hash check
+
+
 def _parses(row: HeadRow) -> bool:
     try:
         heads.parse_document(row.doc)
@@ -207,7 +214,24 @@ def _audit_day(
     while next_size == 0:
         roots[0] = edge.root()
         next_size = next(sizes, None)
+    # The /record index must hold exactly the keys each stored server record implies.
+    indexed = store.iter_servers(day)
+    pending_key = next(indexed, None)
     for entry in store.iter_entries(day):
+        want = sorted(_keys_of(entry.claims))
+        got: list[str] = []
+        while pending_key is not None and pending_key[0] <= entry.leaf_index:
+            if pending_key[0] < entry.leaf_index:
+                report.problems.append(
+                    f"day {day}: server index names entry {pending_key[0]}, which is not stored"
+                )
+            else:
+                got.append(pending_key[1])
+            pending_key = next(indexed, None)
+        if got != want:
+            report.problems.append(
+                f"day {day}: entry {entry.leaf_index}: server index has {got}, expected {want}"
+            )
         if entry.leaf_index != expected:
             report.problems.append(
                 f"day {day}: entry index {entry.leaf_index} found where {expected} was expected"
@@ -230,6 +254,11 @@ def _audit_day(
         if expected % 100_000 == 0:
             progress(expected, None, f"audit {day}")
     flush()
+    while pending_key is not None:
+        report.problems.append(
+            f"day {day}: server index names entry {pending_key[0]}, which is not stored"
+        )
+        pending_key = next(indexed, None)
     for size in [next_size, *sizes]:
         if size is not None and size not in roots:
             report.problems.append(f"day {day}: a head claims size {size}, the day has {expected}")

@@ -277,7 +277,7 @@ class Log:
                     )
             except InvalidRecord as exc:
                 raise InvalidRecord(str(exc), position=position) from None
-            prepared.append((hash_leaf(data), data, _server_keys(record)))
+            prepared.append((hash_leaf(data), data, server_keys(record)))
         return prepared
 
     def append(self, records: Sequence[object]) -> list[AppendResult]:
@@ -572,7 +572,7 @@ class Log:
 SERVER_MEMBERS = ("v", "iss", "sub", "url", "status", "checked_at", "evidence")
 
 
-def _server_keys(record: object) -> tuple[str, ...]:
+def server_keys(record: object) -> tuple[str, ...]:
     """Index keys of a server record (one with every member `/record` needs), else none."""
     if not isinstance(record, dict) or any(m not in record for m in SERVER_MEMBERS):
         return ()

@@ -425,6 +425,13 @@ class Store:
             ((key, day, index) for key, index in rows),
         )
 
+    def iter_servers(self, day: str) -> Iterator[tuple[int, str]]:
+        """(leaf_index, key) of a day's server index, in index order (for the audit)."""
+        for index, key in self._exec(
+            "SELECT leaf_index, key FROM servers WHERE day = ? ORDER BY leaf_index, key", (day,)
+        ):
+            yield int(index), str(key)
+
     def server_entries(self, key: str, limit: int = 50) -> list[tuple[str, int]]:
         """(day, leaf_index) of a server's entries, newest first."""
         return [
