@@ -25,7 +25,8 @@ import msgspec
 import rfc8785
 from litestar import Litestar, Request, Response, get, post
 from litestar.exceptions import HTTPException
-from litestar.openapi import OpenAPIConfig
+from litestar.openapi import OpenAPIConfig, ResponseSpec
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_304_NOT_MODIFIED
 
@@ -87,6 +88,28 @@ class ErrorBody(msgspec.Struct, frozen=True):
     v: str
     error: str
     note: str
+
+
+def _errors(*statuses: int) -> dict[int, ResponseSpec]:
+    """OpenAPI entries for the `{v, error, note}` answers an operation can give."""
+    described = {
+        400: "bad_request or invalid_record",
+        401: "unauthorized: writers need Authorization: Bearer <token>",
+        404: "not_found",
+        409: "conflict: refused by the log's rules",
+        413: "too_large: the body is over 4 MiB",
+        429: "rate_limited (see Retry-After)",
+        503: "unavailable",
+    }
+    return {
+        s: ResponseSpec(data_container=ErrorBody, description=described[s], generate_examples=False)
+        for s in statuses
+    }
+
+
+_READ_ERRORS = _errors(400, 404, 429, 503)
+_WRITE_ERRORS = _errors(400, 401, 409, 413, 503)
+_WRITER_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -258,12 +281,12 @@ def _day(value: str) -> str:
 # --- public reads ----------------------------------------------------------------------------
 
 
-@get("/healthz", summary="Liveness")
+@get("/healthz", summary="Liveness", responses=_READ_ERRORS)
 async def healthz() -> dict[str, str]:
     return {"v": VERSION, "status": "ok", "version": __version__}
 
 
-@get("/roots", summary="Sealed days, newest first")
+@get("/roots", summary="Sealed days, newest first", responses=_READ_ERRORS)
 async def roots(
     request: Request[Any, Any, Any],
     before: Annotated[str | None, QueryParameter(description="exclusive day bound")] = None,
@@ -274,7 +297,7 @@ async def roots(
     return cached(request, _json(listing), immutable=False)
 
 
-@get("/roots/latest", summary="The newest sealed head document")
+@get("/roots/latest", summary="The newest sealed head document", responses=_READ_ERRORS)
 async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
     rows = _service(request).reader.store.sealed_heads(None, 1)
     if not rows:
@@ -282,13 +305,21 @@ async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
     return cached(request, rows[0].doc, immutable=False)
 
 
-@get("/roots/{day:str}", summary="The sealed head of a day, else its newest unsealed head")
+@get(
+    "/roots/{day:str}",
+    summary="The sealed head of a day, else its newest unsealed head",
+    responses=_READ_ERRORS,
+)
 async def roots_day(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
     row = _service(request).reader.head_for(_day(day))
     return cached(request, row.doc, immutable=row.sealed)
 
 
-@get("/roots/{day:str}/{tree_size:int}", summary="The head of a day at a size")
+@get(
+    "/roots/{day:str}/{tree_size:int}",
+    summary="The head of a day at a size",
+    responses=_READ_ERRORS,
+)
 async def roots_day_size(
     request: Request[Any, Any, Any], day: FromPath[str], tree_size: FromPath[int]
 ) -> Response[bytes]:
@@ -298,7 +329,9 @@ async def roots_day_size(
     return cached(request, row.doc, immutable=True)
 
 
-@get("/roots/{day:str}/timestamps", summary="RFC 3161 stamps of a sealed day")
+@get(
+    "/roots/{day:str}/timestamps", summary="RFC 3161 stamps of a sealed day", responses=_READ_ERRORS
+)
 async def roots_timestamps(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
     reader = _service(request).reader
     day = _day(day)
@@ -308,7 +341,9 @@ async def roots_timestamps(request: Request[Any, Any, Any], day: FromPath[str]) 
     return cached(request, body, immutable=False)
 
 
-@get("/roots/{day:str}/timestamp", summary="The earliest stored stamp (DER)")
+@get(
+    "/roots/{day:str}/timestamp", summary="The earliest stored stamp (DER)", responses=_READ_ERRORS
+)
 async def roots_timestamp(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
     stamps = _service(request).reader.store.stamps(_day(day))
     if not stamps:
@@ -318,7 +353,7 @@ async def roots_timestamp(request: Request[Any, Any, Any], day: FromPath[str]) -
     )
 
 
-@get("/proof", summary="Inclusion proof of an entry in a published head")
+@get("/proof", summary="Inclusion proof of an entry in a published head", responses=_READ_ERRORS)
 async def proof(
     request: Request[Any, Any, Any],
     day: Annotated[str | None, QueryParameter()] = None,
@@ -339,7 +374,7 @@ async def proof(
     return cached(request, _json(answer), immutable=False)
 
 
-@get("/consistency", summary="Consistency proof between two sizes of a day")
+@get("/consistency", summary="Consistency proof between two sizes of a day", responses=_READ_ERRORS)
 async def consistency(
     request: Request[Any, Any, Any],
     day: FromQuery[str],
@@ -350,7 +385,7 @@ async def consistency(
     return cached(request, _json(answer), immutable=False)
 
 
-@get("/entries/{day:str}", summary="Entries of a day")
+@get("/entries/{day:str}", summary="Entries of a day", responses=_READ_ERRORS)
 async def entries(
     request: Request[Any, Any, Any],
     day: FromPath[str],
@@ -362,7 +397,11 @@ async def entries(
     return cached(request, _json({"v": VERSION, "day": day, "entries": listed}), immutable=False)
 
 
-@get("/record", summary="A signed resolver-2 record of a server (Capability Resolution §6.3)")
+@get(
+    "/record",
+    summary="A signed resolver-2 record of a server (Capability Resolution §6.3)",
+    responses=_READ_ERRORS,
+)
 async def record(
     request: Request[Any, Any, Any],
     id: Annotated[str | None, QueryParameter(description="the server ID (matches sub)")] = None,
@@ -375,12 +414,18 @@ async def record(
     )
 
 
-@get("/keys", summary="JWKS of every key the log has signed with")
+@get("/keys", summary="JWKS of every key the log has signed with", responses=_READ_ERRORS)
 async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
     return cached(request, _service(request).reader.keyset().to_json(), immutable=False)
 
 
-@post("/prove", summary="Proof for a record, by its leaf", status_code=200, opt={"body": "record"})
+@post(
+    "/prove",
+    summary="Proof for a record, by its leaf",
+    status_code=200,
+    opt={"body": "record"},
+    responses={**_READ_ERRORS, **_errors(413)},
+)
 async def prove(request: Request[Any, Any, Any], data: JSONBody[ProveBody]) -> Response[bytes]:
     h: bytes = request.state.checked_body
     answer = _service(request).reader.proof_by_leaf_hash(h)
@@ -395,6 +440,8 @@ async def prove(request: Request[Any, Any, Any], data: JSONBody[ProveBody]) -> R
     summary="Append records (writers)",
     status_code=200,
     opt={"writer": True, "body": "records"},
+    responses=_WRITE_ERRORS,
+    security=_WRITER_SECURITY,
 )
 async def post_records(
     request: Request[Any, Any, Any],
@@ -428,6 +475,8 @@ async def post_records(
     summary="Publish today's head if the tree grew (writers)",
     status_code=200,
     opt={"writer": True},
+    responses=_WRITE_ERRORS,
+    security=_WRITER_SECURITY,
 )
 async def post_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
     service = _service(request)
@@ -548,7 +597,12 @@ def create_app(settings: Settings) -> Litestar:
         on_startup=[startup],
         on_shutdown=[shutdown],
         openapi_config=OpenAPIConfig(
-            title="capability-anchor", version=__version__, path="/schema"
+            title="capability-anchor",
+            version=__version__,
+            path="/schema",
+            components=Components(
+                security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
+            ),
         ),
         request_max_body_size=settings.max_body,
         debug=False,
