@@ -1213,11 +1213,6 @@ def test_empty_day_is_a_bad_request(reads: Api, template: str) -> None:
     reads.reject("GET", template.format(x=leaf.leaf_hash(reads.h.x).hex()), "bad_request")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Litestar's lax query coercion accepts float spellings of integers "
-    "(index=1e0, index=1.0, limit=5.0) instead of 400 for a value that is not an integer",
-)
 @pytest.mark.parametrize(
     "template", ["/proof?day={d2}&index=1e0", "/proof?day={d2}&index=1.0", "/roots?limit=5.0"]
 )

@@ -138,7 +138,9 @@ def test_operation(
         assert status < 500, f"{status} for {where}: {response.content[:300]!r}"
         if not 200 <= status < 300:
             content_type = (response.headers.get("content-type") or [None])[0]
-            assert_error_parts(status, content_type, response.content)
+            inputs = {**(case.path_parameters or {}), **(case.query or {})}
+            echoed = [str(v) for v in inputs.values()]
+            assert_error_parts(status, content_type, response.content, echoed=echoed)
             assert snapshot(history.data) == before, f"{status} for {where} changed the store"
 
     run()

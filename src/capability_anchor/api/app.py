@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -511,6 +512,26 @@ class RateLimiter:
         return 0.0
 
 
+_INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove")
+_DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+def _check_integers(request: Request[Any, Any, Any]) -> None:
+    """One spelling per number: Litestar would also take `1.0`, `1e0`, `03` or `+3`, and an
+    immutable URL must not have several spellings."""
+    query = request.query_params
+    for name in _INT_PARAMS:
+        values = query.getall(name, [])
+        if len(values) > 1:
+            raise UsageError(f"{name} is given more than once")
+        if values and _DIGITS.fullmatch(values[0]) is None:
+            raise UsageError(f"{name} must be a non-negative integer written in digits")
+    if "tree_size" in request.path_params:
+        segment = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+        if _DIGITS.fullmatch(segment) is None:
+            raise UsageError("tree_size must be a non-negative integer written in digits")
+
+
 async def _before(request: Request[Any, Any, Any]) -> None:
     """Runs before Litestar resolves a handler's arguments (so before any body decoding).
     Writers are recognised by their handler's `opt`, never by the path, which a mount point
@@ -530,6 +551,7 @@ async def _before(request: Request[Any, Any, Any]) -> None:
                     f"over {limiter.rate} requests per second",
                     {"Retry-After": str(max(1, int(wait + 0.999)))},
                 )
+    _check_integers(request)
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > service.settings.max_body:
         raise ApiError("too_large", f"the request body is over {service.settings.max_body} bytes")
