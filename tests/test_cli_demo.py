@@ -17,6 +17,7 @@ from joserfc.jwk import OKPKey
 
 from capability_anchor import leaf, merkle
 from capability_anchor.cli.verify_proof import CHECKS
+from capability_anchor.keys import KeySet, SigningKey
 
 BIN = Path(sys.executable).parent
 
@@ -118,12 +119,18 @@ def test_verify_proof_lists_the_seven_checks_in_order() -> None:
     ]
 
 
-def test_verify_proof_never_passes_before_it_verifies(tmp_path: Path) -> None:
+def test_verify_proof_never_passes_without_a_proof(tmp_path: Path) -> None:
     record = tmp_path / "r.json"
     record.write_text("{}")
     result = run("verify-proof", str(record))
     assert result.returncode == 2
-    assert "not implemented" in result.stderr
+    assert "no trusted keys" in result.stderr
+    keys = tmp_path / "keys.json"
+    keys.write_bytes(KeySet.of(SigningKey.generate().public).to_json())
+    result = run("verify-proof", str(record), "--keys", str(keys))
+    assert result.returncode == 2
+    assert "no anchor and proof" in result.stderr
+    assert result.stdout == ""
 
 
 @pytest.mark.parametrize("module", ["capability_anchor.cli.operator", "capability_anchor.cli.demo"])

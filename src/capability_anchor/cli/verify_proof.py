@@ -1,16 +1,20 @@
 """`verify-proof`: the offline auditor command (SPEC §9).
 
-The seven checks are named here once, in the order SPEC §9 fixes; the verification itself
-arrives with the verify-proof issue. Until then the command states that and exits 2, so no
-script can mistake it for a passing verification.
+The seven checks are named here once, in the order SPEC §9 fixes; the verification itself is
+`capability_anchor.verify.verify` (which audit can reuse). This module only parses arguments,
+reads RECORD and the trusted keys, and prints. Exit 0: every check that ran passed; 1: a check
+failed; 2: usage or I/O error (no keys, unreadable files, unreachable URLs, malformed JSON in
+RECORD, --keys or keys.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
-from .common import EXIT_USAGE
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 CHECKS = (
     ("record_signature", "the record token's JWS verifies with a trusted key"),
@@ -44,9 +48,45 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    build_parser().parse_args(argv)
-    print("verify-proof: verification is not implemented in this version", file=sys.stderr)
-    return EXIT_USAGE
+    args = build_parser().parse_args(argv)
+    # Imported here so `--help` stays as light as argparse.
+    from ..errors import UsageError
+    from ..verify import CHECK_NAMES, load_keys, parse_at, read_source, verify
+
+    assert tuple(name for name, _ in CHECKS) == CHECK_NAMES
+    try:
+        at = None if args.at is None else parse_at(args.at)
+        # Trust: only --keys, else the folder's keys.json; never the record or the head.
+        if args.keys is not None:
+            keys = load_keys(read_source(args.keys), args.keys)
+        elif args.roots is not None:
+            where = str(Path(args.roots) / "keys.json")
+            keys = load_keys(read_source(where), where)
+        else:
+            raise UsageError("no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)")
+        record = sys.stdin.buffer.read() if args.record == "-" else read_source(args.record)
+        result = verify(
+            record,
+            keys=keys,
+            head=args.head,
+            roots=None if args.roots is None else Path(args.roots),
+            iss=args.iss,
+            tsa_ca=args.tsa_ca,
+            at=at,
+        )
+    except (UsageError, OSError) as exc:
+        print(f"verify-proof: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.explain:
+        out = sys.stderr if args.json else sys.stdout
+        for line in result.explain or ["inclusion: no hash steps (the check did not run)"]:
+            print(f"explain: {line}", file=out)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
+    else:
+        for name, outcome, detail in result.checks:
+            print(f"{outcome} {name}: {detail}")
+    return EXIT_OK if result.ok else EXIT_FAILED
 
 
 if __name__ == "__main__":
