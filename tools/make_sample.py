@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Write the published sample history in roots/ with the project's own library.
+
+    .venv/bin/python tools/make_sample.py           # (re)write the generated files in roots/
+    .venv/bin/python tools/make_sample.py --check   # exit 1 if roots/ is not what it makes
+
+A log is made in a temporary folder with an injected clock and a FIXED TEST KEY, so the
+output is byte-for-byte reproducible (Ed25519 signatures are deterministic, every time comes
+from the clock):
+
+- 2026-11-01: three Capability Resolution records, one checkpoint;
+- 2026-11-02: nothing (sealed empty, tree_size 0);
+- 2026-11-03: two records, a checkpoint, one more record, a second checkpoint;
+- 2026-11-04 12:00: days 1-3 are sealed; two records are appended and checkpointed, so
+  2026-11-04 has only an unsealed head.
+
+It is exported with `capability_anchor.export.export` and a few resolver-2 records made by
+`Log.record` are written to roots/records/. roots/README.md is written by hand, never here.
+
+TEST KEY - NOT SECRET: the signing key's seed is SHA-256 of the public string `TEST_KEY_TEXT`
+below. Anyone can re-derive it and sign anything with it; it exists only so the sample can be
+regenerated identically. It must never sign a real log. The private key file is not written
+to roots/ (only the temporary data dir, deleted afterwards, ever holds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import filecmp
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from capability_anchor.encoding import b64url_encode
+from capability_anchor.export import export
+from capability_anchor.keys import SigningKey
+from capability_anchor.log import KEY_FILE, Log
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOTS = ROOT / "roots"
+HAND_WRITTEN = frozenset({"README.md"})
+
+ISS = "https://resolver.example"
+TEST_KEY_TEXT = b"capability-anchor roots/ sample test key - NOT SECRET"
+RECORD_LIFETIME = 172800  # 48 h, the most Capability Resolution §8 allows
+DAYS = ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04")
+
+
+def test_signing_key() -> SigningKey:
+    """The fixed TEST-ONLY key of the sample (its seed is public: see the module doc)."""
+    return SigningKey.from_seed(hashlib.sha256(TEST_KEY_TEXT).digest())
+
+
+def at(day: str, hour: int = 0, minute: int = 0) -> float:
+    start = dt.datetime.combine(dt.date.fromisoformat(day), dt.time(hour, minute), dt.UTC)
+    return start.timestamp()
+
+
+class Clock:
+    """The injected clock: the log reads the time only from here."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def server(slug: str, url: str, name: str, status: str, checked_at: str) -> dict[str, Any]:
+    """A Capability Resolution record of one MCP server, as a resolver appends it."""
+    return {
+        "v": "0.2",
+        "iss": ISS,
+        "sub": f"example:{slug}",
+        "url": url,
+        "name": name,
+        "status": status,
+        "checked_at": checked_at,
+        "first_seen": "2026-10-02",
+        "evidence": {"record": f"{ISS}/record?id=example:{slug}", "method": f"{ISS}/method"},
+    }
+
+
+def write_key_file(path: Path, key: SigningKey) -> None:
+    """The private JWK `Log.init` takes over (mode 0600 from creation, as keys.py does)."""
+    jwk = {
+        "kty": "OKP",
+        "crv": "Ed25519",
+        "x": key.public.x,
+        "d": b64url_encode(hashlib.sha256(TEST_KEY_TEXT).digest()),
+        "kid": key.kid,
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write((json.dumps(jwk, separators=(",", ":")) + "\n").encode("ascii"))
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def build(out: Path, work: Path) -> None:
+    """Build the log in `work` (a new folder) and write the sample files into `out`."""
+    day1, _day2, day3, day4 = DAYS  # day 2 stays empty
+    work.mkdir(parents=True)
+    write_key_file(work / KEY_FILE, test_signing_key())
+    clock = Clock(at(day1, 9))
+    log = Log.init(work, iss=ISS, clock=clock)
+    try:
+        # Day 1: three servers, one checkpoint.
+        log.append(
+            [
+                server(
+                    "weather",
+                    "https://weather.example.com/mcp",
+                    "Weather",
+                    "ok",
+                    f"{day1}T08:55:00Z",
+                ),
+                server(
+                    "calendar", "https://cal.example.org/mcp", "Calendar", "ok", f"{day1}T08:56:00Z"
+                ),
+                server(
+                    "search",
+                    "https://search.example.io/mcp",
+                    "Search",
+                    "degraded",
+                    f"{day1}T08:57:00Z",
+                ),
+            ]
+        )
+        clock.t = at(day1, 9, 5)
+        log.checkpoint()
+        # Day 2: nothing at all (sealed empty).
+        # Day 3: two records, a checkpoint, one more record, a second checkpoint.
+        clock.t = at(day3, 10)
+        log.append(
+            [
+                server(
+                    "weather",
+                    "https://weather.example.com/mcp",
+                    "Weather",
+                    "ok",
+                    f"{day3}T09:55:00Z",
+                ),
+                server(
+                    "files", "https://files.example.net/mcp", "Files", "ok", f"{day3}T09:56:00Z"
+                ),
+            ]
+        )
+        clock.t = at(day3, 10, 5)
+        log.checkpoint()
+        clock.t = at(day3, 14)
+        log.append(
+            [server("search", "https://search.example.io/mcp", "Search", "ok", f"{day3}T13:55:00Z")]
+        )
+        clock.t = at(day3, 14, 5)
+        log.checkpoint()
+        # Day 4 at noon: days 1-3 are sealed; two records under an unsealed head.
+        clock.t = at(day4, 12)
+        log.seal()
+        clock.t = at(day4, 12, 30)
+        maps = server("maps", "https://maps.example.com/mcp", "Maps", "ok", f"{day4}T12:24:00Z")
+        tickets = server(
+            "tickets", "https://tickets.example.com/mcp", "Tickets", "ok", f"{day4}T12:25:00Z"
+        )
+        log.append([maps, tickets])
+        clock.t = at(day4, 12, 35)
+        log.checkpoint()
+        export(log, out)
+        # Resolver-2 records, issued at 2026-11-04 13:00 (verify them with --at <iat>).
+        clock.t = at(day4, 13)
+        records = {
+            # Only on day 1, which is sealed: anchored to /roots/2026-11-01.
+            f"{day1}-calendar.json": log.record(sub="example:calendar", lifetime=RECORD_LIFETIME),
+            # Newest entry on day 3 (sealed), leaf 2 of 3.
+            f"{day3}-search.json": log.record(sub="example:search", lifetime=RECORD_LIFETIME),
+            # On day 4, anchored to the unsealed head /roots/2026-11-04/2.
+            f"{day4}-tickets.json": log.record(sub="example:tickets", lifetime=RECORD_LIFETIME),
+        }
+        for name, record in records.items():
+            write_record(out / "records" / name, record)
+    finally:
+        log.close()
+
+
+def generated_files(folder: Path) -> dict[str, Path]:
+    """Every file of `folder` by relative path, except the hand-written ones."""
+    return {
+        p.relative_to(folder).as_posix(): p
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.relative_to(folder).as_posix() not in HAND_WRITTEN
+    }
+
+
+def differences(expected: Path, actual: Path) -> list[str]:
+    want, have = generated_files(expected), generated_files(actual)
+    problems = [f"missing: {name}" for name in sorted(want.keys() - have.keys())]
+    problems += [f"not generated: {name}" for name in sorted(have.keys() - want.keys())]
+    problems += [
+        f"differs: {name}"
+        for name in sorted(want.keys() & have.keys())
+        if not filecmp.cmp(want[name], have[name], shallow=False)
+    ]
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if roots/ differs")
+    parser.add_argument("--out", type=Path, default=ROOTS, help="the folder (default roots/)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="make-sample-") as tmp:
+        fresh = Path(tmp) / "roots"
+        build(fresh, Path(tmp) / "data")
+        if args.check:
+            problems = differences(fresh, args.out)
+            for problem in problems:
+                print(f"{args.out}: {problem}", file=sys.stderr)
+            if problems:
+                print("run tools/make_sample.py to regenerate", file=sys.stderr)
+                return 1
+            print(f"{args.out} is up to date ({len(generated_files(fresh))} files)")
+            return 0
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name, path in generated_files(args.out).items():
+            if name not in HAND_WRITTEN:
+                path.unlink()
+        for name, path in generated_files(fresh).items():
+            target = args.out / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        for folder in sorted(args.out.rglob("*"), reverse=True):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        print(f"wrote {len(generated_files(fresh))} files to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
