@@ -215,3 +215,25 @@ def test_verify_proof_passes_every_sample_record(record: Path) -> None:
     results = {c["name"]: c["result"] for c in report["checks"]}
     assert results.pop("timestamp") == "SKIP"  # stamps arrive with the RFC 3161 issue
     assert set(results.values()) == {"PASS"}
+
+
+def test_audit_verifies_the_records_beside_the_heads(tmp_path: Path) -> None:
+    """audit reuses verify-proof's library on `records/*.json`: a forged record is named."""
+    import shutil
+
+    folder = tmp_path / "roots"
+    shutil.copytree(ROOTS, folder)
+    record = sorted((folder / "records").glob("*.json"))[0]
+    doc = json.loads(record.read_bytes())
+    doc["proof"]["path"] = list(reversed(doc["proof"]["path"]))
+    doc.pop("jws")  # an unsigned copy: only the anchor and proof are checked
+    record.write_text(json.dumps(doc))
+    cli = Path(sys.executable).parent / "capability-anchor"
+    result = subprocess.run(
+        [str(cli), "audit", "--data", str(tmp_path / "none"), "--roots", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"{record}: inclusion" in result.stderr or f"{record}: leaf" in result.stderr

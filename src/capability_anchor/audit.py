@@ -335,6 +335,7 @@ def audit_folder(
         progress(n + 1, len(day_files), "audit roots")
     _audit_index(report, folder, sealed, log)
     _audit_saved_unsealed(report, folder, keys, sealed, log)
+    _audit_records(report, folder, keys)
     if log is not None:
         _cross_check(report, folder, log, sealed)
     return report
@@ -498,6 +499,30 @@ def _audit_saved_unsealed(
             if c["prev"] != final.claims["prev"]:
                 report.problems.append(f"{path}: prev differs from the day's sealed head")
         report.count("saved_unsealed_heads")
+
+
+def _audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
+    """Resolver-2 records kept beside the heads (`records/*.json`, as in the sample) go
+    through the same verification as `verify-proof`, at the time each was issued (a token
+    lives 48 h at most; what an audit can still establish is that it was valid then)."""
+    from .verify import verify  # the verifying path: imported only when there are records
+
+    for path in sorted(folder.glob("records/*.json")):
+        data = path.read_bytes()
+        try:
+            issued = json.loads(data).get("iat")
+        except (ValueError, AttributeError):
+            issued = None
+        at = issued if isinstance(issued, int) and not isinstance(issued, bool) else None
+        try:
+            result = verify(data, keys=keys, roots=folder, at=at)
+        except CapabilityAnchorError as exc:
+            report.problems.append(f"{path}: {exc}")
+            continue
+        for name, outcome, detail in result.checks:
+            if outcome == "FAIL":
+                report.problems.append(f"{path}: {name}: {detail}")
+        report.count("records")
 
 
 def _cross_check(
