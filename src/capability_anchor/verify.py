@@ -42,7 +42,7 @@ from .errors import (
 )
 from .keys import KeySet
 from .leaf import leaf_hash
-from .merkle import hash_children, verify_inclusion
+from .merkle import calculate_inclusion_root, verify_inclusion
 
 __all__ = [
     "CHECK_NAMES",
@@ -225,28 +225,21 @@ def _parse_proof(obj: object) -> _Proof:
 def _explain_inclusion(
     leaf: bytes, index: int, size: int, path: Sequence[bytes], root: bytes
 ) -> list[str]:
-    """The hash steps of RFC 9162 §2.1.3.2, for --explain (verification is `verify_inclusion`)."""
+    """The hash steps of RFC 9162 §2.1.3.2 for --explain, traced by the verifier itself."""
     lines = [f"leaf hash = {leaf.hex()} (leaf_index {index}, tree_size {size})"]
-    if not index < size:
-        return [*lines, "leaf_index is not below tree_size: no steps"]
-    fn, sn, r = index, size - 1, leaf
-    for i, p in enumerate(path):
-        if sn == 0:
-            lines.append(f"path[{i}] is one step too many")
-            break
-        if fn & 1 or fn == sn:
-            r = hash_children(p, r)
-            lines.append(f"step {i}: parent = H(0x01 || path[{i}] {p.hex()} || r) = {r.hex()}")
-            if not fn & 1:
-                while not fn & 1 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
-        else:
-            r = hash_children(r, p)
-            lines.append(f"step {i}: parent = H(0x01 || r || path[{i}] {p.hex()}) = {r.hex()}")
-        fn >>= 1
-        sn >>= 1
-    lines.append(f"calculated root = {r.hex()}")
+    steps: list[tuple[str, bytes, bytes]] = []
+    try:
+        calculated = calculate_inclusion_root(leaf, index, size, path, steps)
+    except VerificationError as exc:
+        calculated = None
+        problem = str(exc)
+    for i, (side, p, r) in enumerate(steps):
+        order = f"path[{i}] {p.hex()} || r" if side == "left" else f"r || path[{i}] {p.hex()}"
+        lines.append(f"step {i}: parent = H(0x01 || {order}) = {r.hex()}")
+    if calculated is None:
+        lines.append(f"no root: {problem}")
+    else:
+        lines.append(f"calculated root = {calculated.hex()}")
     lines.append(f"expected root   = {root.hex()} (the anchor's)")
     return lines
 

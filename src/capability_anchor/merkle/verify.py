@@ -52,9 +52,16 @@ def _check_path(path: Sequence[bytes], expected: int, what: str) -> list[bytes]:
 
 
 def calculate_inclusion_root(
-    leaf_hash: bytes, leaf_index: int, tree_size: int, path: Sequence[bytes]
+    leaf_hash: bytes,
+    leaf_index: int,
+    tree_size: int,
+    path: Sequence[bytes],
+    steps: list[tuple[str, bytes, bytes]] | None = None,
 ) -> bytes:
-    """Checked preconditions, then the root RFC 9162 §2.1.3.2 calculates from the path."""
+    """Checked preconditions, then the root RFC 9162 §2.1.3.2 calculates from the path.
+
+    `steps`, when given, receives each step as (side of the path element, the element, the
+    parent hash), for a human-readable trace (`verify-proof --explain`)."""
     leaf_index, tree_size = _check_index(leaf_index, tree_size)
     r = _check_hash(leaf_hash, "leaf hash")
     proof = _check_path(path, inclusion_path_length(leaf_index, tree_size), "inclusion path")
@@ -68,12 +75,16 @@ def calculate_inclusion_root(
         # 4b.
         if fn & 1 or fn == sn:
             r = hash_children(p, r)
+            if steps is not None:
+                steps.append(("left", p, r))
             if not fn & 1:
                 while not fn & 1 and fn != 0:
                     fn >>= 1
                     sn >>= 1
         else:
             r = hash_children(r, p)
+            if steps is not None:
+                steps.append(("right", p, r))
         # 4c.
         fn >>= 1
         sn >>= 1
