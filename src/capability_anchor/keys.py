@@ -20,7 +20,6 @@ or a document adds a key to it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -41,6 +40,7 @@ from .errors import (
     SignatureMismatch,
     UnknownKeyError,
 )
+from .files import write_secret_file
 
 __all__ = [
     "ED25519_KEY_SIZE",
@@ -216,31 +216,16 @@ class SigningKey:
 
 
 def create_key_file(path: str | os.PathLike[str]) -> SigningKey:
-    """Generate a key and write it to a new file `path` that only the owner can read.
-
-    `O_CREAT | O_EXCL` makes creation atomic and refuses any existing path (a symlink
-    included, even a dangling one), so an existing key is never overwritten; the mode is
-    0600 from the moment the file exists (the umask can only remove bits). If writing
-    fails, the partial file we created is removed so a retry is possible.
-    """
+    """Generate a key and write it to a new file `path` that only the owner can read
+    (`files.write_secret_file`: created 0600, never overwriting anything)."""
     key = SigningKey.generate()
     content = (json.dumps(key._private_jwk(), separators=(",", ":")) + "\n").encode("ascii")
-    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags, 0o600)
+        write_secret_file(path, content)
     except FileExistsError:
         raise KeyFileError(f"refusing to overwrite existing key file {os.fspath(path)}") from None
     except OSError as exc:
         raise KeyFileError(f"cannot create key file {os.fspath(path)}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise KeyFileError(f"cannot write key file {os.fspath(path)}: {exc.strerror}") from None
     return key
 
 

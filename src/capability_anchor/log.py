@@ -44,6 +44,7 @@ from .errors import (
     StoreError,
     UsageError,
 )
+from .files import write_secret_file
 from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
 from .merkle import (
     TILE_HEIGHT,
@@ -107,16 +108,6 @@ class AppendResult:
         }
 
 
-def _write_secret_file(path: Path, data: bytes) -> None:
-    # Created 0600 from the first byte: never chmod a file that already held the secret.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Log:
     """A capability-anchor log in a data dir.
 
@@ -172,7 +163,7 @@ class Log:
         # or accepted with that token, so they are taken over rather than refused.
         key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
         if not token_path.exists():
-            _write_secret_file(token_path, (secrets.token_urlsafe(32) + "\n").encode())
+            write_secret_file(token_path, (secrets.token_urlsafe(32) + "\n").encode())
         now = clock()
 
         def fill(store: Store) -> None:

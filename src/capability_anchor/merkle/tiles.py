@@ -88,16 +88,6 @@ def tiles_changed(old_size: int, new_size: int) -> Iterator[TileID]:
         new >>= TILE_HEIGHT
 
 
-def subtree_hash(hashes: bytes | bytearray | memoryview) -> bytes:
-    """Root of a perfect subtree whose bottom-level hashes are concatenated in `hashes`."""
-    level = bytes(hashes)
-    while len(level) > HASH_SIZE:
-        level = b"".join(
-            [sha256(b"\x01" + level[i : i + 64]).digest() for i in range(0, len(level), 64)]
-        )
-    return level
-
-
 def tile_rows(hashes: bytes) -> list[bytes]:
     """A tile's hashes and every complete interior row above them, up to its root:
     rows[k] holds the nodes of sub-height k (each covering 2^k of the tile's hashes)."""
@@ -111,6 +101,11 @@ def tile_rows(hashes: bytes) -> list[bytes]:
             )
         )
     return rows
+
+
+def subtree_hash(hashes: bytes | bytearray | memoryview) -> bytes:
+    """Root of a perfect subtree whose bottom-level hashes are concatenated in `hashes`."""
+    return tile_rows(bytes(hashes))[-1]
 
 
 class TileCache:
