@@ -108,6 +108,10 @@ class AppendResult:
         }
 
 
+# Entries are indexed for /record in sorted runs of at most this many (see `_watermark`).
+INDEX_CHUNK = 32768
+
+
 class Log:
     """A capability-anchor log in a data dir.
 
@@ -135,6 +139,9 @@ class Log:
         self._tile_cache = TileCache()
         self._edge: TreeEdge | None = None
         self._edge_day: str | None = None
+        # Server keys of the entries appended since the index's watermark, while this
+        # process is the writer: (day, first leaf index, keys of each entry from there on).
+        self._unindexed: tuple[str, int, list[tuple[str, ...]]] | None = None
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -285,6 +292,7 @@ class Log:
                 raise Conflict(
                     f"the clock is on {day}, before the log's first day {self.first_day}"
                 )
+            unindexed, self._unindexed = self._unindexed, None
             with self.store.write():
                 if self.store.sealed_head(day) is not None:
                     raise Conflict(f"day {day} is sealed; it takes no more entries")
@@ -293,25 +301,71 @@ class Log:
                 seen = self.store.existing(day, [p[0] for p in prepared])
                 results: list[AppendResult] = []
                 new: list[tuple[bytes, bytes]] = []
-                servers: list[tuple[str, int]] = []
+                new_keys: list[tuple[str, ...]] = []
                 for h, data, keys in prepared:
                     if h in seen:
                         results.append(AppendResult(day, seen[h], h, True))
                         continue
                     seen[h] = size + len(new)
                     new.append((h, data))
-                    servers += [(k, seen[h]) for k in keys]
+                    new_keys.append(keys)
                     results.append(AppendResult(day, seen[h], h, False))
+                pending = self._unindexed_keys(day, size, unindexed)
                 self.store.insert_entries(day, size, new, int(now))
-                self.store.insert_servers(day, servers)
+                pending = (pending[0], pending[1] + new_keys)
+                new_size = size + len(new)
+                pending = self._index_servers(day, pending, new_size - new_size % INDEX_CHUNK)
                 full = edge.extend(b"".join(h for h, _ in new))
                 self.store.insert_tiles(
                     day,
                     ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full),
                 )
-            # Durable from here on: the commit returned. Only now is the edge kept.
+            # Durable from here on: the commit returned. Only now are the edge and the
+            # unindexed keys kept (a rolled-back batch leaves them to be re-read).
             self._edge, self._edge_day = edge, day
+            self._unindexed = (day, *pending)
             return results
+
+    # --- the /record index -----------------------------------------------------------------
+    #
+    # Indexing every server record as it is appended costs two B-tree inserts at keys all
+    # over the index, i.e. a dirty page each per batch. The index is therefore filled in
+    # sorted runs: when a head is published (all `/record` serves is covered entries), and
+    # whenever INDEX_CHUNK more entries accumulated, so that publishing never has much to
+    # do. Which entries are indexed follows from stored state alone, in every process:
+    # those below max(newest head's size, day size rounded down to INDEX_CHUNK).
+
+    def _watermark(self, day: str, size: int) -> int:
+        newest = self.store.newest_head(day)
+        return max(0 if newest is None else newest.tree_size, size - size % INDEX_CHUNK)
+
+    def _unindexed_keys(
+        self, day: str, size: int, cached: tuple[str, int, list[tuple[str, ...]]] | None
+    ) -> tuple[int, list[tuple[str, ...]]]:
+        """(watermark, server keys of entries watermark..size-1) of `day` at `size`: the
+        writer's own copy when it is current, else re-read from the stored records."""
+        start = self._watermark(day, size)
+        if cached is not None and cached[:2] == (day, start) and start + len(cached[2]) == size:
+            return start, cached[2]
+        keys: list[tuple[str, ...]] = []
+        while start + len(keys) < size:
+            rows = self.store.entries(day, start + len(keys), 10_000)
+            if not rows:
+                raise StoreError(f"day {day} has no entry {start + len(keys)}")
+            keys += [server_keys(json.loads(r.claims)) for r in rows]
+        return start, keys[: size - start]
+
+    def _index_servers(
+        self, day: str, pending: tuple[int, list[tuple[str, ...]]], upto: int
+    ) -> tuple[int, list[tuple[str, ...]]]:
+        """Index the pending entries below `upto` (in key order); return what stays pending."""
+        start, keys = pending
+        if upto <= start:
+            return pending
+        done = upto - start
+        rows = sorted((k, start + n) for n, ks in enumerate(keys[:done]) for k in ks)
+        self.store.insert_servers(day, rows)
+        return upto, keys[done:]
 
     def _edge_at(self, day: str, size: int) -> TreeEdge:
         """The right edge of `day`'s tree at `size`, cached while this process is the writer."""
@@ -345,6 +399,9 @@ class Log:
         )
         signed = heads.sign(claims, self.key)
         row = HeadRow(day, size, sealed, edge.root(), iat, self.key.kid, signed.document())
+        # Everything this head covers is findable through /record once it is published.
+        unindexed, self._unindexed = self._unindexed, None
+        self._index_servers(day, self._unindexed_keys(day, size, unindexed), size)
         # The partial tiles at this size make every proof up to it servable from tiles.
         self.store.insert_tiles(
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
