@@ -126,6 +126,14 @@ class TokenNotYetValid(ClaimsError):
     """`iat` lies more than the allowed skew in the future."""
 
 
+class TimestampError(CapabilityAnchorError):
+    """An RFC 3161 time-stamp could not be obtained or does not verify (TSA unreachable, slow,
+    refusing, or its reply wrong, unsigned or untrusted), or a TSA CA file is unusable. The
+    message is the human reason; no third-party exception escapes `timestamp`."""
+
+    code = "timestamp_failed"
+
+
 # --- the log ----------------------------------------------------------------------------------
 
 
