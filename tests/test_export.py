@@ -248,15 +248,19 @@ def test_keys_json_only_grows(history: History, tmp_path: Path) -> None:
 
 # --- crashed exports ---------------------------------------------------------------------------
 
+# A pid no process can have (pids stay below pid_max): the exporter that left these is dead.
+# A fixed small pid is not: a long-running machine reuses it.
+DEAD = int(Path("/proc/sys/kernel/pid_max").read_text())
+
 
 def test_stale_temp_files_are_removed_and_never_published(history: History, tmp_path: Path) -> None:
     out = tmp_path / "roots"
     exported(history, out)
     (out / f"{DAY2}.json").unlink()  # the crash happened before this file was linked
     stale = [
-        out / f".{DAY2}.json.tmp-1234",
-        out / ".index.json.tmp-1234",
-        out / DAY3 / ".300.json.tmp-99999",
+        out / f".{DAY2}.json.tmp-{DEAD}",
+        out / f".index.json.tmp-{DEAD}",
+        out / DAY3 / f".300.json.tmp-{DEAD}",
     ]
     for path in stale:
         path.write_bytes(b"half a file")
@@ -274,7 +278,7 @@ def test_a_stale_temp_file_is_not_mistaken_for_a_published_file(
     """A fresh folder holding only a leftover temp file: export writes the real file."""
     out = tmp_path / "roots"
     out.mkdir()
-    (out / f".{DAY1}.json.tmp-1234").write_bytes(history.sealed[DAY1][:10])
+    (out / f".{DAY1}.json.tmp-{DEAD}").write_bytes(history.sealed[DAY1][:10])
     report = exported_cli(history, out)
     assert str(out / f"{DAY1}.json") in report["written"]
     assert (out / f"{DAY1}.json").read_bytes() == history.sealed[DAY1]
