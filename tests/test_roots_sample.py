@@ -10,6 +10,7 @@ implementation.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -104,7 +105,8 @@ def test_sealed_heads_chain_by_prev(keys: KeySet) -> None:
         expected_prev = None if prev is None else heads.claims_digest(prev.claims)
         assert head.claims["prev"] == expected_prev
         stamps = json.loads((ROOTS / f"{day}.timestamps.json").read_bytes())
-        assert stamps == {"v": "0.2", "day": day, "timestamps": []}
+        assert stamps["v"] == "0.2" and stamps["day"] == day
+        assert [set(t) for t in stamps["timestamps"]] == [{"tsa", "token", "gen_time"}]
         prev = head
     assert read_head(ROOTS / "2026-11-02.json", keys).tree_size == 0  # the empty day
 
@@ -203,18 +205,67 @@ def test_verify_proof_passes_every_sample_record(record: Path) -> None:
     """The auditor's one command, as roots/README.md gives it."""
     iat = json.loads(record.read_bytes())["iat"]
     cli = Path(sys.executable).parent / "verify-proof"
-    result = subprocess.run(
-        [str(cli), str(record), "--roots", str(ROOTS), "--at", str(iat), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    base = [str(cli), str(record), "--roots", str(ROOTS), "--at", str(iat), "--json"]
+    result = subprocess.run(base, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] is True
     results = {c["name"]: c["result"] for c in report["checks"]}
-    assert results.pop("timestamp") == "SKIP"  # stamps arrive with the RFC 3161 issue
+    assert results.pop("timestamp") == "SKIP"  # no --tsa-ca: stamps are not trusted
     assert set(results.values()) == {"PASS"}
+    tsa_ca = ["--tsa-ca", str(ROOTS / "tsa-ca.pem")]
+    result = subprocess.run(base + tsa_ca, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = {c["name"]: c["result"] for c in json.loads(result.stdout)["checks"]}
+    # Sealed days are stamped; an unsealed head never is.
+    sealed = "/roots/2026-11-04/" not in json.loads(record.read_bytes())["anchor"]["url"]
+    assert results["timestamp"] == ("PASS" if sealed else "SKIP")
+
+
+@pytest.mark.parametrize("day", SEALED_DAYS)
+def test_openssl_verifies_every_sample_stamp(day: str) -> None:
+    """The README's one-line check with OpenSSL alone, for the .tsr and every listed stamp."""
+    listed = json.loads((ROOTS / f"{day}.timestamps.json").read_bytes())["timestamps"]
+    assert listed and (ROOTS / f"{day}.tsr").read_bytes() == base64.b64decode(listed[0]["token"])
+    run = subprocess.run(
+        [
+            "openssl",
+            "ts",
+            "-verify",
+            "-data",
+            f"{day}.jws",
+            "-in",
+            f"{day}.tsr",
+            "-CAfile",
+            "tsa-ca.pem",
+        ],
+        cwd=ROOTS,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0 and "Verification: OK" in run.stdout, run.stdout + run.stderr
+
+
+def test_audit_chains_every_sample_stamp(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [
+            str(CLI),
+            "audit",
+            "--data",
+            str(tmp_path / "no-log"),
+            "--roots",
+            str(ROOTS),
+            "--tsa-ca",
+            str(ROOTS / "tsa-ca.pem"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["checked"]["roots_stamps_chained"] == len(SEALED_DAYS)
 
 
 def test_audit_verifies_the_records_beside_the_heads(tmp_path: Path) -> None:

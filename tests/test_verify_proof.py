@@ -238,13 +238,15 @@ def test_unsigned_members_beside_jws_are_ignored(world: World) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_tsa_ca_says_not_supported(world: World) -> None:
+def test_tsa_ca_without_stamps_skips_and_a_bad_ca_file_is_an_input_error(world: World) -> None:
     path = world.write("tsa.json", json.dumps(world.record))
-    result = run(
-        path, "--roots", world.folder, "--at", str(world.record_at), "--tsa-ca", world.keys
-    )
+    sample_ca = Path(__file__).resolve().parent.parent / "roots" / "tsa-ca.pem"
+    base = [path, "--roots", world.folder, "--at", str(world.record_at)]
+    result = run(*base, "--tsa-ca", sample_ca)
     assert result.returncode == 0
-    assert "timestamps are not supported yet" in result.stdout
+    assert "SKIP" in result.stdout and "no stamp of" in result.stdout
+    result = run(*base, "--tsa-ca", world.keys)  # a JWKS, not PEM
+    assert result.returncode == 2 and "no readable PEM certificate" in result.stderr
 
 
 def test_json_output(world: World) -> None:

@@ -3,6 +3,7 @@
 
     .venv/bin/python tools/make_sample.py           # (re)write the generated files in roots/
     .venv/bin/python tools/make_sample.py --check   # exit 1 if roots/ is not what it makes
+    .venv/bin/python tools/make_sample.py --restamp # the same with new stamps
 
 A log is made in a temporary folder with an injected clock and a FIXED TEST KEY, so the
 output is byte-for-byte reproducible (Ed25519 signatures are deterministic, every time comes
@@ -13,6 +14,11 @@ from the clock):
 - 2026-11-03: two records, a checkpoint, one more record, a second checkpoint;
 - 2026-11-04 12:00: days 1-3 are sealed; two records are appended and checkpointed, so
   2026-11-04 has only an unsealed head.
+
+The sealed days are stamped by a throwaway OpenSSL test TSA (tools/test_tsa.py), whose CA
+certificate is published as roots/tsa-ca.pem. Stamps hold the TSA's time and a random nonce,
+so they cannot be made twice: a rebuild (and `--check`) stores the published stamps again,
+each of which must verify for the rebuilt head; `--restamp` asks a new test TSA instead.
 
 It is exported with `capability_anchor.export.export` and a few resolver-2 records made by
 `Log.record` are written to roots/records/. roots/README.md is written by hand, never here.
@@ -26,6 +32,7 @@ to roots/ (only the temporary data dir, deleted afterwards, ever holds it).
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime as dt
 import filecmp
 import hashlib
@@ -37,14 +44,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from capability_anchor import head as heads
 from capability_anchor.encoding import b64url_encode
 from capability_anchor.export import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import KEY_FILE, Log
+from capability_anchor.stamping import TsaConfig, stamp_missing
+from capability_anchor.timestamp import digest_of, load_cas, verify_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOTS = ROOT / "roots"
 HAND_WRITTEN = frozenset({"README.md"})
+TSA_CA = "tsa-ca.pem"
 
 ISS = "https://resolver.example"
 TEST_KEY_TEXT = b"capability-anchor roots/ sample test key - NOT SECRET"
@@ -106,8 +117,50 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def build(out: Path, work: Path) -> None:
-    """Build the log in `work` (a new folder) and write the sample files into `out`."""
+def _adopt_stamps(log: Log, published: Path) -> bool:
+    """Store the stamps already published in `published` (with its tsa-ca.pem) again, so
+    that a rebuild is byte-identical: stamps carry a TSA's time and nonce and cannot be
+    made twice. Each must verify for the rebuilt head's JWS. False when there are none."""
+    ca = published / TSA_CA
+    if not ca.exists():
+        return False
+    cas = load_cas([ca])
+    found = False
+    for row in reversed(log.store.sealed_heads()):
+        listing = published / f"{row.day}.timestamps.json"
+        if not listing.exists():
+            return False
+        jws = heads.parse_document(row.doc).jws.encode("ascii")
+        for stamp in json.loads(listing.read_text())["timestamps"]:
+            token = base64.b64decode(stamp["token"])
+            verified = verify_reply(token, digest=digest_of(jws), cas=cas, nonce=None)
+            log.add_stamp(row.day, stamp["tsa"], token, verified.gen_time)
+            found = True
+    return found
+
+
+def _stamp_afresh(log: Log, out: Path) -> None:
+    """Stamp every sealed head with a throwaway OpenSSL test TSA (tools/test_tsa.py) and
+    publish its CA certificate as tsa-ca.pem."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import test_tsa
+
+    with tempfile.TemporaryDirectory(prefix="sample-tsa-") as tmp:
+        # Ten years: the sample must keep verifying with plain `openssl ts -verify`.
+        pki = test_tsa.make_pki(tmp, "ec", name="capability-anchor sample TEST", days=3650)
+        with test_tsa.TestTsa(pki) as tsa:
+            config = TsaConfig.from_files([tsa.url], [pki.ca_cert])
+            failed = [r for r in stamp_missing(log, config) if not r.ok]
+            if failed:
+                raise SystemExit(f"the test TSA failed: {failed}")
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pki.ca_cert, out / TSA_CA)
+
+
+def build(out: Path, work: Path, stamps_from: Path | None) -> None:
+    """Build the log in `work` (a new folder) and write the sample files into `out`. The
+    stamps of the sealed days are those published in `stamps_from` when it has them,
+    else new ones from a test TSA."""
     day1, _day2, day3, day4 = DAYS  # day 2 stays empty
     work.mkdir(parents=True)
     write_key_file(work / KEY_FILE, test_signing_key())
@@ -166,6 +219,11 @@ def build(out: Path, work: Path) -> None:
         # Day 4 at noon: days 1-3 are sealed; two records under an unsealed head.
         clock.t = at(day4, 12)
         log.seal()
+        if stamps_from is None or not _adopt_stamps(log, stamps_from):
+            _stamp_afresh(log, out)
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(stamps_from / TSA_CA, out / TSA_CA)
         clock.t = at(day4, 12, 30)
         maps = server("maps", "https://maps.example.com/mcp", "Maps", "ok", f"{day4}T12:24:00Z")
         tickets = server(
@@ -216,10 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if roots/ differs")
     parser.add_argument("--out", type=Path, default=ROOTS, help="the folder (default roots/)")
+    parser.add_argument(
+        "--restamp", action="store_true", help="new stamps from a test TSA (not --check)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="make-sample-") as tmp:
         fresh = Path(tmp) / "roots"
-        build(fresh, Path(tmp) / "data")
+        # --check rebuilds with the published stamps: they must still verify for the heads.
+        build(fresh, Path(tmp) / "data", None if args.restamp and not args.check else args.out)
         if args.check:
             problems = differences(fresh, args.out)
             for problem in problems:

@@ -97,7 +97,9 @@ def _newkey(kind: str) -> list[str]:
     raise ValueError(f"kind must be 'rsa' or 'ec', not {kind!r}")
 
 
-def make_pki(dir: str | os.PathLike[str], kind: str = "rsa", name: str = "Test") -> Pki:
+def make_pki(
+    dir: str | os.PathLike[str], kind: str = "rsa", name: str = "Test", days: int = 7
+) -> Pki:
     """Create in DIR a root CA, a TSA certificate signed by it and an `openssl ts` config."""
     d = Path(dir)
     d.mkdir(parents=True, exist_ok=True)
@@ -107,7 +109,7 @@ def make_pki(dir: str | os.PathLike[str], kind: str = "rsa", name: str = "Test")
     openssl(
         "req", "-x509", *newkey, "-nodes", "-keyout", ca_key, "-out", ca_cert,
         "-subj", f"/O=capability-anchor tests/CN={name} {kind.upper()} Root CA",
-        "-days", "7", "-sha256",
+        "-days", str(days), "-sha256",
         "-addext", "basicConstraints=critical,CA:true",
         "-addext", "keyUsage=critical,keyCertSign,cRLSign",
         "-addext", "subjectKeyIdentifier=hash",
@@ -127,7 +129,7 @@ def make_pki(dir: str | os.PathLike[str], kind: str = "rsa", name: str = "Test")
     )
     openssl(
         "x509", "-req", "-in", tsa_csr, "-CA", ca_cert, "-CAkey", ca_key,
-        "-set_serial", f"0x{secrets.token_hex(8)}", "-days", "7", "-sha256",
+        "-set_serial", f"0x{secrets.token_hex(8)}", "-days", str(days), "-sha256",
         "-extfile", ext, "-extensions", "v3_tsa", "-out", tsa_cert,
     )  # fmt: skip
     serial = d / "tsaserial"

@@ -22,22 +22,26 @@ import base64
 import binascii
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rfc8785
 
 from . import head as heads
 from .encoding import parse_day
-from .errors import CapabilityAnchorError, InvalidKey, MalformedJSON
+from .errors import CapabilityAnchorError, InvalidKey, MalformedJSON, TimestampError
 from .export import timestamps_document
 from .keys import KeySet
 from .log import INDEX_CHUNK, Log, server_keys
 from .merkle import TILE_WIDTH, TreeEdge, hash_leaf
 from .progress import Progress, silent
+from .stamping import TsaConfig
 from .store import HeadRow
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Certificate
 
 
 @dataclass
@@ -104,9 +108,19 @@ def trusted_keys(log: Log, extra: KeySet | None) -> KeySet:
     return KeySet(by_kid.values())
 
 
-def audit_store(log: Log, progress: Progress = silent, keys: KeySet | None = None) -> AuditReport:
+def audit_store(
+    log: Log,
+    progress: Progress = silent,
+    keys: KeySet | None = None,
+    tsa_ca: Sequence[Certificate] | None = None,
+) -> AuditReport:
+    """Re-derive and check everything in the data dir. Stamps are checked against `tsa_ca`
+    (`--tsa-ca`), else the TSA CAs stored in the data dir's config, else only against the
+    certificates they carry (signature, imprint, genTime; no trust)."""
     report = AuditReport()
     store = log.store
+    if tsa_ca is None:
+        tsa_ca = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
     try:
         log.keyset()
     except CapabilityAnchorError as exc:
@@ -138,6 +152,7 @@ def audit_store(log: Log, progress: Progress = silent, keys: KeySet | None = Non
                     f"head {day} size {h.tree_size}: prev is {claims['prev']}, the previous "
                     f"day's sealed head digests to {want_prev}"
                 )
+        _audit_stored_stamps(report, log, day, sealed[0] if sealed else None, tsa_ca)
         prev_digest = None
         if sealed:
             if sealed[0].tree_size != size:
@@ -150,6 +165,57 @@ def audit_store(log: Log, progress: Progress = silent, keys: KeySet | None = Non
     if any(h.day < log.first_day for h in all_heads) or any(d < log.first_day for d in entry_days):
         report.problems.append(f"data exists before the log's first day {log.first_day}")
     return report
+
+
+def stamp_problems(
+    token: bytes, jws: str, gen_time: str | None, cas: Sequence[Certificate]
+) -> list[str]:
+    """What is wrong with a stored RFC 3161 reply for a sealed head's compact JWS: it must
+    be granted, stamp the SHA-256 of exactly that JWS, say the genTime listed beside it, and
+    verify (signature, ESS binding, EKU) with a chain to `cas` at genTime; with no `cas`,
+    to a self-signed certificate the token carries, which shows integrity but not trust."""
+    from .timestamp import digest_of, read_reply, verify_reply
+
+    try:
+        parsed = read_reply(token)
+    except TimestampError as exc:
+        return [f"is not a granted SHA-256 time-stamp reply: {exc}"]
+    problems: list[str] = []
+    digest = digest_of(jws.encode("ascii"))
+    if parsed.digest != digest:
+        problems.append("stamps another message than the day's JWS")
+    if gen_time is not None and parsed.gen_time != gen_time:
+        problems.append(f"is listed with genTime {gen_time}, the token says {parsed.gen_time}")
+    trust = list(cas) or list(parsed.self_signed)
+    if trust and not problems:
+        try:
+            verify_reply(token, digest=digest, cas=trust, nonce=None)
+        except TimestampError as exc:
+            what = (
+                "does not verify with a chain to a trusted TSA CA"
+                if cas
+                else ("does not verify against the certificates it carries")
+            )
+            problems.append(f"{what}: {exc}")
+    return problems
+
+
+def _audit_stored_stamps(
+    report: AuditReport,
+    log: Log,
+    day: str,
+    sealed: HeadRow | None,
+    cas: Sequence[Certificate],
+) -> None:
+    for stamp in log.store.stamps(day):
+        where = f"day {day}: the stamp by {stamp.tsa}"
+        if sealed is None or not _parses(sealed):
+            report.problems.append(f"{where} has no sealed head to stamp")
+            continue
+        jws = heads.parse_document(sealed.doc).jws
+        for problem in stamp_problems(stamp.token, jws, stamp.gen_time, cas):
+            report.problems.append(f"{where} {problem}")
+        report.count("stamps")
 
 
 def _keys_of(claims: bytes) -> tuple[str, ...]:
@@ -289,7 +355,11 @@ def _read_json(report: AuditReport, path: Path) -> Any:
 
 
 def audit_folder(
-    folder: Path, keys: KeySet | None = None, log: Log | None = None, progress: Progress = silent
+    folder: Path,
+    keys: KeySet | None = None,
+    log: Log | None = None,
+    progress: Progress = silent,
+    tsa_ca: Sequence[Certificate] = (),
 ) -> AuditReport:
     report = AuditReport()
     folder = Path(folder)
@@ -320,7 +390,7 @@ def audit_folder(
             report.problems.append(f"{jws_file} is missing")
         elif jws_file.read_bytes() != verified.jws.encode("ascii"):
             report.problems.append(f"{jws_file} differs from the JWS in {path.name}")
-        _audit_stamps(report, folder, day, log)
+        _audit_stamps(report, folder, day, log, verified.jws, tsa_ca)
         if n == 0:
             if c["prev"] is not None:
                 report.problems.append(
@@ -366,9 +436,17 @@ def _is_der_sequence(data: bytes) -> bool:
     return 2 + n + int.from_bytes(data[2 : 2 + n], "big") == len(data)
 
 
-def _audit_stamps(report: AuditReport, folder: Path, day: str, log: Log | None) -> None:
+def _audit_stamps(
+    report: AuditReport,
+    folder: Path,
+    day: str,
+    log: Log | None,
+    jws: str,
+    cas: Sequence[Certificate],
+) -> None:
     """`<day>.timestamps.json` and `<day>.tsr`: well formed, consistent with each other
-    (the `.tsr` is the first listed stamp), and with a data dir equal to the log's."""
+    (the `.tsr` is the first listed stamp), each stamp of this day's JWS (`stamp_problems`;
+    chained only with `--tsa-ca`), and with a data dir equal to the log's."""
     path = folder / f"{day}.timestamps.json"
     tsr = folder / f"{day}.tsr"
     doc = _read_json(report, path)
@@ -394,6 +472,10 @@ def _audit_stamps(report: AuditReport, folder: Path, day: str, log: Log | None) 
             continue
         if not _is_der_sequence(token):
             report.problems.append(f"{path}: stamp {n} is not a DER TimeStampResp")
+        else:
+            for problem in stamp_problems(token, jws, stamp["gen_time"], cas):
+                report.problems.append(f"{path}: stamp {n} ({stamp['tsa']}) {problem}")
+            report.count("stamps_chained" if cas else "stamps")
         tokens.append(token)
     if tsr.exists():
         if not tokens or tsr.read_bytes() != tokens[0]:

@@ -58,7 +58,7 @@ from .merkle import (
     root_from,
 )
 from .merkle.nodes import resolve
-from .store import HeadRow, Store
+from .store import HeadRow, StampRow, Store
 
 Clock = Callable[[], float]
 Prepared = tuple[bytes, bytes, tuple[str, ...]]
@@ -452,6 +452,30 @@ class Log:
                         on_sealed(sealed)
                 day = _next_day(day)
         return out
+
+    def stamp_targets(self) -> list[tuple[str, bytes, set[str]]]:
+        """(day, compact JWS, TSAs that stamped it) of every sealed head, oldest first."""
+        with self._lock:
+            return [
+                (
+                    row.day,
+                    heads.parse_document(row.doc).jws.encode("ascii"),
+                    {s.tsa for s in self.store.stamps(row.day)},
+                )
+                for row in reversed(self.store.sealed_heads())
+            ]
+
+    def add_stamp(self, day: str, tsa: str, token: bytes, gen_time: str) -> bool:
+        """Store a verified RFC 3161 reply for `day`'s sealed head, unless this TSA already
+        stamped it (another process may have been quicker): stored stamps never change.
+        Returns whether it was stored."""
+        with self._lock, self.store.write():
+            if self.store.sealed_head(day) is None:
+                raise Conflict(f"day {day} is not sealed; only sealed heads are stamped")
+            if any(s.tsa == tsa for s in self.store.stamps(day)):
+                return False
+            self.store.insert_stamp(StampRow(day, tsa, token, gen_time), int(self.clock()))
+            return True
 
     # --- reading heads ---------------------------------------------------------------------
 

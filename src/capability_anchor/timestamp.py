@@ -59,12 +59,14 @@ __all__ = [
     "DEFAULT_DEADLINE_S",
     "QUERY_TYPE",
     "REPLY_CAP",
+    "Parsed",
     "Request",
     "Verified",
     "digest_of",
     "fetch",
     "load_cas",
     "make_request",
+    "read_reply",
     "stamp",
     "verify_reply",
 ]
@@ -308,6 +310,42 @@ def verify_reply(
         at=at,
         serial_number=response.tst_info.serial_number,
         tsa=signer.subject.rfc4514_string(),
+    )
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a stored reply says, read without trusting anyone (`read_reply`)."""
+
+    digest: bytes
+    gen_time: str
+    self_signed: tuple[Certificate, ...]
+    """Self-signed certificates the token carries (a TSA's own root, when it sends its
+    chain): an audit without trusted CAs checks the signature against them."""
+
+
+def read_reply(reply: bytes) -> Parsed:
+    """Parse a stored TimeStampResp: status granted, a SHA-256 imprint, genTime. Nothing is
+    verified here beyond its shape; audits compare the imprint and genTime with what the
+    log says and then call `verify_reply`."""
+    from cryptography import x509
+    from rfc3161_client import decode_timestamp_response
+
+    token = _granted_token(reply)
+    canonical = _der(0x30, bytes.fromhex("3003020100") + _sort_certificates(token))
+    try:
+        response = decode_timestamp_response(canonical)
+        imprint = response.tst_info.message_imprint
+        algorithm = imprint.hash_algorithm.dotted_string
+        certs = [x509.load_der_x509_certificate(c) for c in response.signed_data.certificates]
+    except Exception as e:  # the Rust parser raises ValueError; be safe with the rest
+        raise TimestampError(f"the reply is not a valid TimeStampResp: {e}") from None
+    if algorithm != SHA256_OID:
+        raise TimestampError(f"the message imprint uses hash {algorithm}, not SHA-256")
+    return Parsed(
+        digest=bytes(imprint.message),
+        gen_time=_rfc3339(_gen_time(token)),
+        self_signed=tuple(c for c in certs if c.issuer == c.subject),
     )
 
 

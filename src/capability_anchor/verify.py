@@ -9,7 +9,7 @@ these names (the same tuple as `cli.verify_proof.CHECKS`):
 4. inclusion         the RFC 9162 inclusion proof reaches the anchor's root
 5. head_signature    the head's JWS verifies (typ capability-anchor+jws, trusted kid)
 6. head_matches      head day/tree_size/root/sealed/iss agree with anchor, proof, record
-7. timestamp         RFC 3161 stamps (not supported yet: always SKIP)
+7. timestamp         an RFC 3161 stamp of the sealed head chains to --tsa-ca at genTime
 
 A failed check is a result (`Result.ok` is False), never an exception. Conditions that
 stop verification before it can start (no trusted keys, unreadable files, unreachable URLs,
@@ -273,6 +273,75 @@ def _check_head(data: bytes, keys: KeySet) -> heads.Head:
     return heads.verify_head(_token_text(data), keys)
 
 
+def _load_tsa_cas(paths: Sequence[str]) -> list[Any]:
+    """The `--tsa-ca` certificates; an unreadable file is an InputError (exit 2)."""
+    if not paths:
+        return []
+    from .errors import TimestampError
+    from .timestamp import load_cas
+
+    try:
+        return load_cas([Path(p) for p in paths])
+    except TimestampError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _stamp_tokens(day: str, anchor: _Anchor | None, roots: Path | None) -> tuple[list[bytes], str]:
+    """7a: the DER replies stored for `day`, and where they came from: `<day>.timestamps.json`
+    (else `<day>.tsr`) in --roots, else `<anchor.url>/timestamps`."""
+    import base64
+
+    if roots is not None:
+        listing = roots / f"{day}.timestamps.json"
+        if not listing.exists():
+            tsr = roots / f"{day}.tsr"
+            return ([read_source(str(tsr))] if tsr.exists() else []), str(tsr)
+        where, data = str(listing), read_source(str(listing))
+    elif anchor is not None:
+        where = f"{anchor.url}/timestamps"
+        data = fetch(where)
+    else:
+        return [], "nowhere (no anchor and no --roots)"
+    try:
+        doc = strictjson.loads(data)
+        if doc.get("day") != day:
+            raise ValueError(f"it lists the stamps of {doc.get('day')!r}")
+        return [base64.b64decode(t["token"], validate=True) for t in doc["timestamps"]], where
+    except (MalformedJSON, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise VerificationError(f"{where} is not a timestamps document: {exc}") from None
+
+
+def _check_stamps(
+    head: heads.Head, anchor: _Anchor | None, roots: Path | None, cas: list[Any]
+) -> tuple[str, str, str]:
+    """7b: PASS when one stored stamp verifies for this head's JWS and chains to a --tsa-ca
+    at its genTime (the nonce, a freshness check of the stamping exchange, is not known)."""
+    from .errors import TimestampError
+    from .timestamp import digest_of, verify_reply
+
+    try:
+        tokens, where = _stamp_tokens(head.day, anchor, roots)
+    except VerificationError as exc:
+        return ("timestamp", FAIL, str(exc))
+    if not tokens:
+        return ("timestamp", SKIP, f"no stamp of {head.day} in {where}")
+    digest = digest_of(head.jws.encode("ascii"))
+    reasons: list[str] = []
+    for n, token in enumerate(tokens):
+        try:
+            ok = verify_reply(token, digest=digest, cas=cas, nonce=None)
+        except TimestampError as exc:
+            reasons.append(f"stamp {n}: {exc}")
+            continue
+        return (
+            "timestamp",
+            PASS,
+            f"stamp {n} of {len(tokens)} from {where}: genTime {ok.gen_time}, signed by "
+            f"{ok.tsa}, chains to a --tsa-ca, imprint = SHA-256 of the head's JWS",
+        )
+    return ("timestamp", FAIL, f"no stamp from {where} verifies: " + "; ".join(reasons))
+
+
 # --- verification ----------------------------------------------------------------------------
 
 
@@ -291,6 +360,7 @@ def verify(
     (an exported folder), else the anchor's URL. Raises InputError (exit 2) only for input
     that cannot be read; every failed check is reported in the Result."""
     now = int(dt.datetime.now(dt.UTC).timestamp()) if at is None else at
+    cas = _load_tsa_cas(tsa_ca)
     result = Result()
     checks = result.checks
 
@@ -444,13 +514,15 @@ def verify(
         else:
             checks.append(("head_matches", PASS, f"head and anchor/proof/record agree: {compared}"))
 
-    # 7. timestamp: RFC 3161 comes with a later issue.
+    # 7. timestamp: a stored RFC 3161 stamp of the sealed head chains to a --tsa-ca.
     if not tsa_ca:
         checks.append(("timestamp", SKIP, "no --tsa-ca given"))
-    elif verified is not None and not verified.sealed:
+    elif verified is None:
+        checks.append(("timestamp", SKIP, "no verified head to check stamps of"))
+    elif not verified.sealed:
         checks.append(("timestamp", SKIP, "unsealed heads are never stamped"))
     else:
-        checks.append(("timestamp", SKIP, "timestamps are not supported yet"))
+        checks.append(_check_stamps(verified, anchor, roots, cas))
 
     assert tuple(name for name, _, _ in checks) == CHECK_NAMES
     return result

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -43,9 +44,11 @@ from ..errors import (
 )
 from ..export import timestamps_document
 from ..log import Log
+from ..stamping import Stamper, StampResult, TsaConfig
 from .background import Background
 from .settings import Settings
 
+_logger = logging.getLogger("capability_anchor.stamping")
 VERSION = "0.2"
 IMMUTABLE = "public, max-age=31536000, immutable"
 MAX_INT = 2**63 - 1  # SQLite's integers; larger ones are bad requests, not server errors
@@ -563,6 +566,13 @@ async def _before(request: Request[Any, Any, Any]) -> None:
 # --- the factory -----------------------------------------------------------------------------
 
 
+def _log_stamp(result: StampResult) -> None:
+    if result.ok:
+        _logger.info("%s stamped by %s at %s", result.day, result.tsa, result.gen_time)
+    else:
+        _logger.warning("%s not stamped by %s: %s", result.day, result.tsa, result.error)
+
+
 def create_app(settings: Settings) -> Litestar:
     """Open the log (running its start-up self-check, before any port opens) and build the
     app around it."""
@@ -575,8 +585,19 @@ def create_app(settings: Settings) -> Litestar:
     if settings.public_url:
         writer.public_url = reader.public_url = settings.public_url.rstrip("/")
     service = Service(settings, reader, writer, settings.token())
+    try:
+        # Checked before the port opens: a TSA without a trusted CA is a usage error (SPEC §7).
+        tsa = TsaConfig.resolve(writer.config, settings.tsa, settings.tsa_ca, settings.tsa_deadline)
+    except BaseException:
+        service.close()
+        raise
     if settings.background:
-        service.background = Background(writer, settings.data_dir, settings.checkpoint_interval)
+        stamper = None
+        if tsa.urls:
+            stamper = Stamper(writer, tsa, retry_first=settings.tsa_retry, report=_log_stamp)
+        service.background = Background(
+            writer, settings.data_dir, settings.checkpoint_interval, stamper
+        )
 
     async def startup(app: Litestar) -> None:
         if service.background is not None:

@@ -1,10 +1,12 @@
-"""Background work of the service: checkpoints every interval when the tree grew, and sealing
-within a minute after 00:00 UTC.
+"""Background work of the service: checkpoints every interval when the tree grew, sealing
+within a minute after 00:00 UTC, and RFC 3161 stamps of sealed heads.
 
 Exactly one process per data dir does it, however many workers serve requests: it holds an
 exclusive `flock` on `DIR/background.lock` (released by the kernel when the process dies, so
 another worker takes over on its next try). Failures are logged and retried at the next tick;
-they never stop the service.
+they never stop the service. Stamping runs as a task of its own, so a TSA that hangs until its
+deadline never delays a checkpoint or a seal (SPEC §7: fail open); each TSA that failed is
+retried with a growing delay (`stamping.Stamper`).
 """
 
 from __future__ import annotations
@@ -21,14 +23,23 @@ import anyio
 
 from ..errors import CapabilityAnchorError
 from ..log import Log, utc_day
+from ..stamping import Stamper
 
 log = logging.getLogger("capability_anchor.background")
 TICK_S = 1.0
 
 
 class Background:
-    def __init__(self, writer: Log, data_dir: Path, checkpoint_interval: float) -> None:
+    def __init__(
+        self,
+        writer: Log,
+        data_dir: Path,
+        checkpoint_interval: float,
+        stamper: Stamper | None = None,
+    ) -> None:
         self.writer = writer
+        self.stamper = stamper
+        self._stamping: asyncio.Task[object] | None = None
         self.lock_path = data_dir / "background.lock"
         self.interval = checkpoint_interval
         self._fd: int | None = None
@@ -57,6 +68,9 @@ class Background:
         if self._task is not None:
             # A checkpoint or seal in progress finishes: it runs in a thread and is awaited.
             await self._task
+        if self._stamping is not None:
+            # At most one TSA deadline: the exchange in progress ends, the rest waits.
+            await asyncio.gather(self._stamping, return_exceptions=True)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -74,8 +88,12 @@ class Background:
             writer = self.writer
             last = writer.store.last_sealed_day()
             yesterday_or_later = last is not None and last >= _yesterday(writer)
+            sealed: list[bytes] = []
             if not yesterday_or_later and writer.first_day < writer.today():
-                await anyio.to_thread.run_sync(writer.seal)
+                sealed = await anyio.to_thread.run_sync(writer.seal)
+            if sealed and self.stamper is not None:
+                self.stamper.wake()
+            self._maybe_stamp()
             now = time.monotonic()
             if now - self._last_checkpoint >= self.interval:
                 self._last_checkpoint = now
@@ -83,6 +101,20 @@ class Background:
                 await anyio.to_thread.run_sync(writer.checkpoint)
         except CapabilityAnchorError as exc:
             log.warning("background work failed, retrying at the next tick: %s", exc)
+
+    def _maybe_stamp(self) -> None:
+        stamper = self.stamper
+        if stamper is None or self._stopping.is_set():
+            return
+        if self._stamping is not None and not self._stamping.done():
+            return
+        if self._stamping is not None and self._stamping.exception() is not None:
+            log.warning("stamping failed, retrying later: %s", self._stamping.exception())
+        self._stamping = None
+        if stamper.due():
+            self._stamping = asyncio.create_task(
+                anyio.to_thread.run_sync(stamper.run_once), name="capability-anchor-stamping"
+            )
 
 
 def _yesterday(writer: Log) -> str:

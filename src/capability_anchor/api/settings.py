@@ -30,6 +30,19 @@ class Settings:
     max_records: int = 1000
     """Records per `POST /records` (SPEC §6)."""
 
+    tsa: tuple[str, ...] = ()
+    """RFC 3161 TSAs that stamp sealed heads (`--tsa`); empty: the data dir's stored ones."""
+
+    tsa_ca: tuple[Path, ...] = ()
+    """PEM files of trusted TSA CAs (`--tsa-ca`); empty: the data dir's stored ones."""
+
+    tsa_deadline: float | None = None
+    """Total seconds for one TSA exchange (`--tsa-deadline`, default 10, SPEC §7)."""
+
+    tsa_retry: float = 30.0
+    """First delay before a TSA that failed is asked again; it doubles per failure up to an
+    hour (jittered). Sealing never waits for it."""
+
     background: bool = True
     """Run checkpoints and sealing in the background (tests of pure request handling turn
     it off). Only one process per data dir does it, whatever the number of workers."""
@@ -47,6 +60,12 @@ class Settings:
             checkpoint_interval=float(env.get("CAPABILITY_ANCHOR_CHECKPOINT_INTERVAL", "60")),
             record_lifetime=int(env.get("CAPABILITY_ANCHOR_RECORD_LIFETIME", str(24 * 3600))),
             rate_limit=int(env.get("CAPABILITY_ANCHOR_RATE_LIMIT", "100")),
+            # Space-separated lists: URLs and paths with spaces are not supported here.
+            tsa=tuple(env.get("CAPABILITY_ANCHOR_TSA", "").split()),
+            tsa_ca=tuple(Path(p) for p in env.get("CAPABILITY_ANCHOR_TSA_CA", "").split()),
+            tsa_deadline=float(env["CAPABILITY_ANCHOR_TSA_DEADLINE"])
+            if env.get("CAPABILITY_ANCHOR_TSA_DEADLINE")
+            else None,
         )
 
     def token(self) -> str:

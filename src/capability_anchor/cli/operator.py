@@ -34,6 +34,27 @@ def _add_data(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
+    p.add_argument(
+        "--tsa", metavar="URL", action="append", default=[], help="an RFC 3161 TSA (repeatable)"
+    )
+    p.add_argument(
+        "--tsa-ca",
+        metavar="PEM",
+        action="append",
+        default=[],
+        help="trusted TSA CA certificates (repeatable; a file may hold several)",
+    )
+    if deadline:
+        p.add_argument(
+            "--tsa-deadline",
+            type=float,
+            default=None,
+            metavar="S",
+            help="total time allowed for one TSA exchange (default 10)",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -45,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p)
     p.add_argument("--iss", required=True, metavar="ORIGIN", help="the resolver origin")
     p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
+    _add_tsa(p, deadline=False)
 
     p = sub.add_parser("append", help="append JSON Lines records (FILE or -)")
     _add_data(p)
@@ -53,8 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("checkpoint", help="publish an unsealed head of today if it grew")
     _add_data(p)
 
-    p = sub.add_parser("seal", help="seal every past day that is not sealed")
+    p = sub.add_parser("seal", help="seal every past day that is not sealed, then stamp it")
     _add_data(p)
+    _add_tsa(p)
+
+    p = sub.add_parser("timestamp", help="stamp every sealed head that a TSA has not stamped yet")
+    _add_data(p)
+    _add_tsa(p)
 
     p = sub.add_parser("proof", help="inclusion proof of an entry (as GET /proof)")
     _add_data(p)
@@ -77,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p)
     p.add_argument("--roots", metavar="DIR", help="also audit an exported folder")
     p.add_argument("--keys", metavar="FILE", help="trusted JWKS for --roots (else its keys.json)")
+    p.add_argument(
+        "--tsa-ca",
+        metavar="PEM",
+        action="append",
+        default=[],
+        help="check that every stamp chains to one of these TSA CAs (repeatable)",
+    )
 
     p = sub.add_parser("serve", help="run the HTTP service (SPEC §6) with background work")
     _add_data(p)
@@ -85,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
     p.add_argument("--checkpoint-interval", type=float, default=60.0, metavar="S")
     p.add_argument("--record-lifetime", type=int, default=24 * 3600, metavar="S")
+    _add_tsa(p)
     p.add_argument(
         "--rate-limit", type=int, default=100, metavar="N", help="per client per second, 0 = off"
     )
@@ -121,9 +156,12 @@ def _open(args: argparse.Namespace) -> Any:
 
 def cmd_init(args: argparse.Namespace) -> int:
     from ..log import Log
+    from ..stamping import TsaConfig
 
     data = _data_dir(args.data)
-    with Log.init(data, iss=args.iss, public_url=args.public_url) as log:
+    tsa = TsaConfig.from_files(args.tsa, args.tsa_ca)
+    config = tsa.to_config() if tsa.urls or tsa.ca_pem else None
+    with Log.init(data, iss=args.iss, public_url=args.public_url, config=config) as log:
         emit({"iss": log.iss, "first_day": log.first_day, "kid": log.key.kid, "data": str(data)})
         print(
             f"{PROG}: created a log in {data}; writer token in {data / 'writer-token'}",
@@ -185,15 +223,60 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _tsa_config(args: argparse.Namespace, log: Any) -> Any:
+    from ..stamping import TsaConfig
+
+    return TsaConfig.resolve(log.config, args.tsa, args.tsa_ca, args.tsa_deadline)
+
+
+def _report_stamp(result: Any) -> None:
+    if result.ok:
+        print(f"{PROG}: {result.day} stamped by {result.tsa} at {result.gen_time}", file=sys.stderr)
+    else:
+        print(f"{PROG}: {result.day} not stamped by {result.tsa}: {result.error}", file=sys.stderr)
+
+
 def cmd_seal(args: argparse.Namespace) -> int:
+    from .. import head as heads
+    from ..stamping import stamp_missing
+
     def printed(doc: bytes) -> None:
         # Printed as each day's transaction commits: a printed head is a published head.
         _emit_doc(doc)
         sys.stdout.flush()
 
     with _open(args) as log:
-        log.seal(printed)
+        # The TSA configuration is checked before anything is sealed (usage errors first).
+        tsa = _tsa_config(args, log)
+        sealed = log.seal(printed)
+        if tsa.urls and sealed:
+            days = {heads.parse_document(doc).day for doc in sealed}
+            # Fail open: a failed stamp is reported and left for `timestamp` or the service.
+            stamp_missing(log, tsa, days=days, on_result=_report_stamp)
     return EXIT_OK
+
+
+def cmd_timestamp(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from ..stamping import stamp_missing
+
+    with _open(args) as log:
+        tsa = _tsa_config(args, log)
+        if not tsa.urls:
+            raise UsageError("no TSA: give --tsa URL (or store one with init --tsa)")
+        failed = False
+
+        def report(result: Any) -> None:
+            nonlocal failed
+            if result.ok:
+                emit(result.to_json())
+                sys.stdout.flush()
+            else:
+                failed = True
+                _report_stamp(result)
+
+        stamp_missing(log, tsa, on_result=report)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def cmd_proof(args: argparse.Namespace) -> int:
@@ -243,15 +326,24 @@ def cmd_audit(args: argparse.Namespace) -> int:
     # For the data dir --keys adds trust (heads signed by earlier keys; the store's own keys
     # table never does); for a folder it replaces the folder's keys.json.
     keys = KeySet.from_json(Path(args.keys).read_bytes()) if args.keys else None
+    tsa_ca = None
+    if args.tsa_ca:
+        from ..errors import TimestampError, UsageError
+        from ..timestamp import load_cas
+
+        try:
+            tsa_ca = load_cas([Path(p) for p in args.tsa_ca])
+        except TimestampError as exc:
+            raise UsageError(str(exc)) from None
     if Store.exists(data):
         log = _open(args)
-        report = audit_store(log, progress, keys)
+        report = audit_store(log, progress, keys, tsa_ca)
     elif args.roots is None:
         raise OSError(f"no log at {data} and no --roots folder to audit")
     if args.roots is not None:
         if not Path(args.roots).is_dir():
             raise OSError(f"--roots {args.roots} is not a folder")
-        folder = audit_folder(Path(args.roots), keys, log, progress)
+        folder = audit_folder(Path(args.roots), keys, log, progress, tsa_ca or ())
         report.problems += folder.problems
         for k, v in folder.checked.items():
             report.count(f"roots_{k}", v)
@@ -290,6 +382,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         checkpoint_interval=args.checkpoint_interval,
         record_lifetime=args.record_lifetime,
         rate_limit=args.rate_limit,
+        tsa=tuple(args.tsa),
+        tsa_ca=tuple(Path(p) for p in args.tsa_ca),
+        tsa_deadline=args.tsa_deadline,
     )
     # The log is opened and self-checked here, before uvicorn binds the port.
     app = create_app(settings)
@@ -316,6 +411,7 @@ COMMANDS = {
     "append": cmd_append,
     "checkpoint": cmd_checkpoint,
     "seal": cmd_seal,
+    "timestamp": cmd_timestamp,
     "proof": cmd_proof,
     "consistency": cmd_consistency,
     "export": cmd_export,
