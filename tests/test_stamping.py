@@ -514,3 +514,53 @@ def test_audit_folder_checks_stamps_against_the_jws(
     (out / f"{days[0]}.timestamps.json").write_text(json.dumps(doc))
     report = audit_folder(out)
     assert any("stamps another message" in p for p in report.problems), report.problems
+
+
+def test_uvicorn_settings_take_tsas_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from capability_anchor.api import Settings
+
+    monkeypatch.setenv("CAPABILITY_ANCHOR_TSA", "http://a.example/ http://b.example/")
+    monkeypatch.setenv("CAPABILITY_ANCHOR_TSA_CA", f"{tmp_path}/a.pem {tmp_path}/b.pem")
+    monkeypatch.setenv("CAPABILITY_ANCHOR_TSA_DEADLINE", "2.5")
+    settings = Settings.from_env()
+    assert settings.tsa == ("http://a.example/", "http://b.example/")
+    assert settings.tsa_ca == (tmp_path / "a.pem", tmp_path / "b.pem")
+    assert settings.tsa_deadline == 2.5
+
+
+def test_sigkill_while_stamping_leaves_whole_stamps_only(tmp_path: Path, tsa_ec: TestTsa) -> None:
+    """A `timestamp` run killed at any moment stores each stamp whole or not at all; the
+    audit passes after every kill and the next run completes the rest."""
+    import random
+    import signal
+
+    data = tmp_path / "d"
+    clock = Clock(_days_ago(6))
+    with Log.init(data, iss=ISS, clock=clock, config=config_for(tsa_ec).to_config()) as log:
+        log.append([{"v": "0.2", "iss": ISS, "n": 1}])
+    with Log.open(data) as log:
+        log.seal()  # six days, none stamped
+    cli = str(Path(sys.executable).parent / "capability-anchor")
+    rng = random.Random(20261130)
+    cas = load_cas([tsa_ec.pki.ca_cert])
+    for _ in range(8):
+        proc = subprocess.Popen(
+            [cli, "timestamp", "--data", str(data)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.2, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        with Log.open(data) as log:
+            report = audit_store(log, tsa_ca=cas)
+            assert report.ok, report.problems
+    result = run("timestamp", data=data)
+    assert result.returncode == 0, result.stderr
+    with Log.open(data) as log:
+        days = [t[0] for t in log.stamp_targets()]
+        assert len(days) == 6
+        assert all(len(log.store.stamps(d)) == 1 for d in days)
+        assert audit_store(log, tsa_ca=cas).ok

@@ -858,3 +858,23 @@ def test_ess_attribute_binds_the_signer_certificate(hand_pki: _Pki, tmp_path: Pa
     with pytest.raises(TimestampError, match="names another certificate than the one that signed"):
         hand_pki.verify(swapped)
     assert not _openssl_verifies(swapped, hand_pki.ca_pem, tmp_path)
+
+
+def test_a_resolver_that_blocks_does_not_outlast_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """asyncio waits for a hanging getaddrinfo thread when its loop shuts down; fetch must
+    return at its deadline all the same (the resolver is what is slowed here, not checked)."""
+    import socket
+
+    real = socket.getaddrinfo
+
+    def slow(*args: object, **kwargs: object) -> object:
+        time.sleep(4)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    started = time.monotonic()
+    with pytest.raises(TimestampError, match="deadline"):
+        ts.fetch("http://tsa.invalid/", b"q", deadline=1.0)
+    assert time.monotonic() - started < 1.0 + 1.0

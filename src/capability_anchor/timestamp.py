@@ -74,6 +74,7 @@ __all__ = [
 QUERY_TYPE = "application/timestamp-query"
 DEFAULT_DEADLINE_S = 10.0
 REPLY_CAP = 64 * 1024
+_GRACE_S = 0.5  # beyond the deadline, for the exchange's own cancellation to report itself
 SHA256_OID = "2.16.840.1.101.3.4.2.1"
 _STATUS_NAMES = {
     0: "granted",
@@ -184,16 +185,31 @@ def fetch(
     if not deadline > 0 or not cap > 0:
         raise UsageError("deadline and cap must be positive")
     import asyncio
+    import threading
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_fetch(url, query, deadline, cap))
-    # Called from a thread that runs an event loop: run ours on a thread of its own.
-    from concurrent.futures import ThreadPoolExecutor
+    # The exchange runs on a daemon thread of its own, with its own event loop, joined for
+    # at most the deadline (plus a grace for the loop's own cancellation). asyncio.run waits
+    # for the resolver thread of a hanging DNS lookup when it shuts down; the join does not,
+    # so nothing can hold the caller past the deadline. It also works from a thread that
+    # already runs an event loop (the service).
+    outcome: list[bytes | BaseException] = []
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tsa-fetch") as pool:
-        return pool.submit(asyncio.run, _fetch(url, query, deadline, cap)).result()
+    def exchange() -> None:
+        try:
+            outcome.append(asyncio.run(_fetch(url, query, deadline, cap)))
+        except BaseException as e:  # handed to the caller's thread below
+            outcome.append(e)
+
+    worker = threading.Thread(target=exchange, name="tsa-fetch", daemon=True)
+    worker.start()
+    worker.join(deadline + _GRACE_S)
+    if not outcome:
+        raise TimestampError(
+            f"the TSA at {url} sent no complete reply within the {deadline:g} s deadline"
+        )
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 async def _fetch(url: str, query: bytes, deadline: float, cap: int) -> bytes:
