@@ -3,7 +3,6 @@
 `verify-proof`'s `timestamp` check, and every fault mode failing open. Every stamp the
 project stores must also pass `openssl ts -verify -data <day>.jws -in <day>.tsr`."""
 
-# ruff: noqa: F811  (pytest fixtures imported from tsakit are redefined as parameters)
 from __future__ import annotations
 
 import asyncio
@@ -28,16 +27,10 @@ from capability_anchor.log import Log
 from capability_anchor.stamping import Stamper, TsaConfig, stamp_missing
 from capability_anchor.timestamp import load_cas
 from test_cli_log import run
-from tsakit import (  # noqa: F401  (fixtures)
+from tsakit import (
     Pki,
     TestTsa,
-    other_pki_ec,
-    other_pki_rsa,
-    pki_ec,
-    pki_rsa,
     test_tsa,
-    tsa_ec,
-    tsa_rsa,
     verify,
 )
 
@@ -243,30 +236,6 @@ def test_a_failed_stamp_never_stops_sealing_and_timestamp_retries(
 # --- every fault, through the library --------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", FAULTS)
-def test_every_fault_stores_nothing_and_a_retry_succeeds(
-    tmp_path: Path, tsa_ec: TestTsa, mode: str
-) -> None:
-    log, days = sealed_log(tmp_path / "d")
-    with log:
-        tsa_ec.mode = mode
-        tsa_ec.hang_seconds = 5
-        config = config_for(tsa_ec)
-        started = time.monotonic()
-        results = stamp_missing(log, config)
-        assert time.monotonic() - started < DEADLINE + 2
-        assert len(results) == 1 and not results[0].ok  # the other day waits for a retry
-        assert results[0].error
-        assert all(log.store.stamps(day) == [] for day in days)
-        assert audit_store(log).ok
-        tsa_ec.mode = "ok"
-        results = stamp_missing(log, config)
-        assert [r.day for r in results] == days and all(r.ok for r in results)
-        for day in days:
-            assert_openssl_accepts(log, day, tsa_ec.pki.ca_cert, tmp_path)
-        assert audit_store(log).ok
-
-
 FAULT_REASONS = {
     "down": "no or partial reply",
     "hang": "deadline",
@@ -280,16 +249,31 @@ FAULT_REASONS = {
 }
 
 
+@pytest.mark.parametrize("kind", ["rsa", "ec"])
 @pytest.mark.parametrize("mode", FAULTS)
-def test_each_fault_is_reported_with_its_reason(
-    tmp_path: Path, tsa_rsa: TestTsa, mode: str
+def test_every_fault_stores_nothing_and_a_retry_succeeds(
+    tmp_path: Path, request: pytest.FixtureRequest, kind: str, mode: str
 ) -> None:
-    log, _ = sealed_log(tmp_path / "d")
+    tsa: TestTsa = request.getfixturevalue(f"tsa_{kind}")
+    log, days = sealed_log(tmp_path / "d")
     with log:
-        tsa_rsa.mode = mode
-        tsa_rsa.hang_seconds = 5
-        (result,) = stamp_missing(log, config_for(tsa_rsa))
-    assert result.error is not None and FAULT_REASONS[mode] in result.error, result.error
+        tsa.mode = mode
+        tsa.hang_seconds = 5
+        config = config_for(tsa)
+        started = time.monotonic()
+        results = stamp_missing(log, config)
+        assert time.monotonic() - started < DEADLINE + 2
+        assert len(results) == 1 and not results[0].ok  # the other day waits for a retry
+        error = results[0].error
+        assert error is not None and FAULT_REASONS[mode] in error, error
+        assert all(log.store.stamps(day) == [] for day in days)
+        assert audit_store(log).ok
+        tsa.mode = "ok"
+        results = stamp_missing(log, config)
+        assert [r.day for r in results] == days and all(r.ok for r in results)
+        for day in days:
+            assert_openssl_accepts(log, day, tsa.pki.ca_cert, tmp_path)
+        assert audit_store(log).ok
 
 
 def test_a_stamp_is_stored_once_per_tsa_and_day(tmp_path: Path, tsa_ec: TestTsa) -> None:

@@ -31,18 +31,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from capability_anchor import timestamp as ts
 from capability_anchor.errors import CapabilityAnchorError, TimestampError, UsageError
-from tsakit import (  # noqa: F401  (fixtures, used through the wrappers below)
+from tsakit import (
     OPENSSL,
     Pki,
     TestTsa,
     closed_port_url,
-    other_pki_ec,
-    other_pki_rsa,
     parse_query,
-    pki_ec,
-    pki_rsa,
-    tsa_ec,
-    tsa_rsa,
     verify,
     verify_query,
 )
@@ -67,36 +61,10 @@ def cas_of(*pkis: Pki) -> list[x509.Certificate]:
     return ts.load_cas([p.ca_cert for p in pkis])
 
 
-# tsakit's fixtures under other names, so ruff does not see parameters shadow the imports.
 @pytest.fixture(params=["rsa", "ec"])
 def tsa(request: pytest.FixtureRequest) -> TestTsa:
     """The test TSA with an RSA 2048, then with an EC P-256 key."""
     return request.getfixturevalue(f"tsa_{request.param}")
-
-
-@pytest.fixture
-def ec_tsa(request: pytest.FixtureRequest) -> TestTsa:
-    return request.getfixturevalue("tsa_ec")
-
-
-@pytest.fixture
-def rsa_tsa(request: pytest.FixtureRequest) -> TestTsa:
-    return request.getfixturevalue("tsa_rsa")
-
-
-@pytest.fixture
-def ec_pki(request: pytest.FixtureRequest) -> Pki:
-    return request.getfixturevalue("pki_ec")
-
-
-@pytest.fixture
-def rsa_pki(request: pytest.FixtureRequest) -> Pki:
-    return request.getfixturevalue("pki_rsa")
-
-
-@pytest.fixture
-def untrusted_ec_pki(request: pytest.FixtureRequest) -> Pki:
-    return request.getfixturevalue("other_pki_ec")
 
 
 # --- the request --------------------------------------------------------------------------
@@ -163,24 +131,24 @@ def test_stamp_verifies_and_openssl_agrees(tsa: TestTsa, tmp_path: Path) -> None
     )
 
 
-def test_openssl_tsa_replies_need_the_certificate_set_sorted(ec_tsa: TestTsa) -> None:
+def test_openssl_tsa_replies_need_the_certificate_set_sorted(tsa_ec: TestTsa) -> None:
     """OpenSSL sends [TSA cert, CA cert]; rfc3161-client alone refuses that as bad DER, which
     is why verify_reply sorts the set. The stored reply stays as received."""
     from rfc3161_client import decode_timestamp_response
 
     request = ts.make_request(DIGEST)
-    reply = ts.fetch(ec_tsa.url, request.der)
-    tsa_der = x509.load_pem_x509_certificate(ec_tsa.pki.tsa_cert.read_bytes()).public_bytes(
+    reply = ts.fetch(tsa_ec.url, request.der)
+    tsa_der = x509.load_pem_x509_certificate(tsa_ec.pki.tsa_cert.read_bytes()).public_bytes(
         serialization.Encoding.DER
     )
-    ca_der = x509.load_pem_x509_certificate(ec_tsa.pki.ca_cert.read_bytes()).public_bytes(
+    ca_der = x509.load_pem_x509_certificate(tsa_ec.pki.ca_cert.read_bytes()).public_bytes(
         serialization.Encoding.DER
     )
     assert reply.index(tsa_der) < reply.index(ca_der)
     if tsa_der > ca_der:  # out of DER order, as it is with these certificates
         with pytest.raises(ValueError, match="InvalidSetOrdering"):
             decode_timestamp_response(reply)
-    ts.verify_reply(reply, digest=DIGEST, cas=cas_of(ec_tsa.pki), nonce=request.nonce)
+    ts.verify_reply(reply, digest=DIGEST, cas=cas_of(tsa_ec.pki), nonce=request.nonce)
 
 
 # --- every fault mode of the test TSA -------------------------------------------------------
@@ -203,12 +171,12 @@ def test_each_fault_mode_fails_with_its_reason(mode: str, tsa: TestTsa) -> None:
         ts.stamp(tsa.url, JWS, cas_of(tsa.pki), deadline=5.0)
 
 
-def test_signed_but_wrong_replies_are_refused_by_openssl_too(ec_tsa: TestTsa) -> None:
+def test_signed_but_wrong_replies_are_refused_by_openssl_too(tsa_ec: TestTsa) -> None:
     for mode in ("other_ca", "other_digest", "other_nonce"):
-        ec_tsa.mode = mode
+        tsa_ec.mode = mode
         request = ts.make_request(DIGEST)
-        reply = ts.fetch(ec_tsa.url, request.der)
-        ok, _ = verify_query(request.der, reply, ec_tsa.pki.ca_cert)
+        reply = ts.fetch(tsa_ec.url, request.der)
+        ok, _ = verify_query(request.der, reply, tsa_ec.pki.ca_cert)
         assert not ok, mode
 
 
@@ -217,41 +185,41 @@ def test_connection_refused_fails() -> None:
         ts.fetch(closed_port_url(), ts.make_request(DIGEST).der, deadline=5.0)
 
 
-def test_a_stopped_tsa_fails(ec_tsa: TestTsa) -> None:
-    ec_tsa.stop()
+def test_a_stopped_tsa_fails(tsa_ec: TestTsa) -> None:
+    tsa_ec.stop()
     with pytest.raises(TimestampError, match="cannot connect"):
-        ts.stamp(ec_tsa.url, JWS, cas_of(ec_tsa.pki), deadline=5.0)
+        ts.stamp(tsa_ec.url, JWS, cas_of(tsa_ec.pki), deadline=5.0)
 
 
 @pytest.mark.parametrize("mode", ["hang", "drip"])
-def test_slow_tsa_is_cut_at_the_total_deadline(mode: str, ec_tsa: TestTsa) -> None:
-    ec_tsa.mode = mode
-    ec_tsa.drip_interval = 0.2  # ~1500 bytes would take minutes; each byte beats any read timeout
+def test_slow_tsa_is_cut_at_the_total_deadline(mode: str, tsa_ec: TestTsa) -> None:
+    tsa_ec.mode = mode
+    tsa_ec.drip_interval = 0.2  # ~1500 bytes would take minutes; each byte beats any read timeout
     start = time.monotonic()
     with pytest.raises(TimestampError, match=r"no complete reply within the 1\.5 s deadline"):
-        ts.stamp(ec_tsa.url, JWS, cas_of(ec_tsa.pki), deadline=SHORT_DEADLINE)
+        ts.stamp(tsa_ec.url, JWS, cas_of(tsa_ec.pki), deadline=SHORT_DEADLINE)
     assert time.monotonic() - start < SHORT_DEADLINE + SLACK
 
 
-def test_a_slow_drip_that_ends_in_time_is_fine(ec_tsa: TestTsa) -> None:
-    ec_tsa.mode = "drip"
-    ec_tsa.drip_interval = 0.0005
-    reply, _ = ts.stamp(ec_tsa.url, JWS, cas_of(ec_tsa.pki), deadline=30.0)
+def test_a_slow_drip_that_ends_in_time_is_fine(tsa_ec: TestTsa) -> None:
+    tsa_ec.mode = "drip"
+    tsa_ec.drip_interval = 0.0005
+    reply, _ = ts.stamp(tsa_ec.url, JWS, cas_of(tsa_ec.pki), deadline=30.0)
     assert len(reply) > 1000
 
 
-def test_fetch_works_from_inside_a_running_event_loop(ec_tsa: TestTsa) -> None:
+def test_fetch_works_from_inside_a_running_event_loop(tsa_ec: TestTsa) -> None:
     query = ts.make_request(DIGEST).der
 
     async def main() -> bytes:
-        return ts.fetch(ec_tsa.url, query)
+        return ts.fetch(tsa_ec.url, query)
 
     assert asyncio.run(main())[:1] == b"\x30"
 
 
-def test_announced_reply_over_the_cap_fails(ec_tsa: TestTsa) -> None:
+def test_announced_reply_over_the_cap_fails(tsa_ec: TestTsa) -> None:
     with pytest.raises(TimestampError, match=r"announced a \d+-byte reply; the cap is 1000"):
-        ts.fetch(ec_tsa.url, ts.make_request(DIGEST).der, cap=1000)
+        ts.fetch(tsa_ec.url, ts.make_request(DIGEST).der, cap=1000)
 
 
 @dataclass
@@ -350,23 +318,21 @@ def test_bad_urls_fail(url: str, reason: str) -> None:
 # --- trust ----------------------------------------------------------------------------------
 
 
-def test_duplicate_cas_across_files_are_kept_once(ec_pki: Pki, tmp_path: Path) -> None:
+def test_duplicate_cas_across_files_are_kept_once(pki_ec: Pki, tmp_path: Path) -> None:
     copy = tmp_path / "copy.pem"
-    copy.write_bytes(ec_pki.ca_cert.read_bytes())
-    cas = ts.load_cas([ec_pki.ca_cert, copy, ec_pki.ca_cert])
+    copy.write_bytes(pki_ec.ca_cert.read_bytes())
+    cas = ts.load_cas([pki_ec.ca_cert, copy, pki_ec.ca_cert])
     assert len(cas) == 1
 
 
 def test_a_bundle_file_with_two_cas_works(
-    rsa_tsa: TestTsa, ec_pki: Pki, untrusted_ec_pki: Pki, tmp_path: Path
+    tsa_rsa: TestTsa, pki_ec: Pki, other_pki_ec: Pki, tmp_path: Path
 ) -> None:
     bundle = tmp_path / "bundle.pem"
-    bundle.write_bytes(
-        untrusted_ec_pki.ca_cert.read_bytes() + b"\n" + rsa_tsa.pki.ca_cert.read_bytes()
-    )
-    cas = ts.load_cas([bundle, ec_pki.ca_cert])
+    bundle.write_bytes(other_pki_ec.ca_cert.read_bytes() + b"\n" + tsa_rsa.pki.ca_cert.read_bytes())
+    cas = ts.load_cas([bundle, pki_ec.ca_cert])
     assert len(cas) == 3
-    ts.stamp(rsa_tsa.url, JWS, cas)  # its CA is the second of the bundle
+    ts.stamp(tsa_rsa.url, JWS, cas)  # its CA is the second of the bundle
 
 
 def test_unreadable_or_empty_ca_files_fail(tmp_path: Path) -> None:
@@ -384,28 +350,28 @@ def test_unreadable_or_empty_ca_files_fail(tmp_path: Path) -> None:
         ts.load_cas([broken])
 
 
-def test_no_ca_is_a_usage_error(ec_tsa: TestTsa) -> None:
+def test_no_ca_is_a_usage_error(tsa_ec: TestTsa) -> None:
     with pytest.raises(UsageError):
-        ts.stamp(ec_tsa.url, JWS, [])
-    assert ec_tsa.queries == []  # found before anything is sent
+        ts.stamp(tsa_ec.url, JWS, [])
+    assert tsa_ec.queries == []  # found before anything is sent
 
 
-def test_wrong_ca_fails(ec_tsa: TestTsa, untrusted_ec_pki: Pki, rsa_pki: Pki) -> None:
+def test_wrong_ca_fails(tsa_ec: TestTsa, other_pki_ec: Pki, pki_rsa: Pki) -> None:
     request = ts.make_request(DIGEST)
-    reply = ts.fetch(ec_tsa.url, request.der)
-    for cas in (cas_of(untrusted_ec_pki), cas_of(rsa_pki, untrusted_ec_pki)):
+    reply = ts.fetch(tsa_ec.url, request.der)
+    for cas in (cas_of(other_pki_ec), cas_of(pki_rsa, other_pki_ec)):
         with pytest.raises(TimestampError, match="does not chain to a trusted TSA CA"):
             ts.verify_reply(reply, digest=DIGEST, cas=cas, nonce=request.nonce)
     # The TSA's own certificate is not a trust anchor either: only CAs are.
-    tsa_only = [x509.load_pem_x509_certificate(ec_tsa.pki.tsa_cert.read_bytes())]
+    tsa_only = [x509.load_pem_x509_certificate(tsa_ec.pki.tsa_cert.read_bytes())]
     with pytest.raises(TimestampError, match="does not chain"):
         ts.verify_reply(reply, digest=DIGEST, cas=tsa_only, nonce=request.nonce)
 
 
-def test_wrong_digest_or_nonce_fails_on_a_stored_reply(ec_tsa: TestTsa) -> None:
+def test_wrong_digest_or_nonce_fails_on_a_stored_reply(tsa_ec: TestTsa) -> None:
     request = ts.make_request(DIGEST)
-    reply = ts.fetch(ec_tsa.url, request.der)
-    cas = cas_of(ec_tsa.pki)
+    reply = ts.fetch(tsa_ec.url, request.der)
+    cas = cas_of(tsa_ec.pki)
     with pytest.raises(TimestampError, match="message imprint is not"):
         ts.verify_reply(reply, digest=hashlib.sha256(b"other").digest(), cas=cas, nonce=None)
     with pytest.raises(TimestampError, match="nonce is not the one we sent"):
@@ -512,15 +478,15 @@ def _with_status(reply: bytes, status_info: bytes) -> bytes:
     return _der(0x30, status_info + reply[token.start : token.end])
 
 
-def test_granted_with_mods_is_accepted_like_granted(ec_tsa: TestTsa, tmp_path: Path) -> None:
+def test_granted_with_mods_is_accepted_like_granted(tsa_ec: TestTsa, tmp_path: Path) -> None:
     req = ts.make_request(DIGEST)
-    reply = ts.fetch(ec_tsa.url, req.der)
+    reply = ts.fetch(tsa_ec.url, req.der)
     text = _der(0x30, _der(0x0C, b"policy changed"))
     with_mods = _with_status(reply, _der(0x30, _int(1) + text))
-    good = ts.verify_reply(reply, digest=DIGEST, cas=cas_of(ec_tsa.pki), nonce=req.nonce)
-    got = ts.verify_reply(with_mods, digest=DIGEST, cas=cas_of(ec_tsa.pki), nonce=req.nonce)
+    good = ts.verify_reply(reply, digest=DIGEST, cas=cas_of(tsa_ec.pki), nonce=req.nonce)
+    got = ts.verify_reply(with_mods, digest=DIGEST, cas=cas_of(tsa_ec.pki), nonce=req.nonce)
     assert got == good
-    ok, out = verify(jws_file(tmp_path), with_mods, ec_tsa.pki.ca_cert)
+    ok, out = verify(jws_file(tmp_path), with_mods, tsa_ec.pki.ca_cert)
     assert ok, out
 
 
@@ -541,21 +507,21 @@ def test_granted_with_mods_is_accepted_like_granted(ec_tsa: TestTsa, tmp_path: P
     ],
 )
 def test_refusals_name_status_text_and_failure(
-    ec_tsa: TestTsa, status_info: bytes, reason: str
+    tsa_ec: TestTsa, status_info: bytes, reason: str
 ) -> None:
-    reply = ts.fetch(ec_tsa.url, ts.make_request(DIGEST).der)
+    reply = ts.fetch(tsa_ec.url, ts.make_request(DIGEST).der)
     with pytest.raises(TimestampError, match=re.escape(reason)):
         ts.verify_reply(
-            _with_status(reply, status_info), digest=DIGEST, cas=cas_of(ec_tsa.pki), nonce=None
+            _with_status(reply, status_info), digest=DIGEST, cas=cas_of(tsa_ec.pki), nonce=None
         )
     with pytest.raises(TimestampError, match=re.escape(reason)):
-        ts.verify_reply(_der(0x30, status_info), digest=DIGEST, cas=cas_of(ec_tsa.pki), nonce=None)
+        ts.verify_reply(_der(0x30, status_info), digest=DIGEST, cas=cas_of(tsa_ec.pki), nonce=None)
 
 
-def test_granted_without_a_token_fails(ec_pki: Pki) -> None:
+def test_granted_without_a_token_fails(pki_ec: Pki) -> None:
     with pytest.raises(TimestampError, match="carries no TimeStampToken"):
         ts.verify_reply(
-            bytes.fromhex("30053003020100"), digest=DIGEST, cas=cas_of(ec_pki), nonce=None
+            bytes.fromhex("30053003020100"), digest=DIGEST, cas=cas_of(pki_ec), nonce=None
         )
 
 

@@ -1,7 +1,6 @@
 """Pytest fixtures and helpers around `tools/test_tsa.py`, OpenSSL's own RFC 3161 TSA.
 
-    from tsakit import tsa_ec, tsa_rsa  # noqa: F401  (fixtures)
-
+    # tests/conftest.py provides the fixtures (tsa_ec, tsa_rsa, pki_*, other_pki_*)
     def test_stamp(tsa_ec, tmp_path):
         data = tmp_path / "data"; data.write_bytes(b"x")
         query = make_query(data)
