@@ -548,3 +548,35 @@ def test_sigkill_while_stamping_leaves_whole_stamps_only(tmp_path: Path, tsa_ec:
         assert len(days) == 6
         assert all(len(log.store.stamps(d)) == 1 for d in days)
         assert audit_store(log, tsa_ca=cas).ok
+
+
+def test_the_retry_schedule_backs_off_per_tsa_and_resets_on_success(
+    tmp_path: Path, tsa_ec: TestTsa
+) -> None:
+    log, days = sealed_log(tmp_path / "d")
+    now = [1000.0]
+    with log:
+        stamper = Stamper(log, config_for(tsa_ec), retry_first=30.0, clock=lambda: now[0])
+        assert stamper.due()  # nothing tried yet: a pass at start-up
+        tsa_ec.mode = "http500"
+        delays = []
+        for _ in range(4):
+            assert stamper.due()
+            assert not stamper.run_once()[0].ok
+            delay = stamper._next[tsa_ec.url] - now[0]
+            delays.append(delay)
+            now[0] += delay
+        for n, delay in enumerate(delays):  # 30, 60, 120, 240 s, each within ±20 %
+            assert 0.8 * 30 * 2**n <= delay <= 1.2 * 30 * 2**n, delays
+        now[0] -= 1
+        assert not stamper.due()  # backing off
+        stamper.wake()  # a new seal does not cut a failing TSA's backoff short
+        assert not stamper.due()
+        now[0] += 1
+        tsa_ec.mode = "ok"
+        assert all(r.ok for r in stamper.run_once())
+        assert all(log.store.stamps(d) for d in days)
+        assert stamper._failures[tsa_ec.url] == 0
+        assert not stamper.due()  # polls again later
+        stamper.wake()
+        assert stamper.due()
