@@ -580,3 +580,20 @@ def test_the_retry_schedule_backs_off_per_tsa_and_resets_on_success(
         assert not stamper.due()  # polls again later
         stamper.wake()
         assert stamper.due()
+
+
+def test_a_stamp_that_cannot_be_stored_is_a_failure_to_retry(
+    tmp_path: Path, tsa_ec: TestTsa
+) -> None:
+    log, days = sealed_log(tmp_path / "d")
+    with log:
+        conn = sqlite3.connect(tmp_path / "d" / "log.sqlite3", isolation_level=None)
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON stamps BEGIN SELECT RAISE(ABORT, 'full'); END"
+        )
+        (result,) = stamp_missing(log, config_for(tsa_ec))
+        assert result.error is not None and "could not be stored" in result.error
+        assert all(log.store.stamps(d) == [] for d in days)
+        conn.execute("DROP TRIGGER refuse")
+        conn.close()
+        assert all(r.ok for r in stamp_missing(log, config_for(tsa_ec)))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .errors import TimestampError, UsageError
+from .errors import CapabilityAnchorError, TimestampError, UsageError
 from .timestamp import DEFAULT_DEADLINE_S
 
 if TYPE_CHECKING:
@@ -149,7 +149,10 @@ def stamp_day(log: Log, day: str, jws: bytes, url: str, config: TsaConfig) -> St
         reply, verified = stamp(url, jws, config.cas(), deadline=config.deadline)
     except TimestampError as exc:
         return StampResult(day, url, error=str(exc))
-    log.add_stamp(day, url, reply, verified.gen_time)
+    try:
+        log.add_stamp(day, url, reply, verified.gen_time)
+    except CapabilityAnchorError as exc:  # e.g. the database is busy: retried like a TSA fault
+        return StampResult(day, url, error=f"the verified stamp could not be stored: {exc}")
     return StampResult(day, url, gen_time=verified.gen_time)
 
 
