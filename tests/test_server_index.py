@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from capability_anchor import audit
 from capability_anchor import log as log_module
 from capability_anchor.audit import audit_store
 from capability_anchor.errors import NotFound
@@ -22,7 +21,6 @@ CHUNK = 4
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(log_module, "INDEX_CHUNK", CHUNK)
-    monkeypatch.setattr(audit, "INDEX_CHUNK", CHUNK)
 
 
 def indexed(data: Path) -> list[tuple[str, int]]:

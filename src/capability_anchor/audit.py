@@ -34,7 +34,7 @@ from .encoding import parse_day
 from .errors import CapabilityAnchorError, InvalidKey, MalformedJSON, TimestampError
 from .export import timestamps_document
 from .keys import KeySet
-from .log import INDEX_CHUNK, Log, server_keys
+from .log import Log, index_watermark, server_keys
 from .merkle import TILE_WIDTH, TreeEdge, hash_leaf
 from .progress import Progress, silent
 from .stamping import TsaConfig
@@ -281,9 +281,8 @@ def _audit_day(
         roots[0] = edge.root()
         next_size = next(sizes, None)
     # The /record index must hold exactly the keys each stored server record implies, for
-    # every entry below its watermark (Log._watermark); above it, nothing or exactly those.
-    day_size = store.day_size(day)
-    watermark = max(max(head_sizes, default=0), day_size - day_size % INDEX_CHUNK)
+    # every entry below its watermark (log.index_watermark); above it, nothing or exactly those.
+    watermark = index_watermark(max(head_sizes, default=0), store.day_size(day))
     indexed = store.iter_servers(day)
     pending_key = next(indexed, None)
     for entry in store.iter_entries(day):
@@ -422,20 +421,6 @@ def _is_day(text: str) -> bool:
     return True
 
 
-def _is_der_sequence(data: bytes) -> bool:
-    """A DER SEQUENCE whose length covers exactly the bytes given (the outer shape of a
-    TimeStampResp); the stamp's content is checked by the RFC 3161 code."""
-    if len(data) < 2 or data[0] != 0x30:
-        return False
-    first = data[1]
-    if first < 0x80:
-        return 2 + first == len(data)
-    n = first & 0x7F
-    if n == 0 or n > 4 or len(data) < 2 + n:
-        return False
-    return 2 + n + int.from_bytes(data[2 : 2 + n], "big") == len(data)
-
-
 def _audit_stamps(
     report: AuditReport,
     folder: Path,
@@ -470,12 +455,10 @@ def _audit_stamps(
         except (KeyError, TypeError, ValueError, binascii.Error) as exc:
             report.problems.append(f"{path}: stamp {n} is malformed: {exc}")
             continue
-        if not _is_der_sequence(token):
-            report.problems.append(f"{path}: stamp {n} is not a DER TimeStampResp")
-        else:
-            for problem in stamp_problems(token, jws, stamp["gen_time"], cas):
-                report.problems.append(f"{path}: stamp {n} ({stamp['tsa']}) {problem}")
-            report.count("stamps_chained" if cas else "stamps")
+        # Its shape (a DER TimeStampResp) first, then its content: stamp_problems.
+        for problem in stamp_problems(token, jws, stamp["gen_time"], cas):
+            report.problems.append(f"{path}: stamp {n} ({stamp['tsa']}) {problem}")
+        report.count("stamps_chained" if cas else "stamps")
         tokens.append(token)
     if tsr.exists():
         if not tokens or tsr.read_bytes() != tokens[0]:

@@ -108,8 +108,14 @@ class AppendResult:
         }
 
 
-# Entries are indexed for /record in sorted runs of at most this many (see `_watermark`).
+# Entries are indexed for /record in sorted runs of at most this many (`index_watermark`).
 INDEX_CHUNK = 32768
+
+
+def index_watermark(newest_head_size: int, day_size: int) -> int:
+    """How many of a day's first entries the /record index holds: all that its newest head
+    covers, and every full run of INDEX_CHUNK (Log's "the /record index" section)."""
+    return max(newest_head_size, day_size - day_size % INDEX_CHUNK)
 
 
 class Log:
@@ -337,7 +343,7 @@ class Log:
 
     def _watermark(self, day: str, size: int) -> int:
         newest = self.store.newest_head(day)
-        return max(0 if newest is None else newest.tree_size, size - size % INDEX_CHUNK)
+        return index_watermark(0 if newest is None else newest.tree_size, size)
 
     def _unindexed_keys(
         self, day: str, size: int, cached: tuple[str, int, list[tuple[str, ...]]] | None

@@ -110,16 +110,20 @@ class TsaConfig:
             raise UsageError("the TSA CA certificates are not readable PEM") from None
 
 
-def _pem_of(files: Sequence[str | Path]) -> str:
-    from cryptography.hazmat.primitives.serialization import Encoding
-
+def trusted_cas(files: Sequence[str | Path]) -> list[Certificate]:
+    """`--tsa-ca` files as certificates; one that cannot be read is a usage error (exit 2)."""
     from .timestamp import load_cas
 
     try:
-        cas = load_cas([Path(f) for f in files])
+        return load_cas([Path(f) for f in files])
     except TimestampError as exc:
         raise UsageError(str(exc)) from None
-    return "".join(c.public_bytes(Encoding.PEM).decode("ascii") for c in cas)
+
+
+def _pem_of(files: Sequence[str | Path]) -> str:
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    return "".join(c.public_bytes(Encoding.PEM).decode("ascii") for c in trusted_cas(files))
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,12 @@ class StampResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def describe(self) -> str:
+        """One line for a person (stderr, the service's log)."""
+        if self.error is None:
+            return f"{self.day} stamped by {self.tsa} at {self.gen_time}"
+        return f"{self.day} not stamped by {self.tsa}: {self.error}"
 
     def to_json(self) -> dict[str, Any]:
         if self.error is None:

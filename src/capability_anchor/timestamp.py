@@ -299,18 +299,10 @@ def verify_reply(
         raise UsageError("no trusted TSA CA certificate given")
     if nonce is not None and nonce < 0:
         raise UsageError("a nonce is a non-negative integer")
-    token = _granted_token(reply)
-    canonical = _der(0x30, bytes.fromhex("3003020100") + _sort_certificates(token))
+    token, response = _decode(reply)
 
-    from rfc3161_client import VerifierBuilder, decode_timestamp_response
+    from rfc3161_client import VerifierBuilder
 
-    try:
-        response = decode_timestamp_response(canonical)
-        algorithm = response.tst_info.message_imprint.hash_algorithm.dotted_string
-    except Exception as e:  # the Rust parser raises ValueError; be safe with the rest
-        raise TimestampError(f"the reply is not a valid TimeStampResp: {e}") from None
-    if algorithm != SHA256_OID:
-        raise TimestampError(f"the message imprint uses hash {algorithm}, not SHA-256")
     try:
         VerifierBuilder(roots=list(cas), nonce=nonce).build().verify(response, digest)
     except Exception as e:  # rfc3161_client.VerificationError, and ValueError from its parts
@@ -329,6 +321,24 @@ def verify_reply(
     )
 
 
+def _decode(reply: bytes) -> tuple[bytes, TimeStampResponse]:
+    """The granted TimeStampToken of REPLY and rfc3161-client's parse of it (with the
+    certificates in DER order and status 0, see the module docstring), whose imprint must be
+    SHA-256."""
+    from rfc3161_client import decode_timestamp_response
+
+    token = _granted_token(reply)
+    canonical = _der(0x30, bytes.fromhex("3003020100") + _sort_certificates(token))
+    try:
+        response = decode_timestamp_response(canonical)
+        algorithm = response.tst_info.message_imprint.hash_algorithm.dotted_string
+    except Exception as e:  # the Rust parser raises ValueError; be safe with the rest
+        raise TimestampError(f"the reply is not a valid TimeStampResp: {e}") from None
+    if algorithm != SHA256_OID:
+        raise TimestampError(f"the message imprint uses hash {algorithm}, not SHA-256")
+    return token, response
+
+
 @dataclass(frozen=True)
 class Parsed:
     """What a stored reply says, read without trusting anyone (`read_reply`)."""
@@ -345,21 +355,14 @@ def read_reply(reply: bytes) -> Parsed:
     verified here beyond its shape; audits compare the imprint and genTime with what the
     log says and then call `verify_reply`."""
     from cryptography import x509
-    from rfc3161_client import decode_timestamp_response
 
-    token = _granted_token(reply)
-    canonical = _der(0x30, bytes.fromhex("3003020100") + _sort_certificates(token))
+    token, response = _decode(reply)
     try:
-        response = decode_timestamp_response(canonical)
-        imprint = response.tst_info.message_imprint
-        algorithm = imprint.hash_algorithm.dotted_string
         certs = [x509.load_der_x509_certificate(c) for c in response.signed_data.certificates]
-    except Exception as e:  # the Rust parser raises ValueError; be safe with the rest
+    except Exception as e:  # as in _decode
         raise TimestampError(f"the reply is not a valid TimeStampResp: {e}") from None
-    if algorithm != SHA256_OID:
-        raise TimestampError(f"the message imprint uses hash {algorithm}, not SHA-256")
     return Parsed(
-        digest=bytes(imprint.message),
+        digest=bytes(response.tst_info.message_imprint.message),
         gen_time=_rfc3339(_gen_time(token)),
         self_signed=tuple(c for c in certs if c.issuer == c.subject),
     )

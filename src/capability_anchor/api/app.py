@@ -567,10 +567,7 @@ async def _before(request: Request[Any, Any, Any]) -> None:
 
 
 def _log_stamp(result: StampResult) -> None:
-    if result.ok:
-        _logger.info("%s stamped by %s at %s", result.day, result.tsa, result.gen_time)
-    else:
-        _logger.warning("%s not stamped by %s: %s", result.day, result.tsa, result.error)
+    _logger.log(logging.INFO if result.ok else logging.WARNING, "%s", result.describe())
 
 
 def create_app(settings: Settings) -> Litestar:

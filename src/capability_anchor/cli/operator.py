@@ -230,10 +230,7 @@ def _tsa_config(args: argparse.Namespace, log: Any) -> Any:
 
 
 def _report_stamp(result: Any) -> None:
-    if result.ok:
-        print(f"{PROG}: {result.day} stamped by {result.tsa} at {result.gen_time}", file=sys.stderr)
-    else:
-        print(f"{PROG}: {result.day} not stamped by {result.tsa}: {result.error}", file=sys.stderr)
+    print(f"{PROG}: {result.describe()}", file=sys.stderr)
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
@@ -328,13 +325,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     keys = KeySet.from_json(Path(args.keys).read_bytes()) if args.keys else None
     tsa_ca = None
     if args.tsa_ca:
-        from ..errors import TimestampError, UsageError
-        from ..timestamp import load_cas
+        from ..stamping import trusted_cas
 
-        try:
-            tsa_ca = load_cas([Path(p) for p in args.tsa_ca])
-        except TimestampError as exc:
-            raise UsageError(str(exc)) from None
+        tsa_ca = trusted_cas(args.tsa_ca)
     if Store.exists(data):
         log = _open(args)
         report = audit_store(log, progress, keys, tsa_ca)
