@@ -137,9 +137,11 @@ def test_audit_accepts_fully_indexed_tails_and_refuses_partial_ones(tmp_path: Pa
     data = tmp_path / "d"
     with Log.init(data, iss=ISS, clock=Clock()) as log:
         log.append([server(1), server(2)])
-        log.store.insert_servers("2026-11-02", keys_of(2))  # as the old code did
+        with log.store.write():  # as the old code did
+            log.store.insert_servers("2026-11-02", keys_of(2))
         assert audit_store(log).ok
-        log.store.insert_servers("2026-11-02", [("sub:example:1", 0)])
+        with log.store.write():
+            log.store.insert_servers("2026-11-02", [("sub:example:1", 0)])
         report = audit_store(log)
     assert not report.ok
     assert any("entry 0: server index has" in p for p in report.problems), report.problems

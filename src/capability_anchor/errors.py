@@ -152,9 +152,47 @@ class Conflict(CapabilityAnchorError):
 
 class StoreError(CapabilityAnchorError):
     """The store is missing, unreadable, of an unknown schema, or inconsistent. Fatal: an
-    operator must look before the log runs again."""
+    operator must look before the log runs again. `note` is what an HTTP client is told (the
+    message itself may name paths); `retryable` says whether the same request may succeed
+    later without an operator (a busy or full disk clears, a damaged database does not)."""
 
     code = "unavailable"
+    note = "the log cannot answer right now"
+    retryable = False
+
+
+class StoreBusy(StoreError):
+    """Another writer held the database's write lock for longer than the busy timeout."""
+
+    note = "the log is busy; nothing was stored, try again"
+    retryable = True
+
+
+class StoreFull(StoreError):
+    """The disk (or a quota) is full: the write was rolled back."""
+
+    note = "the log's disk is full; nothing was stored"
+    retryable = True
+
+
+class StoreReadOnly(StoreError):
+    """The database or its folder cannot be written (read-only file or file system)."""
+
+    note = "the log's database is read-only; nothing was stored"
+    retryable = True
+
+
+class StoreIOError(StoreError):
+    """The operating system failed a read or write of the database."""
+
+    note = "the log cannot read or write its database right now"
+    retryable = True
+
+
+class StoreCorrupt(StoreError):
+    """SQLite found the database file damaged (or not a database)."""
+
+    note = "the log's database is damaged; an operator must restore it"
 
 
 class StartupCheckFailed(StoreError):

@@ -293,44 +293,91 @@ class Log:
             return []
         with self._lock:
             now = self.clock()
-            day = utc_day(now)
-            if day < self.first_day:
-                raise Conflict(
-                    f"the clock is on {day}, before the log's first day {self.first_day}"
-                )
-            unindexed, self._unindexed = self._unindexed, None
             with self.store.write():
-                if self.store.sealed_head(day) is not None:
-                    raise Conflict(f"day {day} is sealed; it takes no more entries")
-                size = self.store.day_size(day)
-                edge = self._edge_at(day, size).copy()
-                seen = self.store.existing(day, [p[0] for p in prepared])
-                results: list[AppendResult] = []
-                new: list[tuple[bytes, bytes]] = []
-                new_keys: list[tuple[str, ...]] = []
-                for h, data, keys in prepared:
-                    if h in seen:
-                        results.append(AppendResult(day, seen[h], h, True))
-                        continue
-                    seen[h] = size + len(new)
-                    new.append((h, data))
-                    new_keys.append(keys)
-                    results.append(AppendResult(day, seen[h], h, False))
-                pending = self._unindexed_keys(day, size, unindexed)
-                self.store.insert_entries(day, size, new, int(now))
-                pending = (pending[0], pending[1] + new_keys)
-                new_size = size + len(new)
-                pending = self._index_servers(day, pending, new_size - new_size % INDEX_CHUNK)
-                full = edge.extend(b"".join(h for h, _ in new))
-                self.store.insert_tiles(
-                    day,
-                    ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full),
-                )
+                batch = self._append_in_transaction(prepared, now)
             # Durable from here on: the commit returned. Only now are the edge and the
             # unindexed keys kept (a rolled-back batch leaves them to be re-read).
-            self._edge, self._edge_day = edge, day
-            self._unindexed = (day, *pending)
-            return results
+            self._keep(batch)
+            return batch.results
+
+    def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
+        """Append a batch and publish a head covering it, in ONE write transaction, and return
+        each entry with the anchor and inclusion proof of that head (`POST /records?prove=1`).
+
+        The head's root and every proof are computed inside the transaction from what it read
+        and wrote, and the answer is complete before the commit: if the commit fails, nothing
+        was stored and no head exists; once it returns, all of it is durable. Past days are
+        sealed first (each in its own transaction), as for a checkpoint."""
+        if not prepared:
+            return []
+        with self._lock:
+            self.seal()
+            now = self.clock()
+            with self.store.write():
+                batch = self._append_in_transaction(prepared, now)
+                size = batch.edge.size
+                newest = self.store.newest_unsealed(batch.day)
+                if newest is not None and newest.tree_size == size:
+                    row = newest  # the whole batch was duplicates of a published size
+                else:
+                    row = self._publish(batch.day, size, False, int(now), batch.pending)
+                    batch = _Batch(batch.day, batch.results, batch.edge, (size, []))
+                # No shared tile cache here: rows read inside an uncommitted transaction must
+                # not outlive a rollback.
+                source = TileNodes(self._tile_getter(batch.day, size))
+                anchor = self.anchor(row)
+                out = []
+                for r in batch.results:
+                    path = resolve(inclusion_nodes(r.leaf_index, size), source.node)
+                    out.append(
+                        {
+                            **r.to_json(),
+                            "anchor": anchor,
+                            "proof": _proof_json(r.leaf_index, size, path),
+                        }
+                    )
+            self._keep(batch)
+            return out
+
+    def _append_in_transaction(self, prepared: Sequence[Prepared], now: float) -> _Batch:
+        """Sequence and integrate a batch inside the caller's write transaction: contiguous
+        indices after the day's stored size (read under the write lock), the tiles it
+        completed, and the /record index runs it filled."""
+        day = utc_day(now)
+        if day < self.first_day:
+            raise Conflict(f"the clock is on {day}, before the log's first day {self.first_day}")
+        if self.store.sealed_head(day) is not None:
+            raise Conflict(f"day {day} is sealed; it takes no more entries")
+        unindexed, self._unindexed = self._unindexed, None
+        size = self.store.day_size(day)
+        edge = self._edge_at(day, size).copy()
+        seen = self.store.existing(day, [p[0] for p in prepared])
+        results: list[AppendResult] = []
+        new: list[tuple[bytes, bytes]] = []
+        new_keys: list[tuple[str, ...]] = []
+        for h, data, keys in prepared:
+            if h in seen:
+                results.append(AppendResult(day, seen[h], h, True))
+                continue
+            seen[h] = size + len(new)
+            new.append((h, data))
+            new_keys.append(keys)
+            results.append(AppendResult(day, seen[h], h, False))
+        pending = self._unindexed_keys(day, size, unindexed)
+        self.store.insert_entries(day, size, new, int(now))
+        pending = (pending[0], pending[1] + new_keys)
+        new_size = size + len(new)
+        pending = self._index_servers(day, pending, new_size - new_size % INDEX_CHUNK)
+        full = edge.extend(b"".join(h for h, _ in new))
+        self.store.insert_tiles(
+            day, ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full)
+        )
+        return _Batch(day, results, edge, pending)
+
+    def _keep(self, batch: _Batch) -> None:
+        """After a commit: this process's caches of what is now durable."""
+        self._edge, self._edge_day = batch.edge, batch.day
+        self._unindexed = (batch.day, *batch.pending)
 
     # --- the /record index -----------------------------------------------------------------
     #
@@ -374,12 +421,12 @@ class Log:
         return upto, keys[done:]
 
     def _edge_at(self, day: str, size: int) -> TreeEdge:
-        """The right edge of `day`'s tree at `size`, cached while this process is the writer."""
+        """The right edge of `day`'s tree at `size`: this process's copy when it is of that
+        size (entries are append-only, so an edge of a size never changes), else rebuilt from
+        the store. It is cached only by `_keep`, after a commit."""
         if self._edge is not None and self._edge_day == day and self._edge.size == size:
             return self._edge
-        edge = TreeEdge(size, self.store.edge_partials(day, size))
-        self._edge, self._edge_day = edge, day
-        return edge
+        return TreeEdge(size, self.store.edge_partials(day, size))
 
     # --- heads -----------------------------------------------------------------------------
 
@@ -391,23 +438,50 @@ class Log:
             raise StoreError(f"day {_prev_day(day)} is not sealed; cannot chain {day}")
         return heads.claims_digest(heads.parse_document(before.doc).claims)
 
-    def _publish(self, day: str, size: int, sealed: bool, iat: int) -> HeadRow:
-        """Sign and store a head of `day` at `size` (inside a write transaction)."""
-        edge = self._edge_at(day, size)
+    def _publish(
+        self,
+        day: str,
+        size: int,
+        sealed: bool,
+        iat: int,
+        pending: tuple[int, list[tuple[str, ...]]] | None = None,
+    ) -> HeadRow:
+        """Sign and store a head of `day` at `size`, inside the caller's write transaction.
+
+        The root signed is computed here from what this transaction reads (the stored leaf
+        hashes of the right edge and the roots of the full tiles below it), never from a
+        cache: a head is a statement about the stored entries, made under the same write lock
+        that keeps them from changing. A cached edge of the same size must agree; if it does
+        not, something is badly wrong and nothing is signed."""
+        edge = TreeEdge(size, self.store.edge_partials(day, size))
+        root = edge.root()
+        cached = self._edge
+        if (
+            cached is not None
+            and self._edge_day == day
+            and cached.size == size
+            and cached.root() != root
+        ):
+            raise StoreError(
+                f"day {day} at size {size}: the stored entries give root {root.hex()}, "
+                f"this process computed {cached.root().hex()}; refusing to sign"
+            )
         claims = heads.make_claims(
             iss=self.iss,
             day=day,
             tree_size=size,
-            root=edge.root(),
+            root=root,
             sealed=sealed,
             prev=self._prev(day),
             iat=iat,
         )
         signed = heads.sign(claims, self.key)
-        row = HeadRow(day, size, sealed, edge.root(), iat, self.key.kid, signed.document())
+        row = HeadRow(day, size, sealed, root, iat, self.key.kid, signed.document())
         # Everything this head covers is findable through /record once it is published.
-        unindexed, self._unindexed = self._unindexed, None
-        self._index_servers(day, self._unindexed_keys(day, size, unindexed), size)
+        if pending is None:
+            unindexed, self._unindexed = self._unindexed, None
+            pending = self._unindexed_keys(day, size, unindexed)
+        self._index_servers(day, pending, size)
         # The partial tiles at this size make every proof up to it servable from tiles.
         self.store.insert_tiles(
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
@@ -509,7 +583,7 @@ class Log:
 
     # --- proofs ----------------------------------------------------------------------------
 
-    def _tiles(self, day: str, size: int) -> TileNodes:
+    def _tile_getter(self, day: str, size: int) -> Callable[[int, int], bytes]:
         def get(level: int, index: int) -> bytes:
             at_level = size >> (TILE_HEIGHT * level)
             width = min(TILE_WIDTH, at_level - index * TILE_WIDTH)
@@ -518,7 +592,10 @@ class Log:
                 raise StoreError(f"day {day}: tile {level}/{index} (width {width}) is missing")
             return data
 
-        return TileNodes(get, cache=self._tile_cache, namespace=day)
+        return get
+
+    def _tiles(self, day: str, size: int) -> TileNodes:
+        return TileNodes(self._tile_getter(day, size), cache=self._tile_cache, namespace=day)
 
     def proof(self, day: str, leaf_index: int, tree_size: int | None = None) -> dict[str, Any]:
         """`{v, anchor, proof}` for entry `leaf_index` of `day` in the selected head."""
@@ -533,12 +610,7 @@ class Log:
         return {
             "v": heads.VERSION,
             "anchor": self.anchor(row),
-            "proof": {
-                "type": "rfc9162-sha256",
-                "leaf_index": leaf_index,
-                "tree_size": row.tree_size,
-                "path": [p.hex() for p in path],
-            },
+            "proof": _proof_json(leaf_index, row.tree_size, path),
         }
 
     def proof_by_leaf_hash(
@@ -645,6 +717,25 @@ class Log:
                 for r in rows
             ],
         }
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A batch sequenced inside a write transaction: what `_keep` caches once it commits."""
+
+    day: str
+    results: list[AppendResult]
+    edge: TreeEdge
+    pending: tuple[int, list[tuple[str, ...]]]
+
+
+def _proof_json(leaf_index: int, tree_size: int, path: Sequence[bytes]) -> dict[str, Any]:
+    return {
+        "type": "rfc9162-sha256",
+        "leaf_index": leaf_index,
+        "tree_size": tree_size,
+        "path": [p.hex() for p in path],
+    }
 
 
 SERVER_MEMBERS = ("v", "iss", "sub", "url", "status", "checked_at", "evidence")

@@ -31,10 +31,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import sqlite_utils
 
-from .errors import Conflict, StoreError
+from .errors import (
+    CapabilityAnchorError,
+    Conflict,
+    StoreBusy,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreIOError,
+    StoreReadOnly,
+)
 from .files import fsync_dir
 from .merkle import TILE_HEIGHT, partial_counts
 
@@ -43,6 +53,7 @@ SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
+READER_CACHE_KIB = 4 * 1024
 
 _IMMUTABLE = ("entries", "heads", "tiles", "stamps", "keys", "servers")
 
@@ -184,13 +195,60 @@ def _head(row: Sequence[object]) -> HeadRow:
 
 
 class Store:
-    """One SQLite database in a data dir."""
+    """One SQLite database in a data dir.
+
+    Connections (the write discipline): exactly one connection per process writes, and only
+    inside `write()`, which holds `_write_lock` for the whole transaction. Every other read,
+    on any thread, goes to that thread's own reader connection (`query_only`), so no SQLite
+    connection is ever used by two threads at once, and no reader ever sees a write
+    transaction's uncommitted rows (a proof or a head computed from those could outlive a
+    rollback). Inside `write()` the writing thread reads through the writer connection: the
+    transaction's own rows are what a head it signs must cover.
+    """
 
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
-        self._conn = conn
+        self._writer = conn
         self.db = sqlite_utils.Database(conn)
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
         self._checkpointer: tuple[threading.Event, threading.Thread] | None = None
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The connection this thread may use now: the writer inside `write()`, else its own
+        reader."""
+        local = self._local
+        if getattr(local, "writing", False):
+            return self._writer
+        conn: sqlite3.Connection | None = getattr(local, "reader", None)
+        if conn is None:
+            conn = self._open_reader()
+            local.reader = conn
+        return conn
+
+    def _open_reader(self) -> sqlite3.Connection:
+        with self._readers_lock:
+            if self._closed:
+                raise StoreError(f"the log at {self.path} is closed")
+            try:
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=BUSY_TIMEOUT_MS / 1000,
+                    isolation_level=None,
+                    # Closed by `close()`, which may run on another thread.
+                    check_same_thread=False,
+                )
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA query_only = ON")
+                conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
+            except sqlite3.Error as exc:
+                raise store_error(exc, f"cannot open a reader of the log at {self.path}") from None
+            self._readers.append(conn)
+            return conn
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -216,7 +274,7 @@ class Store:
             with store.write():
                 fill(store)
             # Fold the WAL into the main file so the one file we link is the whole database.
-            store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            store._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             store.close()
         try:
@@ -267,7 +325,7 @@ class Store:
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
-            raise StoreError(f"cannot open the log at {path}: {exc}") from None
+            raise store_error(exc, f"cannot open the log at {path}") from None
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -290,8 +348,8 @@ class Store:
         with self.write():
             for n in range(version, SCHEMA_VERSION):
                 for statement in _split_sql(_MIGRATIONS[n]):
-                    self._conn.execute(statement)
-            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    self._exec(statement)
+            self._exec(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def start_checkpointer(self) -> None:
         """Copy the WAL back into the database from a thread of its own.
@@ -322,7 +380,7 @@ class Store:
         thread.start()
         self._checkpointer = (stop, thread)
         # The writer's own automatic checkpoints become a rarely needed safety net.
-        self._conn.execute("PRAGMA wal_autocheckpoint = 100000")
+        self._writer.execute("PRAGMA wal_autocheckpoint = 100000")
 
     def close(self) -> None:
         if self._checkpointer is not None:
@@ -330,48 +388,112 @@ class Store:
             stop.set()
             thread.join()
             self._checkpointer = None
-        self._conn.close()
+        with self._readers_lock:
+            self._closed = True
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
+        self._writer.close()
 
     # --- transactions ----------------------------------------------------------------------
 
     @contextmanager
     def write(self) -> Iterator[None]:
-        """One durable, atomic write transaction under SQLite's write lock."""
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"cannot take the log's write lock: {exc}") from None
-        try:
-            yield
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        try:
-            self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._conn.execute("ROLLBACK")
-            raise StoreError(f"commit failed: {exc}") from None
+        """One durable, atomic write transaction under SQLite's write lock.
+
+        Durability point: when this returns, everything written inside is committed and
+        fsynced. If anything inside raises, or the commit fails, the transaction is rolled
+        back and the original error propagates (a failing ROLLBACK never hides it): nothing
+        of it is stored. Another process holding the lock is waited for up to the busy
+        timeout, then `StoreBusy`.
+        """
+        local = self._local
+        if getattr(local, "writing", False):
+            raise StoreError("a write transaction is already open on this thread")
+        with self._write_lock:
+            local.writing = True
+            try:
+                self._rollback()  # a transaction left open by a failure never absorbs this one
+                try:
+                    self._writer.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise store_error(exc, "cannot take the log's write lock") from None
+                try:
+                    yield
+                    if not self._writer.in_transaction:
+                        raise StoreError("SQLite rolled the write transaction back")
+                    self._writer.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    raise store_error(exc, "the commit failed") from None
+                except BaseException:
+                    self._rollback()
+                    raise
+            finally:
+                local.writing = False
+
+    def _rollback(self) -> None:
+        if self._writer.in_transaction:
+            # SQLite may already have rolled back (disk full, I/O error): that is not an error
+            # of its own, and the error that got us here is the one to report.
+            with contextlib.suppress(sqlite3.Error):
+                self._writer.execute("ROLLBACK")
 
     @contextmanager
     def read(self) -> Iterator[None]:
-        """A consistent snapshot for several reads (WAL readers never block writers)."""
-        self._conn.execute("BEGIN")
+        """One consistent snapshot for several reads on this thread (WAL readers never block
+        writers). Inside `write()` or another `read()` it adds nothing: those are already
+        one snapshot."""
+        local = self._local
+        if getattr(local, "writing", False) or getattr(local, "reading", False):
+            yield
+            return
+        conn = self._conn
+        try:
+            conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise store_error(exc, "cannot start a read") from None
+        local.reading = True
         try:
             yield
         finally:
-            self._conn.execute("COMMIT")
+            local.reading = False
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
 
-    def _exec(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+    def _exec(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        conn = self._checked_conn()
         try:
-            return self._conn.execute(sql, params)
-        except sqlite3.IntegrityError as exc:
-            raise _integrity(exc) from None
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise store_error(exc, "a statement failed") from None
+
+    def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
+        rows = self._exec(sql, params)
+        return rows[0] if rows else None
+
+    def _iter(self, sql: str, params: Sequence[object] = ()) -> Iterator[Any]:
+        """Rows one at a time (for results too large to fetch at once)."""
+        conn = self._checked_conn()
+        try:
+            yield from conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise store_error(exc, "a read failed") from None
 
     def _execmany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        conn = self._checked_conn()
         try:
-            self._conn.executemany(sql, rows)
-        except sqlite3.IntegrityError as exc:
-            raise _integrity(exc) from None
+            conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise store_error(exc, "a write failed") from None
+
+    def _checked_conn(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is self._writer and not conn.in_transaction and self._local.writing:
+            # SQLite ended the transaction on its own (disk full, I/O error): a statement run
+            # now would commit by itself, outside the batch it belongs to.
+            raise StoreError("SQLite rolled the write transaction back")
+        return conn
 
     # --- meta and keys ---------------------------------------------------------------------
 
@@ -392,7 +514,7 @@ class Store:
     # --- entries ---------------------------------------------------------------------------
 
     def day_size(self, day: str) -> int:
-        row = self._exec("SELECT max(leaf_index) FROM entries WHERE day = ?", (day,)).fetchone()
+        row = self._one("SELECT max(leaf_index) FROM entries WHERE day = ?", (day,))
         return 0 if row[0] is None else int(row[0]) + 1
 
     def existing(self, day: str, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
@@ -427,7 +549,7 @@ class Store:
 
     def iter_servers(self, day: str) -> Iterator[tuple[int, str]]:
         """(leaf_index, key) of a day's server index, in index order (for the audit)."""
-        for index, key in self._exec(
+        for index, key in self._iter(
             "SELECT leaf_index, key FROM servers WHERE day = ? ORDER BY leaf_index, key", (day,)
         ):
             yield int(index), str(key)
@@ -489,7 +611,7 @@ class Store:
                 "SELECT leaf_index, leaf_hash, claims FROM entries WHERE day = ? "
                 "AND leaf_index >= ? ORDER BY leaf_index LIMIT ?",
                 (day, start, chunk),
-            ).fetchall()
+            )
             for i, h, c in rows:
                 yield EntryRow(day, int(i), bytes(h), bytes(c))
             if len(rows) < chunk:
@@ -511,11 +633,11 @@ class Store:
 
     def tile(self, day: str, level: int, index: int, min_width: int) -> bytes | None:
         """The narrowest stored version of a tile that holds at least `min_width` hashes."""
-        row = self._exec(
+        row = self._one(
             "SELECT hashes FROM tiles WHERE day = ? AND level = ? AND idx = ? AND width >= ? "
             "ORDER BY width LIMIT 1",
             (day, level, index, min_width),
-        ).fetchone()
+        )
         return None if row is None else bytes(row[0])
 
     def full_tile_roots(self, day: str, level: int, first: int, count: int) -> list[bytes]:
@@ -550,7 +672,7 @@ class Store:
         return partials
 
     def iter_tiles(self, day: str) -> Iterator[TileRow]:
-        for level, idx, width, hashes, root in self._exec(
+        for level, idx, width, hashes, root in self._iter(
             "SELECT level, idx, width, hashes, root FROM tiles WHERE day = ? "
             "ORDER BY level, idx, width",
             (day,),
@@ -612,7 +734,7 @@ class Store:
         return self._heads("sealed = 1 AND day < ?", (before,), "day DESC", limit)
 
     def last_sealed_day(self) -> str | None:
-        row = self._exec("SELECT max(day) FROM heads WHERE sealed = 1").fetchone()
+        row = self._one("SELECT max(day) FROM heads WHERE sealed = 1")
         return None if row[0] is None else str(row[0])
 
     def newest_published(self) -> HeadRow | None:
@@ -648,12 +770,36 @@ class Store:
     # --- raw access, for tests that play the attacker ---------------------------------------
 
     def execute_raw(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
-        """Run SQL as given. Only tests use this, to show the triggers firing and to tamper
-        with a copy the way an attacker with file access would."""
-        return [tuple(r) for r in self._exec(sql, params)]
+        """Run SQL as given, on the writer connection in autocommit. Only tests use this, to
+        show the triggers firing and to tamper with a copy the way an attacker with file access
+        would."""
+        with self._write_lock:
+            try:
+                return [tuple(r) for r in self._writer.execute(sql, params).fetchall()]
+            except sqlite3.Error as exc:
+                raise store_error(exc, "raw SQL failed") from None
 
 
-def _integrity(exc: sqlite3.IntegrityError) -> Exception:
+def store_error(exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
+    """The project's error for a SQLite one, by SQLite's own error name, so that disk full,
+    read-only, damaged and busy each say what they are (and HTTP and the CLI can say so)."""
+    if isinstance(exc, sqlite3.IntegrityError):
+        return _integrity(exc)
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    kinds: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
+        (("SQLITE_FULL",), StoreFull, "the disk is full"),
+        (("SQLITE_READONLY",), StoreReadOnly, "the database is read-only"),
+        (("SQLITE_CORRUPT", "SQLITE_NOTADB"), StoreCorrupt, "the database is damaged"),
+        (("SQLITE_BUSY", "SQLITE_LOCKED"), StoreBusy, "another writer kept the database locked"),
+        (("SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_PERM"), StoreIOError, "an I/O error"),
+    )
+    for prefixes, cls, what in kinds:
+        if name.startswith(prefixes):
+            return cls(f"{context}: {what}: {exc}")
+    return StoreError(f"{context}: {exc}")
+
+
+def _integrity(exc: sqlite3.IntegrityError) -> CapabilityAnchorError:
     message = str(exc)
     if "append-only" in message:
         return Conflict(message)

@@ -158,7 +158,7 @@ def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
         if isinstance(exc, InvalidRecord) and exc.position is not None:
             note = f"record {exc.position}: {note}"
         if isinstance(exc, StoreError):
-            note = "the log cannot answer right now"
+            note = exc.note  # the class's own words: the message may name paths
         return error_response(_code_of(exc), note)
     if isinstance(exc, RecursionError):
         return error_response("bad_request", "the request is nested too deeply")
@@ -457,16 +457,11 @@ async def post_records(
     prepared = request.state.checked_body
 
     def run() -> list[dict[str, Any]]:
-        results = writer.append_prepared(prepared)
-        out = [r.to_json() for r in results]
         if prove:
-            # A head covering the batch is published first, so each entry's proof exists.
-            writer.checkpoint()
-            for item, r in zip(out, results, strict=True):
-                answer = writer.proof(r.day, r.leaf_index)
-                item["anchor"] = answer["anchor"]
-                item["proof"] = answer["proof"]
-        return out
+            # The batch, a head covering it and each entry's proof: one transaction, so the
+            # answer is either all of it, durable, or an error with nothing stored.
+            return writer.append_and_prove(prepared)
+        return [r.to_json() for r in writer.append_prepared(prepared)]
 
     out = await service.write(run)
     # Not a signed document, so no need for canonical JSON: msgspec is ~50x faster here.

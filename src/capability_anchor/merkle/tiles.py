@@ -13,6 +13,7 @@ i.e. a handful of tiles even at 10,000,000 leaves.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
@@ -115,18 +116,23 @@ class TileCache:
     def __init__(self, max_tiles: int = 2048) -> None:
         self.max_tiles = max_tiles
         self._rows: OrderedDict[Hashable, list[bytes]] = OrderedDict()
+        # Proofs run on the event loop and on worker threads at once: a move_to_end racing an
+        # eviction would raise KeyError.
+        self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> list[bytes] | None:
-        rows = self._rows.get(key)
-        if rows is not None:
-            self._rows.move_to_end(key)
-        return rows
+        with self._lock:
+            rows = self._rows.get(key)
+            if rows is not None:
+                self._rows.move_to_end(key)
+            return rows
 
     def put(self, key: Hashable, rows: list[bytes]) -> None:
-        self._rows[key] = rows
-        self._rows.move_to_end(key)
-        while len(self._rows) > self.max_tiles:
-            self._rows.popitem(last=False)
+        with self._lock:
+            self._rows[key] = rows
+            self._rows.move_to_end(key)
+            while len(self._rows) > self.max_tiles:
+                self._rows.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._rows)
