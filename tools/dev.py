@@ -115,7 +115,8 @@ def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
         return 2
-    ensure_env()
+    if sys.argv[1] != "faketime":  # a system package: no virtualenv needed for it
+        ensure_env()
     return commands[sys.argv[1]](sys.argv[2:])
 
 

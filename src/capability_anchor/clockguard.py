@@ -67,11 +67,11 @@ def boot_id() -> str:
 
 def _span(seconds: float) -> str:
     """A signed duration for people: +19d 00:00:02, -7m 30s, +0.4 s."""
-    sign = "+" if seconds >= 0 else "-"
     left = abs(seconds)
+    sign = "+" if seconds >= 0 or left < 0.05 else "-"
     if left < 60:
         return f"{sign}{left:.1f} s"
-    whole = math.floor(left)
+    whole = round(left)
     days, rest = divmod(whole, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
