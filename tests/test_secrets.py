@@ -258,3 +258,13 @@ def test_a_looser_existing_data_dir_is_tightened_when_the_service_starts(data: P
         assert "log.sqlite3 had mode 0644" in stderr
         with httpx.Client(base_url=server.url) as client:
             assert client.get("/healthz").status_code == 200
+
+
+def test_init_tightens_an_existing_data_dir(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    result = run_cli("init", "--data", data, "--iss", ISS)
+    assert result.returncode == 0, result.stderr
+    assert mode(data) == 0o700
+    assert "had mode 0755" in result.stderr
