@@ -114,6 +114,28 @@ def test_disagreeing_clocks_refuse_and_agreeing_again_resumes(
     assert guard.episodes == 2
 
 
+def test_a_pinned_call_keeps_its_first_verdict(tmp_path: Path) -> None:
+    """`POST /records?prove=1` appends, then checkpoints: a jump in between must not refuse
+    the checkpoint of a batch already stored."""
+    clocks = Clocks()
+    guard = clocks.guard(tmp_path)
+
+    def append_then_checkpoint() -> tuple[float, float]:
+        first = guard.now()
+        clocks.advance(0.5)
+        clocks.jump(19 * DAY)
+        return first, guard.now()
+
+    assert guard.pinned(append_then_checkpoint)() == (T0, T0 + 0.5)
+    with pytest.raises(ClockDisagrees):
+        guard.now()  # outside the call: refused
+    # A call that begins while they disagree is refused at its first reading.
+    with pytest.raises(ClockDisagrees):
+        guard.pinned(guard.now)()
+    clocks.jump(-19 * DAY)
+    assert guard.pinned(guard.now)() == T0 + 0.5
+
+
 def test_the_operators_acknowledgement_rebaselines(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from .errors import ClockDisagrees
 
@@ -45,6 +46,7 @@ TOLERANCE_S = 300.0
 
 log = logging.getLogger("capability_anchor.clock")
 _ACK_VERSION = 1
+T = TypeVar("T")
 _MAX_ACK_FILE = 4096
 
 
@@ -134,6 +136,7 @@ class ClockGuard:
         # An acknowledgement already there at start is the past (the baseline is newer).
         self._ack_seen: tuple[int, int, int] | None = self._ack_signature()
         self.episodes = 0
+        self._pins = threading.local()
 
     def _ack_signature(self) -> tuple[int, int, int] | None:
         try:
@@ -150,9 +153,34 @@ class ClockGuard:
         with self._lock:
             return wall - (self._base[0] + mono - self._base[1])
 
+    def pinned(self, call: Callable[[], T]) -> Callable[[], T]:
+        """`call` with one verdict: the first reading of the time in it decides, and later
+        ones in the same call (same thread) continue that reading by the monotonic clock.
+        For work that must not fail halfway on a jump: `POST /records?prove=1` appends,
+        then checkpoints, and a refusal after the append would be a 503 for a stored batch."""
+
+        def run() -> T:
+            self._pins.active, self._pins.reading = True, None
+            try:
+                return call()
+            finally:
+                self._pins.active, self._pins.reading = False, None
+
+        return run
+
     def now(self) -> float:
         """The service's time: the earlier of the wall clock and the expected time, while
         they agree; ClockDisagrees while they do not."""
+        if getattr(self._pins, "active", False):
+            if self._pins.reading is not None:
+                t, at = self._pins.reading
+                return float(t + self._mono() - at)
+            t = self._now()
+            self._pins.reading = (t, self._mono())
+            return t
+        return self._now()
+
+    def _now(self) -> float:
         wall, mono = self._wall(), self._mono()
         with self._lock:
             expected = self._base[0] + mono - self._base[1]

@@ -471,7 +471,9 @@ async def post_records(
                 item["proof"] = answer["proof"]
         return out
 
-    out = await service.write(run)
+    # One clock verdict for the whole request: a jump after the append must not make its
+    # checkpoint refuse (a 503 for a stored batch); see ClockGuard.pinned.
+    out = await service.write(request.app.state.clock_guard.pinned(run))
     # Not a signed document, so no need for canonical JSON: msgspec is ~50x faster here.
     body = msgspec.json.encode({"v": VERSION, "entries": out})
     return Response(body, media_type="application/json")
@@ -666,5 +668,6 @@ def create_app(settings: Settings) -> Litestar:
         debug=False,
     )
     app.state.service = service
+    app.state.clock_guard = guard
     app.state.limiter = limiter
     return app
