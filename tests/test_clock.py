@@ -307,11 +307,26 @@ def test_a_jump_19_days_ahead_and_back_seals_nothing_and_stores_nothing(
     server: Server, faketime: FakeTime
 ) -> None:
     headers = server.writer_headers()
+    observed = {
+        "v": "0.2",
+        "iss": server.url,
+        "sub": "urn:agent:clock",
+        "url": "https://api.example/cap/clock",
+        "status": "resolved",
+        "checked_at": "2026-11-30T12:00:00Z",
+        "evidence": {"record": "sha256:" + "0" * 64},
+        "tag": "before",
+    }
     with server.client() as client:
-        before = client.post("/records?prove=1", json=batch("before"), headers=headers)
+        first = batch("before")
+        first["records"].append(observed)
+        before = client.post("/records?prove=1", json=first, headers=headers)
         assert before.status_code == 200, before.text
         today = before.json()["entries"][0]["day"]
+        assert client.get("/record", params={"id": "urn:agent:clock"}).status_code == 200
         faketime.set("+19d")
+        # No record token is signed with a time 19 days ahead.
+        assert_paused(client.get("/record", params={"id": "urn:agent:clock"}))
         refused = 0
         # The incident's 6 s, with appends with and without proofs, and checkpoints.
         until = time.monotonic() + 6
@@ -337,7 +352,7 @@ def test_a_jump_19_days_ahead_and_back_seals_nothing_and_stores_nothing(
     assert heads and all(day == today and not sealed for day, sealed in heads)
     with raw(server.data) as conn:
         tags = [json.loads(c)["tag"] for (c,) in conn.execute("SELECT claims FROM entries")]
-    assert sorted(set(tags)) == ["after", "before", "plain"] and len(tags) == 15
+    assert sorted(set(tags)) == ["after", "before", "plain"] and len(tags) == 16
     stderr = server.stderr()
     assert stderr.count("disagrees with the monotonic clock") == 1, stderr
     assert stderr.count("agrees with the monotonic clock again") == 1, stderr
