@@ -147,12 +147,6 @@ class ClockGuard:
 
     # --- reading the time -------------------------------------------------------------------
 
-    def skew(self) -> float:
-        """Wall clock minus expected time, now (positive: the wall clock is ahead)."""
-        wall, mono = self._wall(), self._mono()
-        with self._lock:
-            return wall - (self._base[0] + mono - self._base[1])
-
     def pinned(self, call: Callable[[], T]) -> Callable[[], T]:
         """`call` with one verdict: the first reading of the time in it decides, and later
         ones in the same call (same thread) continue that reading by the monotonic clock.
