@@ -43,6 +43,13 @@ class KeyFileError(CapabilityAnchorError):
     code = "key_error"
 
 
+class TokenError(CapabilityAnchorError):
+    """The writer token is unusable: empty, whitespace-only, shorter than 32 bytes, not one
+    word of visible ASCII, or its file is not a regular file private to its owner."""
+
+    code = "token_error"
+
+
 class InvalidKey(CapabilityAnchorError):
     """A public key or JWK set is malformed (not an Ed25519 OKP key, bad `x`, kid mismatch)."""
 
@@ -148,6 +155,14 @@ class Conflict(CapabilityAnchorError):
     day, a record whose `iss` is not the log's, re-initialising an existing log)."""
 
     code = "conflict"
+
+
+class ClockDisagrees(CapabilityAnchorError):
+    """The service's wall clock and its monotonic clock disagree by more than the tolerance
+    (the wall clock jumped): appends, checkpoints and sealing wait until they agree again or
+    an operator acknowledges the clock (`capability-anchor seal`). HTTP 503."""
+
+    code = "unavailable"
 
 
 class StoreError(CapabilityAnchorError):

@@ -1,9 +1,12 @@
-"""Small durable-file helpers shared by the store, the log and export."""
+"""Small durable-file helpers shared by the store, the log and export, and the data dir's
+modes."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import stat
 from pathlib import Path
 
 
@@ -36,3 +39,47 @@ def write_secret_file(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(path)
         raise
+
+
+_modes_log = logging.getLogger("capability_anchor.files")
+
+
+def tighten_modes(data_dir: Path, db_name: str = "log.sqlite3") -> list[tuple[Path, int, int]]:
+    """Take every group and other permission bit off the data dir and the database files
+    (`db_name` and its -wal and -shm), and return (path, old mode, new mode) of each one
+    changed, each also logged as a warning.
+
+    Logs made before 0.2 left the data dir 0755 and the database 0644 (the umask's
+    defaults); nothing needs group or other access to them (readers use HTTP or an export),
+    and refusing would stop every such log at its next start, so they are tightened rather
+    than refused. The key and token files are never changed: a secret that was readable by
+    others is refused, so the operator decides whether it leaked. A path that cannot be
+    changed (not the owner, a read-only copy) is left as it is, with a warning.
+    """
+    changed: list[tuple[Path, int, int]] = []
+    paths = [data_dir] + [data_dir / f"{db_name}{suffix}" for suffix in ("", "-wal", "-shm")]
+    for path in paths:
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            continue
+        if not mode & 0o077:
+            continue
+        try:
+            os.chmod(path, mode & ~0o077)
+        except OSError as exc:
+            _modes_log.warning(
+                "%s has mode %04o (group or others have access) and cannot be changed: %s",
+                path,
+                mode,
+                exc.strerror,
+            )
+            continue
+        _modes_log.warning(
+            "%s had mode %04o (group or others had access); changed to %04o",
+            path,
+            mode,
+            mode & ~0o077,
+        )
+        changed.append((path, mode, mode & ~0o077))
+    return changed

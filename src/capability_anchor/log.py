@@ -22,7 +22,6 @@ import datetime as dt
 import json
 import math
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,7 +43,7 @@ from .errors import (
     StoreError,
     UsageError,
 )
-from .files import write_secret_file
+from .files import tighten_modes
 from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
 from .merkle import (
     TILE_HEIGHT,
@@ -59,12 +58,12 @@ from .merkle import (
 )
 from .merkle.nodes import resolve
 from .store import HeadRow, StampRow, Store
+from .writer_token import TOKEN_ENV, TOKEN_FILE, create_token_file, read_token_file, writer_token
 
 Clock = Callable[[], float]
 Prepared = tuple[bytes, bytes, tuple[str, ...]]
 
 KEY_FILE = "signing-key.jwk"
-TOKEN_FILE = "writer-token"  # noqa: S105 - a file name, not a secret
 MAX_BATCH = 1000
 
 
@@ -170,13 +169,20 @@ class Log:
         token_path = data_dir / TOKEN_FILE
         if Store.exists(data_dir):
             raise Conflict(f"a log already exists in {data_dir}; refusing to overwrite it")
-        data_dir.mkdir(parents=True, exist_ok=True)
+        # Only the owner may list, read or replace anything in the data dir.
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tighten_modes(data_dir)
         # The database is the commit point of init. A key or token file without a database
         # is left by an init that crashed before it: nothing was ever signed with that key
-        # or accepted with that token, so they are taken over rather than refused.
+        # or accepted with that token, so they are taken over rather than refused (but
+        # checked: a token the service would refuse must not become the log's).
         key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
-        if not token_path.exists():
-            write_secret_file(token_path, (secrets.token_urlsafe(32) + "\n").encode())
+        if token_path.exists():
+            read_token_file(token_path)
+        else:
+            create_token_file(token_path)
+        if TOKEN_ENV in os.environ:
+            writer_token(data_dir)  # the token the service would use instead: refuse it now
         now = clock()
 
         def fill(store: Store) -> None:
@@ -261,10 +267,8 @@ class Log:
         return KeySet(found)
 
     def writer_token(self) -> str:
-        env = os.environ.get("CAPABILITY_ANCHOR_TOKEN")
-        if env:
-            return env
-        return (self.data_dir / TOKEN_FILE).read_text().strip()
+        """The checked writer token (see `writer_token`: TokenError when unusable)."""
+        return writer_token(self.data_dir)
 
     # --- append ----------------------------------------------------------------------------
 

@@ -265,10 +265,13 @@ class Store:
         path = data_dir / DB_NAME
         if path.exists():
             raise Conflict(f"a log already exists at {path}; refusing to overwrite it")
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = data_dir / f".{DB_NAME}.init"
         for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
             leftover.unlink(missing_ok=True)  # from a crashed init: it never became the log
+        # Created empty and 0600 before SQLite opens it: SQLite gives the -wal and -shm it
+        # makes later the database file's mode, so all three stay private to the owner.
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
         store = cls._connect(tmp, create=True)
         try:
             with store.write():

@@ -33,9 +33,11 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_304_NOT_MODIFIED
 
 from .. import __version__, leaf
+from ..clockguard import ClockGuard
 from ..encoding import hash_from_hex, parse_day
 from ..errors import (
     CapabilityAnchorError,
+    ClockDisagrees,
     Conflict,
     InvalidRecord,
     NotFound,
@@ -43,6 +45,7 @@ from ..errors import (
     UsageError,
 )
 from ..export import timestamps_document
+from ..files import tighten_modes
 from ..log import Log
 from ..stamping import Stamper, StampResult, TsaConfig
 from .background import Background
@@ -145,7 +148,7 @@ def _code_of(exc: CapabilityAnchorError) -> str:
         return "conflict"
     if isinstance(exc, UsageError):
         return "bad_request"
-    if isinstance(exc, StoreError):
+    if isinstance(exc, StoreError | ClockDisagrees):
         return "unavailable"
     return "bad_request"
 
@@ -463,7 +466,9 @@ async def post_records(
             return writer.append_and_prove(prepared)
         return [r.to_json() for r in writer.append_prepared(prepared)]
 
-    out = await service.write(run)
+    # One clock verdict for the whole request: a jump after the append must not make its
+    # checkpoint refuse (a 503 for a stored batch); see ClockGuard.pinned.
+    out = await service.write(request.app.state.clock_guard.pinned(run))
     # Not a signed document, so no need for canonical JSON: msgspec is ~50x faster here.
     body = msgspec.json.encode({"v": VERSION, "entries": out})
     return Response(body, media_type="application/json")
@@ -565,9 +570,23 @@ def _log_stamp(result: StampResult) -> None:
     _logger.log(logging.INFO if result.ok else logging.WARNING, "%s", result.describe())
 
 
+def _guard_clocks(settings: Settings, *logs: Log) -> ClockGuard:
+    """Every Log of the service reads the time through one ClockGuard (see clockguard.py):
+    while the wall clock disagrees with the monotonic clock, every append path (`POST
+    /records` with or without `prove=1`), checkpoint, seal, stamp and `/record` token fails
+    with ClockDisagrees (503) before anything is stored."""
+    guard = ClockGuard(settings.data_dir)
+    for log in logs:
+        log.clock = guard.now
+    return guard
+
+
 def create_app(settings: Settings) -> Litestar:
     """Open the log (running its start-up self-check, before any port opens) and build the
     app around it."""
+    # Refused before the log is opened: a service with an unusable token must not start.
+    token = settings.token()
+    tighten_modes(settings.data_dir)
     writer = Log.open(settings.data_dir)
     try:
         reader = Log.open(settings.data_dir, background_checkpoints=False)
@@ -576,7 +595,8 @@ def create_app(settings: Settings) -> Litestar:
         raise
     if settings.public_url:
         writer.public_url = reader.public_url = settings.public_url.rstrip("/")
-    service = Service(settings, reader, writer, settings.token())
+    guard = _guard_clocks(settings, writer, reader)
+    service = Service(settings, reader, writer, token)
     try:
         # Checked before the port opens: a TSA without a trusted CA is a usage error (SPEC §7).
         tsa = TsaConfig.resolve(writer.config, settings.tsa, settings.tsa_ca, settings.tsa_deadline)
@@ -588,7 +608,7 @@ def create_app(settings: Settings) -> Litestar:
         if tsa.urls:
             stamper = Stamper(writer, tsa, retry_first=settings.tsa_retry, report=_log_stamp)
         service.background = Background(
-            writer, settings.data_dir, settings.checkpoint_interval, stamper
+            writer, settings.data_dir, settings.checkpoint_interval, stamper, guard
         )
 
     async def startup(app: Litestar) -> None:
@@ -643,5 +663,6 @@ def create_app(settings: Settings) -> Litestar:
         debug=False,
     )
     app.state.service = service
+    app.state.clock_guard = guard
     app.state.limiter = limiter
     return app

@@ -5,7 +5,15 @@ Configuration comes from the environment (see `Settings.from_env`); the log must
 worker with a wrong key or data dir fails before it accepts a connection.
 """
 
+import sys
+
+from ..errors import CapabilityAnchorError
 from .app import create_app
 from .settings import Settings
 
-app = create_app(Settings.from_env())
+try:
+    app = create_app(Settings.from_env())
+except CapabilityAnchorError as _exc:
+    # One line saying why, not a traceback: uvicorn lets SystemExit through its import.
+    print(f"capability-anchor: refusing to start: {_exc}", file=sys.stderr, flush=True)
+    raise SystemExit(2) from None

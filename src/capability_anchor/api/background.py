@@ -7,6 +7,11 @@ another worker takes over on its next try). Failures are logged and retried at t
 they never stop the service. Stamping runs as a task of its own, so a TSA that hangs until its
 deadline never delays a checkpoint or a seal (SPEC §7: fail open); each TSA that failed is
 retried with a growing delay (`stamping.Stamper`).
+
+With a `ClockGuard` (the service always gives one), a tick runs only while the wall clock
+agrees with the monotonic clock: a jump of the wall clock seals nothing and checkpoints
+nothing until the clocks agree again or an operator acknowledges the clock (`seal`). The
+writer's clock is the guard's as well, so nothing the tick calls could use a jumped time.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 
 import anyio
 
+from ..clockguard import ClockGuard
 from ..errors import CapabilityAnchorError
 from ..log import Log, utc_day
 from ..stamping import Stamper
@@ -36,8 +42,10 @@ class Background:
         data_dir: Path,
         checkpoint_interval: float,
         stamper: Stamper | None = None,
+        guard: ClockGuard | None = None,
     ) -> None:
         self.writer = writer
+        self.guard = guard
         self.stamper = stamper
         self._stamping: asyncio.Task[object] | None = None
         self.lock_path = data_dir / "background.lock"
@@ -77,7 +85,7 @@ class Background:
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
-            if self._try_lock():
+            if self._try_lock() and self._clock_agrees():
                 await self._tick()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), TICK_S)
@@ -101,6 +109,11 @@ class Background:
                 await anyio.to_thread.run_sync(writer.checkpoint)
         except CapabilityAnchorError as exc:
             log.warning("background work failed, retrying at the next tick: %s", exc)
+
+    def _clock_agrees(self) -> bool:
+        """No background work while the wall clock disagrees with the monotonic clock (the
+        guard logs the episode once; the tick would only fail on every clock reading)."""
+        return self.guard is None or self.guard.agrees()
 
     def _maybe_stamp(self) -> None:
         stamper = self.stamper

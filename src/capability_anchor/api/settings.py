@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..writer_token import writer_token
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -48,7 +50,8 @@ class Settings:
     it off). Only one process per data dir does it, whatever the number of workers."""
 
     writer_token: str | None = field(default=None, repr=False)
-    """Bearer token for writers; default env CAPABILITY_ANCHOR_TOKEN, else DIR/writer-token."""
+    """Bearer token for writers; default env CAPABILITY_ANCHOR_TOKEN, else DIR/writer-token
+    (every source checked by `writer_token.writer_token`: at least 32 bytes, file 0600)."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -69,9 +72,5 @@ class Settings:
         )
 
     def token(self) -> str:
-        if self.writer_token:
-            return self.writer_token
-        env = os.environ.get("CAPABILITY_ANCHOR_TOKEN")
-        if env:
-            return env
-        return (self.data_dir / "writer-token").read_text().strip()
+        """The checked writer token (TokenError when unusable: the service must not start)."""
+        return writer_token(self.data_dir, self.writer_token)

@@ -14,6 +14,7 @@ from ..errors import (
     KeyFileError,
     StartupCheckFailed,
     StoreError,
+    TokenError,
     UsageError,
 )
 
@@ -24,10 +25,10 @@ EXIT_USAGE = 2
 
 def exit_code_for(exc: BaseException) -> int:
     """2 for usage and I/O (bad arguments, unreadable files, a missing or unopenable store,
-    key file problems); 1 for everything the log or a check refused."""
+    key or token file problems); 1 for everything the log or a check refused."""
     if isinstance(exc, StartupCheckFailed):
         return EXIT_FAILED
-    if isinstance(exc, UsageError | KeyFileError | StoreError | OSError):
+    if isinstance(exc, UsageError | KeyFileError | TokenError | StoreError | OSError):
         return EXIT_USAGE
     return EXIT_FAILED
 

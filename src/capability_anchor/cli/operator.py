@@ -234,7 +234,10 @@ def _report_stamp(result: Any) -> None:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
+    import time
+
     from .. import head as heads
+    from ..clockguard import acknowledge, iso, monotonic
     from ..stamping import stamp_missing
 
     def printed(doc: bytes) -> None:
@@ -242,10 +245,19 @@ def cmd_seal(args: argparse.Namespace) -> int:
         _emit_doc(doc)
         sys.stdout.flush()
 
+    # The clock reading that decides what is sealed is the one the operator acknowledges.
+    wall, mono = time.time(), monotonic()
     with _open(args) as log:
         # The TSA configuration is checked before anything is sealed (usage errors first).
         tsa = _tsa_config(args, log)
         sealed = log.seal(printed)
+        # A running service whose clocks disagree takes this reading as its new baseline.
+        ack = acknowledge(log.data_dir, wall, mono)
+        print(
+            f"{PROG}: the wall clock ({iso(wall)}) is acknowledged for a running service "
+            f"({ack})",
+            file=sys.stderr,
+        )
         if tsa.urls and sealed:
             days = {heads.parse_document(doc).day for doc in sealed}
             # Fail open: a failed stamp is reported and left for `timestamp` or the service.
