@@ -39,7 +39,10 @@ from .files import fsync_dir
 from .merkle import TILE_HEIGHT, partial_counts
 
 DB_NAME = "log.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# The first schema version with key rotation records and signed settings (trust.py): a log
+# opened from an older one has its settings signed once, at that open (README, Decisions).
+TRUST_SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
@@ -134,6 +137,34 @@ _MIGRATIONS: tuple[str, ...] = (
     BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be deleted'); END;
     """
         for t in _IMMUTABLE
+    ),
+    # 2: key rotation records and signed settings statements (trust.py), append-only.
+    """
+    CREATE TABLE key_records (
+        id INTEGER PRIMARY KEY,
+        signer TEXT NOT NULL,
+        kid TEXT NOT NULL,
+        jws TEXT NOT NULL UNIQUE,
+        added INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE settings (
+        id INTEGER PRIMARY KEY,
+        kid TEXT NOT NULL,
+        jws TEXT NOT NULL,
+        added INTEGER NOT NULL
+    ) STRICT;
+    """
+    + "".join(
+        f"""
+    CREATE TRIGGER {t}_no_replace BEFORE INSERT ON {t}
+    WHEN EXISTS (SELECT 1 FROM {t} WHERE id = NEW.id)
+    BEGIN SELECT RAISE(ABORT, 'append-only: a {t} row is stored under this id'); END;
+    CREATE TRIGGER {t}_no_update BEFORE UPDATE ON {t}
+    BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be updated'); END;
+    CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t}
+    BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be deleted'); END;
+    """
+        for t in ("key_records", "settings")
     ),
 )
 
@@ -651,6 +682,47 @@ class Store:
         """Run SQL as given. Only tests use this, to show the triggers firing and to tamper
         with a copy the way an attacker with file access would."""
         return [tuple(r) for r in self._exec(sql, params)]
+
+    # --- key trust: rotation records and signed settings (trust.py, logtrust.py) -------------
+
+    @classmethod
+    def stored_version(cls, data_dir: Path) -> int:
+        """The schema version on disk, read without migrating it (read-only connection), so
+        the log can tell an upgrade at this open from a database that lost its rows."""
+        path = data_dir / DB_NAME
+        if not path.exists():
+            raise StoreError(f"no log at {path} (run `capability-anchor init` first)")
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                return int(conn.execute("PRAGMA user_version").fetchone()[0])
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the log at {path}: {exc}") from None
+
+    def add_key_record(self, signer: str, kid: str, token: str, added: int) -> None:
+        self._exec(
+            "INSERT INTO key_records (signer, kid, jws, added) VALUES (?, ?, ?, ?)",
+            (signer, kid, token, added),
+        )
+
+    def key_records(self) -> list[tuple[int, str, str, str]]:
+        """(id, signer kid, endorsed kid, compact JWS) of every rotation record, in order."""
+        return [
+            (int(i), str(s), str(k), str(j))
+            for i, s, k, j in self._exec("SELECT id, signer, kid, jws FROM key_records ORDER BY id")
+        ]
+
+    def add_settings(self, kid: str, token: str, added: int) -> None:
+        self._exec("INSERT INTO settings (kid, jws, added) VALUES (?, ?, ?)", (kid, token, added))
+
+    def settings_statements(self) -> list[tuple[int, str, str]]:
+        """(id, signer kid, compact JWS) of every settings statement, oldest first."""
+        return [
+            (int(i), str(k), str(j))
+            for i, k, j in self._exec("SELECT id, kid, jws FROM settings ORDER BY id")
+        ]
 
 
 def _integrity(exc: sqlite3.IntegrityError) -> Exception:
