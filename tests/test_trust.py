@@ -18,6 +18,7 @@ from litestar.testing import TestClient
 from capability_anchor import head as heads
 from capability_anchor import jws, trust
 from capability_anchor.api import Settings, create_app
+from capability_anchor.encoding import b64url_decode
 from capability_anchor.errors import (
     ClaimsError,
     IssuerMismatch,
@@ -524,3 +525,18 @@ def test_closure_follows_records_in_any_order_and_never_from_an_untrusted_key() 
     chain = trust.closure([a.public], tokens, iss=ISS)
     assert set(chain.keys.kids) == {a.kid, b.kid, c.kid}
     assert sorted(chain.records) == [0, 2] and list(chain.problems) == [1]
+
+
+def test_the_rotation_record_in_roots_readme_verifies() -> None:
+    """roots/README.md's example: the sample's test key endorses the example key."""
+    roots = Path(__file__).resolve().parent.parent / "roots"
+    text = (roots / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Key rotation records") :]
+    token = next(line for line in section.splitlines() if line.startswith("eyJ"))
+    sample = KeySet.from_json((roots / "keys.json").read_bytes())
+    endorsed = trust.verify_key_record(token, sample, iss=ISS)
+    assert endorsed.key.kid == "3ePm8ODQBDGDbYjpTkRppRSJjdBrVyZBENQlgsCfAmo"
+    assert endorsed.signer == "xA9jr3JfuuB6hDjSb8DejqCN30YKK8WB-v-q-WMSi34"
+    assert endorsed.iat == 1793836800
+    header = json.loads(b64url_decode(token.split(".")[0]))
+    assert header == {"alg": "EdDSA", "kid": endorsed.signer, "typ": "capability-anchor-key+jws"}
