@@ -436,20 +436,50 @@ def test_a_log_made_before_signed_settings_gets_them_at_its_first_open(history: 
         ((_, kid, token),) = log.store.settings_statements()
         claims = trust.verify_settings(token, KeySet.of(log.key.public))
         assert claims["reason"] == "upgrade" and kid == log.key.kid
+        assert claims["iss"] == ISS and claims["public_url"] is None
+        assert "settings_unsigned" not in log.store.meta()
     with history.open() as log:
         assert len(log.store.settings_statements()) == 1
     assert audit(history.data).returncode == 0
 
 
-def test_a_current_log_whose_statements_are_gone_is_refused(history: History) -> None:
-    """Only an upgrade signs unsigned settings: a schema 2 log without them was tampered with."""
-    with raw(history.data) as conn:
+def _empty_settings(data: Path) -> None:
+    with raw(data) as conn:
         conn.execute("DROP TABLE settings")
         conn.execute(
             "CREATE TABLE settings (id INTEGER PRIMARY KEY, kid TEXT NOT NULL, "
             "jws TEXT NOT NULL, added INTEGER NOT NULL) STRICT"
         )
+
+
+def test_a_current_log_whose_statements_are_gone_is_refused(history: History) -> None:
+    """Only an upgrade signs unsigned settings: a schema 2 log without them was tampered with."""
+    _empty_settings(history.data)
     with pytest.raises(StartupCheckFailed, match="no signed settings statement"):
+        Log.open(history.data)
+    assert audit(history.data).returncode == 1
+
+
+def test_an_upgrade_interrupted_after_its_migration_signs_at_the_next_open(
+    history: History,
+) -> None:
+    """The migration committed (with its mark) but the process died before signing."""
+    _empty_settings(history.data)
+    with raw(history.data) as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('settings_unsigned', 'upgrade')")
+    with history.open() as log:
+        ((_, _, token),) = log.store.settings_statements()
+        assert trust.verify_settings(token, KeySet.of(log.key.public))["reason"] == "upgrade"
+        assert "settings_unsigned" not in log.store.meta()
+
+
+def test_the_upgrade_mark_signs_nothing_when_statements_exist(history: History) -> None:
+    with raw(history.data) as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('settings_unsigned', 'upgrade')")
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('public_url', 'https://evil.example')"
+        )
+    with pytest.raises(StartupCheckFailed, match=r"meta\.public_url"):
         Log.open(history.data)
 
 

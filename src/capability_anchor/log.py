@@ -58,7 +58,7 @@ from .merkle import (
     root_from,
 )
 from .merkle.nodes import resolve
-from .store import TRUST_SCHEMA_VERSION, HeadRow, StampRow, Store
+from .store import HeadRow, StampRow, Store
 
 Clock = Callable[[], float]
 Prepared = tuple[bytes, bytes, tuple[str, ...]]
@@ -206,13 +206,11 @@ class Log:
         of its own (see `Store.start_checkpointer`); it is stopped by `close`.
         """
         data_dir = Path(data_dir)
-        # Read before opening migrates it: an upgrade at this open has no statement yet.
-        upgrading = Store.stored_version(data_dir) < TRUST_SCHEMA_VERSION
         store = Store.open(data_dir)
         try:
             key = load_key_file(data_dir / KEY_FILE)
             log = cls(data_dir, store, key, clock)
-            log.self_check(upgrading=upgrading)
+            log.self_check()
             if background_checkpoints:
                 store.start_checkpointer()
         except BaseException:
@@ -229,14 +227,14 @@ class Log:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def self_check(self, *, upgrading: bool = False) -> None:
+    def self_check(self) -> None:
         """The configured key, or a key it trusts through rotation records, must verify the
         newest published head, whose `iss` must be the log's; and the newest settings
         statement must be the key file's and say what meta says (`logtrust.check_settings`).
         Otherwise the log refuses to run (a wrong key or a copied database would otherwise
         publish heads nobody can chain, a changed meta would redirect anchors)."""
         self._check_newest_head()
-        logtrust.check_settings(self, upgrading=upgrading)
+        logtrust.check_settings(self)
 
     def _check_newest_head(self) -> None:
         newest = self.store.newest_published()

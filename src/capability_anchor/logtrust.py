@@ -20,7 +20,7 @@ from . import trust
 from .errors import CapabilityAnchorError, KeyFileError, StartupCheckFailed
 from .files import fsync_dir
 from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
-from .store import Store
+from .store import SETTINGS_UNSIGNED, Store
 
 if TYPE_CHECKING:
     from .log import Log
@@ -91,14 +91,16 @@ def sign_settings(log: Log, key: SigningKey, reason: str) -> None:
     log.store.add_settings(key.kid, token, int(log.clock()))
 
 
-def check_settings(log: Log, *, upgrading: bool) -> None:
+def check_settings(log: Log) -> None:
     """Start-up: the newest settings statement is the key file's and says what meta says.
-    A log that was made before statements existed gets one now, from the key-file holder:
-    it vouches for the settings as they are at this open (README, Decisions)."""
-    if upgrading:
+    A log upgraded from before statements existed (`SETTINGS_UNSIGNED`, set by its
+    migration) gets one now, from the key-file holder: it vouches for the settings as they
+    are at this open (README, Decisions). Only that mark signs unsigned settings."""
+    if SETTINGS_UNSIGNED in log.store.meta():
         with log.store.write():
             if not log.store.settings_statements():
                 sign_settings(log, log.key, "upgrade")
+            log.store.clear_meta(SETTINGS_UNSIGNED)
     problems = settings_problems(log)
     if problems:
         hint = ""

@@ -40,9 +40,10 @@ from .merkle import TILE_HEIGHT, partial_counts
 
 DB_NAME = "log.sqlite3"
 SCHEMA_VERSION = 2
-# The first schema version with key rotation records and signed settings (trust.py): a log
-# opened from an older one has its settings signed once, at that open (README, Decisions).
-TRUST_SCHEMA_VERSION = 2
+# Set by migration 2 in a log upgraded from schema 1 (a new log's meta is still empty when
+# its migrations run), in the migration's own transaction: its settings are not signed yet,
+# and the next open by the key-file holder signs them (logtrust.check_settings; README).
+SETTINGS_UNSIGNED = "settings_unsigned"
 BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
@@ -153,6 +154,8 @@ _MIGRATIONS: tuple[str, ...] = (
         jws TEXT NOT NULL,
         added INTEGER NOT NULL
     ) STRICT;
+    INSERT INTO meta (key, value) SELECT 'settings_unsigned', 'upgrade'
+    WHERE EXISTS (SELECT 1 FROM meta WHERE key = 'iss');
     """
     + "".join(
         f"""
@@ -685,21 +688,8 @@ class Store:
 
     # --- key trust: rotation records and signed settings (trust.py, logtrust.py) -------------
 
-    @classmethod
-    def stored_version(cls, data_dir: Path) -> int:
-        """The schema version on disk, read without migrating it (read-only connection), so
-        the log can tell an upgrade at this open from a database that lost its rows."""
-        path = data_dir / DB_NAME
-        if not path.exists():
-            raise StoreError(f"no log at {path} (run `capability-anchor init` first)")
-        try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-            try:
-                return int(conn.execute("PRAGMA user_version").fetchone()[0])
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the log at {path}: {exc}") from None
+    def clear_meta(self, key: str) -> None:
+        self._exec("DELETE FROM meta WHERE key = ?", (key,))
 
     def add_key_record(self, signer: str, kid: str, token: str, added: int) -> None:
         self._exec(
