@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from capability_anchor.keys import KeySet, SigningKey, load_key_file
 from capability_anchor.log import Log
 from capability_anchor.merkle import hash_leaf, inclusion_path, root_hash
 from logkit import DAY3, DAY4, DAY5, ISS, History, at, build_history, raw, record, run_cli
+from serverkit import serving
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 
@@ -319,6 +321,30 @@ def test_rotation_happy_path(history: History, tmp_path: Path) -> None:
     assert refused.returncode == 1
 
 
+def test_a_real_server_after_injection_and_rotation_serves_only_trusted_keys(
+    tmp_path: Path,
+) -> None:
+    """`serve` as a process: /keys is the old and the new key, never the injected one, and
+    /record tokens are the new key's."""
+    data = tmp_path / "live"
+    assert cli("init", "--data", data, "--iss", ISS).returncode == 0
+    server = {**record("live", 0), "checked_at": "2026-01-01T00:00:00Z", "evidence": {}}
+    (tmp_path / "in.jsonl").write_text(json.dumps(server) + "\n")
+    assert cli("append", "--data", data, tmp_path / "in.jsonl").returncode == 0
+    assert cli("checkpoint", "--data", data).returncode == 0
+    old = load_key_file(data / "signing-key.jwk")
+    evil = SigningKey.generate()
+    inject_key(data, evil)
+    assert cli("rotate-key", "--data", data).returncode == 0
+    new = load_key_file(data / "signing-key.jwk")
+    with serving(data, "--rate-limit", "0") as live, live.client() as client:
+        keys = KeySet.from_json(client.get("/keys").content)
+        answer = client.get("/record", params={"id": server["sub"]})
+    assert set(keys.kids) == {old.kid, new.kid}
+    assert answer.status_code == 200, answer.text
+    assert jws.verify(answer.json()["jws"], keys, jws.RECORD_TYP).kid == new.kid
+
+
 def test_an_interrupted_rotation_refuses_to_open_and_resumes(history: History) -> None:
     """The state between the database commit and the key file swap: the database trusts the
     new key and its settings are the new key's, the key file is still the old one."""
@@ -481,6 +507,38 @@ def test_the_upgrade_mark_signs_nothing_when_statements_exist(history: History) 
         )
     with pytest.raises(StartupCheckFailed, match=r"meta\.public_url"):
         Log.open(history.data)
+
+
+# --- append-only ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("statement", "match"),
+    [
+        ("UPDATE key_records SET kid = 'x'", "key_records cannot be updated"),
+        ("DELETE FROM key_records", "key_records cannot be deleted"),
+        (
+            "INSERT OR REPLACE INTO key_records (id, signer, kid, jws, added) "
+            "VALUES (1, 'a', 'b', 'c', 0)",
+            "a key_records row is stored under this id",
+        ),
+        ("UPDATE settings SET jws = 'x'", "settings cannot be updated"),
+        ("DELETE FROM settings", "settings cannot be deleted"),
+        (
+            "INSERT OR REPLACE INTO settings (id, kid, jws, added) VALUES (1, 'a', 'b', 0)",
+            "a settings row is stored under this id",
+        ),
+    ],
+)
+def test_rotation_records_and_settings_are_append_only(
+    history: History, statement: str, match: str
+) -> None:
+    assert cli("rotate-key", "--data", history.data).returncode == 0
+    before = sql(history.data, "SELECT * FROM key_records UNION ALL SELECT *, '' FROM settings")
+    with raw(history.data) as conn, pytest.raises(sqlite3.IntegrityError, match=match):
+        conn.execute(statement)
+    after = sql(history.data, "SELECT * FROM key_records UNION ALL SELECT *, '' FROM settings")
+    assert after == before
 
 
 # --- 5. an exported keys.json with an extra key --------------------------------------------------
