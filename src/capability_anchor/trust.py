@@ -162,6 +162,7 @@ def closure(anchors: Iterable[PublicKey], tokens: Sequence[str], *, iss: str) ->
             records[i] = record
             if record.key.kid not in trusted:
                 trusted[record.key.kid] = record.key
+                keyset = KeySet(trusted.values())  # later records in this pass may use it
                 changed = True
         pending = waiting
     for i in pending:
