@@ -1,5 +1,5 @@
-"""`capability-anchor export DIR` (SPEC §8): the file set, create-or-identical, keys.json only
-grows, index.json and timestamps rewritten, crashed exports cleaned up."""
+"""`capability-anchor export DIR` (SPEC §8): the file set, create-or-identical, keys.json the
+trusted set, index.json and timestamps rewritten, crashed exports cleaned up."""
 
 from __future__ import annotations
 
@@ -229,21 +229,33 @@ def test_a_different_keys_json_that_is_not_a_key_set_is_an_error(
     assert snapshot(out) == before
 
 
-def test_keys_json_only_grows(history: History, tmp_path: Path) -> None:
+def test_keys_json_is_exactly_the_trusted_set(history: History, tmp_path: Path) -> None:
+    """keys.json is the log's trusted set; it only grows because that set does (rotation:
+    tests/test_trust.py, where a keys.json lacking a trusted key gets it back)."""
     out = tmp_path / "roots"
     exported(history, out)
-    retired = SigningKey.generate().public  # e.g. a key the log signed with before a move
     with history.open() as log:
         log_keys = log.keyset()
-    grown = KeySet([*log_keys, retired])
-    (out / "keys.json").write_bytes(grown.to_json())
+    assert (out / "keys.json").read_bytes() == log_keys.to_json()
+    assert not (out / "key-records.json").exists()  # written once the log has rotated
+
+
+def test_a_published_key_the_log_does_not_trust_is_refused_not_carried_on(
+    history: History, tmp_path: Path
+) -> None:
+    """A key published by an older export that the log does not trust (e.g. injected into
+    the keys table) would go on signing for the log from the folder: export refuses."""
+    out = tmp_path / "roots"
     exported(history, out)
-    assert KeySet.from_json((out / "keys.json").read_bytes()) == grown
-    # Even a keys.json that lacks the log's key keeps what it had and gains the log's.
-    (out / "keys.json").write_bytes(KeySet.of(retired).to_json())
-    report = exported_cli(history, out)
-    assert report["written"] == [str(out / "keys.json")]
-    assert KeySet.from_json((out / "keys.json").read_bytes()) == grown
+    with history.open() as log:
+        log_keys = log.keyset()
+    untrusted = SigningKey.generate().public
+    (out / "keys.json").write_bytes(KeySet([*log_keys, untrusted]).to_json())
+    before = snapshot(out)
+    result = export(history, out)
+    assert result.returncode == 1
+    assert f"publishes key(s) ['{untrusted.kid}'] that the log does not trust" in result.stderr
+    assert snapshot(out) == before
 
 
 # --- crashed exports ---------------------------------------------------------------------------

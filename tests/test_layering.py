@@ -13,6 +13,7 @@ VERIFYING_PATH = (
     "capability_anchor.leaf",
     "capability_anchor.keys",
     "capability_anchor.jws",
+    "capability_anchor.trust",
     "capability_anchor.encoding",
     "capability_anchor.strictjson",
     "capability_anchor.errors",

@@ -453,7 +453,11 @@ def test_every_table_is_strict(today: History) -> None:
         rows = conn.execute("SELECT name, strict FROM pragma_table_list WHERE schema = 'main'")
         strict = {name: flag for name, flag in rows if not name.startswith("sqlite_")}
     assert strict == {
-        n: 1 for n in ("meta", "keys", "entries", "heads", "tiles", "stamps", "servers")
+        n: 1
+        for n in (
+            *("meta", "keys", "entries", "heads", "tiles", "stamps", "servers"),
+            *("key_records", "settings"),
+        )
     }
 
 
@@ -469,6 +473,8 @@ def test_every_trigger_is_installed(today: History) -> None:
         for op in ("update", "delete")
     }
     expected |= {"entries_next_index", "entries_not_sealed", "heads_not_sealed", "heads_same_root"}
+    trust_tables = ("key_records", "settings")
+    expected |= {f"{t}_no_{op}" for t in trust_tables for op in ("update", "delete", "replace")}
     assert expected <= names
 
 
@@ -493,7 +499,7 @@ def test_wal_and_synchronous_full_on_every_connection(tmp_path: Path) -> None:
 
 
 def test_schema_version_is_recorded(today: History) -> None:
-    assert SCHEMA_VERSION == 1
+    assert SCHEMA_VERSION == 2
     with today.open() as log:
         assert log.store.execute_raw("PRAGMA user_version") == [(SCHEMA_VERSION,)]
 

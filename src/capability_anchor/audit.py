@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import rfc8785
 
 from . import head as heads
+from . import logtrust
 from .encoding import parse_day
 from .errors import CapabilityAnchorError, InvalidKey, MalformedJSON, TimestampError
 from .export import timestamps_document
@@ -100,11 +101,11 @@ def _check_head(
 
 
 def trusted_keys(log: Log, extra: KeySet | None) -> KeySet:
-    """What the data-dir audit trusts: the configured signing key, plus `--keys` (e.g. the
-    published keys.json, for heads signed before a key rotation). Never the store's own
-    keys table: whoever can write the database could add a key there."""
+    """What the data-dir audit trusts: the configured signing key and the keys rotation
+    records lead to from it (`Log.keyset()`), plus `--keys`. Never the store's own keys
+    table: whoever can write the database could add a key there."""
     by_kid = {k.kid: k for k in (extra or ())}
-    by_kid[log.key.kid] = log.key.public
+    by_kid.update((k.kid, k) for k in log.keyset())
     return KeySet(by_kid.values())
 
 
@@ -121,10 +122,7 @@ def audit_store(
     store = log.store
     if tsa_ca is None:
         tsa_ca = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
-    try:
-        log.keyset()
-    except CapabilityAnchorError as exc:
-        report.problems.append(f"keys table: {exc}")
+    report.problems += logtrust.trust_problems(log)
     keys = trusted_keys(log, keys)
     all_heads = store.all_heads()
     entry_days = store.entry_days()
@@ -371,6 +369,7 @@ def audit_folder(
         except (InvalidKey, MalformedJSON) as exc:
             report.problems.append(f"{folder / 'keys.json'} is not a valid JWK set: {exc}")
             return report
+    keys = logtrust.audit_key_records(report.problems, folder, keys)
     day_files = sorted(p for p in folder.glob("????-??-??.json") if _is_day(p.stem))
     prev: heads.Head | None = None
     sealed: dict[str, heads.Head] = {}
@@ -410,6 +409,7 @@ def audit_folder(
     _audit_records(report, folder, keys)
     if log is not None:
         _cross_check(report, folder, log, sealed)
+        report.problems += logtrust.folder_trust_problems(folder, log)
     return report
 
 

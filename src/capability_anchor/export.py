@@ -3,7 +3,8 @@
 For each sealed day: `<day>.json` (head document), `<day>.jws` (its compact JWS, the exact
 bytes that are timestamped), `<day>.timestamps.json` (all stamps, rewritten) and `<day>.tsr`
 (the earliest stamp, once there is one); `keys.json` (only grows) and `index.json`
-(rewritten, last). Beyond SPEC §8, every unsealed head is written as `<day>/<tree_size>.json`,
+(rewritten, last), and `key-records.json` (the key rotation records, once there are any;
+only grows). Beyond SPEC §8, every unsealed head is written as `<day>/<tree_size>.json`,
 a saved copy of its URL, so records anchored to a checkpoint can be verified from the folder.
 
 Durability: every file is written to a temporary name, fsynced, then linked into place.
@@ -24,7 +25,8 @@ from typing import Any
 import rfc8785
 
 from . import head as heads
-from .errors import ExportConflict, InvalidKey, MalformedJSON
+from . import trust
+from .errors import CapabilityAnchorError, ExportConflict, InvalidKey, MalformedJSON
 from .files import fsync_dir
 from .keys import KeySet
 from .log import Log
@@ -100,15 +102,38 @@ def write_replaceable(target: Path, data: bytes, report: ExportReport) -> None:
 
 
 def _merged_keys(existing_file: Path, log_keys: KeySet) -> bytes:
-    """keys.json may only grow: every key already published stays published."""
-    keys = list(log_keys)
+    """keys.json is exactly the log's trusted set (`Log.keyset()`), which only grows (rotation
+    records are append-only). A published key the log does not trust is refused, never
+    carried on: it may be one injected into the database and exported before it was caught,
+    and a folder that keeps it lets that key sign heads for the log."""
     if existing_file.exists():
         try:
             published = KeySet.from_json(existing_file.read_bytes())
         except (InvalidKey, MalformedJSON) as exc:
             raise ExportConflict(f"{existing_file} is not a valid JWK set: {exc}") from None
-        keys += [k for k in published if k.kid not in log_keys]
-    return KeySet(keys).to_json()
+        untrusted = [k.kid for k in published if k.kid not in log_keys]
+        if untrusted:
+            raise ExportConflict(
+                f"{existing_file} publishes key(s) {untrusted} that the log does not trust "
+                "(no endorsement chain from its key file's key); check how they got there and "
+                "remove them from the folder; nothing was written"
+            )
+    return log_keys.to_json()
+
+
+def _merged_key_records(existing_file: Path, iss: str, tokens: list[str]) -> bytes | None:
+    """key-records.json: the log's rotation records, once it has any; it only grows."""
+    if existing_file.exists():
+        try:
+            _, published = trust.read_key_records(existing_file.read_bytes())
+        except CapabilityAnchorError as exc:
+            raise ExportConflict(f"{existing_file}: {exc}") from None
+        if published != tokens[: len(published)]:
+            raise ExportConflict(
+                f"{existing_file} holds records the log does not have in that order; "
+                "nothing was written"
+            )
+    return trust.key_records_document(iss, tokens) if tokens else None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -156,6 +181,8 @@ def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
     for row in unsealed:
         immutable.append((outdir / row.day / f"{row.tree_size}.json", row.doc))
     keys = _merged_keys(outdir / "keys.json", log.keyset())
+    records = [token for _, _, _, token in store.key_records()]
+    key_records = _merged_key_records(outdir / trust.KEY_RECORDS_FILE, log.iss, records)
     for path, data in immutable:
         if path.exists() and path.read_bytes() != data:
             raise ExportConflict(
@@ -165,6 +192,8 @@ def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
     report = ExportReport()
     total = len(immutable) + len(replaceable)
     write_replaceable(outdir / "keys.json", keys, report)
+    if key_records is not None:
+        write_replaceable(outdir / trust.KEY_RECORDS_FILE, key_records, report)
     for done, (path, data) in enumerate(immutable, start=1):
         path.parent.mkdir(exist_ok=True)
         write_immutable(path, data, report)

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import head as heads
-from . import jws, leaf
+from . import jws, leaf, logtrust, trust
 from .canonical import canonical_url
 from .encoding import format_day, parse_day
 from .errors import (
@@ -44,7 +44,7 @@ from .errors import (
     UsageError,
 )
 from .files import tighten_modes
-from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
+from .keys import KeySet, SigningKey, create_key_file, load_key_file
 from .merkle import (
     TILE_HEIGHT,
     TILE_WIDTH,
@@ -147,6 +147,8 @@ class Log:
         # Server keys of the entries appended since the index's watermark, while this
         # process is the writer: (day, first leaf index, keys of each entry from there on).
         self._unindexed: tuple[str, int, list[tuple[str, ...]]] | None = None
+        # (marker, trusted set) of `keyset()`, recomputed when the rotation records change.
+        self._trust_cache: tuple[object, KeySet] | None = None
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -193,6 +195,9 @@ class Log:
                 store.set_meta("public_url", public_url.rstrip("/"))
             store.set_meta("config", json.dumps(dict(config or {}), sort_keys=True))
             store.add_key(key.kid, json.dumps(key.public.jwk(), sort_keys=True), int(now))
+            # The settings are vouched for by the key from the log's first transaction on.
+            settings = trust.sign_settings(store.meta(), key, reason="init", iat=int(now))
+            store.add_settings(key.kid, settings, int(now))
 
         Store.create(data_dir, fill)
         return cls.open(data_dir, clock=clock)
@@ -229,15 +234,21 @@ class Log:
         self.close()
 
     def self_check(self) -> None:
-        """The configured key must verify the newest published head, whose `iss` must be the
-        log's; otherwise the log refuses to run (a wrong key or a copied database would
-        otherwise publish heads nobody can chain)."""
+        """The configured key, or a key it trusts through rotation records, must verify the
+        newest published head, whose `iss` must be the log's; and the newest settings
+        statement must be the key file's and say what meta says (`logtrust.check_settings`).
+        Otherwise the log refuses to run (a wrong key or a copied database would otherwise
+        publish heads nobody can chain, a changed meta would redirect anchors)."""
+        self._check_newest_head()
+        logtrust.check_settings(self)
+
+    def _check_newest_head(self) -> None:
         newest = self.store.newest_published()
         if newest is None:
             return
         try:
             parsed = heads.parse_document(newest.doc)
-            verified = heads.verify_head(parsed.jws, KeySet.of(self.key.public))
+            verified = heads.verify_head(parsed.jws, self.keyset())
         except CapabilityAnchorError as exc:
             raise StartupCheckFailed(
                 f"the configured key (kid {self.key.kid}) does not verify the newest published "
@@ -254,17 +265,9 @@ class Log:
         return utc_day(self.clock())
 
     def keyset(self) -> KeySet:
-        """Every public key this log has signed with."""
-        found = []
-        for kid, jwk in self.store.signing_keys():
-            try:
-                key = PublicKey.from_x(json.loads(jwk)["x"])
-            except (ValueError, KeyError, TypeError, CapabilityAnchorError):
-                raise StoreError(f"the stored public key {kid} is not a valid JWK") from None
-            if key.kid != kid:
-                raise StoreError(f"the stored public key {kid} has thumbprint {key.kid}")
-            found.append(key)
-        return KeySet(found)
+        """The trusted keys: the key file's, and every key a chain of rotation records leads
+        to from it (`logtrust`). A `keys` row without such a chain is not in it."""
+        return logtrust.trusted_keys(self)
 
     def writer_token(self) -> str:
         """The checked writer token (see `writer_token`: TokenError when unusable)."""

@@ -49,7 +49,11 @@ from .files import fsync_dir
 from .merkle import TILE_HEIGHT, partial_counts
 
 DB_NAME = "log.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Set by migration 2 in a log upgraded from schema 1 (a new log's meta is still empty when
+# its migrations run), in the migration's own transaction: its settings are not signed yet,
+# and the next open by the key-file holder signs them (logtrust.check_settings; README).
+SETTINGS_UNSIGNED = "settings_unsigned"
 BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
@@ -145,6 +149,36 @@ _MIGRATIONS: tuple[str, ...] = (
     BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be deleted'); END;
     """
         for t in _IMMUTABLE
+    ),
+    # 2: key rotation records and signed settings statements (trust.py), append-only.
+    """
+    CREATE TABLE key_records (
+        id INTEGER PRIMARY KEY,
+        signer TEXT NOT NULL,
+        kid TEXT NOT NULL,
+        jws TEXT NOT NULL UNIQUE,
+        added INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE settings (
+        id INTEGER PRIMARY KEY,
+        kid TEXT NOT NULL,
+        jws TEXT NOT NULL,
+        added INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO meta (key, value) SELECT 'settings_unsigned', 'upgrade'
+    WHERE EXISTS (SELECT 1 FROM meta WHERE key = 'iss');
+    """
+    + "".join(
+        f"""
+    CREATE TRIGGER {t}_no_replace BEFORE INSERT ON {t}
+    WHEN EXISTS (SELECT 1 FROM {t} WHERE id = NEW.id)
+    BEGIN SELECT RAISE(ABORT, 'append-only: a {t} row is stored under this id'); END;
+    CREATE TRIGGER {t}_no_update BEFORE UPDATE ON {t}
+    BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be updated'); END;
+    CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t}
+    BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be deleted'); END;
+    """
+        for t in ("key_records", "settings")
     ),
 )
 
@@ -781,6 +815,34 @@ class Store:
                 return [tuple(r) for r in self._writer.execute(sql, params).fetchall()]
             except sqlite3.Error as exc:
                 raise store_error(exc, "raw SQL failed") from None
+
+    # --- key trust: rotation records and signed settings (trust.py, logtrust.py) -------------
+
+    def clear_meta(self, key: str) -> None:
+        self._exec("DELETE FROM meta WHERE key = ?", (key,))
+
+    def add_key_record(self, signer: str, kid: str, token: str, added: int) -> None:
+        self._exec(
+            "INSERT INTO key_records (signer, kid, jws, added) VALUES (?, ?, ?, ?)",
+            (signer, kid, token, added),
+        )
+
+    def key_records(self) -> list[tuple[int, str, str, str]]:
+        """(id, signer kid, endorsed kid, compact JWS) of every rotation record, in order."""
+        return [
+            (int(i), str(s), str(k), str(j))
+            for i, s, k, j in self._exec("SELECT id, signer, kid, jws FROM key_records ORDER BY id")
+        ]
+
+    def add_settings(self, kid: str, token: str, added: int) -> None:
+        self._exec("INSERT INTO settings (kid, jws, added) VALUES (?, ?, ?)", (kid, token, added))
+
+    def settings_statements(self) -> list[tuple[int, str, str]]:
+        """(id, signer kid, compact JWS) of every settings statement, oldest first."""
+        return [
+            (int(i), str(k), str(j))
+            for i, k, j in self._exec("SELECT id, kid, jws FROM settings ORDER BY id")
+        ]
 
 
 def store_error(exc: sqlite3.Error, context: str) -> CapabilityAnchorError:

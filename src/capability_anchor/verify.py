@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from . import head as heads
-from . import jws, strictjson
+from . import jws, strictjson, trust
 from .encoding import EncodingError, hash_from_hex, parse_day
 from .errors import (
     CapabilityAnchorError,
+    ClaimsError,
     InvalidKey,
     InvalidRecord,
     MalformedJSON,
@@ -51,6 +52,7 @@ __all__ = [
     "InputError",
     "Result",
     "fetch",
+    "follow_key_records",
     "load_keys",
     "parse_at",
     "read_source",
@@ -141,6 +143,21 @@ def load_keys(data: bytes, where: str) -> KeySet:
     if not len(keys):
         raise InputError(f"{where}: the JWK set holds no keys")
     return keys
+
+
+def follow_key_records(keys: KeySet, roots: Path) -> KeySet:
+    """`keys` plus every key the folder's `key-records.json` leads to from them (key
+    rotation: an auditor holding the old key trusts the new one because the old one signed
+    that record). A record not signed by a key already trusted adds nothing; a file that is
+    not a key records document is an InputError (exit 2), as a bad keys.json is."""
+    path = roots / trust.KEY_RECORDS_FILE
+    if not path.exists():
+        return keys
+    try:
+        iss, tokens = trust.read_key_records(read_source(str(path)))
+    except ClaimsError as exc:
+        raise InputError(str(exc)) from None
+    return trust.closure(keys, tokens, iss=iss).keys
 
 
 def parse_at(text: str) -> int:

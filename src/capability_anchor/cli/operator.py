@@ -96,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--first", required=True, type=int, metavar="M")
     p.add_argument("--second", required=True, type=int, metavar="N")
 
+    p = sub.add_parser(
+        "rotate-key",
+        help="make a new signing key; the old one endorses it and it endorses the old one",
+    )
+    _add_data(p)
+
     p = sub.add_parser("export", help="write the static publication (SPEC §8) to OUTDIR")
     _add_data(p)
     p.add_argument("outdir", metavar="OUTDIR")
@@ -322,6 +328,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_rotate_key(args: argparse.Namespace) -> int:
+    from ..log import Log
+    from ..logtrust import rotate_key
+
+    data = _data_dir(args.data)
+    rotation = rotate_key(data, Log.open)
+    emit(rotation.to_json())
+    print(
+        f"{PROG}: now signing with {rotation.kid}; the old key is kept in {rotation.backup}. "
+        "Restart a running `serve` so it signs with the new key, and re-export.",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from ..audit import AuditReport, audit_folder, audit_store
     from ..keys import KeySet
@@ -419,6 +440,7 @@ COMMANDS = {
     "timestamp": cmd_timestamp,
     "proof": cmd_proof,
     "consistency": cmd_consistency,
+    "rotate-key": cmd_rotate_key,
     "export": cmd_export,
     "audit": cmd_audit,
     "serve": cmd_serve,

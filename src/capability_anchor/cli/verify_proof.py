@@ -51,12 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Imported here so `--help` stays as light as argparse.
     from ..errors import UsageError
-    from ..verify import CHECK_NAMES, load_keys, parse_at, read_source, verify
+    from ..verify import (
+        CHECK_NAMES,
+        follow_key_records,
+        load_keys,
+        parse_at,
+        read_source,
+        verify,
+    )
 
     assert tuple(name for name, _ in CHECKS) == CHECK_NAMES
     try:
         at = None if args.at is None else parse_at(args.at)
-        # Trust: only --keys, else the folder's keys.json; never the record or the head.
+        # Trust: only --keys, else the folder's keys.json, followed through the folder's key
+        # rotation records; never the record or the head.
         if args.keys is not None:
             keys = load_keys(read_source(args.keys), args.keys)
         elif args.roots is not None:
@@ -64,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
             keys = load_keys(read_source(where), where)
         else:
             raise UsageError("no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)")
+        if args.roots is not None:
+            # Rotation records only extend trust from keys already trusted (SPEC proposal).
+            keys = follow_key_records(keys, Path(args.roots))
         record = sys.stdin.buffer.read() if args.record == "-" else read_source(args.record)
         result = verify(
             record,

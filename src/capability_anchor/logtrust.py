@@ -1,0 +1,310 @@
+"""Key trust and signed settings of a log in a data dir: the trusted set, the start-up check
+of the settings statement, `rotate-key`, and what the audit reports about them.
+
+Trust comes only from the key file (`signing-key.jwk`). The database's `keys` table lists
+keys, but a row there is trusted only when a chain of rotation records (`trust.py`) leads to
+it from the key file's key: whoever can write `log.sqlite3` but cannot read the key file can
+add rows, never trust.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import trust
+from .errors import CapabilityAnchorError, KeyFileError, StartupCheckFailed
+from .files import fsync_dir
+from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
+from .store import SETTINGS_UNSIGNED, Store
+
+if TYPE_CHECKING:
+    from .log import Log
+
+NEW_KEY_FILE = "signing-key.jwk.new"
+
+
+def backup_name(kid: str) -> str:
+    """Where `rotate-key` keeps a retired private key (mode 0600, as the key file was)."""
+    return f"signing-key.{kid}.jwk"
+
+
+def chain(store: Store, anchor: PublicKey, iss: str) -> trust.TrustChain:
+    """The closure of `anchor` over the stored rotation records (positions = list order)."""
+    return trust.closure([anchor], [token for _, _, _, token in store.key_records()], iss=iss)
+
+
+def trusted_keys(log: Log) -> KeySet:
+    """`Log.keyset()`: the key file's key and every key a chain of records leads to from it.
+    Cached until the number of stored records changes (records are append-only)."""
+    records = log.store.key_records()
+    cached = log._trust_cache
+    marker = (log.key.kid, len(records), records[-1][0] if records else 0)
+    if cached is not None and cached[0] == marker:
+        return cached[1]
+    keys = trust.closure([log.key.public], [r[3] for r in records], iss=log.iss).keys
+    log._trust_cache = (marker, keys)
+    return keys
+
+
+# --- the settings statement ------------------------------------------------------------------
+
+
+def settings_problems(log: Log) -> list[str]:
+    """What is wrong with the stored settings statements: none, the newest not signed by
+    the key file's key or differing from the stored meta, an older one signed by no trusted
+    key."""
+    statements = log.store.settings_statements()
+    if not statements:
+        return ["the log has no signed settings statement (meta is not vouched for)"]
+    problems: list[str] = []
+    *older, (newest_id, _, newest) = statements
+    try:
+        signed = trust.verify_settings(newest, KeySet.of(log.key.public))
+    except CapabilityAnchorError as exc:
+        problems.append(
+            f"settings statement #{newest_id} (the newest) is not signed by the key file's "
+            f"key {log.key.kid}: {exc}"
+        )
+    else:
+        problems += [
+            f"settings statement #{newest_id}: {d}"
+            for d in trust.settings_differences(signed, log.store.meta())
+        ]
+    keys = log.keyset()
+    for number, _, token in older:
+        try:
+            trust.verify_settings(token, keys)
+        except CapabilityAnchorError as exc:
+            problems.append(f"settings statement #{number}: {exc}")
+    return problems
+
+
+def sign_settings(log: Log, key: SigningKey, reason: str) -> None:
+    """Store a settings statement of the current meta signed by `key` (inside a write)."""
+    meta = log.store.meta()
+    token = trust.sign_settings(meta, key, reason=reason, iat=int(log.clock()))
+    log.store.add_settings(key.kid, token, int(log.clock()))
+
+
+def check_settings(log: Log) -> None:
+    """Start-up: the newest settings statement is the key file's and says what meta says.
+    A log upgraded from before statements existed (`SETTINGS_UNSIGNED`, set by its
+    migration) gets one now, from the key-file holder: it vouches for the settings as they
+    are at this open (README, Decisions). Only that mark signs unsigned settings."""
+    if SETTINGS_UNSIGNED in log.store.meta():
+        with log.store.write():
+            if not log.store.settings_statements():
+                sign_settings(log, log.key, "upgrade")
+            log.store.clear_meta(SETTINGS_UNSIGNED)
+    problems = settings_problems(log)
+    if problems:
+        hint = ""
+        if (log.data_dir / NEW_KEY_FILE).exists():
+            hint = " (a key rotation was interrupted: run `capability-anchor rotate-key`)"
+        raise StartupCheckFailed("; ".join(problems) + hint)
+
+
+# --- rotate-key ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rotation:
+    old_kid: str
+    kid: str
+    backup: Path
+
+    def to_json(self) -> dict[str, Any]:
+        return {"old_kid": self.old_kid, "kid": self.kid, "backup": str(self.backup)}
+
+
+def _records_between(store: Store, old: PublicKey, new: PublicKey, iss: str) -> set[str]:
+    """Which of "old endorses new" and "new endorses old" are stored and verify."""
+    found: set[str] = set()
+    for _, signer, kid, token in store.key_records():
+        for a, b, name in ((old, new, "old->new"), (new, old, "new->old")):
+            if (signer, kid) == (a.kid, b.kid):
+                try:
+                    trust.verify_key_record(token, KeySet.of(a), iss=iss)
+                except CapabilityAnchorError:
+                    continue
+                found.add(name)
+    return found
+
+
+def _link_backup(key_file: Path, backup: Path, old: SigningKey) -> None:
+    if backup.exists():
+        if load_key_file(backup).kid != old.kid:
+            raise KeyFileError(f"{backup} exists and holds another key; refusing to rotate")
+        return
+    # A hard link: the same inode, so the same 0600 mode and bytes, never re-written.
+    os.link(key_file, backup)
+
+
+def rotate_key(data_dir: Path, log_open: Callable[[Path], Log]) -> Rotation:
+    """Make a new signing key and hand the log over to it.
+
+    Order (each step survives a crash; a rerun resumes):
+    1. the new key is written to `signing-key.jwk.new` (0600), or taken from there;
+    2. the old key file is hard-linked to `signing-key.<old kid>.jwk` (the 0600 backup);
+    3. one write transaction stores the new key's row, "old endorses new" (for auditors who
+       hold the old key), "new endorses old" (so the new key file trusts every old head),
+       and the settings signed by the new key;
+    4. `signing-key.jwk.new` replaces `signing-key.jwk`.
+    Between 3 and 4 the log refuses to open (its settings are signed by a key that is not
+    the key file's yet) and says to rerun this command, which then only does step 4.
+    """
+    data_dir = Path(data_dir)
+    key_file = data_dir / "signing-key.jwk"
+    new_file = data_dir / NEW_KEY_FILE
+    old = load_key_file(key_file)
+    new = load_key_file(new_file) if new_file.exists() else None
+    backup = data_dir / backup_name(old.kid)
+    if new is not None and new.kid != old.kid:
+        store = Store.open(data_dir)
+        try:
+            iss = store.meta().get("iss", "")
+            done = _records_between(store, old.public, new.public, iss) == {"old->new", "new->old"}
+            newest = store.settings_statements()
+            done = done and bool(newest) and newest[-1][1] == new.kid
+        finally:
+            store.close()
+        if done:
+            _link_backup(key_file, backup, old)
+            os.replace(new_file, key_file)
+            fsync_dir(data_dir)
+            return Rotation(old.kid, new.kid, backup)
+    log = log_open(data_dir)
+    try:
+        if log.key.kid != old.kid:  # pragma: no cover - the file changed under us
+            raise KeyFileError(f"{key_file} changed during rotate-key; run it again")
+        if new is None or new.kid == old.kid:
+            new_file.unlink(missing_ok=True)
+            new = create_key_file(new_file)
+        _link_backup(key_file, backup, old)
+        now = int(log.clock())
+        with log.store.write():
+            have = _records_between(log.store, old.public, new.public, log.iss)
+            log.store.add_key(new.kid, json.dumps(new.public.jwk(), sort_keys=True), now)
+            if "old->new" not in have:
+                token = trust.make_key_record(old, new.public, iss=log.iss, iat=now)
+                log.store.add_key_record(old.kid, new.kid, token, now)
+            if "new->old" not in have:
+                token = trust.make_key_record(new, old.public, iss=log.iss, iat=now)
+                log.store.add_key_record(new.kid, old.kid, token, now)
+            sign_settings(log, new, "rotate-key")
+    finally:
+        log.close()
+    # Durable from here: the database trusts the new key. Only now does it sign.
+    os.replace(new_file, key_file)
+    fsync_dir(data_dir)
+    return Rotation(old.kid, new.kid, backup)
+
+
+# --- what the audit reports ------------------------------------------------------------------
+
+
+def trust_problems(log: Log) -> list[str]:
+    """The data dir's trust: every `keys` row a valid key with an endorsement chain from the
+    key file's key, every rotation record valid and reachable, every trusted key listed in
+    `keys`, and the settings statements (`settings_problems`)."""
+    problems: list[str] = []
+    found = chain(log.store, log.key.public, log.iss)
+    records = log.store.key_records()
+    for position, message in sorted(found.problems.items()):
+        number = records[position][0]
+        problems.append(f"key record #{number}: {message}")
+    for position, record in sorted(found.records.items()):
+        number, signer, kid, _ = records[position]
+        if (signer, kid) != (record.signer, record.key.kid):
+            problems.append(
+                f"key record #{number}: stored as {signer} -> {kid}, it says "
+                f"{record.signer} -> {record.key.kid}"
+            )
+    listed: set[str] = set()
+    for kid, jwk in log.store.signing_keys():
+        listed.add(kid)
+        try:
+            key = KeySet.from_jwks({"keys": [json.loads(jwk)]}).get(kid)
+        except (ValueError, CapabilityAnchorError) as exc:
+            problems.append(f"keys table: the key stored as {kid} is not a valid JWK: {exc}")
+            continue
+        if key.kid not in found.keys:
+            problems.append(
+                f"keys table: key {kid} has no endorsement chain from the key file's key "
+                f"{log.key.kid} (not trusted, not served, not exported)"
+            )
+    for kid in found.keys.kids:
+        if kid not in listed:
+            problems.append(f"keys table: trusted key {kid} is not listed")
+    problems += settings_problems(log)
+    return problems
+
+
+# --- an exported folder ----------------------------------------------------------------------
+
+
+def audit_key_records(problems: list[str], folder: Path, keys: KeySet) -> KeySet:
+    """The folder's `key-records.json`, if any: each record verifies and is reachable from
+    `keys` (keys.json, or the auditor's `--keys`), and every key they lead to is listed in
+    keys.json. Returns `keys` extended by the records, which is what the folder's heads are
+    then checked with (an auditor holding only an old key follows its rotation)."""
+    path = folder / trust.KEY_RECORDS_FILE
+    if not path.exists():
+        return keys
+    try:
+        iss, tokens = trust.read_key_records(path.read_bytes())
+    except CapabilityAnchorError as exc:
+        problems.append(f"{path}: {exc}")
+        return keys
+    found = trust.closure(keys, tokens, iss=iss)
+    for position, message in sorted(found.problems.items()):
+        problems.append(f"{path}: record {position}: {message}")
+    try:
+        index_iss = json.loads((folder / "index.json").read_bytes()).get("iss")
+    except (OSError, ValueError, AttributeError):
+        index_iss = None  # index.json's own problems are reported by its check
+    if index_iss is not None and index_iss != iss:
+        problems.append(f"{path}: iss {iss!r} is not index.json's {index_iss!r}")
+    try:
+        published = KeySet.from_json((folder / "keys.json").read_bytes())
+    except (OSError, CapabilityAnchorError):
+        return found.keys
+    unlisted = [kid for kid in found.keys.kids if kid not in published]
+    if unlisted:
+        problems.append(f"{path} endorses key(s) {unlisted} that keys.json does not list")
+    return found.keys
+
+
+def folder_trust_problems(folder: Path, log: Log) -> list[str]:
+    """With the data dir: keys.json is exactly the log's trusted set (an extra key is one the
+    log never vouched for), and key-records.json is the log's records (or an earlier part)."""
+    problems: list[str] = []
+    trusted = log.keyset()
+    try:
+        published = KeySet.from_json((folder / "keys.json").read_bytes())
+    except (OSError, CapabilityAnchorError):
+        published = None  # reported by the folder's own checks
+    if published is not None:
+        extra = [kid for kid in published.kids if kid not in trusted]
+        if extra:
+            problems.append(
+                f"{folder / 'keys.json'} holds key(s) {extra} that the log does not trust "
+                f"(no endorsement chain from the key file's key {log.key.kid})"
+            )
+    path = folder / trust.KEY_RECORDS_FILE
+    tokens = [token for _, _, _, token in log.store.key_records()]
+    if path.exists():
+        try:
+            iss, published_tokens = trust.read_key_records(path.read_bytes())
+        except CapabilityAnchorError:
+            return problems  # reported by audit_key_records
+        if iss != log.iss or published_tokens != tokens[: len(published_tokens)]:
+            problems.append(f"{path} differs from the log's key rotation records")
+    elif tokens and published == trusted:  # keys.json is current, its records are not
+        problems.append(f"{path} is missing (the log has key rotation records)")
+    return problems
