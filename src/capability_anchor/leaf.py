@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import rfc8785
@@ -134,65 +135,131 @@ def validate_record(record: object) -> dict[str, Any]:
 
 
 # A location is built only when something fails: a chain of (parent, segment) pairs.
-_Where = tuple[Any, str] | None
+# Array positions stay ints until a pointer is built.
+_Where = tuple[Any, str | int] | None
 
 
 def _pointer(where: _Where) -> str:
     parts: list[str] = []
     while where is not None:
         where, segment = where
-        parts.append(segment)
+        parts.append(str(segment))
     return "".join(f"/{_segment(p)}" for p in reversed(parts))
 
 
-def _walk(record: object) -> bool:
+# `leaf_bytes` stops walking once a lower bound on the leaf's size passes this: twice the
+# limit, so a leaf just over it still gets its exact size in the message, while a hostile
+# record (a 4 MiB array of zeros) is refused after a bounded amount of work.
+_EARLY_STOP_BYTES = 2 * MAX_LEAF_BYTES
+# Lower bounds on the JCS bytes of scalars: `1` for any number, `true`, `false`, `null`.
+_SCALAR_BYTES: dict[type, int] = {int: 1, float: 1, bool: 4, type(None): 4}
+
+
+def _too_large() -> NoReturn:
+    raise InvalidRecord(
+        f"leaf bytes are more than {_EARLY_STOP_BYTES} bytes long, "
+        f"over the limit of {MAX_LEAF_BYTES}"
+    )
+
+
+# Generators made by functions, so each binds its own container's location (a generator
+# expression in the loop would read the loop's variable when it runs).
+def _member_steps(members: dict[str, Any], where: _Where) -> Iterator[tuple[object, _Where]]:
+    return ((item, (where, key)) for key, item in members.items())
+
+
+def _item_steps(items: list[Any], where: _Where) -> Iterator[tuple[object, _Where]]:
+    return ((item, (where, i)) for i, item in enumerate(items))
+
+
+def _walk(record: object, size_limit: int | None = None) -> bool:
     """Validate; return True when plain `json.dumps` is byte-identical to RFC 8785 for this
     record: no float anywhere (ECMAScript number formatting differs from Python's repr) and
     only ASCII member names (ASCII order is UTF-16 order). Integers within 2^53-1 and every
-    string print the same in both (the same characters are escaped, as lowercase \\u00xx)."""
+    string print the same in both (the same characters are escaped, as lowercase \\u00xx).
+
+    With `size_limit`, stop with "leaf bytes are more than ..." once a lower bound on the
+    leaf claims' JCS size (each character at least one byte, each scalar at least its
+    shortest spelling) exceeds it; reserved top-level members do not count."""
     if not isinstance(record, dict) or type(record) is not dict:
         raise InvalidRecord(f"a record must be a JSON object, got {_json_type_name(record)}")
     plain = True
-    # Iterative walk: hostile input (or a list that contains itself) must not reach Python's
-    # recursion limit; the depth cap stops a cycle before memory grows.
-    stack: list[tuple[object, _Where, int]] = [(record, None, 1)]
-    while stack:
-        value, where, depth = stack.pop()
-        if type(value) not in _JSON_TYPES:
-            _fail(_pointer(where), f"{type(value).__name__} is not a JSON value")
-        # The exact type is one of json.loads's own, so isinstance below cannot meet a subclass.
-        if isinstance(value, str):
-            _check_text(value, where, "string")
-        elif isinstance(value, dict):
+    size = 2
+    limit = size_limit if size_limit is not None else -1
+    # Iterative walk over iterators, one frame per open container: hostile input (or a list
+    # that contains itself) must not reach Python's recursion limit, the depth cap stops a
+    # cycle before memory grows, and a huge array is never copied onto the stack.
+    # A frame: (children as (value, where) pairs, depth of the children, whether they count
+    # toward the size; None: each counts unless it is a reserved member).
+    frames: list[tuple[Iterator[tuple[object, _Where]], int, bool | None]] = [
+        (iter(((record, None),)), 1, False)
+    ]
+    while frames:
+        children, depth, frame_counted = frames[-1]
+        step = next(children, None)
+        if step is None:
+            frames.pop()
+            continue
+        value, where = step
+        if frame_counted is None and where is not None:
+            counted = where[1] not in RESERVED_MEMBERS
+        else:
+            counted = bool(frame_counted)
+        kind = type(value)
+        if kind not in _JSON_TYPES:
+            _fail(_pointer(where), f"{kind.__name__} is not a JSON value")
+        # The exact type is one of json.loads's own, so the branches cannot meet a subclass.
+        if kind is str:
+            _check_text(value, where, "string")  # type: ignore[arg-type]
+            if counted:
+                size += len(value) + 2  # type: ignore[arg-type]
+        elif kind is dict:
             if depth > MAX_DEPTH:
                 _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
-            children: list[tuple[object, _Where, int]] = []
-            for key, item in value.items():
+            members: dict[Any, Any] = value  # type: ignore[assignment]
+            top = where is None
+            if counted:
+                size += 2
+            # Every name first, then the values, as before: the problem reported first does
+            # not depend on the size limit for records within it.
+            for key in members:
                 if type(key) is not str:
                     _fail(
                         _pointer(where),
                         f"member name {key!r} is {type(key).__name__}, not a string",
                     )
-                child = (where, key)
-                _check_text(key, child, "member name")
+                _check_text(key, (where, key), "member name")
                 if plain and not key.isascii():
                     plain = False
-                children.append((item, child, depth + 1))
-            # Reversed so the walk, and so the problem reported first, follows document order.
-            stack.extend(reversed(children))
-        elif isinstance(value, list):
+                if counted or (top and key not in RESERVED_MEMBERS):
+                    size += len(key) + 3
+                    if size > limit >= 0:
+                        _too_large()
+            # Children of the top-level object count unless reserved (decided per member).
+            frames.append(
+                (
+                    _member_steps(members, where),
+                    depth + 1,
+                    None if top else counted,
+                )
+            )
+        elif kind is list:
             if depth > MAX_DEPTH:
                 _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
-            stack.extend(
-                (item, (where, str(i)), depth + 1) for i, item in reversed(list(enumerate(value)))
-            )
-        elif isinstance(value, bool) or value is None:
-            pass
-        elif isinstance(value, float):
-            plain = False
-            _check_number(value, where)
-        elif isinstance(value, int):
-            _check_number(value, where)
+            if counted:
+                size += 2
+            items: list[Any] = value  # type: ignore[assignment]
+            frames.append((_item_steps(items, where), depth + 1, counted))
+        else:
+            if counted:
+                size += _SCALAR_BYTES[kind]
+            if kind is float:
+                plain = False
+                _check_number(value, where)  # type: ignore[arg-type]
+            elif kind is int:
+                _check_number(value, where)  # type: ignore[arg-type]
+        if size > limit >= 0:
+            _too_large()
     return plain
 
 
@@ -208,7 +275,7 @@ def leaf_claims(record: object) -> dict[str, Any]:
 
 def leaf_bytes(record: object) -> bytes:
     """RFC 8785 canonical UTF-8 of the record's leaf claims (SPEC §2)."""
-    plain = _walk(record)
+    plain = _walk(record, _EARLY_STOP_BYTES)
     claims = leaf_claims(record)
     try:
         if plain:
