@@ -104,7 +104,7 @@ def _errors(*statuses: int) -> dict[int, ResponseSpec]:
         401: "unauthorized: writers need Authorization: Bearer <token>",
         404: "not_found",
         409: "conflict: refused by the log's rules",
-        413: "too_large: the body is over 4 MiB (256 KiB for /prove)",
+        413: "too_large: the body is over 4 MiB (64 KiB for /prove)",
         429: "rate_limited (see Retry-After)",
         503: "unavailable",
     }

@@ -27,10 +27,11 @@ class Settings:
     max_body: int = 4 * 1024 * 1024
     """Largest request body accepted; larger ones get 413 (SPEC §6: 4 MiB)."""
 
-    max_prove_body: int = 256 * 1024
+    max_prove_body: int = 64 * 1024
     """Largest `POST /prove` body; larger ones get 413. A valid one is a record of at most
-    16 KiB of leaf plus its reserved members (a proof path of 64 hashes, a JWS), so 256 KiB is
-    ample, and it bounds what a public request can make the service parse."""
+    16 KiB of leaf plus its reserved members: its JWS (the leaf in base64, ~22 KiB), a proof
+    path of at most 64 hashes (~4.3 KB) and a few short members, ~43 KB in all. 64 KiB leaves
+    room for whitespace and bounds what one public request can make the service parse."""
 
     body_timeout: float = 30.0
     """Seconds from a request's start for its whole body to arrive (`--body-timeout`, env
