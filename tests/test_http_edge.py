@@ -338,3 +338,51 @@ def test_a_body_checked_in_the_worker_gives_the_same_answers(server: Server) -> 
         )
         assert r.status_code == 400 and r.json()["error"] == "invalid_record"
         assert r.json()["note"].startswith("record 1: invalid record at /b: number 1e+300")
+
+
+def test_expect_continue_gets_a_final_answer_without_the_body(server: Server) -> None:
+    """curl sends `Expect: 100-continue` for large bodies: a 413 goes out at once, without
+    asking for (or waiting for) the 4 MiB, and the connection is not reused."""
+    headers = (
+        f"POST /prove HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {4 * 1024 * 1024}\r\nExpect: 100-continue\r\n\r\n"
+    ).encode()
+    with socket.create_connection((HOST, server.port), timeout=5) as sock:
+        started = time.monotonic()
+        sock.sendall(headers)
+        answer = read_response(sock)
+        assert time.monotonic() - started < 1
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:100]
+        assert b"100 Continue" not in answer
+        assert b"connection: close" in answer.lower()
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_body_worker_is_replaced(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    with serving(tmp_path / "data", "--rate-limit", "0") as srv:
+        with srv.client() as client:
+            assert client.post("/prove", json={"record": {"a": 1}}).status_code == 404
+            # The forkserver is the server's child; the workers are the forkserver's.
+            workers = [w for f in children(srv.pid) for w in children(f)]
+            assert workers, "no body-check worker found"
+            for worker in workers:
+                os.kill(worker, signal.SIGKILL)
+            time.sleep(0.5)
+            codes = [client.post("/prove", json={"record": {"a": 1}}).status_code for _ in range(3)]
+        assert codes[-1] == 404 and set(codes) <= {404, 503}, codes
+        assert "Traceback" not in srv.stderr()

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -144,3 +145,28 @@ def test_early_stop_keeps_exact_sizes_near_the_limit_and_ignores_reserved_member
 def test_early_stop_reports_problems_before_the_limit_first() -> None:
     with pytest.raises(InvalidRecord, match=r"at /a/3: string contains a lone surrogate"):
         leaf_bytes({"a": [0, 0, 0, "\ud800"] + [0] * 100_000})
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"a": [*range(100), 2**60]}, r"at /a/100: number \d+ exceeds"),
+        ({"a": [2**60] + [0] * 100_000}, r"at /a/0: number \d+ exceeds"),
+        ({"a": [0] * 100_000 + [2**60]}, "more than 32768 bytes long"),
+        ({"a": ["x"] * 50 + ["\ud800"]}, "at /a/50: string contains a lone surrogate"),
+        ({"a": ["\udc00"] + ["\ud83d"] * 20}, "at /a/0: string contains a lone surrogate U"),
+        ({"a": ["xy"] * 20_000}, "more than 32768 bytes long"),
+        ({"proof": [2**60] * 20}, r"at /proof/0: number \d+ exceeds"),
+    ],
+)
+def test_arrays_checked_in_bulk_report_what_the_walk_reports(
+    record: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidRecord, match=message):
+        leaf_bytes(record)
+
+
+def test_arrays_checked_in_bulk_give_the_same_leaf() -> None:
+    record = {"a": list(range(-50, 50)), "b": ["\u20ac", "x", "\n"] * 10, "proof": [1] * 40}
+    claims = {"a": record["a"], "b": record["b"]}
+    assert leaf_bytes(record) == rfc8785.dumps(claims)

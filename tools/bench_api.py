@@ -926,6 +926,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", action="store_true", help="serve on CPU 0, generator on CPU 1")
     parser.add_argument("--py-spy", metavar="DIR", help="py-spy profiles of each phase")
     parser.add_argument("--py-spy-format", choices=("flamegraph", "raw"), default="flamegraph")
+    parser.add_argument("--serve-args", default="", help="more arguments for `serve`")
     parser.add_argument(
         "--phases",
         default="roots,post,writing,hostile",
@@ -954,7 +955,8 @@ def main(argv: list[str] | None = None) -> int:
         port = serverkit.free_port()
         forms: list[tuple[str, list[str], dict[str, str]]] = []
         if not args.only_workers:
-            forms.append(("serve", serverkit.serve_argv(data, port, ["--rate-limit", "0"]), {}))
+            serve_args = ["--rate-limit", "0", *args.serve_args.split()]
+            forms.append(("serve", serverkit.serve_argv(data, port, serve_args), {}))
         if args.workers > 0:
             env = {"CAPABILITY_ANCHOR_DATA": str(data), "CAPABILITY_ANCHOR_RATE_LIMIT": "0"}
             argv_w = serverkit.uvicorn_argv(port, args.workers)

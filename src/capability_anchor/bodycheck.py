@@ -9,6 +9,8 @@ error code of SPEC §6 and the note to answer with.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any
 
 from . import leaf
@@ -48,6 +50,17 @@ def check_body(kind: str, body: bytes, iss: str, max_records: int) -> Outcome:
         )
     except RecursionError:
         return ("bad_request", "the request is nested too deeply")
+
+
+WORKER_NICENESS = 5
+
+
+def start_worker() -> None:
+    """Each worker runs at a lower CPU priority than the service: on a busy machine the
+    scheduler then serves the event loop (reads, /healthz) before body checks, which can
+    wait (hostile bodies, above all)."""
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
 
 
 def warm_up() -> bool:

@@ -19,7 +19,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from ..bodycheck import Outcome, check_body, warm_up
+from ..bodycheck import Outcome, check_body, start_worker, warm_up
 
 _logger = logging.getLogger("capability_anchor.api")
 
@@ -40,7 +40,7 @@ class BodyChecker:
     def _new_pool(self) -> ProcessPoolExecutor:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["capability_anchor.bodycheck"])
-        return ProcessPoolExecutor(self.workers, mp_context=context)
+        return ProcessPoolExecutor(self.workers, mp_context=context, initializer=start_worker)
 
     def start(self) -> None:
         """Start the workers without waiting for them (a first request waits if need be)."""

@@ -37,6 +37,10 @@ class BodyTimeout(Exception):
         self.seconds = seconds
 
 
+def _expects_continue(headers: list[tuple[bytes, bytes]]) -> bool:
+    return any(n == b"expect" and v.lower() == b"100-continue" for n, v in headers)
+
+
 def _has_body(headers: list[tuple[bytes, bytes]]) -> tuple[bool, int | None]:
     """(whether a body follows, its Content-Length if given)."""
     for name, value in headers:
@@ -68,8 +72,13 @@ async def guard(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body_timeout
     read = 0
-    # Whether the connection must close after the answer.
-    close = length is not None and length > drain_limit
+    # Whether the connection must close after the answer. A client that sent
+    # `Expect: 100-continue` sends its body only once asked (on the first read), so an
+    # answer given before that is final: nothing to drain, and the connection cannot be
+    # reused.
+    close = (length is not None and length > drain_limit) or (
+        pending and _expects_continue(scope["headers"])
+    )
 
     async def timed_receive() -> Message:
         nonlocal pending, read
