@@ -513,6 +513,8 @@ class Spy:
         argv = [str(spy), "record", "--pid", str(pid), "--subprocesses", "--nonblocking"]
         argv += ["--duration", str(max(1, int(seconds + 0.999))), "-o", str(target)]
         argv += ["--format", "raw" if raw else "flamegraph"]
+        if os.environ.get("BENCH_PY_SPY_GIL"):
+            argv.append("--gil")  # only the thread holding the GIL
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.target = target
         time.sleep(0.3)  # let it attach before the load starts

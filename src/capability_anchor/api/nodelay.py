@@ -34,6 +34,38 @@ def header_timeout_from_env() -> float:
     return value
 
 
+class _OneWritePerAnswer:
+    """The transport as one request's response cycle sees it: the status line and headers
+    are held until the first body bytes, so a whole answer leaves in one send(). uvicorn
+    writes them apart; each write is a system call, and while a writer thread is busy each
+    system call on the event loop costs a wait for the GIL afterwards."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._held = b""
+        self._header_due = True
+
+    def write(self, data: bytes) -> None:
+        if self._header_due and not data.startswith(b"HTTP/1.1 1"):
+            # The first write that is not an interim (100 Continue) answer: the header.
+            self._header_due = False
+            self._held = data
+            return
+        if self._held:
+            data, self._held = self._held + data, b""
+        if data:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        if self._held:
+            self._transport.write(self._held)
+            self._held = b""
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._transport, name)
+
+
 class NoDelayH11Protocol(H11Protocol):
     header_timeout: float = header_timeout_from_env()
     _header_timer: asyncio.TimerHandle | None = None
@@ -51,6 +83,13 @@ class NoDelayH11Protocol(H11Protocol):
         # h11 leaves IDLE only once a whole header block has been parsed.
         if self.conn.their_state is not h11.IDLE:
             self._cancel_header_timer()
+
+    def handle_events(self) -> None:
+        cycle = self.cycle
+        super().handle_events()
+        if self.cycle is not None and self.cycle is not cycle:
+            # A new request: its task has not run yet, so it writes through this.
+            self.cycle.transport = _OneWritePerAnswer(self.transport)  # type: ignore[assignment]
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
