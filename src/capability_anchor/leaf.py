@@ -162,6 +162,10 @@ def _too_large() -> NoReturn:
     )
 
 
+_MORE = object()  # marks an iterator entry of the walk's stack
+_EAGER = 64  # containers with more children than this are walked through an iterator
+
+
 # Generators made by functions, so each binds its own container's location (a generator
 # expression in the loop would read the loop's variable when it runs).
 def _member_steps(members: dict[str, Any], where: _Where) -> Iterator[tuple[object, _Where]]:
@@ -208,43 +212,39 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
     plain = True
     size = 2
     limit = size_limit if size_limit is not None else -1
-    # Iterative walk over iterators, one frame per open container: hostile input (or a list
-    # that contains itself) must not reach Python's recursion limit, the depth cap stops a
-    # cycle before memory grows, and a huge array is never copied onto the stack.
-    # A frame: (children as (value, where) pairs, depth of the children, whether they count
-    # toward the size; None: each counts unless it is a reserved member).
-    frames: list[tuple[Iterator[tuple[object, _Where]], int, bool | None]] = [
-        (iter(((record, None),)), 1, False)
-    ]
-    while frames:
-        children, depth, frame_counted = frames[-1]
-        step = next(children, None)
-        if step is None:
-            frames.pop()
-            continue
-        value, where = step
-        if frame_counted is None and where is not None:
-            counted = where[1] not in RESERVED_MEMBERS
-        else:
-            counted = bool(frame_counted)
+    # Iterative walk: hostile input (or a list that contains itself) must not reach Python's
+    # recursion limit, and the depth cap stops a cycle before memory grows. An entry is a
+    # value to check: (value, where, depth, counts toward the size). A large container's
+    # children are not copied onto the stack but left in an iterator entry, (_MORE,
+    # iterator of (value, where), depth, counted; None: each counts unless reserved).
+    stack: list[tuple[Any, Any, int, bool | None]] = [(record, None, 1, False)]
+    while stack:
+        value, where, depth, counted = stack.pop()
+        if value is _MORE:
+            step = next(where, None)
+            if step is None:
+                continue
+            stack.append((_MORE, where, depth, counted))
+            value, where = step
+            if counted is None:
+                counted = where[1] not in RESERVED_MEMBERS
         kind = type(value)
         if kind not in _JSON_TYPES:
             _fail(_pointer(where), f"{kind.__name__} is not a JSON value")
         # The exact type is one of json.loads's own, so the branches cannot meet a subclass.
         if kind is str:
-            _check_text(value, where, "string")  # type: ignore[arg-type]
+            _check_text(value, where, "string")
             if counted:
-                size += len(value) + 2  # type: ignore[arg-type]
+                size += len(value) + 2
         elif kind is dict:
             if depth > MAX_DEPTH:
                 _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
-            members: dict[Any, Any] = value  # type: ignore[assignment]
             top = where is None
             if counted:
                 size += 2
             # Every name first, then the values, as before: the problem reported first does
             # not depend on the size limit for records within it.
-            for key in members:
+            for key in value:
                 if type(key) is not str:
                     _fail(
                         _pointer(where),
@@ -257,37 +257,49 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
                     size += len(key) + 3
                     if size > limit >= 0:
                         _too_large()
-            # Children of the top-level object count unless reserved (decided per member).
-            frames.append(
-                (
-                    _member_steps(members, where),
-                    depth + 1,
-                    None if top else counted,
+            if len(value) > _EAGER:
+                stack.append(
+                    (_MORE, _member_steps(value, where), depth + 1, None if top else counted)
                 )
-            )
+            elif top:
+                # Only the top-level object's reserved members stay out of the leaf.
+                stack.extend(
+                    (item, (where, key), 2, key not in RESERVED_MEMBERS)
+                    for key, item in reversed(value.items())
+                )
+            else:
+                stack.extend(
+                    (item, (where, key), depth + 1, counted)
+                    for key, item in reversed(value.items())
+                )
         elif kind is list:
             if depth > MAX_DEPTH:
                 _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
             if counted:
                 size += 2
-            items: list[Any] = value  # type: ignore[assignment]
             # Past the limit, only the items before it matter (the walk would stop there):
             # at least one byte and a comma each, so this prefix is surely past it.
-            room = limit - size if counted and limit >= 0 else len(items) * 2
-            head = items if len(items) <= room // 2 + 2 else items[: room // 2 + 2]
+            room = limit - size if counted and limit >= 0 else len(value) * 2
+            head = value if len(value) <= room // 2 + 2 else value[: room // 2 + 2]
             bulk = _scalar_run_size(head)
-            if bulk is None:
-                frames.append((_item_steps(items, where), depth + 1, counted))
-            elif counted:
-                size += bulk
+            if bulk is not None:
+                if counted:
+                    size += bulk
+            elif len(value) > _EAGER:
+                stack.append((_MORE, _item_steps(value, where), depth + 1, counted))
+            else:
+                stack.extend(
+                    (value[i], (where, i), depth + 1, counted)
+                    for i in range(len(value) - 1, -1, -1)
+                )
         else:
             if counted:
                 size += _SCALAR_BYTES[kind]
             if kind is float:
                 plain = False
-                _check_number(value, where)  # type: ignore[arg-type]
+                _check_number(value, where)
             elif kind is int:
-                _check_number(value, where)  # type: ignore[arg-type]
+                _check_number(value, where)
         if size > limit >= 0:
             _too_large()
     return plain
