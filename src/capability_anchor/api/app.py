@@ -17,7 +17,6 @@ import hashlib
 import hmac
 import logging
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
@@ -590,7 +589,6 @@ def create_app(settings: Settings) -> Litestar:
         )
 
     async def startup(app: Litestar) -> None:
-        sys.setswitchinterval(settings.switch_interval)
         bodies.start()
         if service.background is not None:
             await service.background.start()

@@ -48,10 +48,6 @@ class Settings:
     body_queue: int = 16
     """Bodies being checked or waiting at once; more get 503 `unavailable` (busy)."""
 
-    switch_interval: float = 0.001
-    """`sys.setswitchinterval` for the service process: while a writer thread holds the GIL,
-    a reader on the event loop waits up to this long for it (Python's default is 5 ms)."""
-
     max_records: int = 1000
     """Records per `POST /records` (SPEC §6)."""
 
