@@ -386,3 +386,55 @@ def test_a_killed_body_worker_is_replaced(tmp_path: Path) -> None:
             codes = [client.post("/prove", json={"record": {"a": 1}}).status_code for _ in range(3)]
         assert codes[-1] == 404 and set(codes) <= {404, 503}, codes
         assert "Traceback" not in srv.stderr()
+
+
+def test_the_production_form_takes_its_timeouts_from_the_environment(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    Log.init(data, iss="https://resolver.example").close()
+    from serverkit import free_port
+
+    port = free_port()
+    env = {
+        "CAPABILITY_ANCHOR_DATA": str(data),
+        "CAPABILITY_ANCHOR_HEADER_TIMEOUT": "1",
+        "CAPABILITY_ANCHOR_BODY_TIMEOUT": "1",
+    }
+    with serving(data, port=port, argv=uvicorn_argv(port, 2), env=env) as srv:
+        with socket.create_connection((HOST, srv.port), timeout=5) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            started = time.monotonic()
+            assert closed_by_server(sock, within=4)
+            assert time.monotonic() - started < 3
+        with socket.create_connection((HOST, srv.port), timeout=5) as sock:
+            sock.sendall(post("/prove", b'{"record":{"a":' + b" " * 1000 + b"1}}")[:-500])
+            answer = read_response(sock)
+            assert b"400 Bad Request" in answer and b"did not arrive within 1 s" in answer
+
+
+def test_a_full_body_queue_answers_busy() -> None:
+    """The pool itself (real worker processes): with room for one body, a second one sent
+    while the first is being checked is refused at once, and the next one is checked."""
+    import asyncio
+
+    from capability_anchor.api.bodies import BodyChecker, Busy
+
+    slow = b'{"records":[' + b",".join([b'{"a":1}'] * 200_000) + b"]}"
+
+    async def run() -> tuple[str, str, str]:
+        checker = BodyChecker(workers=1, queue=1)
+        checker.start()
+        try:
+            first = asyncio.create_task(checker.check("records", slow, "https://x.example", 1000))
+            await asyncio.sleep(0.05)
+            try:
+                await checker.check("record", b'{"record":{"a":1}}', "https://x.example", 1000)
+                second = "checked"
+            except Busy:
+                second = "busy"
+            code, _ = await first
+            third, _ = await checker.check("record", b'{"record":{"a":1}}', "https://x", 1000)
+            return code, second, third
+        finally:
+            checker.stop()
+
+    assert asyncio.run(run()) == ("bad_request", "busy", "ok")
