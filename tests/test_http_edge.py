@@ -438,3 +438,24 @@ def test_a_full_body_queue_answers_busy() -> None:
             checker.stop()
 
     assert asyncio.run(run()) == ("bad_request", "busy", "ok")
+
+
+def test_expect_continue_bodies_that_are_read_keep_the_connection(server: Server) -> None:
+    body = json.dumps({"records": [{"e": i} for i in range(3)]}).encode()
+    headers = (
+        f"POST /records HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {server.token()}\r\n"
+        f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+    ).encode()
+    with socket.create_connection((HOST, server.port), timeout=5) as sock:
+        sock.sendall(headers)
+        interim = b""
+        while b"\r\n\r\n" not in interim:
+            interim += sock.recv(4096)
+        assert interim.startswith(b"HTTP/1.1 100"), interim
+        sock.sendall(body)
+        answer = read_response(sock)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        assert b"connection: close" not in answer.lower()
+        sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+        assert b"200 OK" in read_response(sock)

@@ -72,18 +72,17 @@ async def guard(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body_timeout
     read = 0
-    # Whether the connection must close after the answer. A client that sent
-    # `Expect: 100-continue` sends its body only once asked (on the first read), so an
-    # answer given before that is final: nothing to drain, and the connection cannot be
-    # reused.
-    close = (length is not None and length > drain_limit) or (
-        pending and _expects_continue(scope["headers"])
-    )
+    # A client that sent `Expect: 100-continue` sends its body only once asked (uvicorn asks
+    # on the app's first read), so an answer given before that is final: nothing to drain.
+    waits_to_be_asked = pending and _expects_continue(scope["headers"])
+    # Whether the connection must close after the answer.
+    close = length is not None and length > drain_limit
 
     async def timed_receive() -> Message:
-        nonlocal pending, read
+        nonlocal pending, read, waits_to_be_asked
         if not pending:
             return await receive()
+        waits_to_be_asked = False
         try:
             async with asyncio.timeout_at(deadline):
                 message = await receive()
@@ -108,8 +107,11 @@ async def guard(
                 close = True
 
     async def guarded_send(message: Message) -> None:
+        nonlocal close
         if message["type"] == "http.response.start":
-            if pending:
+            if waits_to_be_asked:
+                close = True  # the request is unfinished: the connection cannot be reused
+            elif pending:
                 await drain()
             if close or pending:
                 headers = [(k, v) for k, v in message.get("headers", []) if k != b"connection"]
