@@ -459,3 +459,21 @@ def test_expect_continue_bodies_that_are_read_keep_the_connection(server: Server
         assert b"connection: close" not in answer.lower()
         sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
         assert b"200 OK" in read_response(sock)
+
+
+def test_proof_answers_are_rfc8785_bytes(tmp_path: Path) -> None:
+    """`/proof`, `/prove` and `/consistency` answers skip the rfc8785 package; their bytes
+    must not change."""
+    import rfc8785
+
+    from capability_anchor.api.app import _proof_json
+
+    with Log.init(tmp_path / "data", iss="https://resolver.example") as log:
+        log.public_url = "https://r\u00e9solver.example/anchor"
+        results = log.append([{"n": i, "s": "\u20ac\n"} for i in range(300)])
+        log.checkpoint()
+        answers = [log.proof(r.day, r.leaf_index) for r in results[::37]]
+        answers.append(log.proof_by_leaf_hash(results[5].leaf_hash))
+        answers.append(log.consistency(results[0].day, 7, 300))
+    for answer in answers:
+        assert _proof_json(answer) == rfc8785.dumps(answer)
