@@ -23,8 +23,12 @@ What it does:
        capacity (no goal: it says whether the open-loop figure was the server's limit)
      - `POST /records`, `--post-batches` (60) batches of 1,000 records from
        `--post-concurrency` (2) writers                            goal >= 10,000 records/s
-     - `GET /proof` at 500/s again while one writer posts 1,000-record batches (the issue's
-       goal does not exempt busy times)                           goal p99 <= 10 ms at 500/s
+     - `GET /proof` at 500/s again, the same URLs, while one writer posts 1,000-record
+       batches back to back; printed beside the read-only figure  goal p99 <= 10 ms at 500/s
+     - `GET /healthz` at 100/s while hostile `POST /prove` bodies arrive at 100/s (one in four
+       a 4 MiB array of zeros, the others just under the 64 KiB cap) goal p99 <= 50 ms;
+       the 4 MiB ones refused (413, with the body read)           goal within 100 ms
+     (`--phases` picks among roots, post, writing, hostile; the read-only proofs always run)
   4. prints a table: each goal, the figure, ok/MISSED, the CPU used by the server (all its
      processes) and by the generator (100% = one core), and the load average.
 
@@ -509,6 +513,8 @@ class Spy:
         argv = [str(spy), "record", "--pid", str(pid), "--subprocesses", "--nonblocking"]
         argv += ["--duration", str(max(1, int(seconds + 0.999))), "-o", str(target)]
         argv += ["--format", "raw" if raw else "flamegraph"]
+        if os.environ.get("BENCH_PY_SPY_GIL"):
+            argv.append("--gil")  # only the thread holding the GIL
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.target = target
         time.sleep(0.3)  # let it attach before the load starts
@@ -604,79 +610,169 @@ async def run_phases(
             except Exception:
                 outcome.wrong_proofs += 1
 
-        # 2. GET /roots/<day> at a fixed rate.
-        roots_url = f"/roots/{day}"
-
-        async def get_roots(c: Client, i: int) -> Answer:
-            return await c.get(roots_url)
-
-        phase = Phase("GET /roots/<day>", f"open loop {args.roots_rate:,}/s x {args.duration:g} s")
-        profile = spy("roots", args.duration)
-        with Meter(server.pid) as meter:
-            await open_loop(
-                client, get_roots, phase, args.roots_rate, args.duration, args.max_in_flight
-            )
-        profile.finish()
-        finish(phase, meter, outcome, "roots")
-
-        # 3. GET /roots/<day>, closed loop: what the server can do at most.
-        phase = Phase(
-            "GET /roots/<day> capacity",
-            f"closed loop, {args.concurrency} connections, {args.duration:g} s",
-        )
-        with Meter(server.pid) as meter:
-            await closed_loop(
-                client, get_roots, phase, int(args.roots_rate * args.duration * 5),
-                args.concurrency, args.duration,
-            )  # fmt: skip
-        finish(phase, meter, outcome, "roots_capacity")
-
-        # 4. POST /records, 1,000-record batches (encoded beforehand: the generator only sends).
-        bodies = post_bodies(args.post_batches, MAX_BATCH)
-
-        async def post(c: Client, i: int) -> Answer:
-            return await c.post("/records", bodies[i], headers)
-
-        phase = Phase(
-            "POST /records",
-            f"{len(bodies)} x {MAX_BATCH:,} records, {args.post_concurrency} writers",
-        )
-        profile = spy("post", args.duration)
-        with Meter(server.pid) as meter:
-            await closed_loop(
-                client, post, phase, len(bodies), args.post_concurrency, 4 * args.duration,
-                acknowledged,
-            )  # fmt: skip
-        profile.finish()
-        finish(phase, meter, outcome, "post")
-
-        # 5. GET /proof at a fixed rate while one writer appends batches back to back.
-        more = post_bodies(int(args.duration * 20) + 1, MAX_BATCH)
-
-        async def post_more(c: Client, i: int) -> Answer:
-            return await c.post("/records", more[i], headers)
-
-        phase = Phase(
-            "GET /proof while writing",
-            f"open loop {args.proof_rate:,}/s x {args.duration:g} s, 1 writer",
-        )
-        writes = Phase("POST /records beside it", f"1 writer, {args.duration:g} s")
-        profile = spy("proof_while_writing", args.duration)
-        with Meter(server.pid) as meter:
-            await asyncio.gather(
-                open_loop(
-                    client, get_proof, phase, args.proof_rate, args.duration, args.max_in_flight
-                ),
-                closed_loop(client, post_more, writes, len(more), 1, args.duration, acknowledged),
-            )
-        profile.finish()
-        writes.cpu_server, writes.cpu_client, writes.load = meter.server, meter.client, meter.load
-        finish(phase, meter, outcome, "proof_writing")
-        outcome.phases["proof_writing_posts"] = writes
-        say("  " + writes.describe())
+        if "roots" in args.phases:
+            await roots_phases(client, server, day, args, outcome, spy)
+        if "post" in args.phases:
+            await post_phase(client, server, headers, args, outcome, spy)
+        if "writing" in args.phases:
+            await writing_phase(client, server, get_proof, headers, args, outcome, spy)
+        if "hostile" in args.phases:
+            await hostile_phase(server, args, outcome)
     finally:
         await client.aclose()
     return outcome
+
+
+async def roots_phases(
+    client: Client,
+    server: serverkit.Server,
+    day: str,
+    args: argparse.Namespace,
+    outcome: Outcome,
+    spy: Callable[[str, float], Spy],
+) -> None:
+    # 2. GET /roots/<day> at a fixed rate.
+    roots_url = f"/roots/{day}"
+
+    async def get_roots(c: Client, i: int) -> Answer:
+        return await c.get(roots_url)
+
+    phase = Phase("GET /roots/<day>", f"open loop {args.roots_rate:,}/s x {args.duration:g} s")
+    profile = spy("roots", args.duration)
+    with Meter(server.pid) as meter:
+        await open_loop(
+            client, get_roots, phase, args.roots_rate, args.duration, args.max_in_flight
+        )
+    profile.finish()
+    finish(phase, meter, outcome, "roots")
+
+    # 3. GET /roots/<day>, closed loop: what the server can do at most.
+    phase = Phase(
+        "GET /roots/<day> capacity",
+        f"closed loop, {args.concurrency} connections, {args.duration:g} s",
+    )
+    with Meter(server.pid) as meter:
+        await closed_loop(
+            client, get_roots, phase, int(args.roots_rate * args.duration * 5),
+            args.concurrency, args.duration,
+        )  # fmt: skip
+    finish(phase, meter, outcome, "roots_capacity")
+
+
+async def post_phase(
+    client: Client,
+    server: serverkit.Server,
+    headers: dict[str, str],
+    args: argparse.Namespace,
+    outcome: Outcome,
+    spy: Callable[[str, float], Spy],
+) -> None:
+    # 4. POST /records, 1,000-record batches (encoded beforehand: the generator only sends).
+    bodies = post_bodies(args.post_batches, MAX_BATCH)
+
+    async def post(c: Client, i: int) -> Answer:
+        return await c.post("/records", bodies[i], headers)
+
+    phase = Phase(
+        "POST /records",
+        f"{len(bodies)} x {MAX_BATCH:,} records, {args.post_concurrency} writers",
+    )
+    profile = spy("post", args.duration)
+    with Meter(server.pid) as meter:
+        await closed_loop(
+            client, post, phase, len(bodies), args.post_concurrency, 4 * args.duration,
+            acknowledged,
+        )  # fmt: skip
+    profile.finish()
+    finish(phase, meter, outcome, "post")
+
+
+async def writing_phase(
+    client: Client,
+    server: serverkit.Server,
+    get_proof: Request,
+    headers: dict[str, str],
+    args: argparse.Namespace,
+    outcome: Outcome,
+    spy: Callable[[str, float], Spy],
+) -> None:
+    # 5. GET /proof at a fixed rate while one writer appends batches back to back (the
+    # same URLs as phase 1, so the two figures compare like with like).
+    more = post_bodies(int(args.duration * 20) + 1, MAX_BATCH)
+
+    async def post_more(c: Client, i: int) -> Answer:
+        return await c.post("/records", more[i], headers)
+
+    phase = Phase(
+        "GET /proof while writing",
+        f"open loop {args.proof_rate:,}/s x {args.duration:g} s, 1 writer",
+    )
+    writes = Phase("POST /records beside it", f"1 writer, {args.duration:g} s")
+    profile = spy("proof_while_writing", args.duration)
+    with Meter(server.pid) as meter:
+        await asyncio.gather(
+            open_loop(client, get_proof, phase, args.proof_rate, args.duration, args.max_in_flight),
+            closed_loop(client, post_more, writes, len(more), 1, args.duration, acknowledged),
+        )
+    profile.finish()
+    writes.cpu_server, writes.cpu_client, writes.load = meter.server, meter.client, meter.load
+    finish(phase, meter, outcome, "proof_writing")
+    outcome.phases["proof_writing_posts"] = writes
+    say("  " + writes.describe())
+
+
+HOSTILE_RATE = 100  # the default public rate limit per address
+HOSTILE_BIG = b'{"record":{"a":[' + b",".join([b"0"] * 2_000_000) + b"]}}"  # ~4 MiB: 413
+HOSTILE_UNDER_CAP = b'{"record":{"a":[' + b",".join([b"0"] * 32_000) + b"]}}"  # parsed: 400
+HEALTHZ_P99_GOAL_S = 0.050
+REFUSAL_GOAL_S = 0.100
+
+
+async def hostile_phase(
+    server: serverkit.Server, args: argparse.Namespace, outcome: Outcome
+) -> None:
+    """6. `GET /healthz` at 100/s while hostile `POST /prove` bodies arrive at 100/s: 25/s
+    the issue's 4 MiB array of zeros (refused by size), 75/s just under the 64 KiB cap
+    (parsed in the body worker, then refused as too large a leaf). Three clients with
+    connections of their own, so a request never waits behind another kind's upload or
+    check: each latency is the server's."""
+    probe = RawClient(server.port, 8)
+    big = RawClient(server.port, 8)
+    small = RawClient(server.port, 16)
+    headers = {"Content-Type": "application/json"}
+
+    async def send_big(c: Client, i: int) -> Answer:
+        status, body = await c.post("/prove", HOSTILE_BIG, headers)
+        return (200 if status == 413 else status), body  # the refusal is the success here
+
+    async def send_small(c: Client, i: int) -> Answer:
+        status, body = await c.post("/prove", HOSTILE_UNDER_CAP, headers)
+        return (200 if status == 400 else status), body
+
+    async def healthz(c: Client, i: int) -> Answer:
+        return await c.get("/healthz")
+
+    span = f"{args.duration:g} s"
+    phase = Phase("GET /healthz beside hostile /prove", f"open loop {HOSTILE_RATE}/s x {span}")
+    bigs = Phase("POST /prove 4 MiB (413)", f"open loop {HOSTILE_RATE // 4}/s x {span}")
+    smalls = Phase("POST /prove ~64 KB (400)", f"open loop {HOSTILE_RATE * 3 // 4}/s x {span}")
+    try:
+        with Meter(server.pid) as meter:
+            await asyncio.gather(
+                open_loop(probe, healthz, phase, HOSTILE_RATE, args.duration, args.max_in_flight),
+                open_loop(big, send_big, bigs, HOSTILE_RATE // 4, args.duration, 64),
+                open_loop(small, send_small, smalls, HOSTILE_RATE * 3 // 4, args.duration, 64),
+            )
+    finally:
+        for c in (probe, big, small):
+            await c.aclose()
+    for p in (bigs, smalls):
+        p.cpu_server, p.cpu_client, p.load = meter.server, meter.client, meter.load
+    finish(phase, meter, outcome, "hostile_healthz")
+    outcome.phases["hostile_bodies"] = bigs
+    outcome.phases["hostile_small"] = smalls
+    say("  " + bigs.describe())
+    say("  " + smalls.describe())
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -709,59 +805,97 @@ def table(outcomes: Sequence[Outcome], n: int) -> None:
     lines: list[tuple[str, ...]] = []
     for o in outcomes:
         ph = o.phases
-
-        roots, cap, post = ph["roots"], ph["roots_capacity"], ph["post"]
-        r50, r99, _ = roots.quantiles()
-        c50, c99, _ = cap.quantiles()
-        b50, b99, _ = post.quantiles()
-        beside = ph["proof_writing_posts"]
-        lines += [
+        lines.append(
             proof_row(
                 o,
                 "proof",
-                f"GET /proof, {n:,}-record day",
+                f"GET /proof, {n:,}-record day, read-only",
                 f"; {o.checked_proofs - o.wrong_proofs}/{o.checked_proofs} sampled proofs verify",
-            ),
-            (
-                o.form,
-                "GET /roots/<day>",
-                f"{roots.throughput:,.0f}/s of {args_rate(roots)} offered, {roots.errors} errors "
-                f"(p50 {ms(r50)}, p99 {ms(r99)})",
-                ">= 2,000/s",
-                "ok"
-                if roots.errors == 0 and roots.throughput >= 0.995 * ROOTS_RATE_GOAL
-                else "MISSED",
-                cpu(roots),
-                roots.load,
-            ),
-            (
-                o.form,
-                "GET /roots/<day> capacity",
-                f"{cap.throughput:,.0f}/s closed loop (p50 {ms(c50)}, p99 {ms(c99)}), "
-                f"{cap.errors} errors",
-                "(info)",
-                "",
-                cpu(cap),
-                cap.load,
-            ),
-            (
-                o.form,
-                "POST /records, 1,000-record batches",
-                f"{post.throughput:,.0f} records/s ({post.items:,} records; batch p50 "
-                f"{b50 * 1e3:.0f} ms, p99 {b99 * 1e3:.0f} ms), {post.errors} errors",
-                ">= 10,000 rec/s",
-                "ok" if post.errors == 0 and post.throughput >= POST_GOAL else "MISSED",
-                cpu(post),
-                post.load,
-            ),
-            proof_row(
-                o,
-                "proof_writing",
-                "GET /proof while 1 writer appends",
-                f"; beside it {beside.throughput:,.0f} records/s",
-                "the same, during writes",
-            ),
-        ]
+            )
+        )
+        if "proof_writing" in ph:
+            # Side by side with the read-only figure of the same run.
+            beside = ph["proof_writing_posts"]
+            lines.append(
+                proof_row(
+                    o,
+                    "proof_writing",
+                    "GET /proof while 1 writer appends 1,000-record batches",
+                    f"; beside it {beside.throughput:,.0f} records/s",
+                    "p99 <= 10 ms at 500/s, writing",
+                )
+            )
+        if "roots" in ph:
+            roots, cap = ph["roots"], ph["roots_capacity"]
+            r50, r99, _ = roots.quantiles()
+            c50, c99, _ = cap.quantiles()
+            lines += [
+                (
+                    o.form,
+                    "GET /roots/<day>",
+                    f"{roots.throughput:,.0f}/s of {args_rate(roots)} offered, "
+                    f"{roots.errors} errors (p50 {ms(r50)}, p99 {ms(r99)})",
+                    ">= 2,000/s",
+                    "ok"
+                    if roots.errors == 0 and roots.throughput >= 0.995 * ROOTS_RATE_GOAL
+                    else "MISSED",
+                    cpu(roots),
+                    roots.load,
+                ),
+                (
+                    o.form,
+                    "GET /roots/<day> capacity",
+                    f"{cap.throughput:,.0f}/s closed loop (p50 {ms(c50)}, p99 {ms(c99)}), "
+                    f"{cap.errors} errors",
+                    "(info)",
+                    "",
+                    cpu(cap),
+                    cap.load,
+                ),
+            ]
+        if "post" in ph:
+            post = ph["post"]
+            b50, b99, _ = post.quantiles()
+            lines.append(
+                (
+                    o.form,
+                    "POST /records, 1,000-record batches",
+                    f"{post.throughput:,.0f} records/s ({post.items:,} records; batch p50 "
+                    f"{b50 * 1e3:.0f} ms, p99 {b99 * 1e3:.0f} ms), {post.errors} errors",
+                    ">= 10,000 rec/s",
+                    "ok" if post.errors == 0 and post.throughput >= POST_GOAL else "MISSED",
+                    cpu(post),
+                    post.load,
+                )
+            )
+        if "hostile_healthz" in ph:
+            hz, bad, small = ph["hostile_healthz"], ph["hostile_bodies"], ph["hostile_small"]
+            h50, h99, htop = hz.quantiles()
+            f50, f99, ftop = bad.quantiles()
+            s50, s99, _ = small.quantiles()
+            lines += [
+                (
+                    o.form,
+                    "GET /healthz while hostile /prove bodies arrive at 100/s",
+                    f"p99 {ms(h99)} (p50 {ms(h50)}, max {ms(htop)}), {hz.errors} errors; "
+                    f"~64 KB bodies refused {small.ok}/{small.sent} (p50 {ms(s50)}, "
+                    f"p99 {ms(s99)}; others {dict(small.statuses - Counter({'200': small.ok}))})",
+                    "p99 <= 50 ms",
+                    "ok" if h99 <= HEALTHZ_P99_GOAL_S and hz.errors == 0 else "MISSED",
+                    cpu(hz),
+                    hz.load,
+                ),
+                (
+                    o.form,
+                    "POST /prove, 4 MiB array of zeros: refused",
+                    f"p50 {ms(f50)}, p99 {ms(f99)}, max {ms(ftop)} ({bad.ok} of {bad.sent} "
+                    "answered 413)",
+                    "<= 100 ms",
+                    "ok" if bad.ok == bad.sent > 0 and ftop <= REFUSAL_GOAL_S else "MISSED",
+                    cpu(bad),
+                    bad.load,
+                ),
+            ]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(head)]
     say("")
     say("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
@@ -801,7 +935,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", action="store_true", help="serve on CPU 0, generator on CPU 1")
     parser.add_argument("--py-spy", metavar="DIR", help="py-spy profiles of each phase")
     parser.add_argument("--py-spy-format", choices=("flamegraph", "raw"), default="flamegraph")
+    parser.add_argument("--serve-args", default="", help="more arguments for `serve`")
+    parser.add_argument(
+        "--phases",
+        default="roots,post,writing,hostile",
+        help="comma-separated, besides the read-only GET /proof that always runs: "
+        "roots, post, writing, hostile",
+    )
     args = parser.parse_args(argv)
+    args.phases = set(args.phases.split(",")) - {""}
+    if not args.phases <= {"roots", "post", "writing", "hostile"}:
+        parser.error("--phases: roots, post, writing, hostile")
     if args.records < 1 or not 0 < args.duration <= 120 or args.post_batches < 1:
         parser.error("--records >= 1, 0 < --duration <= 120, --post-batches >= 1")
     if args.only_workers and args.workers < 1:
@@ -820,7 +964,8 @@ def main(argv: list[str] | None = None) -> int:
         port = serverkit.free_port()
         forms: list[tuple[str, list[str], dict[str, str]]] = []
         if not args.only_workers:
-            forms.append(("serve", serverkit.serve_argv(data, port, ["--rate-limit", "0"]), {}))
+            serve_args = ["--rate-limit", "0", *args.serve_args.split()]
+            forms.append(("serve", serverkit.serve_argv(data, port, serve_args), {}))
         if args.workers > 0:
             env = {"CAPABILITY_ANCHOR_DATA": str(data), "CAPABILITY_ANCHOR_RATE_LIMIT": "0"}
             argv_w = serverkit.uvicorn_argv(port, args.workers)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import rfc8785
@@ -134,65 +135,173 @@ def validate_record(record: object) -> dict[str, Any]:
 
 
 # A location is built only when something fails: a chain of (parent, segment) pairs.
-_Where = tuple[Any, str] | None
+# Array positions stay ints until a pointer is built.
+_Where = tuple[Any, str | int] | None
 
 
 def _pointer(where: _Where) -> str:
     parts: list[str] = []
     while where is not None:
         where, segment = where
-        parts.append(segment)
+        parts.append(str(segment))
     return "".join(f"/{_segment(p)}" for p in reversed(parts))
 
 
-def _walk(record: object) -> bool:
+# `leaf_bytes` stops walking once a lower bound on the leaf's size passes this: twice the
+# limit, so a leaf just over it still gets its exact size in the message, while a hostile
+# record (a 4 MiB array of zeros) is refused after a bounded amount of work.
+_EARLY_STOP_BYTES = 2 * MAX_LEAF_BYTES
+# Lower bounds on the JCS bytes of scalars: `1` for any number, `true`, `false`, `null`.
+_SCALAR_BYTES: dict[type, int] = {int: 1, float: 1, bool: 4, type(None): 4}
+
+
+def _too_large() -> NoReturn:
+    raise InvalidRecord(
+        f"leaf bytes are more than {_EARLY_STOP_BYTES} bytes long, "
+        f"over the limit of {MAX_LEAF_BYTES}"
+    )
+
+
+_MORE = object()  # marks an iterator entry of the walk's stack
+_EAGER = 64  # containers with more children than this are walked through an iterator
+
+
+# Generators made by functions, so each binds its own container's location (a generator
+# expression in the loop would read the loop's variable when it runs).
+def _member_steps(members: dict[str, Any], where: _Where) -> Iterator[tuple[object, _Where]]:
+    return ((item, (where, key)) for key, item in members.items())
+
+
+def _item_steps(items: list[Any], where: _Where) -> Iterator[tuple[object, _Where]]:
+    return ((item, (where, i)) for i, item in enumerate(items))
+
+
+def _scalar_run_size(items: list[Any]) -> int | None:
+    """For an array of only integers, or only strings, that are all valid: a lower bound of
+    its JCS size less the brackets, found at C speed (an array of zeros is the cheapest
+    hostile input there is). None for any other array, or any doubt: the item-by-item walk
+    then decides, and names the first bad item."""
+    if len(items) < 16:
+        return None
+    kinds = set(map(type, items))
+    if kinds == {int}:
+        if max(items) > MAX_SAFE_INTEGER or min(items) < -MAX_SAFE_INTEGER:
+            return None
+        return 2 * len(items) - 1  # a digit each, and the commas
+    if kinds == {str}:
+        try:
+            # Python strings never pair surrogates across a join: each lone one still fails.
+            "".join(items).encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return sum(map(len, items)) + 3 * len(items) - 1  # quotes, commas
+    return None
+
+
+def _walk(record: object, size_limit: int | None = None) -> bool:
     """Validate; return True when plain `json.dumps` is byte-identical to RFC 8785 for this
     record: no float anywhere (ECMAScript number formatting differs from Python's repr) and
     only ASCII member names (ASCII order is UTF-16 order). Integers within 2^53-1 and every
-    string print the same in both (the same characters are escaped, as lowercase \\u00xx)."""
+    string print the same in both (the same characters are escaped, as lowercase \\u00xx).
+
+    With `size_limit`, stop with "leaf bytes are more than ..." once a lower bound on the
+    leaf claims' JCS size (each character at least one byte, each scalar at least its
+    shortest spelling) exceeds it; reserved top-level members do not count."""
     if not isinstance(record, dict) or type(record) is not dict:
         raise InvalidRecord(f"a record must be a JSON object, got {_json_type_name(record)}")
     plain = True
+    size = 2
+    limit = size_limit if size_limit is not None else -1
     # Iterative walk: hostile input (or a list that contains itself) must not reach Python's
-    # recursion limit; the depth cap stops a cycle before memory grows.
-    stack: list[tuple[object, _Where, int]] = [(record, None, 1)]
+    # recursion limit, and the depth cap stops a cycle before memory grows. An entry is a
+    # value to check: (value, where, depth, counts toward the size). A large container's
+    # children are not copied onto the stack but left in an iterator entry, (_MORE,
+    # iterator of (value, where), depth, counted; None: each counts unless reserved).
+    stack: list[tuple[Any, Any, int, bool | None]] = [(record, None, 1, False)]
     while stack:
-        value, where, depth = stack.pop()
-        if type(value) not in _JSON_TYPES:
-            _fail(_pointer(where), f"{type(value).__name__} is not a JSON value")
-        # The exact type is one of json.loads's own, so isinstance below cannot meet a subclass.
-        if isinstance(value, str):
+        value, where, depth, counted = stack.pop()
+        if value is _MORE:
+            step = next(where, None)
+            if step is None:
+                continue
+            stack.append((_MORE, where, depth, counted))
+            value, where = step
+            if counted is None:
+                counted = where[1] not in RESERVED_MEMBERS
+        kind = type(value)
+        if kind not in _JSON_TYPES:
+            _fail(_pointer(where), f"{kind.__name__} is not a JSON value")
+        # The exact type is one of json.loads's own, so the branches cannot meet a subclass.
+        if kind is str:
             _check_text(value, where, "string")
-        elif isinstance(value, dict):
+            if counted:
+                size += len(value) + 2
+        elif kind is dict:
             if depth > MAX_DEPTH:
                 _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
-            children: list[tuple[object, _Where, int]] = []
-            for key, item in value.items():
+            top = where is None
+            if counted:
+                size += 2
+            # Every name first, then the values, as before: the problem reported first does
+            # not depend on the size limit for records within it.
+            for key in value:
                 if type(key) is not str:
                     _fail(
                         _pointer(where),
                         f"member name {key!r} is {type(key).__name__}, not a string",
                     )
-                child = (where, key)
-                _check_text(key, child, "member name")
+                _check_text(key, (where, key), "member name")
                 if plain and not key.isascii():
                     plain = False
-                children.append((item, child, depth + 1))
-            # Reversed so the walk, and so the problem reported first, follows document order.
-            stack.extend(reversed(children))
-        elif isinstance(value, list):
+                if counted or (top and key not in RESERVED_MEMBERS):
+                    size += len(key) + 3
+                    if size > limit >= 0:
+                        _too_large()
+            if len(value) > _EAGER:
+                stack.append(
+                    (_MORE, _member_steps(value, where), depth + 1, None if top else counted)
+                )
+            elif top:
+                # Only the top-level object's reserved members stay out of the leaf.
+                stack.extend(
+                    (item, (where, key), 2, key not in RESERVED_MEMBERS)
+                    for key, item in reversed(value.items())
+                )
+            else:
+                stack.extend(
+                    (item, (where, key), depth + 1, counted)
+                    for key, item in reversed(value.items())
+                )
+        elif kind is list:
             if depth > MAX_DEPTH:
                 _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
-            stack.extend(
-                (item, (where, str(i)), depth + 1) for i, item in reversed(list(enumerate(value)))
-            )
-        elif isinstance(value, bool) or value is None:
-            pass
-        elif isinstance(value, float):
-            plain = False
-            _check_number(value, where)
-        elif isinstance(value, int):
-            _check_number(value, where)
+            if counted:
+                size += 2
+            # Past the limit, only the items before it matter (the walk would stop there):
+            # at least one byte and a comma each, so this prefix is surely past it.
+            room = limit - size if counted and limit >= 0 else len(value) * 2
+            head = value if len(value) <= room // 2 + 2 else value[: room // 2 + 2]
+            bulk = _scalar_run_size(head)
+            if bulk is not None:
+                if counted:
+                    size += bulk
+            elif len(value) > _EAGER:
+                stack.append((_MORE, _item_steps(value, where), depth + 1, counted))
+            else:
+                stack.extend(
+                    (value[i], (where, i), depth + 1, counted)
+                    for i in range(len(value) - 1, -1, -1)
+                )
+        else:
+            if counted:
+                size += _SCALAR_BYTES[kind]
+            if kind is float:
+                plain = False
+                _check_number(value, where)
+            elif kind is int:
+                _check_number(value, where)
+        if size > limit >= 0:
+            _too_large()
     return plain
 
 
@@ -208,7 +317,7 @@ def leaf_claims(record: object) -> dict[str, Any]:
 
 def leaf_bytes(record: object) -> bytes:
     """RFC 8785 canonical UTF-8 of the record's leaf claims (SPEC §2)."""
-    plain = _walk(record)
+    plain = _walk(record, _EARLY_STOP_BYTES)
     claims = leaf_claims(record)
     try:
         if plain:

@@ -278,18 +278,7 @@ class Log:
     def prepare(self, records: Sequence[object]) -> list[Prepared]:
         """Validate a batch and compute (leaf_hash, leaf_bytes, server keys) for each record.
         Raises InvalidRecord with `.position` set to the first bad record's 0-based position."""
-        prepared: list[Prepared] = []
-        for position, record in enumerate(records):
-            try:
-                data = leaf.leaf_bytes(record)
-                if isinstance(record, dict) and "iss" in record and record["iss"] != self.iss:
-                    raise InvalidRecord(
-                        f"iss {record['iss']!r} is not this log's issuer {self.iss!r}"
-                    )
-            except InvalidRecord as exc:
-                raise InvalidRecord(str(exc), position=position) from None
-            prepared.append((hash_leaf(data), data, server_keys(record)))
-        return prepared
+        return prepare_records(records, self.iss)
 
     def append(self, records: Sequence[object]) -> list[AppendResult]:
         """Append a batch atomically: all records are stored, or none (and it raises)."""
@@ -743,6 +732,20 @@ def _proof_json(leaf_index: int, tree_size: int, path: Sequence[bytes]) -> dict[
         "tree_size": tree_size,
         "path": [p.hex() for p in path],
     }
+
+
+def prepare_records(records: Sequence[object], iss: str) -> list[Prepared]:
+    """`Log.prepare` given only the log's issuer: pure, so a worker process can run it."""
+    prepared: list[Prepared] = []
+    for position, record in enumerate(records):
+        try:
+            data = leaf.leaf_bytes(record)
+            if isinstance(record, dict) and "iss" in record and record["iss"] != iss:
+                raise InvalidRecord(f"iss {record['iss']!r} is not this log's issuer {iss!r}")
+        except InvalidRecord as exc:
+            raise InvalidRecord(str(exc), position=position) from None
+        prepared.append((hash_leaf(data), data, server_keys(record)))
+    return prepared
 
 
 SERVER_MEMBERS = ("v", "iss", "sub", "url", "status", "checked_at", "evidence")

@@ -85,16 +85,37 @@ def decode_text(data: str | bytes | bytearray) -> str:
     raise MalformedJSON(f"JSON text must be str or bytes, got {type(data).__name__}")
 
 
+# A number token that may not fit a double has a run of 100 digits or an exponent of 3 or
+# more digits: anything else is below 10^100 x 10^99, which a double holds. Found by mapping
+# digits to 0, e/E to e and signs to +, then plain substring search (~50x faster than a
+# regex). Digits inside strings can only cause a false alarm, which costs time, not meaning.
+_NUMBER_SHAPES = bytes.maketrans(b"0123456789eE+-", b"0000000000ee++")
+_SUSPECT_SHAPES = (b"0" * 100, b"e000", b"e+000")
+
+
+def _numbers_need_hooks(text: str) -> bool:
+    shapes = text.encode("utf-8", "surrogatepass").translate(_NUMBER_SHAPES)
+    return any(shape in shapes for shape in _SUSPECT_SHAPES)
+
+
 def loads(data: str | bytes | bytearray, *, allow_lone_surrogates: bool = False) -> Any:
-    """Parse strict JSON; raise `MalformedJSON` saying what is wrong and where."""
+    """Parse strict JSON; raise `MalformedJSON` saying what is wrong and where.
+
+    The number hooks (a Python call per number: ~7 s for a 4 MiB array of zeros) run only
+    when some number could overflow a double; otherwise they could never refuse anything,
+    and the C parser's own int() and float() give the same values."""
     text = decode_text(data)
+    return _strict_loads(text, allow_lone_surrogates, number_hooks=_numbers_need_hooks(text))
+
+
+def _strict_loads(text: str, allow_lone_surrogates: bool, *, number_hooks: bool = True) -> Any:
     try:
         value = json.loads(
             text,
             object_pairs_hook=_reject_duplicates,
             parse_constant=_reject_constant,
-            parse_float=_parse_float,
-            parse_int=_parse_int,
+            parse_float=_parse_float if number_hooks else None,
+            parse_int=_parse_int if number_hooks else None,
         )
     except json.JSONDecodeError as exc:
         raise MalformedJSON(

@@ -29,6 +29,27 @@ class Settings:
     max_body: int = 4 * 1024 * 1024
     """Largest request body accepted; larger ones get 413 (SPEC §6: 4 MiB)."""
 
+    max_prove_body: int = 64 * 1024
+    """Largest `POST /prove` body; larger ones get 413. A valid one is a record of at most
+    16 KiB of leaf plus its reserved members: its JWS (the leaf in base64, ~22 KiB), a proof
+    path of at most 64 hashes (~4.3 KB) and a few short members, ~43 KB in all. 64 KiB leaves
+    room for whitespace and bounds what one public request can make the service parse."""
+
+    body_timeout: float = 30.0
+    """Seconds from a request's start for its whole body to arrive (`--body-timeout`, env
+    CAPABILITY_ANCHOR_BODY_TIMEOUT); a late body gets 400 and the connection is closed."""
+
+    header_timeout: float = 10.0
+    """Seconds for a request's header block (`serve --header-timeout`; under uvicorn env
+    CAPABILITY_ANCHOR_HEADER_TIMEOUT, read by `api.nodelay`); late: the connection is closed."""
+
+    body_workers: int = 1
+    """Processes that check request bodies off the event loop (env
+    CAPABILITY_ANCHOR_BODY_WORKERS); 0 checks them on the loop (embedding, tests)."""
+
+    body_queue: int = 16
+    """Bodies being checked or waiting at once; more get 503 `unavailable` (busy)."""
+
     max_records: int = 1000
     """Records per `POST /records` (SPEC §6)."""
 
@@ -63,6 +84,9 @@ class Settings:
             checkpoint_interval=float(env.get("CAPABILITY_ANCHOR_CHECKPOINT_INTERVAL", "60")),
             record_lifetime=int(env.get("CAPABILITY_ANCHOR_RECORD_LIFETIME", str(24 * 3600))),
             rate_limit=int(env.get("CAPABILITY_ANCHOR_RATE_LIMIT", "100")),
+            body_timeout=float(env.get("CAPABILITY_ANCHOR_BODY_TIMEOUT", "30")),
+            header_timeout=float(env.get("CAPABILITY_ANCHOR_HEADER_TIMEOUT", "10")),
+            body_workers=int(env.get("CAPABILITY_ANCHOR_BODY_WORKERS", "1")),
             # Space-separated lists: URLs and paths with spaces are not supported here.
             tsa=tuple(env.get("CAPABILITY_ANCHOR_TSA", "").split()),
             tsa_ca=tuple(Path(p) for p in env.get("CAPABILITY_ANCHOR_TSA_CA", "").split()),

@@ -129,6 +129,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rate-limit", type=int, default=100, metavar="N", help="per client per second, 0 = off"
     )
+    p.add_argument(
+        "--header-timeout", type=float, default=10.0, metavar="S", help="for a request's headers"
+    )
+    p.add_argument(
+        "--body-timeout", type=float, default=30.0, metavar="S", help="for a request's body"
+    )
+    p.add_argument(
+        "--body-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes checking request bodies (0: on the event loop)",
+    )
 
     p = sub.add_parser(
         "demo", help="anchor sample (or given) records in memory, sign and verify them"
@@ -390,6 +403,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..api import Settings, create_app
+    from ..api.nodelay import with_header_timeout
     from ..errors import UsageError
     from ..log import Log
     from ..store import Store
@@ -397,6 +411,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     data = _data_dir(args.data)
     if not 0 < args.record_lifetime <= 172800:
         raise UsageError("--record-lifetime must be 1..172800 seconds (48 h)")
+    if not (args.header_timeout > 0 and args.body_timeout > 0 and args.body_workers >= 0):
+        raise UsageError("--header-timeout and --body-timeout must be > 0, --body-workers >= 0")
     if not Store.exists(data):
         iss = f"http://{args.host}:{args.port}"
         Log.init(data, iss=iss, public_url=args.public_url).close()
@@ -411,6 +427,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tsa=tuple(args.tsa),
         tsa_ca=tuple(Path(p) for p in args.tsa_ca),
         tsa_deadline=args.tsa_deadline,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        body_workers=args.body_workers,
     )
     # The log is opened and self-checked here, before uvicorn binds the port.
     app = create_app(settings)
@@ -421,7 +440,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit_cleanly)
     uvicorn.run(
-        app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_graceful_shutdown=30,
+        # The production form's protocol: TCP_NODELAY and the header timeout.
+        http=with_header_timeout(settings.header_timeout),
     )
     return EXIT_OK
 

@@ -1,0 +1,144 @@
+"""What every HTTP exchange gets before routing and after the answer (`guard`):
+
+- HEAD on a GET route: the GET's status and headers (Content-Length included), no body.
+- A deadline for the request body (`body_timeout` seconds from the request's start): a
+  client that trickles its body a byte at a time gets `BodyTimeout` (the app answers 400
+  and closes the connection) instead of holding a worker for ever.
+- The body is read before the answer goes out: an answer given early (401, 413, 429,
+  `/checkpoint`, which reads no body) would otherwise close a connection with unread data,
+  and the kernel then resets it, so the client never sees the answer. What the app did not
+  read is read and dropped, up to `drain_limit` bytes; past that, or past the deadline, the
+  answer says `Connection: close`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from litestar import Litestar
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]
+
+ORIGINAL_METHOD = "capability_anchor.method"
+"""Scope key holding the method the client sent when HEAD was served as GET."""
+
+
+class BodyTimeout(Exception):
+    """The request body did not arrive in time."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the request body did not arrive within {seconds:g} s")
+        self.seconds = seconds
+
+
+def _expects_continue(headers: list[tuple[bytes, bytes]]) -> bool:
+    return any(n == b"expect" and v.lower() == b"100-continue" for n, v in headers)
+
+
+def _has_body(headers: list[tuple[bytes, bytes]]) -> tuple[bool, int | None]:
+    """(whether a body follows, its Content-Length if given)."""
+    for name, value in headers:
+        if name == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                return True, None
+            return length > 0, length
+        if name == b"transfer-encoding":
+            return True, None
+    return False, 0
+
+
+async def guard(
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    body_timeout: float,
+    drain_limit: int,
+) -> None:
+    head = scope["method"] == "HEAD"
+    if head:
+        scope = dict(scope, method="GET")
+        scope[ORIGINAL_METHOD] = "HEAD"
+    pending, length = _has_body(scope["headers"])
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + body_timeout
+    read = 0
+    # A client that sent `Expect: 100-continue` sends its body only once asked (uvicorn asks
+    # on the app's first read), so an answer given before that is final: nothing to drain.
+    waits_to_be_asked = pending and _expects_continue(scope["headers"])
+    # Whether the connection must close after the answer.
+    close = length is not None and length > drain_limit
+
+    async def timed_receive() -> Message:
+        nonlocal pending, read, waits_to_be_asked
+        if not pending:
+            return await receive()
+        waits_to_be_asked = False
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            raise BodyTimeout(body_timeout) from None
+        if message["type"] == "http.request":
+            read += len(message.get("body", b""))
+            pending = bool(message.get("more_body", False))
+        else:
+            pending = False
+        return message
+
+    async def drain() -> None:
+        nonlocal close
+        while pending and not close:
+            if read > drain_limit:
+                close = True
+                return
+            try:
+                await timed_receive()
+            except BodyTimeout:
+                close = True
+
+    async def guarded_send(message: Message) -> None:
+        nonlocal close
+        if message["type"] == "http.response.start":
+            if waits_to_be_asked:
+                close = True  # the request is unfinished: the connection cannot be reused
+            elif pending:
+                await drain()
+            if close or pending:
+                headers = [(k, v) for k, v in message.get("headers", []) if k != b"connection"]
+                message = dict(message, headers=[*headers, (b"connection", b"close")])
+        elif head and message["type"] == "http.response.body":
+            message = dict(message, body=b"")
+        await send(message)
+
+    await app(scope, timed_receive, guarded_send)
+
+
+class AnchorApp(Litestar):
+    """Litestar behind `edge.guard` (HEAD, body deadline, reading bodies before answering):
+    those act before routing, where Litestar's own middleware cannot."""
+
+    body_timeout: float = 30.0
+    drain_limit: int = 4 * 1024 * 1024
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        await guard(
+            super().__call__,
+            scope,
+            receive,
+            send,
+            body_timeout=self.body_timeout,
+            drain_limit=self.drain_limit,
+        )

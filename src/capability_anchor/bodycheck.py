@@ -1,0 +1,68 @@
+"""Checking a POST body: strict parse, shape, SPEC §2 validation, JCS and leaf hashes.
+
+Pure and picklable both ways, so the HTTP service runs it in a worker process (see
+`api/bodies.py`): that work is CPU-bound Python, and on the event loop, or on a thread under
+the same GIL, it would stall every other request. The answer is plain data, never an
+exception (exceptions with keyword arguments do not survive pickling): `("ok", value)`, or an
+error code of SPEC §6 and the note to answer with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+from . import leaf
+from .errors import InvalidRecord
+from .log import prepare_records
+
+Outcome = tuple[str, Any]
+
+SHAPES = {"records": '{"records": [...]}', "record": '{"record": {...}}'}
+
+
+def check_body(kind: str, body: bytes, iss: str, max_records: int) -> Outcome:
+    """`kind` "record" (`POST /prove`): the leaf hash. "records" (`POST /records`): the
+    prepared batch, `(leaf_hash, leaf_bytes, server_keys)` per record."""
+    try:
+        parsed = leaf.parse_json(body)
+    except InvalidRecord as exc:
+        return ("bad_request", str(exc))
+    if (
+        not isinstance(parsed, dict)
+        or set(parsed) != {kind}
+        or not isinstance(parsed[kind], list if kind == "records" else dict)
+    ):
+        return ("bad_request", f"the body must be {SHAPES[kind]}")
+    try:
+        if kind == "record":
+            return ("ok", leaf.leaf_hash(parsed["record"]))
+        records = parsed["records"]
+        if not 1 <= len(records) <= max_records:
+            return ("bad_request", f"send 1 to {max_records} records, not {len(records)}")
+        return ("ok", prepare_records(records, iss))  # every record valid before any is stored
+    except InvalidRecord as exc:
+        note = str(exc)
+        return (
+            "invalid_record",
+            f"record {exc.position}: {note}" if exc.position is not None else note,
+        )
+    except RecursionError:
+        return ("bad_request", "the request is nested too deeply")
+
+
+WORKER_NICENESS = 5
+
+
+def start_worker() -> None:
+    """Each worker runs at a lower CPU priority than the service: on a busy machine the
+    scheduler then serves the event loop (reads, /healthz) before body checks, which can
+    wait (hostile bodies, above all)."""
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
+
+
+def warm_up() -> bool:
+    """Run once when a worker starts, so the first request does not pay for the imports."""
+    return True
