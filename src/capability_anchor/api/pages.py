@@ -101,7 +101,7 @@ def front_page_html(listing: Mapping[str, Any]) -> bytes:
         day = str(newest["day"])
         sealed = (
             "<dl>"
-            f'<dt>Day</dt><dd><a href="roots/{_e(day)}">{_e(day)}</a></dd>'
+            f"<dt>Day</dt><dd>{_e(day)}</dd>"
             f"<dt>Entries</dt><dd>{_e(newest['tree_size'])}</dd>"
             f'<dt>Root</dt><dd><code class="hash">{_e(newest["root"])}</code></dd>'
             f'<dt>Head</dt><dd><a href="roots/{_e(day)}">roots/{_e(day)}</a>'
