@@ -171,7 +171,9 @@ def test_hostile_text_is_escaped() -> None:
                     "responses": {HOSTILE: {"description": HOSTILE, "content": {HOSTILE: {}}}},
                     "security": [{HOSTILE: []}],
                 }
-            }
+            },
+            "javascript:alert(1)": {"get": {"summary": "x", "responses": {}}},
+            "//evil.example/x": {"get": {"summary": "x", "responses": {}}},
         },
         "components": {
             "schemas": {HOSTILE: {"properties": {HOSTILE: {"$ref": f"#/x/{HOSTILE}"}}}},
@@ -184,6 +186,8 @@ def test_hostile_text_is_escaped() -> None:
         assert "&lt;script&gt;" in text
         # A quote in a value never closes an attribute.
         assert '"<' not in text.replace('="<', "")
+    # Only a plain path of this server becomes a link.
+    assert 'href="javascript:' not in docs and 'href="//' not in docs
 
 
 # --- the PNG reader the browser tests rely on ------------------------------------------------

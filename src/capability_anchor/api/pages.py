@@ -193,9 +193,16 @@ def _content(content: object) -> str:
     )
 
 
+def _status_order(item: tuple[str, object]) -> tuple[int, str]:
+    """Numeric order, `default` and other names last."""
+    status = str(item[0])
+    return (int(status), "") if status.isdigit() else (1000, status)
+
+
 def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> str:
-    templated = "{" in path
-    shown = _e(path) if templated or method != "get" else f'<a href="{_e(path)}">{_e(path)}</a>'
+    # Only a plain GET path is a page to follow (and only one on this server).
+    linked = method == "get" and "{" not in path and path.startswith("/") and "//" not in path
+    shown = f'<a href="{_e(path)}">{_e(path)}</a>' if linked else _e(path)
     parts = [
         f'<section class="op" id="{_e(anchor)}"><h3><span class="method {_e(method)}">'
         f'{_e(method.upper())}</span><span class="path">{shown}</span></h3>',
@@ -232,7 +239,7 @@ def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> st
                 _e(r.get("description", "")),
                 _content(r.get("content")),
             )
-            for status, r in responses.items()
+            for status, r in sorted(responses.items(), key=_status_order)
             if isinstance(r, Mapping)
         ]
         parts.append("<h4>Responses</h4>")
