@@ -585,7 +585,6 @@ def test_bad_parameters(reads: Api, template: str) -> None:
     "url",
     [
         "/nope",
-        "/",
         "/roots/{d2}/6/extra",
         "/roots/{d2}/abc",  # not a size, not `timestamps`: no such resource
         "/roots/{d2}/timestamps/x",

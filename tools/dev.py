@@ -4,12 +4,13 @@
     python3 tools/dev.py run     # the HTTP service on its embedded default (SQLite in ./data)
     python3 tools/dev.py test    # ruff, mypy --strict on src/, and the whole pytest suite
     python3 tools/dev.py faketime   # install libfaketime (the clock-jump tests need it)
+    python3 tools/dev.py chromium   # install headless Chromium (the docs-page tests need it)
 
 Both create `.venv` beside `pyproject.toml` and install the project into it (with its
 test extras) the first time, and again whenever `pyproject.toml` changes. `test` also
-installs libfaketime (Debian's `faketime`) when it is missing and this runs as root, quietly;
-the clock-jump tests skip, saying why, only where that is impossible. Standard library
-only, so it runs before anything is installed.
+installs libfaketime and Chromium (Debian's `faketime` and `chromium`) when they are missing
+and this runs as root, quietly; the tests that need them skip, saying why, only where that is
+impossible. Standard library only, so it runs before anything is installed.
 """
 
 from __future__ import annotations
@@ -19,12 +20,19 @@ import os
 import subprocess
 import sys
 import venv
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".capability-anchor-installed"
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+# Debian package -> a file it installs: the clock-jump tests need libfaketime, the docs-page
+# tests a headless Chromium.
+SYSTEM_PACKAGES = {
+    "faketime": Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"),
+    "chromium": Path("/usr/bin/chromium"),
+}
+_NEEDED_BY = {"faketime": "the clock-jump tests", "chromium": "the docs-page browser tests"}
 
 
 def _bin(name: str) -> Path:
@@ -52,29 +60,36 @@ def ensure_env() -> None:
     STAMP.write_text(_wanted_stamp())
 
 
-def ensure_faketime() -> str | None:
-    """Install libfaketime when it is missing (as root, with apt-get, quietly). None when it
-    is there afterwards, else why it is not (the tests that need it skip with that)."""
-    if LIBFAKETIME.exists():
-        return None
+def ensure_system(*packages: str) -> dict[str, str]:
+    """Install the Debian packages of SYSTEM_PACKAGES that are missing (as root, with
+    apt-get, quietly; `apt-get update` at most once, only when an install fails: the package
+    lists may be missing or stale). Returns why each package still missing is missing (the
+    tests that need it skip with that); empty when all are there."""
+    missing = [p for p in packages if not SYSTEM_PACKAGES[p].exists()]
+    if not missing:
+        return {}
     if not sys.platform.startswith("linux") or not Path("/usr/bin/apt-get").exists():
-        return "libfaketime is missing and there is no apt-get to install it"
+        return {p: f"{p} is missing and there is no apt-get to install it" for p in missing}
     if os.geteuid() != 0:
-        return f"libfaketime is missing ({LIBFAKETIME}); as root: apt-get install faketime"
-    print("installing libfaketime (apt-get install faketime)", file=sys.stderr)
+        return {
+            p: f"{SYSTEM_PACKAGES[p]} is missing; as root: apt-get install {p}" for p in missing
+        }
+    print(f"installing {' '.join(missing)} (apt-get install)", file=sys.stderr)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
 
     def quietly(argv: list[str]) -> int:
         out = subprocess.DEVNULL
         return subprocess.run(argv, check=False, stdout=out, stderr=out, env=env).returncode
 
-    install = ["apt-get", "install", "-y", "-qq", "faketime"]
-    if quietly(install) != 0:  # the package lists may be missing or stale
+    install = ["apt-get", "install", "-y", "-qq", *missing]
+    if quietly(install) != 0:
         quietly(["apt-get", "update", "-qq"])
         quietly(install)
-    if LIBFAKETIME.exists():
-        return None
-    return f"apt-get install faketime did not provide {LIBFAKETIME}"
+    return {
+        p: f"apt-get install {p} did not provide {SYSTEM_PACKAGES[p]}"
+        for p in missing
+        if not SYSTEM_PACKAGES[p].exists()
+    }
 
 
 def _run(argv: list[str]) -> int:
@@ -84,9 +99,8 @@ def _run(argv: list[str]) -> int:
 
 def cmd_test(extra: list[str]) -> int:
     py = str(_bin("python"))
-    missing = ensure_faketime()
-    if missing is not None:
-        print(f"note: {missing}; the clock-jump tests will skip", file=sys.stderr)
+    for package, why in ensure_system(*SYSTEM_PACKAGES).items():
+        print(f"note: {why}; {_NEEDED_BY[package]} will skip", file=sys.stderr)
     for step in (
         [py, "-m", "ruff", "check", "src", "tests", "tools"],
         [py, "-m", "mypy"],
@@ -98,12 +112,14 @@ def cmd_test(extra: list[str]) -> int:
     return _run([py, "-m", "pytest", "-W", "error", *extra])
 
 
-def cmd_faketime(extra: list[str]) -> int:
-    missing = ensure_faketime()
-    if missing is not None:
-        print(missing, file=sys.stderr)
-        return 1
-    return 0
+def _cmd_system(package: str) -> Callable[[list[str]], int]:
+    def cmd(extra: list[str]) -> int:
+        missing = ensure_system(package)
+        for why in missing.values():
+            print(why, file=sys.stderr)
+        return 1 if missing else 0
+
+    return cmd
 
 
 def cmd_run(extra: list[str]) -> int:
@@ -111,11 +127,12 @@ def cmd_run(extra: list[str]) -> int:
 
 
 def main() -> int:
-    commands = {"test": cmd_test, "run": cmd_run, "faketime": cmd_faketime}
+    commands = {"test": cmd_test, "run": cmd_run}
+    commands.update({package: _cmd_system(package) for package in SYSTEM_PACKAGES})
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
         return 2
-    if sys.argv[1] != "faketime":  # a system package: no virtualenv needed for it
+    if sys.argv[1] not in SYSTEM_PACKAGES:  # a system package: no virtualenv needed for it
         ensure_env()
     return commands[sys.argv[1]](sys.argv[2:])
 

@@ -623,6 +623,8 @@ def create_app(settings: Settings) -> Litestar:
         bodies.stop()
         service.close()
 
+    from .pages import DocsPage, front_page  # pages.py builds on this module: no import cycle
+
     limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
     handlers: dict[Any, Callable[..., Any]] = {
         Exception: _handle,
@@ -634,6 +636,7 @@ def create_app(settings: Settings) -> Litestar:
     }
     app = AnchorApp(
         route_handlers=[
+            front_page,
             healthz,
             roots,
             roots_latest,
@@ -658,6 +661,7 @@ def create_app(settings: Settings) -> Litestar:
             title="capability-anchor",
             version=__version__,
             path="/schema",
+            render_plugins=[DocsPage()],
             components=Components(
                 security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
             ),

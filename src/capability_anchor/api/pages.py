@@ -1,0 +1,316 @@
+"""The pages for people: `/` (what this log is, its newest sealed day, where to go next) and
+`/schema` (the OpenAPI document rendered as plain HTML on the server).
+
+Both are self-contained: no script, no font, no stylesheet or image from anywhere, so they
+render the same with no network at all (a renderer loaded from a CDN showed a white page
+there). Their Content-Security-Policy (`default-src 'none'`, inline styles only) makes the
+browser refuse any outside load even if one slipped in. Every value taken from the log or
+the OpenAPI document is HTML-escaped.
+
+`create_app` registers `front_page` and `DocsPage`; this module builds on app.py's helpers
+(caching, the service) and app.py imports it only inside `create_app`, so neither import
+cycles.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from litestar import Request, Response, get
+from litestar.enums import MediaType
+from litestar.openapi.plugins import OpenAPIRenderPlugin
+
+from .. import __version__
+from .app import _service, cached
+
+HTML = "text/html; charset=utf-8"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
+_METHODS = ("get", "post", "put", "patch", "delete")
+_CONSTRAINTS = (
+    ("minimum", "≥ "),
+    ("maximum", "≤ "),
+    ("minLength", "length ≥ "),
+    ("maxLength", "length ≤ "),
+    ("pattern", "pattern "),
+    ("format", "format "),
+    ("default", "default "),
+)
+_NOT_ID = re.compile(r"[^A-Za-z0-9_-]+")
+
+_STYLE = """
+body { margin: 0; font: 16px/1.5 system-ui, sans-serif; color: #1b1f24; background: #fff; }
+header { background: #17324d; color: #fff; padding: 1.2em 2em; }
+header h1 { margin: 0; font-size: 1.6em; }
+header p { margin: .3em 0 0; color: #cfe0f1; }
+main { padding: 1em 2em 3em; max-width: 70em; }
+h2 { border-bottom: 2px solid #d0d7de; padding-bottom: .2em; }
+a { color: #0b5cad; }
+code, .path { font-family: ui-monospace, monospace; }
+code.hash { word-break: break-all; background: #f3f5f7; padding: .1em .3em; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: .3em 1em; }
+dt { font-weight: 600; }
+dd { margin: 0; }
+table { border-collapse: collapse; margin: .5em 0 1em; }
+th, td { border: 1px solid #d0d7de; padding: .3em .6em; text-align: left; vertical-align: top; }
+th { background: #eef2f6; }
+.op { border: 1px solid #d0d7de; border-radius: 6px; margin: 1.2em 0; padding: 0 1em .5em; }
+.op h3 { margin: .6em 0; font-size: 1.1em; }
+.method { display: inline-block; min-width: 4em; text-align: center; color: #fff;
+  border-radius: 4px; padding: .1em .4em; margin-right: .5em; font-size: .85em; }
+.get { background: #1f7a3f; } .post { background: #1d5fa8; }
+.put, .patch { background: #8a5a00; } .delete { background: #a8261d; }
+.note { color: #57606a; }
+ul.toc { list-style: none; padding: 0; }
+ul.toc li { margin: .2em 0; }
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _page(title: str, heading: str, subtitle: str, body: str) -> bytes:
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP)}">'
+        # An empty icon: otherwise the browser asks for /favicon.ico, a JSON 404.
+        '<link rel="icon" href="data:,">'
+        f"<title>{_e(title)}</title><style>{_STYLE}</style></head>"
+        f"<body><header><h1>{_e(heading)}</h1><p>{subtitle}</p></header>"
+        f"<main>{body}</main></body></html>\n"
+    ).encode()
+
+
+# --- / ----------------------------------------------------------------------------------------
+
+
+def front_page_html(listing: Mapping[str, Any]) -> bytes:
+    """The page for a `/roots` listing of at most one day (`{v, iss, days}`).
+
+    Links are relative ("roots", not "/roots"): they stay right when the service is mounted
+    under a path prefix."""
+    iss = str(listing["iss"])
+    days = listing["days"]
+    if days:
+        newest = days[0]
+        day = str(newest["day"])
+        sealed = (
+            "<dl>"
+            f"<dt>Day</dt><dd>{_e(day)}</dd>"
+            f"<dt>Entries</dt><dd>{_e(newest['tree_size'])}</dd>"
+            f'<dt>Root</dt><dd><code class="hash">{_e(newest["root"])}</code></dd>'
+            f'<dt>Head</dt><dd><a href="roots/{_e(day)}">roots/{_e(day)}</a>'
+            ' <span class="note">(the signed head document, JWS)</span></dd>'
+            "</dl>"
+        )
+    else:
+        sealed = '<p class="note">No day is sealed yet.</p>'
+    links = [
+        ("roots", "roots", "sealed days, newest first, with their roots (JSON)"),
+        ("roots/latest", "roots/latest", "the newest sealed head document"),
+        ("keys", "keys", "every public key the log has signed with (JWKS)"),
+        ("schema", "schema", "the HTTP API, every operation (HTML)"),
+        ("schema/openapi.json", "schema/openapi.json", "the same as an OpenAPI document"),
+    ]
+    items = "".join(
+        f'<li><a href="{_e(href)}"><code>/{_e(text)}</code></a> — {_e(what)}</li>'
+        for href, text, what in links
+    )
+    body = (
+        f"<h2>Log</h2><dl><dt>Issuer (iss)</dt><dd><code>{_e(iss)}</code></dd></dl>"
+        f"<h2>Newest sealed day</h2>{sealed}"
+        f"<h2>Documents</h2><ul>{items}</ul>"
+        '<p class="note">Check a record offline with <code>verify-proof</code>; '
+        f"capability-anchor {_e(__version__)}.</p>"
+    )
+    return _page(
+        f"capability-anchor: {iss}", "capability-anchor", f"Transparency log {_e(iss)}", body
+    )
+
+
+@get("/", include_in_schema=False, media_type=MediaType.HTML)
+async def front_page(request: Request[Any, Any, Any]) -> Response[bytes]:
+    listing = _service(request).reader.roots(None, 1)
+    response = cached(request, front_page_html(listing), immutable=False, media_type=MediaType.HTML)
+    response.headers["Content-Security-Policy"] = CSP
+    return response
+
+
+# --- /schema ----------------------------------------------------------------------------------
+
+
+def _number(value: object) -> str:
+    # Litestar writes integer bounds as floats; 2**63 - 1 as a float would print one too many.
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return str(value)
+
+
+def _schema_type(schema: Mapping[str, Any]) -> str:
+    """A one-line HTML description of a JSON Schema: `integer (≥ 0, default 0)`,
+    `array of object`, a link to a component, `string | null`."""
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        return f'<a href="#schema-{_e(_NOT_ID.sub("-", name))}">{_e(name)}</a>'
+    alternatives = schema.get("oneOf") or schema.get("anyOf")
+    if isinstance(alternatives, list):
+        text = " | ".join(_schema_type(s) for s in alternatives if isinstance(s, Mapping))
+    else:
+        kind = schema.get("type", "any")
+        text = " | ".join(map(_e, kind)) if isinstance(kind, list) else _e(kind)
+        items = schema.get("items")
+        if kind == "array" and isinstance(items, Mapping):
+            text = f"array of {_schema_type(items)}"
+        extra = schema.get("additionalProperties")
+        if kind == "object" and isinstance(extra, Mapping) and extra:
+            text = f"object of {_schema_type(extra)}"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        text += " one of " + ", ".join(f"<code>{_e(v)}</code>" for v in schema["enum"])
+    limits = [f"{word}{_e(_number(schema[key]))}" for key, word in _CONSTRAINTS if key in schema]
+    return text + (f" ({', '.join(limits)})" if limits else "")
+
+
+def _table(head: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    """Cells are HTML already (escaped by the caller)."""
+    heading = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{heading}</tr>{body}</table>"
+
+
+def _content(content: object) -> str:
+    if not isinstance(content, Mapping) or not content:
+        return ""
+    return "; ".join(
+        f"<code>{_e(media)}</code> {_schema_type(spec.get('schema', {}))}"
+        for media, spec in content.items()
+        if isinstance(spec, Mapping)
+    )
+
+
+def _status_order(item: tuple[str, object]) -> tuple[int, str]:
+    """Numeric order, `default` and other names last."""
+    status = str(item[0])
+    return (int(status), "") if status.isdigit() else (1000, status)
+
+
+def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> str:
+    # Only a plain GET path is a page to follow (and only one on this server).
+    linked = method == "get" and "{" not in path and path.startswith("/") and "//" not in path
+    shown = f'<a href="{_e(path)}">{_e(path)}</a>' if linked else _e(path)
+    parts = [
+        f'<section class="op" id="{_e(anchor)}"><h3><span class="method {_e(method)}">'
+        f'{_e(method.upper())}</span><span class="path">{shown}</span></h3>',
+        f"<p>{_e(op.get('summary', ''))}</p>",
+    ]
+    if op.get("description"):
+        parts.append(f"<p>{_e(op['description'])}</p>")
+    if op.get("security"):
+        names = ", ".join(_e(name) for req in op["security"] for name in req)
+        parts.append(f"<p><strong>Authorization</strong>: {names} (<code>Bearer</code> token)</p>")
+    params = [p for p in op.get("parameters", []) if isinstance(p, Mapping)]
+    if params:
+        rows = [
+            (
+                f"<code>{_e(p.get('name', ''))}</code>",
+                _e(p.get("in", "")),
+                "yes" if p.get("required") else "no",
+                _schema_type(p.get("schema", {})),
+                _e(p.get("description", "")),
+            )
+            for p in params
+        ]
+        parts.append("<h4>Parameters</h4>")
+        parts.append(_table(("Name", "In", "Required", "Type", "Description"), rows))
+    body = op.get("requestBody")
+    if isinstance(body, Mapping):
+        required = " (required)" if body.get("required") else ""
+        parts.append(f"<h4>Request body{required}</h4><p>{_content(body.get('content'))}</p>")
+    responses = op.get("responses", {})
+    if isinstance(responses, Mapping) and responses:
+        answers = [
+            (
+                f"<strong>{_e(status)}</strong>",
+                _e(r.get("description", "")),
+                _content(r.get("content")),
+            )
+            for status, r in sorted(responses.items(), key=_status_order)
+            if isinstance(r, Mapping)
+        ]
+        parts.append("<h4>Responses</h4>")
+        parts.append(_table(("Status", "Description", "Body"), answers))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _component(name: str, schema: Mapping[str, Any]) -> str:
+    required = set(schema.get("required", []))
+    props = schema.get("properties", {})
+    rows = [
+        (f"<code>{_e(prop)}</code>", _schema_type(spec), "yes" if prop in required else "no")
+        for prop, spec in (props.items() if isinstance(props, Mapping) else ())
+        if isinstance(spec, Mapping)
+    ]
+    anchor = "schema-" + _NOT_ID.sub("-", name)
+    table = _table(("Member", "Type", "Required"), rows) if rows else ""
+    return (
+        f'<section id="{_e(anchor)}"><h3>{_e(name)}</h3>'
+        f"<p>{_schema_type(schema)}</p>{table}</section>"
+    )
+
+
+def docs_html(doc: Mapping[str, Any], openapi_json: str) -> bytes:
+    """Every operation of an OpenAPI 3 document (method, path, summary, parameters, request
+    body, responses), then its component schemas."""
+    info = doc.get("info", {})
+    title = str(info.get("title", "API"))
+    operations: list[tuple[str, str, Mapping[str, Any], str]] = []
+    for path, item in doc.get("paths", {}).items():
+        for method in _METHODS:
+            op = item.get(method) if isinstance(item, Mapping) else None
+            if isinstance(op, Mapping):
+                anchor = "op-" + _NOT_ID.sub("-", f"{method}-{path}").strip("-")
+                operations.append((method, str(path), op, anchor))
+    toc = "".join(
+        f'<li><a href="#{_e(anchor)}"><span class="method {_e(method)}">{_e(method.upper())}'
+        f'</span><span class="path">{_e(path)}</span></a> {_e(op.get("summary", ""))}</li>'
+        for method, path, op, anchor in operations
+    )
+    schemes = doc.get("components", {}).get("securitySchemes", {})
+    auth = "".join(
+        f"<li><code>{_e(name)}</code>: {_e(s.get('type', ''))} {_e(s.get('scheme', ''))}</li>"
+        for name, s in schemes.items()
+        if isinstance(s, Mapping)
+    )
+    components = doc.get("components", {}).get("schemas", {})
+    body = (
+        '<p>Served by this log, from its <a href="/">front page</a>; the machine-readable form is '
+        f'<a href="{_e(openapi_json)}"><code>{_e(openapi_json)}</code></a>. Errors are '
+        "<code>{v, error, note}</code> with a stable <code>error</code> code.</p>"
+        f'<h2>Operations</h2><ul class="toc">{toc}</ul>'
+        + (f"<h2>Authorization</h2><ul>{auth}</ul>" if auth else "")
+        + "".join(_operation(*operation) for operation in operations)
+        + "<h2>Schemas</h2>"
+        + "".join(_component(str(n), s) for n, s in components.items() if isinstance(s, Mapping))
+    )
+    version = f"OpenAPI {_e(doc.get('openapi', ''))}, version {_e(info.get('version', ''))}"
+    return _page(f"{title}: HTTP API", f"{title} HTTP API", version, body)
+
+
+class DocsPage(OpenAPIRenderPlugin):
+    """`/schema`: the OpenAPI document as plain HTML, rendered once (the document does not
+    change while the app runs)."""
+
+    def __init__(self) -> None:
+        super().__init__(path="/", favicon="", style="")
+        self._rendered: bytes | None = None
+
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        if self._rendered is None:
+            self._rendered = docs_html(openapi_schema, self.get_openapi_json_route(request))
+        return self._rendered

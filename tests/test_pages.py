@@ -1,0 +1,429 @@
+"""The pages for people: `/` and the docs page `/schema` (api/pages.py).
+
+In process (Litestar's TestClient): what `/` says and how it is cached, that every operation
+of the OpenAPI document is on the docs page, and that hostile text is escaped.
+
+In headless Chromium (Debian's `chromium`, installed by `tools/dev.py` when missing), against
+a real `capability-anchor serve` on 127.0.0.1: each page is loaded with every host name but
+127.0.0.1 unresolvable, its DOM dumped and a 1280x2000 screenshot taken, and Chromium's own
+NetLog read back. The page must show its content (the DOM has it; the screenshot is not one
+colour, and it has text all the way down where the page is long), and the NetLog must show
+that the page asked for nothing outside loopback and that no socket was opened to anything
+but 127.0.0.1. A screenshot of an empty page is checked with the same measure, so the measure
+can fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import http.server
+import json
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from apikit import ISS, build_history, wait_clear_of_midnight
+from capability_anchor.api.app import create_app
+from capability_anchor.api.pages import CSP, docs_html, front_page_html
+from capability_anchor.api.settings import Settings
+from capability_anchor.log import Log
+from pngkit import Image, encode
+from serverkit import Server, serving
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+WINDOW = (1280, 2000)
+HOSTILE = '<script>alert("x")</script><img src=https://evil.example/x onerror=alert(1)>'
+
+
+# --- in process ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient[Any], Any]]:
+    history = build_history(tmp_path_factory.mktemp("pages") / "data")
+    app = create_app(Settings(data_dir=history.data, background=False, rate_limit=0))
+    with TestClient(app) as c:
+        yield c, history
+
+
+def test_front_page_names_the_log_and_its_newest_sealed_day(
+    client: tuple[TestClient[Any], Any],
+) -> None:
+    c, history = client
+    listing = c.get("/roots").json()
+    newest = listing["days"][0]
+    assert newest["day"] == history.d1
+    r = c.get("/")
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "text/html; charset=utf-8"
+    assert r.headers["content-security-policy"] == CSP
+    page = r.text
+    for text in (ISS, history.d1, newest["root"], f'href="roots/{history.d1}"'):
+        assert text in page
+    for href in ("roots", "roots/latest", "keys", "schema", "schema/openapi.json"):
+        assert f'href="{href}"' in page
+    assert "<script" not in page
+
+
+def test_front_page_is_cached_like_the_other_moving_documents(
+    client: tuple[TestClient[Any], Any],
+) -> None:
+    c, _ = client
+    r = c.get("/")
+    assert r.headers["cache-control"] == "no-cache"
+    tag = r.headers["etag"]
+    again = c.get("/", headers={"If-None-Match": tag})
+    assert again.status_code == 304 and again.content == b""
+    assert c.get("/", headers={"If-None-Match": '"other"'}).status_code == 200
+
+
+def test_front_page_of_a_log_with_nothing_sealed(tmp_path: Path) -> None:
+    wait_clear_of_midnight()
+    Log.init(tmp_path / "data", iss=ISS).close()
+    app = create_app(Settings(data_dir=tmp_path / "data", background=False, rate_limit=0))
+    with TestClient(app) as c:
+        r = c.get("/")
+    assert r.status_code == 200
+    assert "No day is sealed yet." in r.text and ISS in r.text
+
+
+def test_front_page_is_not_an_api_operation(client: tuple[TestClient[Any], Any]) -> None:
+    c, _ = client
+    assert "/" not in c.get("/schema/openapi.json").json()["paths"]
+    r = c.post("/")
+    assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
+
+
+def test_docs_page_lists_every_operation(client: tuple[TestClient[Any], Any]) -> None:
+    c, _ = client
+    doc = c.get("/schema/openapi.json").json()
+    r = c.get("/schema")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    page = r.text
+    operations = 0
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            operations += 1
+            anchor = "op-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{method}-{path}").strip("-")
+            section = page.split(f'id="{anchor}"', 1)[1].split("</section>", 1)[0]
+            assert f">{method.upper()}<" in section, (method, path)
+            assert path in section
+            assert html.escape(op["summary"]) in section
+            for param in op.get("parameters", []):
+                assert f"<code>{param['name']}</code>" in section, (path, param["name"])
+            for status in op["responses"]:
+                assert f"<strong>{status}</strong>" in section, (path, status)
+            if "requestBody" in op:
+                assert "Request body" in section
+            if op.get("security"):
+                assert "Authorization" in section
+    assert operations == 15
+    for name in doc["components"]["schemas"]:
+        assert f'id="schema-{name}"' in page
+    assert "<script" not in page and html.escape(CSP) in page
+
+
+def test_the_old_renderers_are_gone_and_the_json_stays(
+    client: tuple[TestClient[Any], Any],
+) -> None:
+    """Litestar's default renderers (Swagger UI, Redoc, Elements, RapiDoc) load from CDNs."""
+    c, _ = client
+    for path in ("/schema/swagger", "/schema/redoc", "/schema/elements", "/schema/rapidoc"):
+        assert c.get(path).status_code == 404
+    r = c.get("/schema/openapi.json")
+    assert r.status_code == 200 and r.json()["openapi"].startswith("3.")
+
+
+def test_hostile_text_is_escaped() -> None:
+    page = front_page_html(
+        {
+            "iss": HOSTILE,
+            "days": [{"day": f'"{HOSTILE}', "tree_size": HOSTILE, "root": HOSTILE, "url": "x"}],
+        }
+    ).decode()
+    doc = {
+        "openapi": HOSTILE,
+        "info": {"title": HOSTILE, "version": HOSTILE},
+        "paths": {
+            f"/x/{HOSTILE}": {
+                "get": {
+                    "summary": HOSTILE,
+                    "description": HOSTILE,
+                    "parameters": [
+                        {
+                            "name": HOSTILE,
+                            "in": HOSTILE,
+                            "schema": {"type": HOSTILE, "enum": [HOSTILE], "default": HOSTILE},
+                            "description": HOSTILE,
+                        }
+                    ],
+                    "responses": {HOSTILE: {"description": HOSTILE, "content": {HOSTILE: {}}}},
+                    "security": [{HOSTILE: []}],
+                }
+            },
+            "javascript:alert(1)": {"get": {"summary": "x", "responses": {}}},
+            "//evil.example/x": {"get": {"summary": "x", "responses": {}}},
+        },
+        "components": {
+            "schemas": {HOSTILE: {"properties": {HOSTILE: {"$ref": f"#/x/{HOSTILE}"}}}},
+            "securitySchemes": {HOSTILE: {"type": HOSTILE}},
+        },
+    }
+    docs = docs_html(doc, f"/{HOSTILE}").decode()
+    for text in (page, docs):
+        assert "<script" not in text and "<img" not in text
+        assert "&lt;script&gt;" in text
+        # A quote in a value never closes an attribute.
+        assert '"<' not in text.replace('="<', "")
+    # Only a plain path of this server becomes a link.
+    assert 'href="javascript:' not in docs and 'href="//' not in docs
+
+
+# --- the PNG reader the browser tests rely on ------------------------------------------------
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+def test_png_reader_undoes_every_filter(channels: int) -> None:
+    width = 9
+    rows = [
+        bytes((x * 37 + y * 11 + x * y) % 256 for x in range(width * channels)) for y in range(10)
+    ]
+    image = Image.decode(encode(width, rows, channels, [y % 5 for y in range(10)]))
+    assert (image.width, image.height) == (width, 10)
+    assert list(image.rows) == rows
+
+
+# --- in headless Chromium ------------------------------------------------------------------------
+
+
+@dataclass
+class Socket:
+    kind: str  # "tcp" or "udp"
+    address: str  # host:port it was connected to
+    sent: int  # bytes written to it
+
+
+@dataclass
+class Visit:
+    url: str
+    dom: str
+    shot: Image
+    requests: list[tuple[str, str]]  # (url, initiator) of every URL request the NetLog shows
+    sockets: list[Socket]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    if not CHROMIUM.exists():
+        # The same installer as `tools/dev.py test` (as root, with apt-get, quietly).
+        subprocess.run(
+            [sys.executable, str(ROOT / "tools" / "dev.py"), "chromium"],
+            capture_output=True,
+            check=False,
+            timeout=900,
+        )
+    if not CHROMIUM.exists():
+        pytest.skip(
+            f"Chromium ({CHROMIUM}) is missing and cannot be installed here "
+            "(tools/dev.py installs Debian's chromium only as root, with apt-get)"
+        )
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    history = build_history(tmp_path_factory.mktemp("browser") / "data")
+    with serving(history.data, "--checkpoint-interval", "3600") as s:
+        yield s
+
+
+def _netlog(path: Path) -> tuple[list[tuple[str, str]], list[Socket]]:
+    """The URL requests and the sockets in a NetLog (Chromium's --log-net-log JSON)."""
+    log = json.loads(path.read_text())
+    names = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+    requests: list[tuple[str, str]] = []
+    sockets: dict[int, Socket] = {}
+    for event in log["events"]:
+        name, params = names.get(event["type"]), event.get("params", {})
+        source = event["source"]["id"]
+        if name == "URL_REQUEST_START_JOB" and "url" in params:
+            requests.append((params["url"], params.get("initiator", "")))
+        elif name == "TCP_CONNECT_ATTEMPT" and "address" in params:
+            sockets[source] = Socket("tcp", params["address"], 0)
+        elif name == "UDP_CONNECT" and "address" in params:
+            sockets[source] = Socket("udp", params["address"], 0)
+        elif name in ("SOCKET_BYTES_SENT", "UDP_BYTES_SENT") and source in sockets:
+            sockets[source].sent += int(params.get("byte_count", 0))
+    return requests, list(sockets.values())
+
+
+def visit(chromium: Path, url: str, tmp: Path) -> Visit:
+    tmp.mkdir(parents=True, exist_ok=True)
+    shot, netlog = tmp / "screenshot.png", tmp / "netlog.json"
+    argv = [
+        str(chromium),
+        "--headless",
+        "--no-sandbox",  # as root there is no other way; the pages are our own
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
+        f"--user-data-dir={tmp / 'profile'}",
+        # No host name resolves except 127.0.0.1: an outside load could only fail.
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        f"--log-net-log={netlog}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        f"--screenshot={shot}",
+        "--dump-dom",
+        url,
+    ]
+    done = subprocess.run(argv, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    requests, sockets = _netlog(netlog)
+    return Visit(url, done.stdout.decode(), Image.read(shot), requests, sockets)
+
+
+class _Links(HTMLParser):
+    """Every URL the DOM could make the browser fetch or follow, and its style sheets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+        self.styles: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._in_style = tag == "style"
+        for name, value in attrs:
+            if name in ("src", "href", "action", "srcset", "poster", "data") and value is not None:
+                self.urls.append(value)
+            if name == "style" and value is not None:
+                self.styles.append(value)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.styles.append(data)
+
+
+def assert_offline(page: Visit) -> None:
+    """Nothing in the DOM points outside the page's own origin; the page asked for nothing
+    else; no TCP connection was tried and no UDP datagram sent to anything but 127.0.0.1."""
+    origin = "/".join(page.url.split("/", 3)[:3])
+    links = _Links()
+    links.feed(page.dom)
+    absolute = re.compile(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*:|//)")
+    assert [u for u in links.urls if absolute.match(u) and u != "data:,"] == []
+    assert not any("url(" in s or "@import" in s for s in links.styles)
+    # Chromium's own services (the updater, sign-in) also show up, with no initiator; the
+    # resolver rule refuses them, and the sockets below show they never left.
+    asked = [u for u, initiator in page.requests if initiator == origin or u == page.url]
+    assert asked and all(u.startswith(origin + "/") for u in asked), page.requests
+    loopback = [s for s in page.sockets if s.address.startswith("127.0.0.1:")]
+    assert any(s.kind == "tcp" and s.sent > 0 for s in loopback), page.sockets
+    # A UDP connect() sends nothing: Chromium's resolver probes routes that way (to Google's
+    # public DNS address), so only UDP sockets that sent bytes count.
+    left = [s for s in page.sockets if s not in loopback and (s.kind == "tcp" or s.sent > 0)]
+    assert left == [], left
+
+
+def assert_not_blank(shot: Image, *, min_ink: float, lower_half_ink: float = 0.0) -> None:
+    """Not (nearly) one colour: a blank page is one colour, with no row holding two."""
+    assert (shot.width, shot.height) == WINDOW
+    colours = shot.colours()
+    dominant = colours.most_common(1)[0][1] / (shot.width * shot.height)
+    inked = [row != row[: shot.channels] * shot.width for row in shot.rows]
+    assert dominant < 0.97, f"{dominant:.1%} of the screenshot is one colour"
+    assert len(colours) > 50, f"only {len(colours)} colours: no text was drawn"
+    assert sum(inked) / shot.height >= min_ink, f"only {sum(inked)} rows have ink"
+    lower = inked[shot.height // 2 :]
+    assert sum(lower) / len(lower) >= lower_half_ink, "the lower half is empty"
+
+
+# What /schema was before: Litestar's Redoc page, its script from a CDN.
+CDN_PAGE = b"""<!DOCTYPE html><html><head><title>docs</title>
+<script src="https://cdn.jsdelivr.net/npm/redoc@next/bundles/redoc.standalone.js"></script>
+</head><body><redoc spec-url="/schema/openapi.json"></redoc></body></html>"""
+
+
+@contextlib.contextmanager
+def static_page(body: bytes) -> Iterator[str]:
+    """One HTML page on a loopback port (a thread of this process)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+        finally:
+            httpd.shutdown()
+            thread.join()
+
+
+def test_the_checks_catch_a_renderer_loaded_from_a_cdn(chromium: Path, tmp_path: Path) -> None:
+    """The issue's white page, reproduced: both checks must fail on it."""
+    with static_page(CDN_PAGE) as url:
+        page = visit(chromium, url, tmp_path)
+    # The page itself asked for the script (its origin is the initiator), and was refused.
+    script = "https://cdn.jsdelivr.net/npm/redoc@next/bundles/redoc.standalone.js"
+    assert (script, url.rstrip("/")) in page.requests
+    with pytest.raises(AssertionError):
+        assert_offline(page)
+    with pytest.raises(AssertionError, match="one colour"):
+        assert_not_blank(page.shot, min_ink=0.05)
+    assert page.shot.rows_with_ink() == 0
+
+
+def test_front_page_renders_offline_in_chromium(
+    chromium: Path, server: Server, tmp_path: Path
+) -> None:
+    with server.client() as c:
+        newest = c.get("/roots").json()["days"][0]
+    page = visit(chromium, server.url + "/", tmp_path)
+    for text in (ISS, newest["day"], newest["root"], "/schema/openapi.json", "/keys"):
+        assert text in page.dom
+    assert_offline(page)
+    assert_not_blank(page.shot, min_ink=0.08)
+
+
+def test_docs_page_renders_offline_in_chromium(
+    chromium: Path, server: Server, tmp_path: Path
+) -> None:
+    with server.client() as c:
+        doc = c.get("/schema/openapi.json").json()
+    page = visit(chromium, server.url + "/schema", tmp_path)
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            assert f">{path}</" in page.dom, path
+            # The DOM as Chromium serialises it: only &, < and > escaped in text.
+            assert html.escape(op["summary"], quote=False) in page.dom, (method, path)
+    assert_offline(page)
+    # The operations fill the window: text from top to bottom.
+    assert_not_blank(page.shot, min_ink=0.5, lower_half_ink=0.5)
