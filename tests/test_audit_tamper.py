@@ -847,7 +847,15 @@ def test_newest_sealed_head_deleted_from_the_store_is_caught_by_the_folder(
 
 def test_clean_data_dir(results: Results) -> None:
     report = assert_clean(results["clean", "data"])
-    assert report["checked"] == {"entries": 325, "heads": 9, "days": 4, "tiles": 1}
+    assert report["checked"] == {
+        "entries": 325,
+        "heads": 9,
+        "days": 4,
+        "tiles": 1,
+        "integrity_check": 1,
+        "schema_objects": 35,
+        "indexes_rederived": 1,
+    }
 
 
 def test_clean_folder_alone(results: Results) -> None:

@@ -157,6 +157,11 @@ class StoreError(CapabilityAnchorError):
     code = "unavailable"
 
 
+class StoreCorrupt(StoreError):
+    """SQLite says the database file is damaged or is not a database at all (a zeroed page,
+    a truncated file, a flipped bit in a b-tree). For the audit this is a finding (exit 1)."""
+
+
 class StartupCheckFailed(StoreError):
     """The configured key or issuer does not match what the log has published."""
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from .errors import Conflict, StoreError
+from .errors import Conflict, StoreCorrupt, StoreError
 from .files import fsync_dir
 from .merkle import TILE_HEIGHT, partial_counts
 
@@ -652,12 +652,209 @@ class Store:
         with a copy the way an attacker with file access would."""
         return [tuple(r) for r in self._exec(sql, params)]
 
+    # --- the audit: read-only opening, one snapshot, SQLite's structures ----------------------
+    # (engineer "audit": everything below serves `capability_anchor.auditdb`; nothing here
+    # writes, and nothing else calls it.)
+
+    opened_as = "read-write"  # how `open_readonly` reached the file, for the audit's report
+
+    @classmethod
+    def open_readonly(cls, data_dir: Path, scratch: Path) -> Store:
+        """Open the log for reading only, never creating or changing a file in `data_dir`.
+
+        - a `-shm` exists (a process has the log open, or a copy kept it): `mode=ro` shares
+          its lock table, so the snapshot is one the writers respect;
+        - no `-shm` and no WAL frames (no process has the log open): `immutable=1`, which
+          reads the main file alone and needs no lock file;
+        - WAL frames but no `-shm` (a copy without it, in a folder we cannot write):
+          `immutable=1` would silently skip the frames, so the database and its WAL are
+          copied into `scratch` (a private temporary folder) and read there.
+        """
+        path = data_dir / DB_NAME
+        if not path.exists():
+            raise StoreError(f"no log at {path} (run `capability-anchor init` first)")
+        wal = path.with_name(DB_NAME + "-wal")
+        shm = path.with_name(DB_NAME + "-shm")
+        wal_size = wal.stat().st_size if wal.exists() else 0
+        if shm.exists():
+            uri, how = f"{path.resolve().as_uri()}?mode=ro", "read-only"
+        elif wal_size == 0:
+            uri, how = f"{path.resolve().as_uri()}?mode=ro&immutable=1", "immutable"
+        else:
+            import shutil
+
+            copy = scratch / DB_NAME
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy.with_name(DB_NAME + "-wal"))
+            uri, how = f"{copy.resolve().as_uri()}?mode=ro", "a private copy with its WAL"
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+            )
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{path} has schema version {version}; this program knows up to "
+                    f"{SCHEMA_VERSION} (upgrade capability-anchor)"
+                )
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            raise _read_error(path, exc) from None
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        store = cls(path, conn)
+        store.opened_as = how
+        return store
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction around everything inside (a WAL snapshot: concurrent commits
+        are invisible to it), with every SQLite error raised inside as a StoreError
+        (StoreCorrupt when SQLite says the file is damaged)."""
+        try:
+            self._conn.execute("BEGIN")
+            # A deferred BEGIN takes its snapshot at the first read: take it now.
+            self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise _read_error(self.path, exc) from None
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise _read_error(self.path, exc) from None
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def user_version(self) -> int:
+        return int(self._exec("PRAGMA user_version").fetchone()[0])
+
+    def integrity_problems(self) -> list[str]:
+        """`PRAGMA integrity_check`: every b-tree, every index against its table, free pages,
+        NOT NULL and CHECK constraints. Empty when SQLite finds nothing wrong."""
+        rows = [str(r[0]) for r in self._exec("PRAGMA integrity_check(1000)")]
+        return [] if rows == ["ok"] else rows
+
+    def schema(self) -> list[tuple[str, str, str, str | None]]:
+        """(type, name, tbl_name, sql) of every schema object, by name."""
+        return [
+            (str(t), str(n), str(tb), None if s is None else str(s))
+            for t, n, tb, s in self._exec(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+            )
+        ]
+
+    @staticmethod
+    def expected_schema(version: int) -> list[tuple[str, str, str, str | None]]:
+        """What `schema()` must return at schema `version`: the migrations up to it, applied
+        to an empty in-memory database (a migration added later is covered by itself)."""
+        if not 0 <= version <= SCHEMA_VERSION:
+            raise StoreError(f"no schema version {version}")
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            for n in range(version):
+                for statement in _split_sql(_MIGRATIONS[n]):
+                    conn.execute(statement)
+            return Store(Path(":memory:"), conn).schema()
+        finally:
+            conn.close()
+
+    def index_mismatches(self) -> list[str]:
+        """Every index of a rowid table re-derived from its table: each row (read by a table
+        scan, NOT INDEXED) must be found through the index (INDEXED BY) with the same
+        columns and rowid, and the index must hold no more entries than the table has rows.
+        A WITHOUT ROWID table is its primary key's b-tree: every row a scan finds must also
+        be found by a seek on that key (what `/record` lookups do)."""
+        problems: list[str] = []
+        for name, table in self._exec(
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY name"
+        ).fetchall():
+            columns = [str(r[2]) for r in self._exec(f"PRAGMA index_info({_quoted(name)})")]
+            if not columns or any(c == "None" for c in columns):
+                continue  # an expression index: none in the schema, flagged there if added
+            t, i = _quoted(table), _quoted(name)
+            same = " AND ".join(f"i.{_quoted(c)} IS t.{_quoted(c)}" for c in columns)
+            missing_sql = (
+                f"SELECT count(*) FROM {t} AS t NOT INDEXED WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {t} AS i INDEXED BY {i} WHERE {same} AND i.rowid = t.rowid)"
+            )
+            # count(*) would be answered from whichever b-tree is smallest, whatever INDEXED
+            # BY says; counting a column read from the index makes SQLite walk this one.
+            entries_sql = (
+                f"SELECT count(i.{_quoted(columns[0])} IS NULL) FROM {t} AS i INDEXED BY {i}"
+            )
+            for query in (missing_sql, entries_sql):
+                plan = " ".join(str(r[-1]) for r in self._exec(f"EXPLAIN QUERY PLAN {query}"))
+                if f"INDEX {name}" not in plan:
+                    raise StoreError(f"SQLite will not read index {name} for the audit: {plan}")
+            (missing,) = self._exec(missing_sql).fetchone()
+            (rows,) = self._exec(f"SELECT count(*) FROM {t} NOT INDEXED").fetchone()
+            (entries,) = self._exec(entries_sql).fetchone()
+            if missing:
+                problems.append(
+                    f"index {name}: {missing} row(s) of {table} are not found through it"
+                )
+            if entries != rows:
+                problems.append(f"index {name} holds {entries} entries, {table} has {rows} rows")
+        for (table,) in self._exec(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%WITHOUT ROWID%'"
+        ).fetchall():
+            info = self._exec(f"PRAGMA table_info({_quoted(table)})").fetchall()
+            key = [
+                str(r[1]) for r in sorted((r for r in info if int(r[5]) > 0), key=lambda r: r[5])
+            ]
+            t = _quoted(table)
+            same = " AND ".join(f"s.{_quoted(c)} = t.{_quoted(c)}" for c in key)
+            (missing,) = self._exec(
+                f"SELECT count(*) FROM {t} AS t WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {t} AS s WHERE {same})"
+            ).fetchone()
+            if missing:
+                problems.append(
+                    f"table {table}: {missing} row(s) found by a scan are not found by key"
+                )
+        return problems
+
+    def entry_times(self) -> Iterator[tuple[str, int, int]]:
+        """(day, leaf_index, accepted_at) of every entry, for the audit's date check."""
+        for day, index, at in self._exec(
+            "SELECT day, leaf_index, accepted_at FROM entries ORDER BY day, leaf_index"
+        ):
+            yield str(day), int(index), int(at)
+
+    def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
+        """(day, tsa, token, added) of every stamp, in the order they were stored."""
+        return [
+            (str(d), str(t), bytes(tok), int(a))
+            for d, t, tok, a in self._exec(
+                "SELECT day, tsa, token, added FROM stamps ORDER BY rowid"
+            )
+        ]
+
 
 def _integrity(exc: sqlite3.IntegrityError) -> Exception:
     message = str(exc)
     if "append-only" in message:
         return Conflict(message)
     return StoreError(f"the store refused a write: {message}")
+
+
+def _quoted(name: object) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _read_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """A reading failure as the project's error: StoreCorrupt when SQLite says the file is
+    not a database or is damaged (an audit finding), StoreError otherwise (I/O, locks)."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in str(exc):
+        return StoreCorrupt(f"{path} is damaged: {exc}")
+    return StoreError(f"cannot read the log at {path}: {exc}")
 
 
 def _split_sql(script: str) -> list[str]:
