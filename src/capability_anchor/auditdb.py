@@ -73,7 +73,10 @@ def audit_data_dir(
 
                 _guarded(report, damaged, run)
     except StoreCorrupt as exc:
-        report.problems.append(f"the database cannot be read: {exc}")
+        if report.problems:
+            report.problems.append(f"the audit stopped on the damage: {exc}")
+        else:
+            report.problems.append(f"the database cannot be read: {exc}")
     finally:
         store.close()
     return report

@@ -737,7 +737,24 @@ class Store:
     def integrity_problems(self) -> list[str]:
         """`PRAGMA integrity_check`: every b-tree, every index against its table, free pages,
         NOT NULL and CHECK constraints. Empty when SQLite finds nothing wrong."""
-        rows = [str(r[0]) for r in self._exec("PRAGMA integrity_check(1000)")]
+        try:
+            rows = [str(r[0]) for r in self._exec("PRAGMA integrity_check(1000)")]
+        except sqlite3.DatabaseError as exc:
+            # Some damage (a zeroed page) stops the whole check at once: then each table is
+            # checked with its indexes on its own, so the report still names where it is.
+            if not str(_read_error(self.path, exc)).startswith(f"{self.path} is damaged"):
+                raise
+            rows = []
+            tables = self._exec("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            for (name,) in tables:
+                try:
+                    found = [
+                        str(r[0]) for r in self._exec(f"PRAGMA integrity_check({_quoted(name)})")
+                    ]
+                except sqlite3.DatabaseError as inner:
+                    found = [f"table {name} or one of its indexes: {inner}"]
+                rows += [] if found == ["ok"] else found
+            return rows or [str(exc)]
         return [] if rows == ["ok"] else rows
 
     def schema(self) -> list[tuple[str, str, str, str | None]]:
