@@ -33,10 +33,11 @@ from urllib.parse import urlsplit
 from . import head as heads
 from .audit import AuditReport, audit_folder, audit_store
 from .encoding import b64url_decode, parse_day
-from .errors import CapabilityAnchorError, StoreCorrupt, StoreError
+from .errors import CapabilityAnchorError, StoreCorrupt, StoreError, TimestampError
 from .keys import KeySet, SigningKey, load_key_file
 from .log import KEY_FILE, Log, utc_day
 from .progress import Progress, silent
+from .stamping import TsaConfig
 from .store import SCHEMA_VERSION, HeadRow, Store
 
 if TYPE_CHECKING:
@@ -83,18 +84,20 @@ def audit_data_dir(
 
 
 def _guarded(report: AuditReport, damaged: bool, run: Callable[[], None]) -> None:
-    """Run the logical audit. Once SQLite has said the file is damaged any value read from
-    it may be garbage, so whatever then stops the audit is reported, not raised: the
-    verdict (damaged) stands either way."""
+    """Run the logical audit. Once the file is known to be damaged, or its schema is not
+    the one its version defines, any value or query may fail, so whatever then stops the
+    audit is reported, not raised: the verdict stands either way."""
     try:
         run()
     except StoreCorrupt as exc:
         report.problems.append(f"the database cannot be read further: {exc}")
-    except StoreError:
-        raise
+    except StoreError as exc:
+        if not damaged:
+            raise  # I/O, locks: exit 2 as elsewhere
+        report.problems.append(f"the audit stopped on the damage: {exc}")
     except CapabilityAnchorError as exc:
         report.problems.append(f"the audit stopped on what the store holds: {exc}")
-    except Exception as exc:  # only once integrity_check failed: see the docstring
+    except Exception as exc:  # only once the structure checks failed: see the docstring
         if not damaged:
             raise
         report.problems.append(f"the audit stopped on a damaged value: {type(exc).__name__}: {exc}")
@@ -114,6 +117,9 @@ def _audit_log(
     except ValueError as exc:  # the stored config is not JSON
         report.problems.append(f"meta: the stored config is not valid JSON: {exc}")
         return
+    except StoreError as exc:  # no iss or first_day: nothing to audit the log against
+        report.problems.append(f"meta: {exc}")
+        return
     try:
         log.self_check()
     except CapabilityAnchorError as exc:
@@ -125,11 +131,20 @@ def _audit_log(
     _check_head_kids(report, store.all_heads())
     _check_accepted_at(report, store)
     _check_stamp_rows(report, store, log.config)
+    cas = tsa_ca  # as audit_store: --tsa-ca, else the CAs stored by init
+    if cas is None:
+        cas = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
+    _check_carried_certificates(report, store, cas)
     if roots is not None:
         folder = audit_folder(roots, keys, log, progress, tsa_ca or ())
         report.problems += folder.problems
         for what, n in folder.checked.items():
             report.count(f"roots_{what}", n)
+    bad = store.invalid_text()
+    if bad:
+        report.problems.append(
+            f"{len(bad)} text value(s) in the database are not UTF-8, e.g. {bad[0]!r}"
+        )
 
 
 # --- 0, 5, 6: the file, the schema, the indexes --------------------------------------------------
@@ -138,8 +153,8 @@ _TREE = re.compile(r"\b(?:Tree|tree|root) (\d+)\b")
 
 
 def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
-    """Items 0, 5 and 6: whether integrity_check failed (the file is damaged), and the
-    schema version (0: not a log, nothing more to audit)."""
+    """Items 0, 5 and 6: whether they found the file damaged (integrity_check, the schema,
+    the indexes), and the schema version (0: not a log, nothing more to audit)."""
     problems = store.integrity_problems()
     if problems:
         names = _tree_names(store)
@@ -149,12 +164,18 @@ def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
     version = store.user_version()
     if version == 0:
         report.problems.append("schema version 0: not a capability-anchor log")
-        return bool(problems), version
+        return True, version
     _check_schema(report, store, version)
-    for problem in store.index_mismatches():
-        report.problems.append(problem)
+    try:
+        report.problems += store.index_mismatches()
+    except StoreCorrupt:
+        raise
+    except StoreError as exc:  # e.g. a column renamed in the damaged schema's text
+        if not report.problems:
+            raise
+        report.problems.append(f"the index checks stopped on the damage: {exc}")
     report.count("indexes_rederived")
-    return bool(problems), version
+    return bool(report.problems), version
 
 
 def _tree_names(store: Store) -> dict[int, str]:
@@ -257,3 +278,49 @@ def _check_stamp_rows(report: AuditReport, store: Store, config: Mapping[str, An
                 "one stamp token is stored "
                 f"{len(names)} times: {', '.join(f'{d} by {t}' for d, t in names)}"
             )
+
+
+def _check_carried_certificates(
+    report: AuditReport, store: Store, cas: Sequence[Certificate]
+) -> None:
+    """A reply's certificates are outside its signature, and verification builds the chain
+    from the trusted CAs first: a changed copy of the CA inside the token would verify as
+    well as the original. So each certificate it carries must be one of the trusted CAs, or
+    be signed by a certificate at hand (carried or trusted). With no trusted CA at all, a
+    certificate whose issuer is not carried (a TSA that sends only its own) is left alone."""
+    from .timestamp import carried_certificates
+
+    for day, tsa, token, _ in store.stamp_rows():
+        try:
+            carried = carried_certificates(token)
+        except TimestampError:
+            continue  # an unreadable token is reported by the stamp checks
+        at_hand = [(c, _subject(c)) for c in (*carried, *cas)]
+        for cert in carried:
+            if cert in cas:
+                continue
+            issuers = [c for c, subject in at_hand if subject == cert.issuer]
+            if not issuers and not cas:
+                continue
+            if not any(_issued_by(cert, issuer) for issuer in issuers):
+                report.problems.append(
+                    f"day {day}: the stamp by {tsa} carries a certificate "
+                    f"({cert.subject.rfc4514_string()}) that no certificate at hand signed"
+                )
+
+
+def _subject(cert: Certificate) -> object:
+    try:
+        return cert.subject
+    except ValueError:  # a damaged name (parsed when first read) matches no issuer
+        return None
+
+
+def _issued_by(cert: Certificate, issuer: Certificate) -> bool:
+    from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+
+    try:
+        cert.verify_directly_issued_by(issuer)
+    except (ValueError, TypeError, InvalidSignature, UnsupportedAlgorithm):
+        return False
+    return True

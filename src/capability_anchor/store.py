@@ -656,8 +656,6 @@ class Store:
     # (engineer "audit": everything below serves `capability_anchor.auditdb`; nothing here
     # writes, and nothing else calls it.)
 
-    opened_as = "read-write"  # how `open_readonly` reached the file, for the audit's report
-
     @classmethod
     def open_readonly(cls, data_dir: Path, scratch: Path) -> Store:
         """Open the log for reading only, never creating or changing a file in `data_dir`.
@@ -677,16 +675,16 @@ class Store:
         shm = path.with_name(DB_NAME + "-shm")
         wal_size = wal.stat().st_size if wal.exists() else 0
         if shm.exists():
-            uri, how = f"{path.resolve().as_uri()}?mode=ro", "read-only"
+            uri = f"{path.resolve().as_uri()}?mode=ro"
         elif wal_size == 0:
-            uri, how = f"{path.resolve().as_uri()}?mode=ro&immutable=1", "immutable"
+            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
         else:
             import shutil
 
             copy = scratch / DB_NAME
             shutil.copyfile(path, copy)
             shutil.copyfile(wal, copy.with_name(DB_NAME + "-wal"))
-            uri, how = f"{copy.resolve().as_uri()}?mode=ro", "a private copy with its WAL"
+            uri = f"{copy.resolve().as_uri()}?mode=ro"
         conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(
@@ -698,7 +696,7 @@ class Store:
                     f"{path} has schema version {version}; this program knows up to "
                     f"{SCHEMA_VERSION} (upgrade capability-anchor)"
                 )
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             if conn is not None:
                 conn.close()
             raise _read_error(path, exc) from None
@@ -707,8 +705,26 @@ class Store:
                 conn.close()
             raise
         store = cls(path, conn)
-        store.opened_as = how
+        # SQLite hands back a TEXT value's bytes as stored; one that is not UTF-8 (a flipped
+        # bit) would raise in the middle of any read. It is read with its bad bytes escaped
+        # (so it equals nothing it should) and counted for the audit.
+        bad = store._invalid_text = []
+
+        def text(raw: bytes) -> str:
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append(raw[:80])
+                return raw.decode("utf-8", "backslashreplace")
+
+        conn.text_factory = text
         return store
+
+    _invalid_text: list[bytes]
+
+    def invalid_text(self) -> list[bytes]:
+        """TEXT values read so far that were not UTF-8 (only on a read-only opening)."""
+        return list(getattr(self, "_invalid_text", ()))
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -719,13 +735,15 @@ class Store:
             self._conn.execute("BEGIN")
             # A deferred BEGIN takes its snapshot at the first read: take it now.
             self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
             raise _read_error(self.path, exc) from None
         try:
             yield
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            # UnicodeDecodeError: Python cannot even decode SQLite's message (it quotes a
+            # damaged name from the schema).
             raise _read_error(self.path, exc) from None
         finally:
             with contextlib.suppress(sqlite3.Error):
@@ -739,7 +757,7 @@ class Store:
         NOT NULL and CHECK constraints. Empty when SQLite finds nothing wrong."""
         try:
             rows = [str(r[0]) for r in self._exec("PRAGMA integrity_check(1000)")]
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             # Some damage (a zeroed page) stops the whole check at once: then each table is
             # checked with its indexes on its own, so the report still names where it is.
             if not str(_read_error(self.path, exc)).startswith(f"{self.path} is damaged"):
@@ -751,7 +769,7 @@ class Store:
                     found = [
                         str(r[0]) for r in self._exec(f"PRAGMA integrity_check({_quoted(name)})")
                     ]
-                except sqlite3.DatabaseError as inner:
+                except (sqlite3.DatabaseError, UnicodeDecodeError) as inner:
                     found = [f"table {name} or one of its indexes: {inner}"]
                 rows += [] if found == ["ok"] else found
             return rows or [str(exc)]
@@ -865,9 +883,11 @@ def _quoted(name: object) -> str:
     return '"' + str(name).replace('"', '""') + '"'
 
 
-def _read_error(path: Path, exc: sqlite3.Error) -> StoreError:
+def _read_error(path: Path, exc: sqlite3.Error | UnicodeDecodeError) -> StoreError:
     """A reading failure as the project's error: StoreCorrupt when SQLite says the file is
     not a database or is damaged (an audit finding), StoreError otherwise (I/O, locks)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return StoreCorrupt(f"{path} is damaged: SQLite reports text that is not UTF-8")
     name = getattr(exc, "sqlite_errorname", "")
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in str(exc):
         return StoreCorrupt(f"{path} is damaged: {exc}")
