@@ -139,6 +139,33 @@ def test_stamp_stored_before_its_day_ended(stamped: tuple[Path, list[str], str])
     ]
 
 
+def test_a_changed_copy_of_the_ca_inside_a_token(
+    stamped: tuple[Path, list[str], str], tsa_ec: TestTsa
+) -> None:
+    """The token carries the TSA's root too, outside its signature. Verification builds the
+    chain from the trusted CA, so a changed copy (here: the last byte of its signature)
+    verifies as well as the original; only the check of carried certificates sees it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    data, days, url = stamped
+    ca = x509.load_pem_x509_certificate(tsa_ec.pki.ca_cert.read_bytes()).public_bytes(Encoding.DER)
+    conn = sqlite3.connect(data / DB_NAME)
+    try:
+        ((token,),) = conn.execute("SELECT token FROM stamps WHERE day = ?", (days[0],))
+    finally:
+        conn.close()
+    at = bytes(token).index(ca) + len(ca) - 1
+    changed = bytes(token)[:at] + bytes([token[at] ^ 0x01]) + bytes(token)[at + 1 :]
+    update_stamps(data, "UPDATE stamps SET token = ? WHERE day = ?", (changed, days[0]))
+    result = audit(data)
+    assert result.returncode == 1
+    assert problems_of(result) == [
+        f"day {days[0]}: the stamp by {url} carries a certificate "
+        "(CN=Test EC Root CA,O=capability-anchor tests) that no certificate at hand signed"
+    ]
+
+
 def test_stamps_by_a_tsa_given_only_on_the_command_line_are_clean(
     tmp_path: Path, tsa_ec: TestTsa
 ) -> None:

@@ -402,6 +402,11 @@ def entry_accepted_on_another_day(data: Path) -> None:
     )
 
 
+def head_kid_not_utf8(data: Path) -> None:
+    drop(data, "heads_no_update")
+    sql(data, "UPDATE heads SET kid = CAST(X'6b69ff' AS TEXT) WHERE day = ?", (DAY2,))
+
+
 STORE_CASES = [
     pytest.param(
         entry_claims_byte_flipped,
@@ -619,6 +624,14 @@ STORE_CASES = [
         entry_accepted_on_another_day,
         [f"day {DAY1}: entry 3: accepted_at", f"is not a time on {DAY1}"],
         id="entry_accepted_at_on_another_day",
+    ),
+    pytest.param(
+        head_kid_not_utf8,
+        [
+            f"head {DAY2} size 0 sealed: the kid column says 'ki\\\\xff'",
+            "1 text value(s) in the database are not UTF-8, e.g. b'ki\\xff'",
+        ],
+        id="head_kid_column_not_utf8",
     ),
 ]
 

@@ -73,6 +73,11 @@ def audit_data_dir(
                     _audit_log(report, store, key, keys, tsa_ca, roots, progress)
 
                 _guarded(report, damaged, run)
+            bad = sorted(set(store.invalid_text()))
+            if bad:
+                report.problems.append(
+                    f"{len(bad)} text value(s) in the database are not UTF-8, e.g. {bad[0]!r}"
+                )
     except StoreCorrupt as exc:
         if report.problems:
             report.problems.append(f"the audit stopped on the damage: {exc}")
@@ -140,11 +145,6 @@ def _audit_log(
         report.problems += folder.problems
         for what, n in folder.checked.items():
             report.count(f"roots_{what}", n)
-    bad = store.invalid_text()
-    if bad:
-        report.problems.append(
-            f"{len(bad)} text value(s) in the database are not UTF-8, e.g. {bad[0]!r}"
-        )
 
 
 # --- 0, 5, 6: the file, the schema, the indexes --------------------------------------------------
