@@ -117,6 +117,16 @@ def changed_columns(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
     return found
 
 
+def _day_of(t: object) -> tuple[str, bytes]:
+    """The UTC day of a stored time, as `content` spells TEXT; an impossible day otherwise."""
+    if not isinstance(t, int):
+        return ("TEXT", b"")
+    try:
+        return ("TEXT", utc_day(t).encode())
+    except (ValueError, OverflowError, OSError):
+        return ("TEXT", b"")
+
+
 def unseeable(before: dict[str, Any], after: dict[str, Any], columns: set[str]) -> bool:
     """A change no audit can see without another copy to compare with: a row of meta or keys
     (TODO(trust-merge)), an entry's accepted_at that is still a time on its day, a stamp's
@@ -126,16 +136,9 @@ def unseeable(before: dict[str, Any], after: dict[str, Any], columns: set[str]) 
     if tables <= TRUSTS:
         return True
     if columns == {"entries.accepted_at"}:
-        return all(
-            isinstance(row["accepted_at"], int)
-            and ("TEXT", utc_day(row["accepted_at"]).encode()) == row["day"]
-            for row in after["entries"]
-        )
+        return all(_day_of(row["accepted_at"]) == row["day"] for row in after["entries"])
     if columns == {"stamps.added"}:
-        return all(
-            isinstance(row["added"], int) and ("TEXT", utc_day(row["added"]).encode()) > row["day"]
-            for row in after["stamps"]
-        )
+        return all(_day_of(row["added"]) > row["day"] for row in after["stamps"])
     return False
 
 

@@ -35,7 +35,7 @@ from .audit import AuditReport, audit_folder, audit_store
 from .encoding import b64url_decode, parse_day
 from .errors import CapabilityAnchorError, StoreCorrupt, StoreError, TimestampError
 from .keys import KeySet, SigningKey, load_key_file
-from .log import KEY_FILE, Log, utc_day
+from .log import KEY_FILE, Log
 from .progress import Progress, silent
 from .stamping import TsaConfig
 from .store import SCHEMA_VERSION, HeadRow, Store
@@ -241,11 +241,8 @@ def _check_accepted_at(report: AuditReport, store: Store) -> None:
     """An entry's day is the UTC day of the moment it was accepted (`Log.append_prepared`
     takes both from one clock reading). Not checked: order within a day, since writers in
     several processes read the clock before they queue for the write lock."""
-    for day, index, at in store.entry_times():
-        if not 0 <= at < 2**40 or utc_day(at) != day:
-            report.problems.append(
-                f"day {day}: entry {index}: accepted_at {at} is not a time on {day}"
-            )
+    for day, index, at in store.entries_accepted_off_day():
+        report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
 
 
 def _check_stamp_rows(report: AuditReport, store: Store, config: Mapping[str, Any]) -> None:

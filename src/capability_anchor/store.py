@@ -855,12 +855,17 @@ class Store:
                 )
         return problems
 
-    def entry_times(self) -> Iterator[tuple[str, int, int]]:
-        """(day, leaf_index, accepted_at) of every entry, for the audit's date check."""
-        for day, index, at in self._exec(
-            "SELECT day, leaf_index, accepted_at FROM entries ORDER BY day, leaf_index"
-        ):
-            yield str(day), int(index), int(at)
+    def entries_accepted_off_day(self) -> list[tuple[str, int, int]]:
+        """(day, leaf_index, accepted_at) of every entry whose accepted_at is not a time on
+        its UTC day (`date(.., 'unixepoch')` is the day `log.utc_day` gives; NULL, so
+        reported, for a time SQLite cannot date)."""
+        return [
+            (str(d), int(i), int(a))
+            for d, i, a in self._exec(
+                "SELECT day, leaf_index, accepted_at FROM entries "
+                "WHERE date(accepted_at, 'unixepoch') IS NOT day ORDER BY day, leaf_index"
+            )
+        ]
 
     def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
         """(day, tsa, token, added) of every stamp, in the order they were stored."""
