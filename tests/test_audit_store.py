@@ -266,6 +266,18 @@ def test_a_read_only_copy_is_audited_and_left_as_it_was(
     assert _state(copy) == before
 
 
+def test_the_audit_creates_nothing_in_a_closed_writable_data_dir(
+    history: History, tmp_path: Path
+) -> None:
+    """No -wal or -shm appears (SQLite's read-only opening of a WAL database would create
+    both when it can): with nothing open, the main file is read as immutable."""
+    data = history.copy(tmp_path / "copy").data
+    before = _state(data)
+    result = audit(data)
+    assert result.returncode == 0, result.stderr
+    assert _state(data) == before
+
+
 # --- one snapshot while another process writes ----------------------------------------------
 
 WRITER = """

@@ -772,7 +772,7 @@ class Store:
                 except (sqlite3.DatabaseError, UnicodeDecodeError) as inner:
                     found = [f"table {name} or one of its indexes: {inner}"]
                 rows += [] if found == ["ok"] else found
-            return rows or [str(exc)]
+            return rows or [f"stopped, and no table checked alone names the damage: {exc}"]
         return [] if rows == ["ok"] else rows
 
     def schema(self) -> list[tuple[str, str, str, str | None]]:
