@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
 from capability_anchor.stamping import stamp_missing
 from capability_anchor.store import DB_NAME, SCHEMA_VERSION, Store
@@ -278,11 +279,31 @@ def test_the_audit_creates_nothing_in_a_closed_writable_data_dir(
     assert _state(data) == before
 
 
+def test_a_log_opened_while_it_is_read_as_immutable_is_not_given_a_verdict(
+    history: History, tmp_path: Path
+) -> None:
+    """With nothing open, the audit reads the main file as immutable (no locks). A writer
+    that starts meanwhile and checkpoints into that file could change pages under the
+    reads: then the audit refuses to conclude (exit 2, "run the audit again")."""
+    copy = history.copy(tmp_path / "copy")
+    store = Store.open_readonly(copy.data, tmp_path)
+    try:
+        with store.snapshot():
+            assert store.user_version() == SCHEMA_VERSION
+            with copy.open() as log:  # another writer: appends, then its close checkpoints
+                log.append([record(DAY5, 1)])
+            with pytest.raises(StoreError, match="run the audit again"):
+                store.check_unchanged()
+    finally:
+        store.close()
+
+
 # --- one snapshot while another process writes ----------------------------------------------
 
 WRITER = """
 import sys, time
 from pathlib import Path
+from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
 
 data, seconds = Path(sys.argv[1]), float(sys.argv[2])

@@ -73,6 +73,7 @@ def audit_data_dir(
                     _audit_log(report, store, key, keys, tsa_ca, roots, progress)
 
                 _guarded(report, damaged, run)
+            store.check_unchanged()
             bad = sorted(set(store.invalid_text()))
             if bad:
                 report.problems.append(

@@ -674,10 +674,13 @@ class Store:
         wal = path.with_name(DB_NAME + "-wal")
         shm = path.with_name(DB_NAME + "-shm")
         wal_size = wal.stat().st_size if wal.exists() else 0
+        immutable: tuple[int, int, int] | None = None
         if shm.exists():
             uri = f"{path.resolve().as_uri()}?mode=ro"
         elif wal_size == 0:
             uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+            st = path.stat()
+            immutable = (st.st_ino, st.st_size, st.st_mtime_ns)
         else:
             import shutil
 
@@ -705,6 +708,7 @@ class Store:
                 conn.close()
             raise
         store = cls(path, conn)
+        store._immutable = immutable
         # SQLite hands back a TEXT value's bytes as stored; one that is not UTF-8 (a flipped
         # bit) would raise in the middle of any read. It is read with its bad bytes escaped
         # (so it equals nothing it should) and counted for the audit.
@@ -721,6 +725,20 @@ class Store:
         return store
 
     _invalid_text: list[bytes]
+    _immutable: tuple[int, int, int] | None = None
+
+    def check_unchanged(self) -> None:
+        """After reading a file opened as immutable (nothing had the log open): a process
+        that opened it meanwhile may have checkpointed into it under our reads, and then
+        nothing read can be trusted to be one moment of the log."""
+        if self._immutable is None:
+            return
+        st = self.path.stat()
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != self._immutable:
+            raise StoreError(
+                f"{self.path} changed while it was read as a file nothing had open (a process "
+                "opened the log during the audit): run the audit again"
+            )
 
     def invalid_text(self) -> list[bytes]:
         """TEXT values read so far that were not UTF-8 (only on a read-only opening)."""
@@ -760,7 +778,7 @@ class Store:
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             # Some damage (a zeroed page) stops the whole check at once: then each table is
             # checked with its indexes on its own, so the report still names where it is.
-            if not str(_read_error(self.path, exc)).startswith(f"{self.path} is damaged"):
+            if not isinstance(_read_error(self.path, exc), StoreCorrupt):
                 raise
             rows = []
             tables = self._exec("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
