@@ -12,8 +12,9 @@ the re-derivation of `audit.audit_store` (the numbers are those of `audit`'s lis
     among them), and the `/record` index's key b-tree searched for every row a scan finds;
  7. the unsigned columns: `heads.kid` is the kid of the head's JWS header; each entry's
     `accepted_at` falls on its day; each stamp's `tsa` is an http(s) URL, one of the
-    stored config's TSAs when it lists any, no token is stored twice, and `stamps.added`
-    is after the end of the stamped day.
+    stored config's TSAs when it lists any, no token is stored twice, `stamps.added` is
+    after the end of the stamped day, and every certificate a token carries (outside its
+    signature) is a trusted CA or signed by one at hand.
 
     with tempfile.TemporaryDirectory() as scratch:
         report = audit_data_dir(Path("data"), Path(scratch), roots=Path("public"))
@@ -151,6 +152,7 @@ def _audit_log(
 # --- 0, 5, 6: the file, the schema, the indexes --------------------------------------------------
 
 _TREE = re.compile(r"\b(?:Tree|tree|root) (\d+)\b")
+_PAGE = re.compile(r"\bpage (\d+)\b")
 
 
 def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
@@ -158,9 +160,12 @@ def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
     the indexes), and the schema version (0: not a log, nothing more to audit)."""
     problems = store.integrity_problems()
     if problems:
-        names = _tree_names(store)
+        trees = _tree_names(store)
+        pages = store.page_owners(
+            sorted({int(n) for line in problems for n in _PAGE.findall(line)})[:50]
+        )
         for line in problems:
-            report.problems.append(f"integrity_check: {_name_trees(line, names)}")
+            report.problems.append(f"integrity_check: {_name_places(line, trees, pages)}")
     report.count("integrity_check")
     version = store.user_version()
     if version == 0:
@@ -184,13 +189,15 @@ def _tree_names(store: Store) -> dict[int, str]:
         rows = store.execute_raw("SELECT rootpage, type, name FROM sqlite_master")
     except (StoreError, ValueError):
         return {}
-    return {int(str(r)): f"{t} {n}" for r, t, n in rows if str(r).isdigit()}
+    return {int(str(r)): str(n) for r, t, n in rows if str(r).isdigit()}
 
 
-def _name_trees(line: str, names: dict[int, str]) -> str:
-    """integrity_check names b-trees by root page ("Tree 4 page 9 ..."): add whose it is."""
-    found = [names[int(m)] for m in _TREE.findall(line) if int(m) in names]
-    return f"{line} ({', '.join(dict.fromkeys(found))})" if found else line
+def _name_places(line: str, trees: dict[int, str], pages: dict[int, str]) -> str:
+    """integrity_check names b-trees by root page ("Tree 4 page 9 ...") and damage by page
+    ("Multiple uses for byte 3795 of page 34"): add whose they are."""
+    found = [trees[int(m)] for m in _TREE.findall(line) if int(m) in trees]
+    found += [pages[int(m)] for m in _PAGE.findall(line) if int(m) in pages]
+    return f"{line} (in {', '.join(dict.fromkeys(found))})" if found else line
 
 
 def _check_schema(report: AuditReport, store: Store, version: int) -> None:

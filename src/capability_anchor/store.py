@@ -788,10 +788,27 @@ class Store:
                         str(r[0]) for r in self._exec(f"PRAGMA integrity_check({_quoted(name)})")
                     ]
                 except (sqlite3.DatabaseError, UnicodeDecodeError) as inner:
-                    found = [f"table {name} or one of its indexes: {inner}"]
-                rows += [] if found == ["ok"] else found
+                    found = [str(inner)]
+                if found != ["ok"]:
+                    rows += [f"table {name} or one of its indexes: {line}" for line in found]
             return rows or [f"stopped, and no table checked alone names the damage: {exc}"]
-        return [] if rows == ["ok"] else rows
+        # The first line of a report with problems names the database, not a problem.
+        return (
+            [] if rows == ["ok"] else [r.removeprefix("*** in database main ***\n") for r in rows]
+        )
+
+    def page_owners(self, pages: Iterable[int]) -> dict[int, str]:
+        """Which table or index each page belongs to (`dbstat`), for naming damage that
+        integrity_check reports by page; empty where that cannot be read."""
+        owners: dict[int, str] = {}
+        for page in pages:
+            try:
+                row = self._exec("SELECT name FROM dbstat WHERE pageno = ?", (page,)).fetchone()
+            except (sqlite3.Error, UnicodeDecodeError):
+                return owners  # no dbstat, or the damage stops it too
+            if row is not None:
+                owners[page] = str(row[0])
+        return owners
 
     def schema(self) -> list[tuple[str, str, str, str | None]]:
         """(type, name, tbl_name, sql) of every schema object, by name."""
