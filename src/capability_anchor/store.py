@@ -792,10 +792,11 @@ class Store:
                 if found != ["ok"]:
                     rows += [f"table {name} or one of its indexes: {line}" for line in found]
             return rows or [f"stopped, and no table checked alone names the damage: {exc}"]
-        # The first line of a report with problems names the database, not a problem.
-        return (
-            [] if rows == ["ok"] else [r.removeprefix("*** in database main ***\n") for r in rows]
-        )
+        if rows == ["ok"]:
+            return []
+        # One problem a line; the first line of such a report names the database only.
+        lines = [line for row in rows for line in row.splitlines()]
+        return [line for line in lines if line != "*** in database main ***"]
 
     def page_owners(self, pages: Iterable[int]) -> dict[int, str]:
         """Which table or index each page belongs to (`dbstat`), for naming damage that
