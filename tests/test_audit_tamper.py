@@ -25,6 +25,7 @@ from capability_anchor.keys import KeySet, SigningKey, load_key_file
 from capability_anchor.leaf import leaf_bytes
 from capability_anchor.log import KEY_FILE
 from capability_anchor.merkle import hash_leaf
+from capability_anchor.store import DB_NAME
 from logkit import DAY1, DAY2, DAY3, DAY4, DAY5, DAYS, History, build_history, raw, record, run_cli
 
 FAKE = hashlib.sha256(b"forged").hexdigest()
@@ -311,6 +312,101 @@ def tile_stray_inserted(data: Path) -> None:
     )
 
 
+# --- the database file and its schema: SQLite's own structures -----------------------------------
+
+
+def _db(data: Path) -> Path:
+    db = data / DB_NAME
+    assert not db.with_name(DB_NAME + "-wal").exists()  # the history was closed: one file
+    return db
+
+
+def _page_size(db: Path) -> int:
+    return int.from_bytes(db.read_bytes()[16:18], "big")
+
+
+def _page_holding(db: Path, needle: bytes, page_type: int) -> tuple[int, int]:
+    """(offset of `needle`, its page number from 0) on a b-tree page of `page_type`
+    (0x0a index leaf, 0x0d table leaf)."""
+    content, size = db.read_bytes(), _page_size(db)
+    at = content.find(needle)
+    while at >= 0:
+        page = at // size
+        if content[page * size + (100 if page == 0 else 0)] == page_type:
+            return at, page
+        at = content.find(needle, at + 1)
+    raise AssertionError(f"{needle.hex()} is on no page of type {page_type:#x}")
+
+
+def _leaf_hash(data: Path, day: str, index: int) -> bytes:
+    query = "SELECT leaf_hash FROM entries WHERE day = ? AND leaf_index = ?"
+    ((h,),) = sql(data, query, (day, index))
+    return bytes(h)
+
+
+def dedupe_index_bit_flipped(data: Path) -> None:
+    """The issue's case: one bit of a leaf hash inside the entries_by_hash index. The table
+    row is intact, so the re-derivation of the tree passes; dedupe and --leaf-hash do not."""
+    db = _db(data)
+    at, _ = _page_holding(db, _leaf_hash(data, DAY3, 100), 0x0A)
+    content = db.read_bytes()
+    db.write_bytes(content[:at] + bytes([content[at] ^ 0x04]) + content[at + 1 :])
+
+
+def entries_page_zeroed(data: Path) -> None:
+    db = _db(data)
+    _, page = _page_holding(db, _leaf_hash(data, DAY3, 100), 0x0D)
+    size, content = _page_size(db), db.read_bytes()
+    db.write_bytes(content[: page * size] + bytes(size) + content[(page + 1) * size :])
+
+
+def file_truncated(data: Path) -> None:
+    db = _db(data)
+    db.write_bytes(db.read_bytes()[: 3 * _page_size(db) + 100])
+
+
+def file_not_a_database(data: Path) -> None:
+    _db(data).write_bytes(b"not a database\n" * 512)
+
+
+def schema_version_zeroed(data: Path) -> None:
+    sql(data, "PRAGMA user_version = 0")
+
+
+def trigger_changed(data: Path) -> None:
+    """Same name, a guard that never fires: only the trigger's SQL tells."""
+    drop(data, "heads_same_root")
+    sql(
+        data,
+        "CREATE TRIGGER heads_same_root BEFORE INSERT ON heads WHEN 0 "
+        "BEGIN SELECT RAISE(ABORT, 'append-only: another head of this size has another root'); END",
+    )
+
+
+def objects_added(data: Path) -> None:
+    sql(data, "CREATE INDEX entries_by_time ON entries (accepted_at)")
+    sql(data, "CREATE TABLE notes (x TEXT)")
+
+
+def head_kid_changed(data: Path) -> None:
+    drop(data, "heads_no_update")
+    sql(data, "UPDATE heads SET kid = 'another-kid' WHERE day = ? AND sealed = 1", (DAY3,))
+
+
+def entry_accepted_on_another_day(data: Path) -> None:
+    drop(data, "entries_no_update")
+    sql(
+        data,
+        "UPDATE entries SET accepted_at = accepted_at + 86400 WHERE day = ? AND leaf_index = 3",
+        (DAY1,),
+    )
+
+
+def head_kid_not_utf8(data: Path) -> None:
+    drop(data, "heads_no_update")
+    sql(data, "UPDATE heads SET kid = CAST(X'6b69ff' AS TEXT) WHERE day = ?", (DAY2,))
+
+
 STORE_CASES = [
     pytest.param(
         entry_claims_byte_flipped,
@@ -463,6 +559,79 @@ STORE_CASES = [
         tile_stray_inserted,
         [f"day {DAY1}: stored tile 0/0 width 4 belongs to no published tree"],
         id="tile_stray_inserted",
+    ),
+    pytest.param(
+        dedupe_index_bit_flipped,
+        [
+            "integrity_check: row",
+            "missing from index entries_by_hash",
+            "index entries_by_hash: 1 row(s) of entries are not found through it",
+        ],
+        id="dedupe_index_bit_flipped",
+    ),
+    pytest.param(
+        entries_page_zeroed,
+        ["integrity_check: table entries or one of its indexes: database disk image is malformed"],
+        id="entries_page_zeroed",
+    ),
+    pytest.param(
+        file_truncated,
+        ["the database cannot be read", "database disk image is malformed"],
+        id="file_truncated",
+    ),
+    pytest.param(
+        file_not_a_database,
+        ["the database cannot be read", "file is not a database"],
+        id="file_not_a_database",
+    ),
+    pytest.param(
+        schema_version_zeroed,
+        ["schema version 0: not a capability-anchor log"],
+        id="schema_version_zeroed",
+    ),
+    pytest.param(
+        lambda data: drop(data, "entries_no_update", "stamps_no_delete"),
+        [
+            "schema: trigger entries_no_update is missing (schema version 2)",
+            "schema: trigger stamps_no_delete is missing (schema version 2)",
+        ],
+        id="append_only_triggers_dropped",
+    ),
+    pytest.param(
+        trigger_changed,
+        ["schema: trigger heads_same_root differs from its definition in schema version 2"],
+        id="append_only_trigger_defused",
+    ),
+    pytest.param(
+        lambda data: sql(data, "DROP INDEX entries_by_hash"),
+        ["schema: index entries_by_hash is missing (schema version 2)"],
+        id="dedupe_index_dropped",
+    ),
+    pytest.param(
+        objects_added,
+        [
+            "schema: index entries_by_time on entries is not part of schema version 2",
+            "schema: table notes on notes is not part of schema version 2",
+        ],
+        id="schema_objects_added",
+    ),
+    pytest.param(
+        head_kid_changed,
+        [f"head {DAY3} size 320 sealed: the kid column says 'another-kid', its JWS header"],
+        id="head_kid_column_changed",
+    ),
+    pytest.param(
+        entry_accepted_on_another_day,
+        [f"day {DAY1}: entry 3: accepted_at", f"is not a time on {DAY1}"],
+        id="entry_accepted_at_on_another_day",
+    ),
+    pytest.param(
+        head_kid_not_utf8,
+        [
+            f"head {DAY2} size 0 sealed: the kid column says 'ki\\\\xff'",
+            "1 text value(s) in the database are not UTF-8, e.g. b'ki\\xff'",
+        ],
+        id="head_kid_column_not_utf8",
     ),
 ]
 
@@ -847,7 +1016,15 @@ def test_newest_sealed_head_deleted_from_the_store_is_caught_by_the_folder(
 
 def test_clean_data_dir(results: Results) -> None:
     report = assert_clean(results["clean", "data"])
-    assert report["checked"] == {"entries": 325, "heads": 9, "days": 4, "tiles": 1}
+    assert report["checked"] == {
+        "entries": 325,
+        "heads": 9,
+        "days": 4,
+        "tiles": 1,
+        "integrity_check": 1,
+        "schema_objects": 44,
+        "indexes_rederived": 1,
+    }
 
 
 def test_clean_folder_alone(results: Results) -> None:

@@ -1,6 +1,9 @@
 """`audit`: re-derive everything the log has published and say what does not match.
 
-Data dir (numbered as the report lists them):
+Data dir (numbered as the report lists them; 0 and 5-7 are in `auditdb`, which opens the
+database read-only and reads everything, these included, in one snapshot):
+ 0. the file: `PRAGMA integrity_check` first, each failure naming its table or index; a file
+    SQLite cannot read (not a database, a zeroed or truncated page) is a finding, exit 1;
  1. every entry: indices contiguous from 0, leaf hash = SHA-256(0x00 || stored leaf bytes);
  2. every tile: full tiles and their roots, and the partial tiles of each head's size,
     recomputed from the entries;
@@ -8,7 +11,13 @@ Data dir (numbered as the report lists them):
     log's keys, its claims equal to what is stored beside it, its `iss` the log's;
  4. the chain: every day from the first to the last sealed one is sealed, each `prev` is the
     digest of the previous day's sealed claims, the first day's is null, and a sealed day
-    holds exactly as many entries as its head says.
+    holds exactly as many entries as its head says;
+ 5. the schema: `sqlite_master` (tables, indexes, triggers, their SQL) equals what the
+    migrations up to the stored schema version create;
+ 6. the indexes: each re-derived from its table (the dedupe index among them), the
+    `/record` index also searched by key;
+ 7. the columns no signature covers: `heads.kid`, `entries.accepted_at`, and the stamps'
+    TSA names, tokens (one per row, carried certificates signed) and `added`.
 Folder (`--roots DIR`): each `<day>.json` against its own JWS and against `<day>.jws`, the
 chain of days and `prev` links, `index.json`, `keys.json`, saved unsealed heads; with a data
 dir too, every file byte for byte against the log.

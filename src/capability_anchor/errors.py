@@ -205,7 +205,8 @@ class StoreIOError(StoreError):
 
 
 class StoreCorrupt(StoreError):
-    """SQLite found the database file damaged (or not a database)."""
+    """SQLite says the database file is damaged or is not a database at all (a zeroed page,
+    a truncated file, a flipped bit in a b-tree). For the audit this is a finding (exit 1)."""
 
     note = "the log's database is damaged; an operator must restore it"
 

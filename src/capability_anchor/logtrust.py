@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import trust
+from . import strictjson, trust
+from .encoding import b64url_decode
 from .errors import CapabilityAnchorError, KeyFileError, StartupCheckFailed
 from .files import fsync_dir
 from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
@@ -87,8 +88,9 @@ def settings_problems(log: Log) -> list[str]:
 def sign_settings(log: Log, key: SigningKey, reason: str) -> None:
     """Store a settings statement of the current meta signed by `key` (inside a write)."""
     meta = log.store.meta()
-    token = trust.sign_settings(meta, key, reason=reason, iat=int(log.clock()))
-    log.store.add_settings(key.kid, token, int(log.clock()))
+    now = int(log.clock())  # one reading: the row's `added` is the statement's `iat`
+    token = trust.sign_settings(meta, key, reason=reason, iat=now)
+    log.store.add_settings(key.kid, token, now)
 
 
 def check_settings(log: Log) -> None:
@@ -242,6 +244,31 @@ def trust_problems(log: Log) -> list[str]:
         if kid not in listed:
             problems.append(f"keys table: trusted key {kid} is not listed")
     problems += settings_problems(log)
+    problems += _added_problems(log)
+    return problems
+
+
+def _added_problems(log: Log) -> list[str]:
+    """Beside each settings statement and rotation record the store keeps `added`, which
+    nothing else vouches for; it is written from the same clock reading as the `iat` signed
+    inside, so it must equal it."""
+    problems: list[str] = []
+    added = log.store.added_times()
+    signed = {
+        "settings": [(i, token) for i, _, token in log.store.settings_statements()],
+        "key_records": [(i, token) for i, _, _, token in log.store.key_records()],
+    }
+    for table, rows in signed.items():
+        for number, token in rows:
+            try:
+                iat = strictjson.loads(b64url_decode(token.split(".")[1]))["iat"]
+            except (IndexError, KeyError, TypeError, ValueError, CapabilityAnchorError):
+                continue  # an unreadable token is reported by the checks of its own
+            if added[table].get(number) != iat:
+                problems.append(
+                    f"{table} #{number}: stored as added at {added[table].get(number)}, "
+                    f"signed at iat {iat}"
+                )
     return problems
 
 

@@ -106,7 +106,7 @@ class TsaConfig:
 
         try:
             return x509.load_pem_x509_certificates(self.ca_pem.encode("ascii"))
-        except (ValueError, UnicodeEncodeError):
+        except (ValueError, UnicodeEncodeError, x509.InvalidVersion):
             raise UsageError("the TSA CA certificates are not readable PEM") from None
 
 

@@ -249,12 +249,16 @@ class Store:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        # A read-only opening (the audit) has one connection, for reads on its one thread.
+        self._only: sqlite3.Connection | None = None
         self._checkpointer: tuple[threading.Event, threading.Thread] | None = None
 
     @property
     def _conn(self) -> sqlite3.Connection:
         """The connection this thread may use now: the writer inside `write()`, else its own
         reader."""
+        if self._only is not None:
+            return self._only
         local = self._local
         if getattr(local, "writing", False):
             return self._writer
@@ -526,7 +530,11 @@ class Store:
 
     def _checked_conn(self) -> sqlite3.Connection:
         conn = self._conn
-        if conn is self._writer and not conn.in_transaction and self._local.writing:
+        if (
+            conn is self._writer
+            and not conn.in_transaction
+            and getattr(self._local, "writing", False)
+        ):
             # SQLite ended the transaction on its own (disk full, I/O error): a statement run
             # now would commit by itself, outside the batch it belongs to.
             raise StoreError("SQLite rolled the write transaction back")
@@ -844,6 +852,281 @@ class Store:
             for i, k, j in self._exec("SELECT id, kid, jws FROM settings ORDER BY id")
         ]
 
+    def added_times(self) -> dict[str, dict[int, int]]:
+        """`added` of every settings statement and rotation record, by table and id."""
+        return {
+            table: {int(i): int(a) for i, a in self._exec(f"SELECT id, added FROM {table}")}
+            for table in ("settings", "key_records")
+        }
+
+    # --- the audit: read-only opening, one snapshot, SQLite's structures ----------------------
+    # (engineer "audit": everything below serves `capability_anchor.auditdb`; nothing here
+    # writes, and nothing else calls it.)
+
+    @classmethod
+    def open_readonly(cls, data_dir: Path, scratch: Path) -> Store:
+        """Open the log for reading only, never creating or changing a file in `data_dir`.
+
+        - a `-shm` exists (a process has the log open, or a copy kept it): `mode=ro` shares
+          its lock table, so the snapshot is one the writers respect;
+        - no `-shm` and no WAL frames (no process has the log open): `immutable=1`, which
+          reads the main file alone and needs no lock file;
+        - WAL frames but no `-shm` (a copy without it, in a folder we cannot write):
+          `immutable=1` would silently skip the frames, so the database and its WAL are
+          copied into `scratch` (a private temporary folder) and read there.
+        """
+        path = data_dir / DB_NAME
+        if not path.exists():
+            raise StoreError(f"no log at {path} (run `capability-anchor init` first)")
+        wal = path.with_name(DB_NAME + "-wal")
+        shm = path.with_name(DB_NAME + "-shm")
+        wal_size = wal.stat().st_size if wal.exists() else 0
+        immutable: tuple[int, int, int] | None = None
+        if shm.exists():
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+        elif wal_size == 0:
+            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+            st = path.stat()
+            immutable = (st.st_ino, st.st_size, st.st_mtime_ns)
+        else:
+            import shutil
+
+            copy = scratch / DB_NAME
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy.with_name(DB_NAME + "-wal"))
+            uri = f"{copy.resolve().as_uri()}?mode=ro"
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+            )
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{path} has schema version {version}; this program knows up to "
+                    f"{SCHEMA_VERSION} (upgrade capability-anchor)"
+                )
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            if conn is not None:
+                conn.close()
+            raise _read_error(path, exc) from None
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        store = cls(path, conn)
+        store._only = conn
+        store._immutable = immutable
+        # SQLite hands back a TEXT value's bytes as stored; one that is not UTF-8 (a flipped
+        # bit) would raise in the middle of any read. It is read with its bad bytes escaped
+        # (so it equals nothing it should) and counted for the audit.
+        bad = store._invalid_text = []
+
+        def text(raw: bytes) -> str:
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append(raw[:80])
+                return raw.decode("utf-8", "backslashreplace")
+
+        conn.text_factory = text
+        return store
+
+    def _raw(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+        """A statement on the read-only connection with SQLite's own errors: the audit reads
+        damage as findings, so it wants them as SQLite reports them (`_read_error`)."""
+        return self._conn.execute(sql, params)
+
+    _invalid_text: list[bytes]
+    _immutable: tuple[int, int, int] | None = None
+
+    def check_unchanged(self) -> None:
+        """After reading a file opened as immutable (nothing had the log open): a process
+        that opened it meanwhile may have checkpointed into it under our reads, and then
+        nothing read can be trusted to be one moment of the log."""
+        if self._immutable is None:
+            return
+        st = self.path.stat()
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != self._immutable:
+            raise StoreError(
+                f"{self.path} changed while it was read as a file nothing had open (a process "
+                "opened the log during the audit): run the audit again"
+            )
+
+    def invalid_text(self) -> list[bytes]:
+        """TEXT values read so far that were not UTF-8 (only on a read-only opening)."""
+        return list(getattr(self, "_invalid_text", ()))
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction around everything inside (a WAL snapshot: concurrent commits
+        are invisible to it), with every SQLite error raised inside as a StoreError
+        (StoreCorrupt when SQLite says the file is damaged)."""
+        try:
+            self._conn.execute("BEGIN")
+            # A deferred BEGIN takes its snapshot at the first read: take it now.
+            self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise _read_error(self.path, exc) from None
+        try:
+            yield
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            # UnicodeDecodeError: Python cannot even decode SQLite's message (it quotes a
+            # damaged name from the schema).
+            raise _read_error(self.path, exc) from None
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def user_version(self) -> int:
+        return int(self._raw("PRAGMA user_version").fetchone()[0])
+
+    def integrity_problems(self) -> list[str]:
+        """`PRAGMA integrity_check`: every b-tree, every index against its table, free pages,
+        NOT NULL and CHECK constraints. Empty when SQLite finds nothing wrong."""
+        try:
+            rows = [str(r[0]) for r in self._raw("PRAGMA integrity_check(1000)")]
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            # Some damage (a zeroed page) stops the whole check at once: then each table is
+            # checked with its indexes on its own, so the report still names where it is.
+            if not isinstance(_read_error(self.path, exc), StoreCorrupt):
+                raise
+            rows = []
+            tables = self._raw("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            for (name,) in tables:
+                try:
+                    found = [
+                        str(r[0]) for r in self._raw(f"PRAGMA integrity_check({_quoted(name)})")
+                    ]
+                except (sqlite3.DatabaseError, UnicodeDecodeError) as inner:
+                    found = [str(inner)]
+                if found != ["ok"]:
+                    rows += [f"table {name} or one of its indexes: {line}" for line in found]
+            return rows or [f"stopped, and no table checked alone names the damage: {exc}"]
+        if rows == ["ok"]:
+            return []
+        # One problem a line; the first line of such a report names the database only.
+        lines = [line for row in rows for line in row.splitlines()]
+        return [line for line in lines if line != "*** in database main ***"]
+
+    def page_owners(self, pages: Iterable[int]) -> dict[int, str]:
+        """Which table or index each page belongs to (`dbstat`), for naming damage that
+        integrity_check reports by page; empty where that cannot be read."""
+        owners: dict[int, str] = {}
+        for page in pages:
+            try:
+                row = self._raw("SELECT name FROM dbstat WHERE pageno = ?", (page,)).fetchone()
+            except (sqlite3.Error, UnicodeDecodeError):
+                return owners  # no dbstat, or the damage stops it too
+            if row is not None:
+                owners[page] = str(row[0])
+        return owners
+
+    def schema(self) -> list[tuple[str, str, str, str | None]]:
+        """(type, name, tbl_name, sql) of every schema object, by name."""
+        return [
+            (str(t), str(n), str(tb), None if s is None else str(s))
+            for t, n, tb, s in self._raw(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+            )
+        ]
+
+    @staticmethod
+    def expected_schema(version: int) -> list[tuple[str, str, str, str | None]]:
+        """What `schema()` must return at schema `version`: the migrations up to it, applied
+        to an empty in-memory database (a migration added later is covered by itself)."""
+        if not 0 <= version <= SCHEMA_VERSION:
+            raise StoreError(f"no schema version {version}")
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            for n in range(version):
+                for statement in _split_sql(_MIGRATIONS[n]):
+                    conn.execute(statement)
+            store = Store(Path(":memory:"), conn)
+            store._only = conn
+            return store.schema()
+        finally:
+            conn.close()
+
+    def index_mismatches(self) -> list[str]:
+        """Every index of a rowid table re-derived from its table: each row (read by a table
+        scan, NOT INDEXED) must be found through the index (INDEXED BY) with the same
+        columns and rowid, and the index must hold no more entries than the table has rows.
+        A WITHOUT ROWID table is its primary key's b-tree: every row a scan finds must also
+        be found by a seek on that key (what `/record` lookups do)."""
+        problems: list[str] = []
+        for name, table in self._raw(
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY name"
+        ).fetchall():
+            columns = [str(r[2]) for r in self._raw(f"PRAGMA index_info({_quoted(name)})")]
+            if not columns or any(c == "None" for c in columns):
+                continue  # an expression index: none in the schema, flagged there if added
+            t, i = _quoted(table), _quoted(name)
+            same = " AND ".join(f"i.{_quoted(c)} IS t.{_quoted(c)}" for c in columns)
+            missing_sql = (
+                f"SELECT count(*) FROM {t} AS t NOT INDEXED WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {t} AS i INDEXED BY {i} WHERE {same} AND i.rowid = t.rowid)"
+            )
+            # count(*) would be answered from whichever b-tree is smallest, whatever INDEXED
+            # BY says; counting a column read from the index makes SQLite walk this one.
+            entries_sql = (
+                f"SELECT count(i.{_quoted(columns[0])} IS NULL) FROM {t} AS i INDEXED BY {i}"
+            )
+            for query in (missing_sql, entries_sql):
+                plan = " ".join(str(r[-1]) for r in self._raw(f"EXPLAIN QUERY PLAN {query}"))
+                if f"INDEX {name}" not in plan:
+                    raise StoreError(f"SQLite will not read index {name} for the audit: {plan}")
+            (missing,) = self._raw(missing_sql).fetchone()
+            (rows,) = self._raw(f"SELECT count(*) FROM {t} NOT INDEXED").fetchone()
+            (entries,) = self._raw(entries_sql).fetchone()
+            if missing:
+                problems.append(
+                    f"index {name}: {missing} row(s) of {table} are not found through it"
+                )
+            if entries != rows:
+                problems.append(f"index {name} holds {entries} entries, {table} has {rows} rows")
+        for (table,) in self._raw(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%WITHOUT ROWID%'"
+        ).fetchall():
+            info = self._raw(f"PRAGMA table_info({_quoted(table)})").fetchall()
+            key = [
+                str(r[1]) for r in sorted((r for r in info if int(r[5]) > 0), key=lambda r: r[5])
+            ]
+            t = _quoted(table)
+            same = " AND ".join(f"s.{_quoted(c)} = t.{_quoted(c)}" for c in key)
+            (missing,) = self._raw(
+                f"SELECT count(*) FROM {t} AS t WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {t} AS s WHERE {same})"
+            ).fetchone()
+            if missing:
+                problems.append(
+                    f"table {table}: {missing} row(s) found by a scan are not found by key"
+                )
+        return problems
+
+    def entries_accepted_off_day(self) -> list[tuple[str, int, int]]:
+        """(day, leaf_index, accepted_at) of every entry whose accepted_at is not a time on
+        its UTC day (`date(.., 'unixepoch')` is the day `log.utc_day` gives; NULL, so
+        reported, for a time SQLite cannot date)."""
+        return [
+            (str(d), int(i), int(a))
+            for d, i, a in self._raw(
+                "SELECT day, leaf_index, accepted_at FROM entries "
+                "WHERE date(accepted_at, 'unixepoch') IS NOT day ORDER BY day, leaf_index"
+            )
+        ]
+
+    def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
+        """(day, tsa, token, added) of every stamp, in the order they were stored."""
+        return [
+            (str(d), str(t), bytes(tok), int(a))
+            for d, t, tok, a in self._raw(
+                "SELECT day, tsa, token, added FROM stamps ORDER BY rowid"
+            )
+        ]
+
 
 def store_error(exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
     """The project's error for a SQLite one, by SQLite's own error name, so that disk full,
@@ -869,6 +1152,21 @@ def _integrity(exc: sqlite3.IntegrityError) -> CapabilityAnchorError:
     if "append-only" in message:
         return Conflict(message)
     return StoreError(f"the store refused a write: {message}")
+
+
+def _quoted(name: object) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _read_error(path: Path, exc: sqlite3.Error | UnicodeDecodeError) -> StoreError:
+    """A reading failure as the project's error: StoreCorrupt when SQLite says the file is
+    not a database or is damaged (an audit finding), StoreError otherwise (I/O, locks)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return StoreCorrupt(f"{path} is damaged: SQLite reports text that is not UTF-8")
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in str(exc):
+        return StoreCorrupt(f"{path} is damaged: {exc}")
+    return StoreError(f"cannot read the log at {path}: {exc}")
 
 
 def _split_sql(script: str) -> list[str]:

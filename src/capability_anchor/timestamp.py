@@ -300,6 +300,13 @@ def verify_reply(
     if nonce is not None and nonce < 0:
         raise UsageError("a nonce is a non-negative integer")
     token, response = _decode(reply)
+    # Names that do not parse fail here, not in a panic of rfc3161-client's Rust part.
+    carried_certificates(reply)
+    try:
+        for ca in cas:
+            _ = ca.subject, ca.issuer
+    except ValueError as e:
+        raise TimestampError(f"a trusted TSA CA certificate is not valid: {e}") from None
 
     from rfc3161_client import VerifierBuilder
 
@@ -307,6 +314,14 @@ def verify_reply(
         VerifierBuilder(roots=list(cas), nonce=nonce).build().verify(response, digest)
     except Exception as e:  # rfc3161_client.VerificationError, and ValueError from its parts
         raise TimestampError(_library_reason(str(e), response, digest, nonce)) from None
+    except BaseException as e:
+        # Its Rust part panics on some malformed certificates (e.g. a subject that is not
+        # UTF-8), and pyo3 raises a panic as a BaseException: that is a bad reply too.
+        if type(e).__name__ != "PanicException":
+            raise
+        raise TimestampError(
+            "rfc3161-client cannot parse a certificate the reply carries"
+        ) from None
     signer = _check_signer_eku(response)
     _check_ess_binding(token, signer)
     at = _gen_time(token)
@@ -359,13 +374,30 @@ def read_reply(reply: bytes) -> Parsed:
     token, response = _decode(reply)
     try:
         certs = [x509.load_der_x509_certificate(c) for c in response.signed_data.certificates]
+        # Names are parsed when first read: a damaged one raises here, not in a caller.
+        self_signed = tuple(c for c in certs if c.issuer == c.subject)
     except Exception as e:  # as in _decode
         raise TimestampError(f"the reply is not a valid TimeStampResp: {e}") from None
     return Parsed(
         digest=bytes(response.tst_info.message_imprint.message),
         gen_time=_rfc3339(_gen_time(token)),
-        self_signed=tuple(c for c in certs if c.issuer == c.subject),
+        self_signed=self_signed,
     )
+
+
+def carried_certificates(reply: bytes) -> list[Certificate]:
+    """Every certificate a stored reply carries. They lie outside its signature: the audit
+    checks that each is signed by its issuer, so none can be changed unseen."""
+    from cryptography import x509
+
+    _, response = _decode(reply)
+    try:
+        certs = [x509.load_der_x509_certificate(c) for c in response.signed_data.certificates]
+        for cert in certs:
+            _ = cert.subject, cert.issuer  # parsed when first read: fail here, not in a caller
+        return certs
+    except Exception as e:  # as in _decode
+        raise TimestampError(f"the reply carries a certificate that is not valid: {e}") from None
 
 
 def stamp(

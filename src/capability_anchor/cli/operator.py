@@ -357,7 +357,10 @@ def cmd_rotate_key(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ..audit import AuditReport, audit_folder, audit_store
+    import tempfile
+
+    from ..audit import AuditReport, audit_folder
+    from ..auditdb import audit_data_dir
     from ..keys import KeySet
     from ..progress import StderrProgress
     from ..store import Store
@@ -365,7 +368,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     progress = StderrProgress()
     data = _data_dir(args.data)
     report = AuditReport()
-    log = None
     # For the data dir --keys adds trust (heads signed by earlier keys; the store's own keys
     # table never does); for a folder it replaces the folder's keys.json.
     keys = KeySet.from_json(Path(args.keys).read_bytes()) if args.keys else None
@@ -374,20 +376,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
         from ..stamping import trusted_cas
 
         tsa_ca = trusted_cas(args.tsa_ca)
+    roots = None if args.roots is None else Path(args.roots)
+    if roots is not None and not roots.is_dir():
+        raise OSError(f"--roots {args.roots} is not a folder")
     if Store.exists(data):
-        log = _open(args)
-        report = audit_store(log, progress, keys, tsa_ca)
-    elif args.roots is None:
+        # The data dir is only read; a copy the read-only opening may need goes here.
+        with tempfile.TemporaryDirectory(prefix="capability-anchor-audit-") as scratch:
+            report = audit_data_dir(
+                data, Path(scratch), keys=keys, tsa_ca=tsa_ca, roots=roots, progress=progress
+            )
+    elif roots is None:
         raise OSError(f"no log at {data} and no --roots folder to audit")
-    if args.roots is not None:
-        if not Path(args.roots).is_dir():
-            raise OSError(f"--roots {args.roots} is not a folder")
-        folder = audit_folder(Path(args.roots), keys, log, progress, tsa_ca or ())
+    else:
+        folder = audit_folder(roots, keys, None, progress, tsa_ca or ())
         report.problems += folder.problems
         for k, v in folder.checked.items():
             report.count(f"roots_{k}", v)
-    if log is not None:
-        log.close()
     progress.close()
     for problem in report.problems:
         print(f"{PROG}: audit: {problem}", file=sys.stderr)

@@ -1,0 +1,331 @@
+"""The data-dir audit as a whole: the database is opened read-only, everything is read in one
+snapshot, and SQLite's own structures and the unsigned columns are checked before and beside
+the re-derivation of `audit.audit_store` (the numbers are those of `audit`'s list):
+
+ 0. the file: `PRAGMA integrity_check` (every b-tree, every index against its table, free
+    pages, NOT NULL, CHECK and STRICT types), each failure naming its table or index; a file
+    SQLite cannot read at all (not a database, a zeroed or truncated page) is a finding;
+ 5. the schema: the schema version is a known one, and `sqlite_master` (every table, index
+    and trigger, with its SQL) equals what the migrations up to that version create: a
+    dropped, changed or added object is named;
+ 6. the indexes: each one re-derived from its table (the dedupe index `entries_by_hash`
+    among them), and the `/record` index's key b-tree searched for every row a scan finds;
+ 7. the unsigned columns: `heads.kid` is the kid of the head's JWS header; each entry's
+    `accepted_at` falls on its day; each stamp's `tsa` is an http(s) URL, one of the
+    stored config's TSAs when it lists any, no token is stored twice, `stamps.added` is
+    after the end of the stamped day, and every certificate a token carries (outside its
+    signature) is a trusted CA or signed by one at hand.
+
+    with tempfile.TemporaryDirectory() as scratch:
+        report = audit_data_dir(Path("data"), Path(scratch), roots=Path("public"))
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from . import head as heads
+from .audit import AuditReport, audit_folder, audit_store
+from .encoding import b64url_decode, parse_day
+from .errors import CapabilityAnchorError, StoreCorrupt, StoreError, TimestampError
+from .keys import KeySet, SigningKey, load_key_file
+from .log import KEY_FILE, Log
+from .progress import Progress, silent
+from .stamping import TsaConfig
+from .store import SCHEMA_VERSION, HeadRow, Store
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Certificate
+
+
+def audit_data_dir(
+    data_dir: Path,
+    scratch: Path,
+    *,
+    keys: KeySet | None = None,
+    tsa_ca: Sequence[Certificate] | None = None,
+    roots: Path | None = None,
+    progress: Progress = silent,
+) -> AuditReport:
+    """Audit a data dir (and `roots`, cross-checked against it) without writing to it.
+    `scratch` is a private folder the read-only opening may copy the database into (see
+    `Store.open_readonly`). Damage is reported, not raised; I/O errors and a key file that
+    cannot be read raise as elsewhere (exit 2)."""
+    report = AuditReport()
+    try:
+        store = Store.open_readonly(data_dir, scratch)
+    except StoreCorrupt as exc:
+        report.problems.append(f"the database cannot be read: {exc}")
+        return report
+    try:
+        key = load_key_file(data_dir / KEY_FILE)
+        with store.snapshot():
+            damaged, version = _check_structure(report, store)
+            if version != 0:
+
+                def run() -> None:
+                    _audit_log(report, store, key, keys, tsa_ca, roots, progress)
+
+                _guarded(report, damaged, run)
+            store.check_unchanged()
+            bad = sorted(set(store.invalid_text()))
+            if bad:
+                report.problems.append(
+                    f"{len(bad)} text value(s) in the database are not UTF-8, e.g. {bad[0]!r}"
+                )
+    except StoreCorrupt as exc:
+        if report.problems:
+            report.problems.append(f"the audit stopped on the damage: {exc}")
+        else:
+            report.problems.append(f"the database cannot be read: {exc}")
+    finally:
+        store.close()
+    return report
+
+
+def _guarded(report: AuditReport, damaged: bool, run: Callable[[], None]) -> None:
+    """Run the logical audit. Once the file is known to be damaged, or its schema is not
+    the one its version defines, any value or query may fail, so whatever then stops the
+    audit is reported, not raised: the verdict stands either way."""
+    try:
+        run()
+    except StoreCorrupt as exc:
+        report.problems.append(f"the database cannot be read further: {exc}")
+    except StoreError as exc:
+        if not damaged:
+            raise  # I/O, locks: exit 2 as elsewhere
+        report.problems.append(f"the audit stopped on the damage: {exc}")
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"the audit stopped on what the store holds: {exc}")
+    except Exception as exc:  # only once the structure checks failed: see the docstring
+        if not damaged:
+            raise
+        report.problems.append(f"the audit stopped on a damaged value: {type(exc).__name__}: {exc}")
+
+
+def _audit_log(
+    report: AuditReport,
+    store: Store,
+    key: SigningKey,
+    keys: KeySet | None,
+    tsa_ca: Sequence[Certificate] | None,
+    roots: Path | None,
+    progress: Progress,
+) -> None:
+    try:
+        log = Log(store.path.parent, store, key, time.time)
+    except ValueError as exc:  # the stored config is not JSON
+        report.problems.append(f"meta: the stored config is not valid JSON: {exc}")
+        return
+    except StoreError as exc:  # no iss or first_day: nothing to audit the log against
+        report.problems.append(f"meta: {exc}")
+        return
+    try:
+        log.self_check()
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"start-up check: {exc}")
+    found = audit_store(log, progress, keys, tsa_ca)
+    report.problems += found.problems
+    for what, n in found.checked.items():
+        report.count(what, n)
+    _check_head_kids(report, store.all_heads())
+    _check_accepted_at(report, store)
+    _check_stamp_rows(report, store, log.config)
+    cas = tsa_ca  # as audit_store: --tsa-ca, else the CAs stored by init
+    if cas is None:
+        cas = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
+    _check_carried_certificates(report, store, cas)
+    if roots is not None:
+        folder = audit_folder(roots, keys, log, progress, tsa_ca or ())
+        report.problems += folder.problems
+        for what, n in folder.checked.items():
+            report.count(f"roots_{what}", n)
+
+
+# --- 0, 5, 6: the file, the schema, the indexes --------------------------------------------------
+
+_TREE = re.compile(r"\b(?:Tree|tree|root) (\d+)\b")
+_PAGE = re.compile(r"\bpage (\d+)\b")
+
+
+def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
+    """Items 0, 5 and 6: whether they found the file damaged (integrity_check, the schema,
+    the indexes), and the schema version (0: not a log, nothing more to audit)."""
+    problems = store.integrity_problems()
+    if problems:
+        trees = _tree_names(store)
+        pages = store.page_owners(
+            sorted({int(n) for line in problems for n in _PAGE.findall(line)})[:50]
+        )
+        for line in problems:
+            report.problems.append(f"integrity_check: {_name_places(line, trees, pages)}")
+    report.count("integrity_check")
+    version = store.user_version()
+    if version == 0:
+        report.problems.append("schema version 0: not a capability-anchor log")
+        return True, version
+    _check_schema(report, store, version)
+    try:
+        report.problems += store.index_mismatches()
+    except StoreCorrupt:
+        raise
+    except StoreError as exc:  # e.g. a column renamed in the damaged schema's text
+        if not report.problems:
+            raise
+        report.problems.append(f"the index checks stopped on the damage: {exc}")
+    report.count("indexes_rederived")
+    return bool(report.problems), version
+
+
+def _tree_names(store: Store) -> dict[int, str]:
+    try:
+        rows = store.execute_raw("SELECT rootpage, type, name FROM sqlite_master")
+    except (StoreError, ValueError):
+        return {}
+    return {int(str(r)): str(n) for r, t, n in rows if str(r).isdigit()}
+
+
+def _name_places(line: str, trees: dict[int, str], pages: dict[int, str]) -> str:
+    """integrity_check names b-trees by root page ("Tree 4 page 9 ...") and damage by page
+    ("Multiple uses for byte 3795 of page 34"): add whose they are."""
+    found = [trees[int(m)] for m in _TREE.findall(line) if int(m) in trees]
+    found += [pages[int(m)] for m in _PAGE.findall(line) if int(m) in pages]
+    return f"{line} (in {', '.join(dict.fromkeys(found))})" if found else line
+
+
+def _check_schema(report: AuditReport, store: Store, version: int) -> None:
+    want = {row[1]: row for row in Store.expected_schema(version)}
+    got = {row[1]: row for row in store.schema()}
+    for name in sorted(set(want) | set(got)):
+        w, g = want.get(name), got.get(name)
+        if g is None and w is not None:
+            report.problems.append(f"schema: {w[0]} {name} is missing (schema version {version})")
+        elif w is None and g is not None:
+            report.problems.append(
+                f"schema: {g[0]} {name} on {g[2]} is not part of schema version {version}"
+            )
+        elif w != g and g is not None:
+            report.problems.append(
+                f"schema: {g[0]} {name} differs from its definition in schema version {version}"
+            )
+    report.count("schema_objects", len(got))
+    if version != SCHEMA_VERSION:
+        report.problems.append(
+            f"schema version {version}: this program creates and audits version {SCHEMA_VERSION}"
+        )
+
+
+# --- 7: the columns no signature covers ------------------------------------------------------
+
+
+def _jws_kid(row: HeadRow) -> str | None:
+    try:
+        header = json.loads(b64url_decode(heads.parse_document(row.doc).jws.split(".")[0]))
+    except (CapabilityAnchorError, ValueError):
+        return None  # an unreadable head is reported by the head checks
+    kid = header.get("kid") if isinstance(header, dict) else None
+    return kid if isinstance(kid, str) else None
+
+
+def _check_head_kids(report: AuditReport, rows: Sequence[HeadRow]) -> None:
+    for row in rows:
+        kid = _jws_kid(row)
+        if kid is not None and kid != row.kid:
+            state = "sealed" if row.sealed else "unsealed"
+            report.problems.append(
+                f"head {row.day} size {row.tree_size} {state}: the kid column says {row.kid!r}, "
+                f"its JWS header {kid!r}"
+            )
+
+
+def _check_accepted_at(report: AuditReport, store: Store) -> None:
+    """An entry's day is the UTC day of the moment it was accepted (`Log.append_prepared`
+    takes both from one clock reading). Not checked: order within a day, since writers in
+    several processes read the clock before they queue for the write lock."""
+    for day, index, at in store.entries_accepted_off_day():
+        report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
+
+
+def _check_stamp_rows(report: AuditReport, store: Store, config: Mapping[str, Any]) -> None:
+    listed = config.get("tsa")
+    stored_tsas = {str(u) for u in listed} if isinstance(listed, list) else set()
+    by_token: dict[bytes, list[tuple[str, str]]] = {}
+    for day, tsa, token, added in store.stamp_rows():
+        where = f"day {day}: the stamp by {tsa}"
+        by_token.setdefault(token, []).append((day, tsa))
+        parts = urlsplit(tsa)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            report.problems.append(f"{where}: the TSA name is not an http(s) URL")
+        elif stored_tsas and tsa not in stored_tsas:
+            report.problems.append(
+                f"{where}: this TSA is not one of the stored config's {sorted(stored_tsas)}"
+            )
+        try:
+            end = dt.datetime.combine(
+                parse_day(day) + dt.timedelta(days=1), dt.time(), dt.UTC
+            ).timestamp()
+        except CapabilityAnchorError:
+            continue  # a stamp of no valid day has no sealed head: reported by the audit
+        if added < end:
+            report.problems.append(
+                f"{where} was stored at {added}, before its day ended (it stamps the sealed head)"
+            )
+    for names in by_token.values():
+        if len(names) > 1:
+            report.problems.append(
+                "one stamp token is stored "
+                f"{len(names)} times: {', '.join(f'{d} by {t}' for d, t in names)}"
+            )
+
+
+def _check_carried_certificates(
+    report: AuditReport, store: Store, cas: Sequence[Certificate]
+) -> None:
+    """A reply's certificates are outside its signature, and verification builds the chain
+    from the trusted CAs first: a changed copy of the CA inside the token would verify as
+    well as the original. So each certificate it carries must be one of the trusted CAs, or
+    be signed by a certificate at hand (carried or trusted). With no trusted CA at all, a
+    certificate whose issuer is not carried (a TSA that sends only its own) is left alone."""
+    from .timestamp import carried_certificates
+
+    for day, tsa, token, _ in store.stamp_rows():
+        try:
+            carried = carried_certificates(token)
+        except TimestampError:
+            continue  # an unreadable token is reported by the stamp checks
+        at_hand = [(c, _subject(c)) for c in (*carried, *cas)]
+        for cert in carried:
+            if cert in cas:
+                continue
+            issuers = [c for c, subject in at_hand if subject == cert.issuer]
+            if not issuers and not cas:
+                continue
+            if not any(_issued_by(cert, issuer) for issuer in issuers):
+                report.problems.append(
+                    f"day {day}: the stamp by {tsa} carries a certificate "
+                    f"({cert.subject.rfc4514_string()}) that no certificate at hand signed"
+                )
+
+
+def _subject(cert: Certificate) -> object:
+    try:
+        return cert.subject
+    except ValueError:  # a damaged name (parsed when first read) matches no issuer
+        return None
+
+
+def _issued_by(cert: Certificate, issuer: Certificate) -> bool:
+    from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+
+    try:
+        cert.verify_directly_issued_by(issuer)
+    except (ValueError, TypeError, InvalidSignature, UnsupportedAlgorithm):
+        return False
+    return True
