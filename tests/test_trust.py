@@ -597,6 +597,11 @@ def test_rotation_record_rules() -> None:
         (_claims_token(a, {k: v for k, v in good.items() if k != "iat"}), ClaimsError),
         (_claims_token(a, {**good, "jwk": a.public.jwk(), "kid": a.kid}), ClaimsError),
         (_claims_token(a, {**good, "v": "0.1"}), ClaimsError),
+        # A verifier may trust a key under another kid; a rotation record never endorses one.
+        (
+            _claims_token(a, {**good, "kid": "other", "jwk": {**b.public.jwk(), "kid": "other"}}),
+            ClaimsError,
+        ),
     ]
     for token, error in cases:
         with pytest.raises(error):
