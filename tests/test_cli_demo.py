@@ -16,8 +16,8 @@ from joserfc import jws as jose_jws
 from joserfc.jwk import OKPKey
 
 from capability_anchor import leaf, merkle
-from capability_anchor.cli.verify_proof import CHECKS
 from capability_anchor.keys import KeySet, SigningKey
+from capability_anchor.verify_checks import CHECKS
 
 BIN = Path(sys.executable).parent
 
@@ -106,7 +106,8 @@ def test_no_subcommand_is_a_usage_error() -> None:
 def test_verify_proof_lists_the_seven_checks_in_order() -> None:
     result = run("verify-proof", "--help")
     assert result.returncode == 0
-    positions = [result.stdout.index(name) for name, _ in CHECKS]
+    listed = result.stdout.split("checks, always all listed, in this order:")[1]
+    positions = [listed.index(f"{n}. {name}:") for n, (name, _) in enumerate(CHECKS, 1)]
     assert positions == sorted(positions)
     assert [name for name, _ in CHECKS] == [
         "record_signature",
