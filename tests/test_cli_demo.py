@@ -95,8 +95,12 @@ def test_demo_anchors_given_records_and_rejects_bad_lines(tmp_path: Path) -> Non
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"a":1,"a":2}\n')
     result = run("capability-anchor", "demo", "--data", str(tmp_path / "d"), "--records", str(bad))
-    assert result.returncode == 1
+    assert result.returncode == 2  # malformed JSON is exit 2 in every command
     assert "duplicate" in result.stderr
+    bad.write_text("[1, 2]\n")  # JSON, but not a record: refused, exit 1
+    result = run("capability-anchor", "demo", "--data", str(tmp_path / "d"), "--records", str(bad))
+    assert result.returncode == 1
+    assert "object" in result.stderr
 
 
 def test_no_subcommand_is_a_usage_error() -> None:
