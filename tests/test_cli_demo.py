@@ -16,8 +16,8 @@ from joserfc import jws as jose_jws
 from joserfc.jwk import OKPKey
 
 from capability_anchor import leaf, merkle
-from capability_anchor.cli.verify_proof import CHECKS
 from capability_anchor.keys import KeySet, SigningKey
+from capability_anchor.verify_checks import CHECKS
 
 BIN = Path(sys.executable).parent
 
@@ -95,8 +95,12 @@ def test_demo_anchors_given_records_and_rejects_bad_lines(tmp_path: Path) -> Non
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"a":1,"a":2}\n')
     result = run("capability-anchor", "demo", "--data", str(tmp_path / "d"), "--records", str(bad))
-    assert result.returncode == 1
+    assert result.returncode == 2  # malformed JSON is exit 2 in every command
     assert "duplicate" in result.stderr
+    bad.write_text("[1, 2]\n")  # JSON, but not a record: refused, exit 1
+    result = run("capability-anchor", "demo", "--data", str(tmp_path / "d"), "--records", str(bad))
+    assert result.returncode == 1
+    assert "object" in result.stderr
 
 
 def test_no_subcommand_is_a_usage_error() -> None:
@@ -106,7 +110,8 @@ def test_no_subcommand_is_a_usage_error() -> None:
 def test_verify_proof_lists_the_seven_checks_in_order() -> None:
     result = run("verify-proof", "--help")
     assert result.returncode == 0
-    positions = [result.stdout.index(name) for name, _ in CHECKS]
+    listed = result.stdout.split("checks, always all listed, in this order:")[1]
+    positions = [listed.index(f"{n}. {name}:") for n, (name, _) in enumerate(CHECKS, 1)]
     assert positions == sorted(positions)
     assert [name for name, _ in CHECKS] == [
         "record_signature",

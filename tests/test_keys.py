@@ -20,8 +20,10 @@ from capability_anchor.encoding import b64url_decode, b64url_encode
 from capability_anchor.errors import (
     InvalidKey,
     KeyFileError,
+    MalformedKeySet,
     SignatureMismatch,
     UnknownKeyError,
+    UsageError,
 )
 from capability_anchor.keys import (
     KeySet,
@@ -353,7 +355,13 @@ def _jwk(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "jwks",
     [
-        pytest.param({"keys": [_jwk(kid=KEY_B.kid)]}, id="kid_not_thumbprint"),
+        pytest.param({"keys": [_jwk(kid="")]}, id="kid_empty"),
+        pytest.param({"keys": [_jwk(kid=7)]}, id="kid_not_string"),
+        pytest.param(
+            {"keys": [_jwk(kid="other"), {**KEY_B.public.jwk(), "kid": "other"}]},
+            id="two_keys_one_kid",
+        ),
+        pytest.param({"keys": [_jwk(), {**KEY_B.public.jwk(), "kid": KEY_A.kid}]}, id="kid_taken"),
         pytest.param({"keys": [_jwk(d=_private_jwk()["d"])]}, id="private_key_material"),
         pytest.param({"keys": [_jwk(use="enc")]}, id="use_enc"),
         pytest.param({"keys": [_jwk(alg="Ed25519")]}, id="alg_Ed25519"),
@@ -378,6 +386,45 @@ def test_keyset_rejects(jwks: Any) -> None:
         KeySet.from_jwks(jwks)
 
 
+def test_keyset_trusts_a_kid_that_is_not_the_thumbprint() -> None:
+    """Capability Resolution §8: kid SHOULD be the RFC 7638 thumbprint, so another
+    resolver's key set may name a key otherwise; it is trusted under the kid it gives."""
+    keys = KeySet.from_jwks({"keys": [_jwk(kid="other")]})
+    assert keys.kids == ("other",)
+    key = keys.get("other")
+    assert key.raw == KEY_A.public.raw and not key.thumbprint_kid
+    assert key.thumbprint == KEY_A.kid
+    assert keys.non_thumbprint_keys == (key,)
+    with pytest.raises(UnknownKeyError):
+        keys.get(KEY_A.kid)  # matched by kid only: the thumbprint is not a second name
+    assert KeySet.from_json(keys.to_json()) == keys
+    assert keys.jwks()["keys"][0]["kid"] == "other"
+    # One key under its thumbprint and another name: two entries, both trusted.
+    both = KeySet.from_jwks({"keys": [_jwk(), _jwk(kid="other")]})
+    assert both.kids == tuple(sorted((KEY_A.kid, "other")))
+    assert [k.kid for k in both.non_thumbprint_keys] == ["other"]
+    assert KeySet.of(KEY_A.public).non_thumbprint_keys == ()
+
+
+def test_keyset_require_thumbprints_refuses_other_kids() -> None:
+    with pytest.raises(InvalidKey, match="not the RFC 7638 thumbprint"):
+        KeySet.from_jwks({"keys": [_jwk(kid="other")]}, require_thumbprints=True)
+    with pytest.raises(InvalidKey, match="not the RFC 7638 thumbprint"):
+        KeySet.from_json(json.dumps({"keys": [_jwk(kid="x")]}), require_thumbprints=True)
+    assert KeySet.from_jwks({"keys": [_jwk()]}, require_thumbprints=True).kids == (KEY_A.kid,)
+
+
+def test_public_key_with_a_declared_kid_is_still_validated() -> None:
+    pub = KEY_A.public
+    assert PublicKey(raw=pub.raw, kid="other", x=pub.x, thumbprint_kid=False).kid == "other"
+    with pytest.raises(InvalidKey):
+        PublicKey(raw=pub.raw, kid="", x=pub.x, thumbprint_kid=False)
+    with pytest.raises(InvalidKey):  # one form per key
+        PublicKey(raw=pub.raw, kid=pub.kid, x=pub.x, thumbprint_kid=False)
+    with pytest.raises(InvalidKey):
+        PublicKey(raw=pub.raw, kid="other", x=KEY_B.public.x, thumbprint_kid=False)
+
+
 def test_keyset_from_json_rejects_duplicate_members() -> None:
     x = KEY_A.public.x
     doc = '{"keys":[{"kty":"OKP","crv":"Ed25519","x":"' + x + '","x":"' + x + '"}]}'
@@ -395,8 +442,11 @@ def test_keyset_from_json_rejects_duplicate_members() -> None:
     ],
 )
 def test_keyset_from_json_rejects_bad_json(doc: bytes) -> None:
-    with pytest.raises(InvalidKey, match="not valid JSON"):
+    with pytest.raises(InvalidKey, match="not valid JSON") as caught:
         KeySet.from_json(doc)
+    # Malformed JSON is a usage error (exit 2) wherever a key set is read.
+    assert isinstance(caught.value, MalformedKeySet)
+    assert isinstance(caught.value, UsageError)
 
 
 def test_keyset_agrees_with_joserfc_import() -> None:

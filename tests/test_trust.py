@@ -559,6 +559,24 @@ def test_exported_keys_json_with_an_extra_key_is_flagged_with_the_data_dir(
     assert f"keys.json holds key(s) ['{extra.kid}'] that the log does not trust" in result.stderr
 
 
+def test_keys_json_naming_the_log_key_by_another_kid_is_flagged_and_not_exported_over(
+    history: History, tmp_path: Path
+) -> None:
+    """A verifier may trust a key under a kid that is not its thumbprint; the log's own
+    folder never has one: with the data dir the audit flags it, and export refuses it."""
+    out = tmp_path / "roots"
+    assert cli("export", "--data", history.data, out).returncode == 0
+    listed = json.loads((out / "keys.json").read_text())["keys"]
+    alias = {**listed[0], "kid": "resolver-2026"}
+    (out / "keys.json").write_text(json.dumps({"keys": [*listed, alias]}))
+    result = audit(history.data, "--roots", out)
+    assert result.returncode == 1
+    assert "keys.json holds key(s) ['resolver-2026'] that the log does not trust" in result.stderr
+    again = cli("export", "--data", history.data, out)
+    assert again.returncode == 1
+    assert "not the RFC 7638 thumbprint" in again.stderr
+
+
 def test_a_forged_record_in_an_exported_folder_is_flagged(history: History, tmp_path: Path) -> None:
     assert cli("rotate-key", "--data", history.data).returncode == 0
     out = tmp_path / "roots"
@@ -597,6 +615,11 @@ def test_rotation_record_rules() -> None:
         (_claims_token(a, {k: v for k, v in good.items() if k != "iat"}), ClaimsError),
         (_claims_token(a, {**good, "jwk": a.public.jwk(), "kid": a.kid}), ClaimsError),
         (_claims_token(a, {**good, "v": "0.1"}), ClaimsError),
+        # A verifier may trust a key under another kid; a rotation record never endorses one.
+        (
+            _claims_token(a, {**good, "kid": "other", "jwk": {**b.public.jwk(), "kid": "other"}}),
+            ClaimsError,
+        ),
     ]
     for token, error in cases:
         with pytest.raises(error):

@@ -26,13 +26,13 @@ import rfc8785
 
 from capability_anchor import head as heads
 from capability_anchor import jws
-from capability_anchor.cli.verify_proof import CHECKS
 from capability_anchor.encoding import b64url_decode, b64url_encode
 from capability_anchor.errors import UsageError
 from capability_anchor.export import export
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.log import Log
 from capability_anchor.verify import CHECK_NAMES, InputError, parse_at, verify
+from capability_anchor.verify_checks import CHECKS
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 ISS = "https://resolver.example"
@@ -218,24 +218,17 @@ def test_unsealed_anchor_reads_the_saved_head(world: World) -> None:
     assert outcome(bad)["head_matches"] == "FAIL"
 
 
-def test_unsigned_record_skips_the_record_checks(world: World) -> None:
+def test_unsigned_record_skips_the_record_checks_and_says_nothing_vouches(world: World) -> None:
     path = world.write("unsigned.json", json.dumps(unsigned(world.record)))
     result = run(path, "--roots", world.folder)
     assert result.returncode == 0, result.stdout + result.stderr
     got = outcome(result)
     assert got["record_signature"] == got["record_lifetime"] == "SKIP"
-
-
-def test_unsigned_members_beside_jws_are_ignored(world: World) -> None:
-    changed = {**world.record, "status": "down", "proof": {"junk": True}}
-    result = run(
-        world.write("beside.json", json.dumps(changed)),
-        "--roots",
-        world.folder,
-        "--at",
-        str(world.record_at),
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert "nothing vouches for its members beyond the inclusion proof" in result.stdout
+    assert "note: RECORD is unsigned: no resolver signature vouches" in result.stdout
+    as_json = json.loads(run(path, "--roots", world.folder, "--json").stdout)
+    (first,) = [c for c in as_json["checks"] if c["name"] == "record_signature"]
+    assert "nothing vouches for its members" in first["detail"]
 
 
 def test_tsa_ca_without_stamps_skips_and_a_bad_ca_file_is_an_input_error(world: World) -> None:
@@ -293,6 +286,112 @@ def test_parse_at() -> None:
     assert parse_at("2026-03-01T01:00:00+01:00") == int(at(DAY1))
     with pytest.raises(UsageError):
         parse_at("yesterday")
+
+
+# --- plain members beside jws must equal the signed claims --------------------------------------
+
+ROOTS = Path(__file__).resolve().parent.parent / "roots"
+SAMPLE = ROOTS / "records" / "2026-11-01-calendar.json"
+SAMPLE_AT = "1793797200"
+
+
+def _hex_digit_changed(text: str) -> str:
+    return ("1" if text[0] != "1" else "2") + text[1:]
+
+
+PLAIN_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    # The issue's reproduction, on the sample's /record answer.
+    "plain_name_edited": (lambda r: r.update(name="Calendar 2"), "name"),
+    "plain_leaf_index_edited": (lambda r: r["proof"].update(leaf_index=2), "proof.leaf_index"),
+    "plain_path_hex_digit_edited": (
+        lambda r: r["proof"]["path"].__setitem__(0, _hex_digit_changed(r["proof"]["path"][0])),
+        "proof.path[0]",
+    ),
+    "plain_v_edited": (lambda r: r.update(v="0.3"), "v"),
+    "plain_member_added": (lambda r: r.update(verified_by="nobody"), "verified_by (not signed)"),
+    "plain_member_removed": (lambda r: r.pop("status"), "status (signed, missing beside jws)"),
+    "plain_nested_member_added": (
+        lambda r: r["evidence"].update(extra=1),
+        "evidence.extra (not signed)",
+    ),
+    "plain_true_for_number": (lambda r: r["proof"].update(leaf_index=True), "proof.leaf_index"),
+    "plain_number_as_string": (lambda r: r.update(iat=str(r["iat"])), "iat"),
+    "plain_anchor_url_edited": (
+        lambda r: r["anchor"].update(url="https://evil.example/roots/2026-11-01"),
+        "anchor.url",
+    ),
+    "plain_expires_edited": (lambda r: r.update(expires="2027-11-06T13:00:00Z"), "expires"),
+    "plain_expires_not_a_time": (lambda r: r.update(expires="Friday"), "expires"),
+    "plain_expires_with_fraction": (
+        lambda r: r.update(expires="2026-11-06T13:00:00.5Z"),
+        "expires",
+    ),
+    "plain_only_jws": (
+        lambda r: [r.pop(k) for k in list(r) if k != "jws"],
+        "v (signed, missing beside jws)",
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(PLAIN_EDITS))
+def test_plain_member_edited_beside_jws_fails_record_signature(tmp_path: Path, attack: str) -> None:
+    edit, named = PLAIN_EDITS[attack]
+    record = json.loads(SAMPLE.read_text())
+    edit(record)
+    path = tmp_path / f"{attack}.json"
+    path.write_text(json.dumps(record, indent=2))
+    result = run(path, "--roots", ROOTS, "--at", SAMPLE_AT)
+    assert result.returncode == 1, result.stdout + result.stderr
+    got = outcome(result)
+    assert got["record_signature"] == "FAIL"
+    # Only the plain members were edited: everything the signed claims say still verifies.
+    assert got["inclusion"] == got["head_matches"] == "PASS", result.stdout
+    (line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("FAIL record_signature")]
+    assert "plain members differ from its signed claims" in line
+    assert named in line, line
+
+
+def _reorder(record: dict[str, Any]) -> None:
+    items = list(record.items())
+    record.clear()
+    record.update(reversed(items))
+
+
+@pytest.mark.parametrize(
+    ("case", "edit"),
+    [
+        ("untouched", lambda r: None),
+        ("members_reordered", lambda r: _reorder(r)),
+        ("expires_as_offset", lambda r: r.update(expires="2026-11-06T15:00:00+02:00")),
+        ("expires_with_zero_fraction", lambda r: r.update(expires="2026-11-06T13:00:00.000Z")),
+        ("expires_absent", lambda r: r.pop("expires")),
+        ("integer_written_as_float", lambda r: r["proof"].update(leaf_index=1.0)),
+    ],
+)
+def test_plain_members_that_say_the_same_pass(
+    tmp_path: Path, case: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    record = json.loads(SAMPLE.read_text())
+    edit(record)
+    path = tmp_path / f"{case}.json"
+    path.write_text(json.dumps(record))
+    result = run(path, "--roots", ROOTS, "--at", SAMPLE_AT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the plain members equal the signed claims" in result.stdout
+
+
+def test_the_sample_record_with_an_edited_name_fails_in_json_too(tmp_path: Path) -> None:
+    record = json.loads(SAMPLE.read_text())
+    record["name"] = "Calendar 2"
+    path = tmp_path / "edited_name.json"
+    path.write_text(json.dumps(record))
+    result = run(path, "--roots", ROOTS, "--at", SAMPLE_AT, "--json")
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False
+    first = doc["checks"][0]
+    assert first["name"] == "record_signature" and first["result"] == "FAIL"
+    assert first["detail"].endswith("signed claims: name")
 
 
 # --- attacks: each exits 1 naming the failing check --------------------------------------------
@@ -642,11 +741,32 @@ def test_offline_run_imports_no_server_storage_or_http_code(world: World) -> Non
     assert result.stdout.splitlines()[-1] == "RC 0 LOADED "
 
 
-def test_help_lists_checks() -> None:
+def test_help_lists_checks_exit_codes_and_every_option_with_its_default() -> None:
     result = run("--help")
     assert result.returncode == 0
-    positions = [result.stdout.index(name) for name in NAMES]
-    assert positions == sorted(positions)
+    options, _, epilog = result.stdout.partition("checks, always all listed, in this order:")
+    checks, _, codes = " ".join(epilog.split()).partition("exit codes:")
+    # The checks come from the library's one tuple, in order, each with its description.
+    expected = " ".join(f"{n}. {name}: {what}" for n, (name, what) in enumerate(CHECKS, 1))
+    assert checks.strip() == expected
+    assert codes.strip().startswith("0 every check that ran passed")
+    assert codes.index(" 1 a check failed") < codes.index(" 2 usage or I/O error")
+    assert "malformed JSON in RECORD, --keys or keys.json" in codes
+    # Every option has a help line that says its default (-h and --version aside).
+    flat = " ".join(options.split())
+    for option in ("--head", "--roots", "--keys", "--iss", "--tsa-ca", "--at", "--json"):
+        start = flat.index(f" {option} ", flat.index("options:"))
+        text = flat[start:].split(" --", 2)[1]
+        assert "(default:" in text, (option, text)
+    assert "(default: off)" in flat.split("--explain", 2)[-1]
+
+
+def test_version_is_the_package_version() -> None:
+    from importlib.metadata import version
+
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"verify-proof {version('capability-anchor')}"
 
 
 def test_base64_helper_sanity() -> None:
@@ -756,3 +876,105 @@ def test_start_up_and_offline_verification_are_quick(world: World) -> None:
 
     assert best("--help") < 1.0
     assert best(path, "--roots", world.folder, "--at", str(world.record_at)) < 2.0
+
+
+# --- trusted keys whose kid is not their RFC 7638 thumbprint ----------------------------------
+
+
+def _jwk_as(key: SigningKey, kid: str) -> dict[str, Any]:
+    return {"kty": "OKP", "crv": "Ed25519", "x": key.public.x, "kid": kid}
+
+
+def _resigned_as(w: World, kid: str) -> tuple[Path, Path]:
+    """The genuine record and its sealed head, signed again by the log's key under `kid`
+    (another resolver's key set that names its key otherwise)."""
+    header, claims, _ = token_parts(w.record["jws"])
+    record = {**w.record, "jws": forge({**header, "kid": kid}, claims, w.key)}
+    head_header, head_claims, _ = token_parts((w.folder / f"{DAY1}.jws").read_text())
+    head = forge({**head_header, "kid": kid}, head_claims, w.key)
+    return (
+        w.write(f"resigned_{kid}.json", json.dumps(record)),
+        w.write(f"resigned_{kid}.head.jws", head),
+    )
+
+
+def test_keys_with_a_non_thumbprint_kid_verify_with_a_notice(world: World) -> None:
+    record, head = _resigned_as(world, "other")
+    keys = world.write("keys_other.json", json.dumps({"keys": [_jwk_as(world.key, "other")]}))
+    result = run(record, "--head", head, "--keys", keys, "--at", str(world.record_at))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert outcome(result)["record_signature"] == outcome(result)["head_signature"] == "PASS"
+    assert "notice:" in result.stderr and "kid 'other' is not its RFC 7638" in result.stderr
+    assert world.key.kid in result.stderr  # the notice names the thumbprint too
+
+
+def test_a_renamed_key_does_not_verify_tokens_that_name_its_thumbprint(world: World) -> None:
+    """Matched by kid: the log's tokens name the thumbprint, which this key set does not."""
+    path = world.write("renamed_key.json", json.dumps(world.record))
+    keys = world.write("keys_renamed.json", json.dumps({"keys": [_jwk_as(world.key, "other")]}))
+    result = run(path, "--roots", world.folder, "--keys", keys, "--at", str(world.record_at))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert outcome(result)["record_signature"] == "FAIL"
+    assert "UnknownKeyError" in result.stdout
+
+
+def test_kid_naming_another_key_fails_the_head(world: World) -> None:
+    """An attacker's key set lists its own key under the log's kid: the log's head then
+    fails (exit 1), as a wrong key should; so does a head the attacker signs."""
+    evil = SigningKey.generate()
+    keys = world.write(
+        "keys_kid_names_another_key.json",
+        json.dumps({"keys": [_jwk_as(evil, world.key.kid)]}),
+    )
+    path = world.write("kid_names_another_key.json", json.dumps(world.record))
+    result = run(path, "--roots", world.folder, "--keys", keys, "--at", str(world.record_at))
+    assert result.returncode == 1, result.stdout + result.stderr
+    got = outcome(result)
+    assert got["record_signature"] == "FAIL" and "SignatureMismatch" in result.stdout
+    head = run(
+        path,
+        "--head",
+        world.folder / f"{DAY1}.json",
+        "--keys",
+        keys,
+        "--at",
+        str(world.record_at),
+    )
+    assert head.returncode == 1
+    assert outcome(head)["head_signature"] == "FAIL"
+
+
+def test_two_different_keys_under_one_kid_exit_2(world: World) -> None:
+    keys = world.write(
+        "keys_two_under_one_kid.json",
+        json.dumps(
+            {"keys": [_jwk_as(world.key, "other"), _jwk_as(SigningKey.generate(), "other")]}
+        ),
+    )
+    path = world.write("two_under_one_kid.json", json.dumps(world.record))
+    result = run(path, "--roots", world.folder, "--keys", keys)
+    assert result.returncode == 2
+    assert "kid 'other' names two different keys" in result.stderr
+
+
+def test_a_folder_keys_json_may_name_a_key_otherwise(world: World, tmp_path: Path) -> None:
+    """A folder's keys.json is trusted the same way: here it lists the log's key under its
+    thumbprint and under a second kid; the genuine record verifies, with the notice."""
+    folder = tmp_path / "folder"
+    shutil.copytree(world.folder, folder)
+    listed = json.loads((folder / "keys.json").read_text())["keys"]
+    (folder / "keys.json").write_text(
+        json.dumps({"keys": [*listed, _jwk_as(world.key, "resolver-2026")]})
+    )
+    path = world.write("folder_declared_kid.json", json.dumps(world.record))
+    result = run(path, "--roots", folder, "--at", str(world.record_at))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "kid 'resolver-2026' is not its RFC 7638 thumbprint" in result.stderr
+    assert str(folder / "keys.json") in result.stderr
+
+
+def test_library_verifies_with_a_declared_kid(world: World) -> None:
+    record, head = _resigned_as(world, "lib-kid")
+    keys = KeySet.from_jwks({"keys": [_jwk_as(world.key, "lib-kid")]})
+    result = verify(record.read_bytes(), keys=keys, head=str(head), at=world.record_at)
+    assert result.ok, result.checks

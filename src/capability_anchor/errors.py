@@ -56,6 +56,11 @@ class InvalidKey(CapabilityAnchorError):
     code = "bad_request"
 
 
+class MalformedKeySet(InvalidKey, MalformedJSON):
+    """A JWK set document is not strict JSON: malformed JSON, so a usage error (exit 2) in
+    every command, and still an InvalidKey for callers that catch bad key sets."""
+
+
 # --- verification ---------------------------------------------------------------------------
 
 

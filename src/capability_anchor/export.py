@@ -108,7 +108,7 @@ def _merged_keys(existing_file: Path, log_keys: KeySet) -> bytes:
     and a folder that keeps it lets that key sign heads for the log."""
     if existing_file.exists():
         try:
-            published = KeySet.from_json(existing_file.read_bytes())
+            published = KeySet.from_json(existing_file.read_bytes(), require_thumbprints=True)
         except (InvalidKey, MalformedJSON) as exc:
             raise ExportConflict(f"{existing_file} is not a valid JWK set: {exc}") from None
         untrusted = [k.kid for k in published if k.kid not in log_keys]

@@ -7,8 +7,12 @@ All cryptography is PyNaCl (libsodium); this module only moves bytes in and out 
   lexicographic order with no whitespace; `x` is base64url, which never needs escaping,
   so the bytes are built directly and cannot drift with a JSON library's settings.
 - `PublicKey` and `KeySet` validate when they are built: holding one means it is a
-  well-formed Ed25519 key whose `kid` is its thumbprint. A `kid` is therefore never
-  trusted on its own; it is recomputed from `x`.
+  well-formed Ed25519 key whose `kid` is its thumbprint, unless `thumbprint_kid` is False.
+  Only `KeySet.from_jwks` makes such a key, for a verifier's trusted key set: Capability
+  Resolution §8 says a kid SHOULD be the thumbprint, so another resolver's key set may name
+  a key otherwise, and it is matched by the kid the set gives. Keys this project creates
+  (`from_raw`, `from_x`, `SigningKey`) and loads for its own log (`require_thumbprints`)
+  always have thumbprint kids.
 - The private key file is a private OKP JWK. It is created with mode 0600 by `os.open`
   itself (never chmod-ed after the secret is on disk, which would leave a window where
   it is readable), never overwritten, and refused on load when group or others have any
@@ -37,6 +41,7 @@ from .errors import (
     InvalidKey,
     KeyFileError,
     MalformedJSON,
+    MalformedKeySet,
     SignatureMismatch,
     UnknownKeyError,
 )
@@ -98,23 +103,38 @@ def thumbprint(x_b64: str) -> str:
 
 @dataclass(frozen=True)
 class PublicKey:
-    """An Ed25519 public key with its base64url `x` and RFC 7638 `kid`.
+    """An Ed25519 public key with its base64url `x` and its `kid`.
 
-    Validated on construction (`raw` is 32 bytes, `x` spells it, `kid` is its thumbprint),
-    so code holding a PublicKey never re-checks. Build one with `from_raw` or `from_x`.
+    Validated on construction (`raw` is 32 bytes, `x` spells it, `kid` is its RFC 7638
+    thumbprint), so code holding a PublicKey never re-checks. Build one with `from_raw` or
+    `from_x`. `thumbprint_kid=False` (made only by `KeySet.from_jwks` for a verifier's
+    key set) is a key whose kid, a non-empty string, was given by a trusted JWK Set and is
+    not its thumbprint; `thumbprint` is then still the key's RFC 7638 thumbprint.
     """
 
     raw: bytes
     kid: str
     x: str
+    thumbprint_kid: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.raw, bytes) or len(self.raw) != ED25519_KEY_SIZE:
             raise InvalidKey(f"an Ed25519 public key is {ED25519_KEY_SIZE} bytes")
         if self.x != b64url_encode(self.raw):
             raise InvalidKey("x does not spell the public key bytes")
-        if self.kid != thumbprint(self.x):
-            raise InvalidKey(f"kid {self.kid!r} is not the RFC 7638 thumbprint of x")
+        if self.thumbprint_kid:
+            if self.kid != thumbprint(self.x):
+                raise InvalidKey(f"kid {self.kid!r} is not the RFC 7638 thumbprint of x")
+        elif not isinstance(self.kid, str) or not self.kid:
+            raise InvalidKey("kid must be a non-empty string")
+        elif self.kid == thumbprint(self.x):
+            # One form per key: a kid that is the thumbprint is a thumbprint kid.
+            raise InvalidKey("a kid that is the RFC 7638 thumbprint has thumbprint_kid=True")
+
+    @property
+    def thumbprint(self) -> str:
+        """The RFC 7638 thumbprint of the key (its kid unless `thumbprint_kid` is False)."""
+        return self.kid if self.thumbprint_kid else thumbprint(self.x)
 
     @classmethod
     def from_raw(cls, raw: bytes) -> PublicKey:
@@ -319,7 +339,7 @@ def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
 # --- trusted key set -----------------------------------------------------------------------
 
 
-def _public_key_from_jwk(jwk: object, position: int) -> PublicKey:
+def _public_key_from_jwk(jwk: object, position: int, *, require_thumbprints: bool) -> PublicKey:
     where = f"key #{position}"
     if not isinstance(jwk, dict):
         raise InvalidKey(f"{where} is not a JSON object")
@@ -336,14 +356,19 @@ def _public_key_from_jwk(jwk: object, position: int) -> PublicKey:
         key = PublicKey.from_x(jwk["x"])
     except InvalidKey as exc:
         raise InvalidKey(f"{where}: {exc}") from None
-    if "kid" in jwk and jwk["kid"] != key.kid:
-        raise InvalidKey(
-            f"{where}: kid {jwk['kid']!r} is not the RFC 7638 thumbprint of x ({key.kid})"
-        )
     if "use" in jwk and jwk["use"] != "sig":
         raise InvalidKey(f"{where}: use is {jwk['use']!r}, expected 'sig'")
     if "alg" in jwk and jwk["alg"] != "EdDSA":
         raise InvalidKey(f"{where}: alg is {jwk['alg']!r}, expected 'EdDSA'")
+    if "kid" in jwk and jwk["kid"] != key.kid:
+        kid = jwk["kid"]
+        if require_thumbprints:
+            raise InvalidKey(
+                f"{where}: kid {kid!r} is not the RFC 7638 thumbprint of x ({key.kid})"
+            )
+        if not isinstance(kid, str) or not kid:
+            raise InvalidKey(f"{where}: kid must be a non-empty string, got {kid!r}")
+        return PublicKey(raw=key.raw, kid=kid, x=key.x, thumbprint_kid=False)
     return key
 
 
@@ -363,6 +388,9 @@ class KeySet:
             if not isinstance(key, PublicKey):
                 raise InvalidKey(f"a KeySet holds PublicKey objects, got {type(key).__name__}")
             if key.kid in by_kid:
+                if by_kid[key.kid].raw != key.raw:
+                    # A kid must name one key, or which one verifies would be up to us.
+                    raise InvalidKey(f"kid {key.kid!r} names two different keys")
                 raise InvalidKey(f"key {key.kid} is listed twice")
             by_kid[key.kid] = key
         if not by_kid:
@@ -374,24 +402,38 @@ class KeySet:
         return cls(public_keys)
 
     @classmethod
-    def from_jwks(cls, obj: object) -> KeySet:
+    def from_jwks(cls, obj: object, *, require_thumbprints: bool = False) -> KeySet:
         """Build from a parsed JWK Set `{"keys": [...]}` (other top-level members ignored,
-        so a discovery document's `keys` can be passed as `{"keys": doc["keys"]}`)."""
+        so a discovery document's `keys` can be passed as `{"keys": doc["keys"]}`).
+
+        A key whose `kid` is not its RFC 7638 thumbprint is trusted under that kid
+        (`thumbprint_kid` False; see `non_thumbprint_keys`), as a verifier of another resolver's
+        key set needs; `require_thumbprints=True` refuses it, for keys this project
+        publishes or endorses itself."""
         if not isinstance(obj, dict):
             raise InvalidKey("a JWK set must be a JSON object with a 'keys' array")
         keys = obj.get("keys")
         if not isinstance(keys, list):
             raise InvalidKey("a JWK set must have a 'keys' array")
-        return cls(_public_key_from_jwk(jwk, i) for i, jwk in enumerate(keys))
+        return cls(
+            _public_key_from_jwk(jwk, i, require_thumbprints=require_thumbprints)
+            for i, jwk in enumerate(keys)
+        )
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> KeySet:
-        """Parse a JWK Set document strictly (UTF-8, duplicate members rejected)."""
+    def from_json(cls, data: bytes | str, *, require_thumbprints: bool = False) -> KeySet:
+        """Parse a JWK Set document strictly (UTF-8, duplicate members rejected); malformed
+        JSON is `MalformedKeySet` (an InvalidKey and a MalformedJSON)."""
         try:
             obj = strictjson.loads(data)
         except MalformedJSON as exc:
-            raise InvalidKey(f"JWK set is not valid JSON: {exc}") from None
-        return cls.from_jwks(obj)
+            raise MalformedKeySet(f"JWK set is not valid JSON: {exc}") from None
+        return cls.from_jwks(obj, require_thumbprints=require_thumbprints)
+
+    @property
+    def non_thumbprint_keys(self) -> tuple[PublicKey, ...]:
+        """The keys trusted under a kid that is not their RFC 7638 thumbprint."""
+        return tuple(key for key in self._keys.values() if not key.thumbprint_kid)
 
     def get(self, kid: str) -> PublicKey:
         """The trusted key with this kid; UnknownKeyError when it is not trusted."""

@@ -231,7 +231,7 @@ def trust_problems(log: Log) -> list[str]:
     for kid, jwk in log.store.signing_keys():
         listed.add(kid)
         try:
-            key = KeySet.from_jwks({"keys": [json.loads(jwk)]}).get(kid)
+            key = KeySet.from_jwks({"keys": [json.loads(jwk)]}, require_thumbprints=True).get(kid)
         except (ValueError, CapabilityAnchorError) as exc:
             problems.append(f"keys table: the key stored as {kid} is not a valid JWK: {exc}")
             continue

@@ -116,7 +116,7 @@ def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
         raise IssuerMismatch(f"key record: iss is {claims['iss']!r}, expected {iss!r}")
     jwk = claims["jwk"]
     try:
-        key = KeySet.from_jwks({"keys": [jwk]}).get(str(claims["kid"]))
+        key = KeySet.from_jwks({"keys": [jwk]}, require_thumbprints=True).get(str(claims["kid"]))
     except (InvalidKey, UnknownKeyError) as exc:
         raise ClaimsError(f"key record: jwk and kid do not name one Ed25519 key: {exc}") from None
     if jwk != key.jwk():

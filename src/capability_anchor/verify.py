@@ -1,15 +1,9 @@
 """Offline verification of a resolver-2 record's anchor and proof (SPEC §9).
 
-`verify(...)` runs the seven checks of SPEC §9, always all of them, in this order and with
-these names (the same tuple as `cli.verify_proof.CHECKS`):
-
-1. record_signature  the record token verifies (typ capability-resolver+jws, trusted kid)
-2. record_lifetime   Capability Resolution §8's three expiry rules at `at`
-3. leaf              the leaf hash recomputed from the (signed) claims, SPEC §2
-4. inclusion         the RFC 9162 inclusion proof reaches the anchor's root
-5. head_signature    the head's JWS verifies (typ capability-anchor+jws, trusted kid)
-6. head_matches      head day/tree_size/root/sealed/iss agree with anchor, proof, record
-7. timestamp         an RFC 3161 stamp of the sealed head chains to --tsa-ca at genTime
+`verify(...)` runs the seven checks of SPEC §9, always all of them, in the order and with
+the names and descriptions of `verify_checks.CHECKS` (the one list; `--help` prints it).
+`record_signature` also compares a record file's plain members with its signed claims
+(`record_members`): a file whose visible members differ from what the token signs fails.
 
 A failed check is a result (`Result.ok` is False), never an exception. Conditions that
 stop verification before it can start (no trusted keys, unreadable files, unreachable URLs,
@@ -30,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import head as heads
-from . import jws, strictjson, trust
+from . import jws, record_members, strictjson, trust
 from .encoding import EncodingError, hash_from_hex, parse_day
 from .errors import (
     CapabilityAnchorError,
@@ -44,8 +38,10 @@ from .errors import (
 from .keys import KeySet
 from .leaf import leaf_hash
 from .merkle import calculate_inclusion_root, verify_inclusion
+from .verify_checks import CHECK_NAMES, CHECKS
 
 __all__ = [
+    "CHECKS",
     "CHECK_NAMES",
     "FETCH_LIMIT",
     "FETCH_TIMEOUT",
@@ -59,15 +55,6 @@ __all__ = [
     "verify",
 ]
 
-CHECK_NAMES = (
-    "record_signature",
-    "record_lifetime",
-    "leaf",
-    "inclusion",
-    "head_signature",
-    "head_matches",
-    "timestamp",
-)
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 FETCH_TIMEOUT = 10.0
 FETCH_LIMIT = 1 << 20  # 1 MiB
@@ -83,10 +70,12 @@ class InputError(UsageError):
 @dataclass
 class Result:
     """The seven checks, in order, as `(name, result, detail)`; `explain` narrates the
-    inclusion check step by step."""
+    inclusion check step by step; `notes` are what a human reader must also be told (not
+    part of the JSON form, whose check details say the same)."""
 
     checks: list[tuple[str, str, str]] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -385,9 +374,11 @@ def verify(
     text = record.strip()
     token: str | None
     unsigned: dict[str, Any] | None = None
+    plain: dict[str, Any] | None = None  # a record file's members beside its jws
     if not text:
         raise InputError("RECORD is empty")
-    if text[:1] in (b"{", b"[", b'"'):
+    # A byte order mark cannot start a compact JWS (ASCII): it is JSON, and malformed.
+    if text[:1] in (b"{", b"[", b'"') or text.startswith(b"\xef\xbb\xbf"):
         try:
             obj = strictjson.loads(text)
         except MalformedJSON as exc:
@@ -397,7 +388,7 @@ def verify(
         if "jws" in obj:
             if not isinstance(obj["jws"], str):
                 raise InputError("RECORD's jws member is not a string")
-            token = obj["jws"]
+            token, plain = obj["jws"], obj
         else:
             if not isinstance(obj.get("anchor"), dict) or not isinstance(obj.get("proof"), dict):
                 raise InputError("RECORD carries no anchor and proof objects")
@@ -408,17 +399,12 @@ def verify(
     # 1. record_signature: typ capability-resolver+jws, kid from the trusted keys only.
     claims: dict[str, Any] | None = unsigned
     if token is None:
-        checks.append(("record_signature", SKIP, "the record is unsigned (no jws member)"))
+        checks.append(("record_signature", SKIP, _UNSIGNED))
+        result.notes.append(_UNSIGNED_NOTE)
     else:
         try:
             claims = jws.verify_claims(token, keys, jws.RECORD_TYP)
-            checks.append(
-                (
-                    "record_signature",
-                    PASS,
-                    f"EdDSA signature by a trusted kid, typ {jws.RECORD_TYP}",
-                )
-            )
+            checks.append(_record_signature(claims, plain))
         except VerificationError as exc:
             checks.append(("record_signature", FAIL, f"{type(exc).__name__}: {exc}"))
 
@@ -543,6 +529,33 @@ def verify(
 
     assert tuple(name for name, _, _ in checks) == CHECK_NAMES
     return result
+
+
+_UNSIGNED = (
+    "the record is unsigned (no jws member): nothing vouches for its members beyond the "
+    "inclusion proof, which covers only its leaf members (all but iat, exp, anchor, proof, "
+    "expires)"
+)
+_UNSIGNED_NOTE = (
+    "RECORD is unsigned: no resolver signature vouches for any of its members; the checks "
+    "above show only that its leaf members are in the log's tree"
+)
+
+
+def _record_signature(claims: dict[str, Any], plain: dict[str, Any] | None) -> tuple[str, str, str]:
+    """1: the token verified; a record file's plain members must also equal its claims."""
+    signed = f"EdDSA signature by a trusted kid, typ {jws.RECORD_TYP}"
+    if plain is None:
+        return ("record_signature", PASS, signed)
+    different = record_members.differences(plain, claims)
+    if different:
+        return (
+            "record_signature",
+            FAIL,
+            f"{signed}, but the record's plain members differ from its signed claims: "
+            + ", ".join(different),
+        )
+    return ("record_signature", PASS, f"{signed}; the plain members equal the signed claims")
 
 
 def _head_mismatches(

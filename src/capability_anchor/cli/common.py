@@ -2,13 +2,20 @@
 
 Exit codes (SPEC §10): 0 success, 1 a failed check or refused operation, 2 usage or I/O
 error. The map is by exception class, never by message.
+
+`quiet_broken_pipe()` wraps a command's main: a reader that stops reading early
+(`... | head -c 0`) ends the command's output quietly, with no BrokenPipeError traceback,
+and the command still finishes and exits with its own code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TextIO, cast
 
 from ..errors import (
     KeyFileError,
@@ -41,3 +48,61 @@ def fail(prog: str, exc: BaseException) -> int:
 def emit(obj: Any) -> None:
     """One JSON document per line on stdout (machine output)."""
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+class _QuietPipe:
+    """stdout, except that once the reader has gone (EPIPE) every later write and flush
+    is dropped. Dropping, not exiting: what the command does (an append, a verification)
+    must not depend on whether someone reads its output, so its exit code does not either."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.broken = True
+        # The real stream still holds what it could not write, and the interpreter flushes
+        # it at exit ("Exception ignored ... BrokenPipeError"); pointing fd 1 at /dev/null
+        # makes that last flush succeed silently.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError):
+            pass  # no file descriptor (an in-process capture): nothing will flush it
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def quiet_broken_pipe() -> Iterator[None]:
+    """Run a command's main with stdout guarded against a reader that has gone (see
+    `_QuietPipe`); stdout is flushed on the way out, `SystemExit` (argparse) included."""
+    real = sys.stdout
+    guard = _QuietPipe(real)
+    guarded = cast(TextIO, guard)
+    sys.stdout = guarded
+    try:
+        yield
+    finally:
+        guard.flush()
+        if sys.stdout is guarded:
+            sys.stdout = real

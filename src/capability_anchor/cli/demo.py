@@ -22,6 +22,7 @@ import rfc8785
 
 from .. import jws, leaf, merkle
 from ..encoding import hash_from_hex
+from ..errors import InvalidRecord, UsageError
 from ..keys import KeySet, SigningKey, create_key_file, load_key_file
 
 DEFAULT_ISS = "https://resolver.example"
@@ -72,7 +73,11 @@ def run_demo(data_dir: Path, iss: str, records_file: Path | None) -> int:
         records = sample_records(iss, now)
     else:
         text = records_file.read_bytes().splitlines()
-        records = [leaf.parse_record(line) for line in text if line.strip()]
+        try:
+            parsed = [leaf.parse_json(line) for line in text if line.strip()]
+        except InvalidRecord as exc:
+            raise UsageError(str(exc)) from None  # malformed JSON: exit 2 in every command
+        records = [leaf.validate_record(r) for r in parsed]
     tree = merkle.TiledTree(leaf.leaf_hash(r) for r in records)
 
     # 2. A signed head over the tree (an unsealed checkpoint of today).

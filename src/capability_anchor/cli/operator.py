@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CapabilityAnchorError, InvalidRecord
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit, fail
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit, fail, quiet_broken_pipe
 
 PROG = "capability-anchor"
 
@@ -153,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    with quiet_broken_pipe():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -210,8 +215,9 @@ def cmd_append(args: argparse.Namespace) -> int:
             try:
                 records.append(leaf.parse_json(line))
             except InvalidRecord as exc:
+                # Malformed JSON is exit 2 in every command (README, Decisions).
                 print(f"{PROG}: line {number}: {exc}", file=sys.stderr)
-                return EXIT_FAILED
+                return EXIT_USAGE
             line_of.append(number)
         # Everything is validated before anything is stored: one bad line stores nothing.
         try:

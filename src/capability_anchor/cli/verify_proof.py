@@ -1,10 +1,9 @@
 """`verify-proof`: the offline auditor command (SPEC §9).
 
-The seven checks are named here once, in the order SPEC §9 fixes; the verification itself is
-`capability_anchor.verify.verify` (which audit can reuse). This module only parses arguments,
-reads RECORD and the trusted keys, and prints. Exit 0: every check that ran passed; 1: a check
-failed; 2: usage or I/O error (no keys, unreadable files, unreachable URLs, malformed JSON in
-RECORD, --keys or keys.json).
+The checks and their descriptions are `capability_anchor.verify_checks.CHECKS` (the one list;
+`--help` prints it); the verification itself is `capability_anchor.verify.verify` (which
+audit can reuse). This module only parses arguments, reads RECORD and the trusted keys, and
+prints. Exit codes are `EXIT_CODES` below (SPEC §9).
 """
 
 from __future__ import annotations
@@ -12,66 +11,147 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .. import __version__
+from ..verify_checks import CHECKS
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, quiet_broken_pipe
 
-CHECKS = (
-    ("record_signature", "the record token's JWS verifies with a trusted key"),
-    ("record_lifetime", "Capability Resolution §8 expiry rules at --at"),
-    ("leaf", "the leaf hash recomputed from the signed claims (SPEC §2)"),
-    ("inclusion", "the RFC 9162 inclusion proof reaches the anchored root"),
-    ("head_signature", "the head's JWS verifies (typ capability-anchor+jws, trusted kid)"),
-    ("head_matches", "the head's day, tree_size, root and sealed agree with anchor and proof"),
-    ("timestamp", "an RFC 3161 stamp of the sealed head verifies against --tsa-ca"),
+if TYPE_CHECKING:
+    from ..keys import KeySet
+
+PROG = "verify-proof"
+EXIT_CODES = (
+    (EXIT_OK, "every check that ran passed (SKIPs do not fail)"),
+    (
+        EXIT_FAILED,
+        "a check failed: a forged, altered or mismatched record, proof, head or stamp (a head "
+        "that was read but is not a valid head document or JWS, bad JSON included, is a FAIL)",
+    ),
+    (
+        EXIT_USAGE,
+        "usage or I/O error: bad arguments, no trusted keys, missing or unreadable files, an "
+        "unreachable URL, malformed JSON in RECORD, --keys or keys.json",
+    ),
 )
 
 
+def _item(label: str, text: str) -> str:
+    return textwrap.fill(
+        text, width=88, initial_indent=f"  {label} ", subsequent_indent=" " * (len(label) + 3)
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    checks = "\n".join(f"  {n}. {name}: {what}" for n, (name, what) in enumerate(CHECKS, 1))
+    checks = "\n".join(_item(f"{n}. {name}:", what) for n, (name, what) in enumerate(CHECKS, 1))
+    codes = "\n".join(_item(f"{code}", what) for code, what in EXIT_CODES)
     parser = argparse.ArgumentParser(
-        prog="verify-proof",
-        description="Verify a resolver-2 record's anchor and proof offline.",
-        epilog=f"checks, always all listed, in this order:\n{checks}",
+        prog=PROG,
+        description=textwrap.fill(
+            "Verify a resolver-2 record's anchor and proof offline (SPEC §9). Trust comes "
+            "only from --keys or --roots DIR/keys.json, never from the record or the head.",
+            width=88,
+        ),
+        epilog=f"checks, always all listed, in this order:\n{checks}\n\nexit codes:\n{codes}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("record", metavar="RECORD", help="record JSON or compact JWS, or -")
-    parser.add_argument("--head", metavar="FILE|URL")
-    parser.add_argument("--roots", metavar="DIR")
-    parser.add_argument("--keys", metavar="FILE|URL")
-    parser.add_argument("--iss", metavar="ORIGIN")
-    parser.add_argument("--tsa-ca", metavar="PEM", action="append", default=[])
-    parser.add_argument("--at", metavar="TIME")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--explain", action="store_true")
+    parser.add_argument(
+        "record",
+        metavar="RECORD",
+        help="a record JSON object (as /record serves it, or any object with anchor and "
+        "proof) or a compact record JWS: a file path, or - for stdin",
+    )
+    parser.add_argument(
+        "--head",
+        metavar="FILE|URL",
+        help="the head: a head document or a bare compact JWS (default: from --roots, else "
+        "the anchor's url)",
+    )
+    parser.add_argument(
+        "--roots",
+        metavar="DIR",
+        help="an exported folder: heads (<day>.json, <day>/<tree_size>.json), stamps, "
+        "keys.json and key-records.json (default: none)",
+    )
+    parser.add_argument(
+        "--keys",
+        metavar="FILE|URL",
+        help="the trusted JWK Set; replaces the folder's keys.json (default: --roots "
+        "DIR/keys.json; with neither, exit 2)",
+    )
+    parser.add_argument(
+        "--iss",
+        metavar="ORIGIN",
+        help="the expected issuer: the head's iss and the record's must equal it (default: "
+        "not checked beyond record iss = head iss)",
+    )
+    parser.add_argument(
+        "--tsa-ca",
+        metavar="PEM",
+        action="append",
+        default=[],
+        help="a trusted TSA CA certificate file, repeatable (default: none, so timestamp SKIPs)",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        help="the time for the record lifetime rules: RFC 3339 with a zone, or epoch "
+        "seconds (default: now)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"ok", "checks": [{"name", "result", "detail"}]} on stdout (default: '
+        "one line per check)",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="also print each hash step of the inclusion check, on stdout (stderr with "
+        "--json) (default: off)",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {__version__}", help="print the version"
+    )
     return parser
 
 
+def _kid_notices(keys: KeySet, where: str) -> None:
+    """Capability Resolution §8: a kid SHOULD be the key's RFC 7638 thumbprint. A key set
+    that names a key otherwise is trusted as given; the auditor is told which kids."""
+    for key in keys.non_thumbprint_keys:
+        print(
+            f"{PROG}: notice: {where}: trusted key kid {key.kid!r} is not its RFC 7638 "
+            f"thumbprint ({key.thumbprint}); tokens are matched to it by that kid",
+            file=sys.stderr,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
+    with quiet_broken_pipe():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     # Imported here so `--help` stays as light as argparse.
     from ..errors import UsageError
-    from ..verify import (
-        CHECK_NAMES,
-        follow_key_records,
-        load_keys,
-        parse_at,
-        read_source,
-        verify,
-    )
+    from ..verify import follow_key_records, load_keys, parse_at, read_source, verify
 
-    assert tuple(name for name, _ in CHECKS) == CHECK_NAMES
     try:
         at = None if args.at is None else parse_at(args.at)
         # Trust: only --keys, else the folder's keys.json, followed through the folder's key
         # rotation records; never the record or the head.
         if args.keys is not None:
-            keys = load_keys(read_source(args.keys), args.keys)
+            where = args.keys
         elif args.roots is not None:
             where = str(Path(args.roots) / "keys.json")
-            keys = load_keys(read_source(where), where)
         else:
             raise UsageError("no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)")
+        keys = load_keys(read_source(where), where)
+        _kid_notices(keys, where)
         if args.roots is not None:
             # Rotation records only extend trust from keys already trusted (SPEC proposal).
             keys = follow_key_records(keys, Path(args.roots))
@@ -86,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             at=at,
         )
     except (UsageError, OSError) as exc:
-        print(f"verify-proof: {exc}", file=sys.stderr)
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.explain:
         out = sys.stderr if args.json else sys.stdout
@@ -97,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for name, outcome, detail in result.checks:
             print(f"{outcome} {name}: {detail}")
+        for note in result.notes:
+            print(f"note: {note}")
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

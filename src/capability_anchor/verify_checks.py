@@ -1,0 +1,28 @@
+"""The checks of `verify-proof` (SPEC §9), named and described once.
+
+`verify.verify` reports them in this order; `verify-proof --help` lists them from here; the
+tests read them from here. This module imports nothing, so `--help` stays as light as
+argparse.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CHECKS", "CHECK_NAMES"]
+
+CHECKS: tuple[tuple[str, str], ...] = (
+    (
+        "record_signature",
+        "the record token's JWS verifies with a trusted key (typ capability-resolver+jws), "
+        "and a record file's plain members equal the signed claims",
+    ),
+    ("record_lifetime", "Capability Resolution §8's three expiry rules at --at"),
+    ("leaf", "the leaf hash recomputed from the signed claims (SPEC §2)"),
+    ("inclusion", "the RFC 9162 inclusion proof reaches the anchor's root"),
+    ("head_signature", "the head's JWS verifies (typ capability-anchor+jws, trusted kid)"),
+    (
+        "head_matches",
+        "the head's day, tree_size, root, sealed and iss agree with anchor, proof and record",
+    ),
+    ("timestamp", "an RFC 3161 stamp of the sealed head chains to a --tsa-ca at its genTime"),
+)
+CHECK_NAMES = tuple(name for name, _ in CHECKS)
