@@ -37,7 +37,7 @@ def not_found_note(
     if indexed:
         return uncovered
     lacking: list[str] | None = None
-    for claims in _recent(store, days):
+    for claims in _recent(store, days, _needle(key)):
         if not _matches(claims, key):
             continue
         missing = [m for m in needs if m not in claims]
@@ -55,20 +55,41 @@ def not_found_note(
     )
 
 
-def _recent(store: Store, days: Sequence[str]) -> list[dict[str, Any]]:
-    """Claims of up to RECENT newest entries of `days` (newest first)."""
+def _recent(store: Store, days: Sequence[str], needle: bytes) -> list[dict[str, Any]]:
+    """Claims of those of the RECENT newest entries of `days` whose lower-cased leaf bytes
+    contain `needle` (newest first). The byte test is a cheap filter, never the match: a 404
+    must stay cheap on the event loop, and parsing 256 leaves is ~2 ms."""
     out: list[dict[str, Any]] = []
+    seen = 0
     for day in days:
-        want = RECENT - len(out)
+        want = RECENT - seen
         if want <= 0:
             break
         size = store.day_size(day)
         rows = store.entries(day, max(0, size - want), want)
+        seen += len(rows)
         for row in reversed(rows):
+            if needle not in row.claims.lower():
+                continue
             claims = json.loads(row.claims)
             if isinstance(claims, dict):
                 out.append(claims)
     return out
+
+
+def _needle(key: str) -> bytes:
+    """Bytes that every leaf matching `key` contains once lower-cased: the id as JSON
+    (leaf bytes are RFC 8785, whose string escapes are `json.dumps`'s), or the canonical
+    URL's host (a stored url keeps its case and form). Both sides are lower-cased by
+    `bytes.lower`, which keeps containment. Empty (no filter) for a host whose text and bytes
+    lower-case differently (non-ASCII) or that is an IPv6 literal."""
+    kind, _, value = key.partition(":")
+    if kind == "sub":
+        return json.dumps(value, ensure_ascii=False).encode("utf-8").lower()
+    host = value.removeprefix("https://").split("/")[0].rsplit(":", 1)[0]
+    if host.startswith("[") or not host.isascii():
+        return b""
+    return host.encode("ascii")
 
 
 def _matches(claims: dict[str, Any], key: str) -> bool:
