@@ -24,11 +24,11 @@ SHAPES = {"records": '{"records": [...]}', "record": '{"record": {...}}'}
 
 
 def check_body(
-    kind: str, body: bytes, iss: str, max_records: int, records: str = OBSERVATION
+    kind: str, body: bytes, iss: str, max_records: int, rule: str = OBSERVATION
 ) -> Outcome:
     """`kind` "record" (`POST /prove`): the leaf hash. "records" (`POST /records`): the
     prepared batch, `(leaf_hash, leaf_bytes, server_keys)` per record, each checked against
-    the log's record rule `records` (`observation.py`). A bad record's note counts from 1,
+    the log's record rule (`observation.py`). A bad record's note counts from 1,
     like the CLI's `line N`."""
     try:
         parsed = leaf.parse_json(body)
@@ -43,11 +43,11 @@ def check_body(
     try:
         if kind == "record":
             return ("ok", leaf.leaf_hash(parsed["record"]))
-        batch = parsed["records"]
-        if not 1 <= len(batch) <= max_records:
-            return ("bad_request", f"send 1 to {max_records} records, not {len(batch)}")
+        records = parsed["records"]
+        if not 1 <= len(records) <= max_records:
+            return ("bad_request", f"send 1 to {max_records} records, not {len(records)}")
         # Every record is valid before any is stored.
-        return ("ok", prepare_records(batch, iss, records))
+        return ("ok", prepare_records(records, iss, rule))
     except InvalidRecord as exc:
         note = str(exc)
         return (

@@ -56,10 +56,10 @@ class BodyChecker:
             self._pool = None
 
     async def check(
-        self, kind: str, body: bytes, iss: str, max_records: int, records: str = OBSERVATION
+        self, kind: str, body: bytes, iss: str, max_records: int, rule: str = OBSERVATION
     ) -> Outcome:
         if self._pool is None:
-            return check_body(kind, body, iss, max_records, records)
+            return check_body(kind, body, iss, max_records, rule)
         if self.pending >= self.queue:
             raise Busy
         self.pending += 1
@@ -68,7 +68,7 @@ class BodyChecker:
             loop = asyncio.get_running_loop()
             try:
                 return await loop.run_in_executor(
-                    pool, check_body, kind, body, iss, max_records, records
+                    pool, check_body, kind, body, iss, max_records, rule
                 )
             except BrokenProcessPool:
                 # A worker died (killed, out of memory): replace the pool (once, however many
