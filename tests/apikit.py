@@ -101,6 +101,8 @@ def rec(tag: str, n: int, **extra: Any) -> dict[str, Any]:
         "sub": f"example:{tag}-{n}",
         "url": f"https://s{n}.{tag}.example/mcp",
         "status": "ok",
+        "checked_at": "2026-10-28T10:05:00Z",
+        "evidence": {"method": f"{ISS}/method"},
         "n": n,
         **extra,
     }
@@ -131,7 +133,8 @@ class History:
         return [leaf.leaf_hash(r) for r in self.records[day]]
 
 
-def build_history(data: Path) -> History:
+def build_history(data: Path, records: str = "observation") -> History:
+    """`records`: the log's record rule ("any" for tests of what SPEC §2 alone allows)."""
     wait_clear_of_midnight()
     now = time.time()
     today = utc_day(now)
@@ -141,7 +144,7 @@ def build_history(data: Path) -> History:
     b = [rec("b", n) for n in range(2)]
     x, y = a[5], b[0]
     c = [rec("c", 0), y, rec("c", 2, **RESERVED), rec("c", 3)]
-    with Log.init(data, iss=ISS, clock=clock) as log:
+    with Log.init(data, iss=ISS, records=records, clock=clock) as log:
         log.append(a[:3])
         clock.t += 30
         assert log.checkpoint() is not None  # D2 at 3

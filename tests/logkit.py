@@ -64,6 +64,8 @@ def record(day: str, n: int) -> dict[str, object]:
         "sub": f"server-{day}-{n}",
         "url": f"https://s{n}.example/{day}",
         "status": "ok",
+        "checked_at": f"{day}T00:00:00Z",
+        "evidence": {"method": f"{ISS}/method"},
         "n": n,
     }
 

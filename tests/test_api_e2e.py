@@ -59,7 +59,7 @@ def record(tag: str = "r") -> dict[str, Any]:
         "v": "0.2",
         "sub": f"urn:agent:{tag}:{n}",
         "url": f"https://api{n % 97}.example/cap/{tag}/{n}",
-        "status": "resolved",
+        "status": "ok",
         "checked_at": "2026-11-30T12:00:00Z",
         "evidence": {"record": "sha256:" + hashlib.sha256(f"{tag}{n}".encode()).hexdigest()},
     }

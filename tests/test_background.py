@@ -9,6 +9,7 @@ from pathlib import Path
 
 from capability_anchor.api.background import Background
 from capability_anchor.log import Log
+from obskit import observation
 
 ISS = "https://resolver.example"
 T0 = dt.datetime(2026, 11, 2, 23, 59, 0, tzinfo=dt.UTC).timestamp()
@@ -30,7 +31,7 @@ def test_checkpoints_and_seals_in_the_background(tmp_path: Path) -> None:
     async def scenario() -> None:
         with Log.open(data, clock=clock) as writer:
             bg = Background(writer, data, checkpoint_interval=0.0)
-            writer.append([{"n": 1}, {"n": 2}])
+            writer.append([observation(1), observation(2)])
             await bg.start()
             await asyncio.sleep(0.3)
             heads = writer.store.heads("2026-11-02")

@@ -13,6 +13,7 @@ import pytest
 
 from capability_anchor import leaf, merkle
 from capability_anchor.log import Log
+from obskit import observation
 
 CLI = str(Path(sys.executable).parent / "capability-anchor")
 ISS = "https://resolver.example"
@@ -33,9 +34,7 @@ def run(
 
 
 def records(n: int, start: int = 0) -> list[dict[str, object]]:
-    return [
-        {"v": "0.2", "iss": ISS, "sub": f"example:{i}", "n": i} for i in range(start, start + n)
-    ]
+    return [observation(i, iss=ISS, sub=f"example:{i}", n=i) for i in range(start, start + n)]
 
 
 def jsonl(rows: list[dict[str, object]]) -> str:
@@ -50,6 +49,16 @@ def data(tmp_path: Path) -> Path:
     out = json.loads(result.stdout)
     assert out["iss"] == ISS and out["kid"]
     assert "writer-token" in result.stderr
+    return d
+
+
+@pytest.fixture
+def any_data(tmp_path: Path) -> Path:
+    """A log that takes any JSON object SPEC §2 allows (`init --records any`)."""
+    d = tmp_path / "any"
+    result = run("init", "--iss", ISS, "--records", "any", data=d)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["records"] == "any"
     return d
 
 
@@ -109,13 +118,13 @@ def test_append_prints_one_line_per_record(data: Path, tmp_path: Path) -> None:
     ],
 )
 def test_a_bad_line_stores_nothing(
-    data: Path, lines: list[str], line_no: int, reason: str, code: int
+    any_data: Path, lines: list[str], line_no: int, reason: str, code: int
 ) -> None:
-    result = run("append", "-", data=data, stdin="\n".join(lines) + "\n")
+    result = run("append", "-", data=any_data, stdin="\n".join(lines) + "\n")
     assert result.returncode == code
     assert f"line {line_no}:" in result.stderr and reason in result.stderr
     assert result.stdout == ""
-    with Log.open(data) as log:
+    with Log.open(any_data) as log:
         assert log.store.entry_days() == []
 
 

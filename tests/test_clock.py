@@ -30,6 +30,7 @@ from capability_anchor.clockguard import ACK_FILE, TOLERANCE_S, ClockGuard, ackn
 from capability_anchor.errors import ClockDisagrees
 from capability_anchor.log import Log
 from logkit import CLI, raw
+from obskit import observation
 from serverkit import Server, clean_env, serving
 
 ISS = "https://resolver.example"
@@ -189,7 +190,7 @@ def test_the_background_seals_nothing_while_the_clocks_disagree(tmp_path: Path) 
     async def scenario() -> None:
         guard = clocks.guard(data)
         with Log.open(data, clock=guard.now) as writer:
-            writer.append([{"n": 1}])
+            writer.append([observation(1)])
             bg = Background(writer, data, checkpoint_interval=0.0, guard=guard)
             await bg.start()
             await asyncio.sleep(0.2)
@@ -199,12 +200,12 @@ def test_the_background_seals_nothing_while_the_clocks_disagree(tmp_path: Path) 
             await asyncio.sleep(2.5)
             assert writer.store.sealed_heads() == []
             with pytest.raises(ClockDisagrees):
-                writer.append([{"n": 2}])
+                writer.append([observation(2)])
             ticks = bg.ticks
             clocks.jump(-19 * DAY)
             await asyncio.sleep(1.5)
             assert bg.ticks > ticks
-            writer.append([{"n": 3}])
+            writer.append([observation(3)])
             assert writer.store.sealed_heads() == []
             clocks.advance(180)  # the day really ends: now it is sealed
             await asyncio.sleep(1.5)
@@ -281,7 +282,7 @@ _serial = itertools.count()
 
 def batch(tag: str, n: int = 5) -> dict[str, Any]:
     """`n` new records (never duplicates of earlier ones)."""
-    return {"records": [{"tag": tag, "n": next(_serial)} for _ in range(n)]}
+    return {"records": [observation(next(_serial), tag, tag=tag) for _ in range(n)]}
 
 
 def shift(day: str, days: int) -> str:
@@ -312,7 +313,7 @@ def test_a_jump_19_days_ahead_and_back_seals_nothing_and_stores_nothing(
         "iss": server.url,
         "sub": "urn:agent:clock",
         "url": "https://api.example/cap/clock",
-        "status": "resolved",
+        "status": "ok",
         "checked_at": "2026-11-30T12:00:00Z",
         "evidence": {"record": "sha256:" + "0" * 64},
         "tag": "before",

@@ -19,7 +19,19 @@ from capability_anchor.log import Log
 data, tag, batches, size = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 with Log.open(data) as log:
     for b in range(batches):
-        batch = [{"writer": tag, "n": b * size + i} for i in range(size)]
+        batch = [
+            {
+                "v": "0.2",
+                "sub": f"example:{tag}-{n}",
+                "url": f"https://s{n}.{tag}.example/mcp",
+                "status": "ok",
+                "checked_at": "2026-10-28T10:05:00Z",
+                "evidence": {},
+                "writer": tag,
+                "n": n,
+            }
+            for n in range(b * size, (b + 1) * size)
+        ]
         for r in log.append(batch):
             print(json.dumps([r.day, r.leaf_index, r.leaf_hash.hex(), r.duplicate]), flush=True)
 """

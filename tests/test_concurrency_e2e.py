@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from capability_anchor.merkle import verify_inclusion
+from obskit import observation
 from serverkit import CLI, clean_env, free_port, serving, uvicorn_argv
 
 DURATION_S = 30.0
@@ -34,7 +35,7 @@ CLI_WRITERS = 2
 
 
 def _batch(tag: str) -> list[dict[str, Any]]:
-    return [{"v": "0.2", "sub": f"{tag}-r{n}", "n": n} for n in range(BATCH)]
+    return [observation(n, tag, sub=f"{tag}-r{n}", n=n) for n in range(BATCH)]
 
 
 class Outcomes:

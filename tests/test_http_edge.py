@@ -20,6 +20,7 @@ from litestar.testing import TestClient
 
 from capability_anchor.api import Settings, create_app
 from capability_anchor.log import Log, utc_day
+from obskit import observation
 from serverkit import HOST, Server, serving, uvicorn_argv
 
 
@@ -31,7 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         with srv.client() as client:
             r = client.post(
                 "/records",
-                json={"records": [{"n": i} for i in range(5)]},
+                json={"records": [observation(i) for i in range(5)]},
                 headers=srv.writer_headers(),
             )
             assert r.status_code == 200, r.text
@@ -333,11 +334,12 @@ def test_a_body_checked_in_the_worker_gives_the_same_answers(server: Server) -> 
         assert r.json()["note"] == "invalid JSON: duplicate member name 'a'"
         r = client.post(
             "/records",
-            content=json.dumps({"records": [{"a": 1}, {"b": 1e300}]}),
+            content=json.dumps({"records": [observation(1), observation(2, b=1e300)]}),
             headers=server.writer_headers(),
         )
         assert r.status_code == 400 and r.json()["error"] == "invalid_record"
-        assert r.json()["note"].startswith("record 1: invalid record at /b: number 1e+300")
+        # Counted from 1, like the CLI's `line N`.
+        assert r.json()["note"].startswith("record 2: invalid record at /b: number 1e+300")
 
 
 def test_expect_continue_gets_a_final_answer_without_the_body(server: Server) -> None:
@@ -441,7 +443,7 @@ def test_a_full_body_queue_answers_busy() -> None:
 
 
 def test_expect_continue_bodies_that_are_read_keep_the_connection(server: Server) -> None:
-    body = json.dumps({"records": [{"e": i} for i in range(3)]}).encode()
+    body = json.dumps({"records": [observation(i, "e") for i in range(3)]}).encode()
     headers = (
         f"POST /records HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
         f"Authorization: Bearer {server.token()}\r\n"
@@ -468,7 +470,7 @@ def test_proof_answers_are_rfc8785_bytes(tmp_path: Path) -> None:
 
     from capability_anchor.api.app import _proof_json
 
-    with Log.init(tmp_path / "data", iss="https://resolver.example") as log:
+    with Log.init(tmp_path / "data", iss="https://resolver.example", records="any") as log:
         log.public_url = "https://r\u00e9solver.example/anchor"
         results = log.append([{"n": i, "s": "\u20ac\n"} for i in range(300)])
         log.checkpoint()

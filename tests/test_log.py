@@ -45,6 +45,9 @@ def rec(i: int, **extra: Any) -> dict[str, Any]:
         "iss": ISS,
         "sub": f"example:{i}",
         "url": f"https://s{i}.example/mcp",
+        "status": "ok",
+        "checked_at": "2026-10-28T10:05:00Z",
+        "evidence": {},
         **extra,
     }
 
@@ -166,7 +169,7 @@ def test_proofs_across_tile_levels(tmp_path: Path) -> None:
     clock = Clock()
     n = 66_000
     hashes: list[bytes] = []
-    with Log.init(tmp_path / "d", iss=ISS, clock=clock) as log:
+    with Log.init(tmp_path / "d", iss=ISS, records="any", clock=clock) as log:
         for start in range(0, n, 1000):
             batch = [{"n": i} for i in range(start, min(n, start + 1000))]
             hashes += [r.leaf_hash for r in log.append(batch)]

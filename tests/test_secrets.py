@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import stat
 import subprocess
@@ -22,6 +23,7 @@ from capability_anchor.errors import TokenError
 from capability_anchor.log import Log
 from capability_anchor.writer_token import TOKEN_ENV, writer_token
 from logkit import CLI, run_cli
+from obskit import observation
 from serverkit import HOST, accepts_connections, clean_env, free_port, launch, serving
 
 ISS = "https://resolver.example"
@@ -201,7 +203,7 @@ def test_init_refuses_a_bad_token_and_creates_no_log(tmp_path: Path) -> None:
 def test_a_good_token_in_the_environment_is_the_one_that_works(data: Path) -> None:
     token = "e" * 40
     with serving(data, "--rate-limit", "0", env={TOKEN_ENV: token}) as server:
-        body = {"records": [{"n": 1}]}
+        body = {"records": [observation(1)]}
         with server.client() as client:
             file_token = {"Authorization": f"Bearer {server.token()}"}
             assert client.post("/records", json=body, headers=file_token).status_code == 401
@@ -216,7 +218,7 @@ def raw_post(port: int, path: str, authorization: str) -> int:
     """http.client sends a header with trailing whitespace as given (httpx refuses to)."""
     conn = http.client.HTTPConnection(HOST, port, timeout=10)
     try:
-        body = b'{"records": [{"n": 2}]}'
+        body = json.dumps({"records": [observation(2)]}).encode()
         headers = {"Authorization": authorization, "Content-Type": "application/json"}
         conn.request("POST", path, body=body, headers=headers)
         return conn.getresponse().status
@@ -238,7 +240,7 @@ def test_a_fresh_data_dir_is_private_whatever_the_umask(tmp_path: Path) -> None:
     with umask(0), serving(data, "--rate-limit", "0", "--checkpoint-interval", "1") as server:
         with server.client() as client:
             for n in range(3):
-                body = {"records": [{"n": n, "i": i} for i in range(100)]}
+                body = {"records": [observation(i, f"n{n}") for i in range(100)]}
                 answer = client.post("/records", json=body, headers=server.writer_headers())
                 assert answer.status_code == 200, answer.text
         # While it runs (the WAL is there): SQLite gives -wal and -shm the database's mode.

@@ -26,6 +26,7 @@ from capability_anchor.export import export
 from capability_anchor.log import Log
 from capability_anchor.stamping import Stamper, TsaConfig, stamp_missing
 from capability_anchor.timestamp import load_cas
+from obskit import observation
 from test_cli_log import run
 from tsakit import (
     Pki,
@@ -59,7 +60,7 @@ def past_log(data: Path, config: TsaConfig | None = None) -> list[str]:
     clock = Clock(_days_ago(2))
     stored = config.to_config() if config is not None else None
     with Log.init(data, iss=ISS, clock=clock, config=stored) as log:
-        log.append([{"v": "0.2", "iss": ISS, "sub": f"example:{n}"} for n in range(3)])
+        log.append([observation(n, iss=ISS, sub=f"example:{n}") for n in range(3)])
         log.checkpoint()
         first = log.first_day
     second = (dt.date.fromisoformat(first) + dt.timedelta(days=1)).isoformat()
@@ -523,7 +524,7 @@ def test_sigkill_while_stamping_leaves_whole_stamps_only(tmp_path: Path, tsa_ec:
     data = tmp_path / "d"
     clock = Clock(_days_ago(6))
     with Log.init(data, iss=ISS, clock=clock, config=config_for(tsa_ec).to_config()) as log:
-        log.append([{"v": "0.2", "iss": ISS, "n": 1}])
+        log.append([observation(1, iss=ISS, n=1)])
     with Log.open(data) as log:
         log.seal()  # six days, none stamped
     cli = str(Path(sys.executable).parent / "capability-anchor")

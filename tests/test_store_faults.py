@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from obskit import observation
 from serverkit import CLI, clean_env, serving
 
 ISS = "https://resolver.example"
@@ -33,13 +34,13 @@ def _run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[
 
 def _lines(tag: str, n: int, pad: int = 0) -> bytes:
     return b"".join(
-        json.dumps({"v": "0.2", "sub": f"{tag}-{i}", "pad": "x" * pad}).encode() + b"\n"
+        json.dumps(observation(i, tag, sub=f"{tag}-{i}", pad="x" * pad)).encode() + b"\n"
         for i in range(n)
     )
 
 
 def _batch(tag: str, n: int, pad: int = 0) -> dict[str, object]:
-    return {"records": [{"v": "0.2", "sub": f"{tag}-{i}", "pad": "x" * pad} for i in range(n)]}
+    return {"records": [observation(i, tag, sub=f"{tag}-{i}", pad="x" * pad) for i in range(n)]}
 
 
 def _subs(data: Path) -> set[str]:

@@ -25,12 +25,13 @@ from capability_anchor.log import Log
 from capability_anchor.merkle import TreeEdge, hash_leaf, root_hash, verify_inclusion
 from capability_anchor.store import Store
 from logkit import ISS, Clock, at
+from obskit import observation
 
 DAY = "2026-03-01"
 
 
 def _records(tag: str, n: int) -> list[dict[str, Any]]:
-    return [{"v": "0.2", "sub": f"{tag}-{i}"} for i in range(n)]
+    return [observation(i, tag, sub=f"{tag}-{i}") for i in range(n)]
 
 
 def _stored_root(log: Log, day: str, size: int) -> bytes:

@@ -104,7 +104,7 @@ def record(n: int, tag: str = "") -> dict[str, Any]:
         "sub": f"urn:agent:{tag}{n:09d}",
         "url": f"https://api{n % 997}.example/cap/{tag}{n}",
         "name": "inventory.lookup",
-        "status": "resolved",
+        "status": "ok",
         "checked_at": "2026-11-30T12:34:56Z",
         "evidence": {"record": f"sha256:{digest}", "method": "https-get"},
         "n": n,

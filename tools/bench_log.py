@@ -82,7 +82,7 @@ def record(n: int) -> dict[str, Any]:
         "sub": f"urn:agent:{n:09d}",
         "url": f"https://api{n % 997}.example/cap/{n}",
         "name": "inventory.lookup",
-        "status": "resolved",
+        "status": "ok",
         "checked_at": CHECKED_AT,
         "evidence": {"record": f"sha256:{digest}", "method": "https-get"},
         "n": n,

@@ -16,15 +16,20 @@ from typing import Any
 from . import leaf
 from .errors import InvalidRecord
 from .log import prepare_records
+from .observation import OBSERVATION
 
 Outcome = tuple[str, Any]
 
 SHAPES = {"records": '{"records": [...]}', "record": '{"record": {...}}'}
 
 
-def check_body(kind: str, body: bytes, iss: str, max_records: int) -> Outcome:
+def check_body(
+    kind: str, body: bytes, iss: str, max_records: int, rule: str = OBSERVATION
+) -> Outcome:
     """`kind` "record" (`POST /prove`): the leaf hash. "records" (`POST /records`): the
-    prepared batch, `(leaf_hash, leaf_bytes, server_keys)` per record."""
+    prepared batch, `(leaf_hash, leaf_bytes, server_keys)` per record, each checked against
+    the log's record rule (`observation.py`). A bad record's note counts from 1,
+    like the CLI's `line N`."""
     try:
         parsed = leaf.parse_json(body)
     except InvalidRecord as exc:
@@ -41,12 +46,13 @@ def check_body(kind: str, body: bytes, iss: str, max_records: int) -> Outcome:
         records = parsed["records"]
         if not 1 <= len(records) <= max_records:
             return ("bad_request", f"send 1 to {max_records} records, not {len(records)}")
-        return ("ok", prepare_records(records, iss))  # every record valid before any is stored
+        # Every record is valid before any is stored.
+        return ("ok", prepare_records(records, iss, rule))
     except InvalidRecord as exc:
         note = str(exc)
         return (
             "invalid_record",
-            f"record {exc.position}: {note}" if exc.position is not None else note,
+            f"record {exc.position + 1}: {note}" if exc.position is not None else note,
         )
     except RecursionError:
         return ("bad_request", "the request is nested too deeply")

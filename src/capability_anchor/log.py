@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import head as heads
-from . import jws, leaf, logtrust, trust
+from . import jws, leaf, logtrust, observation, trust
 from .canonical import canonical_url
 from .encoding import format_day, parse_day
 from .errors import (
@@ -57,6 +57,7 @@ from .merkle import (
     root_from,
 )
 from .merkle.nodes import resolve
+from .recordnote import not_found_note
 from .store import HeadRow, StampRow, Store
 from .writer_token import TOKEN_ENV, TOKEN_FILE, create_token_file, read_token_file, writer_token
 
@@ -139,6 +140,8 @@ class Log:
         self.first_day = meta["first_day"]
         self.public_url = meta.get("public_url") or self.iss
         self.config: dict[str, Any] = json.loads(meta.get("config", "{}"))
+        # What an append accepts beyond SPEC §2 (`observation`): signed with the config.
+        self.records = observation.rule_of(self.config)
         self._lock = threading.RLock()
         # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
         self._tile_cache = TileCache()
@@ -160,10 +163,13 @@ class Log:
         iss: str,
         public_url: str | None = None,
         config: Mapping[str, Any] | None = None,
+        records: str = observation.OBSERVATION,
         clock: Clock = time.time,
     ) -> Log:
-        """Create a new log: store, Ed25519 key, writer token. Refuses an existing log."""
+        """Create a new log: store, Ed25519 key, writer token. Refuses an existing log.
+        `records` is the record rule its appends follow (`observation`), kept in its config."""
         _check_origin(iss)
+        config = {**(config or {}), observation.CONFIG_KEY: observation.check_rule(records)}
         if public_url is not None:
             _check_base_url(public_url)
         data_dir = Path(data_dir)
@@ -278,7 +284,7 @@ class Log:
     def prepare(self, records: Sequence[object]) -> list[Prepared]:
         """Validate a batch and compute (leaf_hash, leaf_bytes, server keys) for each record.
         Raises InvalidRecord with `.position` set to the first bad record's 0-based position."""
-        return prepare_records(records, self.iss)
+        return prepare_records(records, self.iss, self.records)
 
     def append(self, records: Sequence[object]) -> list[AppendResult]:
         """Append a batch atomically: all records are stored, or none (and it raises)."""
@@ -661,7 +667,8 @@ class Log:
         if not 0 < lifetime <= jws.MAX_RECORD_LIFETIME:
             raise UsageError(f"record lifetime must be 1..{jws.MAX_RECORD_LIFETIME} seconds")
         key = f"sub:{sub}" if sub is not None else f"url:{canonical_url(url)}"
-        for day, index in self.store.server_entries(key):
+        indexed = self.store.server_entries(key)
+        for day, index in indexed:
             if self.store.newest_covering(day, index) is None:
                 continue  # not yet under a published head: an older entry may be
             entry = self.store.entry(day, index)
@@ -679,7 +686,11 @@ class Log:
             token = jws.sign_claims(signed, self.key, jws.RECORD_TYP)
             expires = dt.datetime.fromtimestamp(iat + lifetime, dt.UTC)
             return {**signed, "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ"), "jws": token}
-        raise NotFound("no record of that server is covered by a published head")
+        today = self.today()
+        days = (today, _prev_day(today))
+        raise NotFound(
+            not_found_note(self.store, key, indexed=bool(indexed), days=days, needs=SERVER_MEMBERS)
+        )
 
     # --- listing ---------------------------------------------------------------------------
 
@@ -734,14 +745,18 @@ def _proof_json(leaf_index: int, tree_size: int, path: Sequence[bytes]) -> dict[
     }
 
 
-def prepare_records(records: Sequence[object], iss: str) -> list[Prepared]:
-    """`Log.prepare` given only the log's issuer: pure, so a worker process can run it."""
+def prepare_records(
+    records: Sequence[object], iss: str, rule: str = observation.OBSERVATION
+) -> list[Prepared]:
+    """`Log.prepare` given only the log's issuer and record rule (`observation`): pure, so a
+    worker process can run it. SPEC §2 first, then the issuer, then the record rule."""
     prepared: list[Prepared] = []
     for position, record in enumerate(records):
         try:
             data = leaf.leaf_bytes(record)
             if isinstance(record, dict) and "iss" in record and record["iss"] != iss:
                 raise InvalidRecord(f"iss {record['iss']!r} is not this log's issuer {iss!r}")
+            observation.check_record(record, rule)
         except InvalidRecord as exc:
             raise InvalidRecord(str(exc), position=position) from None
         prepared.append((hash_leaf(data), data, server_keys(record)))

@@ -174,7 +174,7 @@ def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     if isinstance(exc, CapabilityAnchorError):
         note = str(exc)
         if isinstance(exc, InvalidRecord) and exc.position is not None:
-            note = f"record {exc.position}: {note}"
+            note = f"record {exc.position + 1}: {note}"  # counted from 1, like `line N`
         if isinstance(exc, StoreError):
             note = exc.note  # the class's own words: the message may name paths
         return error_response(_code_of(exc), note)
@@ -293,7 +293,7 @@ async def _checked_body(request: Request[Any, Any, Any], service: Service, kind:
     if len(body) > limit:
         raise ApiError("too_large", f"the request body is over {limit} bytes")
     code, value = await service.bodies.check(
-        kind, body, service.writer.iss, service.settings.max_records
+        kind, body, service.writer.iss, service.settings.max_records, service.writer.records
     )
     if code != "ok":
         raise ApiError(code, value)

@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from ..bodycheck import Outcome, check_body, start_worker, warm_up
+from ..observation import OBSERVATION
 
 _logger = logging.getLogger("capability_anchor.api")
 
@@ -54,9 +55,11 @@ class BodyChecker:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    async def check(self, kind: str, body: bytes, iss: str, max_records: int) -> Outcome:
+    async def check(
+        self, kind: str, body: bytes, iss: str, max_records: int, rule: str = OBSERVATION
+    ) -> Outcome:
         if self._pool is None:
-            return check_body(kind, body, iss, max_records)
+            return check_body(kind, body, iss, max_records, rule)
         if self.pending >= self.queue:
             raise Busy
         self.pending += 1
@@ -64,7 +67,9 @@ class BodyChecker:
         try:
             loop = asyncio.get_running_loop()
             try:
-                return await loop.run_in_executor(pool, check_body, kind, body, iss, max_records)
+                return await loop.run_in_executor(
+                    pool, check_body, kind, body, iss, max_records, rule
+                )
             except BrokenProcessPool:
                 # A worker died (killed, out of memory): replace the pool (once, however many
                 # requests saw it break) and answer 503.

@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p)
     p.add_argument("--iss", required=True, metavar="ORIGIN", help="the resolver origin")
     p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
+    p.add_argument(
+        "--records",
+        choices=("observation", "any"),
+        default="observation",
+        help="what append accepts: Capability Resolution 0.2 observations, or any JSON object "
+        "SPEC §2 allows (default: observation; stored in the signed config)",
+    )
     _add_tsa(p, deadline=False)
 
     p = sub.add_parser("append", help="append JSON Lines records (FILE or -)")
@@ -185,8 +192,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     data = _data_dir(args.data)
     tsa = TsaConfig.from_files(args.tsa, args.tsa_ca)
     config = tsa.to_config() if tsa.urls or tsa.ca_pem else None
-    with Log.init(data, iss=args.iss, public_url=args.public_url, config=config) as log:
-        emit({"iss": log.iss, "first_day": log.first_day, "kid": log.key.kid, "data": str(data)})
+    with Log.init(
+        data, iss=args.iss, public_url=args.public_url, config=config, records=args.records
+    ) as log:
+        emit(
+            {
+                "iss": log.iss,
+                "first_day": log.first_day,
+                "kid": log.key.kid,
+                "data": str(data),
+                "records": log.records,
+            }
+        )
         print(
             f"{PROG}: created a log in {data}; writer token in {data / 'writer-token'}",
             file=sys.stderr,

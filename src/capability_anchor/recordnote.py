@@ -1,0 +1,101 @@
+"""Why `/record` found nothing: the note of its 404.
+
+Three different things look alike from outside: no entry of that server at all; entries of it
+that no published head covers yet (the next checkpoint does); and entries that lack members
+`/record` needs (SPEC §6: v, iss, sub, url, status, checked_at, evidence), which the server
+index leaves out. The index answers the second for indexed entries. The rest are found by
+reading only the newest RECENT entries of the current and the previous UTC day, so a 404 costs
+a bounded amount of work whatever the log's size (a public endpoint must not scan it); an
+entry older than that and not indexed is reported as no entry. Notes name members, never echo
+the query, so they stay short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .canonical import canonical_url
+from .errors import UsageError
+from .store import Store
+
+RECENT = 256
+
+
+def not_found_note(
+    store: Store, key: str, *, indexed: bool, days: Sequence[str], needs: Sequence[str]
+) -> str:
+    """The note for a `/record` lookup by `key` (`sub:<id>` or `url:<canonical url>`) that
+    found no covered entry; `indexed` says whether the index named any entry of it."""
+    what = "id" if key.startswith("sub:") else "url"
+    uncovered = (
+        f"entries with that {what} exist, but no published head covers them yet "
+        "(the next checkpoint will)"
+    )
+    if indexed:
+        return uncovered
+    lacking: list[str] | None = None
+    for claims in _recent(store, days, _needle(key)):
+        if not _matches(claims, key):
+            continue
+        missing = [m for m in needs if m not in claims]
+        if not missing:
+            return uncovered
+        if lacking is None:  # the newest such entry speaks
+            lacking = missing
+    if lacking is not None:
+        return (
+            f"the newest entry with that {what} lacks {', '.join(lacking)}; /record serves only "
+            f"entries with all of {', '.join(needs)}"
+        )
+    return (
+        f"no entry with that {what} (an entry is served only when it has all of {', '.join(needs)})"
+    )
+
+
+def _recent(store: Store, days: Sequence[str], needle: bytes) -> list[dict[str, Any]]:
+    """Claims of those of the RECENT newest entries of `days` whose lower-cased leaf bytes
+    contain `needle` (newest first). The byte test is a cheap filter, never the match: a 404
+    must stay cheap on the event loop, and parsing 256 leaves is ~2 ms."""
+    out: list[dict[str, Any]] = []
+    seen = 0
+    for day in days:
+        want = RECENT - seen
+        if want <= 0:
+            break
+        size = store.day_size(day)
+        rows = store.entries(day, max(0, size - want), want)
+        seen += len(rows)
+        for row in reversed(rows):
+            if needle not in row.claims.lower():
+                continue
+            claims = json.loads(row.claims)
+            if isinstance(claims, dict):
+                out.append(claims)
+    return out
+
+
+def _needle(key: str) -> bytes:
+    """Bytes that every leaf matching `key` contains once lower-cased: the id as JSON
+    (leaf bytes are RFC 8785, whose string escapes are `json.dumps`'s), or the canonical
+    URL's host (a stored url keeps its case and form). Both sides are lower-cased by
+    `bytes.lower`, which keeps containment. Empty (no filter) for a host whose text and bytes
+    lower-case differently (non-ASCII) or that is an IPv6 literal."""
+    kind, _, value = key.partition(":")
+    if kind == "sub":
+        return json.dumps(value, ensure_ascii=False).encode("utf-8").lower()
+    host = value.removeprefix("https://").split("/")[0].rsplit(":", 1)[0]
+    if host.startswith("[") or not host.isascii():
+        return b""
+    return host.encode("ascii")
+
+
+def _matches(claims: dict[str, Any], key: str) -> bool:
+    kind, _, value = key.partition(":")
+    if kind == "sub":
+        return claims.get("sub") == value
+    with contextlib.suppress(UsageError):
+        return canonical_url(claims.get("url")) == value
+    return False
