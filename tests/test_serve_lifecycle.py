@@ -240,8 +240,9 @@ def test_access_and_event_log_as_json_lines(tmp_path: Path) -> None:
     args = ("--log-format", "json", "--rate-limit", "3", "--checkpoint-interval", "1")
     with serving(data, *args) as server, server.client() as client:
         auth = server.writer_headers()
-        ok = client.post("/records", json={"records": [_record(1)]}, headers=auth)
+        ok = client.post("/records?prove=1", json={"records": [_record(1)]}, headers=auth)
         assert ok.status_code == 200
+        assert client.post("/records", json={"records": [_record(4)]}, headers=auth).is_success
         assert client.post("/records", json={"records": [_record(2)]}).status_code == 401
         big = b'{"records":[' + b" " * (4 * 1024 * 1024) + b"]}"
         assert client.post("/records", content=big, headers=auth).status_code == 413
@@ -266,20 +267,24 @@ def test_access_and_event_log_as_json_lines(tmp_path: Path) -> None:
         assert line["level"] in ("info", "warning", "error")
     requests = _requests(lines)
     posts = [r for r in requests if r["method"] == "POST"]
-    assert [r["status"] for r in posts] == [200, 401, 413, 400]
-    for r in posts:
+    assert [r["status"] for r in posts] == [200, 200, 401, 413, 400]
+    assert posts[0]["path"] == "/records?prove=1"
+    for r in posts[1:]:
         assert r["path"] == "/records"
         assert r["client"] == HOST
         assert isinstance(r["ms"], float | int) and r["ms"] >= 0
-    assert posts[1]["error"] == "unauthorized"
-    assert posts[2]["error"] == "too_large"
-    assert posts[3]["error"] == "invalid_record" and "record" in str(posts[3]["note"])
+    assert "error" not in posts[0]
+    assert posts[2]["error"] == "unauthorized"
+    assert posts[3]["error"] == "too_large"
+    assert posts[4]["error"] == "invalid_record" and "record" in str(posts[4]["note"])
     proof = next(r for r in requests if str(r["path"]).startswith("/proof"))
     assert long_hash in str(proof["path"])  # a leaf hash is kept whole
     assert "z" * 17 not in str(proof["path"])  # a long value is cut
     limited = [r for r in requests if r["status"] == 429]
     assert limited and all(r["error"] == "rate_limited" for r in limited)
     events = [str(x["msg"]) for x in lines if x.get("event") != "request"]
+    assert any(m.startswith("prove: published a head of") for m in events)
+    # The background checkpoint covers the record appended without ?prove=1.
     assert any(m.startswith("checkpoint: published a head of") for m in events)
     assert any(m.startswith("SIGTERM received") for m in events)
     assert any(m.startswith("shutting down") for m in events)

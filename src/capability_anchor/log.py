@@ -336,6 +336,8 @@ class Log:
                             "proof": _proof_json(r.leaf_index, size, path),
                         }
                     )
+            if row is not newest:
+                _events.info("prove: published a head of %s at tree size %d", batch.day, size)
             self._keep(batch)
             return out
 
