@@ -296,10 +296,12 @@ def test_access_and_event_log_as_json_lines(tmp_path: Path) -> None:
 def test_plain_access_log_by_default(tmp_path: Path) -> None:
     with serving(tmp_path / "data") as server, server.client() as client:
         client.get("/roots")
+        client.head("/roots")
         client.get("/nothing-here")
         assert server.stop() == 0
         text = server.stderr()
     assert f' info {HOST} "GET /roots" 200 ' in text
+    assert f' info {HOST} "HEAD /roots" 200 ' in text
     assert f' warning {HOST} "GET /nothing-here" 404 ' in text
     assert "not_found: no such resource" in text
     assert " info service: stopped (pid " in text

@@ -121,23 +121,28 @@ def _bind(host: str, port: int) -> Any:
     return sock
 
 
-def _ensure_log(args: argparse.Namespace, data: Path) -> None:
+def _needs_init(args: argparse.Namespace, data: Path) -> bool:
     """`serve` never creates a log unless told to (`--init`): a mistyped --data would
     otherwise start a new log with a new key and iss, silently forking the resolver."""
     from ..errors import StoreError
-    from ..log import Log
     from ..store import DB_NAME, Store
 
     if Store.exists(data):
-        if args.iss is not None and args.init:
+        if args.iss is not None:
             print(f"{PROG}: --iss ignored: a log exists in {data}", file=sys.stderr)
-        return
+        return False
     if not args.init:
         raise StoreError(
             f"no log at {data / DB_NAME} (run `capability-anchor init` first, "
             "or `serve --init`)"
         )
-    iss = args.iss or f"http://{args.host}:{args.port}"
+    return True
+
+
+def _init_log(args: argparse.Namespace, data: Path) -> None:
+    from ..log import Log
+
+    iss = args.iss or f"http://{_url_host(args.host)}:{args.port}"
     Log.init(data, iss=iss, public_url=args.public_url).close()
     print(f"{PROG}: initialised a log in {data} (iss {iss})", file=sys.stderr)
 
@@ -150,6 +155,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from .operator import data_dir
 
+    # Until uvicorn takes the signals over (and after it gives them back), a Ctrl-C or
+    # SIGTERM during start-up is a quiet exit too, not a KeyboardInterrupt traceback.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _exit_cleanly)
     data = data_dir(args.data)
     if not 0 < args.record_lifetime <= 172800:
         raise UsageError("--record-lifetime must be 1..172800 seconds (48 h)")
@@ -158,11 +167,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.iss is not None and not args.init:
         raise UsageError("--iss is only for --init (a log keeps the iss it was made with)")
     accesslog.configure(args.log_format)
-    _ensure_log(args, data)
-    # Bound, not yet listening: a taken port is refused before the log is opened, and no
-    # connection is accepted before the log's self-check and the token check pass.
+    create = _needs_init(args, data)
+    # Bound, not yet listening: a taken port is refused before a log is created or opened,
+    # and no connection is accepted before the log's self-check and the token check pass.
     sock = _bind(args.host, args.port)
     try:
+        if create:
+            _init_log(args, data)
         print(f"{PROG}: writer token in {data / 'writer-token'}", file=sys.stderr)
         settings = Settings(
             data_dir=data,
@@ -195,9 +206,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"{PROG}: serving on http://{_url_host(host)}:{port}", file=sys.stderr, flush=True)
         # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests (and batches)
         # finish before the app's shutdown closes the log; then it re-raises the signal it
-        # caught to the handler that was in place before it: these make that a clean exit 0.
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, _exit_cleanly)
+        # caught to the handler that was in place before it (ours): a clean exit 0.
         server.run(sockets=[sock])
     finally:
         sock.close()
