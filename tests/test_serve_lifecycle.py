@@ -5,6 +5,7 @@ forwarding signals, and the access and event log in both forms."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -343,3 +344,24 @@ def test_a_bad_log_format_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "invalid choice: 'xml'" in done.stderr
+
+
+def test_published_and_sealed_heads_are_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from capability_anchor.log import Log
+    from logkit import DAY1, DAY2, ISS, Clock, at
+
+    caplog.set_level(logging.INFO, "capability_anchor.heads")
+    clock = Clock(at(DAY1, 60))
+    with Log.init(tmp_path / "data", iss=ISS, clock=clock) as log:
+        log.append([_record(0), _record(1)])
+        log.checkpoint()
+        log.checkpoint()  # did not grow: no head, no line
+        clock.set(DAY2, 60)
+        log.seal()
+    lines = [r.getMessage() for r in caplog.records if r.name == "capability_anchor.heads"]
+    assert lines == [
+        f"checkpoint: published a head of {DAY1} at tree size 2",
+        f"sealed {DAY1} at tree size 2",
+    ]
