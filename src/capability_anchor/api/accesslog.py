@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import quote
 
 from ..errors import UsageError
 
@@ -37,6 +38,7 @@ MAX_QUERY_VALUE = 64
 MAX_PATH = 200
 # Refusals are small `{v, error, note}` documents; a larger body is not read for a reason.
 MAX_ERROR_BODY = 4096
+_VISIBLE = re.compile(r"[!#-\[\]-~…]*")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -123,20 +125,32 @@ def _configured() -> bool:
     return any(isinstance(h, _Stderr) for h in logging.getLogger(ROOT_LOGGER).handlers)
 
 
+def _visible(text: str) -> str:
+    """`text` as is when it is visible ASCII without `"` or `\\` (what a request line
+    carries), else percent-encoded: a line of the log is never split or forged by a path."""
+    return text if _VISIBLE.fullmatch(text) else quote(text, safe="/:@!$&'()*+,;=-._~%?")
+
+
 def loggable_path(scope: Scope) -> str:
-    """The path, and the query with each long value cut to its first characters."""
-    path = quote(scope.get("path", ""), safe="/:@!$&'()*+,;=-._~")
+    """The path as sent, and the query with each long value cut to its first characters
+    (not decoded: what the client sent, made safe for one log line)."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else scope.get("path", "")
+    path = _visible(path)
     if len(path) > MAX_PATH:
         path = path[:MAX_PATH] + "…"
     query = scope.get("query_string", b"").decode("latin-1")
     if not query:
         return path
-    parts = []
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if len(value) > MAX_QUERY_VALUE:
-            value = value[:16] + "…"
-        parts.append(f"{quote(name[:MAX_QUERY_VALUE])}={quote(value, safe='…:-._~')}")
-    return f"{path}?{'&'.join(parts)}"
+    if len(query) > MAX_QUERY_VALUE:
+        parts = []
+        for part in query.split("&"):
+            name, eq, value = part.partition("=")
+            if len(value) > MAX_QUERY_VALUE:
+                value = value[:16] + "…"
+            parts.append(f"{name[:MAX_QUERY_VALUE]}{eq}{value}")
+        query = "&".join(parts)
+    return f"{path}?{_visible(query)}"
 
 
 def _reason(body: bytes) -> dict[str, str]:

@@ -81,6 +81,10 @@ def add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
         )
 
 
+# The old private names, for code written against them on other branches.
+_data_dir, _add_data, _add_tsa = data_dir, add_data, add_tsa
+
+
 def _version() -> str:
     from .. import __version__
 
