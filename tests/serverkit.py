@@ -5,7 +5,7 @@
         with server.client() as client:
             client.get("/healthz")
 
-`start` launches `capability-anchor serve --data DIR --host 127.0.0.1 --port P ARGS` (or any
+`start` launches `capability-anchor serve --data DIR --host 127.0.0.1 --port P --init ARGS` (or any
 argv, e.g. `uvicorn capability_anchor.api.asgi:app --workers 2`), waits until `/healthz`
 answers 200 and returns a `Server`; if the process exits first, or does not answer in time,
 it is stopped and `ServerFailed` names its exit code and stderr. `Server.stop` sends SIGTERM
@@ -156,8 +156,11 @@ class Server:
                 time.sleep(0.05)
 
 
-def serve_argv(data: Path, port: int, args: Sequence[str] = ()) -> list[str]:
-    return [str(CLI), "serve", "--data", str(data), "--host", HOST, "--port", str(port), *args]
+def serve_argv(data: Path, port: int, args: Sequence[str] = (), *, init: bool = True) -> list[str]:
+    """`serve` on DATA; with `init` (the default for tests) `--init`, which creates the log
+    there when there is none (iss http://127.0.0.1:PORT) and otherwise uses it as it is."""
+    argv = [str(CLI), "serve", "--data", str(data), "--host", HOST, "--port", str(port)]
+    return [*argv, *(["--init"] if init else []), *args]
 
 
 def uvicorn_argv(port: int, workers: int, args: Sequence[str] = ()) -> list[str]:

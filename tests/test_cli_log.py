@@ -179,7 +179,7 @@ def test_checkpoint_proof_and_consistency(data: Path) -> None:
     )
     # Today is not over: nothing to seal.
     sealed = run("seal", data=data)
-    assert sealed.returncode == 0 and sealed.stdout == ""
+    assert sealed.returncode == 0 and sealed.stdout == "[]\n"
 
 
 def test_data_dir_from_environment(tmp_path: Path) -> None:

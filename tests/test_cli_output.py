@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from capability_anchor.log import Log
+from obskit import observation
 
 BIN = Path(sys.executable).parent
 ROOTS = Path(__file__).resolve().parent.parent / "roots"
@@ -89,7 +90,7 @@ def test_capability_anchor_into_a_closed_pipe_exits_quietly_and_still_stores(
     assert rc == 0 and "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
     # Enough lines that stdout's buffer fills and the pipe breaks in the middle of the run.
     lines = "".join(
-        json.dumps({"v": "0.2", "iss": ISS, "sub": f"example:{n}"}) + "\n" for n in range(3000)
+        json.dumps(observation(n, iss=ISS)) + "\n" for n in range(3000)
     )
     rc, stderr = closed_pipe(
         BIN / "capability-anchor", "append", "-", "--data", data, stdin=lines.encode()

@@ -338,6 +338,8 @@ def test_serve_stamps_and_publishes_the_stamps(tmp_path: Path, tsa_rsa: TestTsa)
         assert der.headers["content-type"] == "application/timestamp-reply"
         assert der.content == base64.b64decode(listed[0]["token"])
         head = client.get(f"/roots/{days[0]}").json()
+    # The service's log has a line per stamp (api/accesslog.py's plain format).
+    assert f" info stamping: {days[0]} stamped by {tsa_rsa.url} at " in server.stderr()
     jws_file = tmp_path / "day.jws"
     jws_file.write_text(head["jws"])
     ok, out = verify(jws_file, der.content, tsa_rsa.pki.ca_cert)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import venv
@@ -122,8 +123,50 @@ def _cmd_system(package: str) -> Callable[[list[str]], int]:
     return cmd
 
 
+def _die_with_parent() -> None:
+    """In the server, before exec: SIGTERM it if this script dies without forwarding (e.g.
+    SIGKILL), so it is never left running as an orphan (Linux's PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def _given_data(extra: list[str]) -> bool:
+    return any(a == "--data" or a.startswith("--data=") for a in extra) or bool(
+        os.environ.get("CAPABILITY_ANCHOR_DATA")
+    )
+
+
+def run_argv(extra: list[str]) -> list[str]:
+    init = [] if _given_data(extra) else ["--init"]
+    return [str(_bin("capability-anchor")), "serve", *init, *extra]
+
+
 def cmd_run(extra: list[str]) -> int:
-    return _run([str(_bin("capability-anchor")), "serve", *extra])
+    """`capability-anchor serve`, with `--init` for the embedded default ./data only (a data
+    dir given by --data or env must exist: a typo there must not start a new log).
+
+    The server runs in a process group of its own, so a Ctrl-C at the terminal reaches only
+    this script, which forwards SIGINT and SIGTERM to it (exactly once each: a second SIGINT
+    would make uvicorn skip its graceful shutdown) and exits with its exit code."""
+    argv = run_argv(extra)
+    print("+ " + " ".join(argv), file=sys.stderr, flush=True)
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_die_with_parent
+    )
+
+    def forward(signum: int, frame: object) -> None:
+        if proc.poll() is None:
+            # A hang-up (terminal closed) stops the server gracefully too.
+            proc.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    code = proc.wait()
+    # Killed by a signal: the shell's convention, 128 + its number.
+    return 128 - code if code < 0 else code
 
 
 def main() -> int:
@@ -138,4 +181,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C while setting up (pip): no traceback
+        sys.exit(130)

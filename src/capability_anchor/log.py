@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import logging
 import math
 import os
 import threading
@@ -60,6 +61,9 @@ from .merkle.nodes import resolve
 from .recordnote import not_found_note
 from .store import HeadRow, StampRow, Store
 from .writer_token import TOKEN_ENV, TOKEN_FILE, create_token_file, read_token_file, writer_token
+
+# Published heads, as they commit (the service's event log; the CLI prints them instead).
+_events = logging.getLogger("capability_anchor.heads")
 
 Clock = Callable[[], float]
 Prepared = tuple[bytes, bytes, tuple[str, ...]]
@@ -338,6 +342,8 @@ class Log:
                             "proof": _proof_json(r.leaf_index, size, path),
                         }
                     )
+            if row is not newest:
+                _events.info("prove: published a head of %s at tree size %d", batch.day, size)
             self._keep(batch)
             return out
 
@@ -510,7 +516,9 @@ class Log:
                 newest = self.store.newest_unsealed(day)
                 if newest is not None and newest.tree_size == size:
                     return newest.doc
-                return self._publish(day, size, False, int(now)).doc
+                doc = self._publish(day, size, False, int(now)).doc
+            _events.info("checkpoint: published a head of %s at tree size %d", day, size)
+            return doc
 
     def seal(self, on_sealed: Callable[[bytes], None] | None = None) -> list[bytes]:
         """Seal every day before today that is not sealed, oldest first, one transaction
@@ -529,6 +537,7 @@ class Log:
                         size = self.store.day_size(day)
                         sealed = self._publish(day, size, True, heads.sealed_iat(day)).doc
                 if sealed is not None:
+                    _events.info("sealed %s at tree size %d", day, size)
                     out.append(sealed)
                     if on_sealed is not None:
                         on_sealed(sealed)

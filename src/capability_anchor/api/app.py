@@ -48,6 +48,7 @@ from ..export import timestamps_document
 from ..files import tighten_modes
 from ..log import Log
 from ..stamping import Stamper, StampResult, TsaConfig
+from . import accesslog
 from .background import Background
 from .bodies import BodyChecker, Busy
 from .edge import ORIGINAL_METHOD, AnchorApp, BodyTimeout
@@ -668,10 +669,12 @@ def create_app(settings: Settings) -> Litestar:
         ),
         request_max_body_size=settings.max_body,
         debug=False,
+        logging_config=accesslog.litestar_logging(),  # not the root logger: ours (accesslog)
     )
     app.state.service = service
     app.state.clock_guard = guard
     app.state.limiter = limiter
     app.body_timeout = settings.body_timeout
     app.drain_limit = settings.max_body
+    accesslog.install(app)  # access and event log lines (api/accesslog.py)
     return app

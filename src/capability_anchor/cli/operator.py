@@ -10,22 +10,43 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from .. import leaf
 from ..errors import CapabilityAnchorError, InvalidRecord
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit, fail, quiet_broken_pipe
+from .serve import add_serve_arguments, cmd_serve
 
 PROG = "capability-anchor"
 
 
-def _data_dir(value: str | None) -> Path:
+def data_dir(value: str | None) -> Path:
     return Path(value or os.environ.get("CAPABILITY_ANCHOR_DATA") or "data")
 
 
-def _add_data(p: argparse.ArgumentParser) -> None:
+EXIT_CODES = """exit codes:
+  0  done (every check passed)
+  1  refused or a failed check (an invalid record, an audit problem, a failed stamp)
+  2  usage or I/O error (bad arguments, no log at DIR, unreadable file, taken port, busy)"""
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Each option's default appended to its help unless the help already says it (or there
+    is none: None, an empty list, an unset flag); the exit-code epilog kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, False, [], argparse.SUPPRESS):
+            return text
+        if not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data",
         metavar="DIR",
@@ -34,16 +55,21 @@ def _add_data(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
+def add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
     p.add_argument(
-        "--tsa", metavar="URL", action="append", default=[], help="an RFC 3161 TSA (repeatable)"
+        "--tsa",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="an RFC 3161 TSA (repeatable; default: the ones stored by init)",
     )
     p.add_argument(
         "--tsa-ca",
         metavar="PEM",
         action="append",
         default=[],
-        help="trusted TSA CA certificates (repeatable; a file may hold several)",
+        help="trusted TSA CA certificates (repeatable, a file may hold several; "
+        "default: the ones stored by init)",
     )
     if deadline:
         p.add_argument(
@@ -51,72 +77,99 @@ def _add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
             type=float,
             default=None,
             metavar="S",
-            help="total time allowed for one TSA exchange (default 10)",
+            help="total time allowed for one TSA exchange (default: 10)",
         )
+
+
+# The old private names, for code written against them on other branches.
+_data_dir, _add_data, _add_tsa = data_dir, add_data, add_tsa
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return f"{PROG} {__version__}"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Transparency log and Merkle anchor service for Capability Resolution.",
+        description="Transparency log and Merkle anchor service for Capability Resolution. "
+        "JSON on stdout, messages on stderr.",
+        epilog=EXIT_CODES,
+        formatter_class=_Help,
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("init", help="create the store, an Ed25519 key and a writer token")
-    _add_data(p)
-    p.add_argument("--iss", required=True, metavar="ORIGIN", help="the resolver origin")
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=text, description=text, epilog=EXIT_CODES, formatter_class=_Help
+        )
+
+    p = command("init", "create the store, an Ed25519 key and a writer token")
+    add_data(p)
+    p.add_argument(
+        "--iss", required=True, metavar="ORIGIN", help="the resolver origin (required)"
+    )
     p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
     p.add_argument(
         "--records",
         choices=("observation", "any"),
         default="observation",
         help="what append accepts: Capability Resolution 0.2 observations, or any JSON object "
-        "SPEC §2 allows (default: observation; stored in the signed config)",
+        "SPEC §2 allows (stored in the signed config)",
     )
-    _add_tsa(p, deadline=False)
+    add_tsa(p, deadline=False)
 
-    p = sub.add_parser("append", help="append JSON Lines records (FILE or -)")
-    _add_data(p)
-    p.add_argument("file", metavar="FILE|-")
+    p = command("append", "append JSON Lines records: one object per line")
+    add_data(p)
+    p.add_argument("file", metavar="FILE|-", help="JSON Lines file, or - for stdin")
 
-    p = sub.add_parser("checkpoint", help="publish an unsealed head of today if it grew")
-    _add_data(p)
+    p = command("checkpoint", "publish an unsealed head of today if the tree grew")
+    add_data(p)
 
-    p = sub.add_parser("seal", help="seal every past day that is not sealed, then stamp it")
-    _add_data(p)
-    _add_tsa(p)
+    p = command("seal", "seal every past day that is not sealed, then stamp it")
+    add_data(p)
+    add_tsa(p)
 
-    p = sub.add_parser("timestamp", help="stamp every sealed head that a TSA has not stamped yet")
-    _add_data(p)
-    _add_tsa(p)
+    p = command("timestamp", "stamp every sealed head that a TSA has not stamped yet")
+    add_data(p)
+    add_tsa(p)
 
-    p = sub.add_parser("proof", help="inclusion proof of an entry (as GET /proof)")
-    _add_data(p)
-    p.add_argument("--day", metavar="D")
-    p.add_argument("--index", type=int, metavar="I")
-    p.add_argument("--leaf-hash", metavar="H")
-    p.add_argument("--tree-size", type=int, metavar="N")
-
-    p = sub.add_parser("consistency", help="consistency proof (as GET /consistency)")
-    _add_data(p)
-    p.add_argument("--day", required=True, metavar="D")
-    p.add_argument("--first", required=True, type=int, metavar="M")
-    p.add_argument("--second", required=True, type=int, metavar="N")
-
-    p = sub.add_parser(
-        "rotate-key",
-        help="make a new signing key; the old one endorses it and it endorses the old one",
+    p = command("proof", "inclusion proof of an entry (as GET /proof)")
+    add_data(p)
+    p.add_argument("--day", metavar="D", help="UTC day YYYY-MM-DD (needed with --index)")
+    p.add_argument("--index", type=int, metavar="I", help="leaf index in that day's tree")
+    p.add_argument("--leaf-hash", metavar="H", help="the entry's leaf hash, 64 hex digits")
+    p.add_argument(
+        "--tree-size",
+        type=int,
+        metavar="N",
+        help="prove against this tree size (default: the newest published head)",
     )
-    _add_data(p)
 
-    p = sub.add_parser("export", help="write the static publication (SPEC §8) to OUTDIR")
-    _add_data(p)
-    p.add_argument("outdir", metavar="OUTDIR")
+    p = command("consistency", "consistency proof (as GET /consistency)")
+    add_data(p)
+    p.add_argument("--day", required=True, metavar="D", help="UTC day YYYY-MM-DD (required)")
+    p.add_argument("--first", required=True, type=int, metavar="M", help="older tree size")
+    p.add_argument("--second", required=True, type=int, metavar="N", help="newer tree size")
 
-    p = sub.add_parser("audit", help="re-derive and check the log and/or an exported folder")
-    _add_data(p)
+    p = command(
+        "rotate-key", "make a new signing key; the old one endorses it and it endorses the old one"
+    )
+    add_data(p)
+
+    p = command("export", "write the static publication (SPEC §8) to OUTDIR")
+    add_data(p)
+    p.add_argument("outdir", metavar="OUTDIR", help="folder to write (created if missing)")
+
+    p = command("audit", "re-derive and check the log and/or an exported folder")
+    add_data(p)
     p.add_argument("--roots", metavar="DIR", help="also audit an exported folder")
-    p.add_argument("--keys", metavar="FILE", help="trusted JWKS for --roots (else its keys.json)")
+    p.add_argument(
+        "--keys", metavar="FILE", help="trusted JWKS for --roots (default: its keys.json)"
+    )
     p.add_argument(
         "--tsa-ca",
         metavar="PEM",
@@ -125,35 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="check that every stamp chains to one of these TSA CAs (repeatable)",
     )
 
-    p = sub.add_parser("serve", help="run the HTTP service (SPEC §6) with background work")
-    _add_data(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
-    p.add_argument("--checkpoint-interval", type=float, default=60.0, metavar="S")
-    p.add_argument("--record-lifetime", type=int, default=24 * 3600, metavar="S")
-    _add_tsa(p)
-    p.add_argument(
-        "--rate-limit", type=int, default=100, metavar="N", help="per client per second, 0 = off"
-    )
-    p.add_argument(
-        "--header-timeout", type=float, default=10.0, metavar="S", help="for a request's headers"
-    )
-    p.add_argument(
-        "--body-timeout", type=float, default=30.0, metavar="S", help="for a request's body"
-    )
-    p.add_argument(
-        "--body-workers",
-        type=int,
-        default=1,
-        metavar="N",
-        help="processes checking request bodies (0: on the event loop)",
-    )
+    add_serve_arguments(command("serve", "run the HTTP service (SPEC §6) with background work"))
 
-    p = sub.add_parser(
-        "demo", help="anchor sample (or given) records in memory, sign and verify them"
-    )
-    _add_data(p)
+    p = command("demo", "anchor sample (or given) records in memory, sign and verify them")
+    add_data(p)
     p.add_argument("--iss", default="https://resolver.example", help="the resolver origin")
     p.add_argument("--records", type=Path, default=None, help="JSON Lines of records")
     return parser
@@ -182,14 +210,14 @@ def _main(argv: list[str] | None) -> int:
 def _open(args: argparse.Namespace) -> Any:
     from ..log import Log
 
-    return Log.open(_data_dir(args.data))
+    return Log.open(data_dir(args.data))
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     from ..log import Log
     from ..stamping import TsaConfig
 
-    data = _data_dir(args.data)
+    data = data_dir(args.data)
     tsa = TsaConfig.from_files(args.tsa, args.tsa_ca)
     config = tsa.to_config() if tsa.urls or tsa.ca_pem else None
     with Log.init(
@@ -218,7 +246,6 @@ def _read_lines(name: str) -> list[bytes]:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
-    from .. import leaf
     from ..log import MAX_BATCH
     from ..progress import StderrProgress
 
@@ -233,7 +260,8 @@ def cmd_append(args: argparse.Namespace) -> int:
                 records.append(leaf.parse_json(line))
             except InvalidRecord as exc:
                 # Malformed JSON is exit 2 in every command (README, Decisions).
-                print(f"{PROG}: line {number}: {exc}", file=sys.stderr)
+                hint = _json_lines_hint(lines) if not records else ""
+                print(f"{PROG}: line {number}: {exc}{hint}", file=sys.stderr)
                 return EXIT_USAGE
             line_of.append(number)
         # Everything is validated before anything is stored: one bad line stores nothing.
@@ -255,13 +283,38 @@ def cmd_append(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _json_lines_hint(lines: list[bytes]) -> str:
+    """A hint when the first record does not parse because the input is one JSON document
+    spread over several lines (a pretty-printed object or an array), not JSON Lines."""
+    content = [line for line in lines if line.strip()]
+    if len(content) < 2:
+        return ""
+    first = content[0].strip()
+    if first not in (b"{", b"["):
+        try:
+            leaf.parse_json(b"\n".join(lines))
+        except InvalidRecord:
+            return ""
+    return "; input is JSON Lines: one object per line"
+
+
 def _emit_doc(doc: bytes | None) -> None:
     sys.stdout.write(("null" if doc is None else doc.decode("utf-8")) + "\n")
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     with _open(args) as log:
-        _emit_doc(log.checkpoint())
+        before = log.store.newest_unsealed(log.today())
+        doc = log.checkpoint()
+        _emit_doc(doc)
+        if doc is None:
+            print(f"{PROG}: no head: today (UTC) has no entries yet", file=sys.stderr)
+        elif before is not None and doc == before.doc:
+            print(
+                f"{PROG}: the tree did not grow since its newest head (tree size "
+                f"{before.tree_size}): no new head; printed that one",
+                file=sys.stderr,
+            )
     return EXIT_OK
 
 
@@ -293,6 +346,11 @@ def cmd_seal(args: argparse.Namespace) -> int:
         # The TSA configuration is checked before anything is sealed (usage errors first).
         tsa = _tsa_config(args, log)
         sealed = log.seal(printed)
+        if not sealed:
+            # Still JSON on stdout: an empty list says "nothing sealed" to a script.
+            sys.stdout.write("[]\n")
+            note = "nothing to seal: every day before today (UTC) is sealed"
+            print(f"{PROG}: {note}", file=sys.stderr)
         # A running service whose clocks disagree takes this reading as its new baseline.
         ack = acknowledge(log.data_dir, wall, mono)
         print(
@@ -368,7 +426,7 @@ def cmd_rotate_key(args: argparse.Namespace) -> int:
     from ..log import Log
     from ..logtrust import rotate_key
 
-    data = _data_dir(args.data)
+    data = data_dir(args.data)
     rotation = rotate_key(data, Log.open)
     emit(rotation.to_json())
     print(
@@ -389,7 +447,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from ..store import Store
 
     progress = StderrProgress()
-    data = _data_dir(args.data)
+    data = data_dir(args.data)
     report = AuditReport()
     # For the data dir --keys adds trust (heads signed by earlier keys; the store's own keys
     # table never does); for a folder it replaces the folder's keys.json.
@@ -422,66 +480,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
-def _exit_cleanly(signum: int, frame: object) -> None:
-    raise SystemExit(EXIT_OK)
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from ..api import Settings, create_app
-    from ..api.nodelay import with_header_timeout
-    from ..errors import UsageError
-    from ..log import Log
-    from ..store import Store
-
-    data = _data_dir(args.data)
-    if not 0 < args.record_lifetime <= 172800:
-        raise UsageError("--record-lifetime must be 1..172800 seconds (48 h)")
-    if not (args.header_timeout > 0 and args.body_timeout > 0 and args.body_workers >= 0):
-        raise UsageError("--header-timeout and --body-timeout must be > 0, --body-workers >= 0")
-    if not Store.exists(data):
-        iss = f"http://{args.host}:{args.port}"
-        Log.init(data, iss=iss, public_url=args.public_url).close()
-        print(f"{PROG}: initialised a log in {data} (iss {iss})", file=sys.stderr)
-    print(f"{PROG}: writer token in {data / 'writer-token'}", file=sys.stderr)
-    settings = Settings(
-        data_dir=data,
-        public_url=args.public_url,
-        checkpoint_interval=args.checkpoint_interval,
-        record_lifetime=args.record_lifetime,
-        rate_limit=args.rate_limit,
-        tsa=tuple(args.tsa),
-        tsa_ca=tuple(Path(p) for p in args.tsa_ca),
-        tsa_deadline=args.tsa_deadline,
-        header_timeout=args.header_timeout,
-        body_timeout=args.body_timeout,
-        body_workers=args.body_workers,
-    )
-    # The log is opened and self-checked here, before uvicorn binds the port.
-    app = create_app(settings)
-    print(f"{PROG}: serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests (and batches)
-    # finish before the app's shutdown closes the log; then it re-raises the signal it caught
-    # to the handler that was in place before it: these make that a clean exit 0.
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _exit_cleanly)
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level="warning",
-        timeout_graceful_shutdown=30,
-        # The production form's protocol: TCP_NODELAY and the header timeout.
-        http=with_header_timeout(settings.header_timeout),
-    )
-    return EXIT_OK
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo(_data_dir(args.data), args.iss, args.records)
+    return run_demo(data_dir(args.data), args.iss, args.records)
 
 
 COMMANDS = {

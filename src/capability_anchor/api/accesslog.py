@@ -1,0 +1,251 @@
+"""The service's log: one access line per request and the service's events (checkpoints,
+seals, stamps, clock episodes, start and shutdown), on stderr, as JSON Lines or plain text.
+
+`install(app)` (called by `create_app`) wraps the Litestar app's request handler, so every
+answer it gives is logged: routed or not, 2xx or refused (401, 413, 429, 400
+`invalid_record`, 409 ...), with the `error` code and `note` of a refusal. It also replaces
+uvicorn's own access log, which would log the same requests a second time and without the
+reason. The format is `serve --log-format json|plain` or, for the uvicorn form, env
+CAPABILITY_ANCHOR_LOG_FORMAT; default `plain`.
+
+Every logger under `capability_anchor` goes to the one handler installed here. Records still
+propagate, so a host application's (or pytest's) handlers see them too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import quote
+
+from ..errors import UsageError
+
+FORMATS = ("plain", "json")
+FORMAT_ENV = "CAPABILITY_ANCHOR_LOG_FORMAT"
+ROOT_LOGGER = "capability_anchor"
+ACCESS_LOGGER = "capability_anchor.access"
+EVENTS_LOGGER = "capability_anchor.service"
+
+# A query value longer than this is cut (leaf hashes are 64 characters and kept whole); the
+# path is cut at MAX_PATH. Long values say nothing an operator needs and can be anyone's.
+MAX_QUERY_VALUE = 64
+MAX_PATH = 200
+# Refusals are small `{v, error, note}` documents; a larger body is not read for a reason.
+MAX_ERROR_BODY = 4096
+_VISIBLE = re.compile(r"[!#-\[\]-~…]*")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+ASGIApp = Callable[..., Awaitable[None]]
+
+events = logging.getLogger(EVENTS_LOGGER)
+_access = logging.getLogger(ACCESS_LOGGER)
+
+
+def log_format(value: str | None = None) -> str:
+    """The format asked for (argument, else env, else plain); anything else is a usage error."""
+    fmt = value if value is not None else (os.environ.get(FORMAT_ENV) or "plain")
+    if fmt not in FORMATS:
+        raise UsageError(f"log format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    return fmt
+
+
+def _utc(ts: float) -> str:
+    millis = int(ts * 1000) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{millis:03d}Z"
+
+
+_ACCESS_FIELDS = ("method", "path", "status", "ms", "client", "error", "note")
+
+
+class _Formatter(logging.Formatter):
+    def __init__(self, fmt: str) -> None:
+        super().__init__()
+        self.json = fmt == "json"
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = {k: getattr(record, k) for k in _ACCESS_FIELDS if hasattr(record, k)}
+        level = record.levelname.lower()
+        if self.json:
+            doc: dict[str, Any] = {"ts": _utc(record.created), "level": level}
+            if fields:
+                doc["event"] = "request"
+                doc.update(fields)
+            else:
+                doc["event"] = record.name.removeprefix(ROOT_LOGGER + ".")
+                doc["msg"] = record.getMessage()
+            return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        if fields:
+            reason = ""
+            if "error" in fields:
+                reason = f" {fields['error']}"
+                if "note" in fields:
+                    reason += f": {fields['note']}"
+            return (
+                f"{_utc(record.created)} {level} {fields['client']} "
+                f'"{fields["method"]} {fields["path"]}" {fields["status"]} '
+                f"{fields['ms']} ms{reason}"
+            )
+        name = record.name.removeprefix(ROOT_LOGGER + ".")
+        return f"{_utc(record.created)} {level} {name}: {record.getMessage()}"
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at the time (it is replaced in tests and by
+    embedding hosts); a handler bound to an old stream would write into a closed file."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def configure(fmt: str | None = None) -> None:
+    """Install (or replace) the service's one stderr handler in the given format."""
+    chosen = log_format(fmt)
+    root = logging.getLogger(ROOT_LOGGER)
+    for handler in list(root.handlers):
+        if isinstance(handler, _Stderr):
+            root.removeHandler(handler)
+    handler = _Stderr()
+    handler.setFormatter(_Formatter(chosen))
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+    # Ours replaces uvicorn's (a disabled logger drops what it is given).
+    logging.getLogger("uvicorn.access").disabled = True
+
+
+def _configured() -> bool:
+    return any(isinstance(h, _Stderr) for h in logging.getLogger(ROOT_LOGGER).handlers)
+
+
+def _visible(text: str) -> str:
+    """`text` as is when it is visible ASCII without `"` or `\\` (what a request line
+    carries), else percent-encoded: a line of the log is never split or forged by a path."""
+    return text if _VISIBLE.fullmatch(text) else quote(text, safe="/:@!$&'()*+,;=-._~%?")
+
+
+def loggable_path(scope: Scope) -> str:
+    """The path as sent, and the query with each long value cut to its first characters
+    (not decoded: what the client sent, made safe for one log line)."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else scope.get("path", "")
+    path = _visible(path)
+    if len(path) > MAX_PATH:
+        path = path[:MAX_PATH] + "…"
+    query = scope.get("query_string", b"").decode("latin-1")
+    if not query:
+        return path
+    if len(query) > MAX_QUERY_VALUE:
+        parts = []
+        for part in query.split("&"):
+            name, eq, value = part.partition("=")
+            if len(value) > MAX_QUERY_VALUE:
+                value = value[:16] + "…"
+            parts.append(f"{name[:MAX_QUERY_VALUE]}{eq}{value}")
+        query = "&".join(parts)
+    return f"{path}?{_visible(query)}"
+
+
+def _reason(body: bytes) -> dict[str, str]:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {k: doc[k] for k in ("error", "note") if isinstance(doc.get(k), str)}
+
+
+class AccessLog:
+    """ASGI wrapper: one log line per HTTP exchange, after its last body message."""
+
+    def __init__(self, app: ASGIApp, method_key: str | None = None) -> None:
+        self.app = app
+        self.method_key = method_key
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+        body = bytearray()
+        logged = False
+
+        def line() -> None:
+            nonlocal logged
+            if logged:
+                return
+            logged = True
+            method = scope.get(self.method_key or "", None) or scope.get("method", "")
+            client = scope.get("client")
+            extra: dict[str, Any] = {
+                "method": method,
+                "path": loggable_path(scope),
+                "status": status,
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+                "client": client[0] if client else "-",
+            }
+            if status >= 400:
+                extra.update(_reason(bytes(body)))
+            level = logging.INFO if 0 < status < 400 else logging.WARNING
+            _access.log(level, "%s %s %s", method, extra["path"], status, extra=extra)
+
+        async def logged_send(message: Message) -> None:
+            nonlocal status
+            kind = message.get("type")
+            if kind == "http.response.start":
+                status = int(message.get("status", 0))
+            elif kind == "http.response.body" and status >= 400 and len(body) <= MAX_ERROR_BODY:
+                body.extend(message.get("body", b"")[: MAX_ERROR_BODY + 1])
+            await send(message)
+            if kind == "http.response.body" and not message.get("more_body", False):
+                line()
+
+        try:
+            await self.app(scope, receive, logged_send)
+        finally:
+            # An exchange that ended without a complete answer (client gone, error) is
+            # logged too, with the status it got so far (0: none).
+            line()
+
+
+def litestar_logging() -> Any:
+    """Litestar's own logging ("litestar" logger: unexpected errors) without the handler it
+    would put on the root logger, which would print every line of ours a second time."""
+    from litestar.logging.config import LoggingConfig
+
+    return LoggingConfig(configure_root_logger=False)
+
+
+def install(app: Any) -> None:
+    """Log every request the Litestar `app` answers, and its start and shutdown.
+
+    The request handler is wrapped (not the app's `__call__`) so the edge guard, HEAD
+    handling and the exception handlers all sit inside: the status logged is the one sent.
+    """
+    from .edge import ORIGINAL_METHOD
+
+    if not _configured():
+        configure()
+    app.asgi_handler = AccessLog(app.asgi_handler, ORIGINAL_METHOD)
+
+    async def started(_: Any) -> None:
+        events.info("started (pid %d)", os.getpid())
+
+    async def stopping(_: Any) -> None:
+        events.info("shutting down: no new connections; background work finishes")
+
+    async def stopped(_: Any) -> None:
+        events.info("stopped (pid %d)", os.getpid())
+
+    app.on_startup.append(started)
+    app.on_shutdown.insert(0, stopping)
+    app.on_shutdown.append(stopped)

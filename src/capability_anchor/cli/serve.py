@@ -1,0 +1,235 @@
+"""`capability-anchor serve`: the HTTP service in one process, with its background work.
+
+It never creates a log unless told to (`--init`), binds its socket itself (a taken port is
+exit 2 with one line; "serving on" comes once connections can be made), logs every request
+and event (`api/accesslog.py`), and stops cleanly, exit 0, on SIGTERM or SIGINT once
+in-flight requests are done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_OK
+
+PROG = "capability-anchor"
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    from .operator import add_data, add_tsa
+
+    add_data(p)
+    p.add_argument(
+        "--init",
+        action="store_true",
+        help="create the log in --data if there is none (without it, a missing log is exit 2)",
+    )
+    p.add_argument(
+        "--iss",
+        metavar="ORIGIN",
+        default=None,
+        help="with --init: the new log's resolver origin (default: http://HOST:PORT)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="TCP port to listen on")
+    p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
+    p.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds between background checkpoints (when the tree grew)",
+    )
+    p.add_argument(
+        "--record-lifetime",
+        type=int,
+        default=24 * 3600,
+        metavar="S",
+        help="lifetime of /record tokens in seconds, at most 172800",
+    )
+    add_tsa(p)
+    p.add_argument(
+        "--rate-limit",
+        type=int,
+        default=100,
+        metavar="N",
+        help="public requests per second per client address, 0 = off",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds for a request's headers",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds for a request's body",
+    )
+    p.add_argument(
+        "--body-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes checking request bodies (0: on the event loop)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=("plain", "json"),
+        default=None,
+        help="access and event log lines on stderr: plain text or JSON Lines "
+        "(default: $CAPABILITY_ANCHOR_LOG_FORMAT, else plain)",
+    )
+
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(EXIT_OK)
+
+
+def _bind(host: str, port: int) -> Any:
+    """The listening socket, bound here so a taken port is a one-line usage error (exit 2)
+    and "serving on" is printed only once connections can be made."""
+    import errno
+    import socket
+
+    from ..errors import UsageError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        # As uvicorn does: a restart may reuse the port while old connections linger in
+        # TIME_WAIT (a port another process listens on is still refused).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(f"port {port} on {host} is taken (address already in use)") from None
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def _needs_init(args: argparse.Namespace, data: Path) -> bool:
+    """`serve` never creates a log unless told to (`--init`): a mistyped --data would
+    otherwise start a new log with a new key and iss, silently forking the resolver."""
+    from ..errors import StoreError
+    from ..store import DB_NAME, Store
+
+    if Store.exists(data):
+        if args.iss is not None:
+            print(f"{PROG}: --iss ignored: a log exists in {data}", file=sys.stderr)
+        return False
+    if not args.init:
+        raise StoreError(
+            f"no log at {data / DB_NAME} (run `capability-anchor init` first, "
+            "or `serve --init`)"
+        )
+    return True
+
+
+def _init_log(args: argparse.Namespace, data: Path) -> None:
+    from ..log import Log
+
+    iss = args.iss or f"http://{_url_host(args.host)}:{args.port}"
+    Log.init(data, iss=iss, public_url=args.public_url).close()
+    print(f"{PROG}: initialised a log in {data} (iss {iss})", file=sys.stderr)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ..api import Settings, accesslog, create_app
+    from ..api.nodelay import with_header_timeout
+    from ..errors import UsageError
+    from .operator import data_dir
+
+    # Until uvicorn takes the signals over (and after it gives them back), a Ctrl-C or
+    # SIGTERM during start-up is a quiet exit too, not a KeyboardInterrupt traceback.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _exit_cleanly)
+    data = data_dir(args.data)
+    if not 0 < args.record_lifetime <= 172800:
+        raise UsageError("--record-lifetime must be 1..172800 seconds (48 h)")
+    if not (args.header_timeout > 0 and args.body_timeout > 0 and args.body_workers >= 0):
+        raise UsageError("--header-timeout and --body-timeout must be > 0, --body-workers >= 0")
+    if args.iss is not None and not args.init:
+        raise UsageError("--iss is only for --init (a log keeps the iss it was made with)")
+    accesslog.configure(args.log_format)
+    create = _needs_init(args, data)
+    # Bound, not yet listening: a taken port is refused before a log is created or opened,
+    # and no connection is accepted before the log's self-check and the token check pass.
+    sock = _bind(args.host, args.port)
+    try:
+        if create:
+            _init_log(args, data)
+        print(f"{PROG}: writer token in {data / 'writer-token'}", file=sys.stderr)
+        settings = Settings(
+            data_dir=data,
+            public_url=args.public_url,
+            checkpoint_interval=args.checkpoint_interval,
+            record_lifetime=args.record_lifetime,
+            rate_limit=args.rate_limit,
+            tsa=tuple(args.tsa),
+            tsa_ca=tuple(Path(p) for p in args.tsa_ca),
+            tsa_deadline=args.tsa_deadline,
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            body_workers=args.body_workers,
+        )
+        # The log is opened and self-checked here, before the socket listens.
+        app = create_app(settings)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            # Ours (api/accesslog.py) replaces uvicorn's access log.
+            access_log=False,
+            timeout_graceful_shutdown=30,
+            # The production form's protocol: TCP_NODELAY and the header timeout.
+            http=with_header_timeout(settings.header_timeout),
+        )
+        server = _server_class()(config)
+        sock.listen(config.backlog)
+        host, port = sock.getsockname()[:2]
+        # Connections made from now on wait in the backlog until uvicorn accepts them.
+        print(f"{PROG}: serving on http://{_url_host(host)}:{port}", file=sys.stderr, flush=True)
+        # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests (and batches)
+        # finish before the app's shutdown closes the log; then it re-raises the signal it
+        # caught to the handler that was in place before it (ours): a clean exit 0.
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return EXIT_OK
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, logging the signal that stops it (it logs nothing itself at
+        the level the service runs it)."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            from ..api.accesslog import events
+
+            if not self.should_exit:
+                name = signal.Signals(sig).name
+                events.info("%s received: finishing in-flight requests, then stopping", name)
+            super().handle_exit(sig, frame)
+
+    return Server

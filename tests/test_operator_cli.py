@@ -1,0 +1,133 @@
+"""The operator CLI's front door: help texts with defaults and exit codes, `--version`, and
+output that is JSON (or says why not) in the cases the issue found silent or confusing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from capability_anchor import __version__
+from capability_anchor.cli.operator import build_parser
+from logkit import run_cli
+
+NO_DEFAULT = (None, False, [], argparse.SUPPRESS)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no subcommands")
+
+
+def test_every_option_of_every_command_has_help_and_its_default() -> None:
+    commands = _subparsers(build_parser())
+    assert {"init", "append", "serve", "seal", "proof", "audit", "export"} <= set(commands)
+    for name, sub in commands.items():
+        formatter = sub._get_formatter()
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            where = f"{name} {'/'.join(action.option_strings) or action.dest}"
+            assert action.help, f"{where} has no help text"
+            shown = formatter._expand_help(action)
+            if action.option_strings and action.default not in NO_DEFAULT:
+                assert "default" in shown, f"{where}: {shown!r} does not give its default"
+                assert str(action.default) in shown or "default:" in shown, where
+
+
+def test_help_lists_defaults_and_exit_codes() -> None:
+    top = run_cli("--help")
+    assert top.returncode == 0
+    assert "exit codes:" in top.stdout
+    for code in ("0  done", "1  refused", "2  usage or I/O error"):
+        assert code in top.stdout
+    serve = run_cli("serve", "--help")
+    assert serve.returncode == 0
+    assert "exit codes:" in serve.stdout
+    text = " ".join(serve.stdout.split())  # argparse wraps lines
+    assert "per client address, 0 = off (default: 100)" in text
+    assert "--log-format {plain,json}" in text
+    assert "(default: 8000)" in text
+
+
+def test_version() -> None:
+    done = run_cli("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"capability-anchor {__version__}"
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    assert run_cli("init", "--iss", "https://resolver.example", "--data", data).returncode == 0
+    return data
+
+
+def _record(n: int) -> dict[str, object]:
+    return {
+        "v": "0.2",
+        "sub": f"example:{n}",
+        "url": f"https://s{n}.example/",
+        "status": "ok",
+        "checked_at": "2026-12-01T09:00:00Z",
+        "evidence": {"http_status": 200},
+    }
+
+
+def test_seal_with_nothing_to_seal_prints_an_empty_json_list(data: Path) -> None:
+    done = run_cli("seal", "--data", data)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n"
+    assert json.loads(done.stdout) == []
+    assert "nothing to seal" in done.stderr
+
+
+def test_checkpoint_says_when_the_tree_did_not_grow(data: Path, tmp_path: Path) -> None:
+    empty = run_cli("checkpoint", "--data", data)
+    assert empty.returncode == 0
+    assert empty.stdout == "null\n"
+    assert "no entries" in empty.stderr
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(_record(1)) + "\n")
+    assert run_cli("append", "--data", data, records).returncode == 0
+    grew = run_cli("checkpoint", "--data", data)
+    assert grew.returncode == 0
+    assert json.loads(grew.stdout)["tree_size"] == 1
+    assert "did not grow" not in grew.stderr
+    again = run_cli("checkpoint", "--data", data)
+    assert again.returncode == 0
+    assert again.stdout == grew.stdout  # the newest head, still JSON
+    assert "the tree did not grow since its newest head (tree size 1)" in again.stderr
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(_record(1), indent=2),  # a first line that is `{` alone
+        json.dumps([_record(1), _record(2)], indent=1),  # `[` alone
+        '{"v": "0.2",\n "sub": "example:1"}\n',  # one object over two lines
+    ],
+)
+def test_append_of_one_pretty_printed_document_says_json_lines(
+    data: Path, tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "pretty.json"
+    path.write_text(text)
+    done = run_cli("append", "--data", data, path)
+    assert done.returncode == 2  # malformed JSON is exit 2 in every command (README)
+    assert done.stdout == ""
+    assert done.stderr.startswith("capability-anchor: line 1: invalid JSON")
+    assert done.stderr.rstrip().endswith("; input is JSON Lines: one object per line")
+
+
+def test_a_bad_line_of_real_json_lines_gets_no_such_hint(data: Path, tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"v": "0.2", "sub": \n' + json.dumps(_record(2)) + "\n")
+    done = run_cli("append", "--data", data, path)
+    assert done.returncode == 2  # malformed JSON is exit 2 in every command (README)
+    assert "line 1: invalid JSON" in done.stderr
+    assert "JSON Lines" not in done.stderr

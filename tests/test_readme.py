@@ -1,0 +1,166 @@
+"""The README's examples, run as written, so the README and the code cannot drift apart.
+
+- "The first five minutes": the service is started as `tools/dev.py run` starts it
+  (`capability-anchor serve --init`, checked below), in an empty folder holding a link to
+  `.venv`; then every `$ ` command of the marked block runs, in order, in one bash session
+  (so `TOKEN` and the activated venv carry over). Each must exit 0 and print exactly the
+  lines shown, where `…` stands for any text. Only two things are substituted: the port
+  (8000 may be taken here) and the README's fixed date 2026-12-01 (today's UTC day).
+- "Embedding the log in a Python resolver": the marked block runs in an empty folder.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from serverkit import clean_env, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+README_DAY = "2026-12-01"
+README_PORT = "8000"
+TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
+
+
+def _block(marker: str) -> str:
+    text = README.read_text()
+    at = text.index(f"<!-- {marker}")
+    fence = text.index("```", at)
+    body = text.index("\n", fence) + 1
+    return text[body : text.index("```", body)]
+
+
+def _block_after(heading: str) -> str:
+    text = README.read_text()
+    at = text.index(heading)
+    fence = text.index("```", at)
+    body = text.index("\n", fence) + 1
+    return text[body : text.index("```", body)]
+
+
+def _session(block: str) -> list[tuple[str, list[str]]]:
+    steps: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        else:
+            assert steps, f"output before any command: {line!r}"
+            steps[-1][1].append(line)
+    return steps
+
+
+def _pattern(expected: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in expected.split("…")))
+
+
+def _match_streams(expected: list[str], out: list[str], err: list[str]) -> None:
+    """Every expected line, in order, is the next line of stdout or of stderr (the two are
+    separate streams, so only the order within each is fixed), and nothing is left over."""
+    o = e = 0
+    for line in expected:
+        pattern = _pattern(line)
+        if o < len(out) and pattern.fullmatch(out[o]):
+            o += 1
+        elif e < len(err) and pattern.fullmatch(err[e]):
+            e += 1
+        else:
+            raise AssertionError(f"expected {line!r}\nstdout: {out[o:]}\nstderr: {err[e:]}")
+    assert o == len(out) and e == len(err), f"unexpected output: {out[o:]} {err[e:]}"
+
+
+def _today() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+
+
+def test_dev_run_is_serve_init() -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import dev
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    saved = os.environ.pop("CAPABILITY_ANCHOR_DATA", None)
+    try:
+        argv = dev.run_argv([])
+    finally:
+        if saved is not None:
+            os.environ["CAPABILITY_ANCHOR_DATA"] = saved
+    assert Path(argv[0]).name == "capability-anchor"
+    assert argv[1:] == ["serve", "--init"]
+
+
+def test_the_first_five_minutes(tmp_path: Path) -> None:
+    port = str(free_port())
+    today = _today()
+
+    def local(text: str) -> str:
+        return text.replace(README_PORT, port).replace(README_DAY, today)
+
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    env = clean_env({"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if not p.startswith(str(ROOT / ".venv"))
+    )
+
+    (start, server_out), *_ = _session(local(_block_after("## The first five minutes")))
+    assert start == "python3 tools/dev.py run"
+    serve = [str(tmp_path / ".venv" / "bin" / "capability-anchor"), "serve", "--init"]
+    if port != README_PORT:
+        serve += ["--port", port]
+    err_path = tmp_path / "serve.err"
+    with open(err_path, "wb") as err:
+        server = subprocess.Popen(
+            serve, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while "info service: started" not in err_path.read_text():
+            assert server.poll() is None, err_path.read_text()
+            assert time.monotonic() < deadline, err_path.read_text()
+            time.sleep(0.05)
+        shown = [TIMESTAMP.sub("…", re.sub(r"pid \d+", "pid …", x)) for x in server_out]
+        _match_streams(shown, [], err_path.read_text().splitlines()[: len(shown)])
+
+        session = _session(local(_block("first-five-minutes")))
+        script = []
+        for n, (command, _) in enumerate(session):
+            # `$?` of each command is kept for the next one, as in an interactive shell.
+            script.append(f"{{ {command}\n}} > out.{n} 2> err.{n}; rc=$?; echo $rc > rc.{n}; "
+                          "(exit $rc)")
+        done = subprocess.run(
+            ["bash", "-c", "\n".join(script)], cwd=tmp_path, env=env, timeout=120, check=False
+        )
+        assert done.returncode == 0
+        for n, (command, expected) in enumerate(session):
+            out = (tmp_path / f"out.{n}").read_text().splitlines()
+            err = (tmp_path / f"err.{n}").read_text().splitlines()
+            code = int((tmp_path / f"rc.{n}").read_text())
+            assert code == 0, f"$ {command}\nexit {code}\n{out}\n{err}"
+            _match_streams(expected, out, err)
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert server.returncode == 0, err_path.read_text()
+
+
+def test_the_embedding_example(tmp_path: Path) -> None:
+    code = _block("embedding")
+    check = "\nassert served['sub'] == 'example:1' and served['jws']\nprint('ok')\n"
+    done = subprocess.run(
+        [sys.executable, "-c", code + check],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
+    assert (tmp_path / "data" / "log.sqlite3").exists()
