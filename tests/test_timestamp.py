@@ -31,6 +31,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from capability_anchor import timestamp as ts
 from capability_anchor.errors import CapabilityAnchorError, TimestampError, UsageError
+from capability_anchor.timestamp import der as ts_der
+from capability_anchor.timestamp import verify as ts_verify
 from tsakit import (
     OPENSSL,
     Pki,
@@ -465,7 +467,7 @@ def test_flipped_bytes_never_leak_and_signed_bytes_never_pass(tsa: TestTsa) -> N
 # --- statuses ------------------------------------------------------------------------------
 
 
-_der = ts._der  # building test inputs only; what is under test is the reading side
+_der = ts_der.encode  # building test inputs only; what is under test is the reading side
 
 
 def _int(value: int) -> bytes:
@@ -758,14 +760,14 @@ def test_tsa_certificate_needs_a_critical_time_stamping_eku_alone(
     token = reply[parse_der(reply).children[1].start :]
     response = decode_timestamp_response(_der(0x30, bytes.fromhex("3003020100") + token))
     with pytest.raises(TimestampError, match=re.escape(own_reason)):
-        ts._check_signer_eku(response)
+        ts_verify._check_signer_eku(response)
 
 
 def test_own_eku_check_passes_a_good_token(hand_pki: _Pki) -> None:
     from rfc3161_client import decode_timestamp_response
 
     reply = hand_pki.reply("20200601120000Z")
-    signer = ts._check_signer_eku(decode_timestamp_response(reply))
+    signer = ts_verify._check_signer_eku(decode_timestamp_response(reply))
     assert signer.subject.rfc4514_string() == "CN=Hand TSA"
 
 
