@@ -8,6 +8,7 @@ does not check it itself, so these tests show the library really does.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import datetime as dt
 import functools
@@ -350,6 +351,39 @@ def test_unreadable_or_empty_ca_files_fail(tmp_path: Path) -> None:
     broken.write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
     with pytest.raises(TimestampError, match="holds no readable PEM certificate"):
         ts.load_cas([broken])
+
+
+def test_trusted_cas_raises_the_callers_usage_error(pki_ec: Pki, tmp_path: Path) -> None:
+    """The one `--tsa-ca` loader: a usage error (exit 2) by default, the caller's own class
+    (verify-proof's InputError) when it gives one, the same message either way."""
+
+    class CallersError(UsageError):
+        pass
+
+    assert ts.trusted_cas([]) == []
+    assert ts.trusted_cas([str(pki_ec.ca_cert), pki_ec.ca_cert]) == ts.load_cas([pki_ec.ca_cert])
+    missing = tmp_path / "missing.pem"
+    with pytest.raises(UsageError, match="cannot read TSA CA file") as default:
+        ts.trusted_cas([missing])
+    assert type(default.value) is UsageError
+    with pytest.raises(CallersError, match="cannot read TSA CA file") as mapped:
+        ts.trusted_cas([missing], error=CallersError)
+    assert str(mapped.value) == str(default.value)
+
+
+def test_only_the_timestamp_package_imports_rfc3161_libraries() -> None:
+    src = Path(ts.__file__).resolve().parent.parent
+    importers = set()
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            if any(n.split(".")[0] in ("rfc3161ng", "rfc3161_client", "pyasn1") for n in names):
+                importers.add(path.relative_to(src).parts[0])
+    assert importers == {"timestamp"}
 
 
 def test_no_ca_is_a_usage_error(tsa_ec: TestTsa) -> None:
