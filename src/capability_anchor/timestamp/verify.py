@@ -67,6 +67,7 @@ def digest_of(jws: bytes) -> bytes:
 
 
 def check_digest(digest: bytes) -> None:
+    """A usage error unless DIGEST is a 32-byte SHA-256 (requests and checks both take one)."""
     if not isinstance(digest, bytes) or len(digest) != 32:
         raise UsageError("the message imprint is a 32-byte SHA-256 digest")
 
