@@ -303,8 +303,10 @@ def test_a_log_opened_while_it_is_read_as_immutable_is_not_given_a_verdict(
 WRITER = """
 import sys, time
 from pathlib import Path
+sys.path.insert(0, sys.argv[3])  # the tests folder, for obskit
 from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
+from obskit import observation
 
 data, seconds = Path(sys.argv[1]), float(sys.argv[2])
 end = time.monotonic() + seconds
@@ -312,7 +314,7 @@ n = 0
 with Log.open(data) as log:
     while time.monotonic() < end:
         # 37 a batch: tile boundaries (every 256) fall inside batches and between them.
-        log.append([{"v": "0.2", "sub": f"writer:{n + k}"} for k in range(37)])
+        log.append([observation(n + k, "writer") for k in range(37)])
         n += 37
         if n % 111 == 0:
             log.checkpoint()
@@ -325,7 +327,7 @@ def test_audits_pass_while_another_process_appends(tmp_path: Path) -> None:
     init = run_cli("init", "--data", data, "--iss", "https://resolver.example")
     assert init.returncode == 0, init.stderr
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(data), "8"],
+        [sys.executable, "-c", WRITER, str(data), "8", str(Path(__file__).parent)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,6 +8,7 @@ does not check it itself, so these tests show the library really does.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import datetime as dt
 import functools
@@ -31,6 +32,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from capability_anchor import timestamp as ts
 from capability_anchor.errors import CapabilityAnchorError, TimestampError, UsageError
+from capability_anchor.timestamp import der as ts_der
+from capability_anchor.timestamp import verify as ts_verify
 from tsakit import (
     OPENSSL,
     Pki,
@@ -350,6 +353,39 @@ def test_unreadable_or_empty_ca_files_fail(tmp_path: Path) -> None:
         ts.load_cas([broken])
 
 
+def test_trusted_cas_raises_the_callers_usage_error(pki_ec: Pki, tmp_path: Path) -> None:
+    """The one `--tsa-ca` loader: a usage error (exit 2) by default, the caller's own class
+    (verify-proof's InputError) when it gives one, the same message either way."""
+
+    class CallersError(UsageError):
+        pass
+
+    assert ts.trusted_cas([]) == []
+    assert ts.trusted_cas([str(pki_ec.ca_cert), pki_ec.ca_cert]) == ts.load_cas([pki_ec.ca_cert])
+    missing = tmp_path / "missing.pem"
+    with pytest.raises(UsageError, match="cannot read TSA CA file") as default:
+        ts.trusted_cas([missing])
+    assert type(default.value) is UsageError
+    with pytest.raises(CallersError, match="cannot read TSA CA file") as mapped:
+        ts.trusted_cas([missing], error=CallersError)
+    assert str(mapped.value) == str(default.value)
+
+
+def test_only_the_timestamp_package_imports_rfc3161_libraries() -> None:
+    src = Path(ts.__file__).resolve().parent.parent
+    importers = set()
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            if any(n.split(".")[0] in ("rfc3161ng", "rfc3161_client", "pyasn1") for n in names):
+                importers.add(path.relative_to(src).parts[0])
+    assert importers == {"timestamp"}
+
+
 def test_no_ca_is_a_usage_error(tsa_ec: TestTsa) -> None:
     with pytest.raises(UsageError):
         ts.stamp(tsa_ec.url, JWS, [])
@@ -465,7 +501,7 @@ def test_flipped_bytes_never_leak_and_signed_bytes_never_pass(tsa: TestTsa) -> N
 # --- statuses ------------------------------------------------------------------------------
 
 
-_der = ts._der  # building test inputs only; what is under test is the reading side
+_der = ts_der.encode  # building test inputs only; what is under test is the reading side
 
 
 def _int(value: int) -> bytes:
@@ -758,14 +794,14 @@ def test_tsa_certificate_needs_a_critical_time_stamping_eku_alone(
     token = reply[parse_der(reply).children[1].start :]
     response = decode_timestamp_response(_der(0x30, bytes.fromhex("3003020100") + token))
     with pytest.raises(TimestampError, match=re.escape(own_reason)):
-        ts._check_signer_eku(response)
+        ts_verify._check_signer_eku(response)
 
 
 def test_own_eku_check_passes_a_good_token(hand_pki: _Pki) -> None:
     from rfc3161_client import decode_timestamp_response
 
     reply = hand_pki.reply("20200601120000Z")
-    signer = ts._check_signer_eku(decode_timestamp_response(reply))
+    signer = ts_verify._check_signer_eku(decode_timestamp_response(reply))
     assert signer.subject.rfc4514_string() == "CN=Hand TSA"
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .errors import CapabilityAnchorError, TimestampError, UsageError
-from .timestamp import DEFAULT_DEADLINE_S
+from .timestamp import DEFAULT_DEADLINE_S, cas_of_pem, pem_of, trusted_cas
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
@@ -102,28 +102,11 @@ class TsaConfig:
             self.cas()
 
     def cas(self) -> list[Certificate]:
-        from cryptography import x509
-
-        try:
-            return x509.load_pem_x509_certificates(self.ca_pem.encode("ascii"))
-        except (ValueError, UnicodeEncodeError, x509.InvalidVersion):
-            raise UsageError("the TSA CA certificates are not readable PEM") from None
-
-
-def trusted_cas(files: Sequence[str | Path]) -> list[Certificate]:
-    """`--tsa-ca` files as certificates; one that cannot be read is a usage error (exit 2)."""
-    from .timestamp import load_cas
-
-    try:
-        return load_cas([Path(f) for f in files])
-    except TimestampError as exc:
-        raise UsageError(str(exc)) from None
+        return cas_of_pem(self.ca_pem)
 
 
 def _pem_of(files: Sequence[str | Path]) -> str:
-    from cryptography.hazmat.primitives.serialization import Encoding
-
-    return "".join(c.public_bytes(Encoding.PEM).decode("ascii") for c in trusted_cas(files))
+    return pem_of(trusted_cas(files))
 
 
 @dataclass(frozen=True)

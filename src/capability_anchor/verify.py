@@ -279,19 +279,6 @@ def _check_head(data: bytes, keys: KeySet) -> heads.Head:
     return heads.verify_head(_token_text(data), keys)
 
 
-def _load_tsa_cas(paths: Sequence[str]) -> list[Any]:
-    """The `--tsa-ca` certificates; an unreadable file is an InputError (exit 2)."""
-    if not paths:
-        return []
-    from .errors import TimestampError
-    from .timestamp import load_cas
-
-    try:
-        return load_cas([Path(p) for p in paths])
-    except TimestampError as exc:
-        raise InputError(str(exc)) from None
-
-
 def _stamp_tokens(day: str, anchor: _Anchor | None, roots: Path | None) -> tuple[list[bytes], str]:
     """7a: the DER replies stored for `day`, and where they came from: `<day>.timestamps.json`
     (else `<day>.tsr`) in --roots, else `<anchor.url>/timestamps`."""
@@ -366,7 +353,9 @@ def verify(
     (an exported folder), else the anchor's URL. Raises InputError (exit 2) only for input
     that cannot be read; every failed check is reported in the Result."""
     now = int(dt.datetime.now(dt.UTC).timestamp()) if at is None else at
-    cas = _load_tsa_cas(tsa_ca)
+    from .timestamp import trusted_cas
+
+    cas = trusted_cas(tsa_ca, error=InputError)  # verify-proof's usage error (exit 2)
     result = Result()
     checks = result.checks
 

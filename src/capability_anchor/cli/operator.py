@@ -454,7 +454,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     keys = KeySet.from_json(Path(args.keys).read_bytes()) if args.keys else None
     tsa_ca = None
     if args.tsa_ca:
-        from ..stamping import trusted_cas
+        from ..timestamp import trusted_cas
 
         tsa_ca = trusted_cas(args.tsa_ca)
     roots = None if args.roots is None else Path(args.roots)

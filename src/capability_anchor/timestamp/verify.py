@@ -1,0 +1,283 @@
+"""Verifying a TimeStampResp (SPEC §7): `verify_reply` for a fresh or stored stamp,
+`read_reply` and `carried_certificates` for the audit, `digest_of` for what is stamped.
+
+Who checks what in `verify_reply` (the library is `rfc3161-client`, its chain and signature
+work is OpenSSL's `PKCS7_verify`; tests/test_timestamp.py proves each line with a reply that
+breaks exactly that rule):
+
+    PKIStatus is granted (0) or grantedWithMods (1) ..... here (the library accepts 0 only)
+    message imprint algorithm is SHA-256 ................ here (the library compares bytes only)
+    message imprint equals our digest ................... rfc3161-client
+    nonce equals ours (skipped when auditing, nonce=None)  rfc3161-client
+    CMS signature over the TSTInfo, signed attributes ... rfc3161-client (OpenSSL)
+    chain to a trusted CA, validity at genTime, not now . rfc3161-client (OpenSSL, at genTime)
+    TSA certificate EKU: critical, timeStamping alone .... rfc3161-client (OpenSSL purpose
+                                                           check), and again here
+    signed ESS signingCertificate(V2) names that cert ... here (RFC 3161 §2.4.1; as OpenSSL's
+                                                           `ts -verify`, not the library)
+
+Two things are done to the reply before the library sees it, never to the stored bytes:
+
+- The CMS `certificates` field is a SET OF, which DER sorts; OpenSSL's TSA (and others) send
+  it in chain order, and rfc3161-client's strict DER parser then refuses the whole reply
+  (`InvalidSetOrdering`). The certificates are sorted into DER order. They are outside the
+  signature, so this changes nothing that is verified.
+- The status is checked here and the token re-wrapped with status 0, so grantedWithMods
+  tokens are verified like granted ones.
+
+rfc3161-client and cryptography are imported inside the functions that use them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..errors import TimestampError, UsageError
+from .der import encode, ess_cert_id, gen_time, granted_token, sort_certificates
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Certificate
+    from rfc3161_client import TimeStampResponse
+
+__all__ = [
+    "SHA256_OID",
+    "Parsed",
+    "Verified",
+    "carried_certificates",
+    "check_digest",
+    "digest_of",
+    "read_reply",
+    "verify_reply",
+]
+
+SHA256_OID = "2.16.840.1.101.3.4.2.1"
+
+
+def digest_of(jws: bytes) -> bytes:
+    """SHA-256 of the ASCII bytes of a head's compact JWS: the message imprint (SPEC §7),
+    so the `<day>.jws` file itself is what `openssl ts -verify -data` hashes."""
+    if not jws or not jws.isascii():
+        raise UsageError("a compact JWS is non-empty ASCII")
+    return hashlib.sha256(jws).digest()
+
+
+def check_digest(digest: bytes) -> None:
+    """A usage error unless DIGEST is a 32-byte SHA-256 (requests and checks both take one)."""
+    if not isinstance(digest, bytes) or len(digest) != 32:
+        raise UsageError("the message imprint is a 32-byte SHA-256 digest")
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What a verified stamp asserts. `gen_time` is RFC 3339 UTC (`...Z`), with the
+    fractional seconds of genTime when it has any; `at` is the same instant."""
+
+    gen_time: str
+    at: datetime
+    serial_number: int
+    tsa: str  # the signing TSA certificate's subject (RFC 4514)
+
+
+def verify_reply(
+    reply: bytes, *, digest: bytes, cas: Sequence[Certificate], nonce: int | None
+) -> Verified:
+    """Verify a DER TimeStampResp for DIGEST against the trusted CAS (see the module docstring
+    for each rule and who checks it). NONCE is the one we sent; None when auditing a stored
+    stamp later, where the nonce (only a freshness check) is skipped. The chain is checked at
+    the token's genTime, so a stamp stays valid after its TSA certificate expires."""
+    check_digest(digest)
+    if not cas:
+        raise UsageError("no trusted TSA CA certificate given")
+    if nonce is not None and nonce < 0:
+        raise UsageError("a nonce is a non-negative integer")
+    token, response = _decode(reply)
+    # Names that do not parse fail here, not in a panic of rfc3161-client's Rust part.
+    carried_certificates(reply)
+    try:
+        for ca in cas:
+            _ = ca.subject, ca.issuer
+    except ValueError as e:
+        raise TimestampError(f"a trusted TSA CA certificate is not valid: {e}") from None
+
+    from rfc3161_client import VerifierBuilder
+
+    try:
+        VerifierBuilder(roots=list(cas), nonce=nonce).build().verify(response, digest)
+    except Exception as e:  # rfc3161_client.VerificationError, and ValueError from its parts
+        raise TimestampError(_library_reason(str(e), response, digest, nonce)) from None
+    except BaseException as e:
+        # Its Rust part panics on some malformed certificates (e.g. a subject that is not
+        # UTF-8), and pyo3 raises a panic as a BaseException: that is a bad reply too.
+        if type(e).__name__ != "PanicException":
+            raise
+        raise TimestampError(
+            "rfc3161-client cannot parse a certificate the reply carries"
+        ) from None
+    signer = _check_signer_eku(response)
+    _check_ess_binding(token, signer)
+    at = gen_time(token)
+    seconds = response.tst_info.gen_time
+    if seconds.tzinfo is None or at.replace(microsecond=0) != seconds.replace(microsecond=0):
+        raise TimestampError(f"genTime {at} disagrees with rfc3161-client's {seconds}")
+    return Verified(
+        gen_time=_rfc3339(at),
+        at=at,
+        serial_number=response.tst_info.serial_number,
+        tsa=signer.subject.rfc4514_string(),
+    )
+
+
+def _decode(reply: bytes) -> tuple[bytes, TimeStampResponse]:
+    """The granted TimeStampToken of REPLY and rfc3161-client's parse of it (with the
+    certificates in DER order and status 0, see the module docstring), whose imprint must be
+    SHA-256."""
+    from rfc3161_client import decode_timestamp_response
+
+    token = granted_token(reply)
+    canonical = encode(0x30, bytes.fromhex("3003020100") + sort_certificates(token))
+    try:
+        response = decode_timestamp_response(canonical)
+        algorithm = response.tst_info.message_imprint.hash_algorithm.dotted_string
+    except Exception as e:  # the Rust parser raises ValueError; be safe with the rest
+        raise TimestampError(f"the reply is not a valid TimeStampResp: {e}") from None
+    if algorithm != SHA256_OID:
+        raise TimestampError(f"the message imprint uses hash {algorithm}, not SHA-256")
+    return token, response
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a stored reply says, read without trusting anyone (`read_reply`)."""
+
+    digest: bytes
+    gen_time: str
+    self_signed: tuple[Certificate, ...]
+    """Self-signed certificates the token carries (a TSA's own root, when it sends its
+    chain): an audit without trusted CAs checks the signature against them."""
+
+
+def read_reply(reply: bytes) -> Parsed:
+    """Parse a stored TimeStampResp: status granted, a SHA-256 imprint, genTime. Nothing is
+    verified here beyond its shape; audits compare the imprint and genTime with what the
+    log says and then call `verify_reply`."""
+    from cryptography import x509
+
+    token, response = _decode(reply)
+    try:
+        certs = [x509.load_der_x509_certificate(c) for c in response.signed_data.certificates]
+        # Names are parsed when first read: a damaged one raises here, not in a caller.
+        self_signed = tuple(c for c in certs if c.issuer == c.subject)
+    except Exception as e:  # as in _decode
+        raise TimestampError(f"the reply is not a valid TimeStampResp: {e}") from None
+    return Parsed(
+        digest=bytes(response.tst_info.message_imprint.message),
+        gen_time=_rfc3339(gen_time(token)),
+        self_signed=self_signed,
+    )
+
+
+def carried_certificates(reply: bytes) -> list[Certificate]:
+    """Every certificate a stored reply carries. They lie outside its signature: the audit
+    checks that each is signed by its issuer, so none can be changed unseen."""
+    from cryptography import x509
+
+    _, response = _decode(reply)
+    try:
+        certs = [x509.load_der_x509_certificate(c) for c in response.signed_data.certificates]
+        for cert in certs:
+            _ = cert.subject, cert.issuer  # parsed when first read: fail here, not in a caller
+        return certs
+    except Exception as e:  # as in _decode
+        raise TimestampError(f"the reply carries a certificate that is not valid: {e}") from None
+
+
+def _library_reason(
+    message: str, response: TimeStampResponse, digest: bytes, nonce: int | None
+) -> str:
+    """A human reason for an rfc3161-client failure (its messages, OpenSSL's error stack).
+
+    The library stops at the first content mismatch it meets, the nonce before the imprint;
+    a token for another message is better reported as that, so both are named. This only
+    words the failure; it never decides one."""
+    if message in ("Nonce mismatch", "Mismatch between messages"):
+        mismatches = []
+        if response.tst_info.message_imprint.message != digest:
+            mismatches.append("the token's message imprint is not the SHA-256 of this head's JWS")
+        if nonce is not None and response.tst_info.nonce != nonce:
+            mismatches.append(
+                "the token's nonce is not the one we sent (a replayed or stray reply)"
+            )
+        return "; ".join(mismatches) or f"the time-stamp token does not verify: {message}"
+    found = re.search(r'data: "Verify error: ([^"]*)"', message)
+    if found and "purpose" in found[1]:
+        return (
+            "the TSA certificate is not for time-stamping (RFC 3161 §2.3 wants a critical "
+            f"extendedKeyUsage of timeStamping alone): {found[1]}"
+        )
+    if found:
+        return f"the TSA certificate does not chain to a trusted TSA CA at genTime: {found[1]}"
+    found = re.search(r'reason: "([^"]*)"', message)
+    if found:
+        return f"the token's CMS signature does not verify: {found[1]}"
+    return f"the time-stamp token does not verify: {message}"
+
+
+def _rfc3339(at: datetime) -> str:
+    text = at.strftime("%Y-%m-%dT%H:%M:%S")
+    if at.microsecond:
+        text += "." + f"{at.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def _check_ess_binding(token: bytes, signer: Certificate) -> None:
+    """The signed ESS signingCertificate(V2) attribute names the signer's certificate.
+
+    RFC 3161 §2.4.1 requires this attribute: it binds the signature to one certificate, not
+    just to an issuer and serial. rfc3161-client does not look at it; OpenSSL's `ts -verify`
+    does, so a stamp without it would be accepted here and refused by auditors. The
+    attribute is covered by the signature the library verified; only its content is read."""
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    hash_name, wanted = ess_cert_id(token)
+    actual = hashlib.new(hash_name, signer.public_bytes(Encoding.DER)).digest()
+    if wanted != actual:
+        raise TimestampError(
+            "the signed ESS signing-certificate attribute names another certificate "
+            "than the one that signed"
+        )
+
+
+def _check_signer_eku(response: TimeStampResponse) -> Certificate:
+    """The signer's certificate, after checking its EKU is critical and timeStamping alone.
+
+    Already enforced twice inside rfc3161-client: by its own check (critical, contains
+    timeStamping) and by OpenSSL's timestamp-signing purpose during chain building (critical,
+    timeStamping alone: RFC 3161 §2.3). Repeated here, on the certificate the SignerInfo's
+    issuer and serial name, so the rule does not depend on how the library calls OpenSSL."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    try:
+        (info,) = response.signed_data.signer_infos
+        certs = [x509.load_der_x509_certificate(c) for c in response.signed_data.certificates]
+        signer = next(
+            c for c in certs if c.issuer == info.issuer and c.serial_number == info.serial_number
+        )
+    except Exception:  # cannot happen after the library's checks, unless it changes
+        raise TimestampError("the token does not carry its signer's certificate") from None
+    try:
+        eku = signer.extensions.get_extension_for_class(x509.ExtendedKeyUsage)
+    except x509.ExtensionNotFound:
+        raise TimestampError("the TSA certificate has no extended key usage") from None
+    except ValueError as e:  # a malformed extension
+        raise TimestampError(f"the TSA certificate's extensions are malformed: {e}") from None
+    if not eku.critical or list(eku.value) != [ExtendedKeyUsageOID.TIME_STAMPING]:
+        raise TimestampError(
+            "the TSA certificate's extended key usage is not critical timeStamping alone"
+        )
+    return signer
