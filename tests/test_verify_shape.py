@@ -8,6 +8,7 @@ They run over the sample folder `roots/` (real files, real signatures, a real TS
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,3 +128,10 @@ def test_a_head_document_signed_by_an_untrusted_key_raises() -> None:
     other = KeySet([SigningKey.generate().public])
     with pytest.raises(VerificationError):
         heads.verify_document((ROOTS / "2026-11-01.json").read_bytes(), other)
+
+
+def test_the_readme_lists_the_checks_of_checks_in_order() -> None:
+    readme = (ROOTS.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("Seven checks, always all listed, in this order:")
+    listed = readme[start : readme.index("`verify-proof --help` describes each", start)]
+    assert tuple(re.findall(r"`([a-z_]+)`", listed)) == CHECK_NAMES
