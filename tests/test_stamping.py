@@ -380,8 +380,8 @@ def stamped(tmp_path: Path, tsa_ec: TestTsa) -> tuple[Path, Path, TestTsa, list[
 def test_verify_proof_checks_the_stamp(
     tmp_path: Path, stamped: tuple[Path, Path, TestTsa, list[str]], other_pki_ec: Pki
 ) -> None:
+    from capability_anchor.cli.inputs import verify_inputs as verify_record
     from capability_anchor.keys import KeySet
-    from capability_anchor.verify import verify as verify_record
 
     _, out, tsa, days = stamped
     record = (tmp_path / "record.json").read_bytes()

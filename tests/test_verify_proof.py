@@ -26,13 +26,14 @@ import rfc8785
 
 from capability_anchor import head as heads
 from capability_anchor import jws
+from capability_anchor.cli.inputs import InputError, parse_at
+from capability_anchor.cli.inputs import verify_inputs as verify
 from capability_anchor.encoding import b64url_decode, b64url_encode
 from capability_anchor.errors import UsageError
 from capability_anchor.export import export
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.log import Log
-from capability_anchor.verify import CHECK_NAMES, InputError, parse_at, verify
-from capability_anchor.verify_checks import CHECKS
+from capability_anchor.verify_checks import CHECK_NAMES, CHECKS
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 ISS = "https://resolver.example"

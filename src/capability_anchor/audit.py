@@ -83,13 +83,13 @@ def _check_head(
 ) -> heads.Head | None:
     where = f"head {row.day} size {row.tree_size} {'sealed' if row.sealed else 'unsealed'}"
     try:
-        parsed = heads.parse_document(row.doc)
-        verified = heads.verify_head(parsed.jws, keys)
+        checked = heads.verify_document(row.doc, keys)
     except CapabilityAnchorError as exc:
         report.problems.append(f"{where}: {exc}")
         return None
+    verified = checked.head
     c = verified.claims
-    if parsed.claims != c:
+    if not checked.claims_match:
         report.problems.append(f"{where}: document claims differ from its signed claims")
     if (c["day"], c["tree_size"], c["sealed"], c["root"], c["iat"]) != (
         row.day,
@@ -535,12 +535,12 @@ def _verified_document(
     document of the signed claims (so no unsigned byte can differ)."""
     doc = path.read_bytes()
     try:
-        parsed = heads.parse_document(doc)
-        verified = heads.verify_head(parsed.jws, keys)
+        checked = heads.verify_document(doc, keys)
     except CapabilityAnchorError as exc:
         report.problems.append(f"{path}: {exc}")
         return None
-    if parsed.claims != verified.claims:
+    verified = checked.head
+    if not checked.claims_match:
         report.problems.append(f"{path}: document claims differ from its signed claims")
     elif doc != verified.document():
         report.problems.append(f"{path}: not the canonical head document bytes")
@@ -582,7 +582,11 @@ def _audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
     """Resolver-2 records kept beside the heads (`records/*.json`, as in the sample) go
     through the same verification as `verify-proof`, at the time each was issued (a token
     lives 48 h at most; what an audit can still establish is that it was valid then)."""
-    from .verify import verify  # the verifying path: imported only when there are records
+    # The verifying path: imported only when there are records.
+    from .verify import Outcome, verify
+    from .verify_sources import FolderSources
+
+    sources = FolderSources(folder)
 
     for path in sorted(folder.glob("records/*.json")):
         data = path.read_bytes()
@@ -592,13 +596,13 @@ def _audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
             issued = None
         at = issued if isinstance(issued, int) and not isinstance(issued, bool) else None
         try:
-            result = verify(data, keys=keys, roots=folder, at=at)
+            result = verify(data, keys=keys, sources=sources, at=at)
         except CapabilityAnchorError as exc:
             report.problems.append(f"{path}: {exc}")
             continue
-        for name, outcome, detail in result.checks:
-            if outcome == "FAIL":
-                report.problems.append(f"{path}: {name}: {detail}")
+        for check in result.checks:
+            if check.outcome is Outcome.FAIL:
+                report.problems.append(f"{path}: {check.name}: {check.detail}")
         report.count("records")
 
 

@@ -26,6 +26,10 @@ class MalformedJSON(UsageError):
     """Text is not strict JSON (not UTF-8, a BOM, duplicate names, NaN, overflow, ...)."""
 
 
+class InputError(UsageError):
+    """Verification could not start: missing trust, unreadable input, unreachable URL."""
+
+
 class InvalidRecord(CapabilityAnchorError):
     """A record violates SPEC §2 (validation, canonical form, size). In a batch, `position`
     is the 0-based position of the first bad record."""

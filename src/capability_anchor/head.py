@@ -135,6 +135,28 @@ def verify_head(token: str, keys: KeySet) -> Head:
     return Head(check_claims(claims), token)
 
 
+@dataclass(frozen=True, slots=True)
+class CheckedDocument:
+    """A head document whose JWS verified. `head` holds the signed claims, the only ones to
+    act on; `document` the plain claims written beside the JWS, which may differ."""
+
+    document: Head
+    head: Head
+
+    @property
+    def claims_match(self) -> bool:
+        return self.document.claims == self.head.claims
+
+
+def verify_document(data: bytes, keys: KeySet) -> CheckedDocument:
+    """The one way to check a head document (verify-proof, the audit, the log's start-up
+    self-check): parse it, verify its JWS with `keys`, and compare its plain claims with the
+    signed ones. A mismatch is a result (`claims_match`), not an error: each caller words
+    it, and the audit goes on to report more about the same head."""
+    parsed = parse_document(data)
+    return CheckedDocument(parsed, verify_head(parsed.jws, keys))
+
+
 def anchor_url(base: str, day: str, tree_size: int, sealed: bool) -> str:
     """SPEC §5: the URL form names the exact head (and tells sealed from unsealed)."""
     return f"{base}/roots/{day}" if sealed else f"{base}/roots/{day}/{tree_size}"

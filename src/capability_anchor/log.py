@@ -257,8 +257,8 @@ class Log:
         if newest is None:
             return
         try:
-            parsed = heads.parse_document(newest.doc)
-            verified = heads.verify_head(parsed.jws, self.keyset())
+            # The plain claims beside the JWS are not compared here: the audit reports them.
+            verified = heads.verify_document(newest.doc, self.keyset()).head
         except CapabilityAnchorError as exc:
             raise StartupCheckFailed(
                 f"the configured key (kid {self.key.kid}) does not verify the newest published "

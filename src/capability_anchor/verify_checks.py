@@ -1,13 +1,16 @@
-"""The checks of `verify-proof` (SPEC §9), named and described once.
+"""The checks of `verify-proof` (SPEC §9), named and described once, and their results.
 
 `verify.verify` reports them in this order; `verify-proof --help` lists them from here; the
-tests read them from here. This module imports nothing, so `--help` stays as light as
-argparse.
+tests read them from here. This module imports only the standard library's `enum` and
+`typing`, so `--help` stays as light as argparse.
 """
 
 from __future__ import annotations
 
-__all__ = ["CHECKS", "CHECK_NAMES"]
+from enum import StrEnum
+from typing import NamedTuple
+
+__all__ = ["CHECKS", "CHECK_NAMES", "Check", "Outcome"]
 
 CHECKS: tuple[tuple[str, str], ...] = (
     (
@@ -26,3 +29,19 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("timestamp", "an RFC 3161 stamp of the sealed head chains to a --tsa-ca at its genTime"),
 )
 CHECK_NAMES = tuple(name for name, _ in CHECKS)
+
+
+class Outcome(StrEnum):
+    """A check's outcome. Its value is the word the JSON and human outputs print."""
+
+    PASS = "PASS"  # noqa: S105 (an outcome word, not a password)
+    FAIL = "FAIL"
+    SKIP = "SKIP"
+
+
+class Check(NamedTuple):
+    """One check's result: its name (from `CHECKS`), outcome, and what was found."""
+
+    name: str
+    outcome: Outcome
+    detail: str

@@ -2,7 +2,7 @@
 
 The checks and their descriptions are `capability_anchor.verify_checks.CHECKS` (the one list;
 `--help` prints it); the verification itself is `capability_anchor.verify.verify` (which
-audit can reuse). This module only parses arguments, reads RECORD and the trusted keys, and
+audit reuses), over inputs `cli.inputs` reads. This module only parses arguments and
 prints. Exit codes are `EXIT_CODES` below (SPEC §9).
 """
 
@@ -138,7 +138,7 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     # Imported here so `--help` stays as light as argparse.
     from ..errors import UsageError
-    from ..verify import follow_key_records, load_keys, parse_at, read_source, verify
+    from .inputs import follow_key_records, load_keys, parse_at, read_source, verify_inputs
 
     try:
         at = None if args.at is None else parse_at(args.at)
@@ -156,7 +156,7 @@ def _main(argv: list[str] | None) -> int:
             # Rotation records only extend trust from keys already trusted (SPEC proposal).
             keys = follow_key_records(keys, Path(args.roots))
         record = sys.stdin.buffer.read() if args.record == "-" else read_source(args.record)
-        result = verify(
+        result = verify_inputs(
             record,
             keys=keys,
             head=args.head,
@@ -175,8 +175,8 @@ def _main(argv: list[str] | None) -> int:
     if args.json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
     else:
-        for name, outcome, detail in result.checks:
-            print(f"{outcome} {name}: {detail}")
+        for check in result.checks:
+            print(f"{check.outcome.value} {check.name}: {check.detail}")
         for note in result.notes:
             print(f"note: {note}")
     return EXIT_OK if result.ok else EXIT_FAILED

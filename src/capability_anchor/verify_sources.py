@@ -1,0 +1,81 @@
+"""Where the verifier gets what a record does not carry: the head it is anchored to, and the
+RFC 3161 stamps of that head (SPEC §9 steps 5a and 7a).
+
+`verify.verify` asks a `Sources` for them and never opens a file or a URL itself.
+`FolderSources` reads an exported folder (the audit's `--roots`, and `verify-proof --roots`);
+`cli.inputs.CommandLineSources` adds `--head` and the anchor's URL. Reading a file here
+imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from .errors import InputError, VerificationError
+from .verify_anchor import Anchor
+
+__all__ = ["FolderSources", "Sources", "StampSource", "read_file"]
+
+
+@dataclass(frozen=True)
+class StampSource:
+    """The stored stamps of one day, as read: a timestamps document (`listing`, parsed by
+    the verifier) or DER replies kept as they are (`tokens`); `where` names the source."""
+
+    where: str
+    listing: bytes | None = None
+    tokens: tuple[bytes, ...] = ()
+
+
+class Sources(Protocol):
+    @property
+    def names_head(self) -> bool:
+        """True when the head is given outright (`--head`), so no anchor is needed to find it."""
+        ...
+
+    def head(self, anchor: Anchor | None) -> tuple[bytes, str]:
+        """The head's bytes and where they came from. VerificationError when it cannot be
+        located; InputError when it cannot be read."""
+        ...
+
+    def stamps(self, day: str, anchor: Anchor | None) -> StampSource: ...
+
+
+def read_file(path: str | Path) -> bytes:
+    """A file's bytes; unreadable is an InputError (exit 2), not a failed check."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def no_anchor() -> VerificationError:
+    return VerificationError("no valid anchor to locate the head by (give --head)")
+
+
+@dataclass(frozen=True)
+class FolderSources:
+    """An exported folder: heads at `<day>.json` (sealed) and `<day>/<tree_size>.json`,
+    stamps in `<day>.timestamps.json`, else `<day>.tsr`."""
+
+    roots: Path
+    names_head = False
+
+    def head(self, anchor: Anchor | None) -> tuple[bytes, str]:
+        if anchor is None:
+            raise no_anchor()
+        name = (
+            f"{anchor.url_day}.json"
+            if anchor.url_size is None
+            else (f"{anchor.url_day}/{anchor.url_size}.json")
+        )
+        return read_file(self.roots / name), str(self.roots / name)
+
+    def stamps(self, day: str, anchor: Anchor | None) -> StampSource:
+        listing = self.roots / f"{day}.timestamps.json"
+        if listing.exists():
+            return StampSource(str(listing), listing=read_file(listing))
+        tsr = self.roots / f"{day}.tsr"
+        return StampSource(str(tsr), tokens=(read_file(tsr),) if tsr.exists() else ())
