@@ -21,3 +21,17 @@ def observation(n: int | str, tag: str = "x", /, **members: Any) -> dict[str, An
         "evidence": {"method": "https://resolver.example/method"},
         **members,
     }
+
+
+def verify_answered_proof(entry: dict[str, Any]) -> None:
+    """An entry of a `?prove=1` answer: its proof reaches the root of the head it names."""
+    from capability_anchor.merkle import verify_inclusion
+
+    proof = entry["proof"]
+    verify_inclusion(
+        bytes.fromhex(entry["leaf_hash"]),
+        proof["leaf_index"],
+        proof["tree_size"],
+        [bytes.fromhex(h) for h in proof["path"]],
+        bytes.fromhex(entry["anchor"]["root"]),
+    )

@@ -24,8 +24,7 @@ from typing import Any
 
 import httpx
 
-from capability_anchor.merkle import verify_inclusion
-from obskit import observation
+from obskit import observation, verify_answered_proof
 from serverkit import CLI, clean_env, free_port, serving, uvicorn_argv
 
 DURATION_S = 30.0
@@ -169,14 +168,7 @@ def test_concurrent_http_and_cli_writers_keep_every_batch_whole(tmp_path: Path) 
         for e in entries:
             assert e["duplicate"] is False
             if tag.startswith("h"):
-                proof = e["proof"]
-                verify_inclusion(
-                    bytes.fromhex(e["leaf_hash"]),
-                    proof["leaf_index"],
-                    proof["tree_size"],
-                    [bytes.fromhex(p) for p in proof["path"]],
-                    bytes.fromhex(e["anchor"]["root"]),
-                )
+                verify_answered_proof(e)
     for tag, why in out.refused.items():
         present = [rec["sub"] for rec in _batch(tag) if rec["sub"] in stored]
         assert not present, f"{tag} was refused ({why}) but {len(present)} records are stored"

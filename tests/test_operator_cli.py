@@ -12,6 +12,7 @@ import pytest
 from capability_anchor import __version__
 from capability_anchor.cli.operator import build_parser
 from logkit import run_cli
+from obskit import observation
 
 NO_DEFAULT = (None, False, [], argparse.SUPPRESS)
 
@@ -68,14 +69,7 @@ def data(tmp_path: Path) -> Path:
 
 
 def _record(n: int) -> dict[str, object]:
-    return {
-        "v": "0.2",
-        "sub": f"example:{n}",
-        "url": f"https://s{n}.example/",
-        "status": "ok",
-        "checked_at": "2026-12-01T09:00:00Z",
-        "evidence": {"http_status": 200},
-    }
+    return observation(n)
 
 
 def test_seal_with_nothing_to_seal_prints_an_empty_json_list(data: Path) -> None:

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from logkit import run_cli
+from obskit import observation
 from serverkit import (
     CLI,
     HOST,
@@ -35,14 +36,7 @@ DEV = ROOT / "tools" / "dev.py"
 
 
 def _record(n: int) -> dict[str, object]:
-    return {
-        "v": "0.2",
-        "sub": f"example:{n}",
-        "url": f"https://s{n}.example/",
-        "status": "ok",
-        "checked_at": "2026-12-01T09:00:00Z",
-        "evidence": {"http_status": 200},
-    }
+    return observation(n)
 
 
 def _exits(server_proc: subprocess.Popen[bytes], timeout: float = 20) -> int:
