@@ -5,6 +5,7 @@ answered with the documented 503, after which re-sending is safe."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -155,5 +156,7 @@ def test_worker_errors_keep_their_class_and_note(tmp_path: Path) -> None:
     code, out = check_and_append(
         body, "https://log.example", 10, data, True, time.time(), monotonic()
     )
-    assert code == "ok" and out[0]["leaf_index"] == 0 and "proof" in out[0]
+    assert code == "ok"
+    entry = json.loads(out)[0]
+    assert entry["leaf_index"] == 0 and entry["duplicate"] is False and "proof" in entry
     appendworker._forget(data)

@@ -14,10 +14,10 @@ the worker continues that reading by the monotonic clock (CLOCK_BOOTTIME is one 
 every process of a boot), as `ClockGuard.pinned` does for the in-process path.
 
 The answer is plain data (exceptions with keyword-only arguments do not survive pickling):
-`("ok", entries)`, a body-check error `(code, note)`, `("error", (class name, message,
-position))` for a `CapabilityAnchorError`, rebuilt at the HTTP edge by `rebuild` so that
-its class decides the status and note, or `("crash", traceback)`. It answers only after
-COMMIT returned: acknowledged still means durable.
+`("ok", the entries as JSON bytes)`, a body-check error `(code, note)`, `("error", (class
+name, message, position))` for a `CapabilityAnchorError`, rebuilt at the HTTP edge by
+`rebuild` so that its class decides the status and note, or `("crash", traceback)`. It
+answers only after COMMIT returned: acknowledged still means durable.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import traceback
 from multiprocessing import util
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from . import errors
 from .bodycheck import Outcome, check_body
@@ -77,8 +79,12 @@ def check_and_append(
 
         log.clock = clock
         if prove:
-            return ("ok", log.append_and_prove(value))
-        return ("ok", [r.to_json() for r in log.append_prepared(value)])
+            out = log.append_and_prove(value)
+        else:
+            out = [r.to_json() for r in log.append_prepared(value)]
+        # Encoded here: bytes cross the pipe and are unpickled (under the service's GIL)
+        # far faster than 1,000 dicts.
+        return ("ok", msgspec.json.encode(out))
     except CapabilityAnchorError as exc:
         if isinstance(exc, StoreError) and not exc.retryable:
             # A damaged or replaced database: open it afresh next time, not a stale handle.
