@@ -31,9 +31,11 @@ from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_304_NOT_MODIFIED
+from litestar.utils.scope.state import ScopeState
 
 from .. import __version__
-from ..clockguard import ClockGuard
+from ..appendworker import rebuild
+from ..clockguard import ClockGuard, monotonic
 from ..encoding import hash_from_hex, parse_day
 from ..errors import (
     CapabilityAnchorError,
@@ -50,7 +52,7 @@ from ..log import Log
 from ..stamping import Stamper, StampResult, TsaConfig
 from . import accesslog
 from .background import Background
-from .bodies import BodyChecker, Busy
+from .bodies import BodyChecker, Busy, WorkerLost
 from .edge import ORIGINAL_METHOD, AnchorApp, BodyTimeout
 from .ratelimit import RateLimiter
 from .settings import Settings
@@ -172,6 +174,8 @@ def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
         return error_response(
             "unavailable", "busy: too many request bodies are being checked", {"Retry-After": "1"}
         )
+    if isinstance(exc, WorkerLost):
+        return error_response("unavailable", WORKER_LOST_NOTE, {"Retry-After": "1"})
     if isinstance(exc, CapabilityAnchorError):
         note = str(exc)
         if isinstance(exc, InvalidRecord) and exc.position is not None:
@@ -480,6 +484,10 @@ async def post_records(
     prove: Annotated[int, QueryParameter(ge=0, le=1)] = 0,
 ) -> Response[bytes]:
     service = _service(request)
+    appended = getattr(request.state, "appended", None)
+    if appended is not None:  # by a worker process, in _before: the entries' JSON
+        body = b'{"v":"' + VERSION.encode() + b'","entries":' + appended + b"}"
+        return Response(body, media_type="application/json")
     writer = service.writer
     prepared = request.state.checked_body
 
@@ -496,6 +504,58 @@ async def post_records(
     # Not a signed document, so no need for canonical JSON: msgspec is ~50x faster here.
     body = msgspec.json.encode({"v": VERSION, "entries": out})
     return Response(body, media_type="application/json")
+
+
+WORKER_LOST_NOTE = (
+    "the writer process stopped before answering: the batch may or may not be stored; "
+    "re-sending it is safe (records already stored are answered with duplicate: true)"
+)
+
+
+def _prove_flag(request: Request[Any, Any, Any]) -> bool | None:
+    """`prove` of POST /records when it is one Litestar will accept (0, 1 or absent), else
+    None: the batch is then only checked, and Litestar refuses the parameter."""
+    values = request.query_params.getall("prove", [])
+    if not values:
+        return False
+    if len(values) == 1 and values[0] in ("0", "1"):
+        return bool(values[0] == "1")
+    return None
+
+
+async def _append_in_worker(
+    request: Request[Any, Any, Any], service: Service, prove: bool
+) -> bytes:
+    """Body check and append in a worker process (`appendworker.py`), so the append holds no
+    GIL readers need. The time is read here, through the service's ClockGuard: a
+    disagreeing clock refuses (503) before the body is even sent."""
+    body = await request.body()
+    limit = _body_limit(service.settings, "records")
+    if len(body) > limit:
+        raise ApiError("too_large", f"the request body is over {limit} bytes")
+    now, at_mono = request.app.state.clock_guard.now(), monotonic()
+    code, value = await service.bodies.append(
+        body,
+        service.writer.iss,
+        service.settings.max_records,
+        service.settings.data_dir,
+        prove,
+        now,
+        at_mono,
+        service.settings.public_url.rstrip("/") if service.settings.public_url else None,
+    )
+    if code == "ok":
+        # The body was strictly checked and stored: Litestar's own decode of it for
+        # post_records' `data` would only hold the event loop (~ms per batch) for nothing.
+        ScopeState.from_scope(request.scope).json = {"records": []}
+        entries: bytes = value
+        return entries
+    if code == "error":
+        raise rebuild(value)
+    if code == "crash":
+        _logger.error("appending in a worker process failed:\n%s", value)
+        raise ApiError("unavailable", "the service cannot answer right now")
+    raise ApiError(code, value)
 
 
 @post(
@@ -560,7 +620,13 @@ async def _before(request: Request[Any, Any, Any]) -> None:
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise ApiError("too_large", f"the request body is over {limit} bytes")
-    if kind is not None:
+    worker_prove = _prove_flag(request) if kind == "records" else None
+    if worker_prove is not None and service.bodies.appends:
+        # Checked AND appended in one call to a worker process, here: before Litestar
+        # decodes the body for post_records, as for every other checked body.
+        request.state.checked_body = None
+        request.state.appended = await _append_in_worker(request, service, worker_prove)
+    elif kind is not None:
         request.state.checked_body = await _checked_body(request, service, kind)
 
 
