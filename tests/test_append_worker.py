@@ -157,7 +157,9 @@ def test_worker_errors_keep_their_class_and_note(tmp_path: Path) -> None:
         body, "https://log.example", 10, data, True, time.time(), monotonic()
     )
     assert code == "ok"
-    entry = json.loads(out)[0]
+    entry = json.loads(out[0])[0]
+    # The head it published is an event line for the service's log to replay.
+    assert any(m.startswith("prove: published a head of") for _, _, m in out[1]), out[1]
     assert entry["leaf_index"] == 0 and entry["duplicate"] is False and "proof" in entry
     appendworker._forget(data)
     # The worker checks by the log's own rule: a default log takes only observations.

@@ -22,7 +22,10 @@ answers only after COMMIT returned: acknowledged still means durable.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import traceback
+from collections.abc import Iterable, Iterator
 from multiprocessing import util
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ from .errors import CapabilityAnchorError, InvalidRecord, StoreError
 from .log import Log
 
 _logs: dict[Path, Log] = {}
+EVENTS = "capability_anchor"  # the Log's event loggers are below it
 
 
 def _log(data_dir: Path, public_url: str | None) -> Log:
@@ -54,6 +58,37 @@ def _forget(data_dir: Path) -> None:
     log = _logs.pop(data_dir, None)
     if log is not None:
         log.close()
+
+
+class _Keep(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.kept: list[tuple[str, int, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.kept.append((record.name, record.levelno, record.getMessage()))
+
+
+@contextlib.contextmanager
+def _events_kept() -> Iterator[list[tuple[str, int, str]]]:
+    """(logger, level, message) of what the Log logs meanwhile, for the service to replay."""
+    keep = _Keep()
+    events = logging.getLogger(EVENTS)
+    # A worker has no logging set up: its loggers would drop INFO before any handler.
+    level = events.level
+    events.setLevel(logging.INFO)
+    events.addHandler(keep)
+    try:
+        yield keep.kept
+    finally:
+        events.removeHandler(keep)
+        events.setLevel(level)
+
+
+def replay(events: Iterable[tuple[str, int, str]]) -> None:
+    """In the service: the worker's event lines, as if its own Log had logged them."""
+    for name, level, message in events:
+        logging.getLogger(str(name)).log(int(level), "%s", message)
 
 
 def check_and_append(
@@ -79,13 +114,15 @@ def check_and_append(
             return now + max(0.0, monotonic() - at_mono)
 
         log.clock = clock
-        if prove:
-            out = log.append_and_prove(value)
-        else:
-            out = [r.to_json() for r in log.append_prepared(value)]
+        with _events_kept() as events:
+            if prove:
+                out = log.append_and_prove(value)
+            else:
+                out = [r.to_json() for r in log.append_prepared(value)]
         # Encoded here: bytes cross the pipe and are unpickled (under the service's GIL)
-        # far faster than 1,000 dicts.
-        return ("ok", msgspec.json.encode(out))
+        # far faster than 1,000 dicts. The Log's event lines (a head published for
+        # `prove=1`) go back too: the service's log is where an operator reads them.
+        return ("ok", (msgspec.json.encode(out), events))
     except CapabilityAnchorError as exc:
         if isinstance(exc, StoreError) and not exc.retryable:
             # A damaged or replaced database: open it afresh next time, not a stale handle.

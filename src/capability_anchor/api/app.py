@@ -34,7 +34,7 @@ from litestar.status_codes import HTTP_304_NOT_MODIFIED
 from litestar.utils.scope.state import ScopeState
 
 from .. import __version__
-from ..appendworker import rebuild
+from ..appendworker import rebuild, replay
 from ..clockguard import ClockGuard, monotonic
 from ..encoding import hash_from_hex, parse_day
 from ..errors import (
@@ -548,7 +548,8 @@ async def _append_in_worker(
         # The body was strictly checked and stored: Litestar's own decode of it for
         # post_records' `data` would only hold the event loop (~ms per batch) for nothing.
         ScopeState.from_scope(request.scope).json = {"records": []}
-        entries: bytes = value
+        entries: bytes = value[0]
+        replay(value[1])
         return entries
     if code == "error":
         raise rebuild(value)
