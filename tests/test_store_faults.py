@@ -15,6 +15,7 @@ import json
 import shutil
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -242,3 +243,20 @@ def test_a_zeroed_page_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
         text = str(exc)
         assert "Traceback" not in text, text[-3000:]
         assert "damaged" in text or "malformed" in text, text[-3000:]
+
+
+def test_a_damaged_database_stops_background_work_once_and_reads_go_on(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert _run("init", "--data", str(data), "--iss", ISS).returncode == 0
+    assert _run("append", "--data", str(data), "-", stdin=_lines("a", 300, pad=200)).returncode == 0
+    _zero_a_page(data)  # nothing checkpointed yet: the service's first checkpoint reads it
+    with serving(data, "--checkpoint-interval", "1") as server:
+        with server.client() as client:
+            time.sleep(3.5)  # three ticks: one that fails, two that no longer run
+            assert client.get("/keys").status_code == 200
+            assert client.get("/roots").status_code == 200
+        log_text = server.stderr() + server.stdout()
+    assert "Traceback" not in log_text, log_text[-3000:]
+    assert log_text.count("background work stopped") == 1, log_text[-3000:]
+    assert "restore the database" in log_text, log_text[-3000:]
+    assert "retrying at the next tick" not in log_text, log_text[-3000:]

@@ -1,33 +1,80 @@
 """One exception tree for the whole project.
 
 Every error the project raises is a `CapabilityAnchorError`; third-party exceptions are
-converted where they occur. Each class carries a stable `code` (the HTTP `error` member of
-SPEC §6 where one applies) so the edges (HTTP handlers, CLI exit codes) map errors by class,
-never by message. Messages are written for a human: they say what was checked and what was
-found.
+converted where they occur. Messages are written for a human: they say what was checked and
+what was found. The edges map errors by the class's own attributes, never by message and
+never by an `isinstance` ladder of their own:
+
+- `code`: a stable name of the kind of error;
+- `http_error`: the SPEC §6 `error` member the HTTP service answers with; its status is
+  `HTTP_STATUS[http_error]`, the one table;
+- `exit_code`: what a command exits with (SPEC §10: 1 a failed check or refused operation,
+  2 usage or I/O);
+- `retryable`: whether the same work may succeed later without an operator. Background work
+  (checkpoints, seals, stamps) retries a retryable error at its next tick; any other error
+  is fatal to it: one error line naming `action`, the operator's next step, and the loop
+  stops (the service keeps answering reads).
+
+`tests/test_errors_table.py` checks every class against a list of its own, so a new class
+is placed deliberately, never by inheriting a mapping by accident.
 """
 
 from __future__ import annotations
+
+HTTP_STATUS: dict[str, int] = {
+    "bad_request": 400,
+    "invalid_record": 400,
+    "unauthorized": 401,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "too_large": 413,
+    "rate_limited": 429,
+    "unavailable": 503,
+}
+"""SPEC §6 `error` member -> HTTP status, for errors of this tree and of the HTTP edge alike."""
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
 
 
 class CapabilityAnchorError(Exception):
     """Base of every error raised by capability-anchor."""
 
     code = "error"
+    http_error = "bad_request"
+    exit_code: int = EXIT_FAILED
+    retryable = False
+    action = "look at the service's log and data dir, then restart the service"
+
+    def http_note(self) -> str:
+        """What an HTTP client is told: the message, unless the class says otherwise."""
+        return str(self)
 
 
 class UsageError(CapabilityAnchorError):
     """The caller asked for something malformed (bad argument, bad day, bad hex)."""
 
     code = "bad_request"
+    http_error = "bad_request"
+    exit_code = EXIT_USAGE
+    retryable = False
 
 
 class MalformedJSON(UsageError):
     """Text is not strict JSON (not UTF-8, a BOM, duplicate names, NaN, overflow, ...)."""
 
+    http_error = "bad_request"
+    exit_code = EXIT_USAGE
+    retryable = False
+
 
 class InputError(UsageError):
     """Verification could not start: missing trust, unreadable input, unreachable URL."""
+
+    http_error = "bad_request"
+    exit_code = EXIT_USAGE
+    retryable = False
 
 
 class InvalidRecord(CapabilityAnchorError):
@@ -35,16 +82,27 @@ class InvalidRecord(CapabilityAnchorError):
     is the 0-based position of the first bad record."""
 
     code = "invalid_record"
+    http_error = "invalid_record"
+    exit_code = EXIT_FAILED
+    retryable = False
 
     def __init__(self, message: str, *, position: int | None = None) -> None:
         super().__init__(message)
         self.position = position
+
+    def http_note(self) -> str:
+        if self.position is None:
+            return str(self)
+        return f"record {self.position + 1}: {self}"  # counted from 1, like `line N`
 
 
 class KeyFileError(CapabilityAnchorError):
     """A key file is missing, malformed, or readable by group/others."""
 
     code = "key_error"
+    http_error = "bad_request"
+    exit_code = EXIT_USAGE
+    retryable = False
 
 
 class TokenError(CapabilityAnchorError):
@@ -52,17 +110,27 @@ class TokenError(CapabilityAnchorError):
     word of visible ASCII, or its file is not a regular file private to its owner."""
 
     code = "token_error"
+    http_error = "bad_request"
+    exit_code = EXIT_USAGE
+    retryable = False
 
 
 class InvalidKey(CapabilityAnchorError):
     """A public key or JWK set is malformed (not an Ed25519 OKP key, bad `x`, kid mismatch)."""
 
     code = "bad_request"
+    http_error = "bad_request"
+    exit_code = EXIT_FAILED
+    retryable = False
 
 
 class MalformedKeySet(InvalidKey, MalformedJSON):
     """A JWK set document is not strict JSON: malformed JSON, so a usage error (exit 2) in
     every command, and still an InvalidKey for callers that catch bad key sets."""
+
+    http_error = "bad_request"
+    exit_code = EXIT_USAGE
+    retryable = False
 
 
 # --- verification ---------------------------------------------------------------------------
@@ -72,6 +140,9 @@ class VerificationError(CapabilityAnchorError):
     """Something that was supposed to verify did not. Never returned as a bool."""
 
     code = "verification_failed"
+    http_error = "bad_request"
+    exit_code = EXIT_FAILED
+    retryable = False
 
 
 class MalformedProof(VerificationError):
@@ -148,6 +219,9 @@ class TimestampError(CapabilityAnchorError):
     message is the human reason; no third-party exception escapes `timestamp`."""
 
     code = "timestamp_failed"
+    http_error = "bad_request"
+    exit_code = EXIT_FAILED
+    retryable = True
 
 
 # --- the log ----------------------------------------------------------------------------------
@@ -157,6 +231,9 @@ class NotFound(CapabilityAnchorError):
     """The thing asked for does not exist (a day, a head, an entry no head covers)."""
 
     code = "not_found"
+    http_error = "not_found"
+    exit_code = EXIT_FAILED
+    retryable = True
 
 
 class Conflict(CapabilityAnchorError):
@@ -164,6 +241,9 @@ class Conflict(CapabilityAnchorError):
     day, a record whose `iss` is not the log's, re-initialising an existing log)."""
 
     code = "conflict"
+    http_error = "conflict"
+    exit_code = EXIT_FAILED
+    retryable = True
 
 
 class ClockDisagrees(CapabilityAnchorError):
@@ -172,6 +252,9 @@ class ClockDisagrees(CapabilityAnchorError):
     an operator acknowledges the clock (`capability-anchor seal`). HTTP 503."""
 
     code = "unavailable"
+    http_error = "unavailable"
+    exit_code = EXIT_FAILED
+    retryable = True
 
 
 class StoreError(CapabilityAnchorError):
@@ -181,8 +264,14 @@ class StoreError(CapabilityAnchorError):
     later without an operator (a busy or full disk clears, a damaged database does not)."""
 
     code = "unavailable"
+    http_error = "unavailable"
+    exit_code = EXIT_USAGE
     note = "the log cannot answer right now"
     retryable = False
+    action = "check the data dir and its database (`capability-anchor audit`), then restart"
+
+    def http_note(self) -> str:
+        return self.note  # the class's own words: the message may name paths
 
 
 class StoreBusy(StoreError):
@@ -190,6 +279,8 @@ class StoreBusy(StoreError):
 
     note = "the log is busy; nothing was stored, try again"
     retryable = True
+    http_error = "unavailable"
+    exit_code = EXIT_USAGE
 
 
 class StoreFull(StoreError):
@@ -197,6 +288,8 @@ class StoreFull(StoreError):
 
     note = "the log's disk is full; nothing was stored"
     retryable = True
+    http_error = "unavailable"
+    exit_code = EXIT_USAGE
 
 
 class StoreReadOnly(StoreError):
@@ -204,6 +297,8 @@ class StoreReadOnly(StoreError):
 
     note = "the log's database is read-only; nothing was stored"
     retryable = True
+    http_error = "unavailable"
+    exit_code = EXIT_USAGE
 
 
 class StoreIOError(StoreError):
@@ -211,6 +306,8 @@ class StoreIOError(StoreError):
 
     note = "the log cannot read or write its database right now"
     retryable = True
+    http_error = "unavailable"
+    exit_code = EXIT_USAGE
 
 
 class StoreCorrupt(StoreError):
@@ -218,14 +315,28 @@ class StoreCorrupt(StoreError):
     a truncated file, a flipped bit in a b-tree). For the audit this is a finding (exit 1)."""
 
     note = "the log's database is damaged; an operator must restore it"
+    http_error = "unavailable"
+    exit_code = EXIT_USAGE
+    retryable = False
+    action = "restore the database from a backup (`capability-anchor audit` says what is damaged)"
 
 
 class StartupCheckFailed(StoreError):
-    """The configured key or issuer does not match what the log has published."""
+    """The configured key or issuer does not match what the log has published. A refused
+    start, not an I/O problem: exit 1."""
+
+    http_error = "unavailable"
+    exit_code = EXIT_FAILED
+    retryable = False
+    action = "configure the key and issuer the log has published, then restart"
 
 
 class ExportConflict(CapabilityAnchorError):
     """An existing published file has different bytes than the log would write. Fatal:
-    published files never change."""
+    published files never change. Not a `Conflict`: over HTTP it is a bad request."""
 
     code = "conflict"
+    http_error = "bad_request"
+    exit_code = EXIT_FAILED
+    retryable = False
+    action = "find out why a published file changed; published files never change"

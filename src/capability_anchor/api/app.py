@@ -38,12 +38,9 @@ from ..appendworker import rebuild, replay
 from ..clockguard import ClockGuard, monotonic
 from ..encoding import hash_from_hex, parse_day
 from ..errors import (
+    HTTP_STATUS,
     CapabilityAnchorError,
-    ClockDisagrees,
-    Conflict,
-    InvalidRecord,
     NotFound,
-    StoreError,
     UsageError,
 )
 from ..export import timestamps_document
@@ -64,17 +61,7 @@ MAX_INT = 2**63 - 1  # SQLite's integers; larger ones are bad requests, not serv
 NO_CACHE = "no-cache"
 T = TypeVar("T")
 
-_STATUS = {
-    "bad_request": 400,
-    "invalid_record": 400,
-    "unauthorized": 401,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "conflict": 409,
-    "too_large": 413,
-    "rate_limited": 429,
-    "unavailable": 503,
-}
+_STATUS = HTTP_STATUS
 _CODE_FOR_STATUS = {
     400: "bad_request",
     401: "unauthorized",
@@ -152,17 +139,8 @@ def error_response(code: str, note: str, headers: dict[str, str] | None = None) 
 
 
 def _code_of(exc: CapabilityAnchorError) -> str:
-    if isinstance(exc, InvalidRecord):
-        return "invalid_record"
-    if isinstance(exc, NotFound):
-        return "not_found"
-    if isinstance(exc, Conflict):
-        return "conflict"
-    if isinstance(exc, UsageError):
-        return "bad_request"
-    if isinstance(exc, StoreError | ClockDisagrees):
-        return "unavailable"
-    return "bad_request"
+    """The SPEC §6 `error` member: the class's own (`errors.py` holds the mapping)."""
+    return exc.http_error
 
 
 def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
@@ -177,12 +155,7 @@ def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     if isinstance(exc, WorkerLost):
         return error_response("unavailable", WORKER_LOST_NOTE, {"Retry-After": "1"})
     if isinstance(exc, CapabilityAnchorError):
-        note = str(exc)
-        if isinstance(exc, InvalidRecord) and exc.position is not None:
-            note = f"record {exc.position + 1}: {note}"  # counted from 1, like `line N`
-        if isinstance(exc, StoreError):
-            note = exc.note  # the class's own words: the message may name paths
-        return error_response(_code_of(exc), note)
+        return error_response(_code_of(exc), exc.http_note())
     if isinstance(exc, RecursionError):
         return error_response("bad_request", "the request is nested too deeply")
     if isinstance(exc, HTTPException):

@@ -3,10 +3,16 @@ within a minute after 00:00 UTC, and RFC 3161 stamps of sealed heads.
 
 Exactly one process per data dir does it, however many workers serve requests: it holds an
 exclusive `flock` on `DIR/background.lock` (released by the kernel when the process dies, so
-another worker takes over on its next try). Failures are logged and retried at the next tick;
-they never stop the service. Stamping runs as a task of its own, so a TSA that hangs until its
-deadline never delays a checkpoint or a seal (SPEC §7: fail open); each TSA that failed is
-retried with a growing delay (`stamping.Stamper`).
+another worker takes over on its next try). A failure the error class marks `retryable` (a
+busy or full disk, a TSA that is down, the clock) is logged and retried at the next tick; any
+other (a damaged database, an inconsistent store) is fatal to the background work: one error
+line naming the operator's action, and checkpoints, seals and stamps stop until the service
+restarts. Neither stops the service: reads are answered as before. The lock stays held after a
+fatal error, so another worker does not take over only to fail the same way.
+
+Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
+checkpoint or a seal (SPEC §7: fail open); each TSA that failed is retried with a growing
+delay (`stamping.Stamper`).
 
 With a `ClockGuard` (the service always gives one), a tick runs only while the wall clock
 agrees with the monotonic clock: a jump of the wall clock seals nothing and checkpoints
@@ -55,6 +61,8 @@ class Background:
         self._stopping = asyncio.Event()
         self._last_checkpoint = 0.0
         self.ticks = 0
+        self.stopped_by: CapabilityAnchorError | None = None
+        """The fatal error that stopped the background work, if one did."""
 
     def _try_lock(self) -> bool:
         if self._fd is not None:
@@ -84,7 +92,7 @@ class Background:
             self._fd = None
 
     async def _run(self) -> None:
-        while not self._stopping.is_set():
+        while not self._stopping.is_set() and self.stopped_by is None:
             if self._try_lock() and self._clock_agrees():
                 await self._tick()
             with contextlib.suppress(asyncio.TimeoutError):
@@ -102,13 +110,30 @@ class Background:
             if sealed and self.stamper is not None:
                 self.stamper.wake()
             self._maybe_stamp()
+            if self.stopped_by is not None:
+                return
             now = time.monotonic()
             if now - self._last_checkpoint >= self.interval:
                 self._last_checkpoint = now
                 # checkpoint() publishes only when the tree grew (and seals past days first).
                 await anyio.to_thread.run_sync(writer.checkpoint)
         except CapabilityAnchorError as exc:
+            if not exc.retryable:
+                self._stop_for(exc)
+                return
             log.warning("background work failed, retrying at the next tick: %s", exc)
+
+    def _stop_for(self, exc: CapabilityAnchorError) -> None:
+        """A fatal error: say once what the operator must do, and do no more background work
+        (retrying a damaged database every second would only repeat the same line)."""
+        if self.stopped_by is None:
+            self.stopped_by = exc
+            log.error(
+                "background work stopped (no checkpoints, seals or stamps until the service "
+                "restarts): %s; operator: %s",
+                exc,
+                exc.action,
+            )
 
     def _clock_agrees(self) -> bool:
         """No background work while the wall clock disagrees with the monotonic clock (the
@@ -117,13 +142,17 @@ class Background:
 
     def _maybe_stamp(self) -> None:
         stamper = self.stamper
-        if stamper is None or self._stopping.is_set():
+        if stamper is None or self._stopping.is_set() or self.stopped_by is not None:
             return
         if self._stamping is not None and not self._stamping.done():
             return
-        if self._stamping is not None and self._stamping.exception() is not None:
-            log.warning("stamping failed, retrying later: %s", self._stamping.exception())
+        failed = self._stamping.exception() if self._stamping is not None else None
         self._stamping = None
+        if isinstance(failed, CapabilityAnchorError) and not failed.retryable:
+            self._stop_for(failed)
+            return
+        if failed is not None:
+            log.warning("stamping failed, retrying later: %s", failed)
         if stamper.due():
             self._stamping = asyncio.create_task(
                 anyio.to_thread.run_sync(stamper.run_once), name="capability-anchor-stamping"

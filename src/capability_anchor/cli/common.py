@@ -17,25 +17,27 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO, cast
 
-from ..errors import (
-    KeyFileError,
-    StartupCheckFailed,
-    StoreError,
-    TokenError,
-    UsageError,
-)
+from ..errors import EXIT_FAILED, EXIT_USAGE, CapabilityAnchorError
 
 EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "emit",
+    "exit_code_for",
+    "fail",
+    "quiet_broken_pipe",
+]
 
 
 def exit_code_for(exc: BaseException) -> int:
-    """2 for usage and I/O (bad arguments, unreadable files, a missing or unopenable store,
-    key or token file problems); 1 for everything the log or a check refused."""
-    if isinstance(exc, StartupCheckFailed):
-        return EXIT_FAILED
-    if isinstance(exc, UsageError | KeyFileError | TokenError | StoreError | OSError):
+    """The error class's own `exit_code` (2 for usage and I/O: bad arguments, unreadable
+    files, a missing or unopenable store, key or token file problems; 1 for everything the
+    log or a check refused); an OSError is I/O (2), anything else a failure (1)."""
+    if isinstance(exc, CapabilityAnchorError):
+        return exc.exit_code
+    if isinstance(exc, OSError):
         return EXIT_USAGE
     return EXIT_FAILED
 
