@@ -64,6 +64,7 @@ from .errors import (
     UsageError,
 )
 from .keys import ED25519_SIGNATURE_SIZE, KeySet, SigningKey
+from .strictjson import json_type_name
 
 __all__ = [
     "ALG",
@@ -158,12 +159,6 @@ def sign_claims(claims: Mapping[str, Any], key: SigningKey, typ: str) -> str:
 # --- verification --------------------------------------------------------------------------
 
 
-def _json_kind(value: object) -> str:
-    """The JSON name of a parsed value's type, for messages ("array", not "list")."""
-    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
-    return kinds.get(type(value), "number")
-
-
 def _check_format(token: object) -> list[str]:
     """Rules 1-2: a str, ASCII, no whitespace/control characters, three non-empty segments."""
     if not isinstance(token, str):
@@ -202,7 +197,7 @@ def _parse_header(header_bytes: bytes) -> dict[str, str]:
     except MalformedJSON as exc:
         raise JWSEncodingError(f"the header is not valid JSON: {exc}") from None
     if not isinstance(header, dict):
-        raise JWSEncodingError(f"the header is a JSON {_json_kind(header)}, not an object")
+        raise JWSEncodingError(f"the header is a JSON {json_type_name(header)}, not an object")
     extra = sorted(set(header) - set(_HEADER_MEMBERS))
     if extra:
         raise JWSHeaderError(
@@ -213,7 +208,7 @@ def _parse_header(header_bytes: bytes) -> dict[str, str]:
             raise JWSHeaderError(f"header member {member!r} is missing")
         if not isinstance(header[member], str):
             raise JWSHeaderError(
-                f"header member {member!r} must be a string, found {_json_kind(header[member])}"
+                f"header member {member!r} must be a string, found {json_type_name(header[member])}"
             )
     return header
 
@@ -256,7 +251,7 @@ def _parse_claims(payload: bytes) -> dict[str, Any]:
     except MalformedJSON as exc:
         raise ClaimsError(f"the payload is not valid JSON: {exc}") from None
     if not isinstance(claims, dict):
-        raise ClaimsError(f"the payload is a JSON {_json_kind(claims)}, not an object")
+        raise ClaimsError(f"the payload is a JSON {json_type_name(claims)}, not an object")
     return claims
 
 

@@ -26,6 +26,7 @@ import rfc8785
 from . import strictjson
 from .errors import InvalidRecord, MalformedJSON
 from .merkle import hash_leaf
+from .strictjson import json_type_name
 
 __all__ = [
     "MAX_DEPTH",
@@ -109,19 +110,6 @@ def _check_number(value: int | float, where: Any) -> None:
 
 
 # --- validation ------------------------------------------------------------------------------
-
-
-def _json_type_name(value: object) -> str:
-    names: dict[type, str] = {
-        dict: "object",
-        list: "array",
-        str: "string",
-        int: "number",
-        float: "number",
-        bool: "boolean",
-        type(None): "null",
-    }
-    return names.get(type(value), type(value).__name__)
 
 
 def validate_record(record: object) -> dict[str, Any]:
@@ -208,7 +196,7 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
     leaf claims' JCS size (each character at least one byte, each scalar at least its
     shortest spelling) exceeds it; reserved top-level members do not count."""
     if not isinstance(record, dict) or type(record) is not dict:
-        raise InvalidRecord(f"a record must be a JSON object, got {_json_type_name(record)}")
+        raise InvalidRecord(f"a record must be a JSON object, got {json_type_name(record)}")
     plain = True
     size = 2
     limit = size_limit if size_limit is not None else -1
@@ -311,7 +299,7 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
 def leaf_claims(record: object) -> dict[str, Any]:
     """The record minus the reserved top-level members (a shallow copy; not validated)."""
     if not isinstance(record, dict) or type(record) is not dict:
-        raise InvalidRecord(f"a record must be a JSON object, got {_json_type_name(record)}")
+        raise InvalidRecord(f"a record must be a JSON object, got {json_type_name(record)}")
     return {key: value for key, value in record.items() if key not in RESERVED_MEMBERS}
 
 

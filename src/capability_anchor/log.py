@@ -55,7 +55,6 @@ from .merkle import (
     consistency_nodes,
     hash_leaf,
     inclusion_nodes,
-    root_from,
 )
 from .merkle.nodes import resolve
 from .recordnote import not_found_note
@@ -655,13 +654,6 @@ class Log:
             "second": second,
             "path": [p.hex() for p in path],
         }
-
-    def root_at(self, day: str, size: int) -> bytes:
-        """The root of `day`'s tree at `size`, from tiles (size <= the newest head's)."""
-        newest = self.head_for(day)
-        if not 0 <= size <= newest.tree_size:
-            raise UsageError(f"size {size} is beyond {day}'s newest head ({newest.tree_size})")
-        return root_from(self._tiles(day, newest.tree_size), size)
 
     # --- resolver-2 records ---------------------------------------------------------------
 

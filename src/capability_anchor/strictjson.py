@@ -126,3 +126,18 @@ def _strict_loads(text: str, allow_lone_surrogates: bool, *, number_hooks: bool 
     if not allow_lone_surrogates:
         _check_strings(value)
     return value
+
+
+def json_type_name(value: object) -> str:
+    """The JSON name of a value's type, for messages ("array", not "list"); a value no JSON
+    parse gives (a tuple handed to the library) by its Python type's name."""
+    names: dict[type, str] = {
+        dict: "object",
+        list: "array",
+        str: "string",
+        int: "number",
+        float: "number",
+        bool: "boolean",
+        type(None): "null",
+    }
+    return names.get(type(value), type(value).__name__)
