@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from capability_anchor.log import Log
 from logkit import CLI, raw
 from obskit import observation
 from serverkit import Server, clean_env, serving
+from systools import ensure_tool
 
 ISS = "https://resolver.example"
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,17 +221,7 @@ def test_the_background_seals_nothing_while_the_clocks_disagree(tmp_path: Path) 
 
 @pytest.fixture(scope="module")
 def libfaketime() -> Path:
-    if not LIBFAKETIME.exists():
-        # The same installer as `tools/dev.py test` (as root, with apt-get, quietly).
-        subprocess.run(
-            [sys.executable, str(ROOT / "tools" / "dev.py"), "faketime"],
-            capture_output=True,
-            check=False,
-            timeout=600,
-        )
-    if not LIBFAKETIME.exists():
-        pytest.skip(f"libfaketime ({LIBFAKETIME}) is missing and cannot be installed here")
-    return LIBFAKETIME
+    return ensure_tool(LIBFAKETIME, "faketime", "libfaketime", timeout=600)
 
 
 class FakeTime:

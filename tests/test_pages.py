@@ -21,7 +21,6 @@ import http.server
 import json
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
 from pngkit import Image, encode
 from serverkit import Server, serving
+from systools import ensure_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -225,20 +225,7 @@ class Visit:
 
 @pytest.fixture(scope="module")
 def chromium() -> Path:
-    if not CHROMIUM.exists():
-        # The same installer as `tools/dev.py test` (as root, with apt-get, quietly).
-        subprocess.run(
-            [sys.executable, str(ROOT / "tools" / "dev.py"), "chromium"],
-            capture_output=True,
-            check=False,
-            timeout=900,
-        )
-    if not CHROMIUM.exists():
-        pytest.skip(
-            f"Chromium ({CHROMIUM}) is missing and cannot be installed here "
-            "(tools/dev.py installs Debian's chromium only as root, with apt-get)"
-        )
-    return CHROMIUM
+    return ensure_tool(CHROMIUM, "chromium", "Chromium", timeout=900)
 
 
 @pytest.fixture(scope="module")
