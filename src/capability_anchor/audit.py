@@ -128,7 +128,7 @@ def audit_store(
     (`--tsa-ca`), else the TSA CAs stored in the data dir's config, else only against the
     certificates they carry (signature, imprint, genTime; no trust)."""
     report = AuditReport()
-    store = log.store
+    store = log.read
     if tsa_ca is None:
         tsa_ca = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
     report.problems += logtrust.trust_problems(log)
@@ -214,7 +214,7 @@ def _audit_stored_stamps(
     sealed: HeadRow | None,
     cas: Sequence[Certificate],
 ) -> None:
-    for stamp in log.store.stamps(day):
+    for stamp in log.read.stamps(day):
         where = f"day {day}: the stamp by {stamp.tsa}"
         if sealed is None or not _parses(sealed):
             report.problems.append(f"{where} has no sealed head to stamp")
@@ -249,7 +249,7 @@ def _audit_day(
     progress: Progress,
 ) -> int:
     """Entries, tiles and heads of one day; returns the number of entries."""
-    store = log.store
+    store = log.read
     stored_tiles = {(t.level, t.index, t.width): t for t in store.iter_tiles(day)}
     matched: set[tuple[int, int, int]] = set()
     edge = TreeEdge()
@@ -475,7 +475,7 @@ def _audit_stamps(
     elif tokens:
         report.problems.append(f"{tsr} is missing although {path.name} lists stamps")
     if log is not None:
-        want = rfc8785.dumps(timestamps_document(day, log.store.stamps(day)))
+        want = rfc8785.dumps(timestamps_document(day, log.read.stamps(day)))
         if path.read_bytes() != want:
             report.problems.append(f"{path} differs from the log's stamps of {day}")
 
@@ -494,9 +494,9 @@ def _audit_index(
     ):
         report.problems.append(f"{folder / 'index.json'}: v or iss disagree with the heads")
     if log is not None:
-        want = rfc8785.dumps(log.roots(limit=max(1, len(log.store.sealed_heads()))))
+        want = rfc8785.dumps(log.roots(limit=max(1, len(log.read.sealed_heads()))))
         newest_file = max(sealed, default=None)
-        newest_log = log.store.last_sealed_day()
+        newest_log = log.read.last_sealed_day()
         if newest_file == newest_log and (folder / "index.json").read_bytes() != want:
             report.problems.append(f"{folder / 'index.json'} differs from the log's listing")
     days = index.get("days") if isinstance(index, dict) else None
@@ -562,7 +562,7 @@ def _audit_saved_unsealed(
         doc, verified = checked
         c = verified.claims
         if log is not None:
-            row = log.store.head(c["day"], c["tree_size"], False)
+            row = log.read.head(c["day"], c["tree_size"], False)
             if row is None or row.doc != doc:
                 report.problems.append(f"{path} differs from the log's head {day}/{path.stem}")
         if c["day"] != day or str(c["tree_size"]) != path.stem or c["sealed"]:
@@ -609,7 +609,7 @@ def _audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
 def _cross_check(
     report: AuditReport, folder: Path, log: Log, sealed: dict[str, heads.Head]
 ) -> None:
-    store_sealed = {h.day: h for h in log.store.sealed_heads()}
+    store_sealed = {h.day: h for h in log.read.sealed_heads()}
     newest_file = max(sealed, default=None)
     for day, row in sorted(store_sealed.items()):
         path = folder / f"{day}.json"

@@ -164,7 +164,7 @@ def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(outdir)
-    store = log.store
+    store = log.read
     sealed = list(reversed(store.sealed_heads()))
     unsealed = [h for h in store.all_heads() if not h.sealed]
     immutable: list[tuple[Path, bytes]] = []

@@ -57,6 +57,7 @@ from .merkle import (
     inclusion_nodes,
 )
 from .merkle.nodes import resolve
+from .reading import LogReader
 from .recordnote import not_found_note
 from .store import HeadRow, StampRow, Store
 from .writer_token import TOKEN_ENV, TOKEN_FILE, create_token_file, read_token_file, writer_token
@@ -134,6 +135,8 @@ class Log:
     def __init__(self, data_dir: Path, store: Store, key: SigningKey, clock: Clock) -> None:
         self.data_dir = data_dir
         self.store = store
+        # What api/, export and audit read; the store itself stays the write path's.
+        self.read = LogReader(store)
         self.key = key
         self.clock = clock
         meta = store.meta()

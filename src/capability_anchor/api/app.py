@@ -307,7 +307,7 @@ async def roots(
 
 @get("/roots/latest", summary="The newest sealed head document", responses=_READ_ERRORS)
 async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
-    rows = _service(request).reader.store.sealed_heads(None, 1)
+    rows = _service(request).reader.read.sealed_heads(None, 1)
     if not rows:
         raise NotFound("no day is sealed yet")
     return cached(request, rows[0].doc, immutable=False)
@@ -343,9 +343,9 @@ async def roots_day_size(
 async def roots_timestamps(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
     reader = _service(request).reader
     day = _day(day)
-    if reader.store.sealed_head(day) is None:
+    if reader.read.sealed_head(day) is None:
         raise NotFound(f"day {day} is not sealed")
-    body = _json(timestamps_document(day, reader.store.stamps(day)))
+    body = _json(timestamps_document(day, reader.read.stamps(day)))
     return cached(request, body, immutable=False)
 
 
@@ -353,7 +353,7 @@ async def roots_timestamps(request: Request[Any, Any, Any], day: FromPath[str]) 
     "/roots/{day:str}/timestamp", summary="The earliest stored stamp (DER)", responses=_READ_ERRORS
 )
 async def roots_timestamp(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
-    stamps = _service(request).reader.store.stamps(_day(day))
+    stamps = _service(request).reader.read.stamps(_day(day))
     if not stamps:
         raise NotFound(f"no stamp for {day}")
     return cached(

@@ -102,7 +102,7 @@ class Background:
         self.ticks += 1
         try:
             writer = self.writer
-            last = writer.store.last_sealed_day()
+            last = writer.read.last_sealed_day()
             yesterday_or_later = last is not None and last >= _yesterday(writer)
             sealed: list[bytes] = []
             if not yesterday_or_later and writer.first_day < writer.today():

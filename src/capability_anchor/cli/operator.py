@@ -304,7 +304,7 @@ def _emit_doc(doc: bytes | None) -> None:
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     with _open(args) as log:
-        before = log.store.newest_unsealed(log.today())
+        before = log.read.newest_unsealed(log.today())
         doc = log.checkpoint()
         _emit_doc(doc)
         if doc is None:
