@@ -16,6 +16,7 @@ from . import jws, strictjson
 from .encoding import EncodingError, hash_from_hex, parse_day
 from .errors import ClaimsError, MalformedJSON
 from .keys import KeySet, SigningKey
+from .strictjson import is_int
 
 VERSION = "0.2"
 HEAD_CLAIMS = ("v", "iss", "day", "tree_size", "root", "sealed", "prev", "iat")
@@ -107,7 +108,7 @@ def check_claims(claims: object) -> dict[str, Any]:
         raise ClaimsError(str(exc)) from None
     for name in ("tree_size", "iat"):
         value = claims[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not is_int(value) or value < 0:
             raise ClaimsError(f"head {name} must be a non-negative integer")
     if not isinstance(claims["sealed"], bool):
         raise ClaimsError("head sealed must be true or false")

@@ -64,7 +64,7 @@ from .errors import (
     UsageError,
 )
 from .keys import ED25519_SIGNATURE_SIZE, KeySet, SigningKey
-from .strictjson import json_type_name
+from .strictjson import is_int, json_type_name
 
 __all__ = [
     "ALG",
@@ -267,8 +267,7 @@ def _int_claim(claims: Mapping[str, Any], name: str) -> int:
     if name not in claims:
         raise ClaimsError(f"required claim {name!r} is missing")
     value = claims[name]
-    # bool is an int subclass in Python; `true` is not a time.
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise ClaimsError(
             f"claim {name!r} must be an integer number of seconds, "
             f"found {type(value).__name__} {value!r}"
@@ -283,7 +282,7 @@ def check_record_lifetime(claims: Mapping[str, Any], at: int) -> None:
     (TokenLifetimeError); `exp < at - CLOCK_SKEW` (TokenExpired);
     `iat > at + CLOCK_SKEW` (TokenNotYetValid). `iat`/`exp` must be integers (ClaimsError).
     """
-    if isinstance(at, bool) or not isinstance(at, int):
+    if not is_int(at):
         raise UsageError(f"at must be integer epoch seconds, got {type(at).__name__}")
     iat = _int_claim(claims, "iat")
     exp = _int_claim(claims, "exp")

@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .strictjson import is_int
+
 __all__ = ["differences"]
 
 _RFC3339 = re.compile(
@@ -67,7 +69,7 @@ def _diff(plain: Any, signed: Any, where: str, out: list[str]) -> None:
 
 def _expires_problem(value: Any, exp: Any) -> str | None:
     """None when `value` is an RFC 3339 date-time naming the second `exp` names."""
-    if isinstance(exp, bool) or not isinstance(exp, int):
+    if not is_int(exp):
         return "expires (no integer exp is signed)"
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):
         return "expires (not an RFC 3339 date-time with a zone)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 from .errors import MalformedJSON
 
@@ -141,3 +141,9 @@ def json_type_name(value: object) -> str:
         type(None): "null",
     }
     return names.get(type(value), type(value).__name__)
+
+
+def is_int(value: object) -> TypeGuard[int]:
+    """An integer and not a bool. bool is an int subclass in Python, but JSON's `true` is not
+    the number 1: a size, index or time that arrives as a bool is refused, not counted."""
+    return isinstance(value, int) and not isinstance(value, bool)

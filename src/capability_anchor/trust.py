@@ -39,6 +39,7 @@ from .errors import (
     UnknownKeyError,
 )
 from .keys import KeySet, PublicKey, SigningKey
+from .strictjson import is_int
 
 __all__ = [
     "KEY_RECORDS_FILE",
@@ -77,7 +78,7 @@ def _exact_members(claims: Mapping[str, Any], names: Sequence[str], what: str) -
     if claims["v"] != VERSION:
         raise ClaimsError(f"{what}: v is {claims['v']!r}, expected {VERSION!r}")
     iat = claims["iat"]
-    if isinstance(iat, bool) or not isinstance(iat, int) or iat < 0:
+    if not is_int(iat) or iat < 0:
         raise ClaimsError(f"{what}: iat must be a non-negative integer")
 
 

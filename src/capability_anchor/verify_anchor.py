@@ -13,6 +13,7 @@ from typing import Any
 from . import head as heads
 from .encoding import EncodingError, hash_from_hex, parse_day
 from .errors import VerificationError
+from .strictjson import is_int
 
 __all__ = ["Anchor", "Proof", "head_mismatches", "parse_anchor", "parse_proof"]
 
@@ -54,7 +55,7 @@ def parse_anchor(obj: object) -> Anchor:
 
 
 def _int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_int(value) or value < 0:
         raise VerificationError(f"proof {what} must be a non-negative integer, got {value!r}")
     return value
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import MalformedProof, RootMismatch
+from ..strictjson import is_int
 from .hashing import HASH_SIZE, hash_children
 from .nodes import consistency_path_length, inclusion_path_length
 
@@ -26,8 +27,8 @@ def _check_hash(value: object, what: str) -> bytes:
 
 
 def _check_int(value: object, what: str) -> int:
-    # bool is an int subclass; True as a tree size is a bug in the caller, not a size of 1.
-    if not isinstance(value, int) or isinstance(value, bool):
+    # True as a tree size is a bug in the caller, not a size of 1.
+    if not is_int(value):
         raise MalformedProof(f"{what} must be an integer, got {type(value).__name__}")
     return value
 
