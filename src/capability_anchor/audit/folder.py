@@ -1,0 +1,209 @@
+"""The audit of an exported folder (`--roots DIR`): each `<day>.json` against its own JWS
+and against `<day>.jws`, the chain of days and `prev` links, `index.json`, `keys.json`,
+saved unsealed heads, kept records; with a data dir too, every file byte for byte against
+the log."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import head as heads
+from .. import logtrust
+from ..encoding import parse_day
+from ..errors import CapabilityAnchorError, InvalidKey, MalformedJSON
+from ..keys import KeySet
+from ..progress import Progress, silent
+from .index import audit_index
+from .records import audit_records
+from .report import AuditReport, is_day
+from .stamps import audit_folder_stamps
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Certificate
+
+    from ..log import Log
+
+
+def audit_folder(
+    folder: Path,
+    keys: KeySet | None = None,
+    log: Log | None = None,
+    progress: Progress = silent,
+    tsa_ca: Sequence[Certificate] = (),
+) -> AuditReport:
+    report = AuditReport()
+    folder = Path(folder)
+    keys = keys if keys is not None else _published_keys(report, folder)
+    if keys is None:
+        return report
+    keys = logtrust.audit_key_records(report.problems, folder, keys)
+    sealed = _audit_days(report, folder, keys, log, progress, tsa_ca)
+    audit_index(report, folder, sealed, log)
+    _audit_saved_unsealed(report, folder, keys, sealed, log)
+    audit_records(report, folder, keys)
+    if log is not None:
+        _cross_check(report, folder, log, sealed)
+        report.problems += logtrust.folder_trust_problems(folder, log)
+    return report
+
+
+def _published_keys(report: AuditReport, folder: Path) -> KeySet | None:
+    try:
+        return KeySet.from_json((folder / "keys.json").read_bytes())
+    except FileNotFoundError:
+        report.problems.append(f"{folder / 'keys.json'} is missing (or pass --keys)")
+    except (InvalidKey, MalformedJSON) as exc:
+        report.problems.append(f"{folder / 'keys.json'} is not a valid JWK set: {exc}")
+    return None
+
+
+def _audit_days(
+    report: AuditReport,
+    folder: Path,
+    keys: KeySet,
+    log: Log | None,
+    progress: Progress,
+    tsa_ca: Sequence[Certificate],
+) -> dict[str, heads.Head]:
+    """Every `<day>.json` in day order; returns the sealed heads that verify, by day."""
+    day_files = sorted(p for p in folder.glob("????-??-??.json") if is_day(p.stem))
+    prev: heads.Head | None = None
+    sealed: dict[str, heads.Head] = {}
+    for n, path in enumerate(day_files):
+        checked = _verified_document(report, path, keys)
+        if checked is None:
+            prev = None
+            continue
+        _, verified = checked
+        _audit_day_file(report, folder, path, verified, log, tsa_ca)
+        _check_link(report, path, verified, prev, first=n == 0)
+        prev = verified
+        sealed[path.stem] = verified
+        report.count("days")
+        progress(n + 1, len(day_files), "audit roots")
+    return sealed
+
+
+def _audit_day_file(
+    report: AuditReport,
+    folder: Path,
+    path: Path,
+    verified: heads.Head,
+    log: Log | None,
+    tsa_ca: Sequence[Certificate],
+) -> None:
+    """One verified `<day>.json`: its claims, its `.jws` twin and its stamps."""
+    day = path.stem
+    c = verified.claims
+    if c["day"] != day or not c["sealed"]:
+        report.problems.append(f"{path}: holds the head of {c['day']} (sealed={c['sealed']})")
+    jws_file = folder / f"{day}.jws"
+    if not jws_file.exists():
+        report.problems.append(f"{jws_file} is missing")
+    elif jws_file.read_bytes() != verified.jws.encode("ascii"):
+        report.problems.append(f"{jws_file} differs from the JWS in {path.name}")
+    audit_folder_stamps(report, folder, day, log, verified.jws, tsa_ca)
+
+
+def _check_link(
+    report: AuditReport, path: Path, verified: heads.Head, prev: heads.Head | None, first: bool
+) -> None:
+    """The chain: the earliest day's prev is null, every later one links to the day before."""
+    c = verified.claims
+    if first:
+        if c["prev"] is not None:
+            report.problems.append(
+                f"{path}: the earliest day has prev {c['prev']}: earlier days are missing"
+            )
+    elif prev is not None:
+        expected_day = (parse_day(prev.day) + dt.timedelta(days=1)).isoformat()
+        if path.stem != expected_day:
+            report.problems.append(
+                f"days {expected_day}..{path.stem} are missing before {path.name}"
+            )
+        elif c["prev"] != heads.claims_digest(prev.claims):
+            report.problems.append(f"{path}: prev does not match {prev.day}'s head")
+
+
+def _verified_document(
+    report: AuditReport, path: Path, keys: KeySet
+) -> tuple[bytes, heads.Head] | None:
+    """A head document file whose JWS verifies and whose bytes are exactly the canonical
+    document of the signed claims (so no unsigned byte can differ)."""
+    doc = path.read_bytes()
+    try:
+        checked = heads.verify_document(doc, keys)
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"{path}: {exc}")
+        return None
+    verified = checked.head
+    if not checked.claims_match:
+        report.problems.append(f"{path}: document claims differ from its signed claims")
+    elif doc != verified.document():
+        report.problems.append(f"{path}: not the canonical head document bytes")
+    return doc, verified
+
+
+def _audit_saved_unsealed(
+    report: AuditReport,
+    folder: Path,
+    keys: KeySet,
+    sealed: dict[str, heads.Head],
+    log: Log | None,
+) -> None:
+    for path in sorted(folder.glob("????-??-??/*.json")):
+        day = path.parent.name
+        checked = _verified_document(report, path, keys)
+        if checked is None:
+            continue
+        doc, verified = checked
+        c = verified.claims
+        if log is not None:
+            row = log.read.head(c["day"], c["tree_size"], False)
+            if row is None or row.doc != doc:
+                report.problems.append(f"{path} differs from the log's head {day}/{path.stem}")
+        if c["day"] != day or str(c["tree_size"]) != path.stem or c["sealed"]:
+            report.problems.append(f"{path}: holds head {c['day']}/{c['tree_size']}")
+        final = sealed.get(day)
+        if final is not None:
+            _against_sealed(report, path, c, final)
+        report.count("saved_unsealed_heads")
+
+
+def _against_sealed(report: AuditReport, path: Path, c: dict[str, Any], final: heads.Head) -> None:
+    if c["tree_size"] > final.tree_size:
+        report.problems.append(f"{path}: larger than the day's sealed head")
+    if c["tree_size"] == final.tree_size and c["root"] != final.claims["root"]:
+        report.problems.append(f"{path}: root differs from the sealed head of that size")
+    if c["prev"] != final.claims["prev"]:
+        report.problems.append(f"{path}: prev differs from the day's sealed head")
+
+
+def _cross_check(
+    report: AuditReport, folder: Path, log: Log, sealed: dict[str, heads.Head]
+) -> None:
+    store_sealed = {h.day: h for h in log.read.sealed_heads()}
+    newest_file = max(sealed, default=None)
+    for day, row in sorted(store_sealed.items()):
+        path = folder / f"{day}.json"
+        if not path.exists():
+            if newest_file is not None and day < newest_file:
+                report.problems.append(f"{path} is missing (the log sealed {day})")
+            continue
+        if path.read_bytes() != row.doc:
+            report.problems.append(f"{path} differs from the log's sealed head of {day}")
+    for day in sealed:
+        if day not in store_sealed:
+            report.problems.append(
+                f"{folder / (day + '.json')}: the log has no sealed head of {day}"
+            )
+    try:
+        published = KeySet.from_json((folder / "keys.json").read_bytes())
+    except (OSError, CapabilityAnchorError):
+        return
+    missing = [k.kid for k in log.keyset() if k.kid not in published]
+    if missing:
+        report.problems.append(f"keys.json lacks the log's key(s) {missing}")

@@ -1,0 +1,137 @@
+"""The audit of RFC 3161 stamps: those the store holds and those an exported folder lists."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import rfc8785
+
+from .. import head as heads
+from ..errors import TimestampError
+from ..export import timestamps_document
+from ..store import HeadRow
+from .report import AuditReport, parses, read_json
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Certificate
+
+    from ..log import Log
+
+
+def stamp_problems(
+    token: bytes, jws: str, gen_time: str | None, cas: Sequence[Certificate]
+) -> list[str]:
+    """What is wrong with a stored RFC 3161 reply for a sealed head's compact JWS: it must
+    be granted, stamp the SHA-256 of exactly that JWS, say the genTime listed beside it, and
+    verify (signature, ESS binding, EKU) with a chain to `cas` at genTime; with no `cas`,
+    to a self-signed certificate the token carries, which shows integrity but not trust."""
+    from ..timestamp import digest_of, read_reply, verify_reply
+
+    try:
+        parsed = read_reply(token)
+    except TimestampError as exc:
+        return [f"is not a granted SHA-256 time-stamp reply: {exc}"]
+    problems: list[str] = []
+    digest = digest_of(jws.encode("ascii"))
+    if parsed.digest != digest:
+        problems.append("stamps another message than the day's JWS")
+    if gen_time is not None and parsed.gen_time != gen_time:
+        problems.append(f"is listed with genTime {gen_time}, the token says {parsed.gen_time}")
+    trust = list(cas) or list(parsed.self_signed)
+    if trust and not problems:
+        try:
+            verify_reply(token, digest=digest, cas=trust, nonce=None)
+        except TimestampError as exc:
+            what = (
+                "does not verify with a chain to a trusted TSA CA"
+                if cas
+                else ("does not verify against the certificates it carries")
+            )
+            problems.append(f"{what}: {exc}")
+    return problems
+
+
+def audit_stored_stamps(
+    report: AuditReport,
+    log: Log,
+    day: str,
+    sealed: HeadRow | None,
+    cas: Sequence[Certificate],
+) -> None:
+    for stamp in log.read.stamps(day):
+        where = f"day {day}: the stamp by {stamp.tsa}"
+        if sealed is None or not parses(sealed):
+            report.problems.append(f"{where} has no sealed head to stamp")
+            continue
+        jws = heads.parse_document(sealed.doc).jws
+        for problem in stamp_problems(stamp.token, jws, stamp.gen_time, cas):
+            report.problems.append(f"{where} {problem}")
+        report.count("stamps")
+
+
+def _stamps_list(report: AuditReport, path: Path, day: str) -> list[Any] | None:
+    doc = read_json(report, path)
+    if doc is None:
+        return None
+    stamps = doc.get("timestamps") if isinstance(doc, dict) else None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("v") != heads.VERSION
+        or doc.get("day") != day
+        or not isinstance(stamps, list)
+    ):
+        report.problems.append(f"{path} is not the timestamps document of {day}")
+        return None
+    return stamps
+
+
+def _listed_tokens(
+    report: AuditReport, path: Path, stamps: list[Any], jws: str, cas: Sequence[Certificate]
+) -> list[bytes]:
+    tokens: list[bytes] = []
+    for n, stamp in enumerate(stamps):
+        try:
+            token = base64.b64decode(stamp["token"], validate=True)
+            if not isinstance(stamp["tsa"], str) or not isinstance(stamp["gen_time"], str):
+                raise ValueError("tsa and gen_time must be strings")
+        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+            report.problems.append(f"{path}: stamp {n} is malformed: {exc}")
+            continue
+        # Its shape (a DER TimeStampResp) first, then its content: stamp_problems.
+        for problem in stamp_problems(token, jws, stamp["gen_time"], cas):
+            report.problems.append(f"{path}: stamp {n} ({stamp['tsa']}) {problem}")
+        report.count("stamps_chained" if cas else "stamps")
+        tokens.append(token)
+    return tokens
+
+
+def audit_folder_stamps(
+    report: AuditReport,
+    folder: Path,
+    day: str,
+    log: Log | None,
+    jws: str,
+    cas: Sequence[Certificate],
+) -> None:
+    """`<day>.timestamps.json` and `<day>.tsr`: well formed, consistent with each other
+    (the `.tsr` is the first listed stamp), each stamp of this day's JWS (`stamp_problems`;
+    chained only with `--tsa-ca`), and with a data dir equal to the log's."""
+    path = folder / f"{day}.timestamps.json"
+    tsr = folder / f"{day}.tsr"
+    stamps = _stamps_list(report, path, day)
+    if stamps is None:
+        return
+    tokens = _listed_tokens(report, path, stamps, jws, cas)
+    if tsr.exists():
+        if not tokens or tsr.read_bytes() != tokens[0]:
+            report.problems.append(f"{tsr} is not the first stamp listed in {path.name}")
+    elif tokens:
+        report.problems.append(f"{tsr} is missing although {path.name} lists stamps")
+    if log is not None:
+        want = rfc8785.dumps(timestamps_document(day, log.read.stamps(day)))
+        if path.read_bytes() != want:
+            report.problems.append(f"{path} differs from the log's stamps of {day}")
