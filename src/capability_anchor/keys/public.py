@@ -1,33 +1,9 @@
-"""Ed25519 keys: RFC 7638 key IDs, the private key file, and the trusted public key set.
-
-All cryptography is PyNaCl (libsodium); this module only moves bytes in and out of JWKs.
-
-- `thumbprint(x)` is the RFC 7638 `kid` of an OKP Ed25519 public key. The RFC's canonical
-  input for OKP keys is the JSON object of the required members `crv`, `kty`, `x` in
-  lexicographic order with no whitespace; `x` is base64url, which never needs escaping,
-  so the bytes are built directly and cannot drift with a JSON library's settings.
-- `PublicKey` and `KeySet` validate when they are built: holding one means it is a
-  well-formed Ed25519 key whose `kid` is its thumbprint, unless `thumbprint_kid` is False.
-  Only `KeySet.from_jwks` makes such a key, for a verifier's trusted key set: Capability
-  Resolution §8 says a kid SHOULD be the thumbprint, so another resolver's key set may name
-  a key otherwise, and it is matched by the kid the set gives. Keys this project creates
-  (`from_raw`, `from_x`, `SigningKey`) and loads for its own log (`require_thumbprints`)
-  always have thumbprint kids.
-- The private key file is a private OKP JWK. It is created with mode 0600 by `os.open`
-  itself (never chmod-ed after the secret is on disk, which would leave a window where
-  it is readable), never overwritten, and refused on load when group or others have any
-  permission bit: a key that others could read must be assumed copied.
-
-Trust comes only from a `KeySet` the caller built from files it chose; nothing in a token
-or a document adds a key to it.
-"""
+"""Ed25519 public keys: RFC 7638 key IDs, `PublicKey` and the trusted `KeySet` (see the
+package docstring for the rules they keep)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -35,39 +11,18 @@ import nacl.exceptions
 import nacl.signing
 import rfc8785
 
-from . import strictjson
-from .encoding import EncodingError, b64url_decode, b64url_encode
-from .errors import (
+from .. import strictjson
+from ..encoding import EncodingError, b64url_decode, b64url_encode
+from ..errors import (
     InvalidKey,
-    KeyFileError,
     MalformedJSON,
     MalformedKeySet,
     SignatureMismatch,
     UnknownKeyError,
 )
-from .files import write_secret_file
-
-__all__ = [
-    "ED25519_KEY_SIZE",
-    "ED25519_SIGNATURE_SIZE",
-    "KeySet",
-    "PublicKey",
-    "SigningKey",
-    "create_key_file",
-    "load_key_file",
-    "thumbprint",
-]
 
 ED25519_KEY_SIZE = 32
 ED25519_SIGNATURE_SIZE = 64
-
-# A private key file is a few hundred bytes; refuse to read more than this so a wrong path
-# (a log file, a device) fails fast instead of being slurped into memory.
-_MAX_KEY_FILE_SIZE = 64 * 1024
-
-# Members a private key file may carry. We write exactly kty, crv, x, d, kid; `use` and
-# `alg` are tolerated (with their only sensible values) so a JWK made by another tool loads.
-_KEY_FILE_MEMBERS = frozenset({"kty", "crv", "x", "d", "kid", "use", "alg"})
 
 
 # --- RFC 7638 -------------------------------------------------------------------------------
@@ -176,164 +131,6 @@ class PublicKey:
             raise SignatureMismatch(
                 f"Ed25519 signature does not verify with key {self.kid} ({exc})"
             ) from None
-
-
-# --- signing key ---------------------------------------------------------------------------
-
-
-class SigningKey:
-    """An Ed25519 private key (libsodium). Its repr names only the kid, never the seed."""
-
-    __slots__ = ("_key", "_public")
-
-    def __init__(self, key: nacl.signing.SigningKey) -> None:
-        if not isinstance(key, nacl.signing.SigningKey):
-            raise InvalidKey("SigningKey wraps a nacl.signing.SigningKey")
-        self._key = key
-        self._public = PublicKey.from_raw(bytes(key.verify_key))
-
-    @classmethod
-    def generate(cls) -> SigningKey:
-        """A fresh key from the OS random source (libsodium's randombytes)."""
-        return cls(nacl.signing.SigningKey.generate())
-
-    @classmethod
-    def from_seed(cls, seed: bytes) -> SigningKey:
-        """The key with this 32-byte seed (the JWK `d`, RFC 8037 §2)."""
-        if not isinstance(seed, bytes) or len(seed) != ED25519_KEY_SIZE:
-            raise InvalidKey(f"an Ed25519 private key seed is {ED25519_KEY_SIZE} bytes")
-        return cls(nacl.signing.SigningKey(seed))
-
-    @property
-    def public(self) -> PublicKey:
-        return self._public
-
-    @property
-    def kid(self) -> str:
-        return self._public.kid
-
-    def sign(self, message: bytes) -> bytes:
-        """The 64-byte detached Ed25519 signature of `message` (deterministic, RFC 8032)."""
-        signature = self._key.sign(bytes(message)).signature
-        if len(signature) != ED25519_SIGNATURE_SIZE:  # pragma: no cover - libsodium contract
-            raise SignatureMismatch("libsodium returned a signature of the wrong size")
-        return bytes(signature)
-
-    def _private_jwk(self) -> dict[str, str]:
-        return {
-            "kty": "OKP",
-            "crv": "Ed25519",
-            "x": self._public.x,
-            "d": b64url_encode(bytes(self._key)),
-            "kid": self._public.kid,
-        }
-
-    def __repr__(self) -> str:
-        return f"SigningKey(kid={self.kid!r})"
-
-
-# --- private key file ----------------------------------------------------------------------
-
-
-def create_key_file(path: str | os.PathLike[str]) -> SigningKey:
-    """Generate a key and write it to a new file `path` that only the owner can read
-    (`files.write_secret_file`: created 0600, never overwriting anything)."""
-    key = SigningKey.generate()
-    content = (json.dumps(key._private_jwk(), separators=(",", ":")) + "\n").encode("ascii")
-    try:
-        write_secret_file(path, content)
-    except FileExistsError:
-        raise KeyFileError(f"refusing to overwrite existing key file {os.fspath(path)}") from None
-    except OSError as exc:
-        raise KeyFileError(f"cannot create key file {os.fspath(path)}: {exc.strerror}") from None
-    return key
-
-
-def _file_error(path: str, problem: str) -> KeyFileError:
-    return KeyFileError(f"key file {path}: {problem}")
-
-
-def _read_private_file(name: str) -> bytes:
-    """Open, check type and mode on the open descriptor (so the file checked is the file
-    read, with no race against a rename), then read at most _MAX_KEY_FILE_SIZE + 1 bytes.
-
-    O_NONBLOCK keeps a FIFO planted at the path from hanging the open; it has no effect on
-    reading a regular file, and anything else is refused before reading.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(name, flags)
-    except OSError as exc:
-        raise _file_error(name, f"cannot open: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _file_error(name, "is not a regular file")
-        mode = stat.S_IMODE(info.st_mode)
-        if mode & 0o077:
-            raise _file_error(
-                name,
-                f"mode is {mode:04o}; a private key must not be accessible to group or "
-                f"others (run: chmod 600 {name})",
-            )
-        chunks: list[bytes] = []
-        remaining = _MAX_KEY_FILE_SIZE + 1
-        while remaining > 0:
-            chunk = os.read(fd, remaining)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-    except OSError as exc:
-        raise _file_error(name, f"cannot read: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-
-
-def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
-    """Load the private key written by `create_key_file` (or any Ed25519 private OKP JWK).
-
-    Refused when group or others have any permission bit (`st_mode & 0o077`), the message
-    naming the path and the mode (e.g. 0644). Then `d` must be canonical base64url of 32
-    bytes, `x` the public key of `d`, and `kid`, when present, its RFC 7638 thumbprint.
-    """
-    name = os.fspath(path)
-    data = _read_private_file(name)
-    if len(data) > _MAX_KEY_FILE_SIZE:
-        raise _file_error(name, f"is larger than {_MAX_KEY_FILE_SIZE} bytes; not a key file")
-    try:
-        jwk = strictjson.loads(data)
-    except MalformedJSON as exc:
-        raise _file_error(name, f"is not valid JSON: {exc}") from None
-    if not isinstance(jwk, dict):
-        raise _file_error(name, "is not a JSON object (expected a private OKP JWK)")
-    unknown = sorted(set(jwk) - _KEY_FILE_MEMBERS)
-    if unknown:
-        raise _file_error(name, f"unexpected member(s) {', '.join(unknown)}")
-    for member in ("kty", "crv", "x", "d"):
-        if member not in jwk:
-            raise _file_error(name, f"missing member {member!r}")
-    if jwk["kty"] != "OKP" or jwk["crv"] != "Ed25519":
-        raise _file_error(name, f"not an Ed25519 key (kty={jwk['kty']!r}, crv={jwk['crv']!r})")
-    if jwk.get("use", "sig") != "sig" or jwk.get("alg", "EdDSA") != "EdDSA":
-        raise _file_error(name, "use must be 'sig' and alg 'EdDSA' when present")
-    d = jwk["d"]
-    try:
-        seed = b64url_decode(d) if isinstance(d, str) else None
-    except EncodingError:
-        seed = None
-    # The message never echoes `d`: it is the secret.
-    if seed is None or len(seed) != ED25519_KEY_SIZE:
-        raise _file_error(name, "d is not canonical base64url of a 32-byte Ed25519 seed")
-    key = SigningKey.from_seed(seed)
-    if jwk["x"] != key.public.x:
-        raise _file_error(
-            name, f"x {jwk['x']!r} is not the public key of d (d gives {key.public.x})"
-        )
-    if "kid" in jwk and jwk["kid"] != key.kid:
-        raise _file_error(name, f"kid {jwk['kid']!r} is not the RFC 7638 thumbprint {key.kid}")
-    return key
 
 
 # --- trusted key set -----------------------------------------------------------------------
