@@ -1,0 +1,93 @@
+"""The operator commands that only read the log: proof, consistency, export, audit, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .common import EXIT_FAILED, EXIT_OK, emit
+from .operator_base import PROG, data_dir, open_log
+
+
+def cmd_proof(args: argparse.Namespace) -> int:
+    from ..encoding import hash_from_hex
+    from ..errors import UsageError
+
+    by_index = args.index is not None
+    if by_index == (args.leaf_hash is not None) or (by_index and args.day is None):
+        raise UsageError("give either --day D --index I, or --leaf-hash H [--day D]")
+    with open_log(args) as log:
+        if by_index:
+            emit(log.proof(args.day, args.index, args.tree_size))
+        else:
+            h = hash_from_hex(args.leaf_hash, "--leaf-hash")
+            emit(log.proof_by_leaf_hash(h, args.day, args.tree_size))
+    return EXIT_OK
+
+
+def cmd_consistency(args: argparse.Namespace) -> int:
+    with open_log(args) as log:
+        emit(log.consistency(args.day, args.first, args.second))
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ..export import export
+    from ..progress import StderrProgress
+
+    progress = StderrProgress()
+    with open_log(args) as log:
+        report = export(log, Path(args.outdir), progress)
+    progress.close()
+    emit(report.to_json())
+    return EXIT_OK
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from ..audit import AuditReport, audit_folder
+    from ..auditdb import audit_data_dir
+    from ..keys import KeySet
+    from ..progress import StderrProgress
+    from ..store import Store
+
+    progress = StderrProgress()
+    data = data_dir(args.data)
+    report = AuditReport()
+    # For the data dir --keys adds trust (heads signed by earlier keys; the store's own keys
+    # table never does); for a folder it replaces the folder's keys.json.
+    keys = KeySet.from_json(Path(args.keys).read_bytes()) if args.keys else None
+    tsa_ca = None
+    if args.tsa_ca:
+        from ..timestamp import trusted_cas
+
+        tsa_ca = trusted_cas(args.tsa_ca)
+    roots = None if args.roots is None else Path(args.roots)
+    if roots is not None and not roots.is_dir():
+        raise OSError(f"--roots {args.roots} is not a folder")
+    if Store.exists(data):
+        # The data dir is only read; a copy the read-only opening may need goes here.
+        with tempfile.TemporaryDirectory(prefix="capability-anchor-audit-") as scratch:
+            report = audit_data_dir(
+                data, Path(scratch), keys=keys, tsa_ca=tsa_ca, roots=roots, progress=progress
+            )
+    elif roots is None:
+        raise OSError(f"no log at {data} and no --roots folder to audit")
+    else:
+        folder = audit_folder(roots, keys, None, progress, tsa_ca or ())
+        report.problems += folder.problems
+        for k, v in folder.checked.items():
+            report.count(f"roots_{k}", v)
+    progress.close()
+    for problem in report.problems:
+        print(f"{PROG}: audit: {problem}", file=sys.stderr)
+    emit(report.to_json())
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(data_dir(args.data), args.iss, args.records)

@@ -1,0 +1,199 @@
+"""The operator commands that write the log: init, append, checkpoint, seal, timestamp,
+rotate-key (each imports what it needs when it runs, so `--help` stays fast)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import leaf
+from ..errors import InvalidRecord
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit
+from .operator_base import PROG, data_dir, emit_doc, open_log
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from ..log import Log
+    from ..stamping import TsaConfig
+
+    data = data_dir(args.data)
+    tsa = TsaConfig.from_files(args.tsa, args.tsa_ca)
+    config = tsa.to_config() if tsa.urls or tsa.ca_pem else None
+    with Log.init(
+        data, iss=args.iss, public_url=args.public_url, config=config, records=args.records
+    ) as log:
+        emit(
+            {
+                "iss": log.iss,
+                "first_day": log.first_day,
+                "kid": log.key.kid,
+                "data": str(data),
+                "records": log.records,
+            }
+        )
+        print(
+            f"{PROG}: created a log in {data}; writer token in {data / 'writer-token'}",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _read_lines(name: str) -> list[bytes]:
+    if name == "-":
+        return sys.stdin.buffer.read().split(b"\n")
+    return Path(name).read_bytes().split(b"\n")
+
+
+def cmd_append(args: argparse.Namespace) -> int:
+    from ..log import MAX_BATCH
+    from ..progress import StderrProgress
+
+    lines = _read_lines(args.file)
+    with open_log(args) as log:
+        records: list[object] = []
+        line_of: list[int] = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue  # blank lines are skipped but counted
+            try:
+                records.append(leaf.parse_json(line))
+            except InvalidRecord as exc:
+                # Malformed JSON is exit 2 in every command (README, Decisions).
+                hint = _json_lines_hint(lines) if not records else ""
+                print(f"{PROG}: line {number}: {exc}{hint}", file=sys.stderr)
+                return EXIT_USAGE
+            line_of.append(number)
+        # Everything is validated before anything is stored: one bad line stores nothing.
+        try:
+            prepared = log.prepare(records)
+        except InvalidRecord as exc:
+            number = line_of[exc.position] if exc.position is not None else 0
+            print(f"{PROG}: line {number}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        progress = StderrProgress()
+        for start in range(0, len(prepared), MAX_BATCH):
+            # Each batch is one durable transaction; its lines are printed only after the
+            # commit, so every line printed is an acknowledged entry.
+            for result in log.append_prepared(prepared[start : start + MAX_BATCH]):
+                emit(result.to_json())
+            sys.stdout.flush()
+            progress(min(start + MAX_BATCH, len(prepared)), len(prepared), "append")
+        progress.close()
+    return EXIT_OK
+
+
+def _json_lines_hint(lines: list[bytes]) -> str:
+    """A hint when the first record does not parse because the input is one JSON document
+    spread over several lines (a pretty-printed object or an array), not JSON Lines."""
+    content = [line for line in lines if line.strip()]
+    if len(content) < 2:
+        return ""
+    first = content[0].strip()
+    if first not in (b"{", b"["):
+        try:
+            leaf.parse_json(b"\n".join(lines))
+        except InvalidRecord:
+            return ""
+    return "; input is JSON Lines: one object per line"
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    with open_log(args) as log:
+        before = log.read.newest_unsealed(log.today())
+        doc = log.checkpoint()
+        emit_doc(doc)
+        if doc is None:
+            print(f"{PROG}: no head: today (UTC) has no entries yet", file=sys.stderr)
+        elif before is not None and doc == before.doc:
+            print(
+                f"{PROG}: the tree did not grow since its newest head (tree size "
+                f"{before.tree_size}): no new head; printed that one",
+                file=sys.stderr,
+            )
+    return EXIT_OK
+
+
+def _tsa_config(args: argparse.Namespace, log: Any) -> Any:
+    from ..stamping import TsaConfig
+
+    return TsaConfig.resolve(log.config, args.tsa, args.tsa_ca, args.tsa_deadline)
+
+
+def _report_stamp(result: Any) -> None:
+    print(f"{PROG}: {result.describe()}", file=sys.stderr)
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    import time
+
+    from .. import head as heads
+    from ..clockguard import acknowledge, iso, monotonic
+    from ..stamping import stamp_missing
+
+    def printed(doc: bytes) -> None:
+        # Printed as each day's transaction commits: a printed head is a published head.
+        emit_doc(doc)
+        sys.stdout.flush()
+
+    # The clock reading that decides what is sealed is the one the operator acknowledges.
+    wall, mono = time.time(), monotonic()
+    with open_log(args) as log:
+        # The TSA configuration is checked before anything is sealed (usage errors first).
+        tsa = _tsa_config(args, log)
+        sealed = log.seal(printed)
+        if not sealed:
+            # Still JSON on stdout: an empty list says "nothing sealed" to a script.
+            sys.stdout.write("[]\n")
+            note = "nothing to seal: every day before today (UTC) is sealed"
+            print(f"{PROG}: {note}", file=sys.stderr)
+        # A running service whose clocks disagree takes this reading as its new baseline.
+        ack = acknowledge(log.data_dir, wall, mono)
+        print(
+            f"{PROG}: the wall clock ({iso(wall)}) is acknowledged for a running service ({ack})",
+            file=sys.stderr,
+        )
+        if tsa.urls and sealed:
+            days = {heads.parse_document(doc).day for doc in sealed}
+            # Fail open: a failed stamp is reported and left for `timestamp` or the service.
+            stamp_missing(log, tsa, days=days, on_result=_report_stamp)
+    return EXIT_OK
+
+
+def cmd_timestamp(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from ..stamping import stamp_missing
+
+    with open_log(args) as log:
+        tsa = _tsa_config(args, log)
+        if not tsa.urls:
+            raise UsageError("no TSA: give --tsa URL (or store one with init --tsa)")
+        failed = False
+
+        def report(result: Any) -> None:
+            nonlocal failed
+            if result.ok:
+                emit(result.to_json())
+                sys.stdout.flush()
+            else:
+                failed = True
+                _report_stamp(result)
+
+        stamp_missing(log, tsa, on_result=report)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_rotate_key(args: argparse.Namespace) -> int:
+    from ..log import Log
+    from ..logtrust import rotate_key
+
+    data = data_dir(args.data)
+    rotation = rotate_key(data, Log.open)
+    emit(rotation.to_json())
+    print(
+        f"{PROG}: now signing with {rotation.kid}; the old key is kept in {rotation.backup}. "
+        "Restart a running `serve` so it signs with the new key, and re-export.",
+        file=sys.stderr,
+    )
+    return EXIT_OK
