@@ -133,9 +133,29 @@ def verify_consistency(
             )
         return
     proof = _check_path(path, consistency_path_length(first, second), "consistency path")
+    fr, sr = _consistency_roots(first, second, old, proof)
+    if fr != old:
+        raise RootMismatch(
+            f"consistency proof {first} -> {second} does not reproduce the first root",
+            expected=old,
+            calculated=fr,
+        )
+    if sr != new:
+        raise RootMismatch(
+            f"consistency proof {first} -> {second} does not reproduce the second root",
+            expected=new,
+            calculated=sr,
+        )
+
+
+def _consistency_roots(
+    first: int, second: int, first_root: bytes, proof: list[bytes]
+) -> tuple[bytes, bytes]:
+    """RFC 9162 §2.1.4.2 steps 2-7 for 0 < first < second and a path of the exact length:
+    the first and second roots the path calculates (the caller compares them)."""
     # Step 2.
     if first & (first - 1) == 0:
-        proof = [old, *proof]
+        proof = [first_root, *proof]
     # Step 3.
     fn, sn = first - 1, second - 1
     # Step 4.
@@ -162,18 +182,7 @@ def verify_consistency(
         # 6c.
         fn >>= 1
         sn >>= 1
-    # Step 7.
+    # Step 7 (first half): the size counter must have reached the root.
     if sn != 0:
         raise MalformedProof("consistency path ends below the root (size counter is not zero)")
-    if fr != old:
-        raise RootMismatch(
-            f"consistency proof {first} -> {second} does not reproduce the first root",
-            expected=old,
-            calculated=fr,
-        )
-    if sr != new:
-        raise RootMismatch(
-            f"consistency proof {first} -> {second} does not reproduce the second root",
-            expected=new,
-            calculated=sr,
-        )
+    return fr, sr
