@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import rfc8785
-
+from .. import head as heads
 from .. import jws, leaf, merkle
 from ..encoding import hash_from_hex
 from ..errors import InvalidRecord, UsageError
@@ -82,19 +81,20 @@ def run_demo(data_dir: Path, iss: str, records_file: Path | None) -> int:
 
     # 2. A signed head over the tree (an unsealed checkpoint of today).
     day = now.date().isoformat()
-    claims: dict[str, Any] = {
-        "v": "0.2",
-        "iss": iss,
-        "day": day,
-        "tree_size": tree.size,
-        "root": tree.root().hex(),
-        "sealed": False,
-        "prev": None,
-        "iat": int(now.timestamp()),
-    }
-    head_jws = jws.sign_claims(claims, key, jws.HEAD_TYP)
-    # The head document is the JCS bytes of claims plus jws, no trailing newline (SPEC §4).
-    head_bytes: bytes = rfc8785.dumps({**claims, "jws": head_jws})
+    signed_head = heads.sign(
+        heads.make_claims(
+            iss=iss,
+            day=day,
+            tree_size=tree.size,
+            root=tree.root(),
+            sealed=False,
+            prev=None,
+            iat=int(now.timestamp()),
+        ),
+        key,
+    )
+    claims, head_jws = signed_head.claims, signed_head.jws
+    head_bytes = signed_head.document()
 
     # 3. Each record re-issued for resolver-2: anchor + proof, signed as a record token.
     issued = []
@@ -105,7 +105,7 @@ def run_demo(data_dir: Path, iss: str, records_file: Path | None) -> int:
         body["anchor"] = {
             "day": day,
             "root": claims["root"],
-            "url": f"{iss}/roots/{day}/{tree.size}",
+            "url": heads.anchor_url(iss, day, tree.size, sealed=False),
         }
         body["proof"] = {
             "type": "rfc9162-sha256",
