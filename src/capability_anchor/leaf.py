@@ -50,10 +50,9 @@ MAX_DEPTH = 32
 
 MAX_SAFE_INTEGER = 2**53 - 1
 
-# Exact types, not isinstance: these are the only types json.loads produces, and a subclass
-# (an OrderedDict, a str Enum, a list with its own __iter__) could serialise differently
-# from what was validated.
-_JSON_TYPES: frozenset[type] = frozenset({dict, list, str, int, float, bool, type(None)})
+# The walk compares exact types, not isinstance: str, dict, list and the keys of
+# _SCALAR_BYTES are the only types json.loads produces, and a subclass (an OrderedDict, a
+# str Enum, a list with its own __iter__) could serialise differently from what was validated.
 
 # Characters that would make an error message unprintable or misleading.
 _UNSAFE_IN_MESSAGE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -186,6 +185,12 @@ def _scalar_run_size(items: list[Any]) -> int | None:
     return None
 
 
+def _require_object(record: object) -> dict[str, Any]:
+    if not isinstance(record, dict) or type(record) is not dict:
+        raise InvalidRecord(f"a record must be a JSON object, got {json_type_name(record)}")
+    return record
+
+
 def _walk(record: object, size_limit: int | None = None) -> bool:
     """Validate; return True when plain `json.dumps` is byte-identical to RFC 8785 for this
     record: no float anywhere (ECMAScript number formatting differs from Python's repr) and
@@ -195,8 +200,6 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
     With `size_limit`, stop with "leaf bytes are more than ..." once a lower bound on the
     leaf claims' JCS size (each character at least one byte, each scalar at least its
     shortest spelling) exceeds it; reserved top-level members do not count."""
-    if not isinstance(record, dict) or type(record) is not dict:
-        raise InvalidRecord(f"a record must be a JSON object, got {json_type_name(record)}")
     plain = True
     size = 2
     limit = size_limit if size_limit is not None else -1
@@ -205,82 +208,26 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
     # value to check: (value, where, depth, counts toward the size). A large container's
     # children are not copied onto the stack but left in an iterator entry, (_MORE,
     # iterator of (value, where), depth, counted; None: each counts unless reserved).
-    stack: list[tuple[Any, Any, int, bool | None]] = [(record, None, 1, False)]
+    # This loop is on the append path: strings and scalars, most of a record, are checked
+    # inline; a container costs one call (`_object`, `_array`) that stacks its children.
+    stack: list[tuple[Any, Any, int, bool | None]] = [(_require_object(record), None, 1, False)]
     while stack:
         value, where, depth, counted = stack.pop()
         if value is _MORE:
-            step = next(where, None)
-            if step is None:
-                continue
-            stack.append((_MORE, where, depth, counted))
-            value, where = step
-            if counted is None:
-                counted = where[1] not in RESERVED_MEMBERS
+            _resume(stack, where, depth, counted)
+            continue
         kind = type(value)
-        if kind not in _JSON_TYPES:
-            _fail(_pointer(where), f"{kind.__name__} is not a JSON value")
-        # The exact type is one of json.loads's own, so the branches cannot meet a subclass.
+        # Exact types, so the branches cannot meet a subclass; anything else is no JSON value.
         if kind is str:
             _check_text(value, where, "string")
             if counted:
                 size += len(value) + 2
         elif kind is dict:
-            if depth > MAX_DEPTH:
-                _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
-            top = where is None
-            if counted:
-                size += 2
-            # Every name first, then the values, as before: the problem reported first does
-            # not depend on the size limit for records within it.
-            for key in value:
-                if type(key) is not str:
-                    _fail(
-                        _pointer(where),
-                        f"member name {key!r} is {type(key).__name__}, not a string",
-                    )
-                _check_text(key, (where, key), "member name")
-                if plain and not key.isascii():
-                    plain = False
-                if counted or (top and key not in RESERVED_MEMBERS):
-                    size += len(key) + 3
-                    if size > limit >= 0:
-                        _too_large()
-            if len(value) > _EAGER:
-                stack.append(
-                    (_MORE, _member_steps(value, where), depth + 1, None if top else counted)
-                )
-            elif top:
-                # Only the top-level object's reserved members stay out of the leaf.
-                stack.extend(
-                    (item, (where, key), 2, key not in RESERVED_MEMBERS)
-                    for key, item in reversed(value.items())
-                )
-            else:
-                stack.extend(
-                    (item, (where, key), depth + 1, counted)
-                    for key, item in reversed(value.items())
-                )
+            size, names_plain = _object(value, where, depth, counted, stack, size, limit)
+            plain &= names_plain
         elif kind is list:
-            if depth > MAX_DEPTH:
-                _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
-            if counted:
-                size += 2
-            # Past the limit, only the items before it matter (the walk would stop there):
-            # at least one byte and a comma each, so this prefix is surely past it.
-            room = limit - size if counted and limit >= 0 else len(value) * 2
-            head = value if len(value) <= room // 2 + 2 else value[: room // 2 + 2]
-            bulk = _scalar_run_size(head)
-            if bulk is not None:
-                if counted:
-                    size += bulk
-            elif len(value) > _EAGER:
-                stack.append((_MORE, _item_steps(value, where), depth + 1, counted))
-            else:
-                stack.extend(
-                    (value[i], (where, i), depth + 1, counted)
-                    for i in range(len(value) - 1, -1, -1)
-                )
-        else:
+            size = _array(value, where, depth, counted, stack, size, limit)
+        elif kind in _SCALAR_BYTES:
             if counted:
                 size += _SCALAR_BYTES[kind]
             if kind is float:
@@ -288,9 +235,102 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
                 _check_number(value, where)
             elif kind is int:
                 _check_number(value, where)
+        else:
+            _fail(_pointer(where), f"{kind.__name__} is not a JSON value")
         if size > limit >= 0:
             _too_large()
     return plain
+
+
+def _resume(
+    stack: list[tuple[Any, Any, int, bool | None]],
+    steps: Iterator[tuple[object, Any]],
+    depth: int,
+    counted: bool | None,
+) -> None:
+    """An iterator entry: its next child goes on the stack above it; a spent one is dropped."""
+    step = next(steps, None)
+    if step is None:
+        return
+    stack.append((_MORE, steps, depth, counted))
+    value, where = step
+    if counted is None:
+        counted = where[1] not in RESERVED_MEMBERS
+    stack.append((value, where, depth, counted))
+
+
+def _object(
+    value: dict[Any, Any],
+    where: _Where,
+    depth: int,
+    counted: bool | None,
+    stack: list[tuple[Any, Any, int, bool | None]],
+    size: int,
+    limit: int,
+) -> tuple[int, bool]:
+    """Check an object's member names and stack its values; returns the size so far and
+    whether every name is ASCII."""
+    if depth > MAX_DEPTH:
+        _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
+    top = where is None
+    if counted:
+        size += 2
+    # Every name first, then the values, as before: the problem reported first does not
+    # depend on the size limit for records within it.
+    for key in value:
+        if type(key) is not str:
+            _fail(_pointer(where), f"member name {key!r} is {type(key).__name__}, not a string")
+        _check_text(key, (where, key), "member name")
+        if counted or (top and key not in RESERVED_MEMBERS):
+            size += len(key) + 3
+            if size > limit >= 0:
+                _too_large()
+    plain = "".join(value).isascii()  # every name is a str by now
+    if len(value) > _EAGER:
+        stack.append((_MORE, _member_steps(value, where), depth + 1, None if top else counted))
+    elif top:
+        # Only the top-level object's reserved members stay out of the leaf.
+        stack.extend(
+            (item, (where, key), 2, key not in RESERVED_MEMBERS)
+            for key, item in reversed(value.items())
+        )
+    else:
+        stack.extend(
+            (item, (where, key), depth + 1, counted) for key, item in reversed(value.items())
+        )
+    return size, plain
+
+
+def _array(
+    value: list[Any],
+    where: _Where,
+    depth: int,
+    counted: bool | None,
+    stack: list[tuple[Any, Any, int, bool | None]],
+    size: int,
+    limit: int,
+) -> int:
+    """Check an array's depth and stack its items (or size a run of valid scalars at once);
+    returns the size so far."""
+    if depth > MAX_DEPTH:
+        _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
+    if counted:
+        size += 2
+    # Past the limit, only the items before it matter (the walk would stop there): at least
+    # one byte and a comma each, so this prefix is surely past it.
+    room = limit - size if counted and limit >= 0 else len(value) * 2
+    head = value if len(value) <= room // 2 + 2 else value[: room // 2 + 2]
+    bulk = _scalar_run_size(head)
+    if bulk is not None:
+        if counted:
+            size += bulk
+    elif len(value) > _EAGER:
+        stack.append((_MORE, _item_steps(value, where), depth + 1, counted))
+    else:
+        stack.extend(
+            (value[i], (where, i), depth + 1, counted) for i in range(len(value) - 1, -1, -1)
+        )
+    return size
 
 
 # --- leaves ----------------------------------------------------------------------------------
@@ -298,9 +338,8 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
 
 def leaf_claims(record: object) -> dict[str, Any]:
     """The record minus the reserved top-level members (a shallow copy; not validated)."""
-    if not isinstance(record, dict) or type(record) is not dict:
-        raise InvalidRecord(f"a record must be a JSON object, got {json_type_name(record)}")
-    return {key: value for key, value in record.items() if key not in RESERVED_MEMBERS}
+    claims = _require_object(record)
+    return {key: value for key, value in claims.items() if key not in RESERVED_MEMBERS}
 
 
 def leaf_bytes(record: object) -> bytes:
