@@ -1,4 +1,5 @@
-"""Pytest fixtures and helpers around `tools/test_tsa.py`, OpenSSL's own RFC 3161 TSA.
+"""Pytest fixtures and helpers around `tsa_server` (OpenSSL's own RFC 3161 TSA; also the
+script `tools/test_tsa.py`).
 
     # tests/conftest.py provides the fixtures (tsa_ec, tsa_rsa, pki_*, other_pki_*)
     def test_stamp(tsa_ec, tmp_path):
@@ -15,9 +16,7 @@ stamp the project accepts must also pass `openssl ts -verify -data FILE -in TSR 
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -26,22 +25,8 @@ from pathlib import Path
 
 import pytest
 
-_TOOL = Path(__file__).resolve().parent.parent / "tools" / "test_tsa.py"
+import tsa_server as test_tsa
 
-
-def _load_tool():  # type: ignore[no-untyped-def]
-    name = "capability_anchor_test_tsa"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-test_tsa = _load_tool()
 Pki = test_tsa.Pki
 TestTsa = test_tsa.TestTsa
 make_pki = test_tsa.make_pki
