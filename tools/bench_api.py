@@ -71,76 +71,22 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from hashlib import sha256
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import serverkit
+from benchkit import ISS, default_base, loadavg, ms, print_table, quantile, record, say
 from capability_anchor import merkle
 from capability_anchor.leaf import leaf_hash
 from capability_anchor.log import MAX_BATCH, Log
 
-ISS = "https://resolver.example"
 PROOF_P99_GOAL_S = 0.010
 PROOF_RATE_GOAL = 500
 ROOTS_RATE_GOAL = 2000
 POST_GOAL = 10_000
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def record(n: int, tag: str = "") -> dict[str, Any]:
-    """A Capability Resolution-like record, unique by (`tag`, `n`) (~300 bytes of leaf)."""
-    digest = sha256(f"{tag}{n}".encode()).hexdigest()
-    return {
-        "v": "0.2",
-        "iss": ISS,
-        "sub": f"urn:agent:{tag}{n:09d}",
-        "url": f"https://api{n % 997}.example/cap/{tag}{n}",
-        "name": "inventory.lookup",
-        "status": "ok",
-        "checked_at": "2026-11-30T12:34:56Z",
-        "evidence": {"record": f"sha256:{digest}", "method": "https-get"},
-        "n": n,
-    }
-
-
-def quantile(sorted_samples: Sequence[float], q: float) -> float:
-    """Nearest-rank quantile of already sorted samples."""
-    if not sorted_samples:
-        return float("nan")
-    rank = max(0, min(len(sorted_samples) - 1, int(q * len(sorted_samples) + 0.5) - 1))
-    return sorted_samples[rank]
-
-
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def default_base() -> Path:
-    """A disk-backed temp dir (the log's fsyncs mean nothing on tmpfs)."""
-    base = Path(tempfile.gettempdir())
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return base
-    kind, best = "", ""
-    for line in mounts:
-        parts = line.split()
-        point = parts[1] if len(parts) > 2 else ""
-        if (
-            point
-            and (str(base) + "/").startswith(point.rstrip("/") + "/")
-            and len(point) > len(best)
-        ):
-            best, kind = point, parts[2]
-    return Path("/var/tmp") if kind in ("tmpfs", "ramfs") else base
 
 
 # --- CPU accounting -----------------------------------------------------------------------------
@@ -826,10 +772,6 @@ async def hostile_phase(
 # --- the report ---------------------------------------------------------------------------------
 
 
-def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms"
-
-
 def cpu(p: Phase) -> str:
     return f"{p.cpu_server:.0%} / {p.cpu_client:.0%}"
 
@@ -955,12 +897,7 @@ def table(outcomes: Sequence[Outcome], n: int) -> None:
                     bad.load,
                 ),
             ]
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(head)]
-    say("")
-    say("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
-    say("  ".join("-" * w for w in widths))
-    for line in lines:
-        say("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    print_table(head, lines)
     say("")
     say(
         f"{os.cpu_count()} CPUs, shared by the server, the load generator (this process) and "

@@ -48,7 +48,6 @@ import json
 import os
 import platform
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -61,83 +60,34 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
-ISS = "https://resolver.example"
+from benchkit import (
+    ISS,
+    FixedClock,
+    current_rss_mb,
+    default_base,
+    fs_type,
+    hwm_rss_mb,
+    loadavg,
+    ms,
+    peak_rss_mb,
+    print_table,
+    quantile,
+    record,
+    say,
+)
+
 DAY = "2026-11-30"
-CHECKED_AT = "2026-11-30T12:34:56Z"
 # Noon of DAY (UTC): every append lands in DAY; seal moves the clock to the next day.
 NOON = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC).timestamp()
 NEXT_DAY = dt.datetime(2026, 12, 1, 0, 0, 5, tzinfo=dt.UTC).timestamp()
 PYMERKLE_CHILD = "--pymerkle-child"
 
 
-# --- records and helpers (shared with the pymerkle child) ------------------------------------
-
-
-def record(n: int) -> dict[str, Any]:
-    """A Capability Resolution-like record, unique by `n` (~300 bytes of leaf)."""
-    digest = sha256(n.to_bytes(8, "big")).hexdigest()
-    return {
-        "v": "0.2",
-        "iss": ISS,
-        "sub": f"urn:agent:{n:09d}",
-        "url": f"https://api{n % 997}.example/cap/{n}",
-        "name": "inventory.lookup",
-        "status": "ok",
-        "checked_at": CHECKED_AT,
-        "evidence": {"record": f"sha256:{digest}", "method": "https-get"},
-        "n": n,
-    }
-
-
-def peak_rss_mb() -> float:
-    """Peak resident set of this process so far (Linux: ru_maxrss is in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def hwm_rss_mb() -> float:
-    """Peak resident set of this process image (VmHWM). Unlike ru_maxrss, which a child
-    started by fork + exec inherits from its parent, this starts afresh at exec."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError):
-        pass
-    return float("nan")
-
-
-def current_rss_mb() -> float:
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def quantile(sorted_samples: Sequence[float], q: float) -> float:
-    """Nearest-rank quantile of already sorted samples."""
-    if not sorted_samples:
-        return float("nan")
-    rank = max(0, min(len(sorted_samples) - 1, int(q * len(sorted_samples) + 0.5) - 1))
-    return sorted_samples[rank]
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
+# --- helpers (shared with the pymerkle child; the rest is in benchkit) -------------------------
 
 
 def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-class FixedClock:
-    """The injected clock: stands still until moved."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 # --- the table --------------------------------------------------------------------------------
@@ -179,16 +129,7 @@ class Report:
             )
             for r in self.rows
         ]
-        widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(head)]
-        say("")
-        say("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
-        say("  ".join("-" * w for w in widths))
-        for line in lines:
-            say("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
+        print_table(head, lines)
 
 
 def us(seconds: float) -> str:
@@ -196,32 +137,6 @@ def us(seconds: float) -> str:
 
 
 # --- disk --------------------------------------------------------------------------------------
-
-
-def fs_type(path: Path) -> str:
-    """The file system type of the mount holding `path` (Linux /proc/mounts), or ''."""
-    best, kind = "", ""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return ""
-    resolved = str(path.resolve())
-    for line in mounts:
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        point = parts[1].replace("\\040", " ")
-        inside = resolved == point or resolved.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
-            best, kind = point, parts[2]
-    return kind
-
-
-def default_base() -> Path:
-    base = Path(tempfile.gettempdir())
-    if fs_type(base) in ("tmpfs", "ramfs"):
-        base = Path("/var/tmp")
-    return base
 
 
 def evict_page_cache(data_dir: Path) -> None:
@@ -241,7 +156,7 @@ def evict_page_cache(data_dir: Path) -> None:
 
 
 def rss_line(phase: str) -> None:
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    load = loadavg(1, ", ")
     say(
         f"[rss] after {phase}: peak {peak_rss_mb():.1f} MB, now {current_rss_mb():.1f} MB"
         f"  (load average {load})"
@@ -596,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"# code: {source_state()}")
     say(
         f"# one interior-node hash: {node_hash_ns():.0f} ns; load average "
-        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (other work on this machine "
+        f"{loadavg(1, ', ')} (other work on this machine "
         "shows up in every figure, most in p99s)"
     )
     if kind in ("tmpfs", "ramfs"):
