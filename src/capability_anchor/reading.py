@@ -202,6 +202,16 @@ class LogReader:
             "proof": proof_json(leaf_index, row.tree_size, path),
         }
 
+    def uncached_proofs(self, row: HeadRow, leaf_indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The inclusion proofs of entries in `row`, read without the shared tile cache: the
+        writer's `append_and_prove` reads them inside its uncommitted transaction, and rows
+        read there must not outlive a rollback."""
+        source = TileNodes(self.tile_getter(row.day, row.tree_size))
+        return [
+            proof_json(i, row.tree_size, resolve(inclusion_nodes(i, row.tree_size), source.node))
+            for i in leaf_indices
+        ]
+
     def proof_by_leaf_hash(
         self, leaf_hash: bytes, day: str | None = None, tree_size: int | None = None
     ) -> dict[str, Any]:

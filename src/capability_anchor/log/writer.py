@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import head as heads
 from ..errors import Conflict, StoreError
-from ..merkle import TILE_WIDTH, TileNodes, TreeEdge, inclusion_nodes
-from ..merkle.nodes import resolve
-from ..reading import proof_json
+from ..merkle import TILE_WIDTH, TreeEdge
 from ..store import HeadRow, StampRow
 from .batch import AppendResult, Prepared
 from .days import next_day, prev_day, utc_day
@@ -94,31 +92,19 @@ class LogWriter:
                     batch = _Batch(
                         batch.day, batch.results, batch.edge, Pending(batch.day, size, ())
                     )
-                out = self._prove(batch, row)
+                # Read inside the transaction: the proofs cover the rows it wrote.
+                read = self._log.read
+                anchor = read.anchor(row)
+                proofs = read.uncached_proofs(row, [r.leaf_index for r in batch.results])
+                out = [
+                    {**r.to_json(), "anchor": anchor, "proof": p}
+                    for r, p in zip(batch.results, proofs, strict=True)
+                ]
             # Durable from here on: the entries, the head and what the answer names.
             if row is not newest:
                 _events.info("prove: published a head of %s at tree size %d", batch.day, size)
             self._keep(batch)
             return out
-
-    def _prove(self, batch: _Batch, row: HeadRow) -> list[dict[str, Any]]:
-        """Each entry of `batch` with its proof in `row`, read inside the transaction."""
-        read = self._log.read
-        # No shared tile cache here: rows read inside an uncommitted transaction must not
-        # outlive a rollback.
-        source = TileNodes(read.tile_getter(batch.day, row.tree_size))
-        anchor = read.anchor(row)
-        out = []
-        for r in batch.results:
-            path = resolve(inclusion_nodes(r.leaf_index, row.tree_size), source.node)
-            out.append(
-                {
-                    **r.to_json(),
-                    "anchor": anchor,
-                    "proof": proof_json(r.leaf_index, row.tree_size, path),
-                }
-            )
-        return out
 
     def _sequence(self, prepared: Sequence[Prepared], now: float) -> _Batch:
         """Sequence and integrate a batch inside the caller's write transaction: contiguous
