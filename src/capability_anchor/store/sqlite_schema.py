@@ -210,8 +210,9 @@ def split_sql(script: str) -> list[str]:
 
 def schema_rows(conn: sqlite3.Connection) -> list[SchemaRow]:
     """(type, name, tbl_name, sql) of every schema object, by name. Read from sqlite_master
-    itself, not through sqlite-utils' listings: those leave out views and name no index's
-    SQL, and the audit must see every object there is."""
+    itself, not through sqlite-utils' listings (`Database.tables`, `.views`, `.triggers`,
+    `Table.indexes`): those give no index's SQL text, and the audit compares every object's
+    text, whatever its kind."""
     return [
         (str(t), str(n), str(tb), None if s is None else str(s))
         for t, n, tb, s in conn.execute(
