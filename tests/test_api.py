@@ -5,9 +5,9 @@ verified with the Merkle kernel against the root of the head the anchor URL name
 error is `{v, error, note}` with the status of its code and no internals, and every rejected
 request is shown to leave the store exactly as it was (all rows of all tables compared).
 
-The service reads the system clock, so the history (see `apikit.build_history`) is built
-around the real UTC day: D2 and D1 are sealed, today has an unsealed head at 4 and one
-uncovered entry. Read-only tests share one service (`reads`); tests that write get their own.
+The service reads the clock its settings give it, the history's (see `apikit.build_history`):
+D2 and D1 are sealed, today has an unsealed head at 4 and one uncovered entry. Read-only
+tests share one service (`reads`); tests that write get their own.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from apikit import (
     day_start,
     head_claims,
     insert_stamp,
+    noon_today,
     rec,
     shift_day,
     snapshot,
     unchanged,
-    wait_clear_of_midnight,
 )
 from capability_anchor import head as heads
 from capability_anchor import leaf, merkle
@@ -91,7 +91,7 @@ class Api:
 def serve(h: History, **settings: Any) -> Iterator[Api]:
     """The app on `h.data` (no background work, no rate limit unless asked), its lifespan
     run by the TestClient: started on entry, shut down (closing the log) on exit."""
-    options: dict[str, Any] = {"background": False, "rate_limit": 0, **settings}
+    options: dict[str, Any] = {"background": False, "rate_limit": 0, "clock": h.clock, **settings}
     app = create_app(Settings(data_dir=h.data, **options))
     with TestClient(app) as client:
         yield Api(client, h)
@@ -121,11 +121,11 @@ def api_any(tmp_path: Path) -> Iterator[Api]:
 @pytest.fixture
 def empty(tmp_path: Path) -> Iterator[Api]:
     """A log initialised now: no entries, no heads."""
-    wait_clear_of_midnight()
+    service_clock = noon_today()
     data = tmp_path / "data"
-    Log.init(data, iss=ISS).close()
-    today = utc_day(time.time())
-    h = History(data, shift_day(today, -2), shift_day(today, -1), today)
+    Log.init(data, iss=ISS, clock=service_clock).close()
+    today = utc_day(service_clock())
+    h = History(data, shift_day(today, -2), shift_day(today, -1), today, clock=service_clock)
     h.token = (data / "writer-token").read_text().strip()
     with serve(h) as api:
         yield api
@@ -1110,16 +1110,16 @@ def test_rate_limit_zero_is_off(reads: Api) -> None:
 
 def test_append_into_a_sealed_day_is_409(tmp_path: Path) -> None:
     """The log's first day is today and today is already sealed (the log's clock ran ahead
-    when it sealed): the service, on the system clock, refuses appends with 409."""
-    wait_clear_of_midnight()
-    today = utc_day(time.time())
-    clock = Clock(time.time())
+    when it sealed): the service, on its own clock, refuses appends with 409."""
+    service_clock = noon_today()
+    today = utc_day(service_clock())
+    clock = Clock(service_clock())
     data = tmp_path / "data"
     with Log.init(data, iss=ISS, clock=clock) as log:
         log.append([rec("s", 0)])
         clock.t = day_start(shift_day(today, 1)) + 60
         (sealed,) = log.seal()
-    h = History(data, shift_day(today, -2), shift_day(today, -1), today)
+    h = History(data, shift_day(today, -2), shift_day(today, -1), today, clock=service_clock)
     h.token = (data / "writer-token").read_text().strip()
     with serve(h) as api:
         body = api.reject(
@@ -1142,11 +1142,11 @@ def test_append_into_a_sealed_day_is_409(tmp_path: Path) -> None:
 
 
 def test_append_before_the_first_day_is_409(tmp_path: Path) -> None:
-    wait_clear_of_midnight()
-    tomorrow = shift_day(utc_day(time.time()), 1)
+    service_clock = noon_today()
+    tomorrow = shift_day(utc_day(service_clock()), 1)
     data = tmp_path / "data"
     Log.init(data, iss=ISS, clock=Clock(day_start(tomorrow) + 60)).close()
-    h = History(data, tomorrow, tomorrow, tomorrow)
+    h = History(data, tomorrow, tomorrow, tomorrow, clock=service_clock)
     h.token = (data / "writer-token").read_text().strip()
     with serve(h) as api:
         api.reject(
@@ -1201,7 +1201,7 @@ def test_integers_beyond_sqlite_are_bad_requests(reads: Api, template: str) -> N
 
 def test_writers_need_the_token_under_a_root_path(tmp_path: Path) -> None:
     h = build_history(tmp_path / "data")
-    app = create_app(Settings(data_dir=h.data, background=False, rate_limit=0))
+    app = create_app(Settings(data_dir=h.data, background=False, rate_limit=0, clock=h.clock))
     with TestClient(app, root_path="/anchor") as client:
         before = snapshot(h.data)
         r = client.post("/anchor/records", json={"records": [rec("intruder", 1)]})

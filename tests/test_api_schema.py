@@ -81,7 +81,9 @@ def target(tmp_path: Path) -> Iterator[Target]:
     test's teardown (`shutdown_lifespans`, which runs the app's shutdown and closes the log),
     so an app cannot outlive the test that loaded it."""
     history = build_history(tmp_path / "data")
-    app = create_app(Settings(data_dir=history.data, background=False, rate_limit=0))
+    app = create_app(
+        Settings(data_dir=history.data, background=False, rate_limit=0, clock=history.clock)
+    )
     try:
         schema = schemathesis.openapi.from_asgi("/schema/openapi.json", app)
         yield Target(history, schema, {"Authorization": f"Bearer {history.token}"})
