@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from litestar import Request
 from litestar.testing import TestClient
 
 from apikit import (
@@ -1197,6 +1198,40 @@ def test_public_url_setting_names_anchors(tmp_path: Path) -> None:
 def test_integers_beyond_sqlite_are_bad_requests(reads: Api, template: str) -> None:
     url = template.format(d2=reads.h.d2, big=BIG, x=leaf.leaf_hash(reads.h.x).hex())
     reads.reject("GET", url, "bad_request")
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_bodies_are_decoded_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """A POST body is parsed by the strict check only (in this process with no body
+    workers, else in a worker, where `POST /records` is also appended): Litestar never
+    decodes one, and the handler's `data` is what the check made of it."""
+    h = build_history(tmp_path / "data")
+    parsed: list[bytes] = []
+    decoded: list[str] = []
+    strict_parse, litestar_json = leaf.parse_json, Request.json
+
+    def counted_parse(body: bytes) -> Any:
+        parsed.append(body)
+        return strict_parse(body)
+
+    async def counted_json(self: Request[Any, Any, Any]) -> Any:
+        decoded.append(self.url.path)
+        return await litestar_json(self)
+
+    monkeypatch.setattr(leaf, "parse_json", counted_parse)
+    monkeypatch.setattr(Request, "json", counted_json)
+    with serve(h, body_workers=workers) as api:
+        r = api.client.post("/prove", json={"record": h.x})
+        assert r.status_code == 200 and r.json()["anchor"]["day"] == h.d2
+        for prove in (0, 1):
+            r = api.client.post(
+                f"/records?prove={prove}", json={"records": [rec("once", prove)]}, headers=api.auth
+            )
+            assert r.status_code == 200 and r.json()["entries"][0]["duplicate"] is False
+    assert decoded == []
+    assert len(parsed) == (3 if workers == 0 else 0)  # a worker's parses are its own
 
 
 def test_writers_need_the_token_under_a_root_path(tmp_path: Path) -> None:

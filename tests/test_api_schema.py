@@ -99,6 +99,63 @@ def test_the_schema_lists_exactly_the_fuzzed_operations(target: Target) -> None:
     assert listed == {(method, path) for method, path, _ in OPERATIONS}
 
 
+def _named_fields(doc: dict[str, Any], schema: dict[str, Any], top: bool = True) -> list[str]:
+    """Where `schema` (a JSON body's, `$ref`s followed) fails to name its fields: a body
+    that is not an object with properties (`null` aside, for "nothing yet"), and anywhere
+    inside it a bare object or a schema with no type. An object open by design (a record's
+    claims: the writer's JSON object) passes only with a description saying so."""
+    ref = schema.get("$ref")
+    if ref is not None:
+        name = ref.removeprefix("#/components/schemas/")
+        return _named_fields(doc, doc["components"]["schemas"][name], top)
+    if "oneOf" in schema:
+        return [p for s in schema["oneOf"] for p in _named_fields(doc, s, top)]
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        if not properties:
+            return [] if not top and schema.get("description") else ["a bare object"]
+        return [
+            f"{name}: {problem}"
+            for name, sub in properties.items()
+            for problem in _named_fields(doc, sub, top=False)
+        ]
+    if kind == "null":
+        return []
+    if top:
+        return [f"a body that is not an object: {schema}"]
+    if kind == "array":
+        return _named_fields(doc, schema.get("items") or {}, top=False)
+    if kind in ("string", "integer", "boolean"):
+        return []
+    return [f"no type: {schema}"]
+
+
+def test_every_success_body_is_documented_field_by_field(target: Target) -> None:
+    """Every 2xx answer of every operation has a content schema; a JSON one names its
+    members (a `$ref` to a Struct's component, no bare `object`), all the way down."""
+    doc = target.schema.raw_schema
+    missing = []
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            for status, response in operation["responses"].items():
+                if not status.startswith("2"):
+                    continue
+                content = response.get("content") or {}
+                if not content:
+                    missing.append(f"{method.upper()} {path} {status}: no content")
+                for media_type, media in content.items():
+                    schema = media.get("schema") or {}
+                    if media_type == "application/json":
+                        for problem in _named_fields(doc, schema):
+                            missing.append(f"{method.upper()} {path} {status}: {problem}")
+                    elif not schema:
+                        missing.append(f"{method.upper()} {path} {status}: no schema")
+    assert not missing, missing
+    listed = {(m.upper(), p) for p, item in doc["paths"].items() for m in item}
+    assert listed == {(method, path) for method, path, _ in OPERATIONS}
+
+
 def _cases() -> Iterator[Any]:
     for method, path, has_day in OPERATIONS:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):

@@ -10,7 +10,7 @@ gives each success body exactly. Frozen, like the bytes they describe.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar.openapi import ResponseSpec
@@ -121,10 +121,21 @@ class ConsistencyAnswer(msgspec.Struct, frozen=True):
     v: str
 
 
+RecordClaims = Annotated[
+    dict[str, Any],
+    msgspec.Meta(
+        description="the record as appended: any JSON object SPEC §2 allows, with the members "
+        "the log's record rule asks for (an observation's v, sub, url, status, checked_at, "
+        "evidence, ...)"
+    ),
+]
+"""A record is the writer's JSON object: the log fixes its rules, not its member list."""
+
+
 class Entry(msgspec.Struct, frozen=True):
     """An entry of a day: its index, leaf hash (hex) and the record's claims as stored."""
 
-    claims: dict[str, Any]
+    claims: RecordClaims
     leaf_hash: str
     leaf_index: int
 
