@@ -34,6 +34,7 @@ from apikit import (
     VERSION,
     Clock,
     History,
+    SteadyClock,
     assert_error,
     build_history,
     day_start,
@@ -1232,6 +1233,50 @@ def test_bodies_are_decoded_once(
             assert r.status_code == 200 and r.json()["entries"][0]["duplicate"] is False
     assert decoded == []
     assert len(parsed) == (3 if workers == 0 else 0)  # a worker's parses are its own
+
+
+def _log_on(tmp_path: Path, clock: SteadyClock, today: str) -> History:
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        log.append([rec("clock", 0)])
+    h = History(data, shift_day(today, -2), shift_day(today, -1), today, clock=clock)
+    h.token = (data / "writer-token").read_text().strip()
+    return h
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_appends_and_heads_take_the_settings_clock(tmp_path: Path, workers: int) -> None:
+    """Days and `iat`s come from `Settings.clock`, in this process and in an append worker
+    (which is given its time by the service's ClockGuard), not from the system clock."""
+    today = "2031-05-17"
+    clock = SteadyClock(day_start(today) + 43200)
+    h = _log_on(tmp_path, clock, today)
+    with serve(h, body_workers=workers) as api:
+        for prove in (0, 1):
+            r = api.client.post(
+                f"/records?prove={prove}", json={"records": [rec("clock", 1)]}, headers=api.auth
+            )
+            assert r.status_code == 200, r.text
+            assert r.json()["entries"][0]["day"] == today
+        r = api.client.post("/checkpoint", headers=api.auth)
+        claims = head_claims(r.content)
+        assert claims["day"] == today
+        assert day_start(today) + 43200 <= claims["iat"] <= clock() + 1
+
+
+def test_background_seals_by_the_settings_clock(tmp_path: Path) -> None:
+    """The background work seals a day when the settings' clock passes its midnight."""
+    today = "2031-05-17"
+    clock = SteadyClock(day_start(shift_day(today, 1)) - 1.5)
+    h = _log_on(tmp_path, clock, today)
+    with serve(h, background=True, checkpoint_interval=3600.0) as api:
+        deadline = time.monotonic() + 30
+        r = api.client.get(f"/roots/{today}")
+        while time.monotonic() < deadline and r.headers.get("cache-control") != IMMUTABLE:
+            time.sleep(0.1)
+            r = api.client.get(f"/roots/{today}")
+        claims = head_claims(r.content)
+        assert (claims["day"], claims["sealed"], claims["tree_size"]) == (today, True, 1)
 
 
 def test_writers_need_the_token_under_a_root_path(tmp_path: Path) -> None:
