@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+from litestar.testing import TestClient
 from schemathesis import GenerationMode
 from schemathesis.python import asgi
 
-from apikit import History, assert_error_parts, build_history, snapshot
+from apikit import History, assert_error_parts, build_history, insert_stamp, rec, snapshot
 from capability_anchor.api.app import create_app
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
@@ -154,6 +155,88 @@ def test_every_success_body_is_documented_field_by_field(target: Target) -> None
     assert not missing, missing
     listed = {(m.upper(), p) for p, item in doc["paths"].items() for m in item}
     assert listed == {(method, path) for method, path, _ in OPERATIONS}
+
+
+OPEN_OBJECTS = {"ServerRecord"}
+"""Documented members are all there, and others may be: a record carries what its writer
+gave it (`n`, `name`, ...) besides the members `/record` needs."""
+
+
+def _mismatches(doc: dict[str, Any], schema: dict[str, Any], value: Any, where: str) -> list[str]:
+    """Where `value` (a real answer) differs from `schema`: a documented member missing, an
+    undocumented one present, a JSON type other than the documented one."""
+    ref = schema.get("$ref")
+    if ref is not None:
+        name = ref.removeprefix("#/components/schemas/")
+        return _mismatches(doc, {**doc["components"]["schemas"][name], "title": name}, value, where)
+    if "oneOf" in schema:
+        tries = [_mismatches(doc, s, value, where) for s in schema["oneOf"]]
+        return [] if any(not t for t in tries) else [p for t in tries for p in t]
+    kind = schema.get("type")
+    types = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+    if kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, types[kind])
+    if not ok:
+        return [f"{where}: {type(value).__name__}, documented {kind}"]
+    if kind == "array":
+        return [
+            p
+            for i, v in enumerate(value)
+            for p in _mismatches(doc, schema["items"], v, f"{where}[{i}]")
+        ]
+    if kind != "object" or "properties" not in schema:
+        return []
+    properties = schema["properties"]
+    problems = [f"{where}: no {m}" for m in schema.get("required", []) if m not in value]
+    if schema.get("title") not in OPEN_OBJECTS:
+        problems += [f"{where}: undocumented {m}" for m in value if m not in properties]
+    return problems + [
+        p
+        for m, v in value.items()
+        if m in properties
+        for p in _mismatches(doc, properties[m], v, f"{where}.{m}")
+    ]
+
+
+def test_real_answers_have_exactly_the_documented_members(tmp_path: Path) -> None:
+    """One real 200 of every operation against its documented schema, member by member."""
+    h = build_history(tmp_path / "data")
+    insert_stamp(h.data, h.d2, "https://tsa.example", b"0\x00", "2026-01-01T00:00:00Z")
+    auth = {"Authorization": f"Bearer {h.token}"}
+    calls: list[tuple[str, str, str, dict[str, Any]]] = [
+        ("GET", "/healthz", "/healthz", {}),
+        ("GET", "/roots", "/roots", {}),
+        ("GET", "/roots/latest", "/roots/latest", {}),
+        ("GET", "/roots/{day}", f"/roots/{h.d2}", {}),
+        ("GET", "/roots/{day}/{tree_size}", f"/roots/{h.today}/4", {}),
+        ("GET", "/roots/{day}/timestamps", f"/roots/{h.d2}/timestamps", {}),
+        ("GET", "/roots/{day}/timestamp", f"/roots/{h.d2}/timestamp", {}),
+        ("GET", "/proof", f"/proof?day={h.d2}&index=1", {}),
+        ("GET", "/consistency", f"/consistency?day={h.d2}&first=3&second=6", {}),
+        ("GET", "/entries/{day}", f"/entries/{h.today}", {}),
+        ("GET", "/keys", "/keys", {}),
+        ("GET", "/record", "/record?id=example:a-0", {}),
+        ("POST", "/prove", "/prove", {"json": {"record": h.x}}),
+        ("POST", "/records", "/records", {"json": {"records": [rec("doc", 0)]}}),
+        ("POST", "/records", "/records?prove=1", {"json": {"records": [rec("doc", 1)]}}),
+        ("POST", "/checkpoint", "/checkpoint", {}),
+    ]
+    app = create_app(Settings(data_dir=h.data, background=False, rate_limit=0, clock=h.clock))
+    with TestClient(app) as client:
+        doc = client.get("/schema/openapi.json").json()
+        problems = []
+        for method, template, url, extra in calls:
+            r = client.request(method, url, headers=auth, **extra)
+            assert r.status_code == 200, (url, r.text)
+            media_type = r.headers["content-type"].split(";")[0]
+            content = doc["paths"][template][method.lower()]["responses"]["200"]["content"]
+            assert list(content) == [media_type], (url, list(content))
+            if media_type == "application/json":
+                schema = content[media_type]["schema"]
+                problems += _mismatches(doc, schema, r.json(), f"{method} {url}")
+    assert not problems, problems
 
 
 def _cases() -> Iterator[Any]:

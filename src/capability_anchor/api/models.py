@@ -146,18 +146,28 @@ class EntriesListing(msgspec.Struct, frozen=True):
     v: str
 
 
+Evidence = Annotated[
+    dict[str, Any],
+    msgspec.Meta(description="how the resolver checked the server: its own JSON object"),
+]
+
+
 class ServerRecord(msgspec.Struct, frozen=True):
     """`GET /record` (Capability Resolution §6.3): the newest covered entry of a server, its
-    leaf's members (these and any others its record rule allows) plus `iat`, `exp`,
-    `anchor`, `proof` and `expires`, and `jws`, the record token signing all but `expires`."""
+    leaf's members (these, as an observation log's rule has them, and any others the record
+    carries) plus `iat`, `exp`, `anchor`, `proof` and `expires`, and `jws`, the record token
+    signing all but `expires`."""
 
     anchor: Anchor
+    checked_at: str
+    evidence: Evidence
     exp: int
     expires: str
     iat: int
     iss: str
     jws: str
     proof: InclusionProof
+    status: str
     sub: str
     url: str
     v: str
