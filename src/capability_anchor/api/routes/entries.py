@@ -8,7 +8,7 @@ from litestar import Request, Response, get
 from litestar.params import FromPath, QueryParameter
 
 from ...head import VERSION
-from ...log import MAX_INT
+from ...reading import MAX_INT
 from ..caching import NO_CACHE, cached, canonical_json
 from ..errors import READ_ERRORS
 from ..models import EntriesListing, ServerRecord, success

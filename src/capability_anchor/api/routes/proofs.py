@@ -10,7 +10,7 @@ from litestar.params import FromQuery, QueryParameter
 
 from ...encoding import hash_from_hex
 from ...errors import UsageError
-from ...log import MAX_INT
+from ...reading import MAX_INT
 from ..caching import cached, proof_json
 from ..errors import READ_ERRORS
 from ..models import ConsistencyAnswer, ProofAnswer, success

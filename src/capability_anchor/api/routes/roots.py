@@ -9,7 +9,7 @@ from litestar.params import FromPath, QueryParameter
 
 from ...errors import NotFound, UsageError
 from ...export import timestamps_document
-from ...log import MAX_INT
+from ...reading import MAX_INT
 from ..caching import cached, canonical_json
 from ..errors import READ_ERRORS
 from ..models import HeadDocument, RootsListing, TimestampsDocument, success
