@@ -1,8 +1,9 @@
 """Shared helpers for the HTTP API tests (`test_api.py`, `test_api_schema.py`).
 
-The service reads the system clock (`create_app` opens the log with `time.time`), so the
-history is built around the real UTC day: `build_history(tmp)` makes `tmp/data` with a
-clock the test controls, relative to *today*:
+The service takes its clock from `Settings.clock`, so the history is built on a clock the
+test owns: `build_history(tmp)` makes `tmp/data` on `History.clock`, a `SteadyClock` at noon
+UTC of the real day (it runs at the real rate, so the service's ClockGuard sees no jump, and
+no test runs long enough to reach midnight on it), relative to that day, *today*:
 
 - D2 (today - 2, the log's first day): entries a0..a5; unsealed heads at sizes 3 and 5;
   sealed at 6 (a5 is covered only by the sealed head);
@@ -11,10 +12,11 @@ clock the test controls, relative to *today*:
 - TODAY: entries c0, Y (= b0 again: dedupe is per day), c2 (carries every reserved
   member), c3; an unsealed head at 4; then X (= a5 again) at index 4, covered by no head.
 
-`wait_clear_of_midnight()` is called before building, so the real day does not change while
-a test runs. `snapshot(data)` is every row of every table of the SQLite store, read through
-a connection of its own: equal snapshots before and after a rejected request prove that
-nothing stored changed.
+Apps built with `Settings(clock=history.clock)` share that idea of today. A test serving
+the history from a `serve` or uvicorn process (which reads the system clock: a Python clock
+cannot be handed to it) calls `wait_clear_of_midnight()` before building. `snapshot(data)`
+is every row of every table of the SQLite store, read through a connection of its own:
+equal snapshots before and after a rejected request prove that nothing stored changed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ import httpx
 
 from capability_anchor import head as heads
 from capability_anchor import leaf
+from capability_anchor.clockguard import monotonic
 from capability_anchor.log import Log, utc_day
 
 ISS = "https://resolver.example"
@@ -75,6 +78,23 @@ class Clock:
         return self.t
 
 
+class SteadyClock:
+    """Real seconds counted from `start` (by the monotonic clock): a service on it agrees
+    with its ClockGuard, and its day is the test's whatever the system clock says."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self._at = monotonic()
+
+    def __call__(self) -> float:
+        return self.start + (monotonic() - self._at)
+
+
+def noon_today() -> SteadyClock:
+    """A `SteadyClock` at 12:00 UTC of the real day: twelve hours clear of either midnight."""
+    return SteadyClock(day_start(utc_day(time.time())) + 43200)
+
+
 def day_start(day: str) -> float:
     start = dt.datetime.combine(dt.date.fromisoformat(day), dt.time(), dt.UTC)
     return start.timestamp()
@@ -86,7 +106,9 @@ def shift_day(day: str, days: int) -> str:
 
 def wait_clear_of_midnight(margin: float = MIDNIGHT_MARGIN_S) -> None:
     """Sleep past 00:00 UTC when it is less than `margin` seconds away (or just passed), so
-    a test's idea of "today" is the service's for as long as the test runs."""
+    a test's idea of "today" is the service's for as long as the test runs. Only for tests
+    of a server process (`serve`, uvicorn), which reads the system clock; an app built in
+    the test takes `Settings(clock=...)` instead."""
     into_day = time.time() % 86400
     if into_day > 86400 - margin:
         time.sleep(86400 - into_day + 2)
@@ -128,15 +150,19 @@ class History:
     x: dict[str, Any] = field(default_factory=dict)  # in D2 (covered) and today (uncovered)
     y: dict[str, Any] = field(default_factory=dict)  # in D1 and today, both covered
     token: str = ""
+    clock: Callable[[], float] = time.time  # the service's clock (`Settings.clock`)
 
     def leaf_hashes(self, day: str) -> list[bytes]:
         return [leaf.leaf_hash(r) for r in self.records[day]]
 
 
-def build_history(data: Path, records: str = "observation") -> History:
-    """`records`: the log's record rule ("any" for tests of what SPEC §2 alone allows)."""
-    wait_clear_of_midnight()
-    now = time.time()
+def build_history(
+    data: Path, records: str = "observation", service_clock: Callable[[], float] | None = None
+) -> History:
+    """`records`: the log's record rule ("any" for tests of what SPEC §2 alone allows).
+    `service_clock`: the clock today is read from (default `noon_today()`)."""
+    service_clock = service_clock or noon_today()
+    now = service_clock()
     today = utc_day(now)
     d2, d1 = shift_day(today, -2), shift_day(today, -1)
     clock = Clock(day_start(d2) + 3600)
@@ -161,6 +187,7 @@ def build_history(data: Path, records: str = "observation") -> History:
         results = log.append([x])
         assert (results[0].day, results[0].leaf_index, results[0].duplicate) == (today, 4, False)
     history = History(data, d2, d1, today, {d2: a, d1: b, today: [*c, x]}, x, y)
+    history.clock = service_clock
     history.token = (data / "writer-token").read_text().strip()
     return history
 
@@ -257,6 +284,7 @@ __all__ = [
     "VERSION",
     "Clock",
     "History",
+    "SteadyClock",
     "assert_error",
     "assert_error_parts",
     "assert_no_internals",
@@ -264,6 +292,7 @@ __all__ = [
     "day_start",
     "head_claims",
     "insert_stamp",
+    "noon_today",
     "rec",
     "shift_day",
     "snapshot",

@@ -5,9 +5,9 @@ verified with the Merkle kernel against the root of the head the anchor URL name
 error is `{v, error, note}` with the status of its code and no internals, and every rejected
 request is shown to leave the store exactly as it was (all rows of all tables compared).
 
-The service reads the system clock, so the history (see `apikit.build_history`) is built
-around the real UTC day: D2 and D1 are sealed, today has an unsealed head at 4 and one
-uncovered entry. Read-only tests share one service (`reads`); tests that write get their own.
+The service reads the clock its settings give it, the history's (see `apikit.build_history`):
+D2 and D1 are sealed, today has an unsealed head at 4 and one uncovered entry. Read-only
+tests share one service (`reads`); tests that write get their own.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from litestar import Request
 from litestar.testing import TestClient
 
 from apikit import (
@@ -33,16 +34,17 @@ from apikit import (
     VERSION,
     Clock,
     History,
+    SteadyClock,
     assert_error,
     build_history,
     day_start,
     head_claims,
     insert_stamp,
+    noon_today,
     rec,
     shift_day,
     snapshot,
     unchanged,
-    wait_clear_of_midnight,
 )
 from capability_anchor import head as heads
 from capability_anchor import leaf, merkle
@@ -91,7 +93,7 @@ class Api:
 def serve(h: History, **settings: Any) -> Iterator[Api]:
     """The app on `h.data` (no background work, no rate limit unless asked), its lifespan
     run by the TestClient: started on entry, shut down (closing the log) on exit."""
-    options: dict[str, Any] = {"background": False, "rate_limit": 0, **settings}
+    options: dict[str, Any] = {"background": False, "rate_limit": 0, "clock": h.clock, **settings}
     app = create_app(Settings(data_dir=h.data, **options))
     with TestClient(app) as client:
         yield Api(client, h)
@@ -121,11 +123,11 @@ def api_any(tmp_path: Path) -> Iterator[Api]:
 @pytest.fixture
 def empty(tmp_path: Path) -> Iterator[Api]:
     """A log initialised now: no entries, no heads."""
-    wait_clear_of_midnight()
+    service_clock = noon_today()
     data = tmp_path / "data"
-    Log.init(data, iss=ISS).close()
-    today = utc_day(time.time())
-    h = History(data, shift_day(today, -2), shift_day(today, -1), today)
+    Log.init(data, iss=ISS, clock=service_clock).close()
+    today = utc_day(service_clock())
+    h = History(data, shift_day(today, -2), shift_day(today, -1), today, clock=service_clock)
     h.token = (data / "writer-token").read_text().strip()
     with serve(h) as api:
         yield api
@@ -1110,16 +1112,16 @@ def test_rate_limit_zero_is_off(reads: Api) -> None:
 
 def test_append_into_a_sealed_day_is_409(tmp_path: Path) -> None:
     """The log's first day is today and today is already sealed (the log's clock ran ahead
-    when it sealed): the service, on the system clock, refuses appends with 409."""
-    wait_clear_of_midnight()
-    today = utc_day(time.time())
-    clock = Clock(time.time())
+    when it sealed): the service, on its own clock, refuses appends with 409."""
+    service_clock = noon_today()
+    today = utc_day(service_clock())
+    clock = Clock(service_clock())
     data = tmp_path / "data"
     with Log.init(data, iss=ISS, clock=clock) as log:
         log.append([rec("s", 0)])
         clock.t = day_start(shift_day(today, 1)) + 60
         (sealed,) = log.seal()
-    h = History(data, shift_day(today, -2), shift_day(today, -1), today)
+    h = History(data, shift_day(today, -2), shift_day(today, -1), today, clock=service_clock)
     h.token = (data / "writer-token").read_text().strip()
     with serve(h) as api:
         body = api.reject(
@@ -1142,11 +1144,11 @@ def test_append_into_a_sealed_day_is_409(tmp_path: Path) -> None:
 
 
 def test_append_before_the_first_day_is_409(tmp_path: Path) -> None:
-    wait_clear_of_midnight()
-    tomorrow = shift_day(utc_day(time.time()), 1)
+    service_clock = noon_today()
+    tomorrow = shift_day(utc_day(service_clock()), 1)
     data = tmp_path / "data"
     Log.init(data, iss=ISS, clock=Clock(day_start(tomorrow) + 60)).close()
-    h = History(data, tomorrow, tomorrow, tomorrow)
+    h = History(data, tomorrow, tomorrow, tomorrow, clock=service_clock)
     h.token = (data / "writer-token").read_text().strip()
     with serve(h) as api:
         api.reject(
@@ -1199,9 +1201,87 @@ def test_integers_beyond_sqlite_are_bad_requests(reads: Api, template: str) -> N
     reads.reject("GET", url, "bad_request")
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_bodies_are_decoded_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """A POST body is parsed by the strict check only (in this process with no body
+    workers, else in a worker, where `POST /records` is also appended): Litestar never
+    decodes one, and the handler's `data` is what the check made of it."""
+    h = build_history(tmp_path / "data")
+    parsed: list[bytes] = []
+    decoded: list[str] = []
+    strict_parse, litestar_json = leaf.parse_json, Request.json
+
+    def counted_parse(body: bytes) -> Any:
+        parsed.append(body)
+        return strict_parse(body)
+
+    async def counted_json(self: Request[Any, Any, Any]) -> Any:
+        decoded.append(self.url.path)
+        return await litestar_json(self)
+
+    monkeypatch.setattr(leaf, "parse_json", counted_parse)
+    monkeypatch.setattr(Request, "json", counted_json)
+    with serve(h, body_workers=workers) as api:
+        r = api.client.post("/prove", json={"record": h.x})
+        assert r.status_code == 200 and r.json()["anchor"]["day"] == h.d2
+        for prove in (0, 1):
+            r = api.client.post(
+                f"/records?prove={prove}", json={"records": [rec("once", prove)]}, headers=api.auth
+            )
+            assert r.status_code == 200 and r.json()["entries"][0]["duplicate"] is False
+    assert decoded == []
+    assert len(parsed) == (3 if workers == 0 else 0)  # a worker's parses are its own
+
+
+def _log_on(tmp_path: Path, clock: SteadyClock, today: str) -> History:
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        log.append([rec("clock", 0)])
+    h = History(data, shift_day(today, -2), shift_day(today, -1), today, clock=clock)
+    h.token = (data / "writer-token").read_text().strip()
+    return h
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_appends_and_heads_take_the_settings_clock(tmp_path: Path, workers: int) -> None:
+    """Days and `iat`s come from `Settings.clock`, in this process and in an append worker
+    (which is given its time by the service's ClockGuard), not from the system clock."""
+    today = "2031-05-17"
+    clock = SteadyClock(day_start(today) + 43200)
+    h = _log_on(tmp_path, clock, today)
+    with serve(h, body_workers=workers) as api:
+        for prove in (0, 1):
+            r = api.client.post(
+                f"/records?prove={prove}", json={"records": [rec("clock", 1)]}, headers=api.auth
+            )
+            assert r.status_code == 200, r.text
+            assert r.json()["entries"][0]["day"] == today
+        r = api.client.post("/checkpoint", headers=api.auth)
+        claims = head_claims(r.content)
+        assert claims["day"] == today
+        assert day_start(today) + 43200 <= claims["iat"] <= clock() + 1
+
+
+def test_background_seals_by_the_settings_clock(tmp_path: Path) -> None:
+    """The background work seals a day when the settings' clock passes its midnight."""
+    today = "2031-05-17"
+    clock = SteadyClock(day_start(shift_day(today, 1)) - 1.5)
+    h = _log_on(tmp_path, clock, today)
+    with serve(h, background=True, checkpoint_interval=3600.0) as api:
+        deadline = time.monotonic() + 30
+        r = api.client.get(f"/roots/{today}")
+        while time.monotonic() < deadline and r.headers.get("cache-control") != IMMUTABLE:
+            time.sleep(0.1)
+            r = api.client.get(f"/roots/{today}")
+        claims = head_claims(r.content)
+        assert (claims["day"], claims["sealed"], claims["tree_size"]) == (today, True, 1)
+
+
 def test_writers_need_the_token_under_a_root_path(tmp_path: Path) -> None:
     h = build_history(tmp_path / "data")
-    app = create_app(Settings(data_dir=h.data, background=False, rate_limit=0))
+    app = create_app(Settings(data_dir=h.data, background=False, rate_limit=0, clock=h.clock))
     with TestClient(app, root_path="/anchor") as client:
         before = snapshot(h.data)
         r = client.post("/anchor/records", json={"records": [rec("intruder", 1)]})

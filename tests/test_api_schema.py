@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+from litestar.testing import TestClient
 from schemathesis import GenerationMode
 from schemathesis.python import asgi
 
-from apikit import History, assert_error_parts, build_history, snapshot
+from apikit import History, assert_error_parts, build_history, insert_stamp, rec, snapshot
 from capability_anchor.api.app import create_app
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
@@ -81,7 +82,9 @@ def target(tmp_path: Path) -> Iterator[Target]:
     test's teardown (`shutdown_lifespans`, which runs the app's shutdown and closes the log),
     so an app cannot outlive the test that loaded it."""
     history = build_history(tmp_path / "data")
-    app = create_app(Settings(data_dir=history.data, background=False, rate_limit=0))
+    app = create_app(
+        Settings(data_dir=history.data, background=False, rate_limit=0, clock=history.clock)
+    )
     try:
         schema = schemathesis.openapi.from_asgi("/schema/openapi.json", app)
         yield Target(history, schema, {"Authorization": f"Bearer {history.token}"})
@@ -95,6 +98,145 @@ def test_the_schema_lists_exactly_the_fuzzed_operations(target: Target) -> None:
         for result in target.schema.get_all_operations()
     }
     assert listed == {(method, path) for method, path, _ in OPERATIONS}
+
+
+def _named_fields(doc: dict[str, Any], schema: dict[str, Any], top: bool = True) -> list[str]:
+    """Where `schema` (a JSON body's, `$ref`s followed) fails to name its fields: a body
+    that is not an object with properties (`null` aside, for "nothing yet"), and anywhere
+    inside it a bare object or a schema with no type. An object open by design (a record's
+    claims: the writer's JSON object) passes only with a description saying so."""
+    ref = schema.get("$ref")
+    if ref is not None:
+        name = ref.removeprefix("#/components/schemas/")
+        return _named_fields(doc, doc["components"]["schemas"][name], top)
+    if "oneOf" in schema:
+        return [p for s in schema["oneOf"] for p in _named_fields(doc, s, top)]
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        if not properties:
+            return [] if not top and schema.get("description") else ["a bare object"]
+        return [
+            f"{name}: {problem}"
+            for name, sub in properties.items()
+            for problem in _named_fields(doc, sub, top=False)
+        ]
+    if kind == "null":
+        return []
+    if top:
+        return [f"a body that is not an object: {schema}"]
+    if kind == "array":
+        return _named_fields(doc, schema.get("items") or {}, top=False)
+    if kind in ("string", "integer", "boolean"):
+        return []
+    return [f"no type: {schema}"]
+
+
+def test_every_success_body_is_documented_field_by_field(target: Target) -> None:
+    """Every 2xx answer of every operation has a content schema; a JSON one names its
+    members (a `$ref` to a Struct's component, no bare `object`), all the way down."""
+    doc = target.schema.raw_schema
+    missing = []
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            for status, response in operation["responses"].items():
+                if not status.startswith("2"):
+                    continue
+                content = response.get("content") or {}
+                if not content:
+                    missing.append(f"{method.upper()} {path} {status}: no content")
+                for media_type, media in content.items():
+                    schema = media.get("schema") or {}
+                    if media_type == "application/json":
+                        for problem in _named_fields(doc, schema):
+                            missing.append(f"{method.upper()} {path} {status}: {problem}")
+                    elif not schema:
+                        missing.append(f"{method.upper()} {path} {status}: no schema")
+    assert not missing, missing
+    listed = {(m.upper(), p) for p, item in doc["paths"].items() for m in item}
+    assert listed == {(method, path) for method, path, _ in OPERATIONS}
+
+
+OPEN_OBJECTS = {"ServerRecord"}
+"""Documented members are all there, and others may be: a record carries what its writer
+gave it (`n`, `name`, ...) besides the members `/record` needs."""
+
+
+def _mismatches(doc: dict[str, Any], schema: dict[str, Any], value: Any, where: str) -> list[str]:
+    """Where `value` (a real answer) differs from `schema`: a documented member missing, an
+    undocumented one present, a JSON type other than the documented one."""
+    ref = schema.get("$ref")
+    if ref is not None:
+        name = ref.removeprefix("#/components/schemas/")
+        return _mismatches(doc, {**doc["components"]["schemas"][name], "title": name}, value, where)
+    if "oneOf" in schema:
+        tries = [_mismatches(doc, s, value, where) for s in schema["oneOf"]]
+        return [] if any(not t for t in tries) else [p for t in tries for p in t]
+    kind = schema.get("type")
+    types = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+    if kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, types[kind])
+    if not ok:
+        return [f"{where}: {type(value).__name__}, documented {kind}"]
+    if kind == "array":
+        return [
+            p
+            for i, v in enumerate(value)
+            for p in _mismatches(doc, schema["items"], v, f"{where}[{i}]")
+        ]
+    if kind != "object" or "properties" not in schema:
+        return []
+    properties = schema["properties"]
+    problems = [f"{where}: no {m}" for m in schema.get("required", []) if m not in value]
+    if schema.get("title") not in OPEN_OBJECTS:
+        problems += [f"{where}: undocumented {m}" for m in value if m not in properties]
+    return problems + [
+        p
+        for m, v in value.items()
+        if m in properties
+        for p in _mismatches(doc, properties[m], v, f"{where}.{m}")
+    ]
+
+
+def test_real_answers_have_exactly_the_documented_members(tmp_path: Path) -> None:
+    """One real 200 of every operation against its documented schema, member by member."""
+    h = build_history(tmp_path / "data")
+    insert_stamp(h.data, h.d2, "https://tsa.example", b"0\x00", "2026-01-01T00:00:00Z")
+    auth = {"Authorization": f"Bearer {h.token}"}
+    calls: list[tuple[str, str, str, dict[str, Any]]] = [
+        ("GET", "/healthz", "/healthz", {}),
+        ("GET", "/roots", "/roots", {}),
+        ("GET", "/roots/latest", "/roots/latest", {}),
+        ("GET", "/roots/{day}", f"/roots/{h.d2}", {}),
+        ("GET", "/roots/{day}/{tree_size}", f"/roots/{h.today}/4", {}),
+        ("GET", "/roots/{day}/timestamps", f"/roots/{h.d2}/timestamps", {}),
+        ("GET", "/roots/{day}/timestamp", f"/roots/{h.d2}/timestamp", {}),
+        ("GET", "/proof", f"/proof?day={h.d2}&index=1", {}),
+        ("GET", "/consistency", f"/consistency?day={h.d2}&first=3&second=6", {}),
+        ("GET", "/entries/{day}", f"/entries/{h.today}", {}),
+        ("GET", "/keys", "/keys", {}),
+        ("GET", "/record", "/record?id=example:a-0", {}),
+        ("POST", "/prove", "/prove", {"json": {"record": h.x}}),
+        ("POST", "/records", "/records", {"json": {"records": [rec("doc", 0)]}}),
+        ("POST", "/records", "/records?prove=1", {"json": {"records": [rec("doc", 1)]}}),
+        ("POST", "/checkpoint", "/checkpoint", {}),
+    ]
+    app = create_app(Settings(data_dir=h.data, background=False, rate_limit=0, clock=h.clock))
+    with TestClient(app) as client:
+        doc = client.get("/schema/openapi.json").json()
+        problems = []
+        for method, template, url, extra in calls:
+            r = client.request(method, url, headers=auth, **extra)
+            assert r.status_code == 200, (url, r.text)
+            media_type = r.headers["content-type"].split(";")[0]
+            content = doc["paths"][template][method.lower()]["responses"]["200"]["content"]
+            assert list(content) == [media_type], (url, list(content))
+            if media_type == "application/json":
+                schema = content[media_type]["schema"]
+                problems += _mismatches(doc, schema, r.json(), f"{method} {url}")
+    assert not problems, problems
 
 
 def _cases() -> Iterator[Any]:

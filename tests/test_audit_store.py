@@ -25,7 +25,8 @@ import pytest
 from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
 from capability_anchor.stamping import stamp_missing
-from capability_anchor.store import DB_NAME, SCHEMA_VERSION, Store
+from capability_anchor.store import DB_NAME, SCHEMA_VERSION
+from capability_anchor.store.sqlite import SqliteStore as Store
 from logkit import CLI, DAY5, History, build_history, record, run_cli
 from test_stamping import config_for, past_log
 from tsakit import TestTsa

@@ -468,7 +468,7 @@ def test_proof_answers_are_rfc8785_bytes(tmp_path: Path) -> None:
     must not change."""
     import rfc8785
 
-    from capability_anchor.api.app import _proof_json
+    from capability_anchor.api.caching import proof_json as _proof_json
 
     with Log.init(tmp_path / "data", iss="https://resolver.example", records="any") as log:
         log.public_url = "https://r\u00e9solver.example/anchor"

@@ -194,3 +194,29 @@ def test_the_static_layering_check_sees_an_import_of_storage() -> None:
     assert ("sqlite3", True) in found
     assert ("capability_anchor.store", True) in found
     assert ("httpx", False) in found
+
+
+# --- the storage engine stays inside the storage package ----------------------------------------
+STORAGE_ENGINE = ("sqlite3", "sqlite_utils")
+STORAGE_PACKAGE = SRC / PACKAGE / "store"
+
+
+def _engine_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return [
+        target
+        for node, _ in _imports(tree)
+        for target in _targets(PACKAGE, False, node)
+        if target.split(".")[0] in STORAGE_ENGINE
+    ]
+
+
+def test_no_module_outside_the_store_imports_sqlite() -> None:
+    """Lazily or not: only `store/` may import SQLite or sqlite-utils, so another engine can
+    follow without touching the log, the API, the audit or export."""
+    outside = [p for p in (SRC / PACKAGE).rglob("*.py") if STORAGE_PACKAGE not in p.parents]
+    assert len(outside) > 30
+    found = {str(p.relative_to(SRC)): _engine_imports(p) for p in outside}
+    assert {p: names for p, names in found.items() if names} == {}
+    inside = [p for p in STORAGE_PACKAGE.glob("*.py") if _engine_imports(p)]
+    assert STORAGE_PACKAGE / "sqlite_base.py" in inside  # the walk sees an import that is there

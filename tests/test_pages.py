@@ -22,6 +22,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -31,7 +32,7 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from apikit import ISS, build_history, wait_clear_of_midnight
+from apikit import ISS, build_history, noon_today, wait_clear_of_midnight
 from capability_anchor.api.app import create_app
 from capability_anchor.api.pages import CSP, docs_html, front_page_html
 from capability_anchor.api.settings import Settings
@@ -52,7 +53,9 @@ HOSTILE = '<script>alert("x")</script><img src=https://evil.example/x onerror=al
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient[Any], Any]]:
     history = build_history(tmp_path_factory.mktemp("pages") / "data")
-    app = create_app(Settings(data_dir=history.data, background=False, rate_limit=0))
+    app = create_app(
+        Settings(data_dir=history.data, background=False, rate_limit=0, clock=history.clock)
+    )
     with TestClient(app) as c:
         yield c, history
 
@@ -89,9 +92,11 @@ def test_front_page_is_cached_like_the_other_moving_documents(
 
 
 def test_front_page_of_a_log_with_nothing_sealed(tmp_path: Path) -> None:
-    wait_clear_of_midnight()
-    Log.init(tmp_path / "data", iss=ISS).close()
-    app = create_app(Settings(data_dir=tmp_path / "data", background=False, rate_limit=0))
+    service_clock = noon_today()
+    Log.init(tmp_path / "data", iss=ISS, clock=service_clock).close()
+    app = create_app(
+        Settings(data_dir=tmp_path / "data", background=False, rate_limit=0, clock=service_clock)
+    )
     with TestClient(app) as c:
         r = c.get("/")
     assert r.status_code == 200
@@ -230,7 +235,8 @@ def chromium() -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    history = build_history(tmp_path_factory.mktemp("browser") / "data")
+    wait_clear_of_midnight()  # `serve` reads the system clock: no Settings.clock to give it
+    history = build_history(tmp_path_factory.mktemp("browser") / "data", service_clock=time.time)
     with serving(history.data, "--checkpoint-interval", "3600") as s:
         yield s
 

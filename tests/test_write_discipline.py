@@ -23,7 +23,7 @@ from capability_anchor.audit import audit_store
 from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
 from capability_anchor.merkle import TreeEdge, hash_leaf, root_hash
-from capability_anchor.store import Store
+from capability_anchor.store.sqlite import SqliteStore as Store
 from logkit import ISS, Clock, at
 from obskit import observation, verify_answered_proof
 

@@ -1,13 +1,15 @@
 """The data-dir audit as a whole: the database is opened read-only, everything is read in one
-snapshot, and SQLite's own structures and the unsigned columns are checked before and beside
+snapshot, and the store's own structures (worded by `store.sqlite_audit`, reported here) and
+the unsigned columns are checked before and beside
 the re-derivation of `audit.audit_store` (the numbers are those of `audit`'s list):
 
- 0. the file: `PRAGMA integrity_check` (every b-tree, every index against its table, free
-    pages, NOT NULL, CHECK and STRICT types), each failure naming its table or index; a file
-    SQLite cannot read at all (not a database, a zeroed or truncated page) is a finding;
- 5. the schema: the schema version is a known one, and `sqlite_master` (every table, index
-    and trigger, with its SQL) equals what the migrations up to that version create: a
-    dropped, changed or added object is named;
+ 0. the file: the store's own integrity check (SQLite's integrity_check: every b-tree, every
+    index against its table, free pages, NOT NULL, CHECK and STRICT types), each failure
+    naming its table or index; a file SQLite cannot read at all (not a database, a zeroed or
+    truncated page) is a finding;
+ 5. the schema: the schema version is a known one, and every table, index and trigger the
+    store holds is as the migrations up to that version define it: a dropped, changed or
+    added object is named;
  6. the indexes: each one re-derived from its table (the dedupe index `entries_by_hash`
     among them), and the `/record` index's key b-tree searched for every row a scan finds;
  7. the unsigned columns: `heads.kid` is the kid of the head's JWS header; each entry's
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -151,21 +152,12 @@ def _audit_log(
 
 # --- 0, 5, 6: the file, the schema, the indexes --------------------------------------------------
 
-_TREE = re.compile(r"\b(?:Tree|tree|root) (\d+)\b")
-_PAGE = re.compile(r"\bpage (\d+)\b")
-
 
 def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
     """Items 0, 5 and 6: whether they found the file damaged (integrity_check, the schema,
     the indexes), and the schema version (0: not a log, nothing more to audit)."""
-    problems = store.integrity_problems()
-    if problems:
-        trees = _tree_names(store)
-        pages = store.page_owners(
-            sorted({int(n) for line in problems for n in _PAGE.findall(line)})[:50]
-        )
-        for line in problems:
-            report.problems.append(f"integrity_check: {_name_places(line, trees, pages)}")
+    for line in store.integrity_problems():
+        report.problems.append(f"integrity_check: {line}")
     report.count("integrity_check")
     version = store.user_version()
     if version == 0:
@@ -184,38 +176,10 @@ def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
     return bool(report.problems), version
 
 
-def _tree_names(store: Store) -> dict[int, str]:
-    try:
-        rows = store.execute_raw("SELECT rootpage, type, name FROM sqlite_master")
-    except (StoreError, ValueError):
-        return {}
-    return {int(str(r)): str(n) for r, t, n in rows if str(r).isdigit()}
-
-
-def _name_places(line: str, trees: dict[int, str], pages: dict[int, str]) -> str:
-    """integrity_check names b-trees by root page ("Tree 4 page 9 ...") and damage by page
-    ("Multiple uses for byte 3795 of page 34"): add whose they are."""
-    found = [trees[int(m)] for m in _TREE.findall(line) if int(m) in trees]
-    found += [pages[int(m)] for m in _PAGE.findall(line) if int(m) in pages]
-    return f"{line} (in {', '.join(dict.fromkeys(found))})" if found else line
-
-
 def _check_schema(report: AuditReport, store: Store, version: int) -> None:
-    want = {row[1]: row for row in Store.expected_schema(version)}
-    got = {row[1]: row for row in store.schema()}
-    for name in sorted(set(want) | set(got)):
-        w, g = want.get(name), got.get(name)
-        if g is None and w is not None:
-            report.problems.append(f"schema: {w[0]} {name} is missing (schema version {version})")
-        elif w is None and g is not None:
-            report.problems.append(
-                f"schema: {g[0]} {name} on {g[2]} is not part of schema version {version}"
-            )
-        elif w != g and g is not None:
-            report.problems.append(
-                f"schema: {g[0]} {name} differs from its definition in schema version {version}"
-            )
-    report.count("schema_objects", len(got))
+    problems, objects = store.schema_problems(version)
+    report.problems += problems
+    report.count("schema_objects", objects)
     if version != SCHEMA_VERSION:
         report.problems.append(
             f"schema version {version}: this program creates and audits version {SCHEMA_VERSION}"

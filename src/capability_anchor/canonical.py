@@ -1,4 +1,5 @@
-"""Capability Resolution §4 canonical server URLs."""
+"""URL rules: Capability Resolution §4 canonical server URLs, and the log's own origin and
+public URL (SPEC §1)."""
 
 from __future__ import annotations
 
@@ -29,3 +30,26 @@ def canonical_url(url: object) -> str:
         host = f"[{host}]"
     netloc = host if port in (None, 443) else f"{host}:{port}"
     return f"https://{netloc}{parts.path.rstrip('/')}"
+
+
+def check_origin(iss: str) -> None:
+    """`iss` is `scheme://host[:port]` with no path (SPEC §1)."""
+    parts = urlsplit(iss)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username
+        or parts.password
+        or iss != f"{parts.scheme}://{parts.netloc}"
+    ):
+        raise UsageError(f"iss must be an origin scheme://host[:port] with no path, got {iss!r}")
+
+
+def check_base_url(url: str) -> None:
+    """The public URL anchors point at: http(s), no query or fragment (a path is allowed)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise UsageError(f"public URL must be an http(s) URL without query, got {url!r}")

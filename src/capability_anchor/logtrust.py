@@ -25,6 +25,7 @@ from .store import SETTINGS_UNSIGNED, Store
 
 if TYPE_CHECKING:
     from .log import Log
+    from .reading import LogReader
 
 NEW_KEY_FILE = "signing-key.jwk.new"
 
@@ -34,15 +35,15 @@ def backup_name(kid: str) -> str:
     return f"signing-key.{kid}.jwk"
 
 
-def chain(store: Store, anchor: PublicKey, iss: str) -> trust.TrustChain:
+def chain(read: LogReader, anchor: PublicKey, iss: str) -> trust.TrustChain:
     """The closure of `anchor` over the stored rotation records (positions = list order)."""
-    return trust.closure([anchor], [token for _, _, _, token in store.key_records()], iss=iss)
+    return trust.closure([anchor], [token for _, _, _, token in read.key_records()], iss=iss)
 
 
 def trusted_keys(log: Log) -> KeySet:
     """`Log.keyset()`: the key file's key and every key a chain of records leads to from it.
     Cached until the number of stored records changes (records are append-only)."""
-    records = log.store.key_records()
+    records = log.read.key_records()
     cached = log._trust_cache
     marker = (log.key.kid, len(records), records[-1][0] if records else 0)
     if cached is not None and cached[0] == marker:
@@ -59,7 +60,7 @@ def settings_problems(log: Log) -> list[str]:
     """What is wrong with the stored settings statements: none, the newest not signed by
     the key file's key or differing from the stored meta, an older one signed by no trusted
     key."""
-    statements = log.store.settings_statements()
+    statements = log.read.settings_statements()
     if not statements:
         return ["the log has no signed settings statement (meta is not vouched for)"]
     problems: list[str] = []
@@ -74,7 +75,7 @@ def settings_problems(log: Log) -> list[str]:
     else:
         problems += [
             f"settings statement #{newest_id}: {d}"
-            for d in trust.settings_differences(signed, log.store.meta())
+            for d in trust.settings_differences(signed, log.read.meta())
         ]
     keys = log.keyset()
     for number, _, token in older:
@@ -98,7 +99,7 @@ def check_settings(log: Log) -> None:
     A log upgraded from before statements existed (`SETTINGS_UNSIGNED`, set by its
     migration) gets one now, from the key-file holder: it vouches for the settings as they
     are at this open (README, Decisions). Only that mark signs unsigned settings."""
-    if SETTINGS_UNSIGNED in log.store.meta():
+    if SETTINGS_UNSIGNED in log.read.meta():
         with log.store.write():
             if not log.store.settings_statements():
                 sign_settings(log, log.key, "upgrade")
@@ -215,8 +216,8 @@ def trust_problems(log: Log) -> list[str]:
     key file's key, every rotation record valid and reachable, every trusted key listed in
     `keys`, and the settings statements (`settings_problems`)."""
     problems: list[str] = []
-    found = chain(log.store, log.key.public, log.iss)
-    records = log.store.key_records()
+    found = chain(log.read, log.key.public, log.iss)
+    records = log.read.key_records()
     for position, message in sorted(found.problems.items()):
         number = records[position][0]
         problems.append(f"key record #{number}: {message}")
@@ -228,7 +229,7 @@ def trust_problems(log: Log) -> list[str]:
                 f"{record.signer} -> {record.key.kid}"
             )
     listed: set[str] = set()
-    for kid, jwk in log.store.signing_keys():
+    for kid, jwk in log.read.signing_keys():
         listed.add(kid)
         try:
             key = KeySet.from_jwks({"keys": [json.loads(jwk)]}, require_thumbprints=True).get(kid)
@@ -253,10 +254,10 @@ def _added_problems(log: Log) -> list[str]:
     nothing else vouches for; it is written from the same clock reading as the `iat` signed
     inside, so it must equal it."""
     problems: list[str] = []
-    added = log.store.added_times()
+    added = log.read.added_times()
     signed = {
-        "settings": [(i, token) for i, _, token in log.store.settings_statements()],
-        "key_records": [(i, token) for i, _, _, token in log.store.key_records()],
+        "settings": [(i, token) for i, _, token in log.read.settings_statements()],
+        "key_records": [(i, token) for i, _, _, token in log.read.key_records()],
     }
     for table, rows in signed.items():
         for number, token in rows:
@@ -324,7 +325,7 @@ def folder_trust_problems(folder: Path, log: Log) -> list[str]:
                 f"(no endorsement chain from the key file's key {log.key.kid})"
             )
     path = folder / trust.KEY_RECORDS_FILE
-    tokens = [token for _, _, _, token in log.store.key_records()]
+    tokens = [token for _, _, _, token in log.read.key_records()]
     if path.exists():
         try:
             iss, published_tokens = trust.read_key_records(path.read_bytes())

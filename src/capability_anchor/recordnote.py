@@ -15,17 +15,19 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .canonical import canonical_url
 from .errors import UsageError
-from .store import Store
+
+if TYPE_CHECKING:
+    from .reading import LogReader
 
 RECENT = 256
 
 
 def not_found_note(
-    store: Store, key: str, *, indexed: bool, days: Sequence[str], needs: Sequence[str]
+    read: LogReader, key: str, *, indexed: bool, days: Sequence[str], needs: Sequence[str]
 ) -> str:
     """The note for a `/record` lookup by `key` (`sub:<id>` or `url:<canonical url>`) that
     found no covered entry; `indexed` says whether the index named any entry of it."""
@@ -37,7 +39,7 @@ def not_found_note(
     if indexed:
         return uncovered
     lacking: list[str] | None = None
-    for claims in _recent(store, days, _needle(key)):
+    for claims in _recent(read, days, _needle(key)):
         if not _matches(claims, key):
             continue
         missing = [m for m in needs if m not in claims]
@@ -55,7 +57,7 @@ def not_found_note(
     )
 
 
-def _recent(store: Store, days: Sequence[str], needle: bytes) -> list[dict[str, Any]]:
+def _recent(read: LogReader, days: Sequence[str], needle: bytes) -> list[dict[str, Any]]:
     """Claims of those of the RECENT newest entries of `days` whose lower-cased leaf bytes
     contain `needle` (newest first). The byte test is a cheap filter, never the match: a 404
     must stay cheap on the event loop, and parsing 256 leaves is ~2 ms."""
@@ -65,8 +67,8 @@ def _recent(store: Store, days: Sequence[str], needle: bytes) -> list[dict[str, 
         want = RECENT - seen
         if want <= 0:
             break
-        size = store.day_size(day)
-        rows = store.entries(day, max(0, size - want), want)
+        size = read.day_size(day)
+        rows = read.entry_rows(day, max(0, size - want), want)
         seen += len(rows)
         for row in reversed(rows):
             if needle not in row.claims.lower():

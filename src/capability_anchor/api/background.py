@@ -115,7 +115,7 @@ class Background:
             now = time.monotonic()
             if now - self._last_checkpoint >= self.interval:
                 self._last_checkpoint = now
-                # checkpoint() publishes only when the tree grew (and seals past days first).
+                # checkpoint() signs a head only when the tree grew (and seals past days first).
                 await anyio.to_thread.run_sync(writer.checkpoint)
         except CapabilityAnchorError as exc:
             if not exc.retryable:

@@ -55,6 +55,63 @@ def _has_body(headers: list[tuple[bytes, bytes]]) -> tuple[bool, int | None]:
     return False, 0
 
 
+class _Exchange:
+    """One request's body bookkeeping: what is still to come, what was read, and whether
+    the connection must close after the answer."""
+
+    def __init__(
+        self, scope: Scope, receive: Receive, body_timeout: float, drain_limit: int
+    ) -> None:
+        self._receive = receive
+        self.body_timeout = body_timeout
+        self.drain_limit = drain_limit
+        self.pending, length = _has_body(scope["headers"])
+        self.deadline = asyncio.get_running_loop().time() + body_timeout
+        self.read = 0
+        # A client that sent `Expect: 100-continue` sends its body only once asked (uvicorn
+        # asks on the app's first read), so an answer given before that is final: nothing
+        # to drain.
+        self.waits_to_be_asked = self.pending and _expects_continue(scope["headers"])
+        self.close = length is not None and length > drain_limit
+
+    async def receive(self) -> Message:
+        if not self.pending:
+            return await self._receive()
+        self.waits_to_be_asked = False
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                message = await self._receive()
+        except TimeoutError:
+            raise BodyTimeout(self.body_timeout) from None
+        if message["type"] == "http.request":
+            self.read += len(message.get("body", b""))
+            self.pending = bool(message.get("more_body", False))
+        else:
+            self.pending = False
+        return message
+
+    async def drain(self) -> None:
+        while self.pending and not self.close:
+            if self.read > self.drain_limit:
+                self.close = True
+                return
+            try:
+                await self.receive()
+            except BodyTimeout:
+                self.close = True
+
+    async def start_answer(self, message: Message) -> Message:
+        """The `http.response.start` message, once the body is read (or given up on)."""
+        if self.waits_to_be_asked:
+            self.close = True  # the request is unfinished: the connection cannot be reused
+        elif self.pending:
+            await self.drain()
+        if not (self.close or self.pending):
+            return message
+        headers = [(k, v) for k, v in message.get("headers", []) if k != b"connection"]
+        return dict(message, headers=[*headers, (b"connection", b"close")])
+
+
 async def guard(
     app: ASGIApp,
     scope: Scope,
@@ -68,59 +125,16 @@ async def guard(
     if head:
         scope = dict(scope, method="GET")
         scope[ORIGINAL_METHOD] = "HEAD"
-    pending, length = _has_body(scope["headers"])
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + body_timeout
-    read = 0
-    # A client that sent `Expect: 100-continue` sends its body only once asked (uvicorn asks
-    # on the app's first read), so an answer given before that is final: nothing to drain.
-    waits_to_be_asked = pending and _expects_continue(scope["headers"])
-    # Whether the connection must close after the answer.
-    close = length is not None and length > drain_limit
-
-    async def timed_receive() -> Message:
-        nonlocal pending, read, waits_to_be_asked
-        if not pending:
-            return await receive()
-        waits_to_be_asked = False
-        try:
-            async with asyncio.timeout_at(deadline):
-                message = await receive()
-        except TimeoutError:
-            raise BodyTimeout(body_timeout) from None
-        if message["type"] == "http.request":
-            read += len(message.get("body", b""))
-            pending = bool(message.get("more_body", False))
-        else:
-            pending = False
-        return message
-
-    async def drain() -> None:
-        nonlocal close
-        while pending and not close:
-            if read > drain_limit:
-                close = True
-                return
-            try:
-                await timed_receive()
-            except BodyTimeout:
-                close = True
+    exchange = _Exchange(scope, receive, body_timeout, drain_limit)
 
     async def guarded_send(message: Message) -> None:
-        nonlocal close
         if message["type"] == "http.response.start":
-            if waits_to_be_asked:
-                close = True  # the request is unfinished: the connection cannot be reused
-            elif pending:
-                await drain()
-            if close or pending:
-                headers = [(k, v) for k, v in message.get("headers", []) if k != b"connection"]
-                message = dict(message, headers=[*headers, (b"connection", b"close")])
+            message = await exchange.start_answer(message)
         elif head and message["type"] == "http.response.body":
             message = dict(message, body=b"")
         await send(message)
 
-    await app(scope, timed_receive, guarded_send)
+    await app(scope, exchange.receive, guarded_send)
 
 
 class AnchorApp(Litestar):

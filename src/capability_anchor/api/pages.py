@@ -7,9 +7,8 @@ there). Their Content-Security-Policy (`default-src 'none'`, inline styles only)
 browser refuse any outside load even if one slipped in. Every value taken from the log or
 the OpenAPI document is HTML-escaped.
 
-`create_app` registers `front_page` and `DocsPage`; this module builds on app.py's helpers
-(caching, the service) and app.py imports it only inside `create_app`, so neither import
-cycles.
+`create_app` registers `front_page` and `DocsPage`; this module builds on `caching` and
+`service`, as the API's routes do.
 """
 
 from __future__ import annotations
@@ -24,7 +23,8 @@ from litestar.enums import MediaType
 from litestar.openapi.plugins import OpenAPIRenderPlugin
 
 from .. import __version__
-from .app import _service, cached
+from .caching import cached
+from .service import service_of
 
 HTML = "text/html; charset=utf-8"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
@@ -135,7 +135,7 @@ def front_page_html(listing: Mapping[str, Any]) -> bytes:
 
 @get("/", include_in_schema=False, media_type=MediaType.HTML)
 async def front_page(request: Request[Any, Any, Any]) -> Response[bytes]:
-    listing = _service(request).reader.roots(None, 1)
+    listing = service_of(request).reader.roots(None, 1)
     response = cached(request, front_page_html(listing), immutable=False, media_type=MediaType.HTML)
     response.headers["Content-Security-Policy"] = CSP
     return response

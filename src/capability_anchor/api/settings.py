@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +75,12 @@ class Settings:
     writer_token: str | None = field(default=None, repr=False)
     """Bearer token for writers; default env CAPABILITY_ANCHOR_TOKEN, else DIR/writer-token
     (every source checked by `writer_token.writer_token`: at least 32 bytes, file 0600)."""
+
+    clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
+    """The wall clock (seconds since the epoch) the service's days and `iat`s come from,
+    through its ClockGuard (checked against the monotonic clock): checkpoints, seals, appends
+    in this process and in the append workers, stamps, `/record` tokens and the background
+    work. `time.time`; tests give a clock of their own (no waiting around midnight)."""
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -20,6 +20,7 @@ PROG = "capability-anchor"
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    from ..jws import MAX_RECORD_LIFETIME
     from .operator import add_data, add_tsa
 
     add_data(p)
@@ -49,7 +50,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=24 * 3600,
         metavar="S",
-        help="lifetime of /record tokens in seconds, at most 172800",
+        help=f"lifetime of /record tokens in seconds, at most {MAX_RECORD_LIFETIME}",
     )
     add_tsa(p)
     p.add_argument(
@@ -153,6 +154,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..api import Settings, accesslog, create_app
     from ..api.nodelay import with_header_timeout
     from ..errors import UsageError
+    from ..jws import MAX_RECORD_LIFETIME
+    from ..writer_token import TOKEN_FILE
     from .operator import data_dir
 
     # Until uvicorn takes the signals over (and after it gives them back), a Ctrl-C or
@@ -160,8 +163,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit_cleanly)
     data = data_dir(args.data)
-    if not 0 < args.record_lifetime <= 172800:
-        raise UsageError("--record-lifetime must be 1..172800 seconds (48 h)")
+    if not 0 < args.record_lifetime <= MAX_RECORD_LIFETIME:
+        raise UsageError(
+            f"--record-lifetime must be 1..{MAX_RECORD_LIFETIME} seconds "
+            f"({MAX_RECORD_LIFETIME // 3600} h)"
+        )
     if not (args.header_timeout > 0 and args.body_timeout > 0 and args.body_workers >= 0):
         raise UsageError("--header-timeout and --body-timeout must be > 0, --body-workers >= 0")
     if args.iss is not None and not args.init:
@@ -174,7 +180,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         if create:
             _init_log(args, data)
-        print(f"{PROG}: writer token in {data / 'writer-token'}", file=sys.stderr)
+        print(f"{PROG}: writer token in {data / TOKEN_FILE}", file=sys.stderr)
         settings = Settings(
             data_dir=data,
             public_url=args.public_url,

@@ -1,0 +1,166 @@
+"""Every error answer is `{v, error, note}` (SPEC §6) with a stable `error` code.
+
+The project's exceptions answer with their class's own `http_error` and `http_note()`
+(`capability_anchor/errors.py` holds that table, the one source of codes and statuses);
+the edge's own (`ApiError`: auth, limits), Litestar's (404, 405, validation, body too large)
+and anything unexpected are mapped here. No stack trace or internals ever reach a response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+from litestar.exceptions import HTTPException
+from litestar.openapi import ResponseSpec
+
+from ..errors import HTTP_STATUS, CapabilityAnchorError
+from ..head import VERSION
+from .bodies import Busy, WorkerLost
+from .edge import ORIGINAL_METHOD, BodyTimeout
+from .models import ErrorBody
+
+MAX_NOTE_CHARS = 300
+"""Notes quote input (a day, a name); a long input must not make a long answer."""
+
+UNAVAILABLE_NOTE = "the service cannot answer right now"
+WORKER_LOST_NOTE = (
+    "the writer process stopped before answering: the batch may or may not be stored; "
+    "re-sending it is safe (records already stored are answered with duplicate: true)"
+)
+_RETRY_SOON = {"Retry-After": "1"}
+_CODE_FOR_STATUS = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    429: "rate_limited",
+}
+
+
+class ApiError(Exception):
+    """An error raised at the HTTP edge itself (auth, limits)."""
+
+    def __init__(self, code: str, note: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(note)
+        self.code = code
+        self.note = note
+        self.headers = headers or {}
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def error_response(code: str, note: str, headers: dict[str, str] | None = None) -> Response[bytes]:
+    if len(note) > MAX_NOTE_CHARS:
+        note = note[: MAX_NOTE_CHARS - 1] + "\u2026"
+    body = _ENCODER.encode(ErrorBody(VERSION, code, note))
+    return Response(
+        body, status_code=HTTP_STATUS[code], media_type="application/json", headers=headers or {}
+    )
+
+
+def _edge_answer(exc: Exception) -> Response[bytes] | None:
+    """The answer to an exception raised by the edge or the body workers, else None."""
+    if isinstance(exc, ApiError):
+        return error_response(exc.code, exc.note, exc.headers)
+    if isinstance(exc, BodyTimeout):
+        return error_response("bad_request", str(exc), {"Connection": "close"})
+    if isinstance(exc, Busy):
+        return error_response(
+            "unavailable", "busy: too many request bodies are being checked", _RETRY_SOON
+        )
+    if isinstance(exc, WorkerLost):
+        return error_response("unavailable", WORKER_LOST_NOTE, _RETRY_SOON)
+    return None
+
+
+def _litestar_answer(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+    if exc.status_code >= 500:
+        return error_response("unavailable", UNAVAILABLE_NOTE)
+    code = _CODE_FOR_STATUS.get(exc.status_code, "bad_request")
+    if code == "not_found":
+        note = "no such resource"
+    elif code == "method_not_allowed":
+        note = f"{request.scope.get(ORIGINAL_METHOD, request.method)} is not allowed here"
+    elif code == "too_large":
+        note = "the request body is too large"
+    else:
+        note = _safe_detail(exc)
+    return error_response(code, note, exc.headers)
+
+
+def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """The one exception handler (see `HANDLERS`)."""
+    answer = _edge_answer(exc)
+    if answer is not None:
+        return answer
+    if isinstance(exc, CapabilityAnchorError):
+        return error_response(exc.http_error, exc.http_note())
+    if isinstance(exc, RecursionError):
+        return error_response("bad_request", "the request is nested too deeply")
+    if isinstance(exc, HTTPException):
+        return _litestar_answer(request, exc)
+    request.logger.exception("unexpected error")
+    return error_response("unavailable", UNAVAILABLE_NOTE)
+
+
+def _safe_detail(exc: HTTPException) -> str:
+    extra = exc.extra
+    if isinstance(extra, list) and extra and isinstance(extra[0], dict):
+        key = extra[0].get("key")
+        message = extra[0].get("message")
+        if key and message:
+            return f"{key}: {message}"
+    return str(exc.detail or "bad request")
+
+
+HANDLERS: dict[Any, Callable[..., Any]] = {
+    Exception: handle,
+    HTTPException: handle,
+    ApiError: handle,
+    CapabilityAnchorError: handle,
+    404: handle,
+    405: handle,
+}
+"""Litestar's exception-handler map: every path to an error answer goes through `handle`."""
+
+
+# --- the OpenAPI side ------------------------------------------------------------------------
+
+
+def documented(*statuses: int) -> dict[int, ResponseSpec]:
+    """OpenAPI entries for the `{v, error, note}` answers an operation can give."""
+    described = {
+        400: "bad_request or invalid_record",
+        401: "unauthorized: writers need Authorization: Bearer <token>",
+        404: "not_found",
+        409: "conflict: refused by the log's rules",
+        413: "too_large: the body is over 4 MiB (64 KiB for /prove)",
+        429: "rate_limited (see Retry-After)",
+        503: "unavailable",
+    }
+    return {
+        s: ResponseSpec(data_container=ErrorBody, description=described[s], generate_examples=False)
+        for s in statuses
+    }
+
+
+READ_ERRORS = documented(400, 404, 429, 503)
+WRITE_ERRORS = documented(400, 401, 409, 413, 503)
+
+
+__all__ = [
+    "HANDLERS",
+    "READ_ERRORS",
+    "WORKER_LOST_NOTE",
+    "WRITE_ERRORS",
+    "ApiError",
+    "documented",
+    "error_response",
+    "handle",
+]

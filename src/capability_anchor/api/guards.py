@@ -1,0 +1,237 @@
+"""What every request passes before its handler: writer auth, the public rate limit, one
+spelling per integer, and the body checks and limits (SPEC §2, §6, §10).
+
+`before` runs before Litestar resolves a handler's arguments, so before anything could
+decode a body. A body is read once, its size checked, and then strictly parsed and
+validated in a worker process (`api/bodies.py`): duplicate names, lone surrogates, depth and
+number range are SPEC §2 questions with SPEC §2 answers, and a hostile body must never reach
+a recursive decoder. The result is what the handler gets as `data` (`CheckedBody`): Litestar
+never decodes a body itself. `POST /records` is checked and appended in one call to the
+worker (`appendworker.py`), so the service process does not decode that body at all.
+
+A rejected request changes nothing stored: all input is validated before the writer is
+called, and a batch is one transaction.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from litestar import Request
+from litestar.dto import AbstractDTO, DTOFieldDefinition
+from litestar.typing import FieldDefinition
+
+from ..appendworker import rebuild, replay
+from ..clockguard import monotonic
+from ..errors import UsageError
+from .errors import ApiError
+from .service import Service, service_of
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from litestar._openapi.schema_generation import SchemaCreator
+    from litestar.openapi.spec import Reference, Schema
+
+_logger = logging.getLogger("capability_anchor.stamping")
+T = TypeVar("T")
+
+INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove")
+_DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """A `POST /records` batch a worker process checked and stored: its entries' JSON."""
+
+    entries: bytes
+
+
+class CheckedBody(AbstractDTO[T]):
+    """`data` of a handler with a checked body (`opt={"body": kind}`): what `before` made of
+    the body, never a second decode. `CheckedBody[Struct]` documents the body as `Struct`."""
+
+    def decode_bytes(self, value: bytes) -> Any:
+        return self.asgi_connection.state.checked_body
+
+    def decode_builtins(self, value: dict[str, Any]) -> Any:
+        return self.asgi_connection.state.checked_body
+
+    @classmethod
+    def create_for_field_definition(
+        cls, field_definition: FieldDefinition, handler_id: str, backend_cls: Any = None
+    ) -> None:
+        """Nothing to build: no transfer model, since nothing is decoded here."""
+
+    @classmethod
+    def create_openapi_schema(
+        cls, field_definition: FieldDefinition, handler_id: str, schema_creator: SchemaCreator
+    ) -> Reference | Schema:
+        return schema_creator.for_field_definition(FieldDefinition.from_annotation(cls.model_type))
+
+    @classmethod
+    def generate_field_definitions(
+        cls, model_type: type[Any]
+    ) -> Generator[DTOFieldDefinition, None, None]:
+        yield from ()
+
+    @classmethod
+    def detect_nested_field(cls, field_definition: FieldDefinition) -> bool:
+        return False
+
+
+# --- the guards ------------------------------------------------------------------------------
+
+
+def check_writer(request: Request[Any, Any, Any], service: Service) -> None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    # Constant-time comparison: the time taken says nothing about how much of a guess was right.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        token.strip().encode(), service.token.encode()
+    ):
+        raise ApiError(
+            "unauthorized",
+            "writers need Authorization: Bearer <token>",
+            {"WWW-Authenticate": 'Bearer realm="capability-anchor"'},
+        )
+
+
+def check_rate(request: Request[Any, Any, Any], service: Service) -> None:
+    limiter = service.limiter
+    if limiter is None:
+        return
+    wait = limiter.check(request.client.host if request.client else "unknown")
+    if wait > 0:
+        raise ApiError(
+            "rate_limited",
+            f"over {limiter.rate} requests per second",
+            {"Retry-After": str(max(1, int(wait + 0.999)))},
+        )
+
+
+def check_integers(request: Request[Any, Any, Any]) -> None:
+    """One spelling per number: Litestar would also take `1.0`, `1e0`, `03` or `+3`, and an
+    immutable URL must not have several spellings."""
+    query = request.query_params
+    for name in INT_PARAMS:
+        values = query.getall(name, [])
+        if len(values) > 1:
+            raise UsageError(f"{name} is given more than once")
+        if values and _DIGITS.fullmatch(values[0]) is None:
+            raise UsageError(f"{name} must be a non-negative integer written in digits")
+    if "tree_size" in request.path_params:
+        segment = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+        if _DIGITS.fullmatch(segment) is None:
+            raise UsageError("tree_size must be a non-negative integer written in digits")
+
+
+def body_limit(settings: Settings, kind: str | None) -> int:
+    return settings.max_prove_body if kind == "record" else settings.max_body
+
+
+def check_length(request: Request[Any, Any, Any], limit: int) -> None:
+    """A declared Content-Length over the limit is refused before the body is read."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise ApiError("too_large", f"the request body is over {limit} bytes")
+
+
+async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
+    body = await request.body()
+    if len(body) > limit:
+        raise ApiError("too_large", f"the request body is over {limit} bytes")
+    return body
+
+
+# --- checking bodies -------------------------------------------------------------------------
+
+
+async def checked_body(request: Request[Any, Any, Any], service: Service, kind: str) -> Any:
+    """The body strictly parsed and validated, in a worker process (`api/bodies.py`): the
+    leaf hash for "record", the prepared batch for "records"."""
+    body = await read_body(request, body_limit(service.settings, kind))
+    code, value = await service.bodies.check(
+        kind, body, service.writer.iss, service.settings.max_records, service.writer.records
+    )
+    if code != "ok":
+        raise ApiError(code, value)
+    return value
+
+
+def prove_flag(request: Request[Any, Any, Any]) -> bool | None:
+    """`prove` of POST /records when it is one Litestar will accept (0, 1 or absent), else
+    None: the batch is then only checked, and Litestar refuses the parameter."""
+    values = request.query_params.getall("prove", [])
+    if not values:
+        return False
+    if len(values) == 1 and values[0] in ("0", "1"):
+        return bool(values[0] == "1")
+    return None
+
+
+async def append_in_worker(
+    request: Request[Any, Any, Any], service: Service, prove: bool
+) -> Appended:
+    """Body check and append in a worker process (`appendworker.py`), so the append holds no
+    GIL readers need. The time is read here, through the service's ClockGuard: a
+    disagreeing clock refuses (503) before the body is even sent."""
+    settings = service.settings
+    body = await read_body(request, body_limit(settings, "records"))
+    now, at_mono = service.clock.now(), monotonic()
+    code, value = await service.bodies.append(
+        body,
+        service.writer.iss,
+        settings.max_records,
+        settings.data_dir,
+        prove,
+        now,
+        at_mono,
+        settings.public_url.rstrip("/") if settings.public_url else None,
+    )
+    if code == "ok":
+        replay(value[1])
+        return Appended(value[0])
+    if code == "error":
+        raise rebuild(value)
+    if code == "crash":
+        _logger.error("appending in a worker process failed:\n%s", value)
+        raise ApiError("unavailable", "the service cannot answer right now")
+    raise ApiError(code, value)
+
+
+async def before(request: Request[Any, Any, Any]) -> None:
+    """Litestar's `before_request`. Writers are recognised by their handler's `opt`, never
+    by the path, which a mount point or an ASGI root_path would change."""
+    service = service_of(request)
+    opt = request.route_handler.opt
+    if opt.get("writer"):
+        check_writer(request, service)
+    else:
+        check_rate(request, service)
+    check_integers(request)
+    kind = opt.get("body")
+    check_length(request, body_limit(service.settings, kind))
+    if kind is None:
+        return
+    worker_prove = prove_flag(request) if kind == "records" else None
+    if worker_prove is not None and service.bodies.appends:
+        request.state.checked_body = await append_in_worker(request, service, worker_prove)
+    else:
+        request.state.checked_body = await checked_body(request, service, kind)
+
+
+__all__ = [
+    "INT_PARAMS",
+    "Appended",
+    "CheckedBody",
+    "before",
+    "body_limit",
+    "check_integers",
+    "check_rate",
+    "check_writer",
+]

@@ -1,0 +1,265 @@
+"""The HTTP API's bodies as msgspec Structs: what each request sends and each answer holds.
+
+Request bodies are checked strictly, off the event loop, before any handler runs (SPEC §2:
+duplicate names, lone surrogates, depth and number range; `api/guards.py`); their Structs
+say what that check accepts, for the OpenAPI document. Answers are bytes made once (a head
+document is served as stored and signed, other documents are RFC 8785 or sorted JSON, see
+`api/caching.py`); their Structs name every member those bytes hold, so the OpenAPI document
+gives each success body exactly. Frozen, like the bytes they describe.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar.openapi import ResponseSpec
+
+
+class RecordsBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """`POST /records`: 1 to `max_records` records, each a JSON object (SPEC §2)."""
+
+    records: list[dict[str, Any]]
+
+
+class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """`POST /prove`: a record as an entry's leaf holds it (reserved members dropped)."""
+
+    record: dict[str, Any]
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    """Every error answer (SPEC §6): a stable `error` code and a note for people."""
+
+    v: str
+    error: str
+    note: str
+
+
+class Health(msgspec.Struct, frozen=True):
+    v: str
+    status: str
+    version: str
+
+
+class Anchor(msgspec.Struct, frozen=True):
+    """The head an inclusion proof is against (SPEC §5): its day, root and URL."""
+
+    day: str
+    root: str
+    url: str
+
+
+class InclusionProof(msgspec.Struct, frozen=True):
+    """An RFC 9162 inclusion proof (`type` is "rfc9162-sha256"; `path` in hex)."""
+
+    type: str
+    leaf_index: int
+    tree_size: int
+    path: list[str]
+
+
+class HeadDocument(msgspec.Struct, frozen=True):
+    """A signed head (SPEC §4): its claims in RFC 8785 order plus the compact JWS over them;
+    the bytes are served exactly as stored."""
+
+    day: str
+    iat: int
+    iss: str
+    jws: str
+    prev: str | None
+    root: str
+    sealed: bool
+    tree_size: int
+    v: str
+
+
+class SealedDay(msgspec.Struct, frozen=True):
+    day: str
+    root: str
+    tree_size: int
+    url: str
+
+
+class RootsListing(msgspec.Struct, frozen=True):
+    """`GET /roots`: sealed days, newest first."""
+
+    days: list[SealedDay]
+    iss: str
+    v: str
+
+
+class Timestamp(msgspec.Struct, frozen=True):
+    """An RFC 3161 stamp of a sealed head: its TSA, its generation time, the token (base64)."""
+
+    gen_time: str
+    token: str
+    tsa: str
+
+
+class TimestampsDocument(msgspec.Struct, frozen=True):
+    day: str
+    timestamps: list[Timestamp]
+    v: str
+
+
+class ProofAnswer(msgspec.Struct, frozen=True):
+    """`GET /proof`, `POST /prove`: an entry's inclusion proof and the head it is against."""
+
+    anchor: Anchor
+    proof: InclusionProof
+    v: str
+
+
+class ConsistencyAnswer(msgspec.Struct, frozen=True):
+    """`GET /consistency`: the RFC 9162 consistency path (hex) between two sizes of a day."""
+
+    day: str
+    first: int
+    path: list[str]
+    second: int
+    v: str
+
+
+RecordClaims = Annotated[
+    dict[str, Any],
+    msgspec.Meta(
+        description="the record as appended: any JSON object SPEC §2 allows, with the members "
+        "the log's record rule asks for (an observation's v, sub, url, status, checked_at, "
+        "evidence, ...)"
+    ),
+]
+"""A record is the writer's JSON object: the log fixes its rules, not its member list."""
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """An entry of a day: its index, leaf hash (hex) and the record's claims as stored."""
+
+    claims: RecordClaims
+    leaf_hash: str
+    leaf_index: int
+
+
+class EntriesListing(msgspec.Struct, frozen=True):
+    day: str
+    entries: list[Entry]
+    v: str
+
+
+Evidence = Annotated[
+    dict[str, Any],
+    msgspec.Meta(description="how the resolver checked the server: its own JSON object"),
+]
+
+
+class ServerRecord(msgspec.Struct, frozen=True):
+    """`GET /record` (Capability Resolution §6.3): the newest covered entry of a server, its
+    leaf's members (these, as an observation log's rule has them, and any others the record
+    carries) plus `iat`, `exp`, `anchor`, `proof` and `expires`, and `jws`, the record token
+    signing all but `expires`."""
+
+    anchor: Anchor
+    checked_at: str
+    evidence: Evidence
+    exp: int
+    expires: str
+    iat: int
+    iss: str
+    jws: str
+    proof: InclusionProof
+    status: str
+    sub: str
+    url: str
+    v: str
+
+
+class Jwk(msgspec.Struct, frozen=True):
+    """An Ed25519 public key as a JWK (RFC 8037)."""
+
+    kty: str
+    crv: str
+    x: str
+    kid: str
+    use: str
+    alg: str
+
+
+class Jwks(msgspec.Struct, frozen=True):
+    """`GET /keys`: every key the log has signed with, sorted by `kid`."""
+
+    keys: list[Jwk]
+
+
+class AppendedEntry(msgspec.Struct, frozen=True):
+    """Where a record of `POST /records` is: `duplicate` when the day already held it."""
+
+    day: str
+    leaf_index: int
+    leaf_hash: str
+    duplicate: bool
+
+
+class ProvedEntry(msgspec.Struct, frozen=True):
+    """An entry of `POST /records?prove=1`: as `AppendedEntry`, with its anchor and proof."""
+
+    day: str
+    leaf_index: int
+    leaf_hash: str
+    duplicate: bool
+    anchor: Anchor
+    proof: InclusionProof
+
+
+class RecordsAnswer(msgspec.Struct, frozen=True):
+    """`POST /records`: one entry per record, in order."""
+
+    v: str
+    entries: list[AppendedEntry]
+
+
+class ProvedRecordsAnswer(msgspec.Struct, frozen=True):
+    """`POST /records?prove=1`: one entry per record, in order, each with its proof."""
+
+    v: str
+    entries: list[ProvedEntry]
+
+
+def success(
+    model: Any, description: str, media_type: str = "application/json"
+) -> dict[int, ResponseSpec]:
+    """The OpenAPI entry of an operation's 200: handlers answer with bytes made once, so the
+    body's shape is named here rather than read from their return annotation."""
+    spec = ResponseSpec(
+        data_container=model,
+        description=description,
+        generate_examples=False,
+        media_type=media_type,
+    )
+    return {200: spec}
+
+
+__all__ = [
+    "Anchor",
+    "AppendedEntry",
+    "ConsistencyAnswer",
+    "EntriesListing",
+    "Entry",
+    "ErrorBody",
+    "HeadDocument",
+    "Health",
+    "InclusionProof",
+    "Jwk",
+    "Jwks",
+    "ProofAnswer",
+    "ProveBody",
+    "ProvedEntry",
+    "ProvedRecordsAnswer",
+    "RecordsAnswer",
+    "RecordsBody",
+    "RootsListing",
+    "SealedDay",
+    "ServerRecord",
+    "Timestamp",
+    "TimestampsDocument",
+    "success",
+]

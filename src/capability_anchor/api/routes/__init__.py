@@ -1,0 +1,34 @@
+"""The API's operations, one module per resource (SPEC §6); the pages are in `api/pages.py`.
+
+- `roots`: sealed days, head documents and their RFC 3161 stamps;
+- `proofs`: inclusion and consistency proofs;
+- `entries`: a day's entries and a server's signed resolver-2 record (`/record`);
+- `keys`: the JWKS and liveness;
+- `writes`: the POST operations, `/records`, `/checkpoint` (writers) and `/prove`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import entries, keys, proofs, roots, writes
+
+ROUTES: list[Any] = [
+    keys.healthz,
+    roots.roots,
+    roots.roots_latest,
+    roots.roots_day,
+    roots.roots_day_size,
+    roots.roots_timestamps,
+    roots.roots_timestamp,
+    proofs.proof,
+    proofs.consistency,
+    entries.entries,
+    keys.keys,
+    entries.record,
+    writes.prove,
+    writes.post_records,
+    writes.post_checkpoint,
+]
+
+__all__ = ["ROUTES"]

@@ -1,0 +1,28 @@
+"""The service itself: liveness, and the JWKS of every key the log has signed with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response, get
+
+from ... import __version__
+from ...head import VERSION
+from ..caching import cached
+from ..errors import READ_ERRORS
+from ..models import Health, Jwks, success
+from ..service import service_of
+
+
+@get("/healthz", summary="Liveness", responses=READ_ERRORS)
+async def healthz() -> Health:
+    return Health(VERSION, "ok", __version__)
+
+
+@get(
+    "/keys",
+    summary="JWKS of every key the log has signed with",
+    responses={**success(Jwks, "the JWK Set, RFC 8785"), **READ_ERRORS},
+)
+async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return cached(request, service_of(request).reader.keyset().to_json(), immutable=False)

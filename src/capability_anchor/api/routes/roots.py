@@ -1,0 +1,100 @@
+"""Sealed days, head documents and their stamps (SPEC §6 `/roots...`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Request, Response, get
+from litestar.params import FromPath, QueryParameter
+
+from ...errors import NotFound, UsageError
+from ...export import timestamps_document
+from ...reading import MAX_INT
+from ..caching import cached, canonical_json
+from ..errors import READ_ERRORS
+from ..models import HeadDocument, RootsListing, TimestampsDocument, success
+from ..service import day_param, service_of
+
+_HEAD = success(HeadDocument, "the head document, as signed and stored")
+
+
+@get(
+    "/roots",
+    summary="Sealed days, newest first",
+    responses={**success(RootsListing, "sealed days"), **READ_ERRORS},
+)
+async def roots(
+    request: Request[Any, Any, Any],
+    before: Annotated[str | None, QueryParameter(description="exclusive day bound")] = None,
+    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+) -> Response[bytes]:
+    service = service_of(request)
+    listing = service.reader.roots(day_param(before) if before is not None else None, limit)
+    return cached(request, canonical_json(listing), immutable=False)
+
+
+@get(
+    "/roots/latest",
+    summary="The newest sealed head document",
+    responses={**_HEAD, **READ_ERRORS},
+)
+async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
+    rows = service_of(request).reader.read.sealed_heads(None, 1)
+    if not rows:
+        raise NotFound("no day is sealed yet")
+    return cached(request, rows[0].doc, immutable=False)
+
+
+@get(
+    "/roots/{day:str}",
+    summary="The sealed head of a day, else its newest unsealed head",
+    responses={**_HEAD, **READ_ERRORS},
+)
+async def roots_day(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
+    row = service_of(request).reader.head_for(day_param(day))
+    return cached(request, row.doc, immutable=row.sealed)
+
+
+@get(
+    "/roots/{day:str}/{tree_size:int}",
+    summary="The head of a day at a size",
+    responses={**_HEAD, **READ_ERRORS},
+)
+async def roots_day_size(
+    request: Request[Any, Any, Any], day: FromPath[str], tree_size: FromPath[int]
+) -> Response[bytes]:
+    if not 0 <= tree_size <= MAX_INT:
+        raise UsageError(f"tree_size must be 0..{MAX_INT}")
+    row = service_of(request).reader.head_for(day_param(day), tree_size)
+    return cached(request, row.doc, immutable=True)
+
+
+@get(
+    "/roots/{day:str}/timestamps",
+    summary="RFC 3161 stamps of a sealed day",
+    responses={**success(TimestampsDocument, "every stored stamp of the day"), **READ_ERRORS},
+)
+async def roots_timestamps(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
+    reader = service_of(request).reader
+    day = day_param(day)
+    if reader.read.sealed_head(day) is None:
+        raise NotFound(f"day {day} is not sealed")
+    body = canonical_json(timestamps_document(day, reader.read.stamps(day)))
+    return cached(request, body, immutable=False)
+
+
+@get(
+    "/roots/{day:str}/timestamp",
+    summary="The earliest stored stamp (DER)",
+    responses={
+        **success(bytes, "an RFC 3161 TimeStampResp (DER)", "application/timestamp-reply"),
+        **READ_ERRORS,
+    },
+)
+async def roots_timestamp(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
+    stamps = service_of(request).reader.read.stamps(day_param(day))
+    if not stamps:
+        raise NotFound(f"no stamp for {day}")
+    return cached(
+        request, stamps[0].token, immutable=True, media_type="application/timestamp-reply"
+    )

@@ -1,0 +1,60 @@
+"""What every handler reaches the log through: the `Service` on the app's state.
+
+Two `Log` handles per process: a *reader* used only on the event loop (reads are short:
+a head, a tile or two; SQLite's WAL lets them run while a write is in progress), and a
+*writer* used only from worker threads, serialised by the Log's own lock (a 1,000-record
+batch is ~50 ms of hashing and fsync that must not stall the loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+from litestar import Request
+
+from ..clockguard import ClockGuard
+from ..encoding import parse_day
+from ..log import Log
+from .background import Background
+from .bodies import BodyChecker
+from .ratelimit import RateLimiter
+from .settings import Settings
+
+T = TypeVar("T")
+
+
+@dataclass
+class Service:
+    settings: Settings
+    reader: Log
+    writer: Log
+    token: str
+    bodies: BodyChecker
+    clock: ClockGuard
+    """The service's time, read by every Log of it and by the append workers' callers."""
+    limiter: RateLimiter | None = None
+    background: Background | None = None
+
+    async def write(self, call: Callable[[], T]) -> T:
+        """Run a writer call on a worker thread (the Log serialises writers itself)."""
+        return await anyio.to_thread.run_sync(call)
+
+    def close(self) -> None:
+        self.reader.close()
+        self.writer.close()
+
+
+def service_of(request: Request[Any, Any, Any]) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def day_param(value: str) -> str:
+    """A `day` path or query parameter, checked and in its one spelling (SPEC §6)."""
+    return parse_day(value).isoformat()
+
+
+__all__ = ["Service", "day_param", "service_of"]

@@ -1,0 +1,56 @@
+"""What the *append* stage takes and gives back: prepared records and their results.
+
+Preparing (validation, RFC 8785 leaf bytes, leaf hash, server keys) is pure and needs only
+the log's issuer and record rule, so a worker process can run it (`appendworker`); storing
+the prepared batch is the writer's (`writer.LogWriter.append_prepared`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import leaf, observation
+from ..errors import InvalidRecord
+from ..merkle import hash_leaf
+from .serverindex import server_keys
+
+# (leaf hash, leaf bytes, /record index keys) of one validated record.
+Prepared = tuple[bytes, bytes, tuple[str, ...]]
+
+MAX_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    day: str
+    leaf_index: int
+    leaf_hash: bytes
+    duplicate: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "day": self.day,
+            "leaf_index": self.leaf_index,
+            "leaf_hash": self.leaf_hash.hex(),
+            "duplicate": self.duplicate,
+        }
+
+
+def prepare_records(
+    records: Sequence[object], iss: str, rule: str = observation.OBSERVATION
+) -> list[Prepared]:
+    """`Log.prepare` given only the log's issuer and record rule (`observation`): pure, so a
+    worker process can run it. SPEC §2 first, then the issuer, then the record rule."""
+    prepared: list[Prepared] = []
+    for position, record in enumerate(records):
+        try:
+            data = leaf.leaf_bytes(record)
+            if isinstance(record, dict) and "iss" in record and record["iss"] != iss:
+                raise InvalidRecord(f"iss {record['iss']!r} is not this log's issuer {iss!r}")
+            observation.check_record(record, rule)
+        except InvalidRecord as exc:
+            raise InvalidRecord(str(exc), position=position) from None
+        prepared.append((hash_leaf(data), data, server_keys(record)))
+    return prepared

@@ -1,0 +1,25 @@
+"""UTC days of the log: which day a time falls in, and the days either side of one."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable
+
+from ..encoding import format_day, parse_day
+
+Clock = Callable[[], float]
+
+
+def utc_day(t: float) -> str:
+    # Whole seconds first, as every stored time is: fromtimestamp would round 23:59:59.9999997
+    # up into the next day while int(t) keeps it in this one.
+    return dt.datetime.fromtimestamp(math.floor(t), dt.UTC).date().isoformat()
+
+
+def next_day(day: str) -> str:
+    return format_day(parse_day(day) + dt.timedelta(days=1))
+
+
+def prev_day(day: str) -> str:
+    return format_day(parse_day(day) - dt.timedelta(days=1))

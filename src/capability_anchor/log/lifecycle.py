@@ -1,0 +1,267 @@
+"""`Log`: the object a Python resolver embeds. Its lifecycle lives here (init, open, the
+start-up self-check, close); every stage is delegated to its owner (`log/__init__.py`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import head as heads
+from .. import logtrust, observation, trust
+from ..canonical import check_base_url, check_origin
+from ..errors import CapabilityAnchorError, Conflict, StartupCheckFailed, StoreError
+from ..files import tighten_modes
+from ..keys import KeySet, SigningKey, create_key_file, load_key_file
+from ..merkle import TreeEdge
+from ..reading import LogReader
+from ..store import HeadRow, Store
+from ..writer_token import TOKEN_ENV, TOKEN_FILE, create_token_file, read_token_file, writer_token
+from .batch import AppendResult, Prepared, prepare_records
+from .days import Clock, utc_day
+from .issuance import DEFAULT_LIFETIME, issue_record
+from .writer import LogWriter
+
+KEY_FILE = "signing-key.jwk"
+
+
+class Log:
+    """A capability-anchor log in a data dir.
+
+    >>> log = Log.init(Path("data"), iss="https://resolver.example")   # once
+    >>> log = Log.open(Path("data"))                                    # afterwards
+    >>> [r.leaf_index for r in log.append([record1, record2])]
+    >>> log.checkpoint()           # head document bytes, or None when today is empty
+    >>> log.proof(day, 0)          # {"v", "anchor", "proof"} for resolver-2 records
+    """
+
+    def __init__(self, data_dir: Path, store: Store, key: SigningKey, clock: Clock) -> None:
+        self.data_dir = data_dir
+        self.store = store
+        self.key = key
+        self.clock = clock
+        meta = store.meta()
+        if "iss" not in meta or "first_day" not in meta:
+            raise StoreError(f"{store.path} has no iss or first_day: not a complete log")
+        self.iss = meta["iss"]
+        self.first_day = meta["first_day"]
+        self.public_url = meta.get("public_url") or self.iss
+        self.config: dict[str, Any] = json.loads(meta.get("config", "{}"))
+        # What an append accepts beyond SPEC §2 (`observation`): signed with the config.
+        self.records = observation.rule_of(self.config)
+        # What api/, export and audit read; the store itself stays the write path's.
+        self.read = LogReader(store, self)
+        self.writer = LogWriter(self)
+        # (marker, trusted set) of `keyset()`, recomputed when the rotation records change.
+        self._trust_cache: tuple[object, KeySet] | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    @classmethod
+    def init(
+        cls,
+        data_dir: Path,
+        *,
+        iss: str,
+        public_url: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        records: str = observation.OBSERVATION,
+        clock: Clock = time.time,
+    ) -> Log:
+        """Create a new log: store, Ed25519 key, writer token. Refuses an existing log.
+        `records` is the record rule its appends follow (`observation`), kept in its config."""
+        check_origin(iss)
+        config = {**(config or {}), observation.CONFIG_KEY: observation.check_rule(records)}
+        if public_url is not None:
+            check_base_url(public_url)
+        data_dir = Path(data_dir)
+        key_path = data_dir / KEY_FILE
+        token_path = data_dir / TOKEN_FILE
+        if Store.exists(data_dir):
+            raise Conflict(f"a log already exists in {data_dir}; refusing to overwrite it")
+        # Only the owner may list, read or replace anything in the data dir.
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tighten_modes(data_dir)
+        # The database is the commit point of init. A key or token file without a database
+        # is left by an init that crashed before it: nothing was ever signed with that key
+        # or accepted with that token, so they are taken over rather than refused (but
+        # checked: a token the service would refuse must not become the log's).
+        key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
+        if token_path.exists():
+            read_token_file(token_path)
+        else:
+            create_token_file(token_path)
+        if TOKEN_ENV in os.environ:
+            writer_token(data_dir)  # the token the service would use instead: refuse it now
+        now = clock()
+
+        def fill(store: Store) -> None:
+            store.set_meta("iss", iss)
+            store.set_meta("first_day", utc_day(now))
+            store.set_meta("created", str(int(now)))
+            if public_url:
+                store.set_meta("public_url", public_url.rstrip("/"))
+            store.set_meta("config", json.dumps(dict(config or {}), sort_keys=True))
+            store.add_key(key.kid, json.dumps(key.public.jwk(), sort_keys=True), int(now))
+            # The settings are vouched for by the key from the log's first transaction on.
+            settings = trust.sign_settings(store.meta(), key, reason="init", iat=int(now))
+            store.add_settings(key.kid, settings, int(now))
+
+        # Durable when this returns: the database was filled in one transaction under a
+        # temporary name and only then linked into place.
+        Store.create(data_dir, fill)
+        return cls.open(data_dir, clock=clock)
+
+    @classmethod
+    def open(
+        cls, data_dir: Path, *, clock: Clock = time.time, background_checkpoints: bool = True
+    ) -> Log:
+        """Open an existing log and run the start-up self-check (refuse to guess).
+
+        `background_checkpoints` copies the SQLite WAL back into the database from a thread
+        of its own (see `Store.start_checkpointer`); it is stopped by `close`.
+        """
+        data_dir = Path(data_dir)
+        store = Store.open(data_dir)
+        try:
+            key = load_key_file(data_dir / KEY_FILE)
+            log = cls(data_dir, store, key, clock)
+            log.self_check()
+            if background_checkpoints:
+                store.start_checkpointer()
+        except BaseException:
+            store.close()
+            raise
+        return log
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def self_check(self) -> None:
+        """The configured key, or a key it trusts through rotation records, must verify the
+        newest published head, whose `iss` must be the log's; and the newest settings
+        statement must be the key file's and say what meta says (`logtrust.check_settings`).
+        Otherwise the log refuses to run (a wrong key or a copied database would otherwise
+        publish heads nobody can chain, a changed meta would redirect anchors)."""
+        self._check_newest_head()
+        logtrust.check_settings(self)
+
+    def _check_newest_head(self) -> None:
+        newest = self.read.newest_published()
+        if newest is None:
+            return
+        try:
+            # The plain claims beside the JWS are not compared here: the audit reports them.
+            verified = heads.verify_document(newest.doc, self.keyset()).head
+        except CapabilityAnchorError as exc:
+            raise StartupCheckFailed(
+                f"the configured key (kid {self.key.kid}) does not verify the newest published "
+                f"head ({newest.day}, size {newest.tree_size}, kid {newest.kid}): {exc}"
+            ) from None
+        if verified.claims["iss"] != self.iss:
+            raise StartupCheckFailed(
+                f"the newest head's iss {verified.claims['iss']!r} is not the log's {self.iss!r}"
+            )
+
+    # --- small accessors -------------------------------------------------------------------
+
+    def today(self) -> str:
+        return utc_day(self.clock())
+
+    def keyset(self) -> KeySet:
+        """The trusted keys: the key file's, and every key a chain of rotation records leads
+        to from it (`logtrust`). A `keys` row without such a chain is not in it."""
+        return logtrust.trusted_keys(self)
+
+    def writer_token(self) -> str:
+        """The checked writer token (see `writer_token`: TokenError when unusable)."""
+        return writer_token(self.data_dir)
+
+    # The writer's cached tree edge, under the names the write-discipline tests probe.
+    @property
+    def _edge(self) -> TreeEdge | None:
+        return self.writer.edge
+
+    @_edge.setter
+    def _edge(self, edge: TreeEdge | None) -> None:
+        self.writer.edge = edge
+
+    @property
+    def _edge_day(self) -> str | None:
+        return self.writer.edge_day
+
+    @_edge_day.setter
+    def _edge_day(self, day: str | None) -> None:
+        self.writer.edge_day = day
+
+    # --- append, checkpoint, seal, stamp (the writer) -----------------------------------------
+
+    def prepare(self, records: Sequence[object]) -> list[Prepared]:
+        """Validate a batch and compute (leaf_hash, leaf_bytes, server keys) for each record.
+        Raises InvalidRecord with `.position` set to the first bad record's 0-based position."""
+        return prepare_records(records, self.iss, self.records)
+
+    def append(self, records: Sequence[object]) -> list[AppendResult]:
+        """Append a batch atomically: all records are stored, or none (and it raises)."""
+        return self.writer.append_prepared(self.prepare(records))
+
+    def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
+        return self.writer.append_prepared(prepared)
+
+    def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
+        """`LogWriter.append_and_prove`: append, sign a head over it and prove each entry."""
+        return self.writer.append_and_prove(prepared)
+
+    def checkpoint(self) -> bytes | None:
+        """`LogWriter.checkpoint`: today's newest head document, signed anew if it grew."""
+        return self.writer.checkpoint()
+
+    def seal(self, on_sealed: Callable[[bytes], None] | None = None) -> list[bytes]:
+        """`LogWriter.seal`: seal every past day that is not sealed, oldest first."""
+        return self.writer.seal(on_sealed)
+
+    def stamp_targets(self) -> list[tuple[str, bytes, set[str]]]:
+        return self.writer.stamp_targets()
+
+    def add_stamp(self, day: str, tsa: str, token: bytes, gen_time: str) -> bool:
+        return self.writer.add_stamp(day, tsa, token, gen_time)
+
+    # --- heads, proofs, listings, records (the read side) ------------------------------------
+
+    def head_for(self, day: str, tree_size: int | None = None) -> HeadRow:
+        return self.read.head_for(day, tree_size)
+
+    def anchor(self, row: HeadRow) -> dict[str, Any]:
+        return self.read.anchor(row)
+
+    def proof(self, day: str, leaf_index: int, tree_size: int | None = None) -> dict[str, Any]:
+        return self.read.proof(day, leaf_index, tree_size)
+
+    def proof_by_leaf_hash(
+        self, leaf_hash: bytes, day: str | None = None, tree_size: int | None = None
+    ) -> dict[str, Any]:
+        return self.read.proof_by_leaf_hash(leaf_hash, day, tree_size)
+
+    def consistency(self, day: str, first: int, second: int) -> dict[str, Any]:
+        return self.read.consistency(day, first, second)
+
+    def entries(self, day: str, start: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        return self.read.entries(day, start, limit)
+
+    def roots(self, before: str | None = None, limit: int = 100) -> dict[str, Any]:
+        return self.read.roots(before, limit)
+
+    def record(
+        self, *, sub: str | None = None, url: str | None = None, lifetime: int = DEFAULT_LIFETIME
+    ) -> dict[str, Any]:
+        """A Capability Resolution §6.3 record (SPEC §6 `/record`): `log.issuance`."""
+        return issue_record(self, sub=sub, url=url, lifetime=lifetime)

@@ -1,0 +1,110 @@
+"""The `/record` server index: which stored entries `/record` finds by server id or url.
+
+Indexing every server record as it is appended costs two B-tree inserts at keys all over the
+index, i.e. a dirty page each per batch. The index is therefore filled in sorted runs: when a
+head is signed (all `/record` serves is covered entries), and whenever INDEX_CHUNK more
+entries accumulated, so that signing a head never has much to do. Which entries are indexed
+follows from stored state alone, in every process: those below max(newest head's size, day
+size rounded down to INDEX_CHUNK) (`index_watermark`; the audit holds the index to it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+
+from ..canonical import canonical_url
+from ..errors import StoreError, UsageError
+from ..store import Store
+
+# Entries are indexed for /record in sorted runs of at most this many (`index_watermark`).
+INDEX_CHUNK = 32768
+
+# The members a record needs to be served by /record (SPEC §6); others are not indexed.
+SERVER_MEMBERS = ("v", "iss", "sub", "url", "status", "checked_at", "evidence")
+
+
+def index_watermark(newest_head_size: int, day_size: int) -> int:
+    """How many of a day's first entries the /record index holds: all that its newest head
+    covers, and every full run of INDEX_CHUNK (this module's docstring)."""
+    return max(newest_head_size, day_size - day_size % INDEX_CHUNK)
+
+
+def server_keys(record: object) -> tuple[str, ...]:
+    """Index keys of a server record (one with every member `/record` needs), else none."""
+    if not isinstance(record, dict) or any(m not in record for m in SERVER_MEMBERS):
+        return ()
+    keys = []
+    if isinstance(record["sub"], str):
+        keys.append(f"sub:{record['sub']}")
+    # A url that is not an https server URL is left out: that server is found by id only.
+    with contextlib.suppress(UsageError):
+        keys.append(f"url:{canonical_url(record['url'])}")
+    return tuple(keys)
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """The server keys of `day`'s entries `start`, `start + 1`, ... that the index does not
+    hold yet (one tuple per entry, empty for an entry that is no server record)."""
+
+    day: str
+    start: int
+    keys: tuple[tuple[str, ...], ...]
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.keys)
+
+    def plus(self, keys: list[tuple[str, ...]]) -> Pending:
+        """These and the keys of the entries appended after them."""
+        return Pending(self.day, self.start, self.keys + tuple(keys))
+
+
+class ServerIndex:
+    """The writer's side of the index. While this process is the writer it keeps the pending
+    keys of what it appended, so an append need not re-read its own records; that copy is
+    taken at the start of each write transaction and given back only after its commit."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._kept: Pending | None = None
+
+    def take(self, day: str, size: int) -> Pending:
+        """The pending keys of `day` at `size`, inside the write transaction: this process's
+        copy when it is of exactly that state, else re-read from the stored records. The
+        copy is given up here (a rolled-back transaction must leave none behind)."""
+        kept, self._kept = self._kept, None
+        newest = self._store.newest_head(day)
+        start = index_watermark(0 if newest is None else newest.tree_size, size)
+        if kept is not None and (kept.day, kept.start, kept.end) == (day, start, size):
+            return kept
+        keys: list[tuple[str, ...]] = []
+        while start + len(keys) < size:
+            rows = self._store.entries(day, start + len(keys), 10_000)
+            if not rows:
+                raise StoreError(f"day {day} has no entry {start + len(keys)}")
+            keys += [server_keys(json.loads(r.claims)) for r in rows]
+        return Pending(day, start, tuple(keys[: size - start]))
+
+    def index(self, pending: Pending, upto: int) -> Pending:
+        """Index the pending entries below `upto` (in key order); return what stays pending."""
+        if upto <= pending.start:
+            return pending
+        done = upto - pending.start
+        rows = sorted(
+            (k, pending.start + n) for n, ks in enumerate(pending.keys[:done]) for k in ks
+        )
+        self._store.insert_servers(pending.day, rows)
+        return Pending(pending.day, upto, pending.keys[done:])
+
+    def index_full_runs(self, pending: Pending) -> Pending:
+        """After an append (same transaction): index every full run of INDEX_CHUNK."""
+        end = pending.end
+        return self.index(pending, end - end % INDEX_CHUNK)
+
+    def keep(self, pending: Pending) -> None:
+        """After a commit: `pending` is what is stored, this process's copy until the next
+        write transaction takes it."""
+        self._kept = pending

@@ -1,0 +1,287 @@
+"""The write path of a log: *append*, *checkpoint*, *seal*, and storing *stamps*.
+
+Every write happens inside one `Store.write()` transaction (the one-writer discipline: one
+writer connection per process, behind one lock; another process waits for SQLite's write
+lock). Each method below says where its transactions begin, what is durable when they
+commit, and which of this process's caches are updated only after the commit, never before:
+a cache of rows that were rolled back would make the next head false.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import head as heads
+from ..errors import Conflict, StoreError
+from ..merkle import TILE_WIDTH, TreeEdge
+from ..store import HeadRow, StampRow
+from .batch import AppendResult, Prepared
+from .days import next_day, prev_day, utc_day
+from .serverindex import Pending, ServerIndex
+
+if TYPE_CHECKING:
+    from .lifecycle import Log
+
+# Heads, as they commit (the service's event log; the CLI prints them instead).
+_events = logging.getLogger("capability_anchor.heads")
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A batch sequenced inside a write transaction: what `_keep` caches once it commits."""
+
+    day: str
+    results: list[AppendResult]
+    edge: TreeEdge
+    pending: Pending
+
+
+class LogWriter:
+    """The writer of one log in this process (`Log.writer`). Its caches, the right edge of
+    the current day's tree and the /record keys not indexed yet, only ever hold committed
+    state; the stored rows are the truth and every cache is checked against them."""
+
+    def __init__(self, log: Log) -> None:
+        self._log = log
+        self._store = log.store
+        self.lock = threading.RLock()
+        self.edge: TreeEdge | None = None
+        self.edge_day: str | None = None
+        self._index = ServerIndex(log.store)
+
+    # --- append ----------------------------------------------------------------------------
+
+    def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
+        if not prepared:
+            return []
+        with self.lock:
+            now = self._log.clock()
+            # The transaction begins: SQLite's write lock is held from here to the commit.
+            with self._store.write():
+                batch = self._sequence(prepared, now)
+            # Durable from here on: the commit returned. Only now are the edge and the
+            # unindexed keys kept (a rolled-back batch leaves them to be re-read).
+            self._keep(batch)
+            return batch.results
+
+    def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
+        """Append a batch and sign a head covering it, in ONE write transaction, and return
+        each entry with the anchor and inclusion proof of that head (`POST /records?prove=1`).
+
+        The head's root and every proof are computed inside the transaction from what it read
+        and wrote, and the answer is complete before the commit: if the commit fails, nothing
+        was stored and no head exists; once it returns, all of it is durable. Past days are
+        sealed first (each in its own transaction), as for a checkpoint."""
+        if not prepared:
+            return []
+        with self.lock:
+            self.seal()
+            now = self._log.clock()
+            with self._store.write():
+                batch = self._sequence(prepared, now)
+                size = batch.edge.size
+                newest = self._store.newest_unsealed(batch.day)
+                if newest is not None and newest.tree_size == size:
+                    row = newest  # the whole batch was duplicates of a signed size
+                else:
+                    row = self.sign_head(batch.day, size, False, int(now), batch.pending)
+                    batch = _Batch(
+                        batch.day, batch.results, batch.edge, Pending(batch.day, size, ())
+                    )
+                # Read inside the transaction: the proofs cover the rows it wrote.
+                read = self._log.read
+                anchor = read.anchor(row)
+                proofs = read.uncached_proofs(row, [r.leaf_index for r in batch.results])
+                out = [
+                    {**r.to_json(), "anchor": anchor, "proof": p}
+                    for r, p in zip(batch.results, proofs, strict=True)
+                ]
+            # Durable from here on: the entries, the head and what the answer names.
+            if row is not newest:
+                _events.info("prove: published a head of %s at tree size %d", batch.day, size)
+            self._keep(batch)
+            return out
+
+    def _sequence(self, prepared: Sequence[Prepared], now: float) -> _Batch:
+        """Sequence and integrate a batch inside the caller's write transaction: contiguous
+        indices after the day's stored size (read under the write lock), the tiles it
+        completed, and the /record index runs it filled."""
+        day = utc_day(now)
+        first_day = self._log.first_day
+        if day < first_day:
+            raise Conflict(f"the clock is on {day}, before the log's first day {first_day}")
+        if self._store.sealed_head(day) is not None:
+            raise Conflict(f"day {day} is sealed; it takes no more entries")
+        size = self._store.day_size(day)
+        pending = self._index.take(day, size)
+        edge = self._edge_at(day, size).copy()
+        seen = self._store.existing(day, [p[0] for p in prepared])
+        results: list[AppendResult] = []
+        new: list[tuple[bytes, bytes]] = []
+        new_keys: list[tuple[str, ...]] = []
+        for h, data, keys in prepared:
+            if h in seen:
+                results.append(AppendResult(day, seen[h], h, True))
+                continue
+            seen[h] = size + len(new)
+            new.append((h, data))
+            new_keys.append(keys)
+            results.append(AppendResult(day, seen[h], h, False))
+        self._store.insert_entries(day, size, new, int(now))
+        pending = self._index.index_full_runs(pending.plus(new_keys))
+        full = edge.extend(b"".join(h for h, _ in new))
+        self._store.insert_tiles(
+            day, ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full)
+        )
+        return _Batch(day, results, edge, pending)
+
+    def _keep(self, batch: _Batch) -> None:
+        """After a commit: this process's caches of what is now durable."""
+        self.edge, self.edge_day = batch.edge, batch.day
+        self._index.keep(batch.pending)
+
+    def _edge_at(self, day: str, size: int) -> TreeEdge:
+        """The right edge of `day`'s tree at `size`: this process's copy when it is of that
+        size (entries are append-only, so an edge of a size never changes), else rebuilt from
+        the store. It is cached only by `_keep`, after a commit."""
+        if self.edge is not None and self.edge_day == day and self.edge.size == size:
+            return self.edge
+        return TreeEdge(size, self._store.edge_partials(day, size))
+
+    # --- heads -----------------------------------------------------------------------------
+
+    def _prev(self, day: str) -> str | None:
+        if day == self._log.first_day:
+            return None
+        before = self._store.sealed_head(prev_day(day))
+        if before is None:
+            raise StoreError(f"day {prev_day(day)} is not sealed; cannot chain {day}")
+        return heads.claims_digest(heads.parse_document(before.doc).claims)
+
+    def sign_head(
+        self, day: str, size: int, sealed: bool, iat: int, pending: Pending | None = None
+    ) -> HeadRow:
+        """Sign and store a head of `day` at `size`, inside the caller's write transaction
+        (the *checkpoint* and *seal* stages; serving it is *publish*).
+
+        The root signed is computed here from what this transaction reads (the stored leaf
+        hashes of the right edge and the roots of the full tiles below it), never from a
+        cache: a head is a statement about the stored entries, made under the same write lock
+        that keeps them from changing. A cached edge of the same size must agree; if it does
+        not, something is badly wrong and nothing is signed."""
+        edge = TreeEdge(size, self._store.edge_partials(day, size))
+        root = edge.root()
+        cached = self.edge
+        if (
+            cached is not None
+            and self.edge_day == day
+            and cached.size == size
+            and cached.root() != root
+        ):
+            raise StoreError(
+                f"day {day} at size {size}: the stored entries give root {root.hex()}, "
+                f"this process computed {cached.root().hex()}; refusing to sign"
+            )
+        log = self._log
+        claims = heads.make_claims(
+            iss=log.iss,
+            day=day,
+            tree_size=size,
+            root=root,
+            sealed=sealed,
+            prev=self._prev(day),
+            iat=iat,
+        )
+        signed = heads.sign(claims, log.key)
+        row = HeadRow(day, size, sealed, root, iat, log.key.kid, signed.document())
+        # Everything this head covers is findable through /record once it is served.
+        if pending is None:
+            pending = self._index.take(day, size)
+        self._index.index(pending, size)
+        # The partial tiles at this size make every proof up to it servable from tiles.
+        self._store.insert_tiles(
+            day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
+        )
+        self._store.insert_head(row)
+        return row
+
+    def checkpoint(self) -> bytes | None:
+        """Sign and store an unsealed head of today if the tree grew; return today's newest
+        head document, or None when today has no entries. Seals past days first."""
+        with self.lock:
+            self.seal()
+            now = self._log.clock()
+            day = utc_day(now)
+            if day < self._log.first_day:
+                return None
+            # One transaction: the size read, the head signed over it and its index runs.
+            with self._store.write():
+                sealed = self._store.sealed_head(day)
+                if sealed is not None:
+                    return sealed.doc
+                size = self._store.day_size(day)
+                if size == 0:
+                    return None
+                newest = self._store.newest_unsealed(day)
+                if newest is not None and newest.tree_size == size:
+                    return newest.doc
+                doc = self.sign_head(day, size, False, int(now)).doc
+            # Durable from here on, and served by every reader from its next read.
+            _events.info("checkpoint: published a head of %s at tree size %d", day, size)
+            return doc
+
+    def seal(self, on_sealed: Callable[[bytes], None] | None = None) -> list[bytes]:
+        """Seal every day before today that is not sealed, oldest first, one transaction
+        each (resumable). Returns the newly sealed head documents; `on_sealed` gets each one
+        as soon as its transaction committed."""
+        out: list[bytes] = []
+        with self.lock:
+            today = self._log.today()
+            last = self._store.last_sealed_day()
+            day = self._log.first_day if last is None else next_day(last)
+            while day < today:
+                # One transaction per day: a crash leaves every earlier day sealed, and the
+                # rerun signs the same bytes (sealed heads are dated the end of their day).
+                with self._store.write():
+                    # Another process may have sealed it since we looked.
+                    sealed = None
+                    if self._store.sealed_head(day) is None:
+                        size = self._store.day_size(day)
+                        sealed = self.sign_head(day, size, True, heads.sealed_iat(day)).doc
+                if sealed is not None:
+                    _events.info("sealed %s at tree size %d", day, size)
+                    out.append(sealed)
+                    if on_sealed is not None:
+                        on_sealed(sealed)
+                day = next_day(day)
+        return out
+
+    # --- stamps ----------------------------------------------------------------------------
+
+    def stamp_targets(self) -> list[tuple[str, bytes, set[str]]]:
+        """(day, compact JWS, TSAs that stamped it) of every sealed head, oldest first."""
+        with self.lock:
+            return [
+                (
+                    row.day,
+                    heads.parse_document(row.doc).jws.encode("ascii"),
+                    {s.tsa for s in self._store.stamps(row.day)},
+                )
+                for row in reversed(self._store.sealed_heads())
+            ]
+
+    def add_stamp(self, day: str, tsa: str, token: bytes, gen_time: str) -> bool:
+        """Store a verified RFC 3161 reply for `day`'s sealed head, unless this TSA already
+        stamped it (another process may have been quicker): stored stamps never change.
+        Returns whether it was stored (durably, when this returns True)."""
+        with self.lock, self._store.write():
+            if self._store.sealed_head(day) is None:
+                raise Conflict(f"day {day} is not sealed; only sealed heads are stamped")
+            if any(s.tsa == tsa for s in self._store.stamps(day)):
+                return False
+            self._store.insert_stamp(StampRow(day, tsa, token, gen_time), int(self._log.clock()))
+            return True

@@ -1,0 +1,280 @@
+"""The store as a contract: what the log, the read side, the audit and export may ask of it.
+
+Nothing here names a storage engine. The one implementation is SQLite (`sqlite.SqliteStore`);
+the factories below open it, so `Store.open(data_dir)` keeps working for every caller. A
+second engine implements every abstract method with the same promises.
+
+Durability (what holds when a call returns):
+- Writes happen only inside `write()`, one atomic transaction under the store's write lock;
+  the next leaf index is read under that lock. When `write()` returns, everything written in
+  it is durable (it survives power loss); if it raises, none of it happened.
+- Append-only is the store's own duty, not its callers': an update or delete of entries,
+  heads, tiles, stamps, keys, servers, rotation records or settings statements is refused
+  (`Conflict`), as is an entry or head for a sealed day, an entry whose index is not the
+  next of its day, a head whose root differs from another head of that day and size, and any
+  insert that would replace a stored row with other content.
+- Reads outside `write()` never see a write transaction's uncommitted rows; `read()` makes
+  several reads one snapshot.
+- Errors are the project's (`errors.StoreError` and its subclasses, `Conflict`), never the
+  engine's own exceptions.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from .rows import EntryRow, HeadRow, StampRow, TileRow
+
+
+class StoreLifecycle(ABC):
+    """Opening, transactions, closing."""
+
+    path: Path
+
+    @classmethod
+    def exists(cls, data_dir: Path) -> bool:
+        from .sqlite import SqliteStore
+
+        return SqliteStore.exists(data_dir)
+
+    @classmethod
+    def create(cls, data_dir: Path, fill: Callable[[Store], None]) -> None:
+        """Create the store atomically, `fill` running inside its first write transaction:
+        a crash leaves either no log or a complete one. `Conflict` if one exists."""
+        from .sqlite import SqliteStore
+
+        SqliteStore.create(data_dir, fill)
+
+    @classmethod
+    def open(cls, data_dir: Path) -> Store:
+        """Open (and migrate) an existing store for reading and writing."""
+        from .sqlite import SqliteStore
+
+        return SqliteStore.open(data_dir)
+
+    @classmethod
+    def open_readonly(cls, data_dir: Path, scratch: Path) -> Store:
+        """Open for reading only, never creating or changing a file in `data_dir` (the audit);
+        `scratch` is a private folder the opening may copy into."""
+        from .sqlite import SqliteStore
+
+        return SqliteStore.open_readonly(data_dir, scratch)
+
+    @abstractmethod
+    def write(self) -> AbstractContextManager[None]:
+        """One durable, atomic write transaction (see the module docstring)."""
+
+    @abstractmethod
+    def read(self) -> AbstractContextManager[None]:
+        """One consistent snapshot for several reads on this thread."""
+
+    @abstractmethod
+    def start_checkpointer(self) -> None:
+        """Background upkeep for a long-running writer (the service); durability unchanged."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class StoreWrites(ABC):
+    """Inserts: each only inside `write()`."""
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    @abstractmethod
+    def clear_meta(self, key: str) -> None: ...
+
+    @abstractmethod
+    def add_key(self, kid: str, jwk_json: str, added: int) -> None:
+        """Store a public key; the same (kid, jwk) again is a no-op."""
+
+    @abstractmethod
+    def insert_entries(
+        self, day: str, first_index: int, rows: Sequence[tuple[bytes, bytes]], accepted_at: int
+    ) -> None:
+        """(leaf_hash, claims) rows at indices first_index, first_index + 1, ..."""
+
+    @abstractmethod
+    def insert_servers(self, day: str, rows: Iterable[tuple[str, int]]) -> None:
+        """(key, leaf_index) rows of the `/record` index; one already stored is left alone."""
+
+    @abstractmethod
+    def insert_tiles(
+        self, day: str, rows: Iterable[tuple[int, int, int, bytes, bytes | None]]
+    ) -> None:
+        """(level, index, width, hashes, root) tiles; an identical stored one is left alone."""
+
+    @abstractmethod
+    def insert_head(self, head: HeadRow) -> None: ...
+
+    @abstractmethod
+    def insert_stamp(self, stamp: StampRow, added: int) -> None: ...
+
+    @abstractmethod
+    def add_key_record(self, signer: str, kid: str, token: str, added: int) -> None: ...
+
+    @abstractmethod
+    def add_settings(self, kid: str, token: str, added: int) -> None: ...
+
+
+class StoreReads(ABC):
+    """Reads: meta, keys, entries, the `/record` index, tiles, heads, stamps, key trust."""
+
+    @abstractmethod
+    def meta(self) -> dict[str, str]: ...
+
+    @abstractmethod
+    def signing_keys(self) -> list[tuple[str, str]]:
+        """(kid, jwk json) of every stored key, by kid."""
+
+    @abstractmethod
+    def day_size(self, day: str) -> int: ...
+
+    @abstractmethod
+    def existing(self, day: str, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
+        """Leaf indices of those hashes already stored in `day` (dedupe)."""
+
+    @abstractmethod
+    def iter_servers(self, day: str) -> Iterator[tuple[int, str]]:
+        """(leaf_index, key) of a day's `/record` index, in index order."""
+
+    @abstractmethod
+    def server_entries(self, key: str, limit: int = 50) -> list[tuple[str, int]]:
+        """(day, leaf_index) of a server's entries, newest first."""
+
+    @abstractmethod
+    def leaf_hashes(self, day: str, start: int, end: int) -> list[bytes]: ...
+
+    @abstractmethod
+    def entries(self, day: str, start: int, limit: int) -> list[EntryRow]: ...
+
+    @abstractmethod
+    def entry(self, day: str, leaf_index: int) -> EntryRow | None: ...
+
+    @abstractmethod
+    def find_leaf(self, leaf_hash: bytes) -> list[tuple[str, int]]:
+        """Every (day, leaf_index) holding this leaf hash, newest day first."""
+
+    @abstractmethod
+    def entry_days(self) -> list[str]: ...
+
+    @abstractmethod
+    def iter_entries(self, day: str, chunk: int = 10_000) -> Iterator[EntryRow]: ...
+
+    @abstractmethod
+    def tile(self, day: str, level: int, index: int, min_width: int) -> bytes | None:
+        """The narrowest stored version of a tile that holds at least `min_width` hashes."""
+
+    @abstractmethod
+    def full_tile_roots(self, day: str, level: int, first: int, count: int) -> list[bytes]: ...
+
+    @abstractmethod
+    def edge_partials(self, day: str, size: int) -> list[bytes]:
+        """The partial tile of each level at tree `size`, rebuilt from stored data."""
+
+    @abstractmethod
+    def iter_tiles(self, day: str) -> Iterator[TileRow]: ...
+
+    @abstractmethod
+    def heads(self, day: str) -> list[HeadRow]: ...
+
+    @abstractmethod
+    def all_heads(self) -> list[HeadRow]: ...
+
+    @abstractmethod
+    def head(self, day: str, tree_size: int, sealed: bool) -> HeadRow | None: ...
+
+    @abstractmethod
+    def sealed_head(self, day: str) -> HeadRow | None: ...
+
+    @abstractmethod
+    def newest_head(self, day: str) -> HeadRow | None:
+        """The sealed head of the day, else its largest unsealed head."""
+
+    @abstractmethod
+    def newest_unsealed(self, day: str) -> HeadRow | None: ...
+
+    @abstractmethod
+    def sealed_heads(self, before: str | None = None, limit: int | None = None) -> list[HeadRow]:
+        """Sealed heads, newest day first, optionally only days before `before`."""
+
+    @abstractmethod
+    def last_sealed_day(self) -> str | None: ...
+
+    @abstractmethod
+    def newest_published(self) -> HeadRow | None: ...
+
+    @abstractmethod
+    def newest_covering(self, day: str, leaf_index: int) -> HeadRow | None:
+        """The newest head of `day` that covers `leaf_index`, if any."""
+
+    @abstractmethod
+    def stamps(self, day: str) -> list[StampRow]:
+        """Stamps of a day in the order they were stored (SPEC §6 "the earliest stored")."""
+
+    @abstractmethod
+    def key_records(self) -> list[tuple[int, str, str, str]]:
+        """(id, signer kid, endorsed kid, compact JWS) of every rotation record, in order."""
+
+    @abstractmethod
+    def settings_statements(self) -> list[tuple[int, str, str]]:
+        """(id, signer kid, compact JWS) of every settings statement, oldest first."""
+
+    @abstractmethod
+    def added_times(self) -> dict[str, dict[int, int]]:
+        """`added` of every settings statement and rotation record, by table and id."""
+
+
+class StoreAudit(ABC):
+    """What the data-dir audit (`auditdb`) asks of a read-only opening: findings and plain
+    data, each check worded by the store in its engine's terms."""
+
+    @abstractmethod
+    def snapshot(self) -> AbstractContextManager[None]:
+        """One read snapshot around everything inside; engine errors raised inside become
+        `StoreError` (`StoreCorrupt` when the engine says the file is damaged)."""
+
+    @abstractmethod
+    def check_unchanged(self) -> None:
+        """Raise `StoreError` if the files read changed under the audit's reads."""
+
+    @abstractmethod
+    def invalid_text(self) -> list[bytes]:
+        """Text values read so far that were not UTF-8."""
+
+    @abstractmethod
+    def user_version(self) -> int:
+        """The schema version the store records (0: not a capability-anchor log)."""
+
+    @abstractmethod
+    def integrity_problems(self) -> list[str]:
+        """The engine's own consistency check, one problem a line, each naming the table or
+        index it is in where that can be found; empty when it finds nothing wrong."""
+
+    @abstractmethod
+    def schema_problems(self, version: int) -> tuple[list[str], int]:
+        """Every schema object that is missing, added or not as schema `version` defines it,
+        and how many objects the store holds."""
+
+    @abstractmethod
+    def index_mismatches(self) -> list[str]:
+        """Every index re-derived from its table: what does not match."""
+
+    @abstractmethod
+    def entries_accepted_off_day(self) -> list[tuple[str, int, int]]:
+        """(day, leaf_index, accepted_at) of every entry not accepted on its UTC day."""
+
+    @abstractmethod
+    def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
+        """(day, tsa, token, added) of every stamp, in the order they were stored."""
+
+
+class Store(StoreLifecycle, StoreWrites, StoreReads, StoreAudit):
+    """A log's storage: the lifecycle, writes, reads and audit parts above, in one type."""
+
+
+__all__ = ["Store", "StoreAudit", "StoreLifecycle", "StoreReads", "StoreWrites"]
