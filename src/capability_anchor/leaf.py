@@ -140,6 +140,7 @@ def _pointer(where: _Where) -> str:
 _EARLY_STOP_BYTES = 2 * MAX_LEAF_BYTES
 # Lower bounds on the JCS bytes of scalars: `1` for any number, `true`, `false`, `null`.
 _SCALAR_BYTES: dict[type, int] = {int: 1, float: 1, bool: 4, type(None): 4}
+_NUMBERS = frozenset({int, float})
 
 
 def _too_large() -> NoReturn:
@@ -185,10 +186,8 @@ def _scalar_run_size(items: list[Any]) -> int | None:
     return None
 
 
-def _require_object(record: object) -> dict[str, Any]:
-    if not isinstance(record, dict) or type(record) is not dict:
-        raise InvalidRecord(f"a record must be a JSON object, got {json_type_name(record)}")
-    return record
+def _not_an_object(record: object) -> NoReturn:
+    raise InvalidRecord(f"a record must be a JSON object, got {json_type_name(record)}")
 
 
 def _walk(record: object, size_limit: int | None = None) -> bool:
@@ -210,7 +209,9 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
     # iterator of (value, where), depth, counted; None: each counts unless reserved).
     # This loop is on the append path: strings and scalars, most of a record, are checked
     # inline; a container costs one call (`_object`, `_array`) that stacks its children.
-    stack: list[tuple[Any, Any, int, bool | None]] = [(_require_object(record), None, 1, False)]
+    if type(record) is not dict:
+        _not_an_object(record)
+    stack: list[tuple[Any, Any, int, bool | None]] = [(record, None, 1, False)]
     while stack:
         value, where, depth, counted = stack.pop()
         if value is _MORE:
@@ -230,10 +231,8 @@ def _walk(record: object, size_limit: int | None = None) -> bool:
         elif kind in _SCALAR_BYTES:
             if counted:
                 size += _SCALAR_BYTES[kind]
-            if kind is float:
-                plain = False
-                _check_number(value, where)
-            elif kind is int:
+            if kind in _NUMBERS:
+                plain &= kind is int
                 _check_number(value, where)
         else:
             _fail(_pointer(where), f"{kind.__name__} is not a JSON value")
@@ -338,8 +337,9 @@ def _array(
 
 def leaf_claims(record: object) -> dict[str, Any]:
     """The record minus the reserved top-level members (a shallow copy; not validated)."""
-    claims = _require_object(record)
-    return {key: value for key, value in claims.items() if key not in RESERVED_MEMBERS}
+    if type(record) is not dict:
+        _not_an_object(record)
+    return {key: value for key, value in record.items() if key not in RESERVED_MEMBERS}
 
 
 def leaf_bytes(record: object) -> bytes:
