@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from capability_anchor import auditdb
 from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
 from capability_anchor.stamping import stamp_missing
@@ -297,6 +298,31 @@ def test_a_log_opened_while_it_is_read_as_immutable_is_not_given_a_verdict(
                 store.check_unchanged()
     finally:
         store.close()
+
+
+def test_the_audit_reads_again_when_a_writer_opened_the_log_under_an_immutable_read(
+    history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that opens the log while the audit reads it as immutable, appends and closes
+    (checkpointing into the main file): the audit does not report what it read then (it may
+    be torn pages, not damage), it reads again and gives the verdict of the log as it is."""
+    copy = history.copy(tmp_path / "copy")
+    wrote: list[bool] = []
+    check_structure = auditdb._check_structure
+
+    def then_a_writer(report: object, store: object) -> object:
+        found = check_structure(report, store)  # type: ignore[arg-type]
+        if not wrote:  # the first reading only: a real writer, in the middle of it
+            wrote.append(True)
+            with copy.open() as log:
+                log.append([record(DAY5, 1)])
+        return found
+
+    monkeypatch.setattr(auditdb, "_check_structure", then_a_writer)
+    with tempfile.TemporaryDirectory() as scratch:
+        report = auditdb.audit_data_dir(copy.data, Path(scratch))
+    assert wrote
+    assert report.ok, report.problems
 
 
 # --- one snapshot while another process writes ----------------------------------------------

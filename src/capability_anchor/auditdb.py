@@ -59,12 +59,38 @@ def audit_data_dir(
     `scratch` is a private folder the read-only opening may copy the database into (see
     `Store.open_readonly`). Damage is reported, not raised; I/O errors and a key file that
     cannot be read raise as elsewhere (exit 2)."""
+    # A file opened as immutable (nothing had the log open) may be checkpointed into by a
+    # process that opens the log during the audit; what was read then is no one moment of
+    # the log, damage included, so the audit reads again (by then the opener's lock file
+    # makes the next opening a shared one) rather than report it.
+    for attempt in range(1, IMMUTABLE_ATTEMPTS + 1):
+        report, changed = _audit_once(data_dir, scratch, keys, tsa_ca, roots, progress)
+        if changed is None or attempt == IMMUTABLE_ATTEMPTS:
+            break
+    if changed is not None:
+        raise changed
+    return report
+
+
+IMMUTABLE_ATTEMPTS = 3
+
+
+def _audit_once(
+    data_dir: Path,
+    scratch: Path,
+    keys: KeySet | None,
+    tsa_ca: Sequence[Certificate] | None,
+    roots: Path | None,
+    progress: Progress,
+) -> tuple[AuditReport, StoreError | None]:
+    """One read of the data dir: the report, and the error saying the file changed under
+    an immutable read (the report then means nothing)."""
     report = AuditReport()
     try:
         store = Store.open_readonly(data_dir, scratch)
     except StoreCorrupt as exc:
         report.problems.append(f"the database cannot be read: {exc}")
-        return report
+        return report, None
     try:
         key = load_key_file(data_dir / KEY_FILE)
         with store.snapshot():
@@ -75,7 +101,6 @@ def audit_data_dir(
                     _audit_log(report, store, key, keys, tsa_ca, roots, progress)
 
                 _guarded(report, damaged, run)
-            store.check_unchanged()
             bad = sorted(set(store.invalid_text()))
             if bad:
                 report.problems.append(
@@ -86,9 +111,17 @@ def audit_data_dir(
             report.problems.append(f"the audit stopped on the damage: {exc}")
         else:
             report.problems.append(f"the database cannot be read: {exc}")
+    except CapabilityAnchorError:
+        # Whatever a torn read made fail is not the log's fault if the file changed.
+        if not store.changed_under_read():
+            raise
     finally:
         store.close()
-    return report
+    try:
+        store.check_unchanged()
+    except StoreError as exc:
+        return report, exc
+    return report, None
 
 
 def _guarded(report: AuditReport, damaged: bool, run: Callable[[], None]) -> None:

@@ -239,6 +239,11 @@ class StoreAudit(ABC):
         `StoreError` (`StoreCorrupt` when the engine says the file is damaged)."""
 
     @abstractmethod
+    def changed_under_read(self) -> bool:
+        """Whether the files read changed under the audit's reads (then nothing read is
+        one moment of the log)."""
+
+    @abstractmethod
     def check_unchanged(self) -> None:
         """Raise `StoreError` if the files read changed under the audit's reads."""
 

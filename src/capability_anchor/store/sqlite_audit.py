@@ -27,14 +27,17 @@ class SqliteAudit(SqliteBase):
         damage as findings, so it wants them as SQLite reports them (`read_error`)."""
         return self._conn.execute(sql, params)
 
-    def check_unchanged(self) -> None:
+    def changed_under_read(self) -> bool:
         """After reading a file opened as immutable (nothing had the log open): a process
         that opened it meanwhile may have checkpointed into it under our reads, and then
         nothing read can be trusted to be one moment of the log."""
         if self._immutable is None:
-            return
+            return False
         st = self.path.stat()
-        if (st.st_ino, st.st_size, st.st_mtime_ns) != self._immutable:
+        return (st.st_ino, st.st_size, st.st_mtime_ns) != self._immutable
+
+    def check_unchanged(self) -> None:
+        if self.changed_under_read():
             raise StoreError(
                 f"{self.path} changed while it was read as a file nothing had open (a process "
                 "opened the log during the audit): run the audit again"
