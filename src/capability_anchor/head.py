@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,3 +162,13 @@ def verify_document(data: bytes, keys: KeySet) -> CheckedDocument:
 def anchor_url(base: str, day: str, tree_size: int, sealed: bool) -> str:
     """SPEC §5: the URL form names the exact head (and tells sealed from unsealed)."""
     return f"{base}/roots/{day}" if sealed else f"{base}/roots/{day}/{tree_size}"
+
+
+def proof_json(leaf_index: int, tree_size: int, path: Sequence[bytes]) -> dict[str, Any]:
+    """SPEC §5: the `proof` member of a resolver-2 record (an RFC 9162 inclusion path)."""
+    return {
+        "type": "rfc9162-sha256",
+        "leaf_index": leaf_index,
+        "tree_size": tree_size,
+        "path": [p.hex() for p in path],
+    }

@@ -40,6 +40,7 @@ three expiry rules; `check_record_lifetime` exposes the expiry rules alone so
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +155,24 @@ def sign_claims(claims: Mapping[str, Any], key: SigningKey, typ: str) -> str:
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
         raise UsageError(f"claims cannot be canonicalized with RFC 8785: {exc}") from None
     return sign(payload, key, typ)
+
+
+def sign_record(
+    claims: Mapping[str, Any],
+    *,
+    anchor: Mapping[str, Any],
+    proof: Mapping[str, Any],
+    key: SigningKey,
+    iat: int,
+    lifetime: int,
+) -> dict[str, Any]:
+    """A resolver-2 record (Capability Resolution §6.3): the leaf `claims` plus `iat`, `exp`,
+    `anchor` and `proof`, signed as a record token; returned with `expires` (RFC 3339 UTC)
+    and the compact `jws` beside the signed members."""
+    signed = {**claims, "iat": iat, "exp": iat + lifetime, "anchor": anchor, "proof": proof}
+    token = sign_claims(signed, key, RECORD_TYP)
+    expires = dt.datetime.fromtimestamp(iat + lifetime, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {**signed, "expires": expires, "jws": token}
 
 
 # --- verification --------------------------------------------------------------------------

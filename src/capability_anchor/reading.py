@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from . import head as heads
 from .encoding import parse_day
 from .errors import NotFound, StoreError, UsageError
+from .head import proof_json
 from .merkle import (
     TILE_HEIGHT,
     TILE_WIDTH,
@@ -28,6 +29,7 @@ from .merkle import (
 )
 from .merkle.nodes import resolve
 from .store import EntryRow, HeadRow, StampRow, Store, TileRow
+from .strictjson import is_int
 
 MAX_INT = 2**63 - 1  # SQLite's integers
 
@@ -42,18 +44,9 @@ class Origin(Protocol):
 
 def bounded(value: int, what: str) -> int:
     """Indices and sizes as SQLite can hold them: beyond that it is a bad request."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+    if not is_int(value) or not 0 <= value <= MAX_INT:
         raise UsageError(f"{what} must be an integer 0..{MAX_INT}, got {value!r}")
     return value
-
-
-def proof_json(leaf_index: int, tree_size: int, path: Sequence[bytes]) -> dict[str, Any]:
-    return {
-        "type": "rfc9162-sha256",
-        "leaf_index": leaf_index,
-        "tree_size": tree_size,
-        "path": [p.hex() for p in path],
-    }
 
 
 class LogReader:

@@ -38,6 +38,7 @@ from .errors import (
     MalformedJSON,
     UnknownKeyError,
 )
+from .head import VERSION
 from .keys import KeySet, PublicKey, SigningKey
 from .strictjson import is_int
 
@@ -60,7 +61,6 @@ __all__ = [
     "verify_settings",
 ]
 
-VERSION = "0.2"
 KEY_TYP = "capability-anchor-key+jws"
 SETTINGS_TYP = "capability-anchor-settings+jws"
 KEY_CLAIMS = ("v", "iss", "kid", "jwk", "iat")

@@ -99,23 +99,22 @@ def run_demo(data_dir: Path, iss: str, records_file: Path | None) -> int:
     # 3. Each record re-issued for resolver-2: anchor + proof, signed as a record token.
     issued = []
     for index, record in enumerate(records):
-        body = leaf.leaf_claims(record)
-        body["iat"] = int(now.timestamp())
-        body["exp"] = body["iat"] + RECORD_LIFETIME
-        body["anchor"] = {
+        anchor = {
             "day": day,
             "root": claims["root"],
             "url": heads.anchor_url(iss, day, tree.size, sealed=False),
         }
-        body["proof"] = {
-            "type": "rfc9162-sha256",
-            "leaf_index": index,
-            "tree_size": tree.size,
-            "path": [h.hex() for h in tree.inclusion_proof(index)],
-        }
-        token = jws.sign_claims(body, key, jws.RECORD_TYP)
-        expires = dt.datetime.fromtimestamp(body["exp"], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        issued.append({**body, "expires": expires, "jws": token})
+        proof = heads.proof_json(index, tree.size, tree.inclusion_proof(index))
+        issued.append(
+            jws.sign_record(
+                leaf.leaf_claims(record),
+                anchor=anchor,
+                proof=proof,
+                key=key,
+                iat=int(now.timestamp()),
+                lifetime=RECORD_LIFETIME,
+            )
+        )
 
     # 4. Audit everything from the published bytes only, trusting just the public key set.
     head = jws.verify_claims(head_jws, keys, jws.HEAD_TYP)

@@ -17,6 +17,7 @@ from .operator_base import PROG, data_dir, emit_doc, open_log
 def cmd_init(args: argparse.Namespace) -> int:
     from ..log import Log
     from ..stamping import TsaConfig
+    from ..writer_token import TOKEN_FILE
 
     data = data_dir(args.data)
     tsa = TsaConfig.from_files(args.tsa, args.tsa_ca)
@@ -34,7 +35,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             }
         )
         print(
-            f"{PROG}: created a log in {data}; writer token in {data / 'writer-token'}",
+            f"{PROG}: created a log in {data}; writer token in {data / TOKEN_FILE}",
             file=sys.stderr,
         )
     return EXIT_OK

@@ -9,7 +9,6 @@ answered with a fresh signature.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -46,17 +45,14 @@ def issue_record(
         if entry is None:
             raise StoreError(f"the server index names a missing entry {day}/{index}")
         answer = read.proof(day, index)
-        iat = int(log.clock())
-        signed = {
-            **json.loads(entry.claims),
-            "iat": iat,
-            "exp": iat + lifetime,
-            "anchor": answer["anchor"],
-            "proof": answer["proof"],
-        }
-        token = jws.sign_claims(signed, log.key, jws.RECORD_TYP)
-        expires = dt.datetime.fromtimestamp(iat + lifetime, dt.UTC)
-        return {**signed, "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ"), "jws": token}
+        return jws.sign_record(
+            json.loads(entry.claims),
+            anchor=answer["anchor"],
+            proof=answer["proof"],
+            key=log.key,
+            iat=int(log.clock()),
+            lifetime=lifetime,
+        )
     today = log.today()
     days = (today, prev_day(today))
     raise NotFound(
