@@ -28,6 +28,7 @@ VERIFYING_PATH = (
     "capability_anchor.verify_sources",
     "capability_anchor.verify_stamps",
     "capability_anchor.head",
+    "capability_anchor.note",
 )
 
 

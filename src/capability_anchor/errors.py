@@ -213,6 +213,38 @@ class TokenNotYetValid(ClaimsError):
     """`iat` lies more than the allowed skew in the future."""
 
 
+class NoteError(VerificationError):
+    """A C2SP text (signed note, checkpoint, cosignature, tlog-proof, vkey or policy) was
+    rejected. Subclasses say whether its bytes or its signatures are at fault."""
+
+
+class MalformedNote(NoteError):
+    """The bytes do not follow the C2SP format: a missing final newline, a bad em dash, a
+    key name with a space or `+`, non-canonical base64, a size with a leading zero, a root
+    that is not 32 bytes, too many signatures, a malformed tlog-proof."""
+
+
+class MalformedVKey(NoteError):
+    """A verifier key is not `<name>+<8 lowercase hex>+<base64(type || key)>`, its key ID is
+    not the one its name and key give, or its type is not one this project verifies."""
+
+
+class NoteSignatureError(NoteError):
+    """A signature by a known key does not verify, a known key signed twice, or no known key
+    signed the note at all."""
+
+
+class MalformedPolicy(NoteError):
+    """A tlog-policy file is malformed; the message names the line. A policy is trust the
+    operator chose, like a key set: a usage error (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class QuorumNotMet(NoteError):
+    """The verified cosignatures do not satisfy the policy's quorum."""
+
+
 class TimestampError(CapabilityAnchorError):
     """An RFC 3161 time-stamp could not be obtained or does not verify (TSA unreachable, slow,
     refusing, or its reply wrong, unsigned or untrusted), or a TSA CA file is unusable. The

@@ -1,0 +1,79 @@
+"""C2SP formats, pure: signed notes, checkpoints, cosignatures, policies and tlog-proofs
+(SPEC §12.2-§12.5; c2sp.org/signed-note, tlog-checkpoint, tlog-cosignature, tlog-policy,
+tlog-proof).
+
+No storage, no HTTP: bytes in, validated objects or a `NoteError` out. The package is on the
+verifying path, so `verify-proof` can read a history without loading server code. Keys are
+the project's own (`keys.SigningKey`, `keys.PublicKey`, PyNaCl); nothing here does Ed25519
+itself.
+
+`signed`: key IDs, vkeys, notes, `sign_note`, `open_note`; `checkpoint`: the checkpoint
+body and the origin; `cosignature`: cosignature/v1; `policy`: tlog-policy and quorums;
+`proof`: tlog-proof.
+"""
+
+from .checkpoint import (
+    Checkpoint,
+    OpenedCheckpoint,
+    open_checkpoint,
+    origin_from_url,
+    parse_checkpoint,
+    sign_checkpoint,
+)
+from .cosignature import CosignatureVerifier, Cosigner, cosignature_verifier
+from .policy import Policy, PolicyLog, PolicyWitness, parse_policy
+from .proof import TlogProof, parse_tlog_proof
+from .signed import (
+    EM_DASH,
+    TYPE_COSIGNATURE_V1,
+    TYPE_ED25519,
+    Note,
+    NoteSigner,
+    NoteVerifier,
+    OpenedNote,
+    Signature,
+    Verifier,
+    VKey,
+    format_vkey,
+    key_id,
+    note_verifier,
+    open_note,
+    parse_note,
+    parse_vkey,
+    sign_note,
+)
+
+__all__ = [
+    "EM_DASH",
+    "TYPE_COSIGNATURE_V1",
+    "TYPE_ED25519",
+    "Checkpoint",
+    "CosignatureVerifier",
+    "Cosigner",
+    "Note",
+    "NoteSigner",
+    "NoteVerifier",
+    "OpenedCheckpoint",
+    "OpenedNote",
+    "Policy",
+    "PolicyLog",
+    "PolicyWitness",
+    "Signature",
+    "TlogProof",
+    "VKey",
+    "Verifier",
+    "cosignature_verifier",
+    "format_vkey",
+    "key_id",
+    "note_verifier",
+    "open_checkpoint",
+    "open_note",
+    "origin_from_url",
+    "parse_checkpoint",
+    "parse_note",
+    "parse_policy",
+    "parse_tlog_proof",
+    "parse_vkey",
+    "sign_checkpoint",
+    "sign_note",
+]

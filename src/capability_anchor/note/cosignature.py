@@ -1,0 +1,113 @@
+"""C2SP tlog-cosignature, Ed25519 `cosignature/v1` (signature type 0x04).
+
+The signature after the key ID is `timestamp (u64 big-endian) || Ed25519 signature`, over
+`cosignature/v1\\ntime <timestamp>\\n` followed by the whole checkpoint text. The key ID is
+computed with type byte 0x04, so a witness's note key and its cosigning key never share an
+ID even when they share the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import MalformedNote, MalformedVKey, NoteSignatureError, SignatureMismatch
+from ..keys import ED25519_SIGNATURE_SIZE, PublicKey, SigningKey
+from .signed import (
+    TYPE_COSIGNATURE_V1,
+    Signature,
+    check_key_name,
+    format_vkey,
+    key_id,
+    parse_vkey,
+)
+
+HEADER = b"cosignature/v1\n"
+TIMESTAMP_SIZE = 8
+COSIGNATURE_SIZE = TIMESTAMP_SIZE + ED25519_SIGNATURE_SIZE
+MAX_TIMESTAMP = 2**63 - 1
+
+
+def signed_message(text: bytes, timestamp: int) -> bytes:
+    """What a cosignature/v1 signs for the checkpoint note text `text`."""
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+        raise MalformedNote("a cosignature timestamp is an integer")
+    if not 0 <= timestamp <= MAX_TIMESTAMP:
+        raise MalformedNote(f"a cosignature timestamp is 0 to 2^63-1, got {timestamp}")
+    return HEADER + b"time %d\n" % timestamp + text
+
+
+def timestamp_of(signature: bytes) -> int:
+    """The timestamp of a cosignature's signature bytes (after the key ID)."""
+    if len(signature) != COSIGNATURE_SIZE:
+        raise MalformedNote(
+            f"a cosignature/v1 signature is {COSIGNATURE_SIZE} bytes, got {len(signature)}"
+        )
+    timestamp = int.from_bytes(signature[:TIMESTAMP_SIZE], "big")
+    if timestamp > MAX_TIMESTAMP:
+        raise MalformedNote(f"a cosignature timestamp is at most 2^63-1, got {timestamp}")
+    return timestamp
+
+
+@dataclass(frozen=True)
+class CosignatureVerifier:
+    """A witness's cosignature/v1 key: a `Verifier` for `open_note`."""
+
+    name: str
+    public_key: bytes
+
+    def __post_init__(self) -> None:
+        check_key_name(self.name)
+        PublicKey.from_raw(self.public_key)
+
+    @property
+    def key_id(self) -> bytes:
+        return key_id(self.name, TYPE_COSIGNATURE_V1, self.public_key)
+
+    def vkey(self) -> str:
+        return format_vkey(self.name, TYPE_COSIGNATURE_V1, self.public_key)
+
+    def verify(self, text: bytes, signature: bytes) -> None:
+        who = f"{self.name}+{self.key_id.hex()}"
+        try:
+            timestamp = timestamp_of(signature)
+        except MalformedNote as exc:
+            raise NoteSignatureError(f"the cosignature by {who}: {exc}") from None
+        message = signed_message(text, timestamp)
+        try:
+            PublicKey.from_raw(self.public_key).verify(message, signature[TIMESTAMP_SIZE:])
+        except SignatureMismatch as exc:
+            raise NoteSignatureError(f"the cosignature by {who} does not verify: {exc}") from None
+
+
+def cosignature_verifier(vkey: str) -> CosignatureVerifier:
+    """The verifier of a type 0x04 vkey (a tlog-policy `witness` key)."""
+    parsed = parse_vkey(vkey)
+    if parsed.key_type != TYPE_COSIGNATURE_V1:
+        raise MalformedVKey(
+            f"vkey {parsed.name} is not a cosignature/v1 key (type 0x04), "
+            f"it is type 0x{parsed.key_type:02x}"
+        )
+    return CosignatureVerifier(parsed.name, parsed.public_key)
+
+
+@dataclass(frozen=True)
+class Cosigner:
+    """A witness's signing side (for tests and the future witness)."""
+
+    name: str
+    key: SigningKey
+
+    def __post_init__(self) -> None:
+        check_key_name(self.name)
+
+    @property
+    def verifier(self) -> CosignatureVerifier:
+        return CosignatureVerifier(self.name, self.key.public.raw)
+
+    def cosign(self, text: str, timestamp: int) -> Signature:
+        """The cosignature line for the checkpoint note text `text` at `timestamp`."""
+        if not text.endswith("\n"):
+            raise MalformedNote("the checkpoint text must end in a newline")
+        message = signed_message(text.encode("utf-8"), timestamp)
+        raw = timestamp.to_bytes(TIMESTAMP_SIZE, "big") + self.key.sign(message)
+        return Signature(name=self.name, key_id=self.verifier.key_id, signature=raw)
