@@ -14,6 +14,7 @@ from ..errors import MalformedNote, MalformedVKey, NoteSignatureError, Signature
 from ..keys import ED25519_SIGNATURE_SIZE, PublicKey, SigningKey
 from .signed import (
     TYPE_COSIGNATURE_V1,
+    TYPE_ED25519,
     Signature,
     check_key_name,
     format_vkey,
@@ -80,13 +81,15 @@ class CosignatureVerifier:
 
 
 def cosignature_verifier(vkey: str) -> CosignatureVerifier:
-    """The verifier of a type 0x04 vkey (a tlog-policy `witness` key)."""
+    """The cosignature/v1 verifier of a witness vkey (a tlog-policy `witness` key).
+
+    Type 0x04 is the cosignature vkey tlog-cosignature defines; type 0x01 (a plain Ed25519
+    note vkey) is accepted too, as golang.org/x/mod-based witnesses publish their keys that
+    way and transparency-dev/formats reads them: the vkey's own key ID is checked with its
+    type, the cosignatures' key ID is always the one computed with 0x04."""
     parsed = parse_vkey(vkey)
-    if parsed.key_type != TYPE_COSIGNATURE_V1:
-        raise MalformedVKey(
-            f"vkey {parsed.name} is not a cosignature/v1 key (type 0x04), "
-            f"it is type 0x{parsed.key_type:02x}"
-        )
+    if parsed.key_type not in (TYPE_ED25519, TYPE_COSIGNATURE_V1):  # pragma: no cover
+        raise MalformedVKey(f"vkey {parsed.name} is not an Ed25519 key")
     return CosignatureVerifier(parsed.name, parsed.public_key)
 
 
