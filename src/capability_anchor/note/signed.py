@@ -47,12 +47,16 @@ def b64decode(text: str, what: str) -> bytes:
     return raw
 
 
+def _surrogate(ch: str) -> bool:
+    return 0xD800 <= ord(ch) <= 0xDFFF  # a str that no UTF-8 text can hold
+
+
 def check_key_name(name: str) -> str:
     """A key name is non-empty, has no Unicode space, no `+` and no control character."""
     if not isinstance(name, str) or not name:
         raise MalformedNote("a key name must be a non-empty string")
     for ch in name:
-        if ch.isspace() or ch == "+" or ord(ch) < 0x20 or ch == "\x7f":
+        if ch.isspace() or ch == "+" or ord(ch) < 0x20 or ch == "\x7f" or _surrogate(ch):
             raise MalformedNote(f"key name {name!r} contains {ch!r}")
     return name
 
@@ -87,6 +91,8 @@ class Signature:
 
 
 def _check_text(text: str, what: str) -> None:
+    if not isinstance(text, str) or any(_surrogate(ch) for ch in text):
+        raise MalformedNote(f"{what} must be text that UTF-8 can encode")
     if not text.endswith("\n"):
         raise MalformedNote(f"{what} must end in a newline")
     for ch in text:
