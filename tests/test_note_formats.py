@@ -30,6 +30,7 @@ from capability_anchor.note import (
     NoteSigner,
     Signature,
     TlogProof,
+    check_cosignatures,
     cosignature_verifier,
     note_verifier,
     open_checkpoint,
@@ -485,3 +486,52 @@ def test_one_byte_changes_of_proofs_and_policies_fail_cleanly(
 def test_a_key_name_with_a_surrogate_is_refused() -> None:
     with pytest.raises(MalformedNote):
         NoteSigner("bad\ud800", _key("s"))
+
+
+# --- cosignatures against a policy ------------------------------------------------------------
+
+AT = 1_800_000_000
+POLICY = parse_policy(_policy(*W_LINES, "group g 2 A B C", "quorum g"))
+
+
+def _witnessed(*lines: Signature) -> Note:
+    note = parse_note(_checkpoint())
+    return Note(note.text, note.signatures + lines)
+
+
+def test_quorum_met_by_verified_cosignatures() -> None:
+    note = _witnessed(W1.cosign(_text(), AT), W3.cosign(_text(), AT + 60))
+    result = check_cosignatures(note, POLICY, at=AT)
+    assert result.cosigned == {"A": AT, "C": AT + 60} and result.failed == {}
+    assert result.ok
+    result.require()
+
+
+def _text() -> str:
+    return parse_note(_checkpoint()).text
+
+
+def test_quorum_not_met_names_the_missing() -> None:
+    outsider = Cosigner("outsider.example", _key("outsider"))
+    note = _witnessed(W1.cosign(_text(), AT), outsider.cosign(_text(), AT))
+    result = check_cosignatures(note, POLICY, at=AT)
+    assert result.cosigned == {"A": AT} and not result.ok
+    with pytest.raises(QuorumNotMet, match=r"group g needs 2 of 3, has 1 \(missing B, C\)"):
+        result.require()
+
+
+def test_a_future_cosignature_fails_its_witness() -> None:
+    note = _witnessed(W1.cosign(_text(), AT), W2.cosign(_text(), AT + 61), W3.cosign(_text(), AT))
+    result = check_cosignatures(note, POLICY, at=AT)
+    assert set(result.failed) == {"B"} and str(AT + 61) in result.failed["B"]
+    assert not result.ok  # the quorum alone would be met by A and C
+    with pytest.raises(NoteSignatureError, match="B: cosignature time"):
+        result.require()
+
+
+def test_a_bad_or_repeated_line_fails_its_witness() -> None:
+    other = parse_note(_checkpoint(6)).text
+    note = _witnessed(W1.cosign(other, AT), W2.cosign(_text(), AT), W2.cosign(_text(), AT - 1))
+    result = check_cosignatures(note, POLICY, at=AT)
+    assert set(result.failed) == {"A", "B"}
+    assert "does not verify" in result.failed["A"] and "2 lines" in result.failed["B"]

@@ -9,7 +9,7 @@ itself.
 
 `signed`: key IDs, vkeys, notes, `sign_note`, `open_note`; `checkpoint`: the checkpoint
 body and the origin; `cosignature`: cosignature/v1; `policy`: tlog-policy and quorums;
-`proof`: tlog-proof.
+`proof`: tlog-proof; `witnessed`: a checkpoint's cosignatures against a policy.
 """
 
 from .checkpoint import (
@@ -42,6 +42,7 @@ from .signed import (
     parse_vkey,
     sign_note,
 )
+from .witnessed import Witnessed, check_cosignatures
 
 __all__ = [
     "EM_DASH",
@@ -62,6 +63,8 @@ __all__ = [
     "TlogProof",
     "VKey",
     "Verifier",
+    "Witnessed",
+    "check_cosignatures",
     "cosignature_verifier",
     "format_vkey",
     "key_id",
