@@ -83,7 +83,8 @@ def test_checkpoint_bytes_are_spec_12_2() -> None:
     assert len(blob) == 68
     opened = open_checkpoint(data, [LOG.verifier], origin=ORIGIN)
     assert opened.checkpoint == Checkpoint(ORIGIN, 5, ROOT)
-    assert LOG.verifier.vkey().startswith(f"{ORIGIN}+{blob[:4].hex()}+")
+    pub = base64.b64encode(b"\x01" + LOG.key.public.raw).decode()
+    assert LOG.verifier.vkey() == f"{ORIGIN}+{blob[:4].hex()}+{pub}"
 
 
 def test_checkpoint_is_deterministic() -> None:
