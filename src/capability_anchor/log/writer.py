@@ -21,6 +21,7 @@ from ..merkle import TILE_WIDTH, TreeEdge
 from ..store import HeadRow, StampRow
 from .batch import AppendResult, Prepared
 from .days import next_day, prev_day, utc_day
+from .history import HistoryHead, append_head, check_order
 from .serverindex import Pending, ServerIndex
 
 if TYPE_CHECKING:
@@ -172,7 +173,13 @@ class LogWriter:
         hashes of the right edge and the roots of the full tiles below it), never from a
         cache: a head is a statement about the stored entries, made under the same write lock
         that keeps them from changing. A cached edge of the same size must agree; if it does
-        not, something is badly wrong and nothing is signed."""
+        not, something is badly wrong and nothing is signed.
+
+        The head's history leaf (SPEC §12.1) is stored after it in the same transaction, and
+        so is the checkpoint of the new history size (`sign_history_checkpoint`): a head
+        that is published is in the history, and one that is not, is in neither. A head out
+        of the history's order is refused (`Conflict`) before anything is signed."""
+        check_order(self._store, day, size, sealed)
         edge = TreeEdge(size, self._store.edge_partials(day, size))
         root = edge.root()
         cached = self.edge
@@ -207,7 +214,15 @@ class LogWriter:
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
         )
         self._store.insert_head(row)
+        self.sign_history_checkpoint(append_head(self._store, row))
         return row
+
+    def sign_history_checkpoint(self, history: HistoryHead) -> None:
+        """The hook for SPEC §12.2: sign and store the checkpoint of `history.size` (root
+        `history.root`, both read from this transaction's stored rows), inside the head's
+        write transaction. Not wired yet: the C2SP note formats come with the checkpoint
+        slice of issue 13, which signs here with `self._log.key` and stores through the
+        store in this same transaction."""
 
     def checkpoint(self) -> bytes | None:
         """Sign and store an unsealed head of today if the tree grew; return today's newest
