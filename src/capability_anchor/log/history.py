@@ -12,10 +12,14 @@ edge is rebuilt from the stored leaf hashes and tile roots, never taken from a c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import Conflict
 from ..merkle import TreeEdge, hash_leaf
 from ..store import HeadRow, HistoryLeaf, Store
+
+if TYPE_CHECKING:
+    from ..keys import SigningKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +58,13 @@ def append_head(store: Store, row: HeadRow) -> HistoryHead:
     store.insert_history_leaf(HistoryLeaf(size, leaf_hash, row.day, row.sealed, row.tree_size))
     store.insert_history_tiles(edge.extend_published(leaf_hash))
     return HistoryHead(edge.size, edge.root())
+
+
+def sign_history_checkpoint(store: Store, key: SigningKey, history: HistoryHead) -> None:
+    """The hook for SPEC §12.2, called by `LogWriter.sign_head` inside the head's write
+    transaction right after `append_head`: sign the checkpoint of `history.size` (root
+    `history.root`, both from this transaction's stored rows) with the log's signing `key`
+    and store it through `store`, so that a head, its history leaf and the checkpoint of
+    the new size commit together or not at all. Not wired yet: the C2SP note formats come
+    with the checkpoint slice of issue 13; until then no checkpoint is stored."""
+    del store, key, history  # nothing to sign until the note formats land

@@ -21,7 +21,7 @@ from ..merkle import TILE_WIDTH, TreeEdge
 from ..store import HeadRow, StampRow
 from .batch import AppendResult, Prepared
 from .days import next_day, prev_day, utc_day
-from .history import HistoryHead, append_head, check_order
+from .history import append_head, check_order, sign_history_checkpoint
 from .serverindex import Pending, ServerIndex
 
 if TYPE_CHECKING:
@@ -175,10 +175,8 @@ class LogWriter:
         that keeps them from changing. A cached edge of the same size must agree; if it does
         not, something is badly wrong and nothing is signed.
 
-        The head's history leaf (SPEC §12.1) is stored after it in the same transaction, and
-        so is the checkpoint of the new history size (`sign_history_checkpoint`): a head
-        that is published is in the history, and one that is not, is in neither. A head out
-        of the history's order is refused (`Conflict`) before anything is signed."""
+        Its history leaf and checkpoint (`log.history`) are stored in the same transaction;
+        a head out of the history's order is refused (`Conflict`) before it is signed."""
         check_order(self._store, day, size, sealed)
         edge = TreeEdge(size, self._store.edge_partials(day, size))
         root = edge.root()
@@ -214,15 +212,8 @@ class LogWriter:
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
         )
         self._store.insert_head(row)
-        self.sign_history_checkpoint(append_head(self._store, row))
+        sign_history_checkpoint(self._store, log.key, append_head(self._store, row))
         return row
-
-    def sign_history_checkpoint(self, history: HistoryHead) -> None:
-        """The hook for SPEC §12.2: sign and store the checkpoint of `history.size` (root
-        `history.root`, both read from this transaction's stored rows), inside the head's
-        write transaction. Not wired yet: the C2SP note formats come with the checkpoint
-        slice of issue 13, which signs here with `self._log.key` and stores through the
-        store in this same transaction."""
 
     def checkpoint(self) -> bytes | None:
         """Sign and store an unsealed head of today if the tree grew; return today's newest
