@@ -181,9 +181,10 @@ def audit(data: Path) -> dict[str, Any]:
     return report
 
 
-def as_0x_wrote_it(source: Path, dest: Path, version: int = SCHEMA_VERSION) -> Path:
-    """A copy of the data dir `source` whose database has the schema (`version`) exactly as
-    capability-anchor 0.x created it, holding every row of `source`."""
+def as_0x_wrote_it(source: Path, dest: Path, version: int = 2) -> Path:
+    """A copy of the data dir `source` whose database has the schema (`version`, 1 or 2)
+    exactly as capability-anchor 0.x created it, holding every row of `source` in its tables
+    (so a history, which 0.x did not have, only by migration 3)."""
     shutil.copytree(source, dest)
     db = dest / DB_NAME
     for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
@@ -234,7 +235,11 @@ def made_now(tmp_path_factory: pytest.TempPathFactory) -> History:
 
 @pytest.fixture(scope="module")
 def made_by_0x(made_now: History, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return as_0x_wrote_it(made_now.data, tmp_path_factory.mktemp("0x") / "data")
+    """A schema 2 data dir as 0.x wrote it, opened once by this program: migrated to the
+    current schema (the history built from its heads), its older objects keeping 0.x's text."""
+    data = as_0x_wrote_it(made_now.data, tmp_path_factory.mktemp("0x") / "data")
+    Log.open(data).close()
+    return data
 
 
 def test_the_fixture_is_what_0x_wrote(made_by_0x: Path) -> None:
@@ -275,7 +280,7 @@ def test_a_0x_data_dir_audits_clean(made_now: History, made_by_0x: Path) -> None
     now, old = audit(made_now.data), audit(made_by_0x)
     assert (old["returncode"], old["problems"]) == (0, [])
     assert old["checked"] == now["checked"]
-    assert old["checked"]["schema_objects"] == 44
+    assert old["checked"]["schema_objects"] == 44 + 13  # schema 3: 2 tables, 3 indexes, 8 triggers
 
 
 def test_a_0x_data_dir_opens_takes_appends_and_still_audits_clean(
@@ -326,17 +331,17 @@ def _edit_schema(data: Path, name: str, old: str, new: str) -> None:
 TAMPERING = [
     pytest.param(
         lambda data: sql(data, "ALTER TABLE meta ADD COLUMN note TEXT"),
-        ["schema: table meta differs from its definition in schema version 2"],
+        ["schema: table meta differs from its definition in schema version 3"],
         id="column_added",
     ),
     pytest.param(
         lambda data: sql(data, "ALTER TABLE keys DROP COLUMN added"),
-        ["schema: table keys differs from its definition in schema version 2"],
+        ["schema: table keys differs from its definition in schema version 3"],
         id="column_dropped",
     ),
     pytest.param(
         lambda data: _edit_schema(data, "meta", "value TEXT NOT NULL", "value TEXT"),
-        ["schema: table meta differs from its definition in schema version 2"],
+        ["schema: table meta differs from its definition in schema version 3"],
         id="column_not_null_removed",
     ),
     pytest.param(
@@ -345,27 +350,27 @@ TAMPERING = [
             "DROP INDEX entries_by_hash",
             "CREATE INDEX entries_by_hash ON entries (leaf_hash, day)",
         ),
-        ["schema: index entries_by_hash differs from its definition in schema version 2"],
+        ["schema: index entries_by_hash differs from its definition in schema version 3"],
         id="index_no_longer_unique",
     ),
     pytest.param(
         lambda data: sql(data, "DROP INDEX entries_by_hash"),
-        ["schema: index entries_by_hash is missing (schema version 2)"],
+        ["schema: index entries_by_hash is missing (schema version 3)"],
         id="index_dropped",
     ),
     pytest.param(
         lambda data: sql(data, "CREATE INDEX stamps_by_tsa ON stamps (tsa)"),
-        ["schema: index stamps_by_tsa on stamps is not part of schema version 2"],
+        ["schema: index stamps_by_tsa on stamps is not part of schema version 3"],
         id="index_added",
     ),
     pytest.param(
         lambda data: sql(data, "DROP TRIGGER settings_no_delete"),
-        ["schema: trigger settings_no_delete is missing (schema version 2)"],
+        ["schema: trigger settings_no_delete is missing (schema version 3)"],
         id="trigger_dropped",
     ),
     pytest.param(
         lambda data: _edit_schema(data, "keys_no_replace", "jwk != NEW.jwk", "0"),
-        ["schema: trigger keys_no_replace differs from its definition in schema version 2"],
+        ["schema: trigger keys_no_replace differs from its definition in schema version 3"],
         id="trigger_defused",
     ),
     pytest.param(
@@ -373,7 +378,7 @@ TAMPERING = [
             data,
             "CREATE TRIGGER meta_log AFTER INSERT ON meta BEGIN SELECT 1; END",
         ),
-        ["schema: trigger meta_log on meta is not part of schema version 2"],
+        ["schema: trigger meta_log on meta is not part of schema version 3"],
         id="trigger_added",
     ),
 ]

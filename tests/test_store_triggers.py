@@ -457,6 +457,7 @@ def test_every_table_is_strict(today: History) -> None:
         for n in (
             *("meta", "keys", "entries", "heads", "tiles", "stamps", "servers"),
             *("key_records", "settings"),
+            *("history", "history_tiles"),
         )
     }
 
@@ -475,6 +476,15 @@ def test_every_trigger_is_installed(today: History) -> None:
     expected |= {"entries_next_index", "entries_not_sealed", "heads_not_sealed", "heads_same_root"}
     trust_tables = ("key_records", "settings")
     expected |= {f"{t}_no_{op}" for t in trust_tables for op in ("update", "delete", "replace")}
+    expected |= {
+        f"{t}_no_{op}" for t in ("history", "history_tiles") for op in ("update", "delete")
+    }
+    expected |= {
+        "history_next_index",
+        "history_in_order",
+        "history_of_a_head",
+        "history_tiles_no_replace",
+    }
     assert expected <= names
 
 
@@ -499,7 +509,7 @@ def test_wal_and_synchronous_full_on_every_connection(tmp_path: Path) -> None:
 
 
 def test_schema_version_is_recorded(today: History) -> None:
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     with today.open() as log:
         assert log.store.execute_raw("PRAGMA user_version") == [(SCHEMA_VERSION,)]
 

@@ -457,6 +457,8 @@ def test_a_log_made_before_signed_settings_gets_them_at_its_first_open(history: 
     with raw(history.data) as conn:
         conn.execute("DROP TABLE key_records")
         conn.execute("DROP TABLE settings")
+        conn.execute("DROP TABLE history")  # schema 3's tables (their triggers go with them)
+        conn.execute("DROP TABLE history_tiles")
         conn.execute("PRAGMA user_version = 1")
     with history.open() as log:
         ((_, kid, token),) = log.store.settings_statements()

@@ -17,17 +17,17 @@ from typing import Any, Protocol
 
 from . import head as heads
 from .encoding import parse_day
-from .errors import NotFound, StoreError, UsageError
+from .errors import NotFound, UsageError
 from .head import proof_json
 from .merkle import (
-    TILE_HEIGHT,
-    TILE_WIDTH,
     TileCache,
     TileNodes,
     consistency_nodes,
     inclusion_nodes,
 )
 from .merkle.nodes import resolve
+from .reading_history import HistoryReader
+from .reading_tiles import stored_tiles
 from .store import EntryRow, HeadRow, StampRow, Store, TileRow
 from .strictjson import is_int
 
@@ -58,6 +58,7 @@ class LogReader:
         self._origin = origin
         # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
         self._tile_cache = TileCache()
+        self.history = HistoryReader(store, self._tile_cache)
 
     # --- heads -------------------------------------------------------------------------------
 
@@ -166,15 +167,10 @@ class LogReader:
         """The stored tiles of `day`'s tree at `size`, uncached: inside a write transaction
         rows it read must not outlive a rollback in a shared cache."""
 
-        def get(level: int, index: int) -> bytes:
-            at_level = size >> (TILE_HEIGHT * level)
-            width = min(TILE_WIDTH, at_level - index * TILE_WIDTH)
-            data = self._store.tile(day, level, index, width)
-            if data is None:
-                raise StoreError(f"day {day}: tile {level}/{index} (width {width}) is missing")
-            return data
+        def fetch(level: int, index: int, min_width: int) -> bytes | None:
+            return self._store.tile(day, level, index, min_width)
 
-        return get
+        return stored_tiles(fetch, size, f"day {day}")
 
     def _tiles(self, day: str, size: int) -> TileNodes:
         return TileNodes(self.tile_getter(day, size), cache=self._tile_cache, namespace=day)

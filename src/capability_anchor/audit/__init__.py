@@ -17,14 +17,17 @@ database read-only and reads everything, these included, in one snapshot):
  6. the indexes: each re-derived from its table (the dedupe index among them), the
     `/record` index also searched by key;
  7. the columns no signature covers: `heads.kid`, `entries.accepted_at`, and the stamps'
-    TSA names, tokens (one per row, carried certificates signed) and `added`.
+    TSA names, tokens (one per row, carried certificates signed) and `added`;
+ 8. the history (SPEC §12.6): rebuilt from the stored heads in SPEC §12.1's order, it equals
+    the stored leaves (contiguous, in order, each its head's payload hash) and tiles.
 Folder (`--roots DIR`): each `<day>.json` against its own JWS and against `<day>.jws`, the
 chain of days and `prev` links, `index.json`, `keys.json`, saved unsealed heads; with a data
 dir too, every file byte for byte against the log.
 
 Problems are collected, not raised: the report names all of them at once. Here: the data-dir
 walk over days (1, 4); `day` one day's entries, tiles, `/record` index and heads (1-3);
-`stamps` the stored and exported stamps; `folder`, `index` and `records` the exported folder.
+`history` the history tree (8); `stamps` the stored and exported stamps; `folder`, `index`
+and `records` the exported folder.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ..stamping import TsaConfig
 from ..store import HeadRow
 from .day import audit_day
 from .folder import audit_folder
+from .history import audit_history
 from .report import AuditReport, days_between, parses
 from .stamps import audit_stored_stamps, stamp_problems
 
@@ -95,6 +99,7 @@ def audit_store(
         report.count("days")
     if any(h.day < log.first_day for h in all_heads) or any(d < log.first_day for d in entry_days):
         report.problems.append(f"data exists before the log's first day {log.first_day}")
+    audit_history(report, log, all_heads)
     return report
 
 

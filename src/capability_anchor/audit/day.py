@@ -4,7 +4,7 @@ from the stored leaf bytes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from .. import head as heads
@@ -60,15 +60,24 @@ def _keys_of(claims: bytes) -> tuple[str, ...]:
         return ()  # unreadable claims are reported by the leaf hash check
 
 
-class _TreeCheck:
+class TreeCheck:
     """The day's tree rebuilt from the entries' leaf hashes: every full tile compared as it
     completes, and at each head's size the root kept and that size's partial tiles compared."""
 
     def __init__(
-        self, report: AuditReport, day: str, tiles: Iterator[TileRow], head_sizes: list[int]
+        self,
+        report: AuditReport,
+        day: str,
+        tiles: Iterator[TileRow],
+        head_sizes: Iterable[int],
+        *,
+        where: str | None = None,
+        counter: str = "tiles",
     ) -> None:
         self.report = report
         self.day = day
+        self.where = f"day {day}" if where is None else where  # what each problem names
+        self.counter = counter
         self.stored = {(t.level, t.index, t.width): t for t in tiles}
         self.matched: set[_TileKey] = set()
         self.edge = TreeEdge()
@@ -97,12 +106,12 @@ class _TreeCheck:
             got = self.stored.get(key)
             if got is None:
                 self.report.problems.append(
-                    f"day {self.day}: full tile {full.tile.path} is missing"
+                    f"{self.where}: full tile {full.tile.path} is missing"
                 )
             elif got.hashes != full.hashes or got.root != full.root:
-                self.report.problems.append(f"day {self.day}: full tile {full.tile.path} differs")
+                self.report.problems.append(f"{self.where}: full tile {full.tile.path} differs")
             self.matched.add(key)
-            self.report.count("tiles")
+            self.report.count(self.counter)
         self.pending = b""
 
     def _check_partials(self) -> None:
@@ -111,7 +120,7 @@ class _TreeCheck:
             got = self.stored.get(key)
             if got is None or got.hashes != data:
                 self.report.problems.append(
-                    f"day {self.day}: tile {tile.path} at size {self.edge.size} "
+                    f"{self.where}: tile {tile.path} at size {self.edge.size} "
                     f"{'is missing' if got is None else 'differs'}"
                 )
             self.matched.add(key)
@@ -121,14 +130,14 @@ class _TreeCheck:
         for size in [self.next_size, *self.sizes]:
             if size is not None and size not in self.roots:
                 self.report.problems.append(
-                    f"day {self.day}: a head claims size {size}, the day has {entries}"
+                    f"{self.where}: a head claims size {size}, the day has {entries}"
                 )
 
     def check_unmatched(self) -> None:
         for key in sorted(set(self.stored) - self.matched):
             level, index, width = key
             self.report.problems.append(
-                f"day {self.day}: stored tile {level}/{index} width {width} belongs to no "
+                f"{self.where}: stored tile {level}/{index} width {width} belongs to no "
                 "published tree"
             )
 
@@ -197,7 +206,7 @@ def audit_day(
     """Entries, tiles and heads of one day; returns the number of entries."""
     store = log.read
     head_sizes = sorted({h.tree_size for h in day_heads})
-    tree = _TreeCheck(report, day, store.iter_tiles(day), head_sizes)
+    tree = TreeCheck(report, day, store.iter_tiles(day), head_sizes)
     watermark = index_watermark(max(head_sizes, default=0), store.day_size(day))
     servers = _ServerIndexCheck(report, day, store.iter_servers(day), watermark)
     expected = 0

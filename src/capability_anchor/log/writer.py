@@ -21,6 +21,7 @@ from ..merkle import TILE_WIDTH, TreeEdge
 from ..store import HeadRow, StampRow
 from .batch import AppendResult, Prepared
 from .days import next_day, prev_day, utc_day
+from .history import append_head, check_order, sign_history_checkpoint
 from .serverindex import Pending, ServerIndex
 
 if TYPE_CHECKING:
@@ -172,7 +173,11 @@ class LogWriter:
         hashes of the right edge and the roots of the full tiles below it), never from a
         cache: a head is a statement about the stored entries, made under the same write lock
         that keeps them from changing. A cached edge of the same size must agree; if it does
-        not, something is badly wrong and nothing is signed."""
+        not, something is badly wrong and nothing is signed.
+
+        Its history leaf and checkpoint (`log.history`) are stored in the same transaction;
+        a head out of the history's order is refused (`Conflict`) before it is signed."""
+        check_order(self._store, day, size, sealed)
         edge = TreeEdge(size, self._store.edge_partials(day, size))
         root = edge.root()
         cached = self.edge
@@ -207,6 +212,7 @@ class LogWriter:
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
         )
         self._store.insert_head(row)
+        sign_history_checkpoint(self._store, log.key, append_head(self._store, row))
         return row
 
     def checkpoint(self) -> bytes | None:

@@ -23,6 +23,7 @@ from .nodes import fold, range_nodes
 from .tiles import TILE_HEIGHT, TILE_WIDTH, TileID, subtree_hash
 
 _TILE_BYTES = TILE_WIDTH * HASH_SIZE
+StoredTile = tuple[int, int, int, bytes, bytes | None]  # (level, index, width, hashes, root)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,18 @@ class TreeEdge:
             level += 1
         self._size += len(leaf_hashes) // HASH_SIZE
         return full
+
+    def extend_published(self, leaf_hashes: bytes) -> list[StoredTile]:
+        """Append, and return every tile a store keeps for the new size as a published one:
+        the tiles that became full (with their roots), then the partial tiles of the size
+        (root None). This is what a tree with a published head at every size stores (the
+        history tree); a day tree stores partial tiles only at its heads' sizes."""
+        rows: list[StoredTile] = [
+            (t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root)
+            for t in self.extend(leaf_hashes)
+        ]
+        rows += [(t.level, t.index, t.width, data, None) for t, data in self.partial_tiles()]
+        return rows
 
     def partial_tiles(self) -> list[tuple[TileID, bytes]]:
         """The non-empty partial tile of each level, as it is at the current size."""

@@ -7,7 +7,16 @@ the log, the API, the audit or export."""
 from __future__ import annotations
 
 from .interface import Store
-from .rows import DB_NAME, SCHEMA_VERSION, SETTINGS_UNSIGNED, EntryRow, HeadRow, StampRow, TileRow
+from .rows import (
+    DB_NAME,
+    SCHEMA_VERSION,
+    SETTINGS_UNSIGNED,
+    EntryRow,
+    HeadRow,
+    HistoryLeaf,
+    StampRow,
+    TileRow,
+)
 
 __all__ = [
     "DB_NAME",
@@ -15,6 +24,7 @@ __all__ = [
     "SETTINGS_UNSIGNED",
     "EntryRow",
     "HeadRow",
+    "HistoryLeaf",
     "StampRow",
     "Store",
     "TileRow",

@@ -9,7 +9,8 @@ Durability (what holds when a call returns):
   the next leaf index is read under that lock. When `write()` returns, everything written in
   it is durable (it survives power loss); if it raises, none of it happened.
 - Append-only is the store's own duty, not its callers': an update or delete of entries,
-  heads, tiles, stamps, keys, servers, rotation records or settings statements is refused
+  heads, tiles, stamps, keys, servers, rotation records, settings statements, history
+  leaves or history tiles is refused
   (`Conflict`), as is an entry or head for a sealed day, an entry whose index is not the
   next of its day, a head whose root differs from another head of that day and size, and any
   insert that would replace a stored row with other content.
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from .rows import EntryRow, HeadRow, StampRow, TileRow
+from .rows import EntryRow, HeadRow, HistoryLeaf, StampRow, TileRow
 
 
 class StoreLifecycle(ABC):
@@ -229,6 +230,52 @@ class StoreReads(ABC):
         """`added` of every settings statement and rotation record, by table and id."""
 
 
+class StoreHistory(ABC):
+    """The history tree (SPEC §12.1): one leaf per published head, in publication order, and
+    its tiles, kept as the day trees' are. Leaves are inserted only inside `write()`, after
+    the head they are (in the same transaction); the store refuses a leaf whose index is not
+    the next, that is not a stored head, or that does not sort after the last leaf by
+    `(day, sealed, tree_size)`."""
+
+    @abstractmethod
+    def insert_history_leaf(self, leaf: HistoryLeaf) -> None: ...
+
+    @abstractmethod
+    def insert_history_tiles(
+        self, rows: Iterable[tuple[int, int, int, bytes, bytes | None]]
+    ) -> None:
+        """(level, index, width, hashes, root) tiles; an identical stored one is left alone."""
+
+    @abstractmethod
+    def history_size(self) -> int: ...
+
+    @abstractmethod
+    def history_leaf_hashes(self, start: int, end: int) -> list[bytes]: ...
+
+    @abstractmethod
+    def history_leaf(self, leaf_hash: bytes) -> HistoryLeaf | None:
+        """The leaf with this leaf hash, if any."""
+
+    @abstractmethod
+    def history_leaf_of(self, day: str, sealed: bool, tree_size: int) -> HistoryLeaf | None:
+        """The leaf of that head, if any."""
+
+    @abstractmethod
+    def iter_history(self, chunk: int = 10_000) -> Iterator[HistoryLeaf]:
+        """Every leaf, by index."""
+
+    @abstractmethod
+    def history_tile(self, level: int, index: int, min_width: int) -> bytes | None:
+        """The narrowest stored version of a tile that holds at least `min_width` hashes."""
+
+    @abstractmethod
+    def history_edge_partials(self, size: int) -> list[bytes]:
+        """The partial tile of each level at history `size`, rebuilt from stored data."""
+
+    @abstractmethod
+    def iter_history_tiles(self) -> Iterator[TileRow]: ...
+
+
 class StoreAudit(ABC):
     """What the data-dir audit (`auditdb`) asks of a read-only opening: findings and plain
     data, each check worded by the store in its engine's terms."""
@@ -278,8 +325,16 @@ class StoreAudit(ABC):
         """(day, tsa, token, added) of every stamp, in the order they were stored."""
 
 
-class Store(StoreLifecycle, StoreWrites, StoreReads, StoreAudit):
-    """A log's storage: the lifecycle, writes, reads and audit parts above, in one type."""
+class Store(StoreLifecycle, StoreWrites, StoreReads, StoreHistory, StoreAudit):
+    """A log's storage: the lifecycle, writes, reads, history and audit parts above, in one
+    type."""
 
 
-__all__ = ["Store", "StoreAudit", "StoreLifecycle", "StoreReads", "StoreWrites"]
+__all__ = [
+    "Store",
+    "StoreAudit",
+    "StoreHistory",
+    "StoreLifecycle",
+    "StoreReads",
+    "StoreWrites",
+]

@@ -3,14 +3,20 @@ and numbers that are part of the data dir's format (not of any one storage engin
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
+from ..encoding import EncodingError, b64url_decode
+from ..errors import StoreError
+
 DB_NAME = "log.sqlite3"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Set by migration 2 in a log upgraded from schema 1 (a new log's meta is still empty when
 # its migrations run), in the migration's own transaction: its settings are not signed yet,
 # and the next open by the key-file holder signs them (logtrust.check_settings; README).
 SETTINGS_UNSIGNED = "settings_unsigned"
+# What a damaged head document can raise on the way to its payload.
+_UNREADABLE = (ValueError, KeyError, TypeError, IndexError, AttributeError, EncodingError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +28,30 @@ class HeadRow:
     iat: int
     kid: str
     doc: bytes
+
+    def history_leaf(self) -> bytes:
+        """The head's leaf bytes in the history tree (SPEC §12.1): its JWS payload, the JCS
+        bytes of its claims, exactly as signed (read from the JWS, never re-serialised)."""
+        try:
+            token = json.loads(self.doc)["jws"]
+            payload = b64url_decode(token.split(".")[1])
+        except _UNREADABLE as exc:
+            raise StoreError(
+                f"head {self.day} size {self.tree_size}: its stored document has no readable "
+                f"JWS payload ({exc})"
+            ) from None
+        return payload
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryLeaf:
+    """One leaf of the history tree: its index, its leaf hash, and the head it is."""
+
+    index: int
+    leaf_hash: bytes
+    day: str
+    sealed: bool
+    tree_size: int
 
 
 @dataclass(frozen=True, slots=True)

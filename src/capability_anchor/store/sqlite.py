@@ -1,8 +1,10 @@
 """The SQLite store: one database file in a data dir (`rows.DB_NAME`), the one implementation
 of `interface.Store`. Its parts, each a mixin over `sqlite_base.SqliteBase` (connections and
 transactions): `sqlite_open` (create, open and migrate, open read-only), `sqlite_rows`
-(reads and writes), `sqlite_audit` (SQLite's structures, for the audit); `sqlite_schema`
-holds the migrations and `sqlite_errors` maps SQLite's errors to the project's.
+(reads and writes), `sqlite_history` (the history tree's leaves and tiles; both it and
+`sqlite_rows` keep tiles through `sqlite_tiles`), `sqlite_audit` (SQLite's structures, for
+the audit); `sqlite_schema` holds the migrations and `sqlite_errors` maps SQLite's errors
+to the project's.
 
 Tiles are stored when they become full (width 256, with their root, the hash one tile level
 up) and, at every published head's size, the partial tiles of that size. Any tree size up
@@ -14,11 +16,12 @@ from __future__ import annotations
 
 from .interface import Store
 from .sqlite_audit import SqliteAudit
+from .sqlite_history import SqliteHistory
 from .sqlite_open import SqliteOpening
 from .sqlite_rows import SqliteEntries, SqliteHeads
 
 
-class SqliteStore(SqliteOpening, SqliteEntries, SqliteHeads, SqliteAudit):
+class SqliteStore(SqliteOpening, SqliteEntries, SqliteHeads, SqliteHistory, SqliteAudit):
     """One SQLite database in a data dir (see `sqlite_base.SqliteBase` for the connections)."""
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 
-from ..errors import StoreError
-from ..merkle import TILE_HEIGHT, partial_counts
 from .rows import EntryRow, HeadRow, StampRow, TileRow
 from .sqlite_base import SqliteBase
 from .sqlite_errors import store_error
+from .sqlite_tiles import DAY_TILES, SqliteTiles, edge_partials
 
 _HEAD_COLUMNS = "day, tree_size, sealed, root, iat, kid, doc"
 
@@ -25,7 +24,7 @@ def _head(row: Sequence[object]) -> HeadRow:
     return HeadRow(str(day), int(size), bool(sealed), bytes(root), int(iat), str(kid), bytes(doc))  # type: ignore[call-overload]
 
 
-class SqliteEntries(SqliteBase):
+class SqliteEntries(SqliteTiles):
     """Meta, keys, entries, the `/record` index, tiles."""
 
     # --- meta and keys ---------------------------------------------------------------------
@@ -151,73 +150,33 @@ class SqliteEntries(SqliteBase):
                 return
             start = int(rows[-1][0]) + 1
 
-    # --- tiles -----------------------------------------------------------------------------
+    # --- tiles (sqlite_tiles: the same code as the history's) ------------------------------
 
     def insert_tiles(
         self, day: str, rows: Iterable[tuple[int, int, int, bytes, bytes | None]]
     ) -> None:
         """Insert tiles (level, index, width, hashes, root); an identical one already stored is
         left alone (tiles are deterministic from the entries)."""
-        self._execmany(
-            "INSERT INTO tiles (day, level, idx, width, hashes, root) VALUES (?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING",
-            ((day, level, idx, width, hashes, root) for level, idx, width, hashes, root in rows),
-        )
+        self._insert_tiles_in(DAY_TILES, (day,), rows)
 
     def tile(self, day: str, level: int, index: int, min_width: int) -> bytes | None:
         """The narrowest stored version of a tile that holds at least `min_width` hashes."""
-        row = self._one(
-            "SELECT hashes FROM tiles WHERE day = ? AND level = ? AND idx = ? AND width >= ? "
-            "ORDER BY width LIMIT 1",
-            (day, level, index, min_width),
-        )
-        return None if row is None else bytes(row[0])
+        return self._tile_in(DAY_TILES, (day,), level, index, min_width)
 
     def full_tile_roots(self, day: str, level: int, first: int, count: int) -> list[bytes]:
-        return [
-            bytes(r)
-            for (r,) in self._exec(
-                "SELECT root FROM tiles WHERE day = ? AND level = ? AND width = 256 "
-                "AND idx >= ? AND idx < ? ORDER BY idx",
-                (day, level, first, first + count),
-            )
-        ]
+        return self._full_tile_roots_in(DAY_TILES, (day,), level, first, count)
 
     def edge_partials(self, day: str, size: int) -> list[bytes]:
         """The partial tile of each level at tree `size`, rebuilt from stored data."""
-        partials: list[bytes] = []
-        for level, count in enumerate(partial_counts(size)):
-            if count == 0:
-                partials.append(b"")
-                continue
-            at_level = size >> (TILE_HEIGHT * level)
-            first = at_level - count  # index of the first hash of the partial tile
-            if level == 0:
-                hashes = self.leaf_hashes(day, first, at_level)
-            else:
-                hashes = self.full_tile_roots(day, level - 1, first, count)
-            if len(hashes) != count:
-                raise StoreError(
-                    f"day {day}: level {level} of the tree at size {size} needs {count} "
-                    f"hashes, the store has {len(hashes)} (missing entries or tiles)"
-                )
-            partials.append(b"".join(hashes))
-        return partials
+        return edge_partials(
+            size,
+            lambda start, end: self.leaf_hashes(day, start, end),
+            lambda level, first, count: self.full_tile_roots(day, level, first, count),
+            f"day {day}",
+        )
 
     def iter_tiles(self, day: str) -> Iterator[TileRow]:
-        for level, idx, width, hashes, root in self._iter(
-            "SELECT level, idx, width, hashes, root FROM tiles WHERE day = ? "
-            "ORDER BY level, idx, width",
-            (day,),
-        ):
-            yield TileRow(
-                day,
-                int(level),
-                int(idx),
-                int(width),
-                bytes(hashes),
-                None if root is None else bytes(root),
-            )
+        return self._iter_tiles_in(DAY_TILES, (day,), day)
 
 
 class SqliteHeads(SqliteBase):

@@ -21,11 +21,14 @@ from collections.abc import Callable
 import sqlite_utils
 
 from ..errors import StoreError
-from .rows import SCHEMA_VERSION
+from ..merkle import TreeEdge, hash_leaf
+from .rows import SCHEMA_VERSION, HeadRow
+from .sqlite_errors import store_error
+from .sqlite_tiles import HISTORY_TILES
 
 SchemaRow = tuple[str, str, str, str | None]  # (type, name, tbl_name, sql) in sqlite_master
 
-_IMMUTABLE = ("entries", "heads", "tiles", "stamps", "keys", "servers")
+_IMMUTABLE = ("entries", "heads", "tiles", "stamps", "keys", "servers")  # schema 1
 _TRUST = ("key_records", "settings")
 
 # CHECK constraints and WITHOUT ROWID: no public create_table parameter (module docstring).
@@ -172,9 +175,97 @@ def _migration_2(db: sqlite_utils.Database, run: Callable[[str], object]) -> Non
         run(statement)
 
 
+# The history tree (SPEC §12.1): a leaf per published head, in publication order, and its
+# tiles as the day trees keep theirs (CHECK constraints: SQL, as above).
+_V3_TABLES_SQL = """
+    CREATE TABLE history (
+        idx INTEGER PRIMARY KEY CHECK (idx >= 0),
+        leaf_hash BLOB NOT NULL CHECK (length(leaf_hash) = 32),
+        day TEXT NOT NULL,
+        sealed INTEGER NOT NULL CHECK (sealed IN (0, 1)),
+        tree_size INTEGER NOT NULL CHECK (tree_size >= 0)
+    ) STRICT;
+    CREATE TABLE history_tiles (
+        level INTEGER NOT NULL CHECK (level >= 0),
+        idx INTEGER NOT NULL CHECK (idx >= 0),
+        width INTEGER NOT NULL CHECK (width BETWEEN 1 AND 256),
+        hashes BLOB NOT NULL CHECK (length(hashes) = 32 * width),
+        root BLOB CHECK (root IS NULL OR length(root) = 32),
+        PRIMARY KEY (level, idx, width)
+    ) STRICT;
+"""
+
+# Publication order is checked against the last leaf only: by induction every earlier one is
+# smaller, and the check stays O(log n) however long the history grows.
+_V3_TRIGGERS_SQL = """
+    CREATE TRIGGER history_next_index BEFORE INSERT ON history
+    WHEN NEW.idx != COALESCE((SELECT max(idx) FROM history), -1) + 1
+    BEGIN SELECT RAISE(ABORT, 'append-only: idx is not the next index of the history'); END;
+    CREATE TRIGGER history_in_order BEFORE INSERT ON history
+    WHEN EXISTS (SELECT 1 FROM (SELECT day, sealed, tree_size FROM history
+                                ORDER BY idx DESC LIMIT 1) AS last
+                 WHERE (last.day, last.sealed, last.tree_size)
+                       >= (NEW.day, NEW.sealed, NEW.tree_size))
+    BEGIN SELECT RAISE(ABORT, 'append-only: a history leaf out of publication order'); END;
+    CREATE TRIGGER history_of_a_head BEFORE INSERT ON history
+    WHEN NOT EXISTS (SELECT 1 FROM heads WHERE day = NEW.day AND tree_size = NEW.tree_size
+                     AND sealed = NEW.sealed)
+    BEGIN SELECT RAISE(ABORT, 'append-only: a history leaf must be a stored head'); END;
+    CREATE TRIGGER history_tiles_no_replace BEFORE INSERT ON history_tiles
+    WHEN EXISTS (SELECT 1 FROM history_tiles WHERE level = NEW.level
+                 AND idx = NEW.idx AND width = NEW.width
+                 AND (hashes != NEW.hashes OR root IS NOT NEW.root))
+    BEGIN SELECT RAISE(ABORT, 'append-only: a different tile is stored under this name'); END;
+    """ + "".join(
+    f"""
+    CREATE TRIGGER {t}_no_update BEFORE UPDATE ON {t}
+    BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be updated'); END;
+    CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t}
+    BEGIN SELECT RAISE(ABORT, 'append-only: {t} cannot be deleted'); END;
+    """
+    for t in ("history", "history_tiles")
+)
+
+
+def _migration_3(db: sqlite_utils.Database, run: Callable[[str], object]) -> None:
+    """The history tree, filled from the stored heads in the same transaction (a log made
+    before it gets its history in one step, or not at all)."""
+    tables = split_sql(_V3_TABLES_SQL)
+    run(tables[0])
+    history = db.table("history")
+    history.create_index(["day", "sealed", "tree_size"], index_name="history_by_head", unique=True)
+    history.create_index(["leaf_hash"], index_name="history_by_hash", unique=True)
+    run(tables[1])
+    for statement in split_sql(_V3_TRIGGERS_SQL):
+        run(statement)
+    try:
+        _backfill_history(db.conn)
+    except sqlite3.Error as exc:
+        raise store_error(exc, "the history could not be built from the stored heads") from None
+
+
+def _backfill_history(conn: sqlite3.Connection) -> None:
+    """Every stored head as a history leaf, in SPEC §12.1's order, with the tiles the write
+    path stores: full tiles as they complete and the partial tiles at every size."""
+    edge = TreeEdge()
+    rows = conn.execute(
+        "SELECT day, tree_size, sealed, root, iat, kid, doc FROM heads "
+        "ORDER BY day, sealed, tree_size"
+    ).fetchall()
+    for day, tree_size, sealed, root, iat, kid, doc in rows:
+        head = HeadRow(day, tree_size, bool(sealed), root, iat, kid, bytes(doc))
+        leaf_hash = hash_leaf(head.history_leaf())
+        conn.execute(
+            "INSERT INTO history (idx, leaf_hash, day, sealed, tree_size) VALUES (?, ?, ?, ?, ?)",
+            (edge.size, leaf_hash, day, int(sealed), tree_size),
+        )
+        conn.executemany(HISTORY_TILES.insert, edge.extend_published(leaf_hash))
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database, Callable[[str], object]], None], ...] = (
     _migration_1,
     _migration_2,
+    _migration_3,
 )
 
 
