@@ -206,6 +206,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             http=with_header_timeout(settings.header_timeout),
         )
         server = _server_class()(config)
+        # From "serving on" on, a signal that comes before uvicorn has taken the signals over
+        # stops the server as uvicorn's own handler would (start, then at once a clean
+        # shutdown, logged), rather than a SystemExit out of a half-started event loop.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, server.handle_exit)
         sock.listen(config.backlog)
         host, port = sock.getsockname()[:2]
         # Connections made from now on wait in the backlog until uvicorn accepts them.
