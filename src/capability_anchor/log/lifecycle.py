@@ -240,9 +240,6 @@ class Log:
     def head_for(self, day: str, tree_size: int | None = None) -> HeadRow:
         return self.read.head_for(day, tree_size)
 
-    def anchor(self, row: HeadRow) -> dict[str, Any]:
-        return self.read.anchor(row)
-
     def proof(self, day: str, leaf_index: int, tree_size: int | None = None) -> dict[str, Any]:
         return self.read.proof(day, leaf_index, tree_size)
 
