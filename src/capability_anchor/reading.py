@@ -27,6 +27,7 @@ from .merkle import (
 )
 from .merkle.nodes import resolve
 from .reading_history import HistoryReader
+from .reading_published_tiles import PublishedTiles
 from .reading_tiles import stored_tiles
 from .store import EntryRow, HeadRow, StampRow, Store, TileRow
 from .strictjson import is_int
@@ -59,6 +60,7 @@ class LogReader:
         # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
         self._tile_cache = TileCache()
         self.history = HistoryReader(store, self._tile_cache)
+        self.tiles = PublishedTiles(store)
 
     # --- heads -------------------------------------------------------------------------------
 

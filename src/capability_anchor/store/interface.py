@@ -200,6 +200,11 @@ class StoreReads(ABC):
     def newest_unsealed(self, day: str) -> HeadRow | None: ...
 
     @abstractmethod
+    def has_head_between(self, day: str, low: int, high: int) -> bool:
+        """Whether a head of `day` has a tree size in `low <= size < high` (which partial
+        tiles of the day are published, SPEC §12.4)."""
+
+    @abstractmethod
     def sealed_heads(self, before: str | None = None, limit: int | None = None) -> list[HeadRow]:
         """Sealed heads, newest day first, optionally only days before `before`."""
 
@@ -259,6 +264,10 @@ class StoreHistory(ABC):
     @abstractmethod
     def history_leaf_of(self, day: str, sealed: bool, tree_size: int) -> HistoryLeaf | None:
         """The leaf of that head, if any."""
+
+    @abstractmethod
+    def history_heads(self, start: int, end: int) -> list[HeadRow]:
+        """The heads that are the history leaves `start <= index < end`, by index."""
 
     @abstractmethod
     def iter_history(self, chunk: int = 10_000) -> Iterator[HistoryLeaf]:

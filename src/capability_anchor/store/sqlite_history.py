@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from .rows import HistoryLeaf, TileRow
+from .rows import HeadRow, HistoryLeaf, TileRow
+from .sqlite_rows import HEAD_COLUMNS, head_row
 from .sqlite_tiles import HISTORY_TILES, SqliteTiles, TileValues, edge_partials
 
 HISTORY_LABEL = "history"  # the `day` of the history's TileRows: it is no day's tree
@@ -57,6 +58,18 @@ class SqliteHistory(SqliteTiles):
             (day, int(sealed), tree_size),
         )
         return None if row is None else _leaf(row)
+
+    def history_heads(self, start: int, end: int) -> list[HeadRow]:
+        columns = ", ".join(f"h.{c.strip()}" for c in HEAD_COLUMNS.split(","))
+        return [
+            head_row(r)
+            for r in self._exec(
+                f"SELECT {columns} FROM history x JOIN heads h ON h.day = x.day "
+                "AND h.sealed = x.sealed AND h.tree_size = x.tree_size "
+                "WHERE x.idx >= ? AND x.idx < ? ORDER BY x.idx",
+                (start, end),
+            )
+        ]
 
     def iter_history(self, chunk: int = 10_000) -> Iterator[HistoryLeaf]:
         start = 0

@@ -16,10 +16,10 @@ from .sqlite_base import SqliteBase
 from .sqlite_errors import store_error
 from .sqlite_tiles import DAY_TILES, SqliteTiles, edge_partials
 
-_HEAD_COLUMNS = "day, tree_size, sealed, root, iat, kid, doc"
+HEAD_COLUMNS = "day, tree_size, sealed, root, iat, kid, doc"
 
 
-def _head(row: Sequence[object]) -> HeadRow:
+def head_row(row: Sequence[object]) -> HeadRow:
     day, size, sealed, root, iat, kid, doc = row
     return HeadRow(str(day), int(size), bool(sealed), bytes(root), int(iat), str(kid), bytes(doc))  # type: ignore[call-overload]
 
@@ -186,17 +186,17 @@ class SqliteHeads(SqliteBase):
 
     def insert_head(self, head: HeadRow) -> None:
         self._exec(
-            f"INSERT INTO heads ({_HEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO heads ({HEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (head.day, head.tree_size, int(head.sealed), head.root, head.iat, head.kid, head.doc),
         )
 
     def _heads(
         self, where: str, params: Sequence[object], order: str, limit: int | None = None
     ) -> list[HeadRow]:
-        sql = f"SELECT {_HEAD_COLUMNS} FROM heads WHERE {where} ORDER BY {order}"
+        sql = f"SELECT {HEAD_COLUMNS} FROM heads WHERE {where} ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_head(r) for r in self._exec(sql, params)]
+        return [head_row(r) for r in self._exec(sql, params)]
 
     def heads(self, day: str) -> list[HeadRow]:
         return self._heads("day = ?", (day,), "tree_size, sealed")
@@ -222,6 +222,13 @@ class SqliteHeads(SqliteBase):
     def newest_unsealed(self, day: str) -> HeadRow | None:
         rows = self._heads("day = ? AND sealed = 0", (day,), "tree_size DESC", 1)
         return rows[0] if rows else None
+
+    def has_head_between(self, day: str, low: int, high: int) -> bool:
+        row = self._one(
+            "SELECT 1 FROM heads WHERE day = ? AND tree_size >= ? AND tree_size < ? LIMIT 1",
+            (day, low, high),
+        )
+        return row is not None
 
     def sealed_heads(self, before: str | None = None, limit: int | None = None) -> list[HeadRow]:
         """Sealed heads, newest day first, optionally only days before `before`."""

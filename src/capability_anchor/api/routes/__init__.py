@@ -4,6 +4,7 @@
 - `proofs`: inclusion and consistency proofs;
 - `entries`: a day's entries and a server's signed resolver-2 record (`/record`);
 - `keys`: the JWKS and liveness;
+- `history`: the history tree's tiles, checkpoints and tlog-proofs (SPEC §12.4);
 - `writes`: the POST operations, `/records`, `/checkpoint` (writers) and `/prove`.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import entries, keys, proofs, roots, writes
+from . import entries, history, keys, proofs, roots, writes
 
 ROUTES: list[Any] = [
     keys.healthz,
@@ -21,6 +22,8 @@ ROUTES: list[Any] = [
     roots.roots_day_size,
     roots.roots_timestamps,
     roots.roots_timestamp,
+    roots.roots_day_tile,
+    history.history_tile,
     proofs.proof,
     proofs.consistency,
     entries.entries,

@@ -9,11 +9,13 @@ from litestar.params import FromPath, QueryParameter
 
 from ...errors import NotFound, UsageError
 from ...export import timestamps_document
+from ...merkle.tilepath import parse_tile_path
 from ...reading import MAX_INT
 from ..caching import cached, canonical_json
 from ..errors import READ_ERRORS
 from ..models import HeadDocument, RootsListing, TimestampsDocument, success
 from ..service import day_param, service_of
+from .history import TILE, TILE_PATH, tile_response
 
 _HEAD = success(HeadDocument, "the head document, as signed and stored")
 
@@ -98,3 +100,20 @@ async def roots_timestamp(request: Request[Any, Any, Any], day: FromPath[str]) -
     return cached(
         request, stamps[0].token, immutable=True, media_type="application/timestamp-reply"
     )
+
+
+@get(
+    "/roots/{day:str}/tile/{tile:path}",
+    summary="A tile or entry bundle of a day's tree (C2SP tlog-tiles)",
+    description=(
+        f"The tile path after tile/: {TILE_PATH}. Partial tiles exist at the sizes of the "
+        "day's published heads; 404 past its newest head."
+    ),
+    responses={**TILE, **READ_ERRORS},
+)
+async def roots_day_tile(
+    request: Request[Any, Any, Any], day: FromPath[str], tile: FromPath[str]
+) -> Response[bytes]:
+    wanted = parse_tile_path(tile.removeprefix("/"))
+    body = service_of(request).reader.read.tiles.day(day_param(day), wanted)
+    return tile_response(request, body)

@@ -1,0 +1,108 @@
+"""C2SP tlog-tiles resource paths, read and written in their one spelling.
+
+`tile/<L>/<N>[.p/<W>]` names a hash tile and `tile/entries/<N>[.p/<W>]` an entry bundle:
+L is 0..63, N is written in zero-padded groups of three digits, every group but the last
+prefixed with `x` (1234067 -> `x001/x234/067`), and `.p/<W>` (W 1..255) marks a partial
+tile. A URL of an immutable resource must have exactly one spelling, so anything else is
+refused rather than read generously: leading zeros in L or W, a leading `x000` group, `.p/256`,
+a width of 0, a level of 64 or more.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from .tiles import TILE_WIDTH, tile_path
+
+MAX_LEVEL = 63
+MAX_INDEX = 2**63 - 1  # no tree the store can hold has more tiles than leaves
+_LEVEL = re.compile(r"0|[1-9][0-9]?")
+_WIDTH = re.compile(r"[1-9][0-9]{0,2}")
+_GROUP = re.compile(r"x[0-9]{3}")
+_LAST = re.compile(r"[0-9]{3}")
+_MAX_GROUPS = 7  # 10**21 > MAX_INDEX
+
+
+@dataclass(frozen=True, slots=True)
+class TileRequest:
+    """One tlog-tiles resource: a hash tile (`level` 0..63) or an entry bundle (`level`
+    None), its index, and its width (256 for a full tile)."""
+
+    level: int | None
+    index: int
+    width: int
+
+    @property
+    def entries(self) -> bool:
+        return self.level is None
+
+    @property
+    def partial(self) -> bool:
+        return self.width < TILE_WIDTH
+
+    @property
+    def hash_level(self) -> int:
+        """The tile level whose hashes this resource's items are (entries: the leaves)."""
+        return 0 if self.level is None else self.level
+
+    @property
+    def path(self) -> str:
+        if self.level is None:
+            return entries_path(self.index, self.width)
+        return tile_path(self.level, self.index, self.width)
+
+
+def entries_path(index: int, width: int = TILE_WIDTH) -> str:
+    """`tile/entries/<N>[.p/<W>]`, N encoded as in `tile_path`."""
+    return "tile/entries/" + tile_path(0, index, width).removeprefix("tile/0/")
+
+
+def _index(groups: list[str], text: str) -> int:
+    if not 1 <= len(groups) <= _MAX_GROUPS:
+        raise UsageError(f"tile path {text!r}: the index has {len(groups)} groups of digits")
+    *upper, last = groups
+    if not all(_GROUP.fullmatch(g) for g in upper) or not _LAST.fullmatch(last):
+        raise UsageError(
+            f"tile path {text!r}: the index must be groups of three digits, every one but "
+            "the last prefixed with x (1234067 is x001/x234/067)"
+        )
+    if upper and upper[0] == "x000":
+        raise UsageError(f"tile path {text!r}: the index has a leading group of zeros")
+    index = int("".join(g.removeprefix("x") for g in groups))
+    if index > MAX_INDEX:
+        raise UsageError(f"tile path {text!r}: the index is over {MAX_INDEX}")
+    return index
+
+
+def parse_tile_path(text: str) -> TileRequest:
+    """`<L>/<N>[.p/<W>]` or `entries/<N>[.p/<W>]` (what follows `tile/`), in its one
+    spelling; anything else is a `UsageError` naming what is wrong."""
+    parts = text.split("/")
+    if len(parts) < 2:
+        raise UsageError(f"tile path {text!r}: expected <L>/<N>[.p/<W>] or entries/<N>")
+    head, rest = parts[0], parts[1:]
+    if head == "entries":
+        level: int | None = None
+    elif _LEVEL.fullmatch(head) and int(head) <= MAX_LEVEL:
+        level = int(head)
+    else:
+        raise UsageError(
+            f"tile path {text!r}: the level must be 0..{MAX_LEVEL} without leading zeros, "
+            "or 'entries'"
+        )
+    width = TILE_WIDTH
+    if len(rest) >= 2 and rest[-2].endswith(".p"):
+        w = rest[-1]
+        if not _WIDTH.fullmatch(w) or not 1 <= int(w) < TILE_WIDTH:
+            raise UsageError(
+                f"tile path {text!r}: a partial tile's width must be 1..{TILE_WIDTH - 1} "
+                "without leading zeros"
+            )
+        width = int(w)
+        rest = [*rest[:-2], rest[-2].removesuffix(".p")]
+    return TileRequest(level, _index(rest, text), width)
+
+
+__all__ = ["MAX_LEVEL", "TileRequest", "entries_path", "parse_tile_path"]
