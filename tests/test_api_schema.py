@@ -46,6 +46,8 @@ OPERATIONS: list[tuple[str, str, bool]] = [
     ("GET", "/roots/{day}/{tree_size}", True),
     ("GET", "/roots/{day}/timestamps", True),
     ("GET", "/roots/{day}/timestamp", True),
+    ("GET", "/roots/{day}/tile/{tile}", True),
+    ("GET", "/history/tile/{tile}", False),
     ("GET", "/proof", True),
     ("GET", "/consistency", True),
     ("GET", "/entries/{day}", True),
@@ -65,6 +67,8 @@ NO_NEGATIVE = {
     "/roots/{day}",
     "/roots/{day}/timestamps",
     "/roots/{day}/timestamp",
+    "/roots/{day}/tile/{tile}",
+    "/history/tile/{tile}",
 }
 
 
@@ -213,6 +217,9 @@ def test_real_answers_have_exactly_the_documented_members(tmp_path: Path) -> Non
         ("GET", "/roots/{day}/{tree_size}", f"/roots/{h.today}/4", {}),
         ("GET", "/roots/{day}/timestamps", f"/roots/{h.d2}/timestamps", {}),
         ("GET", "/roots/{day}/timestamp", f"/roots/{h.d2}/timestamp", {}),
+        ("GET", "/roots/{day}/tile/{tile}", f"/roots/{h.d2}/tile/0/000.p/6", {}),
+        ("GET", "/roots/{day}/tile/{tile}", f"/roots/{h.d2}/tile/entries/000.p/6", {}),
+        ("GET", "/history/tile/{tile}", "/history/tile/0/000.p/3", {}),
         ("GET", "/proof", f"/proof?day={h.d2}&index=1", {}),
         ("GET", "/consistency", f"/consistency?day={h.d2}&first=3&second=6", {}),
         ("GET", "/entries/{day}", f"/entries/{h.today}", {}),

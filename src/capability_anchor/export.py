@@ -27,6 +27,7 @@ import rfc8785
 from . import head as heads
 from . import trust
 from .errors import CapabilityAnchorError, ExportConflict, InvalidKey, MalformedJSON
+from .export_history import tile_files
 from .files import fsync_dir
 from .keys import KeySet
 from .log import Log
@@ -157,10 +158,13 @@ def _remove_stale_tmp(outdir: Path) -> None:
             stale.unlink()
 
 
-def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
+def export(
+    log: Log, outdir: Path, progress: Progress = silent, *, tiles: bool = False
+) -> ExportReport:
     """Write the folder. Every file that must never change is compared first: if any
     existing one differs, nothing at all is written (a half-published folder would list
-    days that index.json does not, or the other way round)."""
+    days that index.json does not, or the other way round). `tiles`: also each day's
+    tlog-tiles under `<day>/tile/` (the history's are always written, `export_history`)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(outdir)
@@ -180,6 +184,7 @@ def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
         replaceable.append((outdir / f"{row.day}.timestamps.json", doc))
     for row in unsealed:
         immutable.append((outdir / row.day / f"{row.tree_size}.json", row.doc))
+    immutable += tile_files(log, outdir, tiles)
     keys = _merged_keys(outdir / "keys.json", log.keyset())
     records = [token for _, _, _, token in store.key_records()]
     key_records = _merged_key_records(outdir / trust.KEY_RECORDS_FILE, log.iss, records)
@@ -195,7 +200,7 @@ def export(log: Log, outdir: Path, progress: Progress = silent) -> ExportReport:
     if key_records is not None:
         write_replaceable(outdir / trust.KEY_RECORDS_FILE, key_records, report)
     for done, (path, data) in enumerate(immutable, start=1):
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_immutable(path, data, report)
         progress(done, total, "export")
     for done, (path, data) in enumerate(replaceable, start=len(immutable) + 1):

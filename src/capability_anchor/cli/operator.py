@@ -169,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("export", "write the static publication (SPEC §8) to OUTDIR")
     add_data(p)
     p.add_argument("outdir", metavar="OUTDIR", help="folder to write (created if missing)")
+    p.add_argument(
+        "--tiles", action="store_true", help="also write each day's tlog-tiles to <day>/tile/"
+    )
 
     p = command("audit", "re-derive and check the log and/or an exported folder")
     add_data(p)

@@ -38,7 +38,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     progress = StderrProgress()
     with open_log(args) as log:
-        report = export(log, Path(args.outdir), progress)
+        report = export(log, Path(args.outdir), progress, tiles=args.tiles)
     progress.close()
     emit(report.to_json())
     return EXIT_OK

@@ -1,0 +1,233 @@
+"""SPEC §12.4 read API, against a real server process on a log of three days.
+
+The tiles are read back by `tilekit.TileClient`, written from the C2SP tlog-tiles text with
+no product code, which rebuilds every day's root at each of its heads' sizes and the history's
+root at every size from the served tiles alone; the hashes are compared byte for byte with
+`naive_rfc9162` over leaf hashes computed here with hashlib and rfc8785.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import rfc8785
+
+from apikit import IMMUTABLE, assert_error
+from logkit import ISS, record
+from naive_rfc9162 import Naive
+from serverkit import Server, serving
+from tilekit import (
+    D1_SIZES,
+    D2_HEADS,
+    Built,
+    TileClient,
+    build,
+    head_key,
+    payload,
+    split_bundle,
+    tile_name,
+)
+
+
+def leaf_hash(data: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build(tmp_path_factory.mktemp("history-api") / "data")
+
+
+@pytest.fixture(scope="module")
+def server(built: Built) -> Iterator[Server]:
+    with serving(built.data, "--rate-limit", "0") as s:
+        yield s
+
+
+@pytest.fixture
+def client(server: Server) -> Iterator[httpx.Client]:
+    with server.client() as c:
+        yield c
+
+
+def fetcher(client: httpx.Client, prefix: str) -> TileClient:
+    def fetch(name: str) -> bytes:
+        r = client.get(f"{prefix}/{name}")
+        assert r.status_code == 200, (prefix, name, r.text)
+        assert r.headers["content-type"] == "application/octet-stream"
+        assert r.headers["cache-control"] == IMMUTABLE
+        return r.content
+
+    return TileClient(fetch, 0)
+
+
+def day_sizes(built: Built, day: str) -> list[int]:
+    return [size for d, _, size in map(head_key, built.heads) if d == day]
+
+
+def day_leaf_hashes(day: str, size: int) -> list[bytes]:
+    # logkit's records carry no reserved members: the leaf claims are the record itself.
+    return [leaf_hash(rfc8785.dumps(record(day, n))) for n in range(size)]
+
+
+def test_the_log_is_as_built(built: Built, client: httpx.Client) -> None:
+    assert day_sizes(built, built.d2) == [*range(1, D2_HEADS + 1), D2_HEADS]
+    assert day_sizes(built, built.d1) == [*D1_SIZES, 310]
+    assert len(built.heads) == D2_HEADS + 1 + len(D1_SIZES) + 1 + 1
+    assert client.get(f"/roots/{built.today}").json()["tree_size"] == 3
+
+
+def test_every_days_root_is_rebuilt_from_its_tiles_at_every_head(
+    built: Built, client: httpx.Client
+) -> None:
+    for doc in built.heads:
+        day, _, size = head_key(doc)
+        tiles = fetcher(client, f"/roots/{day}")
+        tiles.size = size
+        root = tiles.root()
+        assert root.hex() == client.get(f"/roots/{day}/{size}").json()["root"], (day, size)
+        assert root == Naive(day_leaf_hashes(day, size)).root(size)
+
+
+def test_day_tiles_and_bundles_match_the_naive_tree_byte_for_byte(
+    built: Built, client: httpx.Client
+) -> None:
+    day = built.d1
+    hashes = day_leaf_hashes(day, 310)
+    naive = Naive(hashes)
+    full = client.get(f"/roots/{day}/tile/0/000").content
+    assert full == b"".join(hashes[:256])
+    for width in (1, 44, 54):  # sizes 257, 300 and the sealed 310
+        r = client.get(f"/roots/{day}/tile/0/001.p/{width}")
+        assert r.content == b"".join(hashes[256 : 256 + width])
+    level1 = client.get(f"/roots/{day}/tile/1/000.p/1").content
+    assert level1 == naive.mth(0, 256)
+    tiles = fetcher(client, f"/roots/{day}")
+    tiles.size = 310
+    leaves = tiles.leaves()
+    assert leaves == [rfc8785.dumps(record(day, n)) for n in range(310)]
+    bundle = split_bundle(client.get(f"/roots/{day}/tile/entries/001.p/44").content)
+    assert bundle == leaves[256:300]
+
+
+def test_the_history_root_is_rebuilt_from_its_tiles_at_every_size(
+    built: Built, client: httpx.Client
+) -> None:
+    leaves = [payload(doc) for doc in built.heads]
+    naive = Naive([leaf_hash(x) for x in leaves])
+    tiles = fetcher(client, "/history")
+    for size in range(1, len(leaves) + 1):
+        tiles.size = size
+        assert tiles.root() == naive.root(size), size
+    assert tiles.leaves() == leaves
+    assert client.get("/history/tile/1/000.p/1").content == naive.mth(0, 256)
+    # A partial tile at every size: each level-0 width of the second tile, one per head.
+    for width in range(1, len(leaves) - 255):
+        r = client.get(f"/history/tile/0/001.p/{width}")
+        assert r.content == b"".join(leaf_hash(x) for x in leaves[256 : 256 + width])
+
+
+def test_tiles_no_published_size_makes_are_404(built: Built, client: httpx.Client) -> None:
+    n = len(built.heads)
+    d1 = built.d1
+    missing = [
+        "/history/tile/0/001",  # the second full tile: the history is at n < 512
+        f"/history/tile/0/001.p/{n - 255}",  # one past the history's size
+        "/history/tile/0/002.p/1",
+        "/history/tile/1/000",
+        "/history/tile/2/000.p/1",
+        f"/history/tile/entries/001.p/{n - 255}",
+        f"/roots/{d1}/tile/0/001.p/10",  # size 266: no head of that size
+        f"/roots/{d1}/tile/0/001.p/55",  # past the sealed 310
+        f"/roots/{d1}/tile/0/001",
+        f"/roots/{d1}/tile/1/000.p/2",
+        f"/roots/{d1}/tile/entries/001.p/10",
+        f"/roots/{built.today}/tile/0/000.p/4",
+        f"/roots/{built.today}/tile/0/000.p/2",  # 2 entries of today were never a head
+        "/roots/2001-01-01/tile/0/000.p/1",  # a day with no head
+    ]
+    for url in missing:
+        assert_error(client.get(url), "not_found")
+    for url in (f"/roots/{d1}/tile/0/001.p/1", f"/roots/{d1}/tile/1/000.p/1"):
+        assert client.get(url).status_code == 200, url
+
+
+BAD_PATHS = [
+    "00/000",  # leading zero in the level
+    "01/000",
+    "64/000",  # level 64
+    "100/000",
+    "-1/000",
+    "0/0",  # the index is groups of three digits
+    "0/0000",
+    "0/x000/001",  # a leading group of zeros
+    "0/x001",  # the last group has no x
+    "0/001/001",  # every group but the last has an x
+    "0/xx01/001",
+    "0/x01/001",
+    "0/000.p/0",  # width 0
+    "0/000.p/256",  # a full tile is never .p/
+    "0/000.p/257",
+    "0/000.p/010",  # leading zero in the width
+    "0/000.p/",
+    "0/000.p",
+    "0/000.q/1",
+    "0",
+    "entries",
+    "entries/1",
+    "entries/000.p/0",
+    "Entries/000",
+    "0/x001/x234/x567/x890/x123/x456/x789/000",  # more groups than any index
+    "0/x009/x223/x372/x036/x854/x775/808",  # 2**63: over the largest index
+    "a/000",
+]
+
+
+def test_bad_tile_paths_are_400(built: Built, client: httpx.Client) -> None:
+    for path in BAD_PATHS:
+        for prefix in ("/history/tile", f"/roots/{built.d1}/tile"):
+            r = client.get(f"{prefix}/{path}")
+            assert r.status_code == 400, (prefix, path, r.status_code)
+            assert_error(r, "bad_request")
+    assert_error(client.get("/roots/2026-1-01/tile/0/000"), "bad_request")
+
+
+def test_tiles_are_immutable_with_an_etag(built: Built, client: httpx.Client) -> None:
+    r = client.get(f"/roots/{built.d1}/tile/0/000")
+    assert r.status_code == 200
+    assert r.headers["cache-control"] == IMMUTABLE
+    assert r.headers["content-type"] == "application/octet-stream"
+    again = client.get(
+        f"/roots/{built.d1}/tile/0/000", headers={"If-None-Match": r.headers["etag"]}
+    )
+    assert again.status_code == 304 and again.content == b""
+
+
+def test_a_tile_url_encodes_large_indices_as_the_text_says() -> None:
+    assert tile_name(0, 1234067, 256) == "tile/0/x001/x234/067"
+    assert tile_name(1, 5, 7) == "tile/1/005.p/7"
+    assert tile_name("entries", 1000, 256) == "tile/entries/x001/000"
+
+
+def test_the_product_parser_reads_what_the_client_writes() -> None:
+    """The third opinion: our parser and the independent encoder agree on every index form."""
+    from capability_anchor.merkle.tilepath import TileRequest, parse_tile_path
+
+    for level, n, width in [
+        (0, 0, 256),
+        (0, 999, 1),
+        (0, 1000, 255),
+        (63, 1234067, 256),
+        (2, 10**18, 3),
+    ]:
+        name = tile_name(level, n, width).removeprefix("tile/")
+        assert parse_tile_path(name) == TileRequest(level, n, width)
+        assert TileRequest(level, n, width).path == f"tile/{name}"
+    assert parse_tile_path("entries/x001/000.p/9") == TileRequest(None, 1000, 9)
+
+
+def test_iss_is_the_kits(built: Built) -> None:
+    assert ISS == "https://resolver.example"
