@@ -48,6 +48,11 @@ OPERATIONS: list[tuple[str, str, bool]] = [
     ("GET", "/roots/{day}/timestamp", True),
     ("GET", "/roots/{day}/tile/{tile}", True),
     ("GET", "/history/tile/{tile}", False),
+    ("GET", "/history/checkpoint", False),
+    ("GET", "/history/checkpoint/{size}", False),
+    ("GET", "/history/proof", False),
+    ("GET", "/history/vkey", False),
+    ("GET", "/history/policy", False),
     ("GET", "/proof", True),
     ("GET", "/consistency", True),
     ("GET", "/entries/{day}", True),
@@ -69,6 +74,10 @@ NO_NEGATIVE = {
     "/roots/{day}/timestamp",
     "/roots/{day}/tile/{tile}",
     "/history/tile/{tile}",
+    "/history/checkpoint",
+    "/history/checkpoint/{size}",
+    "/history/vkey",
+    "/history/policy",
 }
 
 
@@ -209,6 +218,10 @@ def test_real_answers_have_exactly_the_documented_members(tmp_path: Path) -> Non
     h = build_history(tmp_path / "data")
     insert_stamp(h.data, h.d2, "https://tsa.example", b"0\x00", "2026-01-01T00:00:00Z")
     auth = {"Authorization": f"Bearer {h.token}"}
+    with Log.open(h.data, background_checkpoints=False) as log:
+        with log.store.write():
+            log.store.set_policy(b"quorum none\n", 0)
+        first_head = next(log.read.history.iter_leaves()).leaf_hash.hex()
     calls: list[tuple[str, str, str, dict[str, Any]]] = [
         ("GET", "/healthz", "/healthz", {}),
         ("GET", "/roots", "/roots", {}),
@@ -220,6 +233,11 @@ def test_real_answers_have_exactly_the_documented_members(tmp_path: Path) -> Non
         ("GET", "/roots/{day}/tile/{tile}", f"/roots/{h.d2}/tile/0/000.p/6", {}),
         ("GET", "/roots/{day}/tile/{tile}", f"/roots/{h.d2}/tile/entries/000.p/6", {}),
         ("GET", "/history/tile/{tile}", "/history/tile/0/000.p/3", {}),
+        ("GET", "/history/checkpoint", "/history/checkpoint", {}),
+        ("GET", "/history/checkpoint/{size}", "/history/checkpoint/2", {}),
+        ("GET", "/history/proof", f"/history/proof?leaf_hash={first_head}", {}),
+        ("GET", "/history/vkey", "/history/vkey", {}),
+        ("GET", "/history/policy", "/history/policy", {}),
         ("GET", "/proof", f"/proof?day={h.d2}&index=1", {}),
         ("GET", "/consistency", f"/consistency?day={h.d2}&first=3&second=6", {}),
         ("GET", "/entries/{day}", f"/entries/{h.today}", {}),

@@ -45,6 +45,8 @@ from .store import SCHEMA_VERSION, HeadRow, Store
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
+    from .note import Policy
+
 
 def audit_data_dir(
     data_dir: Path,
@@ -54,6 +56,7 @@ def audit_data_dir(
     tsa_ca: Sequence[Certificate] | None = None,
     roots: Path | None = None,
     progress: Progress = silent,
+    policy: Policy | None = None,
 ) -> AuditReport:
     """Audit a data dir (and `roots`, cross-checked against it) without writing to it.
     `scratch` is a private folder the read-only opening may copy the database into (see
@@ -64,7 +67,7 @@ def audit_data_dir(
     # the log, damage included, so the audit reads again (by then the opener's lock file
     # makes the next opening a shared one) rather than report it.
     for attempt in range(1, IMMUTABLE_ATTEMPTS + 1):
-        report, changed = _audit_once(data_dir, scratch, keys, tsa_ca, roots, progress)
+        report, changed = _audit_once(data_dir, scratch, keys, tsa_ca, roots, progress, policy)
         if changed is None or attempt == IMMUTABLE_ATTEMPTS:
             break
     if changed is not None:
@@ -82,6 +85,7 @@ def _audit_once(
     tsa_ca: Sequence[Certificate] | None,
     roots: Path | None,
     progress: Progress,
+    policy: Policy | None = None,
 ) -> tuple[AuditReport, StoreError | None]:
     """One read of the data dir: the report, and the error saying the file changed under
     an immutable read (the report then means nothing)."""
@@ -98,7 +102,7 @@ def _audit_once(
             if version != 0:
 
                 def run() -> None:
-                    _audit_log(report, store, key, keys, tsa_ca, roots, progress)
+                    _audit_log(report, store, key, keys, tsa_ca, roots, progress, policy)
 
                 _guarded(report, damaged, run)
             bad = sorted(set(store.invalid_text()))
@@ -152,6 +156,7 @@ def _audit_log(
     tsa_ca: Sequence[Certificate] | None,
     roots: Path | None,
     progress: Progress,
+    policy: Policy | None = None,
 ) -> None:
     try:
         log = Log(store.path.parent, store, key, time.time)
@@ -177,7 +182,7 @@ def _audit_log(
         cas = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
     _check_carried_certificates(report, store, cas)
     if roots is not None:
-        folder = audit_folder(roots, keys, log, progress, tsa_ca or ())
+        folder = audit_folder(roots, keys, log, progress, tsa_ca or (), policy)
         report.problems += folder.problems
         for what, n in folder.checked.items():
             report.count(f"roots_{what}", n)

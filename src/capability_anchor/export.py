@@ -27,7 +27,7 @@ import rfc8785
 from . import head as heads
 from . import trust
 from .errors import CapabilityAnchorError, ExportConflict, InvalidKey, MalformedJSON
-from .export_history import tile_files
+from .export_history import history_files, tile_files
 from .files import fsync_dir
 from .keys import KeySet
 from .log import Log
@@ -185,6 +185,7 @@ def export(
     for row in unsealed:
         immutable.append((outdir / row.day / f"{row.tree_size}.json", row.doc))
     immutable += tile_files(log, outdir, tiles)
+    replaceable += history_files(log, outdir)
     keys = _merged_keys(outdir / "keys.json", log.keyset())
     records = [token for _, _, _, token in store.key_records()]
     key_records = _merged_key_records(outdir / trust.KEY_RECORDS_FILE, log.iss, records)
@@ -204,6 +205,7 @@ def export(
         write_immutable(path, data, report)
         progress(done, total, "export")
     for done, (path, data) in enumerate(replaceable, start=len(immutable) + 1):
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_replaceable(path, data, report)
         progress(done, total, "export")
     # Last: index.json never names a day whose files are not all in place.

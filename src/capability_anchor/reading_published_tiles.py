@@ -16,22 +16,12 @@ leaf bytes are the entries' stored claims (SPEC §2), the history's the heads' J
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from .errors import NotFound, StoreError
 from .merkle import HASH_SIZE, TILE_HEIGHT, TILE_WIDTH
-from .merkle.tilepath import TileRequest
+from .merkle.tilepath import TileRequest, entry_bundle
 from .store import Store
-
-
-def entry_bundle(leaves: Iterable[bytes]) -> bytes:
-    """C2SP entry bundle: each leaf prefixed by its big-endian uint16 length."""
-    out = bytearray()
-    for data in leaves:
-        if len(data) > 0xFFFF:
-            raise StoreError(f"a leaf of {len(data)} bytes does not fit an entry bundle")
-        out += len(data).to_bytes(2, "big") + data
-    return bytes(out)
 
 
 def _published(
@@ -98,4 +88,4 @@ class PublishedTiles:
         return _hashes(data, request, what)
 
 
-__all__ = ["PublishedTiles", "entry_bundle"]
+__all__ = ["PublishedTiles"]

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 _logger = logging.getLogger("capability_anchor.stamping")
 T = TypeVar("T")
 
-INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove")
+INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove", "size")
 _DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
 
 

@@ -16,6 +16,7 @@ from ..encoding import parse_day
 from ..errors import CapabilityAnchorError, InvalidKey, MalformedJSON
 from ..keys import KeySet
 from ..progress import Progress, silent
+from .history_folder import audit_folder_history
 from .index import audit_index
 from .records import audit_records
 from .report import AuditReport, is_day
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
     from ..log import Log
+    from ..note import Policy
 
 
 def audit_folder(
@@ -33,6 +35,7 @@ def audit_folder(
     log: Log | None = None,
     progress: Progress = silent,
     tsa_ca: Sequence[Certificate] = (),
+    policy: Policy | None = None,
 ) -> AuditReport:
     report = AuditReport()
     folder = Path(folder)
@@ -44,6 +47,7 @@ def audit_folder(
     audit_index(report, folder, sealed, log)
     _audit_saved_unsealed(report, folder, keys, sealed, log)
     audit_records(report, folder, keys)
+    audit_folder_history(report, folder, [k.raw for k in keys], policy)
     if log is not None:
         _cross_check(report, folder, log, sealed)
         report.problems += logtrust.folder_trust_problems(folder, log)

@@ -178,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--keys", metavar="FILE", help="trusted JWKS for --roots (default: its keys.json)"
     )
     p.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a tlog-policy: --roots' checkpoint must carry its quorum of cosignatures",
+    )
+    p.add_argument(
         "--tsa-ca",
         metavar="PEM",
         action="append",

@@ -64,6 +64,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         from ..timestamp import trusted_cas
 
         tsa_ca = trusted_cas(args.tsa_ca)
+    policy = None
+    if args.policy:
+        from ..note import parse_policy
+
+        policy = parse_policy(Path(args.policy).read_bytes())
     roots = None if args.roots is None else Path(args.roots)
     if roots is not None and not roots.is_dir():
         raise OSError(f"--roots {args.roots} is not a folder")
@@ -71,12 +76,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
         # The data dir is only read; a copy the read-only opening may need goes here.
         with tempfile.TemporaryDirectory(prefix="capability-anchor-audit-") as scratch:
             report = audit_data_dir(
-                data, Path(scratch), keys=keys, tsa_ca=tsa_ca, roots=roots, progress=progress
+                data,
+                Path(scratch),
+                keys=keys,
+                tsa_ca=tsa_ca,
+                roots=roots,
+                progress=progress,
+                policy=policy,
             )
     elif roots is None:
         raise OSError(f"no log at {data} and no --roots folder to audit")
     else:
-        folder = audit_folder(roots, keys, None, progress, tsa_ca or ())
+        folder = audit_folder(roots, keys, None, progress, tsa_ca or (), policy)
         report.problems += folder.problems
         for k, v in folder.checked.items():
             report.count(f"roots_{k}", v)

@@ -11,10 +11,11 @@ a width of 0, a level of 64 or more.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..errors import UsageError
-from .tiles import TILE_WIDTH, tile_path
+from ..errors import MalformedProof, UsageError
+from .tiles import TILE_HEIGHT, TILE_WIDTH, tile_path
 
 MAX_LEVEL = 63
 MAX_INDEX = 2**63 - 1  # no tree the store can hold has more tiles than leaves
@@ -105,4 +106,44 @@ def parse_tile_path(text: str) -> TileRequest:
     return TileRequest(level, _index(rest, text), width)
 
 
-__all__ = ["MAX_LEVEL", "TileRequest", "entries_path", "parse_tile_path"]
+def published_resources(sizes: Iterable[int], current: int) -> Iterator[TileRequest]:
+    """The tiles and entry bundles to publish for a tree whose published sizes are `sizes`
+    and whose newest published size is `current` (see the module docstring)."""
+    found: set[tuple[int, int, int]] = set()
+    level = 0
+    while current >> (TILE_HEIGHT * level):
+        for index in range((current >> (TILE_HEIGHT * level)) // TILE_WIDTH):
+            found.add((level, index, TILE_WIDTH))
+        level += 1
+    for size in sizes:
+        level = 0
+        while count := size >> (TILE_HEIGHT * level):
+            index, width = divmod(count, TILE_WIDTH)
+            full_at_current = (current >> (TILE_HEIGHT * level)) // TILE_WIDTH
+            if width and index >= full_at_current:
+                found.add((level, index, width))
+            level += 1
+    for level, index, width in sorted(found):
+        yield TileRequest(level, index, width)
+        if level == 0:
+            yield TileRequest(None, index, width)
+
+
+def entry_bundle(leaves: Iterable[bytes]) -> bytes:
+    """C2SP entry bundle: each leaf prefixed by its big-endian uint16 length."""
+    out = bytearray()
+    for data in leaves:
+        if len(data) > 0xFFFF:
+            raise MalformedProof(f"a leaf of {len(data)} bytes does not fit an entry bundle")
+        out += len(data).to_bytes(2, "big") + data
+    return bytes(out)
+
+
+__all__ = [
+    "MAX_LEVEL",
+    "TileRequest",
+    "entries_path",
+    "entry_bundle",
+    "parse_tile_path",
+    "published_resources",
+]

@@ -10,10 +10,9 @@ Durability (what holds when a call returns):
   it is durable (it survives power loss); if it raises, none of it happened.
 - Append-only is the store's own duty, not its callers': an update or delete of entries,
   heads, tiles, stamps, keys, servers, rotation records, settings statements, history
-  leaves or history tiles is refused
-  (`Conflict`), as is an entry or head for a sealed day, an entry whose index is not the
-  next of its day, a head whose root differs from another head of that day and size, and any
-  insert that would replace a stored row with other content.
+  leaves or history tiles is refused (`Conflict`), as is an entry or head for a sealed day,
+  an entry whose index is not the next of its day, a head whose root differs from another
+  head of that day and size, and any insert that would replace a stored row with other content.
 - Reads outside `write()` never see a write transaction's uncommitted rows; `read()` makes
   several reads one snapshot.
 - Errors are the project's (`errors.StoreError` and its subclasses, `Conflict`), never the
@@ -201,8 +200,7 @@ class StoreReads(ABC):
 
     @abstractmethod
     def has_head_between(self, day: str, low: int, high: int) -> bool:
-        """Whether a head of `day` has a tree size in `low <= size < high` (which partial
-        tiles of the day are published, SPEC §12.4)."""
+        """Whether a head of `day` has a size in `low <= size < high` (its partial tiles)."""
 
     @abstractmethod
     def sealed_heads(self, before: str | None = None, limit: int | None = None) -> list[HeadRow]:
@@ -266,8 +264,7 @@ class StoreHistory(ABC):
         """The leaf of that head, if any."""
 
     @abstractmethod
-    def history_heads(self, start: int, end: int) -> list[HeadRow]:
-        """The heads that are the history leaves `start <= index < end`, by index."""
+    def history_heads(self, start: int, end: int) -> list[HeadRow]: ...  # leaves start..end-1
 
     @abstractmethod
     def iter_history(self, chunk: int = 10_000) -> Iterator[HistoryLeaf]:

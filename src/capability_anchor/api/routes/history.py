@@ -4,12 +4,16 @@ the log's note key and the witness policy."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Annotated, Any
 
 from litestar import Request, Response, get
-from litestar.params import FromPath
+from litestar.params import FromPath, QueryParameter
 
+from ...encoding import hash_from_hex
+from ...errors import NotFound, UsageError
 from ...merkle.tilepath import parse_tile_path
+from ...reading import MAX_INT
 from ..caching import cached
 from ..errors import READ_ERRORS
 from ..models import success
@@ -42,3 +46,91 @@ def tile_response(request: Request[Any, Any, Any], body: bytes) -> Response[byte
 async def history_tile(request: Request[Any, Any, Any], tile: FromPath[str]) -> Response[bytes]:
     wanted = parse_tile_path(tile.removeprefix("/"))
     return tile_response(request, service_of(request).reader.read.tiles.history(wanted))
+
+
+# --- checkpoints, proofs, keys (SPEC §12.4) ------------------------------------------------
+
+TEXT = "text/plain; charset=utf-8"
+_SIZE = re.compile(r"[1-9][0-9]{0,18}")
+
+
+def text_response(request: Request[Any, Any, Any], body: bytes) -> Response[bytes]:
+    """Checkpoints gain cosignatures and a newer one is served as the history grows: each
+    answer is revalidated (`no-cache`, ETag)."""
+    return cached(request, body, immutable=False, media_type=TEXT)
+
+
+def _text(description: str) -> dict[int, Any]:
+    return success(str, description, "text/plain")
+
+
+@get(
+    "/history/checkpoint",
+    summary="The newest checkpoint that meets the witness policy's quorum (C2SP checkpoint)",
+    description=(
+        "A signed note: the log's checkpoint of the history with the policy witnesses' "
+        "cosignature lines, in policy order. With no policy, quorum none, or while no "
+        "checkpoint meets the quorum, the newest checkpoint with every stored cosignature."
+    ),
+    responses={**_text("a C2SP checkpoint note with its cosignatures"), **READ_ERRORS},
+)
+async def history_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return text_response(request, service_of(request).reader.read.history.served_checkpoint())
+
+
+@get(
+    "/history/checkpoint/{size:str}",
+    summary="The checkpoint of one history size, with every stored cosignature",
+    responses={**_text("a C2SP checkpoint note with its cosignatures"), **READ_ERRORS},
+)
+async def history_checkpoint_size(
+    request: Request[Any, Any, Any], size: FromPath[str]
+) -> Response[bytes]:
+    if _SIZE.fullmatch(size) is None:
+        raise UsageError("the history size is a positive integer written in digits")
+    if int(size) > MAX_INT:
+        raise UsageError(f"the history size is at most {MAX_INT}")
+    note = service_of(request).reader.read.history.served_checkpoint(int(size))
+    return text_response(request, note)
+
+
+@get(
+    "/history/proof",
+    summary="A C2SP tlog-proof of a head in the history",
+    description=(
+        "leaf_hash: the history leaf hash (SHA-256 of 0x00 and the head's JWS payload) of a "
+        "published head. The proof's extra is the head's compact JWS; its checkpoint is the "
+        "one /history/checkpoint serves (or the newest, while that does not cover the head "
+        "yet), or the checkpoint of `size`."
+    ),
+    responses={**_text("a C2SP tlog-proof"), **READ_ERRORS},
+)
+async def history_proof(
+    request: Request[Any, Any, Any],
+    leaf_hash: Annotated[str, QueryParameter()],
+    size: Annotated[int | None, QueryParameter(ge=1, le=MAX_INT)] = None,
+) -> Response[bytes]:
+    h = hash_from_hex(leaf_hash, "leaf_hash")
+    return text_response(request, service_of(request).reader.read.history.tlog_proof(h, size))
+
+
+@get(
+    "/history/vkey",
+    summary="The log's note verifier key (C2SP vkey), one line",
+    responses={**_text("<origin>+<key id>+<base64 key>, and a newline"), **READ_ERRORS},
+)
+async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
+    vkey = service_of(request).reader.read.history.vkey()
+    return text_response(request, vkey.encode("utf-8") + b"\n")
+
+
+@get(
+    "/history/policy",
+    summary="The log's witness policy (C2SP tlog-policy), as stored",
+    responses={**_text("the tlog-policy file"), **READ_ERRORS},
+)
+async def history_policy(request: Request[Any, Any, Any]) -> Response[bytes]:
+    policy = service_of(request).reader.read.history.policy()
+    if policy is None:
+        raise NotFound("this log has no witness policy")
+    return text_response(request, policy)

@@ -1,0 +1,244 @@
+"""The history in an exported folder (SPEC §12.6 `--roots DIR`): rebuilt from the folder's
+own heads, then compared with what the folder publishes about it.
+
+The folder holds every head (sealed `<day>.json`, unsealed `<day>/<size>.json`), so the
+history is the tree over their JWS payloads in §12.1 order. Against it:
+- every `history/tile/...` is the tile (or entry bundle) that tree has, and every tile the
+  export writes for it is there; a tile past the rebuilt size means a head is missing;
+- `history/checkpoint` is signed by a trusted key under the origin of `history/vkey` (a
+  trusted key, and the policy's `log` if one is given), and its root is the rebuilt root at
+  its size; with a policy, its cosignatures meet the quorum;
+- every head has its tlog-proof (`<day>.tlog-proof`, `<day>/<size>.tlog-proof`) whose
+  `extra` is that head's JWS, whose index is its place in the history, whose checkpoint is
+  signed as above and is the rebuilt tree at its size, and whose path reaches that root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import head as heads
+from ..encoding import b64url_decode
+from ..errors import CapabilityAnchorError
+from ..merkle import TILE_HEIGHT, TILE_WIDTH, TiledTree, verify_inclusion
+from ..merkle.tilepath import TileRequest, entry_bundle, parse_tile_path, published_resources
+from ..note import (
+    TYPE_ED25519,
+    Checkpoint,
+    NoteVerifier,
+    Policy,
+    check_cosignatures,
+    open_checkpoint,
+    parse_note,
+    parse_tlog_proof,
+    parse_vkey,
+)
+from .report import AuditReport, is_day
+
+
+@dataclass(frozen=True)
+class FolderHead:
+    path: Path
+    day: str
+    sealed: bool
+    tree_size: int
+    jws: str
+
+    @property
+    def proof_path(self) -> Path:
+        if self.sealed:
+            return self.path.with_name(f"{self.day}.tlog-proof")
+        return self.path.with_name(f"{self.tree_size}.tlog-proof")
+
+
+def folder_heads(folder: Path) -> list[FolderHead]:
+    """Every head file of the folder that parses, in SPEC §12.1 order (the files' own
+    checks, signatures included, are the folder audit's)."""
+    files = [p for p in folder.glob("????-??-??.json") if is_day(p.stem)]
+    files += [p for p in folder.glob("????-??-??/*.json") if is_day(p.parent.name)]
+    found = []
+    for path in files:
+        try:
+            parsed = heads.parse_document(path.read_bytes())
+        except CapabilityAnchorError:
+            continue
+        found.append(FolderHead(path, parsed.day, parsed.sealed, parsed.tree_size, parsed.jws))
+    return sorted(found, key=lambda h: (h.day, h.sealed, h.tree_size))
+
+
+@dataclass
+class _History:
+    folder: Path
+    leaves: list[bytes]
+    tree: TiledTree
+    verifiers: list[NoteVerifier]
+    origin: str
+
+
+def audit_folder_history(
+    report: AuditReport,
+    folder: Path,
+    keys: list[bytes],
+    policy: Policy | None = None,
+    now: int | None = None,
+) -> None:
+    """`keys`: the trusted Ed25519 public keys (raw), the folder's `keys.json` or `--keys`."""
+    history = folder / "history"
+    if not history.is_dir():
+        report.problems.append(f"{history} is missing (export writes the history, SPEC §12.4)")
+        return
+    found = folder_heads(folder)
+    leaves = [b64url_decode(h.jws.split(".")[1]) for h in found]
+    tree = TiledTree(hashlib.sha256(b"\x00" + leaf).digest() for leaf in leaves)
+    origin = _origin(report, history, keys, policy)
+    if origin is None:
+        return
+    h = _History(folder, leaves, tree, [NoteVerifier(origin, k) for k in keys], origin)
+    report.count("history_leaves", len(leaves))
+    _audit_tiles(report, h)
+    at = int(time.time()) if now is None else now
+    _audit_served_checkpoint(report, h, policy, at)
+    for index, head in enumerate(found):
+        _audit_tlog_proof(report, h, head, index)
+    expected = {head.proof_path for head in found}
+    for stray in sorted(folder.rglob("*.tlog-proof")):
+        if stray not in expected:
+            report.problems.append(f"{stray}: no head of the folder has this tlog-proof")
+
+
+def _origin(
+    report: AuditReport, history: Path, keys: list[bytes], policy: Policy | None
+) -> str | None:
+    path = history / "vkey"
+    try:
+        vkey = parse_vkey(path.read_text("utf-8").removesuffix("\n"))
+    except (OSError, UnicodeDecodeError, CapabilityAnchorError) as exc:
+        report.problems.append(f"{path}: not the log's note key ({exc})")
+        return None
+    if vkey.key_type != TYPE_ED25519 or vkey.public_key not in keys:
+        report.problems.append(f"{path}: its key is not one of the log's trusted keys")
+        return None
+    logs = policy.logs if policy is not None else ()
+    if logs and all(log.verifier.vkey() != vkey.text() for log in logs):
+        report.problems.append(f"{path}: is not the policy's log vkey")
+    return vkey.name
+
+
+def _expected_tile(h: _History, request: TileRequest) -> bytes | None:
+    shift = TILE_HEIGHT * request.hash_level
+    first = request.index * TILE_WIDTH
+    if h.tree.size >> shift < first + request.width:
+        return None
+    if request.level is None:
+        return entry_bundle(h.leaves[first : first + request.width])
+    return h.tree.tile(request.level, request.index)[: request.width * 32]
+
+
+def _audit_tiles(report: AuditReport, h: _History) -> None:
+    base = h.folder / "history" / "tile"
+    seen = set()
+    for path in sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else []:
+        name = path.relative_to(base).as_posix()
+        try:
+            request = parse_tile_path(name)
+        except CapabilityAnchorError:
+            report.problems.append(f"{path}: not a tlog-tiles name")
+            continue
+        seen.add(request)
+        expected = _expected_tile(h, request)
+        if expected is None:
+            report.problems.append(
+                f"{path}: past the history of the folder's {h.tree.size} heads "
+                "(a head is missing from the folder, or the tile is another history's)"
+            )
+        elif path.read_bytes() != expected:
+            report.problems.append(f"{path}: differs from the history the folder's heads make")
+        report.count("history_tiles")
+    size = h.tree.size
+    for request in published_resources(range(1, size + 1), size):
+        if request not in seen:
+            report.problems.append(f"{base / request.path.removeprefix('tile/')} is missing")
+
+
+def _opened(
+    report: AuditReport, h: _History, where: Path, data: bytes
+) -> tuple[Checkpoint, bytes] | None:
+    """The checkpoint note in `data`, signed by the log under the origin and of the tree
+    the folder's heads make at its size; else a problem is reported."""
+    try:
+        opened = open_checkpoint(data, list(h.verifiers), origin=h.origin)
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"{where}: the checkpoint does not verify: {exc}")
+        return None
+    if not any(s.name == h.origin for s in opened.opened.verified):
+        report.problems.append(f"{where}: the checkpoint has no signature by the log's key")
+        return None
+    checkpoint = opened.checkpoint
+    if checkpoint.size > h.tree.size:
+        report.problems.append(
+            f"{where}: the checkpoint's size {checkpoint.size} is past the history of the "
+            f"folder's {h.tree.size} heads (a head is missing from the folder)"
+        )
+        return None
+    if checkpoint.root != h.tree.root(checkpoint.size):
+        report.problems.append(
+            f"{where}: the checkpoint's root is not the root of the folder's heads at size "
+            f"{checkpoint.size}"
+        )
+        return None
+    return checkpoint, data
+
+
+def _audit_served_checkpoint(
+    report: AuditReport, h: _History, policy: Policy | None, at: int
+) -> None:
+    path = h.folder / "history" / "checkpoint"
+    if not path.exists():
+        report.problems.append(f"{path} is missing")
+        return
+    data = path.read_bytes()
+    if _opened(report, h, path, data) is None:
+        return
+    report.count("history_checkpoint")
+    if policy is not None:
+        try:
+            check_cosignatures(parse_note(data), policy, at=at).require()
+        except CapabilityAnchorError as exc:
+            report.problems.append(f"{path}: the policy's witnesses: {exc}")
+
+
+def _audit_tlog_proof(report: AuditReport, h: _History, head: FolderHead, index: int) -> None:
+    path = head.proof_path
+    if not path.exists():
+        report.problems.append(f"{path} is missing (every exported head has its tlog-proof)")
+        return
+    try:
+        proof = parse_tlog_proof(path.read_bytes())
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"{path}: {exc}")
+        return
+    if proof.extra != head.jws.encode("ascii"):
+        report.problems.append(f"{path}: its extra is not the JWS of {head.path.name}")
+        return
+    if proof.index != index:
+        report.problems.append(
+            f"{path}: index {proof.index}, but {head.path.name} is history leaf {index}"
+        )
+        return
+    opened = _opened(report, h, path, proof.note)
+    if opened is None:
+        return
+    checkpoint, _ = opened
+    leaf_hash = hashlib.sha256(b"\x00" + h.leaves[index]).digest()
+    try:
+        verify_inclusion(leaf_hash, index, checkpoint.size, list(proof.path), checkpoint.root)
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"{path}: the inclusion path does not verify: {exc}")
+        return
+    report.count("tlog_proofs")
+
+
+__all__ = ["FolderHead", "audit_folder_history", "folder_heads"]
