@@ -8,14 +8,20 @@ root at every size from the served tiles alone; the hashes are compared byte for
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from collections.abc import Iterator
 
 import httpx
 import pytest
 import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from apikit import IMMUTABLE, assert_error
+from c2spkit import ensure_venv, run_peer
+from capability_anchor.merkle import verify_inclusion
+from capability_anchor.note import parse_tlog_proof
 from logkit import ISS, record
 from naive_rfc9162 import Naive
 from serverkit import Server, serving
@@ -231,3 +237,150 @@ def test_the_product_parser_reads_what_the_client_writes() -> None:
 
 def test_iss_is_the_kits(built: Built) -> None:
     assert ISS == "https://resolver.example"
+
+
+# --- checkpoints, proofs, the note key, the policy ------------------------------------------
+
+ORIGIN = "resolver.example/history"  # SPEC §12.2 from the kit's iss https://resolver.example
+
+
+def log_public_key(client: httpx.Client) -> bytes:
+    (jwk,) = client.get("/keys").json()["keys"]
+    x = jwk["x"]
+    return base64.urlsafe_b64decode(x + "=" * (-len(x) % 4))
+
+
+def read_checkpoint(note: bytes, public: bytes) -> tuple[int, bytes, list[str]]:
+    """C2SP signed-note + tlog-checkpoint, read here with `cryptography` alone: the size,
+    the root and the lines after the log's own signature line (cosignatures)."""
+    text, sep, signatures = note.partition(b"\n\n")
+    assert sep, note
+    body = text + b"\n"
+    origin, size, root_b64 = body.decode().split("\n")[:3]
+    assert origin == ORIGIN
+    lines = signatures.decode().split("\n")
+    assert lines[-1] == ""
+    dash, name, blob = lines[0].split(" ")
+    assert (dash, name) == ("\u2014", ORIGIN)
+    raw = base64.b64decode(blob, validate=True)
+    key_id = hashlib.sha256(ORIGIN.encode() + b"\n\x01" + public).digest()[:4]
+    assert raw[:4] == key_id
+    Ed25519PublicKey.from_public_bytes(public).verify(raw[4:], body)
+    return int(size), base64.b64decode(root_b64, validate=True), lines[1:-1]
+
+
+def test_checkpoint_of_every_size_is_the_tiles_root_signed_by_the_log(
+    built: Built, client: httpx.Client
+) -> None:
+    public = log_public_key(client)
+    naive = Naive([leaf_hash(payload(doc)) for doc in built.heads])
+    for size in range(1, len(built.heads) + 1):
+        r = client.get(f"/history/checkpoint/{size}")
+        assert r.status_code == 200, (size, r.text)
+        assert r.headers["content-type"] == "text/plain; charset=utf-8"
+        assert r.headers["cache-control"] == "no-cache"
+        assert read_checkpoint(r.content, public) == (size, naive.root(size), [])
+    served = client.get("/history/checkpoint")
+    assert served.headers["cache-control"] == "no-cache" and served.headers["etag"]
+    # No policy: the newest checkpoint with whatever cosignatures it has (none).
+    assert served.content == client.get(f"/history/checkpoint/{len(built.heads)}").content
+    again = client.get("/history/checkpoint", headers={"If-None-Match": served.headers["etag"]})
+    assert again.status_code == 304
+
+
+def test_checkpoint_sizes_are_digits_and_published(built: Built, client: httpx.Client) -> None:
+    n = len(built.heads)
+    for bad in ("0", "01", "+1", "1.0", "x", "1e3", "-1", str(2**63)):
+        r = client.get(f"/history/checkpoint/{bad}")
+        assert r.status_code == 400, bad
+        assert_error(r, "bad_request")
+    assert_error(client.get(f"/history/checkpoint/{n + 1}"), "not_found")
+
+
+def test_vkey_is_the_log_key_under_the_origin(client: httpx.Client) -> None:
+    r = client.get("/history/vkey")
+    assert r.status_code == 200 and r.headers["content-type"] == "text/plain; charset=utf-8"
+    public = log_public_key(client)
+    key_id = hashlib.sha256(ORIGIN.encode() + b"\n\x01" + public).digest()[:4]
+    key = base64.b64encode(b"\x01" + public).decode()
+    expected = f"{ORIGIN}+{key_id.hex()}+{key}\n"
+    assert r.text == expected
+
+
+def test_no_policy_is_404(client: httpx.Client) -> None:
+    assert_error(client.get("/history/policy"), "not_found")
+
+
+def test_a_tlog_proof_for_every_head(built: Built, client: httpx.Client) -> None:
+    leaves = [payload(doc) for doc in built.heads]
+    naive = Naive([leaf_hash(x) for x in leaves])
+    served = client.get("/history/checkpoint").content
+    public = log_public_key(client)
+    for index, doc in enumerate(built.heads):
+        h = leaf_hash(leaves[index])
+        r = client.get("/history/proof", params={"leaf_hash": h.hex()})
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"] == "text/plain; charset=utf-8"
+        assert r.headers["cache-control"] == "no-cache"
+        proof = parse_tlog_proof(r.content)
+        assert proof.extra == json.loads(doc)["jws"].encode("ascii")
+        assert proof.index == index and proof.note == served
+        size, root, _ = read_checkpoint(proof.note, public)
+        path, _ = naive.inclusion(index, size)
+        assert list(proof.path) == path
+        verify_inclusion(h, index, size, list(proof.path), root)
+    # At a size: the checkpoint of that size.
+    h = leaf_hash(leaves[5])
+    r = client.get("/history/proof", params={"leaf_hash": h.hex(), "size": "6"})
+    proof = parse_tlog_proof(r.content)
+    assert proof.note == client.get("/history/checkpoint/6").content
+    assert list(proof.path) == naive.inclusion(5, 6)[0]
+
+
+def test_tlog_proof_refusals(built: Built, client: httpx.Client) -> None:
+    h = leaf_hash(payload(built.heads[5])).hex()
+    for params in (
+        {"leaf_hash": h, "size": "5"},  # a history of 5 does not hold leaf 5
+        {"leaf_hash": h, "size": "0"},
+        {"leaf_hash": h, "size": "06"},
+        {"leaf_hash": h[:-1]},
+        {"leaf_hash": "zz" * 32},
+        {},
+    ):
+        assert_error(client.get("/history/proof", params=params), "bad_request")
+    unknown = hashlib.sha256(b"no head").hexdigest()
+    assert_error(client.get("/history/proof", params={"leaf_hash": unknown}), "not_found")
+    past = {"leaf_hash": h, "size": str(len(built.heads) + 1)}  # no checkpoint of that size
+    assert_error(client.get("/history/proof", params=past), "not_found")
+
+
+def test_aics_tlog_verifies_the_served_checkpoint(client: httpx.Client) -> None:
+    """An independent C2SP implementation reads what the real server serves."""
+    python = ensure_venv()
+    note = client.get("/history/checkpoint").text
+    vkey = client.get("/history/vkey").text.strip()
+    answer = run_peer(
+        python,
+        {
+            "op": "verify",
+            "note": note,
+            "log_vkey": vkey,
+            "witness_vkeys": [],
+            "quorum": 0,
+            "origin": ORIGIN,
+        },
+    )
+    assert answer["ok"] and answer["log_ok"], answer
+    flipped = note.replace(note.split("\n")[2], base64.b64encode(b"\x00" * 32).decode())
+    answer = run_peer(
+        python,
+        {
+            "op": "verify",
+            "note": flipped,
+            "log_vkey": vkey,
+            "witness_vkeys": [],
+            "quorum": 0,
+            "origin": ORIGIN,
+        },
+    )
+    assert not answer["ok"]

@@ -50,7 +50,7 @@ async def history_tile(request: Request[Any, Any, Any], tile: FromPath[str]) -> 
 
 # --- checkpoints, proofs, keys (SPEC §12.4) ------------------------------------------------
 
-TEXT = "text/plain; charset=utf-8"
+TEXT = "text/plain"  # Litestar adds "; charset=utf-8" to text types
 _SIZE = re.compile(r"[1-9][0-9]{0,18}")
 
 
