@@ -16,6 +16,8 @@ leaf bytes are the entries' stored claims (SPEC §2), the history's the heads' J
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 
 from .errors import NotFound, StoreError
@@ -23,15 +25,17 @@ from .merkle import HASH_SIZE, TILE_HEIGHT, TILE_WIDTH
 from .merkle.tilepath import TileRequest, entry_bundle
 from .store import Store
 
+HISTORY = "history"  # the history's key in the cache: no day is spelled so
+MAX_SIZE = 2**63 - 1  # SQLite's largest integer: above every stored tree size
 
-def _published(
-    request: TileRequest, newest: int, has_size_in: Callable[[int, int], bool], what: str
-) -> None:
-    """NotFound unless a published size of the tree makes this resource (module docstring)."""
+
+def _published(request: TileRequest, has_size_in: Callable[[int, int], bool], what: str) -> None:
+    """NotFound unless a published size of the tree makes this resource (module docstring):
+    `has_size_in(low, high)` says whether a published size s has low <= s < high."""
     shift = TILE_HEIGHT * request.hash_level
     end = request.index * TILE_WIDTH + request.width  # hashes of that level it holds
-    if newest >> shift < end:
-        raise NotFound(f"{what}: {request.path} is past the published size ({newest})")
+    if not has_size_in(end << shift, MAX_SIZE):
+        raise NotFound(f"{what}: {request.path} is past the published size")
     if request.partial and not has_size_in(end << shift, (end + 1) << shift):
         raise NotFound(f"{what}: no published size has the partial tile {request.path}")
 
@@ -44,24 +48,62 @@ def _hashes(data: bytes | None, request: TileRequest, what: str) -> bytes:
     return data[:need]
 
 
+class _Resources:
+    """A bounded LRU of served resources by (tree, request): once a published size makes a
+    tile or bundle it never changes, and an entry bundle costs a read and a decode of each of
+    its 256 leaves. Bounded by bytes, since a day's bundle can be 256 leaves of 16 KiB."""
+
+    def __init__(self, max_bytes: int = 32 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, TileRequest], bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()  # the event loop and worker threads read at once
+
+    def get(self, key: tuple[str, TileRequest]) -> bytes | None:
+        with self._lock:
+            data = self._items.get(key)
+            if data is not None:
+                self._items.move_to_end(key)
+            return data
+
+    def put(self, key: tuple[str, TileRequest], data: bytes) -> None:
+        if len(data) > self.max_bytes // 4:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = data
+            self._bytes += len(data)
+            while self._bytes > self.max_bytes:
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= len(dropped)
+
+
 class PublishedTiles:
     """tlog-tiles resources of one log (`LogReader.tiles`)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._cache = _Resources()
 
     def day(self, day: str, request: TileRequest) -> bytes:
         store = self._store
         what = f"day {day}"
-        newest = store.newest_head(day)
-        if newest is None:
-            raise NotFound(f"{what} has no published head")
-        _published(
-            request,
-            newest.tree_size,
-            lambda low, high: store.has_head_between(day, low, high),
-            what,
-        )
+        # Checked on every request, cached or not: the published size only says what exists.
+        def has_size_in(low: int, high: int) -> bool:
+            # No stored size is past SQLite's integers (and a query with one would fail).
+            return low < MAX_SIZE and store.has_head_between(day, low, min(high, MAX_SIZE))
+
+        _published(request, has_size_in, what)
+        key = (day, request)
+        data = self._cache.get(key)
+        if data is None:
+            data = self._day(day, request, what)
+            self._cache.put(key, data)
+        return data
+
+    def _day(self, day: str, request: TileRequest, what: str) -> bytes:
+        store = self._store
         first = request.index * TILE_WIDTH
         if request.level is None:
             rows = store.entries(day, first, request.width)
@@ -74,10 +116,17 @@ class PublishedTiles:
         store = self._store
         what = "the history"
         newest = store.history_size()
-        if newest == 0:
-            raise NotFound("the history is empty: no head is published yet")
-        # Every size 1..newest is published: the size check alone decides.
-        _published(request, newest, lambda low, high: True, what)
+        # Every size 1..newest is published.
+        _published(request, lambda low, high: low <= newest, what)
+        key = (HISTORY, request)
+        data = self._cache.get(key)
+        if data is None:
+            data = self._history(request, what)
+            self._cache.put(key, data)
+        return data
+
+    def _history(self, request: TileRequest, what: str) -> bytes:
+        store = self._store
         first = request.index * TILE_WIDTH
         if request.level is None:
             heads = store.history_heads(first, first + request.width)

@@ -215,9 +215,10 @@ class SqliteHeads(SqliteBase):
         return rows[0] if rows else None
 
     def newest_head(self, day: str) -> HeadRow | None:
-        """The sealed head of the day, else its largest unsealed head."""
-        rows = self._heads("day = ?", (day,), "sealed DESC, tree_size DESC", 1)
-        return rows[0] if rows else None
+        """The sealed head of the day, else its largest unsealed head. Two queries that the
+        primary key (day, tree_size, sealed) answers: one `ORDER BY sealed DESC, tree_size
+        DESC` sorted every head of the day, documents and all (1,440 a day at one a minute)."""
+        return self.sealed_head(day) or self.newest_unsealed(day)
 
     def newest_unsealed(self, day: str) -> HeadRow | None:
         rows = self._heads("day = ? AND sealed = 0", (day,), "tree_size DESC", 1)
