@@ -384,3 +384,11 @@ def test_aics_tlog_verifies_the_served_checkpoint(client: httpx.Client) -> None:
         },
     )
     assert not answer["ok"]
+
+
+def test_head_requests_answer_like_get(built: Built, client: httpx.Client) -> None:
+    for url in (f"/roots/{built.d1}/tile/0/000", "/history/tile/0/000", "/history/checkpoint"):
+        got, head = client.get(url), client.head(url)
+        assert head.status_code == 200 and head.content == b"", url
+        assert head.headers["etag"] == got.headers["etag"], url
+        assert head.headers["cache-control"] == got.headers["cache-control"], url
