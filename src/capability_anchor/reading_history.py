@@ -16,7 +16,8 @@ from . import head as heads
 from .errors import NotFound, StoreError, UsageError
 from .merkle import TileCache, TileNodes, consistency_nodes, inclusion_nodes, root_from
 from .merkle.nodes import resolve
-from .note import TYPE_ED25519, Policy, TlogProof, format_vkey, parse_policy
+from .note import TYPE_ED25519, Policy, format_vkey, parse_policy
+from .note.proof import format_tlog_proof
 from .reading_tiles import stored_tiles
 from .store import HISTORY_ORIGIN, CosignatureRow, HistoryLeaf, Store, TileRow
 
@@ -184,8 +185,8 @@ class HistoryReader:
         if row is None:  # pragma: no cover - the store's trigger keeps leaves heads
             raise StoreError(f"history leaf {leaf.index} is no stored head")
         token = heads.parse_document(row.doc).jws.encode("ascii")
-        proof = TlogProof(index=leaf.index, path=tuple(inclusion.path), note=note, extra=token)
-        return proof.to_bytes()
+        # Built unchecked: the note is our own stored checkpoint, the path our own tiles'.
+        return format_tlog_proof(leaf.index, inclusion.path, note, token)
 
 
 def _size_of(note: bytes) -> int:

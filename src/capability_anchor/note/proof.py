@@ -18,6 +18,7 @@ with its keys and checks the path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import MalformedNote
@@ -66,12 +67,20 @@ class TlogProof:
         return parse_checkpoint(self.parsed_note.text)
 
     def to_bytes(self) -> bytes:
-        lines = [HEADER]
-        if self.extra is not None:
-            lines.append(f"extra {b64encode(self.extra)}")
-        lines.append(f"index {self.index}")
-        lines.extend(b64encode(h) for h in self.path)
-        return ("\n".join(lines) + "\n\n").encode("ascii") + self.note
+        return format_tlog_proof(self.index, self.path, self.note, self.extra)
+
+
+def format_tlog_proof(
+    index: int, path: Sequence[bytes], note: bytes, extra: bytes | None = None
+) -> bytes:
+    """A tlog-proof's bytes, unchecked: for a log serving its own stored checkpoint and
+    path (the hot `/history/proof`), where `TlogProof` would re-parse the note it signed."""
+    lines = [HEADER]
+    if extra is not None:
+        lines.append(f"extra {b64encode(extra)}")
+    lines.append(f"index {index}")
+    lines.extend(b64encode(h) for h in path)
+    return ("\n".join(lines) + "\n\n").encode("ascii") + note
 
 
 def _field(line: str, keyword: str) -> str | None:
