@@ -975,20 +975,27 @@ def test_folder_tampering_is_caught_with_data_dir(
 # --- the folder cross-checked against a data dir ------------------------------------------------
 
 
-def test_folder_from_an_equivocating_fork_is_caught_only_by_the_cross_check(
+def test_folder_from_an_equivocating_fork_is_caught_by_its_history_and_the_cross_check(
     history: History, empty: Path, tmp_path: Path
 ) -> None:
-    """A fork of the log signs a second, valid sealed head for day 4 with the log's own key.
-    Its exported folder is internally consistent; only the data dir shows the equivocation."""
+    """A fork of the log signs a second, valid sealed head for day 4 with the log's own key,
+    keeping the history it had signed. Its folder's heads are each valid, but the history
+    (SPEC §12.6) binds the original head: the folder alone is caught by its checkpoint and
+    tiles, and the data dir also names the equivocation."""
     fork = history.copy(tmp_path / "fork").data
     doc = sealed_doc(fork, DAY4)
     iat = heads.parse_document(doc).claims["iat"]
     set_doc(fork, DAY4, 0, True, resign(doc, log_key(fork), iat=iat + 1))
     folder = tmp_path / "fork-roots"
     assert run_cli("export", "--data", fork, folder).returncode == 0
-    assert_clean(audit(empty, folder))
+    history_problems = [
+        "history/checkpoint: the checkpoint's root is not the root of the folder's heads",
+        "history/tile/0/000.p/9: differs from the history the folder's heads make",
+    ]
+    assert_caught(audit(empty, folder), history_problems)
     assert_caught(
-        audit(history.data, folder), [f"{DAY4}.json differs from the log's sealed head of {DAY4}"]
+        audit(history.data, folder),
+        [f"{DAY4}.json differs from the log's sealed head of {DAY4}", *history_problems],
     )
 
 
@@ -1031,7 +1038,14 @@ def test_clean_data_dir(results: Results) -> None:
 
 def test_clean_folder_alone(results: Results) -> None:
     report = assert_clean(results["clean", "folder"])
-    assert report["checked"] == {"roots_days": 4, "roots_saved_unsealed_heads": 5}
+    assert report["checked"] == {
+        "roots_days": 4,
+        "roots_saved_unsealed_heads": 5,
+        "roots_history_leaves": 9,
+        "roots_history_tiles": 18,
+        "roots_history_checkpoint": 1,
+        "roots_tlog_proofs": 9,
+    }
 
 
 def test_clean_data_dir_and_folder(results: Results) -> None:
