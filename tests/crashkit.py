@@ -27,6 +27,7 @@ expectations were computed for the old day), which the test skips and the soak c
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -41,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,11 @@ from typing import Any
 from capability_anchor import head as heads
 from capability_anchor import leaf
 from capability_anchor.audit import audit_store
+from capability_anchor.encoding import b64url_decode
+from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.log import MAX_BATCH, Log, utc_day
+from capability_anchor.merkle import TiledTree
+from capability_anchor.merkle.tilepath import entry_bundle, parse_tile_path, published_resources
 
 CLI = Path(sys.executable).parent / "capability-anchor"
 ISS = "https://resolver.example"
@@ -852,24 +857,59 @@ def _folder(out: Path) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
 
+def _history_tiles(snap: Snapshot, names: Iterable[str]) -> dict[str, bytes]:
+    """The history's tiles (SPEC §12.4) rebuilt from the snapshot's heads: every one export
+    writes at this size, and those of `names` (written by an earlier export at a smaller size)
+    that this history has."""
+    keyed = sorted(snap.heads.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1]))
+    payloads = [b64url_decode(heads.parse_document(d).jws.split(".")[1]) for _, d in keyed]
+    tree = TiledTree(hashlib.sha256(b"\x00" + p).digest() for p in payloads)
+    size = len(payloads)
+    wanted = set(published_resources(range(1, size + 1), size))
+    for name in names:
+        if name.startswith("history/tile/"):
+            with contextlib.suppress(CapabilityAnchorError):
+                wanted.add(parse_tile_path(name.removeprefix("history/tile/")))
+    out: dict[str, bytes] = {}
+    for request in wanted:
+        first = request.index * 256
+        shift = 8 * (0 if request.level is None else request.level)
+        if size >> shift < first + request.width:
+            continue  # past this history: reported as a file export should not have written
+        if request.level is None:
+            data = entry_bundle(payloads[first : first + request.width])
+        else:
+            data = tree.tile(request.level, request.index)[: 32 * request.width]
+        out[f"history/{request.path}"] = data
+    return out
+
+
 def check_export(out: Path, snap: Snapshot, complete: bool) -> dict[str, bytes]:
     """Every published file present holds the log's bytes; with `complete`, every file is
     there and no temporary file is left. Returns the folder's files."""
-    immutable: dict[str, bytes] = {}
+    files = _folder(out)
+    immutable: dict[str, bytes] = _history_tiles(snap, files) if snap.heads else {}
     rewritten = {"keys.json", "index.json"}
+    if snap.heads:
+        rewritten |= {"history/checkpoint", "history/vkey"}
     for (day, size, sealed), doc in snap.heads.items():
         if sealed:
             immutable[f"{day}.json"] = doc
             immutable[f"{day}.jws"] = heads.parse_document(doc).jws.encode("ascii")
             rewritten.add(f"{day}.timestamps.json")
+            rewritten.add(f"{day}.tlog-proof")
         else:
             immutable[f"{day}/{size}.json"] = doc
-    files = _folder(out)
+            rewritten.add(f"{day}/{size}.tlog-proof")
     for name, data in sorted(files.items()):
         if Path(name).name.startswith("."):
             check(not complete, f"{name}: a temporary file left after a completed export")
         elif name in immutable:
             check(data == immutable[name], f"{name} differs from the log's bytes")
+        elif name in rewritten and (name.startswith("history/") or name.endswith(".tlog-proof")):
+            # Rewritten with os.replace: whole, whatever the kill; their content is the
+            # final audit's to check against the folder's heads.
+            check(bool(data), f"{name} is empty")
         elif name in rewritten:
             try:
                 json.loads(data)
