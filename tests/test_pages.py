@@ -133,7 +133,7 @@ def test_docs_page_lists_every_operation(client: tuple[TestClient[Any], Any]) ->
                 assert "Request body" in section
             if op.get("security"):
                 assert "Authorization" in section
-    assert operations == 15
+    assert operations == 22  # SPEC §6 and the seven of §12.4
     for name in doc["components"]["schemas"]:
         assert f'id="schema-{name}"' in page
     assert "<script" not in page and html.escape(CSP) in page
