@@ -274,6 +274,8 @@ def test_the_quorum_checkpoint_is_served_and_exported(
     policy.write_bytes((out / "history" / "policy").read_bytes())
     done = audit(out, "--policy", policy)
     assert done.returncode == 0, done.stderr
+    with_log = cli("audit", "--data", witnessed, "--roots", out, "--policy", policy)
+    assert with_log.returncode == 0, with_log.stderr
     other = tmp_path / "other.txt"
     other.write_text(f"witness w2 {OTHER.verifier.vkey()}\nquorum w2\n")
     assert "history/checkpoint: the policy's witnesses" in problems(out, "--policy", other)
