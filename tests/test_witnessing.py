@@ -10,9 +10,11 @@ flight are not delayed by it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -205,20 +207,22 @@ def test_each_fault_gets_spec_12_3_s_behaviour_and_sealing_goes_on(
 
 
 def test_a_409_below_our_size_is_retried_once_from_the_witness_s_size(tmp_path: Path) -> None:
+    clock = Clock()
     with (
-        new_log(tmp_path, heads=3) as log,
+        new_log(tmp_path, clock, heads=3) as log,
         TestWitness("witness.test/w1", log.read.history.vkey()) as w,
     ):
         n = log.read.history.size()
         # The witness cosigned size 2 before (our record of it was lost).
         two = parse_note(log.read.history.checkpoint(2)).text.split("\n")
-        import base64
-
         w.state[ORIGIN] = (2, base64.b64decode(two[2]))
-        outcome = one(log, w)
-        assert (outcome.result, outcome.old, outcome.size) == ("cosigned", 2, n)
+        w.delay = 0.6  # slow enough for a checkpoint and a seal in between
+        outcome, checkpoint_s, seal_s = _in_flight_while_sealing(log, clock, w)
+        assert (outcome.result, outcome.old, outcome.size) == ("cosigned", 2, n), outcome.detail
+        assert checkpoint_s < 1.0 and seal_s < 1.0, "witnessing delayed the log"
         assert [r.split(b"\n")[0] for r in w.requests] == [b"old 0", b"old 2"]
         assert (state(log).size, len(stored(log, n))) == (n, 1)
+        assert audit_store(log).ok
 
 
 def test_a_second_409_after_the_retry_is_a_failure_from_that_size(tmp_path: Path) -> None:
@@ -365,6 +369,58 @@ def test_aics_witness_cosigns_our_checkpoints(tmp_path: Path) -> None:
                 grow(log, 1, f"aics{k}")
             served = parse_note(log.read.history.served_checkpoint())
             assert check_cosignatures(served, policy, at=int(time.time())).ok
+
+
+# --- the audit -------------------------------------------------------------------------------
+
+
+def _raw_insert(
+    log: Log, witness: str, key_id: bytes, size: int, timestamp: int, line: str
+) -> None:
+    """A row written past the product (as whoever can write the database could)."""
+    db = sqlite3.connect(log.data_dir / "log.sqlite3")
+    with db:
+        db.execute(
+            "INSERT INTO cosignatures (witness, key_id, size, timestamp, line, added) "
+            "VALUES (?, ?, ?, ?, ?, 0)",
+            (witness, key_id, size, timestamp, line),
+        )
+    db.close()
+
+
+def test_the_audit_verifies_every_stored_cosignature(tmp_path: Path) -> None:
+    with (
+        new_log(tmp_path, heads=3) as log,
+        TestWitness("witness.test/w1", log.read.history.vkey()) as w,
+    ):
+        set_policy(log, policy_of(w))
+        assert run_round(log)[0].result == "cosigned"
+        report = audit_store(log)
+        assert report.ok and report.checked["cosignatures"] == 1
+        # A line by the witness's key over checkpoint 2, stored as if it were of size 1.
+        text2 = parse_note(log.read.history.checkpoint(2)).text
+        now = int(time.time())
+        line = w.cosign(text2, now).rstrip("\n")
+        kid = parse_note(log.read.history.checkpoint(2) + line.encode() + b"\n").signatures[1]
+        _raw_insert(log, "w1", kid.key_id, 1, now, line)
+        report = audit_store(log)
+        assert any(
+            "cosignature by w1 of size 1 does not verify over the stored checkpoint" in p
+            for p in report.problems
+        ), report.problems
+        # A row whose timestamp is not its line's.
+        _raw_insert(log, "w1", kid.key_id, 2, 7, line)
+        assert any("timestamp is not its line's" in p for p in audit_store(log).problems)
+
+
+def test_a_cosignature_by_a_witness_no_longer_in_the_policy_is_counted(tmp_path: Path) -> None:
+    with new_log(tmp_path) as log, TestWitness("witness.test/w1", log.read.history.vkey()) as w:
+        set_policy(log, policy_of(w))
+        assert run_round(log)[0].result == "cosigned"
+        set_policy(log, b"quorum none\n")  # the witness is dropped; its line is kept
+        report = audit_store(log)
+        assert report.ok, report.problems
+        assert report.checked["cosignatures_unlisted"] == 1
 
 
 # --- crash ----------------------------------------------------------------------------------
