@@ -327,6 +327,10 @@ def test_policy_and_cosign_on_the_command_line(tmp_path: Path) -> None:
             ("w2", "failed"),
         ]
         assert set(lines[0]) == {"witness", "old", "size", "result", "detail"}
+        # The operator's audit (read-only, one snapshot) verifies the stored cosignature.
+        done = run_cli("audit", "--data", data)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["checked"]["cosignatures"] == 1
         # A log line must be our own vkey.
         other = NoteSigner(ORIGIN, SigningKey.generate()).verifier.vkey()
         foreign = tmp_path / "foreign.txt"

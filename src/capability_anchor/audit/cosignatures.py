@@ -21,8 +21,7 @@ from .report import AuditReport
 
 
 def _policy(report: AuditReport, log: Log) -> Policy | None:
-    with log.store.read():
-        text = log.store.policy()
+    text = log.read.history.policy()
     if text is None:
         return None
     try:
@@ -66,8 +65,8 @@ def _check(report: AuditReport, log: Log, policy: Policy | None, row: Cosignatur
 
 
 def audit_cosignatures(report: AuditReport, log: Log) -> None:
+    """Check every stored cosignature (inside the caller's read snapshot, if any: the
+    data-dir audit reads everything in one)."""
     policy = _policy(report, log)
-    with log.store.read():
-        rows = list(log.store.iter_cosignatures())
-        for row in rows:
-            _check(report, log, policy, row)
+    for row in list(log.store.iter_cosignatures()):
+        _check(report, log, policy, row)
