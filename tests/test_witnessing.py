@@ -32,6 +32,7 @@ from capability_anchor.witnessing import Witnessing, run_round, submit
 from capability_anchor.witnessing.rounds import RETRY_MAX_S, retry_delay
 from logkit import CLI, run_cli
 from obskit import observation
+from serverkit import serving
 from witnesskit import AicsWitness, TestWitness
 
 ISS = "https://resolver.example"
@@ -293,6 +294,52 @@ def test_a_hanging_witness_never_delays_background_checkpoints_or_seals(tmp_path
             assert 1 <= len(hang.requests) <= 3
 
     asyncio.run(scenario())
+
+
+def _cosigned_up_to_date(data: Path, at_least: int) -> bool:
+    db = sqlite3.connect(f"file:{data / 'log.sqlite3'}?mode=ro", uri=True)
+    try:
+        (checkpoint,) = db.execute("SELECT max(size) FROM checkpoints").fetchone()
+        (cosigned,) = db.execute("SELECT max(size) FROM cosignatures").fetchone()
+    finally:
+        db.close()
+    return checkpoint is not None and checkpoint >= at_least and cosigned == checkpoint
+
+
+def test_serve_submits_to_its_witnesses_and_a_hanging_one_costs_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    Log.init(data, iss=ISS).close()
+    with Log.open(data) as log:
+        vkey = log.read.history.vkey()
+    with TestWitness("witness.test/w1", vkey) as hang, TestWitness("witness.test/w2", vkey) as good:
+        hang.mode = "hang"
+        with Log.open(data) as log:
+            set_policy(log, policy_of(hang, good, quorum="w2"))
+        args = ("--checkpoint-interval", "1", "--witness-deadline", "5", "--rate-limit", "0")
+        with serving(data, *args) as server, server.client() as client:
+            for k in range(4):
+                answer = client.post(
+                    "/records",
+                    json={"records": [observation(k, "serve")]},
+                    headers=server.writer_headers(),
+                )
+                assert answer.status_code == 200, answer.text
+                time.sleep(1.2)
+            # The last head and its cosignature by w2 follow within a few ticks.
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not _cosigned_up_to_date(data, 4):
+                time.sleep(0.2)
+        with Log.open(data) as log:
+            size = log.read.history.size()
+            assert size >= 4, "a head per append, while one witness hung"
+            with log.store.read():
+                rows = list(log.store.iter_cosignatures())
+            assert {r.witness for r in rows} == {"w2"} and max(r.size for r in rows) == size
+            served = parse_note(log.read.history.served_checkpoint())
+            policy = parse_policy(policy_of(hang, good, quorum="w2"))
+            assert check_cosignatures(served, policy, at=int(time.time())).ok
+            assert audit_store(log).ok
+        assert 1 <= len(hang.requests) <= 3  # one in flight at a time, 5 s each
 
 
 # --- the CLI --------------------------------------------------------------------------------
