@@ -392,6 +392,15 @@ def test_policy_and_cosign_on_the_command_line(tmp_path: Path) -> None:
             assert log.store.policy() == ours.read_bytes()
         done = run_cli("cosign", "--data", data)
         assert done.returncode == 0 and json.loads(done.stdout)["result"] == "current"
+        # --policy: this once, that file's witnesses; the stored policy stays.
+        w2.mode = None
+        once = tmp_path / "once.txt"
+        once.write_text(f"witness w2 {w2.vkey} {w2.url}\nquorum w2\n")
+        done = run_cli("cosign", "--data", data, "--policy", once)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["result"] == "cosigned"
+        with Log.open(data) as log:
+            assert log.store.policy() == ours.read_bytes()
 
 
 # --- aics-witness, the real third-party witness -------------------------------------------
