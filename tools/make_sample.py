@@ -50,8 +50,8 @@ from capability_anchor.export import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import KEY_FILE, Log
 from capability_anchor.note import Cosigner, parse_note
-from capability_anchor.store import CosignatureRow
 from capability_anchor.stamping import TsaConfig, stamp_missing
+from capability_anchor.store import CosignatureRow
 from capability_anchor.timestamp import digest_of, load_cas, verify_reply
 
 ROOT = Path(__file__).resolve().parent.parent
