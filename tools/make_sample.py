@@ -53,6 +53,7 @@ from capability_anchor.note import Cosigner, parse_note
 from capability_anchor.stamping import TsaConfig, stamp_missing
 from capability_anchor.store import CosignatureRow
 from capability_anchor.timestamp import digest_of, load_cas, verify_reply
+from capability_anchor.witnessing.policyfile import log_vkey
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOTS = ROOT / "roots"
@@ -82,11 +83,11 @@ def test_witness() -> Cosigner:
     )
 
 
-def sample_policy(log: Log) -> bytes:
+def sample_policy() -> bytes:
     """The sample's tlog-policy: the log's note key and the test witness, which must cosign
     (it has no URL: nobody submits to it, `make_sample` cosigns in-process)."""
     lines = [
-        f"log {log.read.history.vkey()}",
+        f"log {log_vkey(ISS, test_signing_key())}",
         f"witness {WITNESS_NAME} {test_witness().verifier.vkey()}",
         f"quorum {WITNESS_NAME}",
     ]
@@ -218,10 +219,8 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> None:
     # records="any": day 1's "search" record says status "degraded", which Capability
     # Resolution §6.1 does not define and the default record rule refuses. The sample is
     # published and checked byte for byte, so it keeps that record rather than change.
-    log = Log.init(work, iss=ISS, records="any", clock=clock)
+    log = Log.init(work, iss=ISS, records="any", clock=clock, policy=sample_policy())
     try:
-        with log.store.write():
-            log.store.set_policy(sample_policy(log), int(clock.t))
         # Day 1: three servers, one checkpoint.
         log.append(
             [
@@ -293,7 +292,7 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> None:
         log.checkpoint()
         witness_new_checkpoints(log, clock)
         export(log, out)
-        (out / POLICY).write_bytes(sample_policy(log))
+        (out / POLICY).write_bytes(sample_policy())
         # Resolver-2 records, issued at 2026-11-04 13:00 (verify them with --at <iat>).
         clock.t = at(day4, 13)
         records = {
