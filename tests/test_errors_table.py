@@ -46,6 +46,7 @@ EXPECTED: dict[str, tuple[str, int, int, bool]] = {
     "MalformedPolicy": ("bad_request", 400, 2, False),
     "QuorumNotMet": ("bad_request", 400, 1, False),
     "TimestampError": ("bad_request", 400, 1, True),
+    "WitnessError": ("bad_request", 400, 1, True),
     "NotFound": ("not_found", 404, 1, True),
     "Conflict": ("conflict", 409, 1, True),
     "ClockDisagrees": ("unavailable", 503, 1, True),

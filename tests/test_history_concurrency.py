@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from capability_anchor.log import Log
-from logkit import CLI, ISS, Clock, at
+from logkit import CLI, ISS, Clock, at, raw
 from test_history import audit, check_history, stored_leaves
 
 WORKER = r"""
@@ -139,6 +139,11 @@ def test_processes_publishing_at_once_make_one_history_in_order(tmp_path: Path) 
     assert audit(data) == (0, [])
 
 
+def _checkpoints(data: Path) -> dict[int, bytes]:
+    with raw(data) as conn:
+        return {int(n): bytes(c) for n, c in conn.execute("SELECT size, note FROM checkpoints")}
+
+
 def test_sigkill_during_publication_leaves_the_history_whole(tmp_path: Path) -> None:
     """`checkpoint` killed at random moments (a real process, SIGKILL): the history still
     holds exactly the stored heads, in order, and the next run carries on."""
@@ -161,6 +166,7 @@ def test_sigkill_during_publication_leaves_the_history_whole(tmp_path: Path) -> 
         )
     rng = random.Random(13)
     kills = 0
+    seen: dict[int, bytes] = {}
     for round_ in range(8):
         record = {
             "v": "0.2",
@@ -184,6 +190,11 @@ def test_sigkill_during_publication_leaves_the_history_whole(tmp_path: Path) -> 
         proc.wait()
         check_history(data)
         assert audit(data) == (0, [])
+        # No checkpoint ever changes; each history size has one once its head is stored.
+        now = _checkpoints(data)
+        assert {n: now[n] for n in seen} == seen
+        assert sorted(now) == list(range(1, len(stored_leaves(data)) + 1))
+        seen = now
     assert _cli(data, "checkpoint").returncode == 0
     check_history(data)
     assert audit(data) == (0, [])

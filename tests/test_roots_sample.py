@@ -187,7 +187,7 @@ def test_readme_python_examples_run() -> None:
     """The README's Python examples (a head with joserfc, a leaf and its proof) work."""
     readme = (ROOTS / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     for block in blocks:
         run = subprocess.run(
             # joserfc warns that the EdDSA name is deprecated; SPEC §4 mandates it.

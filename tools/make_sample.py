@@ -49,8 +49,11 @@ from capability_anchor.encoding import b64url_encode
 from capability_anchor.export import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import KEY_FILE, Log
+from capability_anchor.note import Cosigner, parse_note
 from capability_anchor.stamping import TsaConfig, stamp_missing
+from capability_anchor.store import CosignatureRow
 from capability_anchor.timestamp import digest_of, load_cas, verify_reply
+from capability_anchor.witnessing.policyfile import log_vkey
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOTS = ROOT / "roots"
@@ -59,6 +62,11 @@ TSA_CA = "tsa-ca.pem"
 
 ISS = "https://resolver.example"
 TEST_KEY_TEXT = b"capability-anchor roots/ sample test key - NOT SECRET"
+# The sample's witness (SPEC §12.3), TEST-ONLY like the log key: its seed is SHA-256 of this.
+TEST_WITNESS_TEXT = b"capability-anchor roots/ sample test witness - NOT SECRET"
+WITNESS_NAME = "sample-witness"
+WITNESS_KEY_NAME = "witness.example/sample-TEST-ONLY"
+POLICY = "policy.txt"
 RECORD_LIFETIME = 172800  # 48 h, the most Capability Resolution §8 allows
 DAYS = ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04")
 
@@ -66,6 +74,49 @@ DAYS = ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04")
 def test_signing_key() -> SigningKey:
     """The fixed TEST-ONLY key of the sample (its seed is public: see the module doc)."""
     return SigningKey.from_seed(hashlib.sha256(TEST_KEY_TEXT).digest())
+
+
+def test_witness() -> Cosigner:
+    """The fixed TEST-ONLY witness of the sample (its seed is public: see the module doc)."""
+    return Cosigner(
+        WITNESS_KEY_NAME, SigningKey.from_seed(hashlib.sha256(TEST_WITNESS_TEXT).digest())
+    )
+
+
+def sample_policy() -> bytes:
+    """The sample's tlog-policy: the log's note key and the test witness, which must cosign
+    (it has no URL: nobody submits to it, `make_sample` cosigns in-process)."""
+    lines = [
+        f"log {log_vkey(ISS, test_signing_key())}",
+        f"witness {WITNESS_NAME} {test_witness().verifier.vkey()}",
+        f"quorum {WITNESS_NAME}",
+    ]
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def witness_new_checkpoints(log: Log, clock: Clock) -> None:
+    """The test witness cosigns every checkpoint it has not cosigned yet, 5 s after the
+    clock (as a loopback witness answering a submission would), each line verified and
+    stored as the witness client stores them."""
+    witness = test_witness()
+    history = log.read.history
+    done = max((row.size for row in _cosigned(log)), default=0)
+    for size in range(done + 1, history.checkpoint_size() + 1):
+        text = parse_note(history.checkpoint(size)).text
+        timestamp = int(clock.t) + 5
+        line = witness.cosign(text, timestamp)
+        witness.verifier.verify(text.encode("utf-8"), line.signature)
+        row = CosignatureRow(WITNESS_NAME, line.key_id, size, timestamp, line.line().rstrip("\n"))
+        with log.store.write():
+            log.store.insert_cosignature(row, timestamp)
+
+
+def _cosigned(log: Log) -> list[CosignatureRow]:
+    return [
+        row
+        for size in range(1, log.read.history.checkpoint_size() + 1)
+        for row in log.read.history.cosignatures(size)
+    ]
 
 
 def at(day: str, hour: int = 0, minute: int = 0) -> float:
@@ -168,7 +219,7 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> None:
     # records="any": day 1's "search" record says status "degraded", which Capability
     # Resolution §6.1 does not define and the default record rule refuses. The sample is
     # published and checked byte for byte, so it keeps that record rather than change.
-    log = Log.init(work, iss=ISS, records="any", clock=clock)
+    log = Log.init(work, iss=ISS, records="any", clock=clock, policy=sample_policy())
     try:
         # Day 1: three servers, one checkpoint.
         log.append(
@@ -194,6 +245,7 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> None:
         )
         clock.t = at(day1, 9, 5)
         log.checkpoint()
+        witness_new_checkpoints(log, clock)
         # Day 2: nothing at all (sealed empty).
         # Day 3: two records, a checkpoint, one more record, a second checkpoint.
         clock.t = at(day3, 10)
@@ -213,15 +265,18 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> None:
         )
         clock.t = at(day3, 10, 5)
         log.checkpoint()
+        witness_new_checkpoints(log, clock)
         clock.t = at(day3, 14)
         log.append(
             [server("search", "https://search.example.io/mcp", "Search", "ok", f"{day3}T13:55:00Z")]
         )
         clock.t = at(day3, 14, 5)
         log.checkpoint()
+        witness_new_checkpoints(log, clock)
         # Day 4 at noon: days 1-3 are sealed; two records under an unsealed head.
         clock.t = at(day4, 12)
         log.seal()
+        witness_new_checkpoints(log, clock)
         if stamps_from is None or not _adopt_stamps(log, stamps_from):
             _stamp_afresh(log, out)
         else:
@@ -235,7 +290,9 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> None:
         log.append([maps, tickets])
         clock.t = at(day4, 12, 35)
         log.checkpoint()
+        witness_new_checkpoints(log, clock)
         export(log, out)
+        (out / POLICY).write_bytes(sample_policy())
         # Resolver-2 records, issued at 2026-11-04 13:00 (verify them with --at <iat>).
         clock.t = at(day4, 13)
         records = {

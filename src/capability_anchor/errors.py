@@ -256,6 +256,17 @@ class TimestampError(CapabilityAnchorError):
     retryable = True
 
 
+
+class WitnessError(CapabilityAnchorError):
+    """A witness exchange (SPEC §12.3) failed: the witness is unreachable, too slow, or its
+    answer is malformed. The message is the human reason; no httpx exception escapes
+    `witnessing.client`. Retryable: the schedule tries again later (the log never waits)."""
+
+    code = "witness_failed"
+    http_error = "bad_request"
+    exit_code = EXIT_FAILED
+    retryable = True
+
 # --- the log ----------------------------------------------------------------------------------
 
 

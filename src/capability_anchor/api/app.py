@@ -19,6 +19,7 @@ from ..clockguard import ClockGuard
 from ..files import tighten_modes
 from ..log import Log
 from ..stamping import Stamper, StampResult, TsaConfig
+from ..witnessing import Witnessing
 from . import accesslog
 from .background import Background
 from .bodies import BodyChecker
@@ -76,8 +77,12 @@ def _open_service(settings: Settings) -> Service:
         stamper = None
         if tsa.urls:
             stamper = Stamper(writer, tsa, retry_first=settings.tsa_retry, report=_log_stamp)
+        # Witnesses are read from the stored policy at every round (none: nothing to do).
+        witnessing = Witnessing(
+            writer, settings.checkpoint_interval, deadline=settings.witness_deadline
+        )
         service.background = Background(
-            writer, settings.data_dir, settings.checkpoint_interval, stamper, guard
+            writer, settings.data_dir, settings.checkpoint_interval, stamper, guard, witnessing
         )
     return service
 

@@ -12,7 +12,9 @@ fatal error, so another worker does not take over only to fail the same way.
 
 Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
 checkpoint or a seal (SPEC §7: fail open); each TSA that failed is retried with a growing
-delay (`stamping.Stamper`).
+delay (`stamping.Stamper`). Witnessing (SPEC §12.3) runs the same way, one task per witness
+(`witnessing.Witnessing`): a witness that hangs costs its own task one deadline, and the
+checkpoint loop never waits for it.
 
 With a `ClockGuard` (the service always gives one), a tick runs only while the wall clock
 agrees with the monotonic clock: a jump of the wall clock seals nothing and checkpoints
@@ -36,9 +38,13 @@ from ..clockguard import ClockGuard
 from ..errors import CapabilityAnchorError
 from ..log import Log, utc_day
 from ..stamping import Stamper
+from ..witnessing import Witnessing
 
 log = logging.getLogger("capability_anchor.background")
 TICK_S = 1.0
+# Threads for witness submissions, apart from the default pool the checkpoints and seals use:
+# many hanging witnesses never take a thread a checkpoint needs.
+WITNESS_THREADS = 16
 
 
 class Background:
@@ -49,8 +55,12 @@ class Background:
         checkpoint_interval: float,
         stamper: Stamper | None = None,
         guard: ClockGuard | None = None,
+        witnessing: Witnessing | None = None,
     ) -> None:
         self.writer = writer
+        self.witnessing = witnessing
+        self._witness_tasks: dict[str, asyncio.Task[object]] = {}
+        self._limiter: anyio.CapacityLimiter | None = None
         self.guard = guard
         self.stamper = stamper
         self._stamping: asyncio.Task[object] | None = None
@@ -87,6 +97,8 @@ class Background:
         if self._stamping is not None:
             # At most one TSA deadline: the exchange in progress ends, the rest waits.
             await asyncio.gather(self._stamping, return_exceptions=True)
+        # Likewise one witness deadline at most: submissions in flight end, none starts.
+        await asyncio.gather(*self._witness_tasks.values(), return_exceptions=True)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -122,6 +134,13 @@ class Background:
                 self._stop_for(exc)
                 return
             log.warning("background work failed, retrying at the next tick: %s", exc)
+            return
+        try:
+            self._maybe_witness()
+        except CapabilityAnchorError as exc:
+            # Never fatal to the background work: a bad stored policy or a busy store must
+            # not stop checkpoints, seals or stamps.
+            log.warning("witnessing skipped this tick: %s", exc)
 
     def _stop_for(self, exc: CapabilityAnchorError) -> None:
         """A fatal error: say once what the operator must do, and do no more background work
@@ -156,6 +175,26 @@ class Background:
         if stamper.due():
             self._stamping = asyncio.create_task(
                 anyio.to_thread.run_sync(stamper.run_once), name="capability-anchor-stamping"
+            )
+
+    def _maybe_witness(self) -> None:
+        """Start a submission, in a thread of its own, for each witness that is due."""
+        witnessing = self.witnessing
+        if witnessing is None or self._stopping.is_set() or self.stopped_by is not None:
+            return
+        for name, task in list(self._witness_tasks.items()):
+            if task.done():
+                del self._witness_tasks[name]
+                failed = task.exception()
+                if failed is not None:
+                    log.warning("witnessing %s failed, retrying later: %s", name, failed)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(WITNESS_THREADS)
+        limiter = self._limiter
+        for witness in witnessing.due():
+            self._witness_tasks[witness.name] = asyncio.create_task(
+                anyio.to_thread.run_sync(witnessing.submit, witness, limiter=limiter),
+                name=f"capability-anchor-witness-{witness.name}",
             )
 
 

@@ -68,6 +68,11 @@ class Settings:
     """First delay before a TSA that failed is asked again; it doubles per failure up to an
     hour (jittered). Sealing never waits for it."""
 
+    witness_deadline: float = 10.0
+    """Total seconds for one witness exchange (`--witness-deadline`, env
+    CAPABILITY_ANCHOR_WITNESS_DEADLINE, SPEC §12.3 default 10). A witness that hangs costs
+    its own submission this much per round; nothing else waits for it."""
+
     background: bool = True
     """Run checkpoints and sealing in the background (tests of pure request handling turn
     it off). Only one process per data dir does it, whatever the number of workers."""
@@ -101,6 +106,7 @@ class Settings:
             tsa_deadline=float(env["CAPABILITY_ANCHOR_TSA_DEADLINE"])
             if env.get("CAPABILITY_ANCHOR_TSA_DEADLINE")
             else None,
+            witness_deadline=float(env.get("CAPABILITY_ANCHOR_WITNESS_DEADLINE", "10")),
         )
 
     def token(self) -> str:

@@ -19,7 +19,9 @@ database read-only and reads everything, these included, in one snapshot):
  7. the columns no signature covers: `heads.kid`, `entries.accepted_at`, and the stamps'
     TSA names, tokens (one per row, carried certificates signed) and `added`;
  8. the history (SPEC §12.6): rebuilt from the stored heads in SPEC §12.1's order, it equals
-    the stored leaves (contiguous, in order, each its head's payload hash) and tiles.
+    the stored leaves (contiguous, in order, each its head's payload hash) and tiles;
+ 9. the cosignatures (SPEC §12.6): each stored one verifies with its witness's key from the
+    stored policy over the stored checkpoint of its size (`cosignatures`).
 Folder (`--roots DIR`): each `<day>.json` against its own JWS and against `<day>.jws`, the
 chain of days and `prev` links, `index.json`, `keys.json`, saved unsealed heads; with a data
 dir too, every file byte for byte against the log.
@@ -42,6 +44,7 @@ from ..log import Log
 from ..progress import Progress, silent
 from ..stamping import TsaConfig
 from ..store import HeadRow
+from .cosignatures import audit_cosignatures
 from .day import audit_day
 from .folder import audit_folder
 from .history import audit_history
@@ -100,6 +103,7 @@ def audit_store(
     if any(h.day < log.first_day for h in all_heads) or any(d < log.first_day for d in entry_days):
         report.problems.append(f"data exists before the log's first day {log.first_day}")
     audit_history(report, log, all_heads, keys)
+    audit_cosignatures(report, log)
     return report
 
 

@@ -6,8 +6,9 @@ CAPABILITY_ANCHOR_DATA, else ./data). The log's clock is the system clock: there
 to set it from here (tests inject it through the library).
 
 Here: the parser and the dispatch; the commands are in `operator_write` (init, append,
-checkpoint, seal, timestamp, rotate-key) and `operator_read` (proof, consistency, export,
-audit, demo), what they share in `operator_base`, `serve` in its own module.
+checkpoint, seal, timestamp, rotate-key), `operator_witness` (policy, cosign) and
+`operator_read` (proof, consistency, export, audit, demo), what they share in
+`operator_base`, `serve` in its own module.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..errors import CapabilityAnchorError
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
 from .operator_base import PROG, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
+from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
 from .operator_write import (
     cmd_append,
     cmd_checkpoint,
@@ -125,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
         "SPEC §2 allows (stored in the signed config)",
     )
     add_tsa(p, deadline=False)
+    p.add_argument(
+        "--witness-policy",
+        metavar="FILE",
+        help="a C2SP tlog-policy file: the witnesses to submit checkpoints to (SPEC §12.3)",
+    )
 
     p = command("append", "append JSON Lines records: one object per line")
     add_data(p)
@@ -190,6 +197,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="check that every stamp chains to one of these TSA CAs (repeatable)",
     )
 
+    p = command("policy", "set or replace the witness policy (a C2SP tlog-policy file)")
+    add_data(p)
+    p.add_argument("file", metavar="FILE", help="the tlog-policy file")
+
+    p = command("cosign", "submit the newest checkpoint to every policy witness now")
+    add_data(p)
+    p.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="ask the witnesses of this tlog-policy file, this once (default: the stored one)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="also submit to witnesses stopped after a 409 or 422 (the operator has looked)",
+    )
+    add_witness_deadline(p)
+
     add_serve_arguments(command("serve", "run the HTTP service (SPEC §6) with background work"))
 
     p = command("demo", "anchor sample (or given) records in memory, sign and verify them")
@@ -227,6 +252,8 @@ COMMANDS = {
     "rotate-key": cmd_rotate_key,
     "export": cmd_export,
     "audit": cmd_audit,
+    "policy": cmd_policy,
+    "cosign": cmd_cosign,
     "serve": cmd_serve,
     "demo": cmd_demo,
 }

@@ -22,8 +22,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     data = data_dir(args.data)
     tsa = TsaConfig.from_files(args.tsa, args.tsa_ca)
     config = tsa.to_config() if tsa.urls or tsa.ca_pem else None
+    policy = None
+    if getattr(args, "witness_policy", None) is not None:
+        from .operator_witness import read_policy
+
+        policy = read_policy(args.witness_policy)
     with Log.init(
-        data, iss=args.iss, public_url=args.public_url, config=config, records=args.records
+        data,
+        iss=args.iss,
+        public_url=args.public_url,
+        config=config,
+        records=args.records,
+        policy=policy,
     ) as log:
         emit(
             {

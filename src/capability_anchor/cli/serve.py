@@ -22,6 +22,7 @@ PROG = "capability-anchor"
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     from ..jws import MAX_RECORD_LIFETIME
     from .operator import add_data, add_tsa
+    from .operator_witness import add_witness_deadline
 
     add_data(p)
     p.add_argument(
@@ -53,6 +54,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help=f"lifetime of /record tokens in seconds, at most {MAX_RECORD_LIFETIME}",
     )
     add_tsa(p)
+    add_witness_deadline(p)
     p.add_argument(
         "--rate-limit",
         type=int,
@@ -188,6 +190,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tsa=tuple(args.tsa),
             tsa_ca=tuple(Path(p) for p in args.tsa_ca),
             tsa_deadline=args.tsa_deadline,
+            witness_deadline=args.witness_deadline,
             header_timeout=args.header_timeout,
             body_timeout=args.body_timeout,
             body_workers=args.body_workers,

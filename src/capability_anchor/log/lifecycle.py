@@ -72,9 +72,12 @@ class Log:
         config: Mapping[str, Any] | None = None,
         records: str = observation.OBSERVATION,
         clock: Clock = time.time,
+        policy: bytes | None = None,
     ) -> Log:
         """Create a new log: store, Ed25519 key, writer token. Refuses an existing log.
-        `records` is the record rule its appends follow (`observation`), kept in its config."""
+        `records` is the record rule its appends follow (`observation`), kept in its config;
+        `policy`, a witness policy (SPEC §12.3), is checked against the new key and stored
+        in the same first transaction (a bad one: MalformedPolicy, and no log is made)."""
         check_origin(iss)
         config = {**(config or {}), observation.CONFIG_KEY: observation.check_rule(records)}
         if public_url is not None:
@@ -84,6 +87,10 @@ class Log:
         token_path = data_dir / TOKEN_FILE
         if Store.exists(data_dir):
             raise Conflict(f"a log already exists in {data_dir}; refusing to overwrite it")
+        if policy is not None:
+            from ..note import parse_policy
+
+            parse_policy(policy)  # a malformed policy is refused before anything is made
         # Only the owner may list, read or replace anything in the data dir.
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         tighten_modes(data_dir)
@@ -99,6 +106,10 @@ class Log:
         if TOKEN_ENV in os.environ:
             writer_token(data_dir)  # the token the service would use instead: refuse it now
         now = clock()
+        if policy is not None:
+            from ..witnessing.policyfile import check_policy, log_vkey
+
+            check_policy(policy, log_vkey(public_url or iss, key))
 
         def fill(store: Store) -> None:
             store.set_meta("iss", iss)
@@ -113,6 +124,8 @@ class Log:
             # The settings are vouched for by the key from the log's first transaction on.
             settings = trust.sign_settings(store.meta(), key, reason="init", iat=int(now))
             store.add_settings(key.kid, settings, int(now))
+            if policy is not None:
+                store.set_policy(policy, int(now))
 
         # Durable when this returns: the database was filled in one transaction under a
         # temporary name and only then linked into place.

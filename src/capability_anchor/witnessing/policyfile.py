@@ -1,0 +1,58 @@
+"""The log's witness policy (SPEC §12.3): a C2SP tlog-policy file, checked against this log
+before it is stored, and the witnesses the log submits to.
+
+    policy = check_policy(Path("policy.txt").read_bytes(), log_vkey)   # or MalformedPolicy
+    submitted = submitted_to(policy)        # the witnesses with a URL, in policy order
+
+A `log` line, if present, must be the log's own vkey (a policy naming another log's key
+would tell verifiers to trust a key this log never signs with). A witness URL is the
+witness's submission prefix: http:// or https://, a host, no query or fragment.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from ..errors import MalformedPolicy
+from ..note import TYPE_ED25519, Policy, PolicyWitness, format_vkey, origin_from_url, parse_policy
+
+if TYPE_CHECKING:
+    from ..keys import SigningKey
+
+
+def check_policy(data: bytes, log_vkey: str) -> Policy:
+    """The parsed policy in DATA, or MalformedPolicy (a usage error, exit 2) saying why."""
+    policy = parse_policy(data)
+    for entry in policy.logs:
+        if entry.verifier.vkey() != log_vkey:
+            raise MalformedPolicy(
+                f"the policy's log line names the key {entry.verifier.vkey()}, but this "
+                f"log's key is {log_vkey}: a log line, if present, must be the log's own vkey"
+            )
+    for witness in policy.witnesses:
+        if witness.url is not None:
+            _check_url(witness)
+    return policy
+
+
+def _check_url(witness: PolicyWitness) -> None:
+    url = witness.url or ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise MalformedPolicy(f"witness {witness.name}: {url!r} is not an http(s):// URL")
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise MalformedPolicy(
+            f"witness {witness.name}: a submission prefix has no query or fragment: {url!r}"
+        )
+
+
+def submitted_to(policy: Policy) -> list[PolicyWitness]:
+    """The witnesses the log submits to: those with a URL, in policy order."""
+    return [w for w in policy.witnesses if w.url is not None]
+
+
+def log_vkey(public_url: str, key: SigningKey) -> str:
+    """The vkey a log with this public URL and key will have (SPEC §12.2), for a policy
+    checked before the log exists (`init --witness-policy`)."""
+    return format_vkey(origin_from_url(public_url), TYPE_ED25519, key.public.raw)

@@ -1,0 +1,233 @@
+"""Submitting the history's newest checkpoint to one witness, and what is stored afterwards
+(SPEC §12.3).
+
+    outcome = submit(log, witness, deadline=10.0)      # one exchange (two after a 409)
+    print(json.dumps(outcome.to_json()))               # {witness, old, size, result, detail}
+
+One submission, in three steps, so that no lock is held while the network is used:
+
+1. *read*: the witness's stored state (the size it last cosigned, M), the newest stored
+   checkpoint (size N) and the consistency proof M → N, in one read snapshot;
+2. *exchange*: `POST <url>/add-checkpoint` under the deadline (`client.post`); after a 409
+   naming M' ≤ N, once more from M';
+3. *store*: in one short write transaction, the verified cosignatures (append-only: at most
+   one per witness and size is kept, the first) and the witness's new state.
+
+If the process dies between 2 and 3 the witness has cosigned a size we did not record; the
+next submission, from the old M, gets a 409 naming that size and retries from it, so
+nothing is lost and nothing false is stored. At most one request per witness is in flight
+across processes: a submission holds `DIR/witness-<id>.lock` (an flock) from 1 to 3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import WitnessError
+from ..note import PolicyWitness
+from ..store import CosignatureRow, WitnessState
+from .answers import COSIGNED, FAILED, RETRY_FROM, STOP, UNKNOWN, Sent, Verdict, judge
+from .client import DEFAULT_DEADLINE_S, post, request_body
+
+if TYPE_CHECKING:
+    from ..log import Log
+
+log = logging.getLogger("capability_anchor.witnessing")
+
+# After a failure: 30 s, doubling, at most an hour, with jitter (several logs must not
+# hammer a recovering witness in step). A witness that does not know the log: an hour.
+RETRY_FIRST_S = 30.0
+RETRY_MAX_S = 3600.0
+UNKNOWN_RETRY_S = 3600.0
+
+# WitnessState.status
+OK, RETRY, STOPPED = "ok", "retry", "stopped"
+# Outcome.result: cosigned now, nothing to submit, failed (retried later), stopped.
+CURRENT, STOPPED_RESULT = "current", "stopped"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one submission did, as `cosign` prints it."""
+
+    witness: str
+    old: int
+    size: int
+    result: str
+    detail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.result in (COSIGNED, CURRENT)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "witness": self.witness,
+            "old": self.old,
+            "size": self.size,
+            "result": self.result,
+            "detail": self.detail,
+        }
+
+
+def submit(
+    log_: Log,
+    witness: PolicyWitness,
+    *,
+    deadline: float = DEFAULT_DEADLINE_S,
+    resume: bool = False,
+    wait: bool = True,
+) -> Outcome:
+    """Submit the newest checkpoint to WITNESS (see the module docstring). A stopped
+    witness is skipped unless RESUME (the operator acts); with WAIT false, a witness another
+    process is submitting to right now is skipped rather than waited for."""
+    with _exclusive(log_, witness.name, wait) as mine:
+        if not mine:
+            return Outcome(witness.name, 0, 0, FAILED, "another process is submitting to it")
+        state = _state(log_, witness.name)
+        if state.status == STOPPED and not resume:
+            return Outcome(witness.name, state.size, state.size, STOPPED_RESULT, state.detail)
+        sent = _prepare(log_, witness, state.size)
+        if sent is None:
+            size = _newest_size(log_)
+            return Outcome(witness.name, state.size, size, CURRENT, f"cosigned size {size}")
+        verdict, sent = _exchange(log_, sent, deadline)
+        return _store(log_, state, sent, verdict)
+
+
+@contextlib.contextmanager
+def _exclusive(log_: Log, name: str, wait: bool) -> Iterator[bool]:
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+    fd = os.open(log_.data_dir / f"witness-{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _state(log_: Log, name: str) -> WitnessState:
+    with log_.store.read():
+        state = log_.store.witness_state(name)
+    if state is None:
+        return WitnessState(name, 0, OK, 0, 0, "never submitted to", 0)
+    return state
+
+
+def _newest_size(log_: Log) -> int:
+    with log_.store.read():
+        return log_.store.checkpoint_size()
+
+
+def _prepare(log_: Log, witness: PolicyWitness, old: int) -> Sent | None:
+    """The request to send from OLD, in one read snapshot; None when the witness already
+    cosigned the newest checkpoint (or there is none yet)."""
+    with log_.store.read():
+        size = log_.store.checkpoint_size()
+        if size == 0 or old >= size:
+            return None
+        return Sent(witness, old, size, log_.read.history.checkpoint(size))
+
+
+def _proof(log_: Log, sent: Sent) -> list[bytes]:
+    if sent.old == 0:
+        return []  # tlog-witness: the proof is empty from size 0
+    return log_.read.history.consistency(sent.old, sent.size)
+
+
+def _exchange(log_: Log, sent: Sent, deadline: float) -> tuple[Verdict, Sent]:
+    """The exchange, and once more from the witness's size after a 409 naming M' <= N."""
+    verdict = _ask(log_, sent, deadline)
+    if verdict.kind == RETRY_FROM and verdict.witness_size is not None:
+        sent = Sent(sent.witness, verdict.witness_size, sent.size, sent.checkpoint)
+        verdict = _ask(log_, sent, deadline)
+        if verdict.kind == RETRY_FROM:  # retried once: a second 409 is a failure
+            verdict = Verdict(FAILED, verdict.detail + " (again)", (), verdict.witness_size)
+    return verdict, sent
+
+
+def _ask(log_: Log, sent: Sent, deadline: float) -> Verdict:
+    url = sent.witness.url or ""
+    body = request_body(sent.old, _proof(log_, sent), sent.checkpoint)
+    try:
+        answer = post(url, body, deadline=deadline)
+    except WitnessError as exc:
+        return Verdict(FAILED, str(exc))
+    return judge(answer, sent, now=int(log_.clock()))
+
+
+def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> Outcome:
+    """The verdict's cosignatures and the witness's new state, in one short transaction."""
+    now = int(log_.clock())
+    name = sent.witness.name
+    state = _next_state(before, sent, verdict, now)
+    stored = 0
+    with log_.writer.lock, log_.store.write():
+        if verdict.kind == COSIGNED:
+            stored = _insert(log_, name, sent.size, verdict, now)
+        log_.store.set_witness_state(state)
+    outcome = Outcome(name, sent.old, sent.size, _result(verdict), verdict.detail)
+    _report(outcome, stored)
+    return outcome
+
+
+def _insert(log_: Log, name: str, size: int, verdict: Verdict, now: int) -> int:
+    """The first verified line of the witness for SIZE, unless one is stored already (a
+    second cosignature of one size would only differ in its timestamp)."""
+    store = log_.store
+    kid = verdict.cosignatures[0][0].key_id
+    if any(c.witness == name and c.key_id == kid for c in store.cosignatures(size)):
+        return 0
+    line, timestamp = verdict.cosignatures[0]
+    row = CosignatureRow(name, line.key_id, size, timestamp, line.line().rstrip("\n"))
+    return int(store.insert_cosignature(row, now))
+
+
+def _next_state(before: WitnessState, sent: Sent, verdict: Verdict, now: int) -> WitnessState:
+    name = sent.witness.name
+    known = verdict.witness_size if verdict.witness_size is not None else before.size
+    if verdict.kind == COSIGNED:
+        return WitnessState(name, sent.size, OK, 0, 0, verdict.detail, now)
+    failures = before.failures + 1
+    if verdict.kind == STOP:
+        return WitnessState(name, before.size, STOPPED, 0, failures, verdict.detail, now)
+    delay = UNKNOWN_RETRY_S if verdict.kind == UNKNOWN else retry_delay(failures)
+    # A size the witness named (a 409) is where the next submission starts.
+    size = known if known <= sent.size else before.size
+    return WitnessState(name, size, RETRY, now + round(delay), failures, verdict.detail, now)
+
+
+def retry_delay(failures: int) -> float:
+    """30 s after the first failure, doubling, at most an hour, jittered by ±20%."""
+    delay = RETRY_FIRST_S * float(1 << min(max(failures, 1) - 1, 20))
+    return min(RETRY_MAX_S, delay * random.uniform(0.8, 1.2))  # noqa: S311 (jitter)
+
+
+def _result(verdict: Verdict) -> str:
+    if verdict.kind == COSIGNED:
+        return COSIGNED
+    if verdict.kind == STOP:
+        return STOPPED_RESULT
+    return FAILED
+
+
+def _report(outcome: Outcome, stored: int) -> None:
+    where = f"witness {outcome.witness} (old {outcome.old}, size {outcome.size})"
+    if outcome.result == COSIGNED:
+        log.info("%s: %s, %d cosignature(s) stored", where, outcome.detail, stored)
+    elif outcome.result == STOPPED_RESULT:
+        log.error("%s: %s", where, outcome.detail)
+    else:
+        log.warning("%s: %s; retried later", where, outcome.detail)
