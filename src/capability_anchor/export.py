@@ -27,7 +27,7 @@ import rfc8785
 from . import head as heads
 from . import trust
 from .errors import CapabilityAnchorError, ExportConflict, InvalidKey, MalformedJSON
-from .export_history import history_files, tile_files
+from .export_history import Made, history_files, tile_files
 from .files import fsync_dir
 from .keys import KeySet
 from .log import Log
@@ -137,6 +137,12 @@ def _merged_key_records(existing_file: Path, iss: str, tokens: list[str]) -> byt
     return trust.key_records_document(iss, tokens) if tokens else None
 
 
+def _made(data: bytes | Made) -> bytes:
+    """A file's bytes: given, or made now (tiles and tlog-proofs are made on demand, so a
+    large log's export never holds them all at once)."""
+    return data if isinstance(data, bytes) else data()
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -168,11 +174,18 @@ def export(
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(outdir)
+    # One snapshot: the heads, the history's tiles, its checkpoint and the tlog-proofs
+    # against it are of one moment of the log, even with a writer publishing meanwhile.
+    with log.store.read():
+        return _export(log, outdir, progress, tiles)
+
+
+def _export(log: Log, outdir: Path, progress: Progress, tiles: bool) -> ExportReport:
     store = log.read
     sealed = list(reversed(store.sealed_heads()))
     unsealed = [h for h in store.all_heads() if not h.sealed]
-    immutable: list[tuple[Path, bytes]] = []
-    replaceable: list[tuple[Path, bytes]] = []
+    immutable: list[tuple[Path, bytes | Made]] = []
+    replaceable: list[tuple[Path, bytes | Made]] = []
     for row in sealed:
         parsed = heads.parse_document(row.doc)
         immutable.append((outdir / f"{row.day}.json", row.doc))
@@ -190,7 +203,7 @@ def export(
     records = [token for _, _, _, token in store.key_records()]
     key_records = _merged_key_records(outdir / trust.KEY_RECORDS_FILE, log.iss, records)
     for path, data in immutable:
-        if path.exists() and path.read_bytes() != data:
+        if path.exists() and path.read_bytes() != _made(data):
             raise ExportConflict(
                 f"{path} exists with different bytes; published files never change "
                 "(restore it from the log, or export to a new folder); nothing was written"
@@ -202,11 +215,11 @@ def export(
         write_replaceable(outdir / trust.KEY_RECORDS_FILE, key_records, report)
     for done, (path, data) in enumerate(immutable, start=1):
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_immutable(path, data, report)
+        write_immutable(path, _made(data), report)
         progress(done, total, "export")
     for done, (path, data) in enumerate(replaceable, start=len(immutable) + 1):
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_replaceable(path, data, report)
+        write_replaceable(path, _made(data), report)
         progress(done, total, "export")
     # Last: index.json never names a day whose files are not all in place.
     index = log.roots(limit=max(1, len(sealed)))

@@ -18,28 +18,34 @@ create-or-identical). Entry bundles follow the level-0 tiles.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from . import head as heads
 from .log import Log
 from .merkle.tilepath import published_resources
-from .note import TlogProof
+from .note.proof import format_tlog_proof
+from .store import HistoryLeaf
+
+Made = Callable[[], bytes]
 
 
-def tile_files(log: Log, outdir: Path, day_tiles: bool) -> list[tuple[Path, bytes]]:
-    """(path, bytes) of every tile to write, all create-or-identical."""
+def tile_files(log: Log, outdir: Path, day_tiles: bool) -> list[tuple[Path, Made]]:
+    """(path, maker of its bytes) of every tile to write, all create-or-identical: made on
+    demand, since a day's entry bundles hold the whole day again."""
     read = log.read
-    files: list[tuple[Path, bytes]] = []
+    files: list[tuple[Path, Made]] = []
     size = read.history.size()
     for request in published_resources(range(1, size + 1), size):
-        files.append((outdir / "history" / request.path, read.tiles.history(request)))
+        files.append((outdir / "history" / request.path, partial(read.tiles.history, request)))
     if day_tiles:
         by_day: dict[str, list[int]] = {}
         for row in read.all_heads():
             by_day.setdefault(row.day, []).append(row.tree_size)
         for day, sizes in sorted(by_day.items()):
             for request in published_resources(sizes, max(sizes)):
-                files.append((outdir / day / request.path, read.tiles.day(day, request)))
+                files.append((outdir / day / request.path, partial(read.tiles.day, day, request)))
     return files
 
 
@@ -47,35 +53,35 @@ def _size_of(note: bytes) -> int:
     return int(note.split(b"\n", 2)[1])
 
 
-def history_files(log: Log, outdir: Path) -> list[tuple[Path, bytes]]:
-    """(path, bytes) of the rewritten history files (see the module docstring); none
-    before the first head."""
+def history_files(log: Log, outdir: Path) -> list[tuple[Path, Made]]:
+    """(path, maker of its bytes) of the rewritten history files (see the module
+    docstring); none before the first head."""
     history = log.read.history
     if history.size() == 0:
         return []
     served = history.served_checkpoint()
-    files = [
-        (outdir / "history" / "checkpoint", served),
-        (outdir / "history" / "vkey", history.vkey().encode("utf-8") + b"\n"),
+    files: list[tuple[Path, Made]] = [
+        (outdir / "history" / "checkpoint", lambda: served),
+        (outdir / "history" / "vkey", lambda: history.vkey().encode("utf-8") + b"\n"),
     ]
     policy = history.policy()
     if policy is not None:
-        files.append((outdir / "history" / "policy", policy))
-    newest: bytes | None = None
+        files.append((outdir / "history" / "policy", lambda: policy))
+    newest = history.served_checkpoint(history.checkpoint_size())
     docs = {(r.day, r.sealed, r.tree_size): r.doc for r in log.read.all_heads()}
-    for leaf in history.iter_leaves():
-        note = served
-        if _size_of(note) <= leaf.index:
-            newest = newest or history.served_checkpoint(history.checkpoint_size())
-            note = newest
+
+    def proof(leaf: HistoryLeaf) -> bytes:
+        note = served if leaf.index < _size_of(served) else newest
         path = history.inclusion(leaf.leaf_hash, _size_of(note)).path
         token = heads.parse_document(docs[(leaf.day, leaf.sealed, leaf.tree_size)]).jws
-        proof = TlogProof(leaf.index, tuple(path), note, token.encode("ascii")).to_bytes()
+        return format_tlog_proof(leaf.index, path, note, token.encode("ascii"))
+
+    for leaf in history.iter_leaves():
         name = (
             f"{leaf.day}.tlog-proof" if leaf.sealed else f"{leaf.day}/{leaf.tree_size}.tlog-proof"
         )
-        files.append((outdir / name, proof))
+        files.append((outdir / name, partial(proof, leaf)))
     return files
 
 
-__all__ = ["history_files", "tile_files"]
+__all__ = ["Made", "history_files", "tile_files"]
