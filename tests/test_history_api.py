@@ -235,13 +235,9 @@ def test_the_product_parser_reads_what_the_client_writes() -> None:
     assert parse_tile_path("entries/x001/000.p/9") == TileRequest(None, 1000, 9)
 
 
-def test_iss_is_the_kits(built: Built) -> None:
-    assert ISS == "https://resolver.example"
-
-
 # --- checkpoints, proofs, the note key, the policy ------------------------------------------
 
-ORIGIN = "resolver.example/history"  # SPEC §12.2 from the kit's iss https://resolver.example
+ORIGIN = ISS.removeprefix("https://") + "/history"  # SPEC §12.2: resolver.example/history
 
 
 def log_public_key(client: httpx.Client) -> bytes:
