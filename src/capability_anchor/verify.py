@@ -65,11 +65,13 @@ __all__ = [
     "Result",
     "check_head_matches",
     "check_head_signature",
+    "check_history",
     "check_inclusion",
     "check_leaf",
     "check_record_lifetime",
     "check_record_signature",
     "check_timestamp",
+    "check_witnesses",
     "read_record",
     "verify",
 ]
