@@ -592,26 +592,26 @@ STORE_CASES = [
     pytest.param(
         lambda data: drop(data, "entries_no_update", "stamps_no_delete"),
         [
-            "schema: trigger entries_no_update is missing (schema version 3)",
-            "schema: trigger stamps_no_delete is missing (schema version 3)",
+            "schema: trigger entries_no_update is missing (schema version 4)",
+            "schema: trigger stamps_no_delete is missing (schema version 4)",
         ],
         id="append_only_triggers_dropped",
     ),
     pytest.param(
         trigger_changed,
-        ["schema: trigger heads_same_root differs from its definition in schema version 3"],
+        ["schema: trigger heads_same_root differs from its definition in schema version 4"],
         id="append_only_trigger_defused",
     ),
     pytest.param(
         lambda data: sql(data, "DROP INDEX entries_by_hash"),
-        ["schema: index entries_by_hash is missing (schema version 3)"],
+        ["schema: index entries_by_hash is missing (schema version 4)"],
         id="dedupe_index_dropped",
     ),
     pytest.param(
         objects_added,
         [
-            "schema: index entries_by_time on entries is not part of schema version 3",
-            "schema: table notes on notes is not part of schema version 3",
+            "schema: index entries_by_time on entries is not part of schema version 4",
+            "schema: table notes on notes is not part of schema version 4",
         ],
         id="schema_objects_added",
     ),
@@ -1022,9 +1022,10 @@ def test_clean_data_dir(results: Results) -> None:
         "days": 4,
         "tiles": 1,
         "integrity_check": 1,
-        "schema_objects": 57,
+        "schema_objects": 74,
         "indexes_rederived": 1,
         "history_leaves": 9,
+        "history_checkpoints": 9,
     }
 
 

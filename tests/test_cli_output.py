@@ -89,9 +89,7 @@ def test_capability_anchor_into_a_closed_pipe_exits_quietly_and_still_stores(
     rc, stderr = closed_pipe(BIN / "capability-anchor", "init", "--iss", ISS, "--data", data)
     assert rc == 0 and "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
     # Enough lines that stdout's buffer fills and the pipe breaks in the middle of the run.
-    lines = "".join(
-        json.dumps(observation(n, iss=ISS)) + "\n" for n in range(3000)
-    )
+    lines = "".join(json.dumps(observation(n, iss=ISS)) + "\n" for n in range(3000))
     rc, stderr = closed_pipe(
         BIN / "capability-anchor", "append", "-", "--data", data, stdin=lines.encode()
     )

@@ -63,9 +63,7 @@ def _http_writer(url: str, token: str, w: int, stop: float, out: Outcomes) -> No
             tag = f"h{w}-b{b}"
             b += 1
             try:
-                r = client.post(
-                    "/records?prove=1", json={"records": _batch(tag)}, headers=headers
-                )
+                r = client.post("/records?prove=1", json={"records": _batch(tag)}, headers=headers)
             except httpx.HTTPError as exc:
                 # No answer: the batch may or may not be stored; it is checked as neither.
                 with out.lock:

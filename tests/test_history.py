@@ -55,7 +55,7 @@ def stored_leaves(data: Path) -> list[tuple[int, HistoryKey, bytes]]:
 
 def table(data: Path, name: str) -> list[tuple[object, ...]]:
     with raw(data) as conn:
-        return conn.execute(f"SELECT * FROM {name} ORDER BY 1, 2, 3").fetchall()
+        return sorted(conn.execute(f"SELECT * FROM {name}").fetchall())
 
 
 def audit(data: Path) -> tuple[int, list[str]]:
@@ -197,13 +197,15 @@ def test_a_schema_2_data_dir_gets_its_history_in_one_migration(
         assert conn.execute(
             "SELECT count(*) FROM sqlite_master WHERE name = 'history'"
         ).fetchone() == (0,)
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     Log.open(old).close()
     with raw(old) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
-    # Byte for byte the history the write path stored while the heads were published.
+        assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+    # Byte for byte the history the write path stored while the heads were published, and
+    # the checkpoints it signed (Ed25519 signatures are deterministic).
     assert table(old, "history") == table(made.data, "history")
     assert table(old, "history_tiles") == table(made.data, "history_tiles")
+    assert table(old, "checkpoints") == table(made.data, "checkpoints")
     check_history(old)
     assert audit(old) == (0, [])
     with Log.open(old, clock=made.clock) as log:  # and it carries on

@@ -131,8 +131,9 @@ def test_the_first_five_minutes(tmp_path: Path) -> None:
         script = []
         for n, (command, _) in enumerate(session):
             # `$?` of each command is kept for the next one, as in an interactive shell.
-            script.append(f"{{ {command}\n}} > out.{n} 2> err.{n}; rc=$?; echo $rc > rc.{n}; "
-                          "(exit $rc)")
+            script.append(
+                f"{{ {command}\n}} > out.{n} 2> err.{n}; rc=$?; echo $rc > rc.{n}; (exit $rc)"
+            )
         done = subprocess.run(
             ["bash", "-c", "\n".join(script)], cwd=tmp_path, env=env, timeout=120, check=False
         )

@@ -280,7 +280,8 @@ def test_a_0x_data_dir_audits_clean(made_now: History, made_by_0x: Path) -> None
     now, old = audit(made_now.data), audit(made_by_0x)
     assert (old["returncode"], old["problems"]) == (0, [])
     assert old["checked"] == now["checked"]
-    assert old["checked"]["schema_objects"] == 44 + 13  # schema 3: 2 tables, 3 indexes, 8 triggers
+    # schema 3: 2 tables, 3 indexes, 8 triggers; schema 4: 4 tables, 2 indexes, 11 triggers
+    assert old["checked"]["schema_objects"] == 44 + 13 + 17
 
 
 def test_a_0x_data_dir_opens_takes_appends_and_still_audits_clean(
@@ -331,17 +332,17 @@ def _edit_schema(data: Path, name: str, old: str, new: str) -> None:
 TAMPERING = [
     pytest.param(
         lambda data: sql(data, "ALTER TABLE meta ADD COLUMN note TEXT"),
-        ["schema: table meta differs from its definition in schema version 3"],
+        ["schema: table meta differs from its definition in schema version 4"],
         id="column_added",
     ),
     pytest.param(
         lambda data: sql(data, "ALTER TABLE keys DROP COLUMN added"),
-        ["schema: table keys differs from its definition in schema version 3"],
+        ["schema: table keys differs from its definition in schema version 4"],
         id="column_dropped",
     ),
     pytest.param(
         lambda data: _edit_schema(data, "meta", "value TEXT NOT NULL", "value TEXT"),
-        ["schema: table meta differs from its definition in schema version 3"],
+        ["schema: table meta differs from its definition in schema version 4"],
         id="column_not_null_removed",
     ),
     pytest.param(
@@ -350,27 +351,27 @@ TAMPERING = [
             "DROP INDEX entries_by_hash",
             "CREATE INDEX entries_by_hash ON entries (leaf_hash, day)",
         ),
-        ["schema: index entries_by_hash differs from its definition in schema version 3"],
+        ["schema: index entries_by_hash differs from its definition in schema version 4"],
         id="index_no_longer_unique",
     ),
     pytest.param(
         lambda data: sql(data, "DROP INDEX entries_by_hash"),
-        ["schema: index entries_by_hash is missing (schema version 3)"],
+        ["schema: index entries_by_hash is missing (schema version 4)"],
         id="index_dropped",
     ),
     pytest.param(
         lambda data: sql(data, "CREATE INDEX stamps_by_tsa ON stamps (tsa)"),
-        ["schema: index stamps_by_tsa on stamps is not part of schema version 3"],
+        ["schema: index stamps_by_tsa on stamps is not part of schema version 4"],
         id="index_added",
     ),
     pytest.param(
         lambda data: sql(data, "DROP TRIGGER settings_no_delete"),
-        ["schema: trigger settings_no_delete is missing (schema version 3)"],
+        ["schema: trigger settings_no_delete is missing (schema version 4)"],
         id="trigger_dropped",
     ),
     pytest.param(
         lambda data: _edit_schema(data, "keys_no_replace", "jwk != NEW.jwk", "0"),
-        ["schema: trigger keys_no_replace differs from its definition in schema version 3"],
+        ["schema: trigger keys_no_replace differs from its definition in schema version 4"],
         id="trigger_defused",
     ),
     pytest.param(
@@ -378,7 +379,7 @@ TAMPERING = [
             data,
             "CREATE TRIGGER meta_log AFTER INSERT ON meta BEGIN SELECT 1; END",
         ),
-        ["schema: trigger meta_log on meta is not part of schema version 3"],
+        ["schema: trigger meta_log on meta is not part of schema version 4"],
         id="trigger_added",
     ),
 ]

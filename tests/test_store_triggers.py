@@ -458,6 +458,7 @@ def test_every_table_is_strict(today: History) -> None:
             *("meta", "keys", "entries", "heads", "tiles", "stamps", "servers"),
             *("key_records", "settings"),
             *("history", "history_tiles"),
+            *("checkpoints", "cosignatures", "policies", "witness_state"),
         )
     }
 
@@ -485,6 +486,18 @@ def test_every_trigger_is_installed(today: History) -> None:
         "history_of_a_head",
         "history_tiles_no_replace",
     }
+    expected |= {
+        f"{t}_no_{op}"
+        for t in ("checkpoints", "cosignatures", "policies")
+        for op in ("update", "delete")
+    }
+    expected |= {
+        "checkpoints_next_size",
+        "checkpoints_of_the_history",
+        "cosignatures_of_a_checkpoint",
+        "cosignatures_no_replace",
+        "policies_no_replace",
+    }
     assert expected <= names
 
 
@@ -509,7 +522,7 @@ def test_wal_and_synchronous_full_on_every_connection(tmp_path: Path) -> None:
 
 
 def test_schema_version_is_recorded(today: History) -> None:
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     with today.open() as log:
         assert log.store.execute_raw("PRAGMA user_version") == [(SCHEMA_VERSION,)]
 

@@ -151,8 +151,6 @@ def test_threads_share_one_log_without_sharing_a_connection(tmp_path: Path) -> N
             for e in out:
                 verify_answered_proof(e)
                 p = e["proof"]
-                assert bytes.fromhex(e["anchor"]["root"]) == _stored_root(
-                    log, DAY, p["tree_size"]
-                )
+                assert bytes.fromhex(e["anchor"]["root"]) == _stored_root(log, DAY, p["tree_size"])
         report = audit_store(log)
         assert report.ok, report.problems

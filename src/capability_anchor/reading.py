@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import head as heads
 from .encoding import parse_day
@@ -31,6 +31,9 @@ from .reading_tiles import stored_tiles
 from .store import EntryRow, HeadRow, StampRow, Store, TileRow
 from .strictjson import is_int
 
+if TYPE_CHECKING:
+    from .keys import SigningKey
+
 MAX_INT = 2**63 - 1  # SQLite's integers
 
 
@@ -40,6 +43,7 @@ class Origin(Protocol):
 
     iss: str
     public_url: str
+    key: SigningKey  # whose note key signs the history's checkpoints
 
 
 def bounded(value: int, what: str) -> int:
@@ -58,7 +62,7 @@ class LogReader:
         self._origin = origin
         # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
         self._tile_cache = TileCache()
-        self.history = HistoryReader(store, self._tile_cache)
+        self.history = HistoryReader(store, self._tile_cache, signer=origin)
 
     # --- heads -------------------------------------------------------------------------------
 

@@ -10,12 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from .errors import NotFound, UsageError
+from . import head as heads
+from .errors import NotFound, StoreError, UsageError
 from .merkle import TileCache, TileNodes, consistency_nodes, inclusion_nodes, root_from
 from .merkle.nodes import resolve
+from .note import TYPE_ED25519, Policy, TlogProof, format_vkey, parse_policy
 from .reading_tiles import stored_tiles
-from .store import HistoryLeaf, Store, TileRow
+from .store import HISTORY_ORIGIN, CosignatureRow, HistoryLeaf, Store, TileRow
+
+if TYPE_CHECKING:
+    from .keys import SigningKey
+
+
+class NoteKeyHolder(Protocol):
+    """Who signs the checkpoints: the log, whose head-signing key is its note key."""
+
+    key: SigningKey
+
 
 # The history's key in the shared tile cache: no day (`YYYY-MM-DD`) can be spelled so.
 _NAMESPACE = "history"
@@ -33,9 +46,12 @@ class HistoryInclusion:
 class HistoryReader:
     """The history tree of one log, read from the store (`LogReader.history`)."""
 
-    def __init__(self, store: Store, cache: TileCache | None = None) -> None:
+    def __init__(
+        self, store: Store, cache: TileCache | None = None, signer: NoteKeyHolder | None = None
+    ) -> None:
         self._store = store
         self._cache = cache
+        self._signer = signer
 
     def size(self) -> int:
         return self._store.history_size()
@@ -92,3 +108,104 @@ class HistoryReader:
         if not 0 < first <= second:
             raise UsageError(f"consistency needs 0 < first <= second, got {first} and {second}")
         return resolve(consistency_nodes(first, second), self._nodes(second).node)
+
+    # --- checkpoints and cosignatures (SPEC §12.2-§12.4) ---------------------------------------
+
+    def origin(self) -> str:
+        origin = self._store.meta().get(HISTORY_ORIGIN)
+        if origin is None:
+            raise NotFound("this log has no history origin yet (no writer has opened it)")
+        return origin
+
+    def vkey(self) -> str:
+        """The log's note key as a C2SP vkey (SPEC §12.2)."""
+        if self._signer is None:
+            raise UsageError("this reader has no log key")
+        return format_vkey(self.origin(), TYPE_ED25519, self._signer.key.public.raw)
+
+    def checkpoint(self, size: int) -> bytes:
+        """The log-signed checkpoint note of `size`, without cosignatures."""
+        note = self._store.checkpoint_note(size)
+        if note is None:
+            raise NotFound(
+                f"no checkpoint of history size {size} (the history has "
+                f"{self._store.checkpoint_size()})"
+            )
+        return note
+
+    def checkpoint_size(self) -> int:
+        return self._store.checkpoint_size()
+
+    def iter_checkpoints(self) -> Iterator[tuple[int, bytes]]:
+        """(size, log-signed note) of every stored checkpoint, by size (the audit)."""
+        return self._store.iter_checkpoints()
+
+    def cosignatures(self, size: int) -> list[CosignatureRow]:
+        return self._store.cosignatures(size)
+
+    def policy(self) -> bytes | None:
+        return self._store.policy()
+
+    def parsed_policy(self) -> Policy | None:
+        text = self._store.policy()
+        return None if text is None else parse_policy(text)
+
+    def served_checkpoint(self, size: int | None = None) -> bytes:
+        """The checkpoint as `/history/checkpoint[/N]` serves it (SPEC §12.4): with `size`,
+        that one with every stored cosignature; else the newest whose cosignatures meet the
+        stored policy's quorum, with those witnesses' newest lines in policy order, or, with
+        no policy, `quorum none` or no such checkpoint yet, the newest with all it has."""
+        if size is not None:
+            return _with_lines(self.checkpoint(size), self._store.cosignatures(size))
+        newest = self._store.checkpoint_size()
+        if newest == 0:
+            raise NotFound("the history has no checkpoint yet (no head is published)")
+        policy = self.parsed_policy()
+        if policy is not None and policy.quorum != "none":
+            for cosigned in self._store.cosigned_sizes():
+                lines = _policy_lines(policy, self._store.cosignatures(cosigned))
+                if policy.satisfied_by(lines):
+                    return _with_lines(self.checkpoint(cosigned), list(lines.values()))
+        return _with_lines(self.checkpoint(newest), self._store.cosignatures(newest))
+
+    def tlog_proof(self, leaf_hash: bytes, size: int | None = None) -> bytes:
+        """The C2SP tlog-proof of the head whose history leaf hash is `leaf_hash` (SPEC
+        §12.4): `extra` its compact JWS, its inclusion path, the checkpoint served for
+        `size` (default: `/history/checkpoint`'s, or the newest when that one does not
+        cover the head yet)."""
+        leaf = self.leaf(leaf_hash)
+        note = self.served_checkpoint(size)
+        covered = _size_of(note)
+        if size is None and covered <= leaf.index:
+            covered = self._store.checkpoint_size()
+            note = self.served_checkpoint(covered)
+        inclusion = self.inclusion(leaf_hash, covered)
+        row = self._store.head(leaf.day, leaf.tree_size, leaf.sealed)
+        if row is None:  # pragma: no cover - the store's trigger keeps leaves heads
+            raise StoreError(f"history leaf {leaf.index} is no stored head")
+        token = heads.parse_document(row.doc).jws.encode("ascii")
+        proof = TlogProof(index=leaf.index, path=tuple(inclusion.path), note=note, extra=token)
+        return proof.to_bytes()
+
+
+def _size_of(note: bytes) -> int:
+    """The size line of a stored checkpoint note (its second line)."""
+    return int(note.split(b"\n", 2)[1])
+
+
+def _policy_lines(policy: Policy, rows: list[CosignatureRow]) -> dict[str, CosignatureRow]:
+    """Policy witness name -> its newest stored line for one size, in policy order (only
+    rows whose key ID is that witness's key in the current policy)."""
+    newest = {row.witness: row for row in rows}
+    out: dict[str, CosignatureRow] = {}
+    for witness in policy.witnesses:
+        found = newest.get(witness.name)
+        if found is not None and found.key_id == witness.verifier.key_id:
+            out[witness.name] = found
+    return out
+
+
+def _with_lines(note: bytes, rows: list[CosignatureRow]) -> bytes:
+    """A signed note with the cosignature lines appended (a note ends in its last line's
+    newline, so appending lines keeps it a note)."""
+    return note + b"".join(row.line.encode("utf-8") + b"\n" for row in rows)

@@ -99,7 +99,7 @@ def audit_store(
         report.count("days")
     if any(h.day < log.first_day for h in all_heads) or any(d < log.first_day for d in entry_days):
         report.problems.append(f"data exists before the log's first day {log.first_day}")
-    audit_history(report, log, all_heads)
+    audit_history(report, log, all_heads, keys)
     return report
 
 

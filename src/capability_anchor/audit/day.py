@@ -105,9 +105,7 @@ class TreeCheck:
             key = (full.tile.level, full.tile.index, TILE_WIDTH)
             got = self.stored.get(key)
             if got is None:
-                self.report.problems.append(
-                    f"{self.where}: full tile {full.tile.path} is missing"
-                )
+                self.report.problems.append(f"{self.where}: full tile {full.tile.path} is missing")
             elif got.hashes != full.hashes or got.root != full.root:
                 self.report.problems.append(f"{self.where}: full tile {full.tile.path} differs")
             self.matched.add(key)

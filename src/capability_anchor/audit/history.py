@@ -1,7 +1,7 @@
-"""The data-dir audit of the history tree (SPEC §12.6, first half; checkpoints and
-cosignatures come with them): the history is rebuilt from the stored heads in SPEC §12.1's
-order, `(day, sealed false before true, tree_size)`, and must equal the stored leaves, one
-for one, and the stored tiles, full ones and the partial tiles of every size.
+"""The data-dir audit of the history tree (SPEC §12.6; its checkpoints: `checkpoints`): the
+history is rebuilt from the stored heads in SPEC §12.1's order, `(day, sealed false before
+true, tree_size)`, and must equal the stored leaves, one for one, and the stored tiles,
+full ones and the partial tiles of every size.
 
 Each finding names the history and the leaf or head it is about: a leaf whose hash is not
 its head's payload, a head with no leaf, a leaf with no head, leaves out of publication
@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import CapabilityAnchorError
+from ..keys import KeySet
 from ..log import Log
 from ..merkle import hash_leaf
 from ..store import HeadRow, HistoryLeaf
+from .checkpoints import audit_checkpoints
 from .day import TreeCheck
 from .report import AuditReport
 
@@ -70,8 +72,11 @@ def _check_leaves(
         report.problems.append(f"history: {_name(key)} is missing from the history")
 
 
-def audit_history(report: AuditReport, log: Log, all_heads: Sequence[HeadRow]) -> None:
-    """Rebuild the history from `all_heads` and compare it with the stored one."""
+def audit_history(
+    report: AuditReport, log: Log, all_heads: Sequence[HeadRow], keys: KeySet
+) -> None:
+    """Rebuild the history from `all_heads` and compare it with the stored one, and its
+    checkpoints with the ones signed by a key of `keys` (`checkpoints`)."""
     reader = log.read.history
     ordered = sorted(all_heads, key=_key)
     by_key = {_key(h): _leaf_hash(report, h) for h in ordered}
@@ -86,10 +91,13 @@ def audit_history(report: AuditReport, log: Log, all_heads: Sequence[HeadRow]) -
         where="history",
         counter="history_tiles",
     )
+    hashes: list[bytes] = []
     for n, row in enumerate(ordered, start=1):
         leaf_hash = by_key[_key(row)]
         if leaf_hash is None:
             return  # unreadable head: reported; the rebuilt tree would mean nothing
         tree.add(leaf_hash, n)
+        hashes.append(leaf_hash)
     tree.flush()
     tree.check_unmatched()
+    audit_checkpoints(report, reader, hashes, keys)

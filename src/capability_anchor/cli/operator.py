@@ -115,9 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("init", "create the store, an Ed25519 key and a writer token")
     add_data(p)
-    p.add_argument(
-        "--iss", required=True, metavar="ORIGIN", help="the resolver origin (required)"
-    )
+    p.add_argument("--iss", required=True, metavar="ORIGIN", help="the resolver origin (required)")
     p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
     p.add_argument(
         "--records",

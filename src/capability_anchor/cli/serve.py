@@ -90,7 +90,6 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-
 def _exit_cleanly(signum: int, frame: object) -> None:
     raise SystemExit(EXIT_OK)
 
@@ -134,8 +133,7 @@ def _needs_init(args: argparse.Namespace, data: Path) -> bool:
         return False
     if not args.init:
         raise StoreError(
-            f"no log at {data / DB_NAME} (run `capability-anchor init` first, "
-            "or `serve --init`)"
+            f"no log at {data / DB_NAME} (run `capability-anchor init` first, or `serve --init`)"
         )
     return True
 

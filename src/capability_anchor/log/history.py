@@ -11,15 +11,20 @@ edge is rebuilt from the stored leaf hashes and tile roots, never taken from a c
 
 from __future__ import annotations
 
+import logging
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import Conflict
 from ..merkle import TreeEdge, hash_leaf
-from ..store import HeadRow, HistoryLeaf, Store
+from ..note import Checkpoint, NoteSigner, origin_from_url, sign_checkpoint
+from ..store import HISTORY_ORIGIN, HeadRow, HistoryLeaf, Store
 
 if TYPE_CHECKING:
     from ..keys import SigningKey
+
+_events = logging.getLogger("capability_anchor.heads")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +65,75 @@ def append_head(store: Store, row: HeadRow) -> HistoryHead:
     return HistoryHead(edge.size, edge.root())
 
 
-def sign_history_checkpoint(store: Store, key: SigningKey, history: HistoryHead) -> None:
-    """The hook for SPEC §12.2, called by `LogWriter.sign_head` inside the head's write
-    transaction right after `append_head`: sign the checkpoint of `history.size` (root
-    `history.root`, both from this transaction's stored rows) with the log's signing `key`
-    and store it through `store`, so that a head, its history leaf and the checkpoint of
-    the new size commit together or not at all. Not wired yet: the C2SP note formats come
-    with the checkpoint slice of issue 13; until then no checkpoint is stored."""
-    del store, key, history  # nothing to sign until the note formats land
+def note_signer(origin: str, key: SigningKey) -> NoteSigner:
+    """The log's note signer (SPEC §12.2): its head-signing key under the origin's name."""
+    return NoteSigner(origin, key)
+
+
+def history_origin(store: Store, public_url: str) -> str:
+    """The stored origin; a history made before origins were stored gets the one of
+    `public_url` now, inside the caller's write transaction, and keeps it from then on."""
+    origin = store.meta().get(HISTORY_ORIGIN)
+    if origin is None:
+        origin = origin_from_url(public_url)
+        store.set_meta(HISTORY_ORIGIN, origin)
+    return origin
+
+
+class Signer(Protocol):
+    """The log, as the checkpoint signer sees it: its key and its public URL."""
+
+    key: SigningKey
+    public_url: str
+
+
+def sign_history_checkpoint(store: Store, log: Signer, history: HistoryHead) -> None:
+    """Sign and store the checkpoint of `history.size` (SPEC §12.2), called by
+    `LogWriter.sign_head` inside the head's write transaction right after `append_head`, so
+    that a head, its history leaf and the checkpoint of the new size commit together or not
+    at all. The root is `history.root`, computed from this transaction's stored rows. Any
+    earlier size still without a checkpoint (a log migrated to schema 4 that no writer has
+    opened yet) is signed first, oldest first: the stored checkpoints stay 1..n."""
+    key, public_url = log.key, log.public_url
+    catch_up(store, key, public_url, below=history.size)
+    signer = note_signer(history_origin(store, public_url), key)
+    store.insert_checkpoint(
+        history.size, sign_checkpoint(Checkpoint(signer.name, history.size, history.root), signer)
+    )
+
+
+def sign_missing(
+    store: Store, lock: AbstractContextManager[object], key: SigningKey, public_url: str
+) -> int:
+    """At open: sign the checkpoints a log migrated to schema 4 lacks (`catch_up`), in one
+    write transaction under the writer's `lock`; nothing, and no write, when none is
+    missing. Returns how many were signed."""
+    with store.read():
+        if store.checkpoint_size() >= store.history_size():
+            return 0
+    with lock, store.write():
+        signed = catch_up(store, key, public_url)
+    if signed:
+        _events.info("history: signed the %d checkpoints this log had not signed yet", signed)
+    return signed
+
+
+def catch_up(store: Store, key: SigningKey, public_url: str, below: int | None = None) -> int:
+    """Sign and store the checkpoint of every history size from the newest stored one up to
+    (not including) `below` (default: up to and including the history's size), inside the
+    caller's write transaction. Roots come from the stored leaf hashes, one pass. Returns
+    how many were signed."""
+    end = store.history_size() if below is None else below - 1
+    done = store.checkpoint_size()
+    if done >= end:
+        return 0
+    signer = note_signer(history_origin(store, public_url), key)
+    edge = TreeEdge()
+    for start in range(0, end, 10_000):
+        hashes = store.history_leaf_hashes(start, min(start + 10_000, end))
+        for leaf_hash in hashes:
+            edge.extend(leaf_hash)
+            if edge.size > done:
+                checkpoint = Checkpoint(signer.name, edge.size, edge.root())
+                store.insert_checkpoint(edge.size, sign_checkpoint(checkpoint, signer))
+    return end - done

@@ -17,11 +17,13 @@ from ..errors import CapabilityAnchorError, Conflict, StartupCheckFailed, StoreE
 from ..files import tighten_modes
 from ..keys import KeySet, SigningKey, create_key_file, load_key_file
 from ..merkle import TreeEdge
+from ..note import origin_from_url
 from ..reading import LogReader
-from ..store import HeadRow, Store
+from ..store import HISTORY_ORIGIN, HeadRow, Store
 from ..writer_token import TOKEN_ENV, TOKEN_FILE, create_token_file, read_token_file, writer_token
 from .batch import AppendResult, Prepared, prepare_records
 from .days import Clock, utc_day
+from .history import sign_missing
 from .issuance import DEFAULT_LIFETIME, issue_record
 from .writer import LogWriter
 
@@ -104,6 +106,8 @@ class Log:
             store.set_meta("created", str(int(now)))
             if public_url:
                 store.set_meta("public_url", public_url.rstrip("/"))
+            # Fixed now for the log's life, whatever the public URL becomes (SPEC §12.2).
+            store.set_meta(HISTORY_ORIGIN, origin_from_url(public_url or iss))
             store.set_meta("config", json.dumps(dict(config or {}), sort_keys=True))
             store.add_key(key.kid, json.dumps(key.public.jwk(), sort_keys=True), int(now))
             # The settings are vouched for by the key from the log's first transaction on.
@@ -130,6 +134,7 @@ class Log:
             key = load_key_file(data_dir / KEY_FILE)
             log = cls(data_dir, store, key, clock)
             log.self_check()
+            sign_missing(store, log.writer.lock, key, log.public_url)
             if background_checkpoints:
                 store.start_checkpointer()
         except BaseException:

@@ -212,7 +212,7 @@ class LogWriter:
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
         )
         self._store.insert_head(row)
-        sign_history_checkpoint(self._store, log.key, append_head(self._store, row))
+        sign_history_checkpoint(self._store, log, append_head(self._store, row))
         return row
 
     def checkpoint(self) -> bytes | None:

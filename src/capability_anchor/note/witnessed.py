@@ -70,4 +70,3 @@ def check_cosignatures(
             continue
         cosigned[witness.name] = timestamp
     return Witnessed(policy=policy, cosigned=cosigned, failed=failed)
-

@@ -9,23 +9,29 @@ from __future__ import annotations
 from .interface import Store
 from .rows import (
     DB_NAME,
+    HISTORY_ORIGIN,
     SCHEMA_VERSION,
     SETTINGS_UNSIGNED,
+    CosignatureRow,
     EntryRow,
     HeadRow,
     HistoryLeaf,
     StampRow,
     TileRow,
+    WitnessState,
 )
 
 __all__ = [
     "DB_NAME",
+    "HISTORY_ORIGIN",
     "SCHEMA_VERSION",
     "SETTINGS_UNSIGNED",
+    "CosignatureRow",
     "EntryRow",
     "HeadRow",
     "HistoryLeaf",
     "StampRow",
     "Store",
     "TileRow",
+    "WitnessState",
 ]

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from .rows import EntryRow, HeadRow, HistoryLeaf, StampRow, TileRow
+from .rows import CosignatureRow, EntryRow, HeadRow, HistoryLeaf, StampRow, TileRow, WitnessState
 
 
 class StoreLifecycle(ABC):
@@ -276,6 +276,60 @@ class StoreHistory(ABC):
     def iter_history_tiles(self) -> Iterator[TileRow]: ...
 
 
+class StoreWitnessed(ABC):
+    """The history's signed checkpoints (SPEC §12.2), the witnesses' cosignatures and the
+    witness policies (§12.3), all append-only, and the submitter's per-witness state (the
+    one mutable table). Writes only inside `write()`. The store refuses a checkpoint that is
+    not of the next size or not of a size the history has, and a cosignature of a size with
+    no stored checkpoint."""
+
+    @abstractmethod
+    def insert_checkpoint(self, size: int, note: bytes) -> None: ...
+
+    @abstractmethod
+    def checkpoint_note(self, size: int) -> bytes | None:
+        """The log-signed checkpoint note of `size`, if stored."""
+
+    @abstractmethod
+    def checkpoint_size(self) -> int:
+        """The newest stored checkpoint's size (0 when none)."""
+
+    @abstractmethod
+    def iter_checkpoints(self, chunk: int = 10_000) -> Iterator[tuple[int, bytes]]:
+        """(size, note) of every stored checkpoint, by size."""
+
+    @abstractmethod
+    def insert_cosignature(self, row: CosignatureRow, added: int) -> bool:
+        """Store `row` unless that line is already stored for its size (then False)."""
+
+    @abstractmethod
+    def cosignatures(self, size: int) -> list[CosignatureRow]:
+        """The stored cosignatures of the checkpoint of `size`, in the order stored."""
+
+    @abstractmethod
+    def cosigned_sizes(self) -> list[int]:
+        """Every size with a stored cosignature, newest first."""
+
+    @abstractmethod
+    def iter_cosignatures(self) -> Iterator[CosignatureRow]: ...
+
+    @abstractmethod
+    def set_policy(self, text: bytes, added: int) -> None:
+        """Store a new witness policy (the old ones are kept; the newest is the policy)."""
+
+    @abstractmethod
+    def policy(self) -> bytes | None: ...
+
+    @abstractmethod
+    def witness_state(self, name: str) -> WitnessState | None: ...
+
+    @abstractmethod
+    def set_witness_state(self, state: WitnessState) -> None: ...
+
+    @abstractmethod
+    def witness_states(self) -> list[WitnessState]: ...
+
+
 class StoreAudit(ABC):
     """What the data-dir audit (`auditdb`) asks of a read-only opening: findings and plain
     data, each check worded by the store in its engine's terms."""
@@ -325,7 +379,7 @@ class StoreAudit(ABC):
         """(day, tsa, token, added) of every stamp, in the order they were stored."""
 
 
-class Store(StoreLifecycle, StoreWrites, StoreReads, StoreHistory, StoreAudit):
+class Store(StoreLifecycle, StoreWrites, StoreReads, StoreHistory, StoreWitnessed, StoreAudit):
     """A log's storage: the lifecycle, writes, reads, history and audit parts above, in one
     type."""
 

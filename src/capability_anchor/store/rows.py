@@ -10,7 +10,9 @@ from ..encoding import EncodingError, b64url_decode
 from ..errors import StoreError
 
 DB_NAME = "log.sqlite3"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+# The history's origin (SPEC §12.2), set once when the history is created, never changed.
+HISTORY_ORIGIN = "history_origin"
 # Set by migration 2 in a log upgraded from schema 1 (a new log's meta is still empty when
 # its migrations run), in the migration's own transaction: its settings are not signed yet,
 # and the next open by the key-file holder signs them (logtrust.check_settings; README).
@@ -78,3 +80,32 @@ class StampRow:
     tsa: str
     token: bytes
     gen_time: str
+
+
+@dataclass(frozen=True, slots=True)
+class CosignatureRow:
+    """A witness's cosignature of the checkpoint of `size` (SPEC §12.3), as stored: the
+    witness's policy name, the key ID of the line, the cosignature/v1 timestamp and the
+    signature line exactly as received (without its newline)."""
+
+    witness: str
+    key_id: bytes
+    size: int
+    timestamp: int
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessState:
+    """What the log knows of one witness (SPEC §12.3): the size it last cosigned (0 before
+    the first), `status` "ok", "retry" (no submission before `retry_at`) or "stopped" (an
+    operator must act), the failures in a row and the last answer, when it was `updated`.
+    The one mutable row type: it is the submitter's bookkeeping, not a statement."""
+
+    witness: str
+    size: int
+    status: str
+    retry_at: int
+    failures: int
+    detail: str
+    updated: int

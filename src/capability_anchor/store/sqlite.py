@@ -2,7 +2,8 @@
 of `interface.Store`. Its parts, each a mixin over `sqlite_base.SqliteBase` (connections and
 transactions): `sqlite_open` (create, open and migrate, open read-only), `sqlite_rows`
 (reads and writes), `sqlite_history` (the history tree's leaves and tiles; both it and
-`sqlite_rows` keep tiles through `sqlite_tiles`), `sqlite_audit` (SQLite's structures, for
+`sqlite_rows` keep tiles through `sqlite_tiles`), `sqlite_checkpoints` (checkpoints,
+cosignatures, policies, witness state), `sqlite_audit` (SQLite's structures, for
 the audit); `sqlite_schema` holds the migrations and `sqlite_errors` maps SQLite's errors
 to the project's.
 
@@ -16,12 +17,15 @@ from __future__ import annotations
 
 from .interface import Store
 from .sqlite_audit import SqliteAudit
+from .sqlite_checkpoints import SqliteCheckpoints
 from .sqlite_history import SqliteHistory
 from .sqlite_open import SqliteOpening
 from .sqlite_rows import SqliteEntries, SqliteHeads
 
 
-class SqliteStore(SqliteOpening, SqliteEntries, SqliteHeads, SqliteHistory, SqliteAudit):
+class SqliteStore(
+    SqliteOpening, SqliteEntries, SqliteHeads, SqliteHistory, SqliteCheckpoints, SqliteAudit
+):
     """One SQLite database in a data dir (see `sqlite_base.SqliteBase` for the connections)."""
 
 

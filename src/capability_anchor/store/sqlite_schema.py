@@ -24,6 +24,7 @@ from ..errors import StoreError
 from ..merkle import TreeEdge, hash_leaf
 from .rows import SCHEMA_VERSION, HeadRow
 from .sqlite_errors import store_error
+from .sqlite_schema_v4 import migration_4
 from .sqlite_tiles import HISTORY_TILES
 
 SchemaRow = tuple[str, str, str, str | None]  # (type, name, tbl_name, sql) in sqlite_master
@@ -266,6 +267,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database, Callable[[str], object]], Non
     _migration_1,
     _migration_2,
     _migration_3,
+    lambda db, run: migration_4(db, run, split_sql),
 )
 
 

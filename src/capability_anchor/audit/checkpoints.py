@@ -1,0 +1,77 @@
+"""The data-dir audit of the history's checkpoints (SPEC §12.6): the stored checkpoints are
+1..n for a history of n leaves, and each is, byte for byte, the §12.2 note of the history
+rebuilt from the stored heads: the stored origin, its size, the rebuilt root at that size,
+no extension line, and one signature, under the origin's name, that a trusted key verifies.
+
+The audit holds no private key, so it cannot sign the note again to compare the signature
+bytes; it checks the text exactly and the one signature by a trusted key instead (Ed25519
+is deterministic: a second valid signature by the same key over the same text is the same
+bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ..errors import CapabilityAnchorError
+from ..keys import KeySet
+from ..merkle import TreeEdge
+from ..note import Checkpoint, NoteVerifier, open_checkpoint, parse_note
+from ..reading_history import HistoryReader
+from .report import AuditReport
+
+
+def _check_one(
+    report: AuditReport, size: int, note: bytes, expected: Checkpoint, keys: list[NoteVerifier]
+) -> None:
+    where = f"history: checkpoint {size}"
+    try:
+        opened = open_checkpoint(note, list(keys), origin=expected.origin)
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"{where}: {exc}")
+        return
+    if opened.checkpoint != expected:
+        report.problems.append(
+            f"{where} is not the checkpoint of the history rebuilt from the stored heads "
+            f"(root {opened.checkpoint.root.hex()}, rebuilt {expected.root.hex()})"
+        )
+    elif len(parse_note(note).signatures) != 1:
+        report.problems.append(f"{where} carries more than the log's one signature")
+
+
+def audit_checkpoints(
+    report: AuditReport, history: HistoryReader, leaf_hashes: Sequence[bytes], keys: KeySet
+) -> None:
+    """Check every stored checkpoint against the history of `leaf_hashes` (the rebuilt one)."""
+    if not leaf_hashes:
+        return
+    try:
+        origin = history.origin()
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"history: {exc}")
+        return
+    verifiers = [NoteVerifier(origin, key.raw) for key in keys]
+    edge = TreeEdge()
+    expected_size = 0
+    for size, note in history.iter_checkpoints():
+        if size > len(leaf_hashes):
+            report.problems.append(
+                f"history: checkpoint {size} is beyond the history's {len(leaf_hashes)} leaves"
+            )
+            break
+        _extend_to(edge, leaf_hashes, size)
+        if size != expected_size + 1:
+            report.problems.append(f"history: checkpoints {expected_size + 1}..{size - 1} missing")
+        expected_size = size
+        _check_one(report, size, note, Checkpoint(origin, size, edge.root()), verifiers)
+        report.count("history_checkpoints")
+    if expected_size < len(leaf_hashes):
+        report.problems.append(
+            f"history: checkpoints {expected_size + 1}..{len(leaf_hashes)} are missing"
+        )
+
+
+def _extend_to(edge: TreeEdge, leaf_hashes: Sequence[bytes], size: int) -> None:
+    hashes: Iterable[bytes] = leaf_hashes[edge.size : size]
+    for leaf_hash in hashes:
+        edge.extend(leaf_hash)
