@@ -4,10 +4,12 @@ heads of a real log, with the real console script.
 One log per module: day 1 gets 5 entries and an unsealed checkpoint (a record is taken
 against it), day 2 gets 3, both days are sealed, and the data dir is exported. The history
 then holds three heads: day 1 unsealed 5 (leaf 0), day 1 sealed 5 (leaf 1), day 2 sealed 3
-(leaf 2). Each head's tlog-proof is made from the log's own history (inclusion path, root)
-and a checkpoint signed with the log's key under its §12.2 origin, cosigned by test
-witnesses (`note.Cosigner`) named in a 2-of-3 policy. Every attack is a file derived from
-the genuine ones, named after the attack, and must exit 1 naming the failing check.
+(leaf 2). Two test witnesses (`note.Cosigner`) of a stored 2-of-3 policy cosign the stored
+checkpoint of size 3, and each head's tlog-proof is the log's own
+(`log.read.history.tlog_proof`). The same proofs are rebuilt from their parts (the kernel's
+inclusion path, `note.sign_checkpoint`, `Cosigner.cosign`), byte for byte, so every attack
+is a file derived from a genuine one, named after the attack, and must exit 1 naming the
+failing check.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from capability_anchor.note import (
     parse_tlog_proof,
     sign_checkpoint,
 )
+from capability_anchor.store import CosignatureRow
 from capability_anchor.verify_checks import CHECK_NAMES
 from capability_anchor.verify_history import head_payload
 
@@ -93,6 +96,7 @@ class World:
     policy: Path  # 2 of w1, w2, w3; the log's vkey
     entries: list[bytes]  # day 1's leaf hashes
     checkpoint_at: int  # when the test witnesses cosigned
+    proofs: dict[int, bytes]  # history index -> the log's own tlog-proof (`tlog_proof`)
 
     def write(self, name: str, data: bytes | str) -> Path:
         path = self.root / name
@@ -161,10 +165,30 @@ def _history_heads(log: Log) -> list[heads.Head]:
     return found
 
 
+def _policy_text(log_vkey: str, witnesses: list[Cosigner]) -> str:
+    return (
+        f"log {log_vkey}\n"
+        + "".join(f"witness w{n} {c.verifier.vkey()}\n" for n, c in enumerate(witnesses, 1))
+        + "group two-of-three 2 w1 w2 w3\nquorum two-of-three\n"
+    )
+
+
+def _cosign(log: Log, witnesses: list[Cosigner], size: int, when: int) -> None:
+    """w1 and w2 (2 of 3) cosign the stored checkpoint of `size`; the rows are stored as
+    the witness client stores what it received (SPEC §12.3)."""
+    text = parse_note(log.read.history.checkpoint(size)).text
+    with log.store.write():
+        for n, cosigner in enumerate(witnesses[:2], 1):
+            line = cosigner.cosign(text, when)
+            row = CosignatureRow(f"w{n}", line.key_id, size, when, line.line().rstrip("\n"))
+            assert log.store.insert_cosignature(row, when)
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     root = tmp_path_factory.mktemp("history")
     clock = Clock(at(DAY1, 3600))
+    witnesses = [Cosigner(f"w{n}.example", SigningKey.generate()) for n in (1, 2, 3)]
     with Log.init(root / "data", iss=ISS, clock=clock) as log:
         log.append([server(f"s{n}", DAY1) for n in range(5)])
         clock.t += 30
@@ -180,15 +204,23 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         key = log.key
         leaves = _history_heads(log)
         entries = [bytes.fromhex(e["leaf_hash"]) for e in log.entries(DAY1)]
-        assert log.read.history.size() == 3
+        assert log.read.history.size() == log.read.history.checkpoint_size() == 3
+        assert log.read.history.origin() == ORIGIN
         for size in (1, 2, 3):
             assert log.read.history.root(size) == history_root(leaves, size)
+        policy = _policy_text(log.read.history.vkey(), witnesses)
+        with log.store.write():
+            log.store.set_policy(policy.encode(), record_at)
+        _cosign(log, witnesses, 3, record_at - 10)
+        proofs = {
+            i: log.read.history.tlog_proof(hash_leaf(head_payload(h))) for i, h in enumerate(leaves)
+        }
+        served = log.read.history.served_checkpoint()
     assert [(h.day, h.tree_size, h.sealed) for h in leaves] == [
         (DAY1, 5, False),
         (DAY1, 5, True),
         (DAY2, 3, True),
     ]
-    witnesses = [Cosigner(f"w{n}.example", SigningKey.generate()) for n in (1, 2, 3)]
     w = World(
         root=root,
         folder=root / "folder",
@@ -202,17 +234,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         policy=root / "policy.txt",
         entries=entries,
         checkpoint_at=record_at - 10,
+        proofs=proofs,
     )
-    w.policy.write_text(
-        f"log {w.signer().verifier.vkey()}\n"
-        + "".join(f"witness w{n} {c.verifier.vkey()}\n" for n, c in enumerate(witnesses, 1))
-        + "group two-of-three 2 w1 w2 w3\nquorum two-of-three\n"
-    )
+    w.policy.write_text(policy)
+    # The log's served checkpoint is the one the tests rebuild from the C2SP texts' parts.
+    assert served == w.genuine_note()
     shutil.copytree(w.bare, w.folder)
-    note = w.genuine_note()
-    (w.folder / f"{DAY1}.tlog-proof").write_bytes(tlog_proof(leaves, 1, note))
-    (w.folder / DAY1 / "5.tlog-proof").write_bytes(tlog_proof(leaves, 0, note))
-    (w.folder / f"{DAY2}.tlog-proof").write_bytes(tlog_proof(leaves, 2, note))
+    (w.folder / f"{DAY1}.tlog-proof").write_bytes(proofs[1])
+    (w.folder / DAY1 / "5.tlog-proof").write_bytes(proofs[0])
+    (w.folder / f"{DAY2}.tlog-proof").write_bytes(proofs[2])
     return w
 
 
@@ -280,16 +310,13 @@ def assert_fails(result: subprocess.CompletedProcess[str], check: str, *words: s
 # --- genuine --------------------------------------------------------------------------------
 
 
-def test_the_test_proofs_are_the_logs_own_history(world: World, tmp_path: Path) -> None:
-    """The history read side gives the same paths as the kernel over the leaves we read."""
-    data = tmp_path / "data"
-    shutil.copytree(world.root / "data", data)
-    with Log.open(data, clock=Clock(at(DAY3, 120))) as log:
-        for index, head in enumerate(world.heads):
-            inclusion = log.read.history.inclusion(hash_leaf(head_payload(head)), 3)
-            proof = parse_tlog_proof(tlog_proof(world.heads, index, world.genuine_note()))
-            assert inclusion.leaf.index == index
-            assert tuple(inclusion.path) == proof.path
+def test_the_logs_tlog_proofs_are_the_ones_rebuilt_from_the_c2sp_parts(world: World) -> None:
+    """The log's `history.tlog_proof` (stored checkpoint, stored cosignatures in policy
+    order, history tiles) is byte for byte what the kernel and note/ build from the heads:
+    so the attack files below, built the second way, differ from genuine ones only where
+    each attack says."""
+    for index in range(3):
+        assert world.proofs[index] == tlog_proof(world.heads, index, world.genuine_note())
 
 
 def test_roots_offline_passes_history_and_skips_witnesses(world: World) -> None:
@@ -313,8 +340,7 @@ def test_an_unsealed_anchor_reads_its_own_tlog_proof(world: World) -> None:
 
 
 def test_history_proof_file_with_head_and_keys(world: World) -> None:
-    proof = tlog_proof(world.heads, 1, world.genuine_note())
-    result = run(*head_args(world, proof, "genuine"))
+    result = run(*head_args(world, world.proofs[1], "genuine"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert outcome(result)["history"] == "PASS"
 
@@ -426,7 +452,7 @@ def test_attack_another_heads_path_under_this_heads_extra(world: World) -> None:
 
 @pytest.mark.parametrize("element", [0, 1])
 def test_attack_path_bit_flipped(world: World, element: int) -> None:
-    genuine = parse_tlog_proof(tlog_proof(world.heads, 1, world.genuine_note()))
+    genuine = parse_tlog_proof(world.proofs[1])
     path = list(genuine.path)
     path[element] = bytes([path[element][0] ^ 0x01]) + path[element][1:]
     proof = replace(genuine, path=tuple(path)).to_bytes()
@@ -555,7 +581,7 @@ def test_attack_extra_not_signed_by_a_trusted_key(world: World) -> None:
 
 
 def test_attack_no_extra_and_not_a_tlog_proof(world: World) -> None:
-    genuine = parse_tlog_proof(tlog_proof(world.heads, 1, world.genuine_note()))
+    genuine = parse_tlog_proof(world.proofs[1])
     result = run(*head_args(world, replace(genuine, extra=None).to_bytes(), "no_extra"))
     assert_fails(result, "history", "no extra")
     garbage = run(*head_args(world, b"c2sp.org/tlog-proof@v1\nindex x\n\n", "garbage"))
