@@ -6,9 +6,10 @@ side in one run (issue 13's goal: <= 150 ms wall with checks 8-9). Goals, not as
 
 Builds a log with the library in a temporary folder: 1,000 records on one day in ten
 batches, a checkpoint after each (ten unsealed heads), the day sealed (eleven history
-leaves), a resolver-2 record anchored to the sealed head, an export. Next to the export, a
-copy holds the sealed head's tlog-proof: its checkpoint signed by the log's key under the
-§12.2 origin and cosigned by two of three test witnesses of a 2-of-3 tlog-policy. Then the
+leaves), a resolver-2 record anchored to the sealed head, an export; a 2-of-3 tlog-policy
+and two test witnesses' cosignatures of the newest checkpoint are stored in the log. Next to
+the export, a copy holds the sealed head's tlog-proof as the log makes it
+(`log.read.history.tlog_proof`). Then the
 real console script runs in fresh processes, the two commands alternating (so both see the
 same machine load):
   1. seven checks: `verify-proof RECORD --roots EXPORT` (no tlog-proof: history SKIPs, and
@@ -35,17 +36,9 @@ from capability_anchor import head as heads
 from capability_anchor.export import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import Log
-from capability_anchor.merkle import hash_leaf, inclusion_path, root_hash
-from capability_anchor.note import (
-    Checkpoint,
-    Cosigner,
-    Note,
-    NoteSigner,
-    TlogProof,
-    origin_from_url,
-    parse_note,
-    sign_checkpoint,
-)
+from capability_anchor.merkle import hash_leaf
+from capability_anchor.note import Cosigner, parse_note
+from capability_anchor.store import CosignatureRow
 from capability_anchor.verify_history import head_payload
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
@@ -70,21 +63,17 @@ def _record(n: int) -> dict[str, object]:
     }
 
 
-def _history(log: Log) -> list[heads.Head]:
-    """The published heads in history order (the sealed head is the last leaf here)."""
-    docs = {(r.day, r.tree_size, r.sealed): r.doc for r in log.store.sealed_heads()}
-    found = []
-    for leaf in log.read.history.iter_leaves():
-        doc = docs.get((leaf.day, leaf.tree_size, leaf.sealed))
-        head = heads.parse_document(doc or log.read.head_for(leaf.day, leaf.tree_size).doc)
-        if hash_leaf(head_payload(head)) != leaf.leaf_hash:
-            sys.exit(f"history leaf {leaf.index} is not the head read back")
-        found.append(head)
-    return found
+def _policy(log: Log, witnesses: list[Cosigner]) -> bytes:
+    return (
+        f"log {log.read.history.vkey()}\n"
+        + "".join(f"witness w{n} {w.verifier.vkey()}\n" for n, w in enumerate(witnesses, 1))
+        + "group two 2 w1 w2 w3\nquorum two\n"
+    ).encode()
 
 
 def build(root: Path) -> tuple[Path, Path, Path, Path, int]:
     t = [_at(DAY1, 3600)]
+    witnesses = [Cosigner(f"w{n}.example", SigningKey.generate()) for n in (1, 2, 3)]
     with Log.init(root / "data", iss=ISS, clock=lambda: t[0]) as log:
         for batch in range(10):
             log.append([_record(n) for n in range(batch * 100, batch * 100 + 100)])
@@ -94,35 +83,25 @@ def build(root: Path) -> tuple[Path, Path, Path, Path, int]:
         log.seal()
         record = log.record(sub="s500")
         export(log, root / "export")
-        leaves = _history(log)
-        key = log.key
-    origin = origin_from_url(ISS)
-    witnesses = [Cosigner(f"w{n}.example", SigningKey.generate()) for n in (1, 2, 3)]
-    size = len(leaves)
-    hashes = [hash_leaf(head_payload(h)) for h in leaves]
-    signed = sign_checkpoint(Checkpoint(origin, size, root_hash(hashes)), NoteSigner(origin, key))
-    note = parse_note(signed)
-    cosigs = tuple(w.cosign(note.text, int(t[0]) - 5) for w in witnesses[:2])
-    note_bytes = Note(note.text, note.signatures + cosigs).to_bytes()
-    index = size - 1  # the sealed head
-    proof = TlogProof(
-        index=index,
-        path=tuple(inclusion_path(hashes, index, size)),
-        note=note_bytes,
-        extra=leaves[index].jws.encode("ascii"),
-    )
+        size = log.read.history.checkpoint_size()
+        text = parse_note(log.read.history.checkpoint(size)).text
+        policy = _policy(log, witnesses)
+        with log.store.write():
+            log.store.set_policy(policy, int(t[0]))
+            for n, w in enumerate(witnesses[:2], 1):  # two of three cosign
+                line = w.cosign(text, int(t[0]) - 5)
+                row = CosignatureRow(f"w{n}", line.key_id, size, int(t[0]) - 5, line.line()[:-1])
+                log.store.insert_cosignature(row, int(t[0]))
+        sealed = next(r for r in log.store.sealed_heads() if r.day == DAY1)
+        leaf = hash_leaf(head_payload(heads.parse_document(sealed.doc)))
+        proof = log.read.history.tlog_proof(leaf)
     with_proof = root / "with-proof"
     shutil.copytree(root / "export", with_proof)
-    (with_proof / f"{DAY1}.tlog-proof").write_bytes(proof.to_bytes())
-    policy = root / "policy.txt"
-    policy.write_text(
-        f"log {NoteSigner(origin, key).verifier.vkey()}\n"
-        + "".join(f"witness w{n} {w.verifier.vkey()}\n" for n, w in enumerate(witnesses, 1))
-        + "group two 2 w1 w2 w3\nquorum two\n"
-    )
+    (with_proof / f"{DAY1}.tlog-proof").write_bytes(proof)
+    (root / "policy.txt").write_bytes(policy)
     path = root / "record.json"
     path.write_text(json.dumps(record))
-    return path, root / "export", with_proof, policy, int(t[0])
+    return path, root / "export", with_proof, root / "policy.txt", int(t[0])
 
 
 def _time(args: list[str]) -> float:

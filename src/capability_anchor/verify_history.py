@@ -82,11 +82,13 @@ def check_history(
             )
         return _fail(f"--policy is given but there is no tlog-proof of the head: {found.where}")
     from .errors import NoteError
-    from .note import parse_tlog_proof
+    from .note import parse_checkpoint, parse_tlog_proof
 
     try:
         proof = parse_tlog_proof(found.data)  # 2
-        checkpoint = proof.checkpoint
+        # Parsed once here: TlogProof's properties parse the note again on every use.
+        note = proof.parsed_note
+        checkpoint = parse_checkpoint(note.text)
     except NoteError as exc:
         return _fail(f"{found.where} is not a tlog-proof: {exc}")
     size, root = checkpoint.size, checkpoint.root
@@ -97,7 +99,7 @@ def check_history(
     if problem:
         return _fail(f"{found.where}: {problem}", explain)
     try:
-        signers = _open(proof, keys, policy, origin, anchor)  # 4
+        signers = _open(note, checkpoint.origin, keys, policy, origin, anchor)  # 4
     except (NoteError, UsageError) as exc:
         return _fail(f"{found.where}: the checkpoint: {exc}", explain)
     where = f"tlog-proof from {found.where}"
@@ -105,13 +107,13 @@ def check_history(
         verify_inclusion(leaf, proof.index, size, list(proof.path), root)  # 5
     except VerificationError as exc:
         detail = f"{where}: the history inclusion: {type(exc).__name__}: {exc}"
-        return HistoryResult(Check("history", FAIL, detail), explain, proof.parsed_note)
+        return HistoryResult(Check("history", FAIL, detail), explain, note)
     detail = (
         f"{where}: the head is history leaf {proof.index} of size {size}; "
         f"{len(proof.path)} path hashes reach the root of checkpoint {checkpoint.origin} {size} "
         f"signed by {signers}"
     )
-    return HistoryResult(Check("history", PASS, detail), explain, proof.parsed_note)
+    return HistoryResult(Check("history", PASS, detail), explain, note)
 
 
 def _summary(payload: bytes) -> str:
@@ -157,18 +159,18 @@ def expected_origins(
 
 
 def _open(
-    proof: TlogProof,
+    note: Note,
+    name: str,
     keys: KeySet,
     policy: Policy | None,
     origin: str | None,
     anchor: Anchor | None,
 ) -> str:
-    """Step 4: the checkpoint's origin is expected and a trusted key signed it under that
-    name; who signed, for the detail."""
+    """Step 4: the checkpoint's origin `name` is expected and a trusted key signed `note`
+    under that name; who signed, for the detail."""
     from .errors import MalformedNote
     from .note import NoteVerifier, open_checkpoint
 
-    name = proof.checkpoint.origin
     origins, why = expected_origins(origin, policy, anchor)
     if name not in origins:
         raise MalformedNote(
@@ -182,7 +184,7 @@ def _open(
     for log in policy.logs if policy is not None else ():
         if log.verifier.name == name:
             verifiers[(log.verifier.name, log.verifier.key_id)] = log.verifier
-    opened = open_checkpoint(proof.parsed_note, list(verifiers.values()), origin=name)
+    opened = open_checkpoint(note, list(verifiers.values()), origin=name)
     return ", ".join(f"{s.name}+{s.key_id.hex()}" for s in opened.opened.verified)
 
 
