@@ -54,7 +54,7 @@ VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 ISS = "https://resolver.example"
 ORIGIN = origin_from_url(ISS)  # resolver.example/history
 DAY1, DAY2, DAY3 = "2026-03-01", "2026-03-02", "2026-03-03"
-FORBIDDEN = ("litestar", "sqlite_utils", "sqlite3", "httpx", "uvicorn", "msgspec")
+FORBIDDEN = ("litestar", "sqlite_utils", "sqlite3", "httpx", "uvicorn", "msgspec", "rfc3161ng")
 
 
 def at(day: str, seconds: int = 0) -> float:
@@ -795,3 +795,38 @@ def test_a_run_without_proof_or_policy_does_not_load_note(world: World) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
     )
     assert result.stdout.strip().splitlines()[-1] == "NOTE False", result.stdout
+
+
+def test_the_library_runs_checks_8_and_9_over_loaded_inputs(world: World) -> None:
+    """`verify.verify` with a parsed policy and a folder `Sources`, as the audit calls it."""
+    from capability_anchor.keys import KeySet
+    from capability_anchor.note import parse_policy
+    from capability_anchor.verify import Outcome, verify
+    from capability_anchor.verify_sources import FolderSources
+
+    keys = KeySet.from_json((world.folder / "keys.json").read_bytes())
+    policy = parse_policy(world.policy.read_bytes())
+    result = verify(
+        json.dumps(world.record).encode(),
+        keys=keys,
+        sources=FolderSources(world.folder),
+        at=world.record_at,
+        policy=policy,
+    )
+    got = {c.name: c.outcome for c in result.checks}
+    assert got["history"] is got["witnesses"] is Outcome.PASS, result.checks
+    assert result.explain_history[-1].endswith(f"(the checkpoint's, {ORIGIN} 3)")
+    # the same record and folder, but a policy whose quorum is another witness set
+    other = Cosigner("w9.example", SigningKey.generate())
+    strict = parse_policy(f"witness w9 {other.verifier.vkey()}\nquorum w9\n".encode())
+    result = verify(
+        json.dumps(world.record).encode(),
+        keys=keys,
+        sources=FolderSources(world.folder),
+        at=world.record_at,
+        policy=strict,
+    )
+    witnesses = result.checks[CHECK_NAMES.index("witnesses")]
+    assert witnesses.outcome is Outcome.FAIL and "no cosignature by w9" in witnesses.detail
+    # without a log line in the policy, the origin comes from the anchor's base again
+    assert result.checks[CHECK_NAMES.index("history")].outcome is Outcome.PASS
