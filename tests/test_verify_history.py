@@ -351,7 +351,8 @@ def test_policy_with_two_of_three_passes_naming_the_witnesses(world: World) -> N
     got = outcome(result)
     assert got["history"] == got["witnesses"] == "PASS"
     line = detail(result, "witnesses")
-    assert "quorum two-of-three met" in line and "w1 (time" in line and "w2 (time" in line
+    assert f"checkpoint {ORIGIN} 3: quorum two-of-three met" in line
+    assert "w1 (time" in line and "w2 (time" in line
     assert "w3" not in line
 
 

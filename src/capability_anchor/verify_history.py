@@ -19,7 +19,6 @@ path, but a run that checks neither does not pay for loading it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -143,7 +142,7 @@ def _extra_problem(proof: TlogProof, payload: bytes, keys: KeySet) -> str:
     return ""
 
 
-def expected_origins(
+def _expected_origins(
     origin: str | None, policy: Policy | None, anchor: Anchor | None
 ) -> tuple[tuple[str, ...], str]:
     """The origins a checkpoint may have, and where they come from (SPEC §12.5)."""
@@ -171,7 +170,7 @@ def _open(
     from .errors import MalformedNote
     from .note import NoteVerifier, open_checkpoint
 
-    origins, why = expected_origins(origin, policy, anchor)
+    origins, why = _expected_origins(origin, policy, anchor)
     if name not in origins:
         raise MalformedNote(
             f"its origin is {name!r}, not {' or '.join(map(repr, origins))} (from {why})"
@@ -203,15 +202,15 @@ def check_witnesses(
     from .errors import NoteError
     from .note import check_cosignatures
 
+    # The checkpoint's first two lines (origin, size) name it in the detail.
+    which = "checkpoint " + " ".join(checkpoint.text.split("\n", 2)[:2])
     witnessed = check_cosignatures(checkpoint, policy, at=at)
     try:
         witnessed.require()
     except NoteError as exc:
-        return Check("witnesses", FAIL, str(exc))
-    return Check("witnesses", PASS, _cosigned(witnessed.cosigned, policy.quorum, at))
-
-
-def _cosigned(cosigned: dict[str, int], quorum: str, at: int) -> str:
-    names: Sequence[str] = [f"{name} (time {t})" for name, t in cosigned.items()]
+        return Check("witnesses", FAIL, f"{which}: {exc}")
+    names = [f"{name} (time {t})" for name, t in witnessed.cosigned.items()]
     by = ", ".join(names) if names else "no policy witness"
-    return f"quorum {quorum} met at {at}: cosigned by {by}"
+    return Check(
+        "witnesses", PASS, f"{which}: quorum {policy.quorum} met at {at}: cosigned by {by}"
+    )
