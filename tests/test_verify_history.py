@@ -86,7 +86,7 @@ def server(sub: str, day: str) -> dict[str, Any]:
 class World:
     root: Path
     folder: Path  # the export, plus genuine tlog-proofs of every head (no policy needed)
-    bare: Path  # the export as it is: no tlog-proofs
+    bare: Path  # the export without tlog-proofs
     key: SigningKey  # the log's
     record: dict[str, Any]  # anchored to day 1's sealed head (history leaf 1)
     record_at: int
@@ -201,6 +201,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         record = log.record(sub="s3")
         record_at = int(clock.t)
         export(log, root / "bare")
+        # "bare" is a folder without tlog-proofs, whether or not export writes them.
+        for made in (root / "bare").glob("**/*.tlog-proof"):
+            made.unlink()
         key = log.key
         leaves = _history_heads(log)
         entries = [bytes.fromhex(e["leaf_hash"]) for e in log.entries(DAY1)]
