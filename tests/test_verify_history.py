@@ -271,7 +271,8 @@ def outcome(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 def detail(result: subprocess.CompletedProcess[str], name: str) -> str:
     for line in result.stdout.splitlines():
-        if line.split(" ", 1)[-1].startswith(f"{name}:"):
+        word, _, rest = line.partition(" ")
+        if word in ("PASS", "FAIL", "SKIP") and rest.startswith(f"{name}:"):
             return line
     raise AssertionError(f"no {name} line in {result.stdout}")
 
@@ -834,3 +835,39 @@ def test_the_library_runs_checks_8_and_9_over_loaded_inputs(world: World) -> Non
     assert witnesses.outcome is Outcome.FAIL and "no cosignature by w9" in witnesses.detail
     # without a log line in the policy, the origin comes from the anchor's base again
     assert result.checks[CHECK_NAMES.index("history")].outcome is Outcome.PASS
+
+
+# --- against the real service ---------------------------------------------------------------
+
+
+def test_against_the_real_service(tmp_path: Path) -> None:
+    """The record, its head and its tlog-proof all from a real `capability-anchor serve`
+    (iss and public URL http://127.0.0.1:<port>, so the origin follows from the anchor's
+    base): history PASSes once the service answers /history/proof (SPEC §12.4), and SKIPs,
+    saying the server answered 404, while it has no such route."""
+    import serverkit
+
+    with serverkit.serving(tmp_path / "data") as srv, srv.client() as client:
+        observation = {**server("live", DAY1), "iss": srv.url, "checked_at": "2026-12-01T09:00:00Z"}
+        posted = client.post(
+            "/records?prove=1", json={"records": [observation]}, headers=srv.writer_headers()
+        )
+        assert posted.status_code == 200, posted.text
+        record = client.get("/record", params={"id": "live"})
+        assert record.status_code == 200, record.text
+        path = tmp_path / "record.json"
+        path.write_bytes(record.content)
+        head = heads.parse_document(client.get(record.json()["anchor"]["url"]).content)
+        leaf = hash_leaf(head_payload(head)).hex()
+        served = client.get("/history/proof", params={"leaf_hash": leaf}).status_code
+        assert served in (200, 404)
+        result = run(path, "--keys", f"{srv.url}/keys", "--explain")
+    assert result.returncode == 0, result.stdout + result.stderr
+    got = outcome(result)
+    if served == 200:
+        assert got["history"] == "PASS", result.stdout
+        assert f"{srv.url}/history/proof?leaf_hash={leaf}" in detail(result, "history")
+        assert "explain: history: calculated root = " in result.stdout
+    else:
+        assert got["history"] == "SKIP" and "answered 404" in detail(result, "history")
+    assert got["witnesses"] == "SKIP"
