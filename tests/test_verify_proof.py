@@ -768,7 +768,19 @@ def test_help_lists_checks_exit_codes_and_every_option_with_its_default() -> Non
     assert "malformed JSON in RECORD, --keys or keys.json" in codes
     # Every option has a help line that says its default (-h and --version aside).
     flat = " ".join(options.split())
-    for option in ("--head", "--roots", "--keys", "--iss", "--tsa-ca", "--at", "--json"):
+    options_with_defaults = (
+        "--head",
+        "--roots",
+        "--keys",
+        "--iss",
+        "--tsa-ca",
+        "--at",
+        "--history-proof",
+        "--policy",
+        "--origin",
+        "--json",
+    )
+    for option in options_with_defaults:
         start = flat.index(f" {option} ", flat.index("options:"))
         text = flat[start:].split(" --", 2)[1]
         assert "(default:" in text, (option, text)

@@ -27,8 +27,9 @@ EXIT_CODES = (
     (EXIT_OK, "every check that ran passed (SKIPs do not fail)"),
     (
         EXIT_FAILED,
-        "a check failed: a forged, altered or mismatched record, proof, head or stamp (a head "
-        "that was read but is not a valid head document or JWS, bad JSON included, is a FAIL)",
+        "a check failed: a forged, altered or mismatched record, proof, head, stamp or history "
+        "proof, or a witness quorum not met (a head that was read but is not a valid head "
+        "document or JWS, bad JSON included, is a FAIL)",
     ),
     (
         EXIT_USAGE,
@@ -98,8 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--at",
         metavar="TIME",
-        help="the time for the record lifetime rules: RFC 3339 with a zone, or epoch "
-        "seconds (default: now)",
+        help="the time for the record lifetime rules and the cosignature time limit (60 s "
+        "after it): RFC 3339 with a zone, or epoch seconds (default: now)",
     )
     parser.add_argument(
         "--history-proof",
