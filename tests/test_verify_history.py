@@ -48,7 +48,8 @@ from capability_anchor.note import (
 )
 from capability_anchor.store import CosignatureRow
 from capability_anchor.verify_checks import CHECK_NAMES
-from capability_anchor.verify_history import head_payload
+from capability_anchor.verify_history import check_history, check_witnesses, head_payload
+from capability_anchor.verify_sources import ProofSource
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 ISS = "https://resolver.example"
@@ -871,3 +872,90 @@ def test_against_the_real_service(tmp_path: Path) -> None:
     else:
         assert got["history"] == "SKIP" and "answered 404" in detail(result, "history")
     assert got["witnesses"] == "SKIP"
+
+
+# --- every mutation of a genuine tlog-proof fails --------------------------------------------
+
+
+@dataclass
+class _OneProof:
+    """A `Sources` that hands over one tlog-proof (checks 8-9 read nothing else)."""
+
+    data: bytes
+    names_head = True
+
+    def head(self, anchor: object) -> tuple[bytes, str]:
+        raise AssertionError("not asked")
+
+    def stamps(self, day: str, anchor: object) -> object:
+        raise AssertionError("not asked")
+
+    def history_proof(self, anchor: object, leaf_hash: bytes) -> ProofSource:
+        return ProofSource("memory", self.data)
+
+
+def _checks_8_and_9(world: World, data: bytes) -> tuple[str, str]:
+    from capability_anchor.keys import KeySet
+    from capability_anchor.note import parse_policy
+    from capability_anchor.verify_anchor import parse_anchor
+
+    keys = KeySet.from_json((world.folder / "keys.json").read_bytes())
+    policy = parse_policy(world.policy.read_bytes())
+    anchor = parse_anchor(world.record["anchor"])
+    history = check_history(
+        world.heads[1],
+        anchor,
+        _OneProof(data),
+        keys,
+        policy=policy,  # type: ignore[arg-type]
+    )
+    witnesses = check_witnesses(history.checkpoint, policy, world.record_at, history.check)
+    return history.check.outcome.value, witnesses.outcome.value
+
+
+def test_every_one_bit_change_of_a_genuine_tlog_proof_fails(world: World) -> None:
+    """Flipping the low bit of any byte (header, extra, index, path, checkpoint text, the
+    log's signature, either cosignature) turns a PASS of checks 8-9 into a FAIL of one."""
+    genuine = world.proofs[1]
+    assert _checks_8_and_9(world, genuine) == ("PASS", "PASS")
+    passed = []
+    for i in range(len(genuine)):
+        mutated = genuine[:i] + bytes([genuine[i] ^ 0x01]) + genuine[i + 1 :]
+        if _checks_8_and_9(world, mutated) == ("PASS", "PASS"):
+            passed.append(i)
+    assert passed == [], [genuine[max(0, i - 20) : i + 20] for i in passed[:3]]
+
+
+def test_structural_mutations_of_a_genuine_tlog_proof_fail(world: World) -> None:
+    """transparency-dev/merkle's mutation set, on the tlog-proof: index ±1, a path element
+    removed, repeated or inserted, extra truncated, a line appended or dropped."""
+    genuine = parse_tlog_proof(world.proofs[1])
+    raw = world.proofs[1].decode()
+    head, _, note = raw.partition("\n\n")
+    lines = head.split("\n")  # header, extra, index, then the path
+    assert lines[2] == "index 1" and len(lines[3:]) == len(genuine.path) == 2
+
+    def proof(*body: str) -> bytes:
+        return ("\n".join(body) + "\n\n" + note).encode()
+
+    mutations = {
+        "index+1": proof(*lines[:2], "index 2", *lines[3:]),
+        "index-1": proof(*lines[:2], "index 0", *lines[3:]),
+        "extra truncated": replace(genuine, extra=(genuine.extra or b"")[:-1]).to_bytes(),
+        "extra dropped": proof(lines[0], *lines[2:]),
+        "garbage prepended": b"x" + world.proofs[1],
+        "garbage appended": world.proofs[1] + b"x\n",
+        "path element removed": proof(*lines[:-1]),
+        "path element repeated": proof(*lines, lines[-1]),
+        "zero hash inserted": proof(*lines[:3], base64_of(bytes(32)), *lines[3:]),
+        "path reversed": proof(*lines[:3], *reversed(lines[3:])),
+        "checkpoint dropped": proof(*lines)[: -len(note)],
+    }
+    for name, data in mutations.items():
+        assert _checks_8_and_9(world, data)[0] == "FAIL", name
+
+
+def base64_of(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
