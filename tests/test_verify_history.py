@@ -47,9 +47,10 @@ from capability_anchor.note import (
     sign_checkpoint,
 )
 from capability_anchor.store import CosignatureRow
+from capability_anchor.verify_anchor import Anchor
 from capability_anchor.verify_checks import CHECK_NAMES
 from capability_anchor.verify_history import check_history, check_witnesses, head_payload
-from capability_anchor.verify_sources import ProofSource
+from capability_anchor.verify_sources import ProofSource, StampSource
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 ISS = "https://resolver.example"
@@ -632,7 +633,7 @@ def heads_keys(w: World) -> Any:
 
 def test_attack_unsealed_head_missing_from_the_history(world: World) -> None:
     record, head, forged = _unpublished_head(world)
-    base = [
+    base: list[str | Path] = [
         record,
         "--head",
         head,
@@ -727,7 +728,13 @@ def _record_at(w: World, base: str) -> Path:
 def test_history_proof_from_the_anchors_base(world: World, site: Site) -> None:
     site.status.clear()
     path = _record_at(world, site.base)
-    args = [path, "--keys", world.folder / "keys.json", "--at", str(world.record_at)]
+    args: list[str | Path] = [
+        path,
+        "--keys",
+        world.folder / "keys.json",
+        "--at",
+        str(world.record_at),
+    ]
     result = run(*args, "--policy", world.policy)
     assert result.returncode == 0, result.stdout + result.stderr
     got = outcome(result)
@@ -744,7 +751,13 @@ def test_history_proof_from_the_anchors_base(world: World, site: Site) -> None:
 
 def test_history_proof_404_skips_and_500_exits_2(world: World, site: Site) -> None:
     path = _record_at(world, site.base)
-    args = [path, "--keys", world.folder / "keys.json", "--at", str(world.record_at)]
+    args: list[str | Path] = [
+        path,
+        "--keys",
+        world.folder / "keys.json",
+        "--at",
+        str(world.record_at),
+    ]
     site.status["/history/proof"] = 404
     try:
         result = run(*args)
@@ -884,13 +897,13 @@ class _OneProof:
     data: bytes
     names_head = True
 
-    def head(self, anchor: object) -> tuple[bytes, str]:
+    def head(self, anchor: Anchor | None) -> tuple[bytes, str]:
         raise AssertionError("not asked")
 
-    def stamps(self, day: str, anchor: object) -> object:
+    def stamps(self, day: str, anchor: Anchor | None) -> StampSource:
         raise AssertionError("not asked")
 
-    def history_proof(self, anchor: object, leaf_hash: bytes) -> ProofSource:
+    def history_proof(self, anchor: Anchor | None, leaf_hash: bytes) -> ProofSource:
         return ProofSource("memory", self.data)
 
 
@@ -907,7 +920,7 @@ def _checks_8_and_9(world: World, data: bytes) -> tuple[str, str]:
         anchor,
         _OneProof(data),
         keys,
-        policy=policy,  # type: ignore[arg-type]
+        policy=policy,
     )
     witnesses = check_witnesses(history.checkpoint, policy, world.record_at, history.check)
     return history.check.outcome.value, witnesses.outcome.value
@@ -959,3 +972,26 @@ def base64_of(data: bytes) -> str:
     import base64
 
     return base64.b64encode(data).decode()
+
+
+def test_quorum_none_passes_witnesses_with_no_cosignature(world: World) -> None:
+    from capability_anchor.keys import KeySet
+    from capability_anchor.note import parse_policy
+    from capability_anchor.verify_anchor import parse_anchor
+
+    keys = KeySet.from_json((world.folder / "keys.json").read_bytes())
+    # the log's signature line only: drop w1's and w2's cosignature lines
+    bare = b"".join(
+        line
+        for line in world.proofs[1].splitlines(keepends=True)
+        if b" w1." not in line and b" w2." not in line
+    )
+    assert bare.count("\u2014".encode()) == 1
+    policy = parse_policy(f"log {world.signer().verifier.vkey()}\nquorum none\n".encode())
+    anchor = parse_anchor(world.record["anchor"])
+    source = _OneProof(bare)
+    history = check_history(world.heads[1], anchor, source, keys, policy=policy)
+    assert history.check.outcome.value == "PASS", history.check
+    witnesses = check_witnesses(history.checkpoint, policy, world.record_at, history.check)
+    assert witnesses.outcome.value == "PASS"
+    assert "quorum none met" in witnesses.detail and "no policy witness" in witnesses.detail
