@@ -107,7 +107,7 @@ def test_no_subcommand_is_a_usage_error() -> None:
     assert run("capability-anchor").returncode == 2
 
 
-def test_verify_proof_lists_the_seven_checks_in_order() -> None:
+def test_verify_proof_lists_the_nine_checks_in_order() -> None:
     result = run("verify-proof", "--help")
     assert result.returncode == 0
     listed = result.stdout.split("checks, always all listed, in this order:")[1]
@@ -121,6 +121,8 @@ def test_verify_proof_lists_the_seven_checks_in_order() -> None:
         "head_signature",
         "head_matches",
         "timestamp",
+        "history",
+        "witnesses",
     ]
 
 

@@ -27,6 +27,7 @@ VERIFYING_PATH = (
     "capability_anchor.verify_anchor",
     "capability_anchor.verify_sources",
     "capability_anchor.verify_stamps",
+    "capability_anchor.verify_history",
     "capability_anchor.head",
     "capability_anchor.note",
 )

@@ -389,9 +389,8 @@ def test_verify_proof_checks_the_stamp(
 
     def check(**kwargs: object) -> tuple[str, str]:
         result = verify_record(record, keys=keys, roots=out, **kwargs)  # type: ignore[arg-type]
-        name, status, detail = result.checks[-1]
-        assert name == "timestamp"
-        return status, detail
+        check = next(c for c in result.checks if c.name == "timestamp")
+        return check.outcome, check.detail
 
     assert check()[0] == "SKIP"
     status, detail = check(tsa_ca=[str(tsa.pki.ca_cert)])
@@ -413,6 +412,11 @@ def test_verify_proof_checks_the_stamp(
         check(tsa_ca=[str(tmp_path / "missing.pem")])
 
 
+def timestamp_check(stdout: str) -> dict[str, str]:
+    checks: list[dict[str, str]] = json.loads(stdout)["checks"]
+    return next(c for c in checks if c["name"] == "timestamp")
+
+
 def verify_proof(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(VERIFY_PROOF), *map(str, args)], capture_output=True, text=True, timeout=60
@@ -427,11 +431,10 @@ def test_verify_proof_cli_timestamp_exit_codes(
     base = [record, "--roots", out, "--json"]
     result = verify_proof(*base, "--tsa-ca", tsa.pki.ca_cert)
     assert result.returncode == 0, result.stdout + result.stderr
-    check = json.loads(result.stdout)["checks"][-1]
-    assert (check["name"], check["result"]) == ("timestamp", "PASS")
+    assert timestamp_check(result.stdout)["result"] == "PASS"
     result = verify_proof(*base, "--tsa-ca", other_pki_ec.ca_cert)
     assert result.returncode == 1
-    assert json.loads(result.stdout)["checks"][-1]["result"] == "FAIL"
+    assert timestamp_check(result.stdout)["result"] == "FAIL"
     result = verify_proof(*base, "--tsa-ca", tmp_path / "missing.pem")
     assert result.returncode == 2 and "cannot read" in result.stderr
 
@@ -448,12 +451,15 @@ def test_verify_proof_fetches_stamps_from_the_anchor_url(
     record["anchor"]["url"] = f"{url}/roots/{days[0]}"
     path = tmp_path / "record-url.json"
     path.write_text(json.dumps(record))
+    # The history check asks the same server for the head's tlog-proof; its origin is the
+    # log's (from its public URL), not the loopback address the anchor names here.
+    origin = ["--origin", "resolver.example/history"]
     with serverkit.serving(data, port=port):
         result = verify_proof(
-            path, "--keys", out / "keys.json", "--tsa-ca", tsa.pki.ca_cert, "--json"
+            path, "--keys", out / "keys.json", "--tsa-ca", tsa.pki.ca_cert, "--json", *origin
         )
     assert result.returncode == 0, result.stdout + result.stderr
-    check = json.loads(result.stdout)["checks"][-1]
+    check = timestamp_check(result.stdout)
     assert check["result"] == "PASS" and f"{url}/roots/{days[0]}/timestamps" in check["detail"]
 
 

@@ -167,6 +167,8 @@ def test_check_names_agree_everywhere() -> None:
         "head_signature",
         "head_matches",
         "timestamp",
+        "history",
+        "witnesses",
     ]
 
 
@@ -180,7 +182,14 @@ def test_genuine_record_passes_with_roots(world: World, form: str) -> None:
     result = run(*args, "--at", str(world.record_at), stdin=path.read_text())
     assert result.returncode == 0, result.stdout + result.stderr
     got = outcome(result)
-    assert got == {**dict.fromkeys(NAMES, "PASS"), "timestamp": "SKIP"}
+    # check 8 reads the tlog-proof export writes beside the head (tests/test_verify_history.py)
+    proved = (world.folder / f"{DAY1}.tlog-proof").exists()
+    assert got == {
+        **dict.fromkeys(NAMES, "PASS"),
+        "timestamp": "SKIP",
+        "history": "PASS" if proved else "SKIP",
+        "witnesses": "SKIP",
+    }
     assert "no --tsa-ca given" in result.stdout
 
 
@@ -261,7 +270,11 @@ def test_explain_narrates_each_hash_step(world: World) -> None:
     path = world.write("explain.json", json.dumps(world.record))
     result = run(path, "--roots", world.folder, "--at", str(world.record_at), "--explain")
     assert result.returncode == 0
-    explain = [line for line in result.stdout.splitlines() if line.startswith("explain:")]
+    explain = [
+        line
+        for line in result.stdout.splitlines()
+        if line.startswith("explain:") and not line.startswith("explain: history:")
+    ]
     leaf = world.record["proof"]
     assert explain[0].startswith("explain: leaf hash = ")
     assert sum("parent = " in line for line in explain) == len(leaf["path"])
@@ -755,7 +768,19 @@ def test_help_lists_checks_exit_codes_and_every_option_with_its_default() -> Non
     assert "malformed JSON in RECORD, --keys or keys.json" in codes
     # Every option has a help line that says its default (-h and --version aside).
     flat = " ".join(options.split())
-    for option in ("--head", "--roots", "--keys", "--iss", "--tsa-ca", "--at", "--json"):
+    options_with_defaults = (
+        "--head",
+        "--roots",
+        "--keys",
+        "--iss",
+        "--tsa-ca",
+        "--at",
+        "--history-proof",
+        "--policy",
+        "--origin",
+        "--json",
+    )
+    for option in options_with_defaults:
         start = flat.index(f" {option} ", flat.index("options:"))
         text = flat[start:].split(" --", 2)[1]
         assert "(default:" in text, (option, text)

@@ -22,11 +22,14 @@ from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.verify import Outcome, verify
 from capability_anchor.verify_anchor import Anchor
 from capability_anchor.verify_checks import CHECK_NAMES, CHECKS, Check
-from capability_anchor.verify_sources import FolderSources, StampSource
+from capability_anchor.verify_sources import FolderSources, ProofSource, StampSource
 
 ROOTS = Path(__file__).resolve().parent.parent / "roots"
 RECORD = ROOTS / "records" / "2026-11-01-calendar.json"
 AT = 1793797200  # the sample record's iat
+# The sample's history check passes once the sample ships tlog-proofs (SPEC §12.4), and
+# SKIPs before.
+SAMPLE_HISTORY = Outcome.PASS if (ROOTS / "2026-11-01.tlog-proof").exists() else Outcome.SKIP
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +41,7 @@ def test_each_check_has_one_function_in_the_order_of_checks() -> None:
     functions = [getattr(verifying, f"check_{name}", None) for name in CHECK_NAMES]
     assert all(callable(f) for f in functions), CHECK_NAMES
     assert tuple(name for name, _ in CHECKS) == CHECK_NAMES
-    assert len(set(CHECK_NAMES)) == len(CHECKS) == 7
+    assert len(set(CHECK_NAMES)) == len(CHECKS) == 9
     assert all(isinstance(what, str) and what for _, what in CHECKS)
 
 
@@ -63,10 +66,16 @@ def test_the_sample_verifies_from_the_folder_with_loaded_cas(keys: KeySet) -> No
     sources = FolderSources(ROOTS)
     result = verify(RECORD.read_bytes(), keys=keys, sources=sources, at=AT)
     outcomes = {c.name: c.outcome for c in result.checks}
-    assert outcomes == {**dict.fromkeys(CHECK_NAMES, Outcome.PASS), "timestamp": Outcome.SKIP}
+    assert outcomes == {
+        **dict.fromkeys(CHECK_NAMES, Outcome.PASS),
+        "timestamp": Outcome.SKIP,
+        "history": SAMPLE_HISTORY,
+        "witnesses": Outcome.SKIP,
+    }
     cas = load_tsa_cas([str(ROOTS / "tsa-ca.pem")])
     result = verify(RECORD.read_bytes(), keys=keys, sources=sources, cas=cas, at=AT)
-    assert result.ok and result.checks[-1].outcome is Outcome.PASS, result.checks[-1]
+    timestamp = result.checks[CHECK_NAMES.index("timestamp")]
+    assert result.ok and timestamp.outcome is Outcome.PASS, timestamp
 
 
 @dataclass
@@ -88,6 +97,10 @@ class MemorySources:
         self.asked.append(f"stamps {day}")
         return StampSource("memory", listing=self.stamps_listing)
 
+    def history_proof(self, anchor: Anchor | None, leaf_hash: bytes) -> ProofSource:
+        self.asked.append(f"history proof {leaf_hash.hex()[:8]}")
+        return ProofSource("memory (none)")
+
 
 def test_the_library_takes_its_inputs_loaded(keys: KeySet) -> None:
     sources = MemorySources(
@@ -98,9 +111,14 @@ def test_the_library_takes_its_inputs_loaded(keys: KeySet) -> None:
     cas = load_tsa_cas([str(ROOTS / "tsa-ca.pem")])
     result = verify(RECORD.read_bytes(), keys=keys, sources=sources, cas=cas, at=AT)
     assert result.ok, result.checks
-    assert [c.outcome for c in result.checks] == [Outcome.PASS] * 7
-    assert sources.asked == ["head https://resolver.example/roots/2026-11-01", "stamps 2026-11-01"]
-    assert "from memory" in result.checks[-1].detail
+    assert [c.outcome for c in result.checks] == [Outcome.PASS] * 7 + [Outcome.SKIP] * 2
+    assert sources.asked[:2] == [
+        "head https://resolver.example/roots/2026-11-01",
+        "stamps 2026-11-01",
+    ]
+    assert len(sources.asked) == 3 and sources.asked[2].startswith("history proof ")
+    assert "from memory" in result.checks[CHECK_NAMES.index("timestamp")].detail
+    assert "memory (none)" in result.checks[CHECK_NAMES.index("history")].detail
 
 
 def test_an_unreadable_head_file_stops_verification(tmp_path: Path, keys: KeySet) -> None:
@@ -132,6 +150,6 @@ def test_a_head_document_signed_by_an_untrusted_key_raises() -> None:
 
 def test_the_readme_lists_the_checks_of_checks_in_order() -> None:
     readme = (ROOTS.parent / "README.md").read_text(encoding="utf-8")
-    start = readme.index("Seven checks, always all listed, in this order:")
+    start = readme.index("Nine checks, always all listed, in this order:")
     listed = readme[start : readme.index("`verify-proof --help` describes each", start)]
     assert tuple(re.findall(r"`([a-z_]+)`", listed)) == CHECK_NAMES

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from c2spkit import ensure_venv, run_peer
 from capability_anchor.api.background import Background
 from capability_anchor.audit import audit_store
 from capability_anchor.keys import SigningKey
@@ -429,6 +430,20 @@ def test_aics_witness_cosigns_our_checkpoints(tmp_path: Path) -> None:
                 grow(log, 1, f"aics{k}")
             served = parse_note(log.read.history.served_checkpoint())
             assert check_cosignatures(served, policy, at=int(time.time())).ok
+            # A second third party, aics-tlog, reads the checkpoint we serve with the first's
+            # cosignature and finds the quorum met.
+            answer = run_peer(
+                ensure_venv(),
+                {
+                    "op": "verify",
+                    "note": log.read.history.served_checkpoint().decode(),
+                    "log_vkey": vkey,
+                    "witness_vkeys": [aics.vkey],
+                    "quorum": 1,
+                    "origin": ORIGIN,
+                },
+            )
+            assert answer["ok"] and len(answer["witnesses"]) == 1, answer
 
 
 # --- the audit -------------------------------------------------------------------------------

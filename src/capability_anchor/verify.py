@@ -1,8 +1,9 @@
-"""Offline verification of a resolver-2 record's anchor and proof (SPEC §9).
+"""Offline verification of a resolver-2 record's anchor and proof (SPEC §9, §12.5).
 
-`verify(...)` runs the seven checks of SPEC §9, always all of them, in the order and with
-the names of `verify_checks.CHECKS` (the one list; `--help` prints it). Each check is one
-function below returning a `Check` whose outcome is an `Outcome` (PASS, FAIL or SKIP).
+`verify(...)` runs the nine checks of SPEC §9 and §12.5, always all of them, in the order
+and with the names of `verify_checks.CHECKS` (the one list; `--help` prints it). Each check
+returns a `Check` whose outcome is an `Outcome` (PASS, FAIL or SKIP): the first six are
+below, `timestamp` is `verify_stamps`, `history` and `witnesses` are `verify_history`.
 `record_signature` also compares a record file's plain members with its signed claims
 (`record_members`): a file whose visible members differ from what the token signs fails.
 
@@ -11,9 +12,10 @@ stop verification before it can start (an empty or malformed record, an unreadab
 stamp file) raise `InputError` (a UsageError: exit 2).
 
 The inputs come loaded: trust only from the `keys` argument (neither the record nor the
-head can supply a key), the TSA CAs as certificates, and the head and stamps from a
-`Sources` (`verify_sources`). Reading command-line arguments, files and URLs is
-`cli.inputs`'s job. Only the standard library and the pure kernel are imported here.
+head can supply a key), the TSA CAs as certificates, a parsed tlog-policy, and the head,
+stamps and tlog-proof from a `Sources` (`verify_sources`). Reading command-line arguments,
+files and URLs is `cli.inputs`'s job. Only the standard library and the pure kernel are
+imported here.
 """
 
 from __future__ import annotations
@@ -35,14 +37,24 @@ from .errors import (
 )
 from .keys import KeySet
 from .leaf import leaf_hash
-from .merkle import calculate_inclusion_root, verify_inclusion
-from .verify_anchor import Anchor, Proof, head_mismatches, parse_anchor, parse_proof
+from .merkle import verify_inclusion
+from .verify_anchor import (
+    Anchor,
+    Proof,
+    explain_inclusion,
+    head_mismatches,
+    parse_anchor,
+    parse_proof,
+)
 from .verify_checks import CHECK_NAMES, CHECKS, Check, Outcome
+from .verify_history import check_history, check_witnesses
 from .verify_sources import Sources
 from .verify_stamps import check_timestamp
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
+
+    from .note import Policy
 
 __all__ = [
     "CHECKS",
@@ -53,11 +65,13 @@ __all__ = [
     "Result",
     "check_head_matches",
     "check_head_signature",
+    "check_history",
     "check_inclusion",
     "check_leaf",
     "check_record_lifetime",
     "check_record_signature",
     "check_timestamp",
+    "check_witnesses",
     "read_record",
     "verify",
 ]
@@ -67,12 +81,14 @@ PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 @dataclass
 class Result:
-    """The seven checks, in order; `explain` narrates the inclusion check step by step;
-    `notes` are what a human reader must also be told (not part of the JSON form, whose
-    check details say the same)."""
+    """The nine checks, in order; `explain` and `explain_history` narrate the inclusion
+    checks (the record's in its day, the head's in the history) step by step; `notes` are
+    what a human reader must also be told (not part of the JSON form, whose check details
+    say the same)."""
 
     checks: list[Check] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)
+    explain_history: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -215,7 +231,9 @@ def check_inclusion(
         return Check("inclusion", FAIL, tree.error), []
     if leaf is None:
         return Check("inclusion", SKIP, "no leaf hash"), []
-    explain = _explain_inclusion(leaf, proof.leaf_index, proof.tree_size, proof.path, anchor.root)
+    explain = explain_inclusion(
+        leaf, proof.leaf_index, proof.tree_size, proof.path, anchor.root, "the anchor's"
+    )
     try:
         verify_inclusion(leaf, proof.leaf_index, proof.tree_size, proof.path, anchor.root)
     except VerificationError as exc:
@@ -225,28 +243,6 @@ def check_inclusion(
         f"{len(proof.path)} path hashes reaches the anchor root {anchor.root.hex()}"
     )
     return Check("inclusion", PASS, detail), explain
-
-
-def _explain_inclusion(
-    leaf: bytes, index: int, size: int, path: Sequence[bytes], root: bytes
-) -> list[str]:
-    """The hash steps of RFC 9162 §2.1.3.2 for --explain, traced by the verifier itself."""
-    lines = [f"leaf hash = {leaf.hex()} (leaf_index {index}, tree_size {size})"]
-    steps: list[tuple[str, bytes, bytes]] = []
-    try:
-        calculated = calculate_inclusion_root(leaf, index, size, path, steps)
-    except VerificationError as exc:
-        calculated = None
-        problem = str(exc)
-    for i, (side, p, r) in enumerate(steps):
-        order = f"path[{i}] {p.hex()} || r" if side == "left" else f"r || path[{i}] {p.hex()}"
-        lines.append(f"step {i}: parent = H(0x01 || {order}) = {r.hex()}")
-    if calculated is None:
-        lines.append(f"no root: {problem}")
-    else:
-        lines.append(f"calculated root = {calculated.hex()}")
-    lines.append(f"expected root   = {root.hex()} (the anchor's)")
-    return lines
 
 
 def check_head_signature(
@@ -313,10 +309,13 @@ def verify(
     iss: str | None = None,
     cas: Sequence[Certificate] = (),
     at: int | None = None,
+    policy: Policy | None = None,
+    origin: str | None = None,
 ) -> Result:
-    """Run the seven checks of SPEC §9 over `record` (a record JSON object or a compact
-    record JWS, as bytes), trusting only `keys` and, for stamps, `cas`; the head and its
-    stamps come from `sources`. Raises InputError (exit 2) only for input that cannot be
+    """Run the nine checks of SPEC §9 and §12.5 over `record` (a record JSON object or a
+    compact record JWS, as bytes), trusting only `keys`, for stamps `cas`, and for the
+    history `keys` and the `policy`'s log and witness keys; the head, its stamps and its
+    tlog-proof come from `sources`. Raises InputError (exit 2) only for input that cannot be
     read; every failed check is reported in the Result."""
     now = int(dt.datetime.now(dt.UTC).timestamp()) if at is None else at
     result = Result()
@@ -337,6 +336,12 @@ def verify(
         head_signature,
         check_head_matches(verified, claims, tree, iss),
         check_timestamp(verified, anchor, sources, cas),
+    ]
+    history = check_history(verified, anchor, sources, keys, policy=policy, origin=origin)
+    result.explain_history = history.explain
+    result.checks += [
+        history.check,
+        check_witnesses(history.checkpoint, policy, now, history.check),
     ]
     return result
 

@@ -7,15 +7,24 @@ Pure functions over already-verified claims; nothing here reads a file or trusts
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import head as heads
 from .encoding import EncodingError, hash_from_hex, parse_day
 from .errors import VerificationError
+from .merkle import calculate_inclusion_root
 from .strictjson import is_int
 
-__all__ = ["Anchor", "Proof", "head_mismatches", "parse_anchor", "parse_proof"]
+__all__ = [
+    "Anchor",
+    "Proof",
+    "explain_inclusion",
+    "head_mismatches",
+    "parse_anchor",
+    "parse_proof",
+]
 
 _ANCHOR_URL_RE = re.compile(r"/roots/([0-9]{4}-[0-9]{2}-[0-9]{2})(?:/([0-9]+))?\Z")
 _PROOF_TYPE = "rfc9162-sha256"
@@ -28,6 +37,18 @@ class Anchor:
     url: str
     url_day: str
     url_size: int | None  # None: the sealed form `/roots/<day>`
+
+    @property
+    def base(self) -> str:
+        """SPEC §5's `<base>`: the url before its `/roots/<day>[/<tree_size>]`."""
+        match = _ANCHOR_URL_RE.search(self.url)
+        return self.url if match is None else self.url[: match.start()]
+
+    @property
+    def file_stem(self) -> str:
+        """Where an exported folder keeps what belongs to this head: `<day>` for a sealed
+        anchor, `<day>/<tree_size>` for an unsealed one (SPEC §9, §12.4)."""
+        return self.url_day if self.url_size is None else f"{self.url_day}/{self.url_size}"
 
 
 @dataclass(frozen=True)
@@ -124,3 +145,26 @@ def _iss_mismatches(head_iss: object, claims: dict[str, Any], iss: str | None) -
         if "iss" in claims and claims["iss"] != iss:
             problems.append(f"record iss {claims['iss']!r} != --iss {iss!r}")
     return problems
+
+
+def explain_inclusion(
+    leaf: bytes, index: int, size: int, path: Sequence[bytes], root: bytes, whose: str
+) -> list[str]:
+    """The hash steps of RFC 9162 §2.1.3.2 for --explain, traced by the verifier itself;
+    `whose` names the expected root (the anchor's, the checkpoint's)."""
+    lines = [f"leaf hash = {leaf.hex()} (leaf_index {index}, tree_size {size})"]
+    steps: list[tuple[str, bytes, bytes]] = []
+    try:
+        calculated = calculate_inclusion_root(leaf, index, size, path, steps)
+    except VerificationError as exc:
+        calculated = None
+        problem = str(exc)
+    for i, (side, p, r) in enumerate(steps):
+        order = f"path[{i}] {p.hex()} || r" if side == "left" else f"r || path[{i}] {p.hex()}"
+        lines.append(f"step {i}: parent = H(0x01 || {order}) = {r.hex()}")
+    if calculated is None:
+        lines.append(f"no root: {problem}")
+    else:
+        lines.append(f"calculated root = {calculated.hex()}")
+    lines.append(f"expected root   = {root.hex()} ({whose})")
+    return lines

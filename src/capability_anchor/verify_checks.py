@@ -1,4 +1,4 @@
-"""The checks of `verify-proof` (SPEC §9), named and described once, and their results.
+"""The checks of `verify-proof` (SPEC §9 and §12.5), named and described once, and their results.
 
 `verify.verify` reports them in this order; `verify-proof --help` lists them from here; the
 tests read them from here. This module imports only the standard library's `enum` and
@@ -27,6 +27,16 @@ CHECKS: tuple[tuple[str, str], ...] = (
         "the head's day, tree_size, root, sealed and iss agree with anchor, proof and record",
     ),
     ("timestamp", "an RFC 3161 stamp of the sealed head chains to a --tsa-ca at its genTime"),
+    (
+        "history",
+        "the head's C2SP tlog-proof: its extra is the head's JWS, its path reaches the root of a "
+        "checkpoint signed by a trusted key under the expected origin (SPEC §12.5)",
+    ),
+    (
+        "witnesses",
+        "with --policy, the checkpoint's cosignatures by the policy's witnesses (at most 60 s "
+        "after --at) meet its quorum",
+    ),
 )
 CHECK_NAMES = tuple(name for name, _ in CHECKS)
 

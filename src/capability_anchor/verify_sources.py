@@ -1,10 +1,11 @@
-"""Where the verifier gets what a record does not carry: the head it is anchored to, and the
-RFC 3161 stamps of that head (SPEC §9 steps 5a and 7a).
+"""Where the verifier gets what a record does not carry: the head it is anchored to, the
+RFC 3161 stamps of that head (SPEC §9 steps 5a and 7a), and the head's C2SP tlog-proof in
+the history (SPEC §12.5, check 8).
 
 `verify.verify` asks a `Sources` for them and never opens a file or a URL itself.
 `FolderSources` reads an exported folder (the audit's `--roots`, and `verify-proof --roots`);
-`cli.inputs.CommandLineSources` adds `--head` and the anchor's URL. Reading a file here
-imports nothing beyond the standard library.
+`cli.inputs.CommandLineSources` adds `--head`, `--history-proof` and the anchor's URL.
+Reading a file here imports nothing beyond the standard library.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Protocol
 from .errors import InputError, VerificationError
 from .verify_anchor import Anchor
 
-__all__ = ["FolderSources", "Sources", "StampSource", "read_file"]
+__all__ = ["FolderSources", "ProofSource", "Sources", "StampSource", "read_file"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,15 @@ class StampSource:
     where: str
     listing: bytes | None = None
     tokens: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProofSource:
+    """The head's tlog-proof as read (`data`), or None when there is none where the
+    verifier looked; `where` names the place either way."""
+
+    where: str
+    data: bytes | None = None
 
 
 class Sources(Protocol):
@@ -41,6 +51,11 @@ class Sources(Protocol):
         ...
 
     def stamps(self, day: str, anchor: Anchor | None) -> StampSource: ...
+
+    def history_proof(self, anchor: Anchor | None, leaf_hash: bytes) -> ProofSource:
+        """The tlog-proof of the head whose history leaf hash is `leaf_hash` (the head the
+        anchor names). InputError when it exists but cannot be read."""
+        ...
 
 
 def read_file(path: str | Path) -> bytes:
@@ -58,7 +73,8 @@ def no_anchor() -> VerificationError:
 @dataclass(frozen=True)
 class FolderSources:
     """An exported folder: heads at `<day>.json` (sealed) and `<day>/<tree_size>.json`,
-    stamps in `<day>.timestamps.json`, else `<day>.tsr`."""
+    stamps in `<day>.timestamps.json`, else `<day>.tsr`, tlog-proofs at `<day>.tlog-proof`
+    and `<day>/<tree_size>.tlog-proof`."""
 
     roots: Path
     names_head = False
@@ -66,12 +82,8 @@ class FolderSources:
     def head(self, anchor: Anchor | None) -> tuple[bytes, str]:
         if anchor is None:
             raise no_anchor()
-        name = (
-            f"{anchor.url_day}.json"
-            if anchor.url_size is None
-            else (f"{anchor.url_day}/{anchor.url_size}.json")
-        )
-        return read_file(self.roots / name), str(self.roots / name)
+        path = self.roots / f"{anchor.file_stem}.json"
+        return read_file(path), str(path)
 
     def stamps(self, day: str, anchor: Anchor | None) -> StampSource:
         listing = self.roots / f"{day}.timestamps.json"
@@ -79,3 +91,10 @@ class FolderSources:
             return StampSource(str(listing), listing=read_file(listing))
         tsr = self.roots / f"{day}.tsr"
         return StampSource(str(tsr), tokens=(read_file(tsr),) if tsr.exists() else ())
+
+    def history_proof(self, anchor: Anchor | None, leaf_hash: bytes) -> ProofSource:
+        del leaf_hash  # the folder names proofs by their head's file, as it names heads
+        if anchor is None:
+            return ProofSource(f"nowhere in {self.roots} (no anchor to name the head by)")
+        path = self.roots / f"{anchor.file_stem}.tlog-proof"
+        return ProofSource(str(path), read_file(path) if path.exists() else None)

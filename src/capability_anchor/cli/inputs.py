@@ -1,5 +1,6 @@
 """`verify-proof`'s inputs: what the command line names, read and checked before the library
-runs (`--at`, `--keys`, `--roots`' key records, `--tsa-ca`, `--head`, RECORD, URLs).
+runs (`--at`, `--keys`, `--roots`' key records, `--tsa-ca`, `--head`, `--history-proof`,
+`--policy`, RECORD, URLs).
 
 The library (`capability_anchor.verify`) takes these already loaded. Anything unreadable,
 unreachable or malformed here is an InputError (a UsageError: exit 2). httpx is imported
@@ -20,10 +21,12 @@ from ..errors import ClaimsError, InputError, InvalidKey, MalformedJSON, UsageEr
 from ..keys import KeySet
 from ..verify import Result, verify
 from ..verify_anchor import Anchor
-from ..verify_sources import FolderSources, StampSource, no_anchor, read_file
+from ..verify_sources import FolderSources, ProofSource, StampSource, no_anchor, read_file
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
+
+    from ..note import Policy
 
 __all__ = [
     "FETCH_LIMIT",
@@ -31,9 +34,11 @@ __all__ = [
     "CommandLineSources",
     "InputError",
     "fetch",
+    "fetch_if_found",
     "follow_key_records",
     "is_url",
     "load_keys",
+    "load_policy",
     "load_tsa_cas",
     "parse_at",
     "read_source",
@@ -50,10 +55,24 @@ def is_url(source: str) -> bool:
 
 def fetch(url: str) -> bytes:
     """GET `url` (10 s timeout, 1 MiB cap); any failure is an InputError (exit 2)."""
+    body = _get(url, absent_ok=False)
+    if body is None:  # pragma: no cover (only with absent_ok)
+        raise InputError(f"GET {url}: HTTP 404")
+    return body
+
+
+def fetch_if_found(url: str) -> bytes | None:
+    """`fetch`, except that HTTP 404 is None: the server has no such thing (yet)."""
+    return _get(url, absent_ok=True)
+
+
+def _get(url: str, *, absent_ok: bool) -> bytes | None:
     import httpx  # lazily: the offline path never loads an HTTP client
 
     try:
         with httpx.stream("GET", url, timeout=FETCH_TIMEOUT, follow_redirects=True) as response:
+            if response.status_code == 404 and absent_ok:
+                return None
             if response.status_code != 200:
                 raise InputError(f"GET {url}: HTTP {response.status_code}")
             body = bytearray()
@@ -122,13 +141,29 @@ def load_tsa_cas(paths: Sequence[str]) -> list[Certificate]:
     return trusted_cas(paths, error=InputError)
 
 
+def load_policy(source: str) -> Policy:
+    """`--policy`: a C2SP tlog-policy file (or URL); unreadable or malformed is an
+    InputError (exit 2), as a bad --keys is: it is trust, not evidence."""
+    from ..errors import MalformedPolicy
+    from ..note import parse_policy
+
+    try:
+        return parse_policy(read_source(source))
+    except MalformedPolicy as exc:
+        raise InputError(f"{source}: {exc}") from None
+
+
 @dataclass(frozen=True)
 class CommandLineSources:
     """The head from `--head` (a file or URL), else from `--roots`, else the anchor's url;
-    stamps from `--roots`, else `<anchor.url>/timestamps`."""
+    stamps from `--roots`, else `<anchor.url>/timestamps`; the tlog-proof from
+    `--history-proof`, else `--roots`, else `<base>/history/proof?leaf_hash=` (404: none),
+    asked only when the head itself came from the anchor's url: a run given its head
+    (`--head`) reaches out to no server it was not told of."""
 
     given_head: str | None = None
     roots: Path | None = None
+    given_history_proof: str | None = None
 
     @property
     def names_head(self) -> bool:
@@ -151,6 +186,19 @@ class CommandLineSources:
         where = f"{anchor.url}/timestamps"
         return StampSource(where, listing=fetch(where))
 
+    def history_proof(self, anchor: Anchor | None, leaf_hash: bytes) -> ProofSource:
+        if self.given_history_proof is not None:
+            return ProofSource(self.given_history_proof, read_source(self.given_history_proof))
+        if self.roots is not None:
+            return FolderSources(self.roots).history_proof(anchor, leaf_hash)
+        if self.given_head is not None:
+            return ProofSource("none given (the head came from --head: give --history-proof)")
+        if anchor is None:
+            return ProofSource("nowhere (no anchor)")
+        where = f"{anchor.base}/history/proof?leaf_hash={leaf_hash.hex()}"
+        found = fetch_if_found(where)
+        return ProofSource(where if found is not None else f"{where} answered 404", found)
+
 
 def verify_inputs(
     record: bytes,
@@ -161,10 +209,17 @@ def verify_inputs(
     iss: str | None = None,
     tsa_ca: Sequence[str] = (),
     at: int | None = None,
+    history_proof: str | None = None,
+    policy: str | None = None,
+    origin: str | None = None,
 ) -> Result:
     """`verify` over what the command line names: the head from `head` (a file path or
-    URL), else `roots` (an exported folder), else the anchor's URL; the TSA CAs from the
-    `tsa_ca` files (read first: a bad one stops everything with exit 2)."""
+    URL), else `roots` (an exported folder), else the anchor's URL; the tlog-proof from
+    `history_proof`, else as `CommandLineSources` says; the TSA CAs from the `tsa_ca` files
+    and the policy from `policy` (both read first: a bad one stops everything, exit 2)."""
     cas = load_tsa_cas(tsa_ca)
-    sources = CommandLineSources(head, None if roots is None else Path(roots))
-    return verify(record, keys=keys, sources=sources, iss=iss, cas=cas, at=at)
+    loaded = None if policy is None else load_policy(policy)
+    sources = CommandLineSources(head, None if roots is None else Path(roots), history_proof)
+    return verify(
+        record, keys=keys, sources=sources, iss=iss, cas=cas, at=at, policy=loaded, origin=origin
+    )

@@ -1,4 +1,4 @@
-"""`verify-proof`: the offline auditor command (SPEC §9).
+"""`verify-proof`: the offline auditor command (SPEC §9, §12.5).
 
 The checks and their descriptions are `capability_anchor.verify_checks.CHECKS` (the one list;
 `--help` prints it); the verification itself is `capability_anchor.verify.verify` (which
@@ -27,13 +27,14 @@ EXIT_CODES = (
     (EXIT_OK, "every check that ran passed (SKIPs do not fail)"),
     (
         EXIT_FAILED,
-        "a check failed: a forged, altered or mismatched record, proof, head or stamp (a head "
-        "that was read but is not a valid head document or JWS, bad JSON included, is a FAIL)",
+        "a check failed: a forged, altered or mismatched record, proof, head, stamp or history "
+        "proof, or a witness quorum not met (a head that was read but is not a valid head "
+        "document or JWS, bad JSON included, is a FAIL)",
     ),
     (
         EXIT_USAGE,
         "usage or I/O error: bad arguments, no trusted keys, missing or unreadable files, an "
-        "unreachable URL, malformed JSON in RECORD, --keys or keys.json",
+        "unreachable URL, malformed JSON in RECORD, --keys or keys.json, a malformed --policy",
     ),
 )
 
@@ -50,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description=textwrap.fill(
-            "Verify a resolver-2 record's anchor and proof offline (SPEC §9). Trust comes "
-            "only from --keys or --roots DIR/keys.json, never from the record or the head.",
+            "Verify a resolver-2 record's anchor and proof offline (SPEC §9), and its head's "
+            "place in the log's witnessed history (SPEC §12.5). Trust comes only from --keys "
+            "or --roots DIR/keys.json (and --policy), never from the record or the head.",
             width=88,
         ),
         epilog=f"checks, always all listed, in this order:\n{checks}\n\nexit codes:\n{codes}",
@@ -97,8 +99,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--at",
         metavar="TIME",
-        help="the time for the record lifetime rules: RFC 3339 with a zone, or epoch "
-        "seconds (default: now)",
+        help="the time for the record lifetime rules and the cosignature time limit (60 s "
+        "after it): RFC 3339 with a zone, or epoch seconds (default: now)",
+    )
+    parser.add_argument(
+        "--history-proof",
+        metavar="FILE",
+        help="the head's C2SP tlog-proof in the history (default: --roots DIR/<day>.tlog-proof "
+        "or <day>/<tree_size>.tlog-proof, else <base>/history/proof when the head came from "
+        "the anchor's url; none: history SKIPs)",
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a C2SP tlog-policy: its log keys are trusted for checkpoints, its witnesses' "
+        "cosignatures must meet its quorum, and history must then find a proof (default: "
+        "none, so witnesses SKIPs)",
+    )
+    parser.add_argument(
+        "--origin",
+        metavar="ORIGIN",
+        help="the expected checkpoint origin (default: the policy's log key name, else the "
+        "anchor's <base> without scheme + /history)",
     )
     parser.add_argument(
         "--json",
@@ -109,8 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--explain",
         action="store_true",
-        help="also print each hash step of the inclusion check, on stdout (stderr with "
-        "--json) (default: off)",
+        help="also print each hash step of the inclusion check and of the history "
+        "inclusion, on stdout (stderr with --json) (default: off)",
     )
     parser.add_argument(
         "--version", action="version", version=f"{PROG} {__version__}", help="print the version"
@@ -127,6 +149,19 @@ def _kid_notices(keys: KeySet, where: str) -> None:
             f"thumbprint ({key.thumbprint}); tokens are matched to it by that kid",
             file=sys.stderr,
         )
+
+
+def _origin(origin: str | None) -> str | None:
+    """`--origin` must be a signed-note key name (it names the checkpoint's signer)."""
+    if origin is None:
+        return None
+    from ..errors import MalformedNote, UsageError
+    from ..note.signed import check_key_name
+
+    try:
+        return check_key_name(origin)
+    except MalformedNote as exc:
+        raise UsageError(f"--origin: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,6 +199,9 @@ def _main(argv: list[str] | None) -> int:
             iss=args.iss,
             tsa_ca=args.tsa_ca,
             at=at,
+            history_proof=args.history_proof,
+            policy=args.policy,
+            origin=_origin(args.origin),
         )
     except (UsageError, OSError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -172,6 +210,8 @@ def _main(argv: list[str] | None) -> int:
         out = sys.stderr if args.json else sys.stdout
         for line in result.explain or ["inclusion: no hash steps (the check did not run)"]:
             print(f"explain: {line}", file=out)
+        for line in result.explain_history or ["no hash steps (the check did not run)"]:
+            print(f"explain: history: {line}", file=out)
     if args.json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
     else:
