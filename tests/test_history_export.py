@@ -279,3 +279,41 @@ def test_the_quorum_checkpoint_is_served_and_exported(
     other = tmp_path / "other.txt"
     other.write_text(f"witness w2 {OTHER.verifier.vkey()}\nquorum w2\n")
     assert "history/checkpoint: the policy's witnesses" in problems(out, "--policy", other)
+
+
+def test_verify_proof_reads_the_exported_tlog_proofs(
+    built: Built, witnessed: Path, tmp_path: Path
+) -> None:
+    """SPEC §12.5 checks 8-9 from the folder: `history` passes on the exported tlog-proof;
+    with the policy, `witnesses` fails while the quorum lags behind the record's head (w1
+    cosigned only checkpoint 200) and passes once w1 cosigns the newest checkpoint."""
+    data = tmp_path / "data"  # a copy: w1 cosigns more of it below
+    shutil.copytree(witnessed, data)
+    out = tmp_path / "roots"
+    export(data, out)
+    app = create_app(Settings(data_dir=data, background=False, rate_limit=0))
+    with TestClient(app) as client:
+        served = client.get(f"/record?id=server-{built.today}-1")
+        assert served.status_code == 200, served.text
+    record = tmp_path / "record.json"
+    record.write_bytes(served.content)
+    iat = str(served.json()["iat"])
+    policy = tmp_path / "policy.txt"
+    policy.write_bytes((out / "history" / "policy").read_bytes())
+    verify = Path(str(CLI).replace("capability-anchor", "verify-proof"))
+
+    def run(*extra: str | Path) -> subprocess.CompletedProcess[str]:
+        argv = [str(verify), str(record), "--roots", str(out), "--at", iat, *map(str, extra)]
+        return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+    plain = run()
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "PASS history: tlog-proof from" in plain.stdout
+    lagging = run("--policy", policy)
+    assert lagging.returncode == 1
+    assert "FAIL witnesses" in lagging.stdout and "w1" in lagging.stdout
+    cosign(data, len(built.heads), WITNESS, int(built.now))
+    export(data, out)
+    met = run("--policy", policy)
+    assert met.returncode == 0, met.stdout + met.stderr
+    assert "PASS witnesses" in met.stdout
