@@ -317,3 +317,18 @@ def test_verify_proof_reads_the_exported_tlog_proofs(
     met = run("--policy", policy)
     assert met.returncode == 0, met.stdout + met.stderr
     assert "PASS witnesses" in met.stdout
+
+
+def test_a_log_without_heads_exports_no_history_and_audits_clean(tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "roots"
+    assert cli("init", "--iss", "https://resolver.example", "--data", data).returncode == 0
+    export(data, out)
+    assert not (out / "history").exists()
+    done = cli("audit", "--data", data, "--roots", out)
+    assert done.returncode == 0, done.stderr
+
+
+def test_audit_names_a_folder_without_its_history(folder: Path, tmp_path: Path) -> None:
+    out = damaged(folder, tmp_path)
+    shutil.rmtree(out / "history")
+    assert f"{out / 'history'} is missing" in problems(out)
