@@ -11,14 +11,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from apikit import IMMUTABLE, assert_error
+from apikit import IMMUTABLE, assert_error, wait_clear_of_midnight
 from c2spkit import ensure_venv, run_peer
 from capability_anchor.merkle import verify_inclusion
 from capability_anchor.note import parse_tlog_proof
@@ -388,3 +391,36 @@ def test_head_requests_answer_like_get(built: Built, client: httpx.Client) -> No
         assert head.status_code == 200 and head.content == b"", url
         assert head.headers["etag"] == got.headers["etag"], url
         assert head.headers["cache-control"] == got.headers["cache-control"], url
+
+
+def test_verify_proof_fetches_the_history_proof_from_a_real_server(tmp_path: Path) -> None:
+    """SPEC §12.5: with neither --history-proof nor --roots, verify-proof asks
+    `<base>/history/proof` of the server the anchor names: check 8 passes over HTTP."""
+    wait_clear_of_midnight()
+    with serving(tmp_path / "data", "--rate-limit", "0") as s, s.client() as c:
+        record = {
+            "v": "0.2",
+            "iss": s.url,
+            "sub": "example:1",
+            "url": "https://mcp.example.com/",
+            "status": "ok",
+            "checked_at": "2026-12-01T09:00:00Z",
+            "evidence": {"http_status": 200},
+        }
+        r = c.post("/records?prove=1", json={"records": [record]}, headers=s.writer_headers())
+        assert r.status_code == 200, r.text
+        served = c.get("/record", params={"id": "example:1"})
+        assert served.status_code == 200, served.text
+        path = tmp_path / "record.json"
+        path.write_bytes(served.content)
+        verify = Path(sys.executable).parent / "verify-proof"
+        done = subprocess.run(
+            [str(verify), str(path), "--keys", f"{s.url}/keys"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS history: tlog-proof from " in done.stdout, done.stdout
+    assert "/history/proof?leaf_hash=" in done.stdout
