@@ -26,6 +26,7 @@ import pytest
 from c2spkit import ensure_venv, run_peer
 from capability_anchor.api.background import Background
 from capability_anchor.audit import audit_store
+from capability_anchor.export import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import Log, utc_day
 from capability_anchor.note import NoteSigner, check_cosignatures, parse_note, parse_policy
@@ -444,6 +445,30 @@ def test_aics_witness_cosigns_our_checkpoints(tmp_path: Path) -> None:
                 },
             )
             assert answer["ok"] and len(answer["witnesses"]) == 1, answer
+            # And verify-proof, offline from an export, passes checks 8 and 9 with aics-witness
+            # as the policy's quorum.
+            log.append([observation(0, "aicsrec", iss=ISS)])  # a record /record can issue
+            log.checkpoint()
+            assert run_round(log)[0].result == "cosigned"
+            folder = tmp_path / "public"
+            export(log, folder)
+            record = log.record(sub="example:aicsrec-0")
+            (tmp_path / "record.json").write_text(json.dumps(record))
+            (tmp_path / "policy.txt").write_bytes(f"log {vkey}\n".encode() + text)
+            done = subprocess.run(
+                [
+                    str(CLI.parent / "verify-proof"),
+                    str(tmp_path / "record.json"),
+                    *("--roots", str(folder), "--policy", str(tmp_path / "policy.txt")),
+                    *("--at", str(record["iat"])),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "PASS history" in done.stdout, done.stdout
+            assert "PASS witnesses" in done.stdout and "aics" in done.stdout, done.stdout
 
 
 # --- the audit -------------------------------------------------------------------------------
