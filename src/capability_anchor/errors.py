@@ -256,7 +256,6 @@ class TimestampError(CapabilityAnchorError):
     retryable = True
 
 
-
 class WitnessError(CapabilityAnchorError):
     """A witness exchange (SPEC §12.3) failed: the witness is unreachable, too slow, or its
     answer is malformed. The message is the human reason; no httpx exception escapes
@@ -266,6 +265,7 @@ class WitnessError(CapabilityAnchorError):
     http_error = "bad_request"
     exit_code = EXIT_FAILED
     retryable = True
+
 
 # --- the log ----------------------------------------------------------------------------------
 

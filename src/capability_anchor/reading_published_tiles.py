@@ -89,6 +89,7 @@ class PublishedTiles:
     def day(self, day: str, request: TileRequest) -> bytes:
         store = self._store
         what = f"day {day}"
+
         # Checked on every request, cached or not: the published size only says what exists.
         def has_size_in(low: int, high: int) -> bool:
             # No stored size is past SQLite's integers (and a query with one would fail).

@@ -16,19 +16,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..boundedpost import Peer, post
 from ..errors import TimestampError, UsageError
 from .verify import Verified, check_digest, digest_of, verify_reply
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
-    from httpx import Response
 
 __all__ = ["DEFAULT_DEADLINE_S", "QUERY_TYPE", "REPLY_CAP", "Request", "fetch", "make_request"]
 
 QUERY_TYPE = "application/timestamp-query"
 DEFAULT_DEADLINE_S = 10.0
 REPLY_CAP = 64 * 1024
-_GRACE_S = 0.5  # beyond the deadline, for the exchange's own cancellation to report itself
 
 
 @dataclass(frozen=True)
@@ -80,109 +79,11 @@ def fetch(
 
     DEADLINE bounds the whole exchange (connect, send, every byte of the reply), not each
     read, so a TSA that drips a byte at a time or stalls mid-reply cannot hold sealing up for
-    longer. The exchange runs on asyncio so the deadline can cancel it wherever it is. A
-    reply over CAP bytes, any status but 200, a compressed body, a refused or dropped
-    connection: TimestampError."""
-    if not deadline > 0 or not cap > 0:
-        raise UsageError("deadline and cap must be positive")
-    import asyncio
-    import threading
-
-    # The exchange runs on a daemon thread of its own, with its own event loop, joined for
-    # at most the deadline (plus a grace for the loop's own cancellation). asyncio.run waits
-    # for the resolver thread of a hanging DNS lookup when it shuts down; the join does not,
-    # so nothing can hold the caller past the deadline. It also works from a thread that
-    # already runs an event loop (the service).
-    outcome: list[bytes | BaseException] = []
-
-    def exchange() -> None:
-        try:
-            outcome.append(asyncio.run(_fetch(url, query, deadline, cap)))
-        except BaseException as e:  # handed to the caller's thread below
-            outcome.append(e)
-
-    worker = threading.Thread(target=exchange, name="tsa-fetch", daemon=True)
-    worker.start()
-    worker.join(deadline + _GRACE_S)
-    if not outcome:
-        raise TimestampError(
-            f"the TSA at {url} sent no complete reply within the {deadline:g} s deadline"
-        )
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return outcome[0]
-
-
-async def _fetch(url: str, query: bytes, deadline: float, cap: int) -> bytes:
-    import asyncio
-
-    import httpx
-
-    try:
-        async with (
-            asyncio.timeout(deadline),
-            httpx.AsyncClient(timeout=deadline, follow_redirects=False) as client,
-            client.stream(
-                "POST",
-                url,
-                content=query,
-                headers={
-                    "Content-Type": QUERY_TYPE,
-                    "Accept": "application/timestamp-reply",
-                    "Accept-Encoding": "identity",
-                },
-            ) as response,
-        ):
-            return await _read_body(response, url, cap)
-    except (
-        TimeoutError,
-        httpx.TimeoutException,
-        httpx.ConnectError,
-        httpx.RemoteProtocolError,
-        httpx.UnsupportedProtocol,
-        httpx.InvalidURL,
-        httpx.HTTPError,
-        httpx.StreamError,
-        OSError,
-    ) as e:
-        raise TimestampError(_failure(e, url, deadline)) from None
-
-
-async def _read_body(response: Response, url: str, cap: int) -> bytes:
-    """The body of a 200, identity-encoded RESPONSE of at most CAP bytes."""
-    if response.status_code != 200:
-        raise TimestampError(f"the TSA at {url} answered HTTP {response.status_code}, not 200")
-    encoding = response.headers.get("content-encoding", "identity").strip().lower()
-    if encoding != "identity":
-        raise TimestampError(
-            f"the TSA at {url} sent a {encoding!r}-encoded reply; only raw DER is accepted"
-        )
-    declared = response.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > cap:
-        raise TimestampError(
-            f"the TSA at {url} announced a {declared}-byte reply; the cap is {cap}"
-        )
-    body = bytearray()
-    async for chunk in response.aiter_raw():
-        body += chunk
-        if len(body) > cap:
-            raise TimestampError(f"the TSA at {url} sent more than {cap} bytes; reading stopped")
-    return bytes(body)
-
-
-def _failure(e: Exception, url: str, deadline: float) -> str:
-    """What went wrong in the exchange with the TSA at URL, for the exception E (checked in
-    this order: a timeout is also an OSError, a ConnectError also an HTTPError)."""
-    import httpx
-
-    if isinstance(e, TimeoutError | httpx.TimeoutException):
-        return f"the TSA at {url} sent no complete reply within the {deadline:g} s deadline"
-    if isinstance(e, httpx.ConnectError):
-        return f"cannot connect to the TSA at {url}: {e}"
-    if isinstance(e, httpx.RemoteProtocolError):
-        return f"the TSA at {url} broke the HTTP exchange (no or partial reply): {e}"
-    if isinstance(e, httpx.UnsupportedProtocol):
-        return f"the TSA URL {url!r} is not http:// or https://"
-    if isinstance(e, httpx.InvalidURL):
-        return f"the TSA URL {url!r} is invalid: {e}"
-    return f"fetching from the TSA at {url} failed: {e}"
+    longer (`boundedpost`). A reply over CAP bytes, any status but 200, a compressed body, a
+    refused or dropped connection: TimestampError."""
+    peer = Peer(url, f"the TSA at {url}", "TSA", "reply", TimestampError)
+    headers = {"Content-Type": QUERY_TYPE, "Accept": "application/timestamp-reply"}
+    reply = post(query, headers, deadline=deadline, cap=cap, peer=peer)
+    if reply.status != 200:
+        raise TimestampError(f"the TSA at {url} answered HTTP {reply.status}, not 200")
+    return reply.body
