@@ -1029,7 +1029,7 @@ def test_clean_data_dir(results: Results) -> None:
         "days": 4,
         "tiles": 1,
         "integrity_check": 1,
-        "schema_objects": 74,
+        "schema_objects": 75,
         "indexes_rederived": 1,
         "history_leaves": 9,
         "history_checkpoints": 9,

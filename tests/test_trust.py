@@ -461,6 +461,7 @@ def test_a_log_made_before_signed_settings_gets_them_at_its_first_open(history: 
         conn.execute("DROP TABLE history_tiles")
         for name in ("checkpoints", "cosignatures", "policies", "witness_state"):  # schema 4's
             conn.execute(f"DROP TABLE {name}")
+        conn.execute("DROP INDEX heads_by_kind")  # schema 4's index on a schema 1 table
         conn.execute("PRAGMA user_version = 1")
     with history.open() as log:
         ((_, kid, token),) = log.store.settings_statements()

@@ -1,10 +1,11 @@
 """Migration 4 (SPEC §12.2-§12.3): the signed checkpoints of the history, the witnesses'
-cosignatures, the witness policies and the submitter's per-witness state.
+cosignatures, the witness policies and the submitter's per-witness state; and an index of
+the heads by (day, sealed, tree_size).
 
 Checkpoints are signed by the log's key, which the store never holds: a log migrated to
 this version gets its missing checkpoints from the first writer that opens it
 (`log.history.catch_up`), in one write transaction, before any new head is published.
-CHECK constraints and triggers keep this SQL, as in `sqlite_schema`.
+CHECK constraints and triggers keep this SQL, as in `sqlite_schema`; the index is sqlite-utils'.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ def migration_4(
     split_sql: Callable[[str], list[str]],
 ) -> None:
     """The checkpoint, cosignature, policy and witness-state tables and their triggers."""
-    del db  # every table here has a CHECK constraint: SQL, not create_table
     for statement in split_sql(_V4_TABLES_SQL) + split_sql(_V4_TRIGGERS_SQL):
         run(statement)
+    # A day's sealed head, and its newest unsealed one, without scanning the day's heads:
+    # the primary key (day, tree_size, sealed) orders sealed last. Every head's publication
+    # asks for both (the history's order), and a day can hold a head per write.
+    db.table("heads").create_index(["day", "sealed", "tree_size"], index_name="heads_by_kind")
