@@ -204,7 +204,11 @@ def test_the_served_checkpoint_is_the_newest_meeting_the_quorum(
         assert history.served_checkpoint() == history.checkpoint(newest)
         with log.store.write():
             log.store.set_policy(_policy([a, b], "all"), 1)
+        # No checkpoint meets the quorum yet: the newest. (What is served is found once per
+        # change of checkpoints, cosignatures or policy: each step below must show.)
+        assert history.served_checkpoint() == history.checkpoint(newest)
         row_a = _cosign(log, a, newest - 2, 1_000)
+        assert history.served_checkpoint() == history.checkpoint(newest)
         row_b = _cosign(log, b, newest - 2, 1_001)
         _cosign(log, a, newest, 1_002)  # only one of two on the newest: not served
         served = history.served_checkpoint()

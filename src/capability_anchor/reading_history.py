@@ -53,6 +53,10 @@ class HistoryReader:
         self._store = store
         self._cache = cache
         self._signer = signer
+        # What `/history/checkpoint` served, by `Store.witnessed_marker`: finding the newest
+        # checkpoint that meets a quorum may go back over every cosigned size (a witness of
+        # the quorum down for a month), so it is found once per change, not per request.
+        self._served: tuple[tuple[int, int, int], bytes] | None = None
 
     def size(self) -> int:
         return self._store.history_size()
@@ -158,7 +162,15 @@ class HistoryReader:
         no policy, `quorum none` or no such checkpoint yet, the newest with all it has."""
         if size is not None:
             return _with_lines(self.checkpoint(size), self._store.cosignatures(size))
-        newest = self._store.checkpoint_size()
+        marker = self._store.witnessed_marker()
+        served = self._served
+        if served is not None and served[0] == marker:
+            return served[1]
+        note = self._newest_served(marker[0])
+        self._served = (marker, note)
+        return note
+
+    def _newest_served(self, newest: int) -> bytes:
         if newest == 0:
             raise NotFound("the history has no checkpoint yet (no head is published)")
         policy = self.parsed_policy()

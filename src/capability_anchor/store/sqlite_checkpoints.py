@@ -83,6 +83,13 @@ class SqliteCheckpoints(SqliteBase):
             for (s,) in self._exec("SELECT DISTINCT size FROM cosignatures ORDER BY size DESC")
         ]
 
+    def witnessed_marker(self) -> tuple[int, int, int]:
+        row = self._one(
+            "SELECT (SELECT max(size) FROM checkpoints), (SELECT max(id) FROM cosignatures), "
+            "(SELECT max(id) FROM policies)"
+        )
+        return (int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+
     def iter_cosignatures(self) -> Iterator[CosignatureRow]:
         rows = self._iter(f"SELECT {_COSIGNATURE_COLUMNS} FROM cosignatures ORDER BY id")
         return (_cosignature(r) for r in rows)
