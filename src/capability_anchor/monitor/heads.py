@@ -5,18 +5,22 @@
    document, its JWS verifies with the trusted keys, and its payload is the leaf;
 3. `two_sealed_heads` / `head_after_seal`: nothing follows a day's sealed head in that day;
 4. `order`: (day, sealed, tree_size) strictly grows;
-5. `prev_broken`: `prev` is the digest of the newest sealed head before it (null first);
+5. `prev_broken`: `prev` is the digest of the newest sealed head of an earlier day (null
+   on the first day), and a new day comes only after the day before it was sealed (every
+   day is sealed, empty ones too);
 6. `day_head_shrinks` / `root_conflict`: within a day sizes never shrink and one size has
    one root;
 7. `day_inconsistent`: each head of a day is consistent with the previous head of that day,
    by a consistency proof built from the day's tiles (`/roots/<day>/tile/...`);
 8. with `--entries`, `day_root_mismatch`: the root re-derived from the day's entry bundles.
 
-A leaf that fails 1 or 2 is not used as the previous head for the next leaf's rules.
+A leaf that fails 1 is not a head, so the rules skip it. A leaf that fails 2 is still a
+head of the signed history (the checkpoint covers it), so rules 3-8 apply to it as well.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from typing import Any
 
@@ -76,7 +80,6 @@ class HeadRules:
         problem = self._signed(claims, leaf)
         if problem is not None:
             alarm(problem[0], problem[1], **where)
-            return found
         for name, detail in self._rules(claims):
             alarm(name, detail, **where)
         self._advance(claims, leaf)
@@ -106,14 +109,23 @@ class HeadRules:
             out.append((name, f"day {day} was already sealed at size {last.tree_size}"))
         elif last is not None and (day, sealed, size) <= (last.day, last.sealed, last.tree_size):
             out.append(("order", f"follows ({last.day}, {last.sealed}, {last.tree_size})"))
-        if claims["prev"] != self.state.sealed_digest:
-            out.append(
-                ("prev_broken", f"prev is {claims['prev']}, expected {self.state.sealed_digest}")
-            )
+        out += self._chain(claims)
         if last is not None and last.day == day:
             out += self._same_day(last, size, bytes.fromhex(claims["root"]))
         if self.entries:
             out += self._entries(day, size, bytes.fromhex(claims["root"]))
+        return out
+
+    def _chain(self, claims: dict[str, Any]) -> list[tuple[str, str]]:
+        state, last, day = self.state, self.state.last, claims["day"]
+        expected = state.sealed_before if day == state.sealed_day else state.sealed_digest
+        out = []
+        if claims["prev"] != expected:
+            out.append(("prev_broken", f"prev is {claims['prev']}, expected {expected}"))
+        if last is not None and day > last.day:
+            following = (dt.date.fromisoformat(last.day) + dt.timedelta(days=1)).isoformat()
+            if not last.sealed or day != following:
+                out.append(("prev_broken", f"day {day} follows day {last.day} not sealed"))
         return out
 
     def _same_day(self, last: LastHead, size: int, root: bytes) -> list[tuple[str, str]]:
@@ -157,6 +169,9 @@ class HeadRules:
             claims["day"], claims["sealed"], claims["tree_size"], claims["root"]
         )
         if claims["sealed"]:
+            if claims["day"] != self.state.sealed_day:
+                self.state.sealed_before = self.state.sealed_digest
             self.state.sealed_digest = hashlib.sha256(leaf).hexdigest()
+            self.state.sealed_day = claims["day"]
         if self.entries:
             self.state.day_edge = self._day_edge

@@ -58,7 +58,9 @@ class MonitorState:
     size: int = 0
     checkpoint: str | None = None
     last: LastHead | None = None
-    sealed_digest: str | None = None
+    sealed_digest: str | None = None  # the newest sealed head's, and its day
+    sealed_day: str | None = None
+    sealed_before: str | None = None  # the sealed head's before sealed_day (its own prev)
     day_edge: DayEdge | None = None
     seen: list[list[Any]] = field(default_factory=list)  # [size, base64 root] that passed
     leaf_hashes: bytearray = field(default_factory=bytearray, repr=False)
@@ -83,6 +85,8 @@ def _from_json(data: dict[str, Any]) -> MonitorState:
         checkpoint=data.get("checkpoint"),
         last=LastHead(**last) if last else None,
         sealed_digest=data.get("sealed_digest"),
+        sealed_day=data.get("sealed_day"),
+        sealed_before=data.get("sealed_before"),
         day_edge=DayEdge(**day_edge) if day_edge else None,
         seen=list(data.get("seen", [])),
     )
