@@ -30,7 +30,7 @@ from .. import head as heads
 from .. import strictjson
 from ..errors import CapabilityAnchorError, InputError, VerificationError
 from ..keys import KeySet
-from ..merkle import TileNodes, TreeEdge, consistency_nodes, verify_consistency
+from ..merkle import TileCache, TileNodes, TreeEdge, consistency_nodes, verify_consistency
 from ..merkle.nodes import resolve
 from .source import LogSource, read_bundle, read_tile
 from .state import DayEdge, LastHead, MonitorState
@@ -64,6 +64,9 @@ class HeadRules:
         self.state = state
         self.entries = entries
         self.checked = 0
+        # Shared across heads: the full tiles of a day serve every later proof. Soundness
+        # does not rest on where a hash came from: each proof is checked against both roots.
+        self._tiles = TileCache()
 
     def check(self, index: int, leaf: bytes) -> list[Finding]:
         found: list[Finding] = []
@@ -138,7 +141,11 @@ class HeadRules:
         if last.tree_size == 0:
             return []
         prefix = f"roots/{last.day}/"
-        nodes = TileNodes(lambda level, i: read_tile(self.source, prefix, size, level, i))
+        nodes = TileNodes(
+            lambda level, i: read_tile(self.source, prefix, size, level, i),
+            cache=self._tiles,
+            namespace=last.day,
+        )
         try:
             path = resolve(consistency_nodes(last.tree_size, size), nodes.node)
             verify_consistency(last.tree_size, size, bytes.fromhex(last.root), root, path)
