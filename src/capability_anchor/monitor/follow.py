@@ -31,8 +31,10 @@ from ..note import Checkpoint, NoteVerifier, Policy, check_cosignatures, open_ch
 from ..note.checkpoint import origin_from_url, parse_checkpoint
 from ..note.signed import b64encode, parse_note
 from . import state as states
-from .heads import Finding, HeadRules
+from .heads import Finding, HeadRules, leaf_claims
 from .source import LogSource, read_bundle, read_tile
+
+CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
 
 
 @dataclass(frozen=True)
@@ -157,9 +159,9 @@ class Monitor:
         rules = HeadRules(self.source, self.options.keys, state, entries=self.options.entries)
         index = state.size
         while index < checkpoint.size:
-            bundle = index // TILE_WIDTH
-            leaves = read_bundle(self.source, "history/", checkpoint.size, bundle)
-            for leaf in leaves[index - bundle * TILE_WIDTH :]:
+            leaves = self._chunk(index, checkpoint.size)
+            rules.targets = _newest_heads(leaves)
+            for leaf in leaves:
                 hashed = hashlib.sha256(b"\x00" + leaf).digest()
                 edge.extend(hashed)
                 state.leaf_hashes += hashed
@@ -174,3 +176,23 @@ class Monitor:
                 }
             )
         state.size = checkpoint.size
+
+    def _chunk(self, start: int, size: int) -> list[bytes]:
+        """The leaves from `start`, up to CHUNK_BUNDLES entry bundles (bounded memory)."""
+        leaves: list[bytes] = []
+        for bundle in range(start // TILE_WIDTH, (size - 1) // TILE_WIDTH + 1)[:CHUNK_BUNDLES]:
+            got = read_bundle(self.source, "history/", size, bundle)
+            leaves += got[max(0, start - bundle * TILE_WIDTH) :]
+        return leaves
+
+
+def _newest_heads(leaves: list[bytes]) -> dict[str, tuple[int, bytes]]:
+    """Each day's last head among `leaves` (history order): the day's proofs' target."""
+    targets: dict[str, tuple[int, bytes]] = {}
+    for leaf in leaves:
+        try:
+            claims = leaf_claims(leaf)
+        except CapabilityAnchorError:
+            continue
+        targets[claims["day"]] = (claims["tree_size"], bytes.fromhex(claims["root"]))
+    return targets

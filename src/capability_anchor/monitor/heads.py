@@ -11,7 +11,8 @@
 6. `day_head_shrinks` / `root_conflict`: within a day sizes never shrink and one size has
    one root;
 7. `day_inconsistent`: each head of a day is consistent with the previous head of that day,
-   by a consistency proof built from the day's tiles (`/roots/<day>/tile/...`);
+   by consistency proofs built from the day's tiles (`/roots/<day>/tile/...`): each
+   previous head against the day's newest head of the run (`targets`), which implies it;
 8. with `--entries`, `day_root_mismatch`: the root re-derived from the day's entry bundles.
 
 A leaf that fails 1 is not a head, so the rules skip it. A leaf that fails 2 is still a
@@ -64,6 +65,7 @@ class HeadRules:
         self.state = state
         self.entries = entries
         self.checked = 0
+        self.targets: dict[str, tuple[int, bytes]] = {}  # day -> its newest head in this run
         # Shared across heads: the full tiles of a day serve every later proof. Soundness
         # does not rest on where a hash came from: each proof is checked against both roots.
         self._tiles = TileCache()
@@ -140,19 +142,26 @@ class HeadRules:
             return []
         if last.tree_size == 0:
             return []
+        # Each previous head is proved a prefix of the day's newest head in this run, not of
+        # the next head: prefixes of one tree are prefixes of each other, so every pair is
+        # consistent, and every proof reads the tiles of one size (a fetch per 256 heads).
+        target_size, target_root = self.targets.get(last.day, (size, root))
+        if target_size < size:
+            target_size, target_root = size, root
         prefix = f"roots/{last.day}/"
         nodes = TileNodes(
-            lambda level, i: read_tile(self.source, prefix, size, level, i),
+            lambda level, i: read_tile(self.source, prefix, target_size, level, i),
             cache=self._tiles,
-            namespace=last.day,
+            namespace=(last.day, target_size),
         )
+        first, first_root = last.tree_size, bytes.fromhex(last.root)
         try:
-            path = resolve(consistency_nodes(last.tree_size, size), nodes.node)
-            verify_consistency(last.tree_size, size, bytes.fromhex(last.root), root, path)
+            path = resolve(consistency_nodes(first, target_size), nodes.node)
+            verify_consistency(first, target_size, first_root, target_root, path)
         except InputError:
             raise
         except CapabilityAnchorError as exc:
-            return [("day_inconsistent", f"{last.tree_size} -> {size}: {exc}")]
+            return [("day_inconsistent", f"{first} -> {target_size}: {exc}")]
         return []
 
     def _entries(self, day: str, size: int, root: bytes) -> list[tuple[str, str]]:
