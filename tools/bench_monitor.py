@@ -12,8 +12,10 @@ What it does:
      the 2 cores);
   3. runs `capability-anchor monitor DIR --keys DIR/keys.json --state S` as a real process
      on a fresh state (the whole history: every head's JWS, rules, day consistency from the
-     tiles), then on the records log with `--entries`, and reports wall time and peak RSS
-     (the child's ru_maxrss), with a linear extrapolation to the issue's sizes:
+     tiles), then the same over HTTP from a real `serve --rate-limit 0` on 127.0.0.1 (the
+     server shares the cores), then on the records log with `--entries`, and reports wall
+     time and peak RSS (GNU time's %M of the monitor process), with a linear extrapolation
+     to the issue's sizes:
                          100,000 heads <= 60 s; 1,000,000-record day with --entries <= 120 s;
                          RSS <= 200 MB
 """
@@ -31,6 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import httpx
+
+import serverkit
 from bench_history_api import build
 from benchkit import ISS, say
 from capability_anchor.log import MAX_BATCH, Log
@@ -64,9 +69,12 @@ def export(data: Path, out: Path) -> float:
     return time.monotonic() - began
 
 
-def run_monitor(folder: Path, state: Path, *extra: str) -> tuple[float, float, str]:
+def run_monitor(
+    folder: Path, state: Path, *extra: str, url: str | None = None, keys: Path | None = None
+) -> tuple[float, float, str]:
     """Wall seconds, the child's peak RSS in MB, and its summary line."""
-    argv = [str(CLI), "monitor", str(folder), "--keys", str(folder / "keys.json")]
+    keys = folder / "keys.json" if keys is None else keys
+    argv = [str(CLI), "monitor", url or str(folder), "--keys", str(keys)]
     argv += ["--state", str(state), *extra]
     # GNU time's %M: the child's own peak. ru_maxrss seen from here would be inherited
     # from this process, which holds the whole built log (Linux keeps it across exec).
@@ -106,6 +114,21 @@ def main(argv: list[str] | None = None) -> int:
     say(
         f"heads: {args.heads:,} in {took:.1f} s ({args.heads / took:,.0f} heads/s), "
         f"peak RSS {rss:.0f} MB; {line}"
+    )
+    say(
+        f"  extrapolated to {HEADS_GOAL:,}: {took * HEADS_GOAL / args.heads:.0f} s "
+        f"(goal <= {HEADS_GOAL_S:.0f} s)"
+    )
+    with serverkit.serving(heads_data, "--rate-limit", "0") as server:
+        origin = httpx.get(f"{server.url}/history/vkey").text.split("+")[0]
+        keys = work / "keys.json"
+        keys.write_bytes(httpx.get(f"{server.url}/keys").content)
+        took, rss, line = run_monitor(
+            work / "heads-roots", work / "s3", "--origin", origin, url=server.url, keys=keys
+        )
+    say(
+        f"heads over HTTP (a real serve): {args.heads:,} in {took:.1f} s "
+        f"({args.heads / took:,.0f} heads/s), peak RSS {rss:.0f} MB; {line}"
     )
     say(
         f"  extrapolated to {HEADS_GOAL:,}: {took * HEADS_GOAL / args.heads:.0f} s "

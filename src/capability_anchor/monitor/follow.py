@@ -31,7 +31,7 @@ from ..note import Checkpoint, NoteVerifier, Policy, check_cosignatures, open_ch
 from ..note.checkpoint import origin_from_url, parse_checkpoint
 from ..note.signed import b64encode, parse_note
 from . import state as states
-from .heads import Finding, HeadRules, leaf_claims
+from .heads import Finding, HeadRules, head_path, leaf_claims
 from .source import LogSource, read_bundle, read_tile
 
 CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
@@ -160,7 +160,8 @@ class Monitor:
         index = state.size
         while index < checkpoint.size:
             leaves = self._chunk(index, checkpoint.size)
-            rules.targets = _newest_heads(leaves)
+            rules.targets, paths = _newest_heads(leaves)
+            rules.prefetched = self.source.read_many(paths)
             for leaf in leaves:
                 hashed = hashlib.sha256(b"\x00" + leaf).digest()
                 edge.extend(hashed)
@@ -186,13 +187,16 @@ class Monitor:
         return leaves
 
 
-def _newest_heads(leaves: list[bytes]) -> dict[str, tuple[int, bytes]]:
-    """Each day's last head among `leaves` (history order): the day's proofs' target."""
+def _newest_heads(leaves: list[bytes]) -> tuple[dict[str, tuple[int, bytes]], list[str]]:
+    """Each day's last head among `leaves` (history order): the day's proofs' target; and
+    the paths of the head documents, to read ahead."""
     targets: dict[str, tuple[int, bytes]] = {}
+    paths: list[str] = []
     for leaf in leaves:
         try:
             claims = leaf_claims(leaf)
         except CapabilityAnchorError:
             continue
         targets[claims["day"]] = (claims["tree_size"], bytes.fromhex(claims["root"]))
-    return targets
+        paths.append(head_path(claims))
+    return targets, list(dict.fromkeys(paths))

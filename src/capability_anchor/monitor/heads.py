@@ -50,7 +50,7 @@ def leaf_claims(leaf: bytes) -> dict[str, Any]:
     return claims
 
 
-def _head_path(claims: dict[str, Any]) -> str:
+def head_path(claims: dict[str, Any]) -> str:
     if claims["sealed"]:
         return f"roots/{claims['day']}"
     return f"roots/{claims['day']}/{claims['tree_size']}"
@@ -66,6 +66,7 @@ class HeadRules:
         self.entries = entries
         self.checked = 0
         self.targets: dict[str, tuple[int, bytes]] = {}  # day -> its newest head in this run
+        self.prefetched: dict[str, bytes | None] = {}  # head documents read ahead, by path
         # Shared across heads: the full tiles of a day serve every later proof. Soundness
         # does not rest on where a hash came from: each proof is checked against both roots.
         self._tiles = TileCache()
@@ -92,8 +93,8 @@ class HeadRules:
         return found
 
     def _signed(self, claims: dict[str, Any], leaf: bytes) -> tuple[str, str] | None:
-        path = _head_path(claims)
-        data = self.source.read(path)
+        path = head_path(claims)
+        data = self.prefetched.pop(path) if path in self.prefetched else self.source.read(path)
         if data is None:
             return "head_missing", f"{path}: the log does not serve this head"
         try:

@@ -15,6 +15,7 @@ from ..merkle import HASH_SIZE, TILE_HEIGHT, TILE_WIDTH, tile_path
 from ..merkle.tilepath import entries_path
 
 FETCH_TIMEOUT = 10.0
+HTTP_PARALLEL = 8  # requests in flight (httpx's pool keeps up to 10 connections)
 FETCH_LIMIT = 1 << 20  # a tile or entry bundle is far smaller; a head document too
 
 
@@ -24,6 +25,8 @@ class LogSource(Protocol):
     where: str
 
     def read(self, path: str) -> bytes | None: ...
+
+    def read_many(self, paths: list[str]) -> dict[str, bytes | None]: ...
 
     def close(self) -> None: ...
 
@@ -49,6 +52,13 @@ class HttpSource:
         if len(response.content) > FETCH_LIMIT:
             raise InputError(f"GET {url}: the reply is larger than {FETCH_LIMIT} bytes")
         return response.content
+
+    def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
+        """`read` of each path, HTTP_PARALLEL at a time (a catch-up is latency-bound)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(HTTP_PARALLEL) as pool:
+            return dict(zip(paths, pool.map(self.read, paths), strict=True))
 
     def close(self) -> None:
         self._client.close()
@@ -78,6 +88,9 @@ class FolderSource:
             return None
         except OSError as exc:
             raise InputError(f"{self._folder / path}: {exc}") from None
+
+    def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
+        return {path: self.read(path) for path in paths}
 
     def close(self) -> None:
         pass
