@@ -1,7 +1,8 @@
 """`capability-anchor monitor` (issue #14): a clean log passes, over HTTP (a real `serve`)
 and from an export folder; each attack the issue lists, built on purpose with the log's key
 (`monitorkit.HandLog`), raises its named alarm; the state survives kill -9; `--watch` picks
-up new heads; `monitor compare` catches a split view."""
+up new heads and backs off while the log is unreachable; `--policy` requires the quorum;
+`monitor compare` catches a split view."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from capability_anchor.keys import SigningKey
+from capability_anchor.note import Cosigner, parse_note
 from logkit import CLI, History, build_history, run_cli
 from monitorkit import HandLog
-from serverkit import serving
+from serverkit import free_port, serving
 
 DAY1, DAY2, DAY3 = "2026-03-01", "2026-03-02", "2026-03-03"
 
@@ -288,3 +290,37 @@ def test_io_errors_exit_2(tmp_path: Path) -> None:
     keys.write_text(json.dumps({"keys": [SigningKey.generate().public.jwk()]}))
     done = run_cli("monitor", tmp_path / "nowhere", "--keys", keys, "--state", tmp_path / "s")
     assert done.returncode == 2 and "not a folder" in done.stderr
+
+
+def test_policy_quorum(good: HandLog, tmp_path: Path) -> None:
+    """--policy: the checkpoint must carry the quorum's cosignatures (`quorum` alarm)."""
+    witness = Cosigner("witness.example/w1", SigningKey.generate())
+    policy = tmp_path / "policy.txt"
+    policy.write_text(f"witness w1 {witness.verifier.vkey()}\nquorum w1\n")
+    code, lines = monitor(good.folder, tmp_path / "state", "--policy", policy)
+    assert code == 1 and alarms(lines) == ["quorum"], lines
+    path = good.folder / "history" / "checkpoint"
+    note = parse_note(path.read_bytes())
+    path.write_bytes(
+        path.read_bytes() + witness.cosign(note.text, int(time.time())).line().encode()
+    )
+    code, lines = monitor(good.folder, tmp_path / "state", "--policy", policy)
+    assert code == 0, lines
+
+
+def test_watch_backs_off_while_the_log_is_unreachable(tmp_path: Path) -> None:
+    """I/O errors are not alarms; the pause doubles (0.1, 0.2, 0.4, ... s), so a 2-second
+    outage costs a handful of attempts, not twenty."""
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"keys": [SigningKey.generate().public.jwk()]}))
+    url = f"http://127.0.0.1:{free_port()}"
+    argv = [str(CLI), "monitor", url, "--keys", str(keys), "--state", str(tmp_path / "s")]
+    proc = subprocess.Popen(
+        [*argv, "--watch", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGKILL)
+    out, err = proc.communicate()
+    attempts = err.count("capability-anchor monitor: GET")
+    assert 2 <= attempts <= 6, err
+    assert out == ""
