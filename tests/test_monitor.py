@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from capability_anchor.keys import SigningKey
+from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.note import Cosigner, parse_note
 from logkit import CLI, History, build_history, run_cli
 from monitorkit import HandLog
@@ -324,3 +324,47 @@ def test_watch_backs_off_while_the_log_is_unreachable(tmp_path: Path) -> None:
     attempts = err.count("capability-anchor monitor: GET")
     assert 2 <= attempts <= 6, err
     assert out == ""
+
+
+class _Crash(BaseException):
+    """Stands for the process dying (not an Exception: nothing may catch it)."""
+
+
+def test_a_catch_up_cut_short_goes_on_from_its_last_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault injected at the read seam after two chunks of 256 heads: the state keeps
+    the proven checkpoint and the 512 checked heads; the next run checks only the rest and
+    ends where a run that never crashed ends."""
+    from capability_anchor.monitor import Monitor, MonitorOptions, follow, open_source
+    from capability_anchor.monitor import state as states
+
+    monkeypatch.setattr(follow, "CHUNK_BUNDLES", 1)
+    log = _long_log(tmp_path / "log", SigningKey.generate(), 1500)
+    log.publish()
+    keys = KeySet.of(log.key.public)
+    source = open_source(str(log.folder))
+    calls = 0
+    real = source.read_many
+
+    def crashing(paths: list[str]) -> dict[str, bytes | None]:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise _Crash
+        return real(paths)
+
+    monkeypatch.setattr(source, "read_many", crashing)
+    state_dir = tmp_path / "state"
+    with pytest.raises(_Crash):
+        Monitor(source, MonitorOptions(keys=keys, state_dir=state_dir)).run_once()
+    cut = states.load(state_dir)
+    assert (cut.size, cut.checked) == (1500, 512)
+    again = Monitor(open_source(str(log.folder)), MonitorOptions(keys=keys, state_dir=state_dir))
+    result = again.run_once()
+    assert not result.alarmed and result.summary["size"] == 1500, result
+    done = states.load(state_dir)
+    fresh_dir = tmp_path / "fresh"
+    fresh = Monitor(open_source(str(log.folder)), MonitorOptions(keys=keys, state_dir=fresh_dir))
+    assert not fresh.run_once().alarmed
+    assert done.to_json() == states.load(fresh_dir).to_json()

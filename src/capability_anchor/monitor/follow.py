@@ -11,8 +11,10 @@
    edge, give the checkpoint's root;
 5. every new leaf obeys the head rules (`heads.py`).
 
-A run with an alarm commits nothing, so every later run repeats it until someone acts;
-a clean run commits the new checkpoint, leaves and rule state (`state.py`).
+A checkpoint alarm (1-4) commits nothing. Once 1-4 pass, the checkpoint and its leaves are
+committed, then each chunk of heads whose rules pass (`state.py`); a head alarm stops the
+run before its chunk is committed. Either way every later run repeats the alarm until
+someone acts, and a crashed catch-up goes on from its last chunk.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from ..errors import CapabilityAnchorError, InputError
 from ..keys import KeySet
-from ..merkle import TILE_WIDTH, TileNodes, consistency_nodes, verify_consistency
+from ..merkle import HASH_SIZE, TILE_WIDTH, TileNodes, consistency_nodes, verify_consistency
 from ..merkle.nodes import resolve
 from ..note import Checkpoint, NoteVerifier, Policy, check_cosignatures, open_checkpoint
 from ..note.checkpoint import origin_from_url, parse_checkpoint
@@ -65,6 +67,11 @@ class Monitor:
         state = states.load(self.options.state_dir)
         result = RunResult()
         old_size = state.size
+        if state.checked < state.size:  # a catch-up that was cut short: finish it first
+            self._check_heads(state, result)
+            if result.alarmed:
+                result.summary = self._summary(state, old_size, 0)
+                return result
         data = self.source.read("history/checkpoint")
         if data is None:
             if state.size:
@@ -73,13 +80,15 @@ class Monitor:
             return result
         checkpoint = self._checkpoint(state, data, result)
         if checkpoint is not None and self._consistent(state, checkpoint, result):
-            self._new_heads(state, checkpoint, result)
-        result.summary = self._summary(state, old_size, 0 if result.alarmed else state.size)
+            self._new_leaves(state, checkpoint, result)
         if not result.alarmed and checkpoint is not None:
+            # The checkpoint and its leaves are proven: commit them, then check the heads.
             state.checkpoint = data.decode("utf-8")
             if not state.seen or state.seen[-1][0] != checkpoint.size:
                 state.seen.append([checkpoint.size, b64encode(checkpoint.root)])
             states.save(self.options.state_dir, state, old_size)
+            self._check_heads(state, result)
+        result.summary = self._summary(state, old_size, 0 if result.alarmed else state.size)
         return result
 
     def _summary(self, state: states.MonitorState, old: int, new: int) -> dict[str, Any]:
@@ -152,22 +161,18 @@ class Monitor:
             return alarm("checkpoint_inconsistent", str(exc))
         return True
 
-    def _new_heads(
+    def _new_leaves(
         self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult
     ) -> None:
+        """Append the new leaf hashes; they must give the checkpoint's root."""
         edge = state.edge()
-        rules = HeadRules(self.source, self.options.keys, state, entries=self.options.entries)
         index = state.size
         while index < checkpoint.size:
             leaves = self._chunk(index, checkpoint.size)
-            rules.targets, paths = _newest_heads(leaves)
-            rules.prefetched = self.source.read_many(paths)
-            for leaf in leaves:
-                hashed = hashlib.sha256(b"\x00" + leaf).digest()
-                edge.extend(hashed)
-                state.leaf_hashes += hashed
-                result.findings += rules.check(index, leaf)
-                index += 1
+            hashed = b"".join(hashlib.sha256(b"\x00" + leaf).digest() for leaf in leaves)
+            edge.extend(hashed)
+            state.leaf_hashes += hashed
+            index += len(leaves)
         if edge.root() != checkpoint.root:
             result.findings.append(
                 {
@@ -177,6 +182,32 @@ class Monitor:
                 }
             )
         state.size = checkpoint.size
+
+    def _check_heads(self, state: states.MonitorState, result: RunResult) -> None:
+        """The head rules on leaves `checked`..`size`, a chunk at a time; each clean chunk is
+        committed, so a crash costs at most one chunk (`state.py`)."""
+        rules = HeadRules(self.source, self.options.keys, state, entries=self.options.entries)
+        while state.checked < state.size:
+            start = state.checked
+            leaves = self._chunk(start, state.size)
+            rules.targets, paths = _newest_heads(leaves)
+            rules.prefetched = self.source.read_many(paths)
+            for index, leaf in enumerate(leaves, start=start):
+                stored = state.leaf_hashes[index * HASH_SIZE : (index + 1) * HASH_SIZE]
+                if hashlib.sha256(b"\x00" + leaf).digest() != stored:
+                    result.findings.append(
+                        {
+                            "alarm": "entries_mismatch",
+                            "index": index,
+                            "detail": "the entry bundle changed since it gave the root",
+                        }
+                    )
+                    return
+                result.findings += rules.check(index, leaf)
+            if result.alarmed:
+                return
+            state.checked = start + len(leaves)
+            states.save(self.options.state_dir, state, state.size)
 
     def _chunk(self, start: int, size: int) -> list[bytes]:
         """The leaves from `start`, up to CHUNK_BUNDLES entry bundles (bounded memory)."""

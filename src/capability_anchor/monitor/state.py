@@ -1,14 +1,17 @@
 """What a monitor remembers between runs, in its `--state DIR`: plain files, no SQLite.
 
 - `leaves`: the history's leaf hashes, 32 bytes each, in order (append-only);
-- `state.json`: the last checkpoint that passed, the origin, the rule state of the last head
-  (its day, size, root; the newest sealed head's digest) and, for `--entries`, the current
-  day's tree edge.
+- `state.json`: the last checkpoint that passed (its leaves give its root), how many of
+  its leaves passed the head rules (`checked`), the origin, the rule state of the last
+  checked head (its day, size, root; the newest sealed head's digest) and, for `--entries`,
+  the current day's tree edge.
 
 Durability: a run appends the new leaf hashes to `leaves` and fsyncs them, then replaces
 `state.json` (write a temporary file, fsync, rename, fsync the folder). If the process dies
 before the rename, `state.json` still names the old size and `load` cuts `leaves` back to it,
-so a crash at any point leaves the last committed run, and the next run redoes the rest.
+so a crash at any point leaves the last commit, and the next run goes on from it. A run
+commits once the new checkpoint and its leaves are proven (`checked` still the old size),
+then after each chunk of heads whose rules passed.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class DayEdge:
 class MonitorState:
     origin: str | None = None
     size: int = 0
+    checked: int = 0  # leaves whose head rules passed (< size while a catch-up is under way)
     checkpoint: str | None = None
     last: LastHead | None = None
     sealed_digest: str | None = None  # the newest sealed head's, and its day
@@ -82,6 +86,7 @@ def _from_json(data: dict[str, Any]) -> MonitorState:
     return MonitorState(
         origin=data.get("origin"),
         size=int(data.get("size", 0)),
+        checked=int(data.get("checked", data.get("size", 0))),
         checkpoint=data.get("checkpoint"),
         last=LastHead(**last) if last else None,
         sealed_digest=data.get("sealed_digest"),
