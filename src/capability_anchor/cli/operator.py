@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import CapabilityAnchorError
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
+from .monitor import add_monitor_arguments, cmd_monitor
 from .operator_base import PROG, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
 from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
@@ -215,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_witness_deadline(p)
 
+    add_monitor_arguments(command("monitor", "follow a log: check each checkpoint and new head"))
+
     add_serve_arguments(command("serve", "run the HTTP service (SPEC §6) with background work"))
 
     p = command("demo", "anchor sample (or given) records in memory, sign and verify them")
@@ -254,6 +257,7 @@ COMMANDS = {
     "audit": cmd_audit,
     "policy": cmd_policy,
     "cosign": cmd_cosign,
+    "monitor": cmd_monitor,
     "serve": cmd_serve,
     "demo": cmd_demo,
 }

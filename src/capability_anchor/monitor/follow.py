@@ -1,0 +1,233 @@
+"""One monitor run, in order (each step's alarm is named in the findings):
+
+1. read `history/checkpoint`; `checkpoint_signature`: it is signed by a trusted key under
+   the origin (the state's, else `--origin`, else the policy's `log` vkey, else the URL's
+   §12.2 origin, else, for a folder, the checkpoint's own origin line, then pinned);
+2. with a policy, `quorum`: its cosignatures meet the quorum (`note.check_cosignatures`);
+3. `checkpoint_rollback` / `checkpoint_inconsistent`: it is not smaller than the last one
+   seen, and is consistent with it (a proof built from the history's hash tiles and
+   verified with `merkle`; the same size must have the same root);
+4. `entries_mismatch`: the new leaves from the entry bundles, appended to the stored tree
+   edge, give the checkpoint's root;
+5. every new leaf obeys the head rules (`heads.py`).
+
+A checkpoint alarm (1-4) commits nothing. Once 1-4 pass, the checkpoint and its leaves are
+committed, then each chunk of heads whose rules pass (`state.py`); a head alarm stops the
+run before its chunk is committed. Either way every later run repeats the alarm until
+someone acts, and a crashed catch-up goes on from its last chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CapabilityAnchorError, InputError
+from ..keys import KeySet
+from ..merkle import HASH_SIZE, TILE_WIDTH, TileNodes, consistency_nodes, verify_consistency
+from ..merkle.nodes import resolve
+from ..note import Checkpoint, NoteVerifier, Policy, check_cosignatures, open_checkpoint
+from ..note.checkpoint import origin_from_url, parse_checkpoint
+from ..note.signed import b64encode, parse_note
+from . import state as states
+from .heads import Finding, HeadRules, head_path, leaf_claims
+from .source import LogSource, read_bundle, read_tile
+
+CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
+
+
+@dataclass(frozen=True)
+class MonitorOptions:
+    keys: KeySet
+    state_dir: Path
+    policy: Policy | None = None
+    origin: str | None = None
+    entries: bool = False
+
+
+@dataclass
+class RunResult:
+    findings: list[Finding] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def alarmed(self) -> bool:
+        return any("alarm" in f for f in self.findings)
+
+
+class Monitor:
+    def __init__(self, source: LogSource, options: MonitorOptions) -> None:
+        self.source = source
+        self.options = options
+
+    def run_once(self) -> RunResult:
+        state = states.load(self.options.state_dir)
+        result = RunResult()
+        old_size = state.size
+        if state.checked < state.size:  # a catch-up that was cut short: finish it first
+            self._check_heads(state, result)
+            if result.alarmed:
+                result.summary = self._summary(state, old_size, 0)
+                return result
+        data = self.source.read("history/checkpoint")
+        if data is None:
+            if state.size:
+                raise InputError(f"{self.source.where}/history/checkpoint: not found")
+            result.summary = self._summary(state, old_size, 0)
+            return result
+        checkpoint = self._checkpoint(state, data, result)
+        if checkpoint is not None and self._consistent(state, checkpoint, result):
+            self._new_leaves(state, checkpoint, result)
+        if not result.alarmed and checkpoint is not None:
+            # The checkpoint and its leaves are proven: commit them, then check the heads.
+            state.checkpoint = data.decode("utf-8")
+            if not state.seen or state.seen[-1][0] != checkpoint.size:
+                state.seen.append([checkpoint.size, b64encode(checkpoint.root)])
+            states.save(self.options.state_dir, state, old_size)
+            self._check_heads(state, result)
+        result.summary = self._summary(state, old_size, 0 if result.alarmed else state.size)
+        return result
+
+    def _summary(self, state: states.MonitorState, old: int, new: int) -> dict[str, Any]:
+        return {"monitor": self.source.where, "origin": state.origin, "old_size": old, "size": new}
+
+    def _origin(self, state: states.MonitorState, data: bytes) -> str:
+        if state.origin is not None:
+            return state.origin
+        if self.options.origin is not None:
+            return self.options.origin
+        policy = self.options.policy
+        if policy is not None and policy.logs:
+            return policy.logs[0].verifier.name
+        where = self.source.where
+        if where.startswith(("http://", "https://")):
+            return origin_from_url(where)
+        try:
+            return parse_checkpoint(parse_note(data).text).origin
+        except CapabilityAnchorError as exc:
+            raise InputError(f"{where}/history/checkpoint: {exc}") from None
+
+    def _checkpoint(
+        self, state: states.MonitorState, data: bytes, result: RunResult
+    ) -> Checkpoint | None:
+        origin = self._origin(state, data)
+        verifiers = [NoteVerifier(origin, key.raw) for key in self.options.keys]
+        if self.options.policy is not None:  # a policy's `log` vkey is trusted as well
+            verifiers += [log.verifier for log in self.options.policy.logs]
+        try:
+            opened = open_checkpoint(data, list(verifiers), origin=origin)
+            if not any(s.name == origin for s in opened.opened.verified):
+                raise CapabilityAnchorError("no signature by a trusted key of the log")
+        except CapabilityAnchorError as exc:
+            result.findings.append({"alarm": "checkpoint_signature", "detail": str(exc)})
+            return None
+        state.origin = origin
+        policy = self.options.policy
+        if policy is not None:
+            try:
+                check_cosignatures(parse_note(data), policy, at=int(time.time())).require()
+            except CapabilityAnchorError as exc:
+                result.findings.append({"alarm": "quorum", "detail": str(exc)})
+        return opened.checkpoint
+
+    def _consistent(
+        self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult
+    ) -> bool:
+        old, new = state.size, checkpoint.size
+
+        def alarm(name: str, detail: str) -> bool:
+            result.findings.append({"alarm": name, "old_size": old, "size": new, "detail": detail})
+            return False
+
+        if new < old:
+            return alarm("checkpoint_rollback", "the log shows a smaller checkpoint than before")
+        if old == 0:
+            return True
+        old_root = state.edge().root()
+        if new == old:
+            if checkpoint.root != old_root:
+                return alarm("checkpoint_inconsistent", "the same size with another root")
+            return True
+        nodes = TileNodes(lambda level, i: read_tile(self.source, "history/", new, level, i))
+        try:
+            path = resolve(consistency_nodes(old, new), nodes.node)
+            verify_consistency(old, new, old_root, checkpoint.root, path)
+        except InputError:
+            raise
+        except CapabilityAnchorError as exc:
+            return alarm("checkpoint_inconsistent", str(exc))
+        return True
+
+    def _new_leaves(
+        self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult
+    ) -> None:
+        """Append the new leaf hashes; they must give the checkpoint's root."""
+        edge = state.edge()
+        index = state.size
+        while index < checkpoint.size:
+            leaves = self._chunk(index, checkpoint.size)
+            hashed = b"".join(hashlib.sha256(b"\x00" + leaf).digest() for leaf in leaves)
+            edge.extend(hashed)
+            state.leaf_hashes += hashed
+            index += len(leaves)
+        if edge.root() != checkpoint.root:
+            result.findings.append(
+                {
+                    "alarm": "entries_mismatch",
+                    "size": checkpoint.size,
+                    "detail": "the entry bundles do not give the checkpoint's root",
+                }
+            )
+        state.size = checkpoint.size
+
+    def _check_heads(self, state: states.MonitorState, result: RunResult) -> None:
+        """The head rules on leaves `checked`..`size`, a chunk at a time; each clean chunk is
+        committed, so a crash costs at most one chunk (`state.py`)."""
+        rules = HeadRules(self.source, self.options.keys, state, entries=self.options.entries)
+        while state.checked < state.size:
+            start = state.checked
+            leaves = self._chunk(start, state.size)
+            rules.targets, paths = _newest_heads(leaves)
+            rules.prefetched = self.source.read_many(paths)
+            for index, leaf in enumerate(leaves, start=start):
+                stored = state.leaf_hashes[index * HASH_SIZE : (index + 1) * HASH_SIZE]
+                if hashlib.sha256(b"\x00" + leaf).digest() != stored:
+                    result.findings.append(
+                        {
+                            "alarm": "entries_mismatch",
+                            "index": index,
+                            "detail": "the entry bundle changed since it gave the root",
+                        }
+                    )
+                    return
+                result.findings += rules.check(index, leaf)
+            if result.alarmed:
+                return
+            state.checked = start + len(leaves)
+            states.save(self.options.state_dir, state, state.size)
+
+    def _chunk(self, start: int, size: int) -> list[bytes]:
+        """The leaves from `start`, up to CHUNK_BUNDLES entry bundles (bounded memory)."""
+        leaves: list[bytes] = []
+        for bundle in range(start // TILE_WIDTH, (size - 1) // TILE_WIDTH + 1)[:CHUNK_BUNDLES]:
+            got = read_bundle(self.source, "history/", size, bundle)
+            leaves += got[max(0, start - bundle * TILE_WIDTH) :]
+        return leaves
+
+
+def _newest_heads(leaves: list[bytes]) -> tuple[dict[str, tuple[int, bytes]], list[str]]:
+    """Each day's last head among `leaves` (history order): the day's proofs' target; and
+    the paths of the head documents, to read ahead."""
+    targets: dict[str, tuple[int, bytes]] = {}
+    paths: list[str] = []
+    for leaf in leaves:
+        try:
+            claims = leaf_claims(leaf)
+        except CapabilityAnchorError:
+            continue
+        targets[claims["day"]] = (claims["tree_size"], bytes.fromhex(claims["root"]))
+        paths.append(head_path(claims))
+    return targets, list(dict.fromkeys(paths))

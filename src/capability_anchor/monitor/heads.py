@@ -1,0 +1,194 @@
+"""The SPEC §4/§12.1 rules on each new history leaf (a head), in the order they are checked:
+
+1. `invalid_head_leaf`: the leaf is the JCS bytes of well-formed head claims;
+2. `head_missing` / `bad_head_signature` / `head_not_leaf`: the log serves the head's
+   document, its JWS verifies with the trusted keys, and its payload is the leaf;
+3. `two_sealed_heads` / `head_after_seal`: nothing follows a day's sealed head in that day;
+4. `order`: (day, sealed, tree_size) strictly grows;
+5. `prev_broken`: `prev` is the digest of the newest sealed head of an earlier day (null
+   on the first day), and a new day comes only after the day before it was sealed (every
+   day is sealed, empty ones too);
+6. `day_head_shrinks` / `root_conflict`: within a day sizes never shrink and one size has
+   one root;
+7. `day_inconsistent`: each head of a day is consistent with the previous head of that day,
+   by consistency proofs built from the day's tiles (`/roots/<day>/tile/...`): each
+   previous head against the day's newest head of the run (`targets`), which implies it;
+8. with `--entries`, `day_root_mismatch`: the root re-derived from the day's entry bundles.
+
+A leaf that fails 1 is not a head, so the rules skip it. A leaf that fails 2 is still a
+head of the signed history (the checkpoint covers it), so rules 3-8 apply to it as well.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from typing import Any
+
+import rfc8785
+
+from .. import head as heads
+from .. import strictjson
+from ..errors import CapabilityAnchorError, InputError, VerificationError
+from ..keys import KeySet
+from ..merkle import TileCache, TileNodes, TreeEdge, consistency_nodes, verify_consistency
+from ..merkle.nodes import resolve
+from .source import LogSource, read_bundle, read_tile
+from .state import DayEdge, LastHead, MonitorState
+
+Finding = dict[str, Any]
+
+
+def leaf_claims(leaf: bytes) -> dict[str, Any]:
+    """Head claims whose JCS bytes are exactly `leaf`; raises VerificationError."""
+    try:
+        claims = heads.check_claims(strictjson.loads(leaf))
+    except CapabilityAnchorError as exc:
+        raise VerificationError(str(exc)) from None
+    if rfc8785.dumps(claims) != leaf:
+        raise VerificationError("the leaf is not the JCS bytes of its claims")
+    return claims
+
+
+def head_path(claims: dict[str, Any]) -> str:
+    if claims["sealed"]:
+        return f"roots/{claims['day']}"
+    return f"roots/{claims['day']}/{claims['tree_size']}"
+
+
+class HeadRules:
+    def __init__(
+        self, source: LogSource, keys: KeySet, state: MonitorState, *, entries: bool
+    ) -> None:
+        self.source = source
+        self.keys = keys
+        self.state = state
+        self.entries = entries
+        self.checked = 0
+        self.targets: dict[str, tuple[int, bytes]] = {}  # day -> its newest head in this run
+        self.prefetched: dict[str, bytes | None] = {}  # head documents read ahead, by path
+        # Shared across heads: the full tiles of a day serve every later proof. Soundness
+        # does not rest on where a hash came from: each proof is checked against both roots.
+        self._tiles = TileCache()
+
+    def check(self, index: int, leaf: bytes) -> list[Finding]:
+        found: list[Finding] = []
+
+        def alarm(name: str, detail: str, **extra: Any) -> None:
+            found.append({"alarm": name, "index": index, "detail": detail, **extra})
+
+        try:
+            claims = leaf_claims(leaf)
+        except VerificationError as exc:
+            alarm("invalid_head_leaf", str(exc))
+            return found
+        where = {"day": claims["day"], "tree_size": claims["tree_size"], "sealed": claims["sealed"]}
+        problem = self._signed(claims, leaf)
+        if problem is not None:
+            alarm(problem[0], problem[1], **where)
+        for name, detail in self._rules(claims):
+            alarm(name, detail, **where)
+        self._advance(claims, leaf)
+        self.checked += 1
+        return found
+
+    def _signed(self, claims: dict[str, Any], leaf: bytes) -> tuple[str, str] | None:
+        path = head_path(claims)
+        data = self.prefetched.pop(path) if path in self.prefetched else self.source.read(path)
+        if data is None:
+            return "head_missing", f"{path}: the log does not serve this head"
+        try:
+            token = heads.parse_document(data).jws
+            verified = heads.verify_head(token, self.keys)
+        except CapabilityAnchorError as exc:
+            return "bad_head_signature", f"{path}: {exc}"
+        if rfc8785.dumps(verified.claims) != leaf:
+            return "head_not_leaf", f"{path}: the signed head is not the history leaf"
+        return None
+
+    def _rules(self, claims: dict[str, Any]) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        last = self.state.last
+        day, size, sealed = claims["day"], claims["tree_size"], claims["sealed"]
+        if last is not None and last.day == day and last.sealed:
+            name = "two_sealed_heads" if sealed else "head_after_seal"
+            out.append((name, f"day {day} was already sealed at size {last.tree_size}"))
+        elif last is not None and (day, sealed, size) <= (last.day, last.sealed, last.tree_size):
+            out.append(("order", f"follows ({last.day}, {last.sealed}, {last.tree_size})"))
+        out += self._chain(claims)
+        if last is not None and last.day == day:
+            out += self._same_day(last, size, bytes.fromhex(claims["root"]))
+        if self.entries:
+            out += self._entries(day, size, bytes.fromhex(claims["root"]))
+        return out
+
+    def _chain(self, claims: dict[str, Any]) -> list[tuple[str, str]]:
+        state, last, day = self.state, self.state.last, claims["day"]
+        expected = state.sealed_before if day == state.sealed_day else state.sealed_digest
+        out = []
+        if claims["prev"] != expected:
+            out.append(("prev_broken", f"prev is {claims['prev']}, expected {expected}"))
+        if last is not None and day > last.day:
+            following = (dt.date.fromisoformat(last.day) + dt.timedelta(days=1)).isoformat()
+            if not last.sealed or day != following:
+                out.append(("prev_broken", f"day {day} follows day {last.day} not sealed"))
+        return out
+
+    def _same_day(self, last: LastHead, size: int, root: bytes) -> list[tuple[str, str]]:
+        if size < last.tree_size:
+            return [("day_head_shrinks", f"size {size} after {last.tree_size}")]
+        if size == last.tree_size:
+            if root.hex() != last.root:
+                return [("root_conflict", f"root {root.hex()} at size {size}, was {last.root}")]
+            return []
+        if last.tree_size == 0:
+            return []
+        # Each previous head is proved a prefix of the day's newest head in this run, not of
+        # the next head: prefixes of one tree are prefixes of each other, so every pair is
+        # consistent, and every proof reads the tiles of one size (a fetch per 256 heads).
+        target_size, target_root = self.targets.get(last.day, (size, root))
+        if target_size < size:
+            target_size, target_root = size, root
+        prefix = f"roots/{last.day}/"
+        nodes = TileNodes(
+            lambda level, i: read_tile(self.source, prefix, target_size, level, i),
+            cache=self._tiles,
+            namespace=(last.day, target_size),
+        )
+        first, first_root = last.tree_size, bytes.fromhex(last.root)
+        try:
+            path = resolve(consistency_nodes(first, target_size), nodes.node)
+            verify_consistency(first, target_size, first_root, target_root, path)
+        except InputError:
+            raise
+        except CapabilityAnchorError as exc:
+            return [("day_inconsistent", f"{first} -> {target_size}: {exc}")]
+        return []
+
+    def _entries(self, day: str, size: int, root: bytes) -> list[tuple[str, str]]:
+        saved = self.state.day_edge
+        edge = saved.edge() if saved is not None and saved.day == day else TreeEdge()
+        if size < edge.size:
+            edge = TreeEdge()  # the shrink is alarmed above; re-derive this head alone
+        prefix = f"roots/{day}/"
+        while edge.size < size:
+            bundle = edge.size // 256
+            entries = read_bundle(self.source, prefix, size, bundle)
+            skip = edge.size - bundle * 256
+            edge.extend(b"".join(hashlib.sha256(b"\x00" + e).digest() for e in entries[skip:]))
+        self._day_edge = DayEdge.of(day, edge)
+        if edge.root() != root:
+            return [("day_root_mismatch", f"the day's entries give root {edge.root().hex()}")]
+        return []
+
+    def _advance(self, claims: dict[str, Any], leaf: bytes) -> None:
+        self.state.last = LastHead(
+            claims["day"], claims["sealed"], claims["tree_size"], claims["root"]
+        )
+        if claims["sealed"]:
+            if claims["day"] != self.state.sealed_day:
+                self.state.sealed_before = self.state.sealed_digest
+            self.state.sealed_digest = hashlib.sha256(leaf).hexdigest()
+            self.state.sealed_day = claims["day"]
+        if self.entries:
+            self.state.day_edge = self._day_edge
