@@ -33,7 +33,14 @@ _CODES = {400: "bad_request", 403: "forbidden", 404: "not_found", 422: "unproces
 
 def refusal_response(exc: Refusal) -> Response[bytes]:
     if exc.status == 409:
-        return Response(exc.body(), status_code=409, media_type=SIZE_CONTENT_TYPE)
+        # Exactly `text/x.tlog.size` (clients compare it whole): Litestar would append a
+        # charset to a text/ media type, an explicit header is sent as given.
+        return Response(
+            exc.body(),
+            status_code=409,
+            media_type=SIZE_CONTENT_TYPE,
+            headers={"Content-Type": SIZE_CONTENT_TYPE},
+        )
     body = _ENCODER.encode(ErrorBody(VERSION, _CODES[exc.status], exc.reason[:300]))
     return Response(body, status_code=exc.status, media_type="application/json")
 
