@@ -5,7 +5,9 @@ so nothing here is the product's own code checking itself.
 
 Non-project vectors: the "monkeys" log of github.com/transparency-dev/witness
 (witness/witness_test.go, copied to tests/vectors/transparency-dev-witness/monkeys.json with
-its commit).
+its commit). Interop: our log's witness client (`witnessing.run_round`) with our witness and
+aics-witness (PyPI) in one policy, aics-tlog checking our cosignature, `verify-proof --policy`
+with the quorum of both.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import sqlite3
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,8 +28,14 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from c2spkit import ensure_venv, run_peer
+from capability_anchor.export import export
+from capability_anchor.log import Log
+from capability_anchor.witnessing import run_round
 from naive_rfc9162 import Naive, leaf
+from obskit import observation
 from serverkit import CLI, Server, free_port, start
+from witnesskit import AicsWitness
 
 EM = "\u2014"
 VECTORS = Path(__file__).parent / "vectors" / "transparency-dev-witness" / "monkeys.json"
@@ -362,3 +371,76 @@ def test_cli_exit_codes(tmp_path: Path, log: HandLog) -> None:
     assert witness_cli(data, "add-log", "--origin", "o", "--vkey", log.vkey).returncode == 0
     other = HandLog("log.test/other").vkey
     assert witness_cli(data, "add-log", "--origin", "o", "--vkey", other).returncode == 1
+
+
+# --- interop: our log, aics-witness, aics-tlog, verify-proof --------------------------------
+
+ISS = "https://resolver.example"
+ORIGIN = "resolver.example/history"
+
+
+def grow(log: Log, n: int, tag: str) -> None:
+    log.append([observation(i, tag) for i in range(n)])
+    log.checkpoint()
+
+
+def test_our_log_is_cosigned_by_our_witness_and_aics_witness_and_verify_proof_passes(
+    tmp_path: Path,
+) -> None:
+    Log.init(tmp_path / "data", iss=ISS, clock=time.time).close()
+    with Log.open(tmp_path / "data", clock=time.time) as log:
+        grow(log, 2, "a")
+        vkey = log.read.history.vkey()
+        ours = start_witness(tmp_path, (ORIGIN, vkey))
+        try:
+            with AicsWitness(tmp_path / "aics", ORIGIN, vkey) as aics:
+                text = (
+                    f"witness ours {ours.vkey} {ours.server.url}\n"
+                    f"witness aics {aics.vkey} {aics.url}\n"
+                    "group both 2 ours aics\nquorum both\n"
+                ).encode()
+                with log.writer.lock, log.store.write():
+                    log.store.set_policy(text, int(log.clock()))
+                for k in range(2):  # the second round sends a consistency proof to both
+                    outcomes = run_round(log)
+                    assert sorted(o.result for o in outcomes) == ["cosigned", "cosigned"], [
+                        o.detail for o in outcomes
+                    ]
+                    grow(log, 1, f"b{k}")
+                log.append([observation(0, "rec", iss=ISS)])
+                log.checkpoint()
+                assert [o.result for o in run_round(log)] == ["cosigned", "cosigned"]
+                served = log.read.history.served_checkpoint()
+                # aics-tlog, a client that is not ours, checks our witness's cosignature.
+                answer = run_peer(
+                    ensure_venv(),
+                    {
+                        "op": "verify",
+                        "note": served.decode(),
+                        "log_vkey": vkey,
+                        "witness_vkeys": [ours.vkey, aics.vkey],
+                        "quorum": 2,
+                        "origin": ORIGIN,
+                    },
+                )
+                assert answer["ok"] and len(answer["witnesses"]) == 2, answer
+                folder = tmp_path / "public"
+                export(log, folder)
+                record = log.record(sub="example:rec-0")
+        finally:
+            ours.server.kill()
+    (tmp_path / "record.json").write_text(json.dumps(record))
+    (tmp_path / "policy.txt").write_bytes(f"log {vkey}\n".encode() + text)
+    done = subprocess.run(
+        [
+            str(CLI.parent / "verify-proof"),
+            str(tmp_path / "record.json"),
+            *("--roots", str(folder), "--policy", str(tmp_path / "policy.txt")),
+            *("--at", str(record["iat"])),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS witnesses" in done.stdout, done.stdout
