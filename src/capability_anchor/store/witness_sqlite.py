@@ -4,7 +4,9 @@ One connection, used by one thread at a time (a lock), WAL with `synchronous=FUL
 cosignature is answered only after its row is durable (tlog-witness: "MUST persist the new
 checkpoint before responding"). `advance` runs under `BEGIN IMMEDIATE`, so the check of
 the old size and the insert of the new row are one step even across processes (a `witness
-add-log` while `witness serve` runs, or two servers on one data dir).
+add-log` while `witness serve` runs, or two servers on one data dir). Concurrent `advance`
+calls share one transaction and one fsync (group commit), each step still reading the
+state the steps before it left.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import Conflict, StoreError
@@ -72,6 +75,17 @@ MIGRATIONS = {1: _SCHEMA_V1}
 """user_version N-1 -> N. A new version adds its step here; old ones are never edited."""
 
 
+@dataclass
+class _Pending:
+    """One `advance` waiting for the group commit that holds it."""
+
+    origin: str
+    step: Step
+    done: bool = False
+    result: Cosigned | None = None
+    error: BaseException | None = None
+
+
 def _row(row: tuple[str, int, bytes, bytes, str, int]) -> Cosigned:
     return Cosigned(*row)
 
@@ -83,6 +97,8 @@ class SqliteWitnessStore:
         self._conn = conn
         self._path = path
         self._lock = threading.Lock()
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Pending] = []
 
     @classmethod
     def create(cls, data_dir: Path, name: str) -> SqliteWitnessStore:
@@ -219,14 +235,58 @@ class SqliteWitnessStore:
             return self._latest(origin)
 
     def advance(self, origin: str, step: Step) -> Cosigned:
-        with self._write():
-            new = step(self._latest(origin))
-            self._conn.execute(
-                "INSERT INTO cosigned (origin, size, root, checkpoint, cosignature, time) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (new.origin, new.size, new.root, new.checkpoint, new.cosignature, new.time),
-            )
-        return new
+        """Group commit: a caller queues its step, and whoever holds the write lock next runs
+        every queued step in one `BEGIN IMMEDIATE` transaction, in queue order, each seeing
+        the rows of the steps before it. A commit costs one fsync, so concurrent requests
+        share it; each is answered only once the commit holding its row is durable."""
+        pending = _Pending(origin, step)
+        with self._queue_lock:
+            self._queue.append(pending)
+        with self._lock:
+            if not pending.done:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._run(batch)
+        if pending.error is not None:
+            raise pending.error
+        if pending.result is None:  # pragma: no cover (every path sets one)
+            raise StoreError("the witness store lost a queued write")
+        return pending.result
+
+    def _run(self, batch: list[_Pending]) -> None:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for pending in batch:
+                conn.execute("SAVEPOINT step")
+                try:
+                    new = pending.step(self._latest(pending.origin))
+                    conn.execute(
+                        "INSERT INTO cosigned (origin, size, root, checkpoint, cosignature, "
+                        "time) VALUES (?, ?, ?, ?, ?, ?)",
+                        (new.origin, new.size, new.root, new.checkpoint, new.cosignature, new.time),
+                    )
+                    pending.result = new
+                except Exception as exc:  # this step's refusal only: the others go on
+                    conn.execute("ROLLBACK TO step")
+                    if isinstance(exc, sqlite3.Error):
+                        exc = store_error(exc, "the witness store refused a write")
+                    pending.error = exc
+                conn.execute("RELEASE step")
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            error = store_error(exc, "the witness store could not commit")
+            for pending in batch:
+                pending.result, pending.error = None, pending.error or error
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            for pending in batch:
+                pending.done = True
 
     def close(self) -> None:
         with self._lock:
