@@ -269,6 +269,49 @@ def test_parallel_requests_from_one_old_size_give_exactly_one_cosignature(
     assert len(sizes) == 2 and sizes[0] == 4 and sizes[1] > 4
 
 
+def test_parallel_requests_for_several_logs_each_succeed(tmp_path: Path) -> None:
+    """Requests for different logs share commits (the store's group commit); a refusal in
+    one shares a transaction with the others' cosignatures and takes none of them back."""
+    logs = [HandLog(f"log.test/p{k}") for k in range(6)]
+    for hand in logs:
+        hand.grow(12)
+    running = start_witness(tmp_path, *((h.origin, h.vkey) for h in logs))
+    try:
+        barrier = threading.Barrier(len(logs) * 2, timeout=30)
+
+        def chain(hand: HandLog) -> list[int]:
+            statuses = []
+            with httpx.Client(timeout=30) as c:
+                barrier.wait()
+                old = 0
+                for new in range(1, 13):
+                    proof = hand.proof(old, new) if old else []
+                    statuses.append(running.post(c, body(old, proof, hand.note(new))).status_code)
+                    old = new
+            return statuses
+
+        def stale(hand: HandLog) -> list[int]:
+            with httpx.Client(timeout=30) as c:
+                barrier.wait()
+                return [
+                    running.post(c, body(1, [], hand.note(1, root=bytes(32)))).status_code
+                    for _ in range(12)
+                ]
+
+        with ThreadPoolExecutor(len(logs) * 2) as pool:
+            chain_futures = [pool.submit(chain, h) for h in logs]
+            stale_futures = [pool.submit(stale, h) for h in logs]
+            chains = [f.result() for f in chain_futures]
+            stales = [f.result() for f in stale_futures]
+        assert all(statuses == [200] * 12 for statuses in chains), chains
+        assert all(set(statuses) <= {403, 409, 422} for statuses in stales), stales
+    finally:
+        running.server.kill()
+    with sqlite3.connect(running.data / "witness.sqlite3") as db:
+        counts = dict(db.execute("SELECT origin, count(*) FROM cosigned GROUP BY origin"))
+    assert counts == {h.origin: 12 for h in logs}
+
+
 def test_kill_9_mid_load_keeps_the_store_consistent_and_never_goes_back(
     tmp_path: Path, log: HandLog
 ) -> None:
