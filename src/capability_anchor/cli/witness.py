@@ -28,7 +28,17 @@ def witness_data(value: str | None) -> Path:
 
 
 def add_witness_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="witness_command", metavar="SUBCOMMAND", required=True)
+    sub = p.add_subparsers(
+        dest="witness_command",
+        metavar="SUBCOMMAND",
+        required=True,
+        help="init, add-log or serve",
+    )
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=text, description=text, formatter_class=p.formatter_class, epilog=p.epilog
+        )
 
     def data(q: argparse.ArgumentParser) -> None:
         q.add_argument(
@@ -37,16 +47,16 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
             help=f"witness data dir (default: ${DATA_ENV}, else ./witness-data)",
         )
 
-    q = sub.add_parser("init", help="create the witness store and its Ed25519 cosigning key")
+    q = command("init", "create the witness store and its Ed25519 cosigning key")
     data(q)
     q.add_argument("--name", required=True, help="the witness's key name, e.g. witness.example/w1")
-    q = sub.add_parser("add-log", help="witness a log: its origin line and a vkey of its key")
+    q = command("add-log", "witness a log: its origin line and a vkey of its key")
     data(q)
     q.add_argument("--origin", required=True, help="the log's checkpoint origin line")
     q.add_argument(
         "--vkey", required=True, action="append", help="the log's note vkey (repeatable)"
     )
-    q = sub.add_parser("serve", help="answer add-checkpoint and the monitoring endpoint")
+    q = command("serve", "answer add-checkpoint and the monitoring endpoint")
     data(q)
     q.add_argument("--host", default="127.0.0.1", help="address to listen on")
     q.add_argument("--port", type=int, default=8380, help="TCP port to listen on")
