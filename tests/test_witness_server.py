@@ -402,6 +402,12 @@ def test_the_transparency_dev_monkeys_log(tmp_path: Path) -> None:
 
 def test_cli_exit_codes(tmp_path: Path, log: HandLog) -> None:
     data = tmp_path / "w"
+    # A key file in the way: init fails and leaves no store behind, so it can be run again.
+    data.mkdir()
+    (data / "witness-key.jwk").write_text("{}")
+    assert witness_cli(data, "init", "--name", "w.test/x").returncode == 2
+    assert not (data / "witness.sqlite3").exists()
+    (data / "witness-key.jwk").unlink()
     assert witness_cli(data, "add-log", "--origin", "o", "--vkey", log.vkey).returncode == 2
     assert witness_cli(data, "init", "--name", "bad name").returncode == 2
     made = witness_cli(data, "init", "--name", "w.test/x")

@@ -74,6 +74,7 @@ def _init(args: argparse.Namespace) -> int:
     from ..keys import create_key_file
     from ..note import Cosigner
     from ..note.signed import check_key_name
+    from ..store.witness_interface import WITNESS_DB_NAME
     from ..store.witness_sqlite import SqliteWitnessStore
     from ..witness.service import KEY_FILE
 
@@ -85,10 +86,14 @@ def _init(args: argparse.Namespace) -> int:
     data.mkdir(mode=0o700, parents=True, exist_ok=True)
     # The store first: it refuses an existing witness before a second key could be made.
     store = SqliteWitnessStore.create(data, args.name)
+    store.close()
     try:
         key = create_key_file(data / KEY_FILE)
-    finally:
-        store.close()
+    except BaseException:
+        # A store without its key could never serve, and would block the next init.
+        for suffix in ("", "-wal", "-shm"):
+            (data / (WITNESS_DB_NAME + suffix)).unlink(missing_ok=True)
+        raise
     vkey = Cosigner(args.name, key).verifier.vkey()
     emit({"name": args.name, "vkey": vkey, "data": str(data)})
     print(f"{PROG}: created the witness {args.name} in {data}", file=sys.stderr)
