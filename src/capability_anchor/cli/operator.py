@@ -32,6 +32,7 @@ from .operator_write import (
     cmd_timestamp,
 )
 from .serve import add_serve_arguments, cmd_serve
+from .witness import add_witness_arguments, cmd_witness
 
 __all__ = ["PROG", "add_data", "add_tsa", "build_parser", "data_dir", "main"]
 
@@ -220,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_arguments(command("serve", "run the HTTP service (SPEC §6) with background work"))
 
+    add_witness_arguments(command("witness", "run a C2SP tlog-witness for other logs"))
+
     p = command("demo", "anchor sample (or given) records in memory, sign and verify them")
     add_data(p)
     p.add_argument("--iss", default="https://resolver.example", help="the resolver origin")
@@ -260,6 +263,7 @@ COMMANDS = {
     "monitor": cmd_monitor,
     "serve": cmd_serve,
     "demo": cmd_demo,
+    "witness": cmd_witness,
 }
 
 

@@ -1,0 +1,152 @@
+"""`capability-anchor witness ...`: run a C2SP tlog-witness (issue #14).
+
+`init --name NAME` makes the witness's data dir, its SQLite store and its Ed25519 key
+(0600), and prints the cosignature vkey (type 0x04) that logs and verifiers put in their
+tlog-policy; `add-log --origin O --vkey V` configures a log; `serve` answers
+`add-checkpoint` and the monitoring endpoint. Exit codes as every command: 2 usage or I/O, 1
+refused (an existing witness, a log already configured with other keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from ..errors import NoteError, UsageError
+from .common import EXIT_OK, emit
+
+PROG = "capability-anchor witness"
+DATA_ENV = "CAPABILITY_ANCHOR_WITNESS_DATA"
+
+
+def witness_data(value: str | None) -> Path:
+    return Path(value or os.environ.get(DATA_ENV) or "witness-data")
+
+
+def add_witness_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(
+        dest="witness_command",
+        metavar="SUBCOMMAND",
+        required=True,
+        help="init, add-log or serve",
+    )
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=text, description=text, formatter_class=p.formatter_class, epilog=p.epilog
+        )
+
+    def data(q: argparse.ArgumentParser) -> None:
+        q.add_argument(
+            "--data",
+            metavar="DIR",
+            help=f"witness data dir (default: ${DATA_ENV}, else ./witness-data)",
+        )
+
+    q = command("init", "create the witness store and its Ed25519 cosigning key")
+    data(q)
+    q.add_argument("--name", required=True, help="the witness's key name, e.g. witness.example/w1")
+    q = command("add-log", "witness a log: its origin line and a vkey of its key")
+    data(q)
+    q.add_argument("--origin", required=True, help="the log's checkpoint origin line")
+    q.add_argument(
+        "--vkey", required=True, action="append", help="the log's note vkey (repeatable)"
+    )
+    q = command("serve", "answer add-checkpoint and the monitoring endpoint")
+    data(q)
+    q.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    q.add_argument("--port", type=int, default=8380, help="TCP port to listen on")
+    q.add_argument(
+        "--rate-limit", type=int, default=100, help="requests/s per client address; 0: off"
+    )
+
+
+def cmd_witness(args: argparse.Namespace) -> int:
+    commands = {"init": _init, "add-log": _add_log, "serve": _serve}
+    return commands[args.witness_command](args)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from ..keys import create_key_file
+    from ..note import Cosigner
+    from ..note.signed import check_key_name
+    from ..store.witness_interface import WITNESS_DB_NAME
+    from ..store.witness_sqlite import SqliteWitnessStore
+    from ..witness.service import KEY_FILE
+
+    try:
+        check_key_name(args.name)
+    except NoteError as exc:
+        raise UsageError(f"--name: {exc}") from None
+    data = witness_data(args.data)
+    data.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The store first: it refuses an existing witness before a second key could be made.
+    store = SqliteWitnessStore.create(data, args.name)
+    store.close()
+    try:
+        key = create_key_file(data / KEY_FILE)
+    except BaseException:
+        # A store without its key could never serve, and would block the next init.
+        for suffix in ("", "-wal", "-shm"):
+            (data / (WITNESS_DB_NAME + suffix)).unlink(missing_ok=True)
+        raise
+    vkey = Cosigner(args.name, key).verifier.vkey()
+    emit({"name": args.name, "vkey": vkey, "data": str(data)})
+    print(f"{PROG}: created the witness {args.name} in {data}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _add_log(args: argparse.Namespace) -> int:
+    from ..note import note_verifier
+    from ..store.witness_sqlite import SqliteWitnessStore
+
+    try:
+        vkeys = tuple(note_verifier(v).vkey() for v in args.vkey)
+    except NoteError as exc:
+        raise UsageError(f"add-log: {exc}") from None
+    if not args.origin or any(ord(c) < 0x20 for c in args.origin):
+        raise UsageError("--origin is one non-empty line without control characters")
+    store = SqliteWitnessStore.open(witness_data(args.data))
+    try:
+        store.add_log(args.origin, vkeys, int(time.time()))
+    finally:
+        store.close()
+    emit({"origin": args.origin, "vkeys": list(vkeys)})
+    return EXIT_OK
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ..api.nodelay import with_header_timeout
+    from ..witness.app import create_witness_app
+    from ..witness.service import Witness
+    from .serve import _bind, _server_class, _url_host
+
+    if args.rate_limit < 0:
+        raise UsageError("--rate-limit must be >= 0")
+    sock = _bind(args.host, args.port)
+    try:
+        witness = Witness.open(witness_data(args.data))
+        app = create_witness_app(witness, rate_limit=args.rate_limit)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=30,
+            http=with_header_timeout(10.0),
+        )
+        server = _server_class()(config)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, server.handle_exit)
+        sock.listen(config.backlog)
+        host, port = sock.getsockname()[:2]
+        print(f"{PROG}: serving on http://{_url_host(host)}:{port}", file=sys.stderr, flush=True)
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return EXIT_OK

@@ -1,0 +1,73 @@
+"""The witness's own storage (`capability-anchor witness`, c2sp.org/tlog-witness): the logs it
+witnesses and, per log, every checkpoint it cosigned, append-only.
+
+A witness database is its own file in the witness's data dir, never the log's: a resolver
+that runs both keeps two histories that share nothing. The newest cosigned row of a log is
+the witness's "latest cosigned checkpoint"; rows are only ever added, and a row never goes
+back in size or changes the root of a size (the schema's triggers refuse it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+WITNESS_DB_NAME = "witness.sqlite3"
+WITNESS_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WitnessedLog:
+    """A log the witness cosigns for: its origin and the vkeys trusted for it."""
+
+    origin: str
+    vkeys: tuple[str, ...]
+    added: int
+
+
+@dataclass(frozen=True)
+class Cosigned:
+    """One checkpoint the witness cosigned: the log's signed note as received, and the one
+    cosignature/v1 line the witness answered with."""
+
+    origin: str
+    size: int
+    root: bytes
+    checkpoint: bytes
+    cosignature: str
+    time: int
+
+    def monitoring_note(self) -> bytes:
+        """The checkpoint with the witness's cosignature appended (the monitoring view)."""
+        return self.checkpoint + self.cosignature.encode("utf-8")
+
+
+Step = Callable[[Cosigned | None], Cosigned]
+"""Given the latest cosigned row (None: never), the row to add, or an exception."""
+
+
+class WitnessStore(Protocol):
+    """What the witness needs from storage. `advance` is the one write of the protocol."""
+
+    def name(self) -> str:
+        """The witness's key name, fixed at creation."""
+        ...
+
+    def log(self, origin: str) -> WitnessedLog | None: ...
+
+    def logs(self) -> list[WitnessedLog]: ...
+
+    def add_log(self, origin: str, vkeys: tuple[str, ...], added: int) -> None:
+        """Configure a log; the same origin again with the same keys is a no-op, with other
+        keys a Conflict (a log's keys are never replaced in place)."""
+        ...
+
+    def latest(self, origin: str) -> Cosigned | None: ...
+
+    def advance(self, origin: str, step: Step) -> Cosigned:
+        """Read the latest row of `origin`, call `step` with it and add what it returns, all in
+        one write transaction: two calls for one log never both pass from the same row."""
+        ...
+
+    def close(self) -> None: ...
