@@ -12,9 +12,12 @@ import argparse
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import EXIT_OK
+
+if TYPE_CHECKING:
+    import socket
 
 PROG = "capability-anchor"
 
@@ -149,10 +152,7 @@ def _init_log(args: argparse.Namespace, data: Path) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from ..api import Settings, accesslog, create_app
-    from ..api.nodelay import with_header_timeout
     from ..errors import UsageError
     from ..jws import MAX_RECORD_LIFETIME
     from ..writer_token import TOKEN_FILE
@@ -197,32 +197,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         # The log is opened and self-checked here, before the socket listens.
         app = create_app(settings)
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            # Ours (api/accesslog.py) replaces uvicorn's access log.
-            access_log=False,
-            timeout_graceful_shutdown=30,
-            # The production form's protocol: TCP_NODELAY and the header timeout.
-            http=with_header_timeout(settings.header_timeout),
-        )
-        server = _server_class()(config)
-        # From "serving on" on, a signal that comes before uvicorn has taken the signals over
-        # stops the server as uvicorn's own handler would (start, then at once a clean
-        # shutdown, logged), rather than a SystemExit out of a half-started event loop.
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, server.handle_exit)
-        sock.listen(config.backlog)
-        host, port = sock.getsockname()[:2]
-        # Connections made from now on wait in the backlog until uvicorn accepts them.
-        print(f"{PROG}: serving on http://{_url_host(host)}:{port}", file=sys.stderr, flush=True)
-        # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests (and batches)
-        # finish before the app's shutdown closes the log; then it re-raises the signal it
-        # caught to the handler that was in place before it (ours): a clean exit 0.
-        server.run(sockets=[sock])
+        run_on(sock, app, header_timeout=settings.header_timeout)
     finally:
         sock.close()
     return EXIT_OK
+
+
+def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str = PROG) -> None:
+    """Serve `app` with uvicorn on `sock` (bound, not yet listening) until a signal stops it:
+    `serve` and `witness serve` both."""
+    import uvicorn
+
+    from ..api.nodelay import with_header_timeout
+
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        log_level="warning",
+        # Ours (api/accesslog.py) replaces uvicorn's access log.
+        access_log=False,
+        timeout_graceful_shutdown=30,
+        # The production form's protocol: TCP_NODELAY and the header timeout.
+        http=with_header_timeout(header_timeout),
+    )
+    server = _server_class()(config)
+    # From "serving on" on, a signal that comes before uvicorn has taken the signals over
+    # stops the server as uvicorn's own handler would (start, then at once a clean
+    # shutdown, logged), rather than a SystemExit out of a half-started event loop.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, server.handle_exit)
+    sock.listen(config.backlog)
+    host, port = sock.getsockname()[:2]
+    # Connections made from now on wait in the backlog until uvicorn accepts them.
+    print(f"{prog}: serving on http://{_url_host(host)}:{port}", file=sys.stderr, flush=True)
+    # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests (and batches)
+    # finish before the app's shutdown closes the log; then it re-raises the signal it
+    # caught to the handler that was in place before it (ours): a clean exit 0.
+    server.run(sockets=[sock])
 
 
 def _url_host(host: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -120,12 +119,9 @@ def _add_log(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from ..api.nodelay import with_header_timeout
     from ..witness.app import create_witness_app
     from ..witness.service import Witness
-    from .serve import _bind, _server_class, _url_host
+    from .serve import _bind, run_on
 
     if args.rate_limit < 0:
         raise UsageError("--rate-limit must be >= 0")
@@ -133,20 +129,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         witness = Witness.open(witness_data(args.data))
         app = create_witness_app(witness, rate_limit=args.rate_limit)
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=30,
-            http=with_header_timeout(10.0),
-        )
-        server = _server_class()(config)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, server.handle_exit)
-        sock.listen(config.backlog)
-        host, port = sock.getsockname()[:2]
-        print(f"{PROG}: serving on http://{_url_host(host)}:{port}", file=sys.stderr, flush=True)
-        server.run(sockets=[sock])
+        run_on(sock, app, header_timeout=10.0, prog=PROG)
     finally:
         sock.close()
     return EXIT_OK
