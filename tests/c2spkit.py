@@ -22,9 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-c2sp"
-PYTHON = VENV / "bin" / "python"
 PEER = Path(__file__).resolve().parent / "c2sp_peer.py"
-MARKER = VENV / ".aics-tlog-installed"
 REQUIREMENTS = ("aics-tlog", "cryptography>=50.0.2")
 
 
@@ -38,20 +36,29 @@ def _run(command: list[str], what: str) -> None:
         )
 
 
-def ensure_venv() -> Path:
-    """The venv's python, with aics-tlog importable; made under a lock so parallel test
-    processes install it once."""
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(ROOT / ".venv-c2sp.lock", "w") as lock:
+def third_party_venv(name: str, requirements: tuple[str, ...], module: str) -> Path:
+    """`<repo>/<name>/bin/python` with `requirements` from PyPI installed and `module`
+    importable; made under a lock, so parallel test processes install it once. The C2SP
+    peers on PyPI declare Python >= 3.12 and run on 3.11: `--ignore-requires-python`."""
+    venv = ROOT / name
+    python = venv / "bin" / "python"
+    marker = venv / f".{module.replace('_', '-')}-installed"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(ROOT / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not MARKER.exists():
-            if not PYTHON.exists():
-                _run([sys.executable, "-m", "venv", "--clear", str(VENV)], "python3 -m venv")
-            pip = [str(PYTHON), "-m", "pip", "--disable-pip-version-check", "-q", "install"]
-            _run([*pip, "--ignore-requires-python", *REQUIREMENTS], "pip install aics-tlog")
-            _run([str(PYTHON), "-c", "import aics_tlog"], "import aics_tlog")
-            MARKER.write_text("\n".join(REQUIREMENTS) + "\n")
-    return PYTHON
+        if not marker.exists():
+            if not python.exists():
+                _run([sys.executable, "-m", "venv", "--clear", str(venv)], "python3 -m venv")
+            pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+            _run([*pip, "--ignore-requires-python", *requirements], f"pip install {module}")
+            _run([str(python), "-c", f"import {module}"], f"import {module}")
+            marker.write_text("\n".join(requirements) + "\n")
+    return python
+
+
+def ensure_venv() -> Path:
+    """The venv's python, with aics-tlog importable."""
+    return third_party_venv(VENV.name, REQUIREMENTS, "aics_tlog")
 
 
 def run_peer(python: Path, request: dict[str, Any]) -> dict[str, Any]:

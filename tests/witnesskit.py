@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import hashlib
 import http.server
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +31,8 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from c2spkit import third_party_venv
 
 EM = "\u2014"
 ROOT = Path(__file__).resolve().parent.parent
@@ -327,22 +327,10 @@ AICS_REQUIREMENTS = ("aics-witness", "cryptography>=50.0.2")
 
 
 def ensure_aics_witness() -> Path:
-    """`<repo>/.venv-witness/bin/aics-witness`, installed once (under a lock, so parallel
-    test processes install it once). aics-witness declares Python >= 3.12 and runs on 3.11:
-    `--ignore-requires-python`. If it cannot be installed the test fails with pip's error."""
-    venv = ROOT / ".venv-witness"
-    marker = venv / ".aics-witness-installed"
-    python = venv / "bin" / "python"
-    with open(ROOT / ".venv-witness.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not marker.exists():
-            if not python.exists():
-                _run([sys.executable, "-m", "venv", "--clear", str(venv)], "python3 -m venv")
-            pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q", "install"]
-            _run([*pip, "--ignore-requires-python", *AICS_REQUIREMENTS], "pip install aics-witness")
-            _run([str(python), "-c", "import aics_witness"], "import aics_witness")
-            marker.write_text("\n".join(AICS_REQUIREMENTS) + "\n")
-    return venv / "bin" / "aics-witness"
+    """`<repo>/.venv-witness/bin/aics-witness`, installed once (`c2spkit.third_party_venv`).
+    If it cannot be installed the test fails with pip's error."""
+    python = third_party_venv(".venv-witness", AICS_REQUIREMENTS, "aics_witness")
+    return python.parent / "aics-witness"
 
 
 def _run(command: list[str], what: str) -> str:
