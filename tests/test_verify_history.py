@@ -14,7 +14,6 @@ failing check.
 
 from __future__ import annotations
 
-import datetime as dt
 import http.server
 import json
 import shutil
@@ -51,25 +50,13 @@ from capability_anchor.verify_anchor import Anchor
 from capability_anchor.verify_checks import CHECK_NAMES
 from capability_anchor.verify_history import check_history, check_witnesses, head_payload
 from capability_anchor.verify_sources import ProofSource, StampSource
+from logkit import Clock, at
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 ISS = "https://resolver.example"
 ORIGIN = origin_from_url(ISS)  # resolver.example/history
 DAY1, DAY2, DAY3 = "2026-03-01", "2026-03-02", "2026-03-03"
 FORBIDDEN = ("litestar", "sqlite_utils", "sqlite3", "httpx", "uvicorn", "msgspec", "rfc3161ng")
-
-
-def at(day: str, seconds: int = 0) -> float:
-    start = dt.datetime.combine(dt.date.fromisoformat(day), dt.time(), dt.UTC)
-    return start.timestamp() + seconds
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def server(sub: str, day: str) -> dict[str, Any]:
