@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,8 @@ from ..note.checkpoint import origin_from_url, parse_checkpoint
 from ..note.signed import b64encode, parse_note
 from . import state as states
 from .heads import Finding, HeadRules, head_path, leaf_claims
-from .source import LogSource, read_bundle, read_tile
+from .signatures import Item, Problem, Signatures
+from .source import LogSource, read_bundles, read_tile
 
 CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
 
@@ -187,47 +189,74 @@ class Monitor:
         """The head rules on leaves `checked`..`size`, a chunk at a time; each clean chunk is
         committed, so a crash costs at most one chunk (`state.py`)."""
         rules = HeadRules(self.source, self.options.keys, state, entries=self.options.entries)
-        while state.checked < state.size:
-            start = state.checked
-            leaves = self._chunk(start, state.size)
-            rules.targets, paths = _newest_heads(leaves)
-            rules.prefetched = self.source.read_many(paths)
-            for index, leaf in enumerate(leaves, start=start):
-                stored = state.leaf_hashes[index * HASH_SIZE : (index + 1) * HASH_SIZE]
-                if hashlib.sha256(b"\x00" + leaf).digest() != stored:
-                    result.findings.append(
-                        {
-                            "alarm": "entries_mismatch",
-                            "index": index,
-                            "detail": "the entry bundle changed since it gave the root",
-                        }
-                    )
+        signatures = Signatures(self.source, self.options.keys)
+        try:
+            while state.checked < state.size:
+                start = state.checked
+                leaves = self._chunk(start, state.size)
+                parsed, rules.targets, items = _parse_leaves(leaves)
+                verdicts = signatures.check(items)
+                try:
+                    _check_chunk(state, start, (leaves, parsed), verdicts, rules, result)
+                finally:
+                    verdicts.close()
+                if result.alarmed:
                     return
-                result.findings += rules.check(index, leaf)
-            if result.alarmed:
-                return
-            state.checked = start + len(leaves)
-            states.save(self.options.state_dir, state, state.size)
+                state.checked = start + len(leaves)
+                states.save(self.options.state_dir, state, state.size)
+        finally:
+            signatures.close()
 
     def _chunk(self, start: int, size: int) -> list[bytes]:
         """The leaves from `start`, up to CHUNK_BUNDLES entry bundles (bounded memory)."""
+        first = start // TILE_WIDTH
+        indices = list(range(first, (size - 1) // TILE_WIDTH + 1)[:CHUNK_BUNDLES])
         leaves: list[bytes] = []
-        for bundle in range(start // TILE_WIDTH, (size - 1) // TILE_WIDTH + 1)[:CHUNK_BUNDLES]:
-            got = read_bundle(self.source, "history/", size, bundle)
-            leaves += got[max(0, start - bundle * TILE_WIDTH) :]
+        for n, bundle in enumerate(read_bundles(self.source, "history/", size, indices)):
+            leaves += bundle[start - first * TILE_WIDTH :] if n == 0 else bundle
         return leaves
 
 
-def _newest_heads(leaves: list[bytes]) -> tuple[dict[str, tuple[int, bytes]], list[str]]:
-    """Each day's last head among `leaves` (history order): the day's proofs' target; and
-    the paths of the head documents, to read ahead."""
+def _check_chunk(
+    state: states.MonitorState,
+    start: int,
+    chunk: tuple[list[bytes], list[dict[str, Any] | None]],
+    verdicts: Iterator[Problem],
+    rules: HeadRules,
+    result: RunResult,
+) -> None:
+    """The head rules on one chunk of leaves, each first matched against its proven hash."""
+    for index, (leaf, claims) in enumerate(zip(*chunk, strict=True), start):
+        stored = state.leaf_hashes[index * HASH_SIZE : (index + 1) * HASH_SIZE]
+        if hashlib.sha256(b"\x00" + leaf).digest() != stored:
+            result.findings.append(
+                {
+                    "alarm": "entries_mismatch",
+                    "index": index,
+                    "detail": "the entry bundle changed since it gave the root",
+                }
+            )
+            return
+        signed = None if claims is None else next(verdicts)
+        result.findings += rules.check(index, leaf, claims, signed)
+
+
+def _parse_leaves(
+    leaves: list[bytes],
+) -> tuple[list[dict[str, Any] | None], dict[str, tuple[int, bytes]], list[Item]]:
+    """Each leaf's head claims (None when it is not a head: `check` names why); each day's
+    last head among `leaves` (history order), the target of the day's proofs; and each
+    head's document path with its leaf, for rule 2, in the order they are checked."""
+    parsed: list[dict[str, Any] | None] = []
     targets: dict[str, tuple[int, bytes]] = {}
-    paths: list[str] = []
+    items: list[Item] = []
     for leaf in leaves:
         try:
             claims = leaf_claims(leaf)
         except CapabilityAnchorError:
+            parsed.append(None)
             continue
+        parsed.append(claims)
         targets[claims["day"]] = (claims["tree_size"], bytes.fromhex(claims["root"]))
-        paths.append(head_path(claims))
-    return targets, list(dict.fromkeys(paths))
+        items.append((head_path(claims), leaf))
+    return parsed, targets, items

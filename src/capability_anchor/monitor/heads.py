@@ -31,9 +31,17 @@ from .. import head as heads
 from .. import strictjson
 from ..errors import CapabilityAnchorError, InputError, VerificationError
 from ..keys import KeySet
-from ..merkle import TileCache, TileNodes, TreeEdge, consistency_nodes, verify_consistency
+from ..merkle import (
+    TILE_WIDTH,
+    TileCache,
+    TileNodes,
+    TreeEdge,
+    consistency_nodes,
+    verify_consistency,
+)
 from ..merkle.nodes import resolve
-from .source import LogSource, read_bundle, read_tile
+from .signatures import Problem
+from .source import LogSource, read_bundles, read_tile
 from .state import DayEdge, LastHead, MonitorState
 
 Finding = dict[str, Any]
@@ -66,45 +74,34 @@ class HeadRules:
         self.entries = entries
         self.checked = 0
         self.targets: dict[str, tuple[int, bytes]] = {}  # day -> its newest head in this run
-        self.prefetched: dict[str, bytes | None] = {}  # head documents read ahead, by path
         # Shared across heads: the full tiles of a day serve every later proof. Soundness
         # does not rest on where a hash came from: each proof is checked against both roots.
         self._tiles = TileCache()
 
-    def check(self, index: int, leaf: bytes) -> list[Finding]:
+    def check(
+        self, index: int, leaf: bytes, claims: dict[str, Any] | None, signed: Problem
+    ) -> list[Finding]:
+        """The rules on one leaf, given its `leaf_claims` (None when it has none) and the
+        verdict of rule 2 on its head (`signatures.py`)."""
         found: list[Finding] = []
 
         def alarm(name: str, detail: str, **extra: Any) -> None:
             found.append({"alarm": name, "index": index, "detail": detail, **extra})
 
-        try:
-            claims = leaf_claims(leaf)
-        except VerificationError as exc:
-            alarm("invalid_head_leaf", str(exc))
+        if claims is None:
+            try:
+                leaf_claims(leaf)
+            except VerificationError as exc:
+                alarm("invalid_head_leaf", str(exc))
             return found
         where = {"day": claims["day"], "tree_size": claims["tree_size"], "sealed": claims["sealed"]}
-        problem = self._signed(claims, leaf)
-        if problem is not None:
-            alarm(problem[0], problem[1], **where)
+        if signed is not None:
+            alarm(signed[0], signed[1], **where)
         for name, detail in self._rules(claims):
             alarm(name, detail, **where)
         self._advance(claims, leaf)
         self.checked += 1
         return found
-
-    def _signed(self, claims: dict[str, Any], leaf: bytes) -> tuple[str, str] | None:
-        path = head_path(claims)
-        data = self.prefetched.pop(path) if path in self.prefetched else self.source.read(path)
-        if data is None:
-            return "head_missing", f"{path}: the log does not serve this head"
-        try:
-            token = heads.parse_document(data).jws
-            verified = heads.verify_head(token, self.keys)
-        except CapabilityAnchorError as exc:
-            return "bad_head_signature", f"{path}: {exc}"
-        if rfc8785.dumps(verified.claims) != leaf:
-            return "head_not_leaf", f"{path}: the signed head is not the history leaf"
-        return None
 
     def _rules(self, claims: dict[str, Any]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
@@ -171,10 +168,10 @@ class HeadRules:
         if size < edge.size:
             edge = TreeEdge()  # the shrink is alarmed above; re-derive this head alone
         prefix = f"roots/{day}/"
-        while edge.size < size:
-            bundle = edge.size // 256
-            entries = read_bundle(self.source, prefix, size, bundle)
-            skip = edge.size - bundle * 256
+        first = edge.size // TILE_WIDTH
+        indices = list(range(first, (size - 1) // TILE_WIDTH + 1)) if edge.size < size else []
+        for n, entries in enumerate(read_bundles(self.source, prefix, size, indices)):
+            skip = edge.size - first * TILE_WIDTH if n == 0 else 0
             edge.extend(b"".join(hashlib.sha256(b"\x00" + e).digest() for e in entries[skip:]))
         self._day_edge = DayEdge.of(day, edge)
         if edge.root() != root:

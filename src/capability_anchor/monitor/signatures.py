@@ -1,0 +1,107 @@
+"""Rule 2 of `heads.py` (the log serves each head's document, its JWS verifies, and its
+payload is the history leaf), for a chunk of heads at a time.
+
+A catch-up does this once per head: one read and one JWS check each, independent of one
+another and of every other rule. Over HTTP, one process doing that and the ordered rules
+is bound by its interpreter lock (the reads' parsing and the checks take turns), so a
+large chunk is checked by WORKERS processes, each reading with its own connections;
+small chunks (every `--watch` run after the catch-up) are checked inline. Both give the
+same verdicts in the same order (`tests/test_monitor.py`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Generator
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from .. import head as heads
+from .. import jws
+from ..errors import CapabilityAnchorError
+from ..keys import KeySet
+from .source import LogSource, open_source
+
+Problem = tuple[str, str] | None  # (alarm, detail), or None for a good head
+Item = tuple[str, bytes]  # the head document's path, the history leaf
+
+POOL_MIN = 2048  # heads in a chunk from which worker processes pay for their start
+WORKERS = 2
+BATCH = 256
+
+
+def problem_of(path: str, leaf: bytes, data: bytes | None, keys: KeySet) -> Problem:
+    """The verdict on one head, given the bytes the log served at `path` (None: nothing).
+    `leaf` must already be well-formed head claims in their JCS bytes (rule 1), so a
+    payload equal to it is exactly what `head.verify_head` would accept."""
+    if data is None:
+        return "head_missing", f"{path}: the log does not serve this head"
+    try:
+        token = heads.parse_document(data).jws
+        verified = jws.verify(token, keys, jws.HEAD_TYP)
+    except CapabilityAnchorError as exc:
+        return "bad_head_signature", f"{path}: {exc}"
+    if verified.payload != leaf:
+        return "head_not_leaf", f"{path}: the signed head is not the history leaf"
+    return None
+
+
+def _inline(source: LogSource, keys: KeySet, items: list[Item]) -> Generator[Problem, None, None]:
+    ahead = source.read_ahead([path for path, _ in items])
+    try:
+        for path, leaf in items:
+            yield problem_of(path, leaf, ahead.take(path), keys)
+    finally:
+        ahead.close()
+
+
+_worker_source: LogSource | None = None  # in a worker process, set by its initializer
+_worker_keys: KeySet | None = None
+
+
+def _start_worker(where: str, keys: KeySet) -> None:
+    global _worker_source, _worker_keys
+    _worker_source, _worker_keys = open_source(where), keys
+
+
+def _check_batch(items: list[Item]) -> list[Problem]:
+    if _worker_source is None or _worker_keys is None:
+        raise RuntimeError("_check_batch runs only in a worker started by Signatures")
+    return list(_inline(_worker_source, _worker_keys, items))
+
+
+class Signatures:
+    """Verdicts for the heads of each chunk, in order; `close` stops the workers."""
+
+    def __init__(self, source: LogSource, keys: KeySet) -> None:
+        self._source = source
+        self._keys = keys
+        self._pool: ProcessPoolExecutor | None = None
+
+    def check(self, items: list[Item]) -> Generator[Problem, None, None]:
+        if len(items) < POOL_MIN:
+            return _inline(self._source, self._keys, items)
+        if self._pool is None:
+            # spawn, not fork: this process runs reader threads, which a fork would copy
+            # mid-request.
+            self._pool = ProcessPoolExecutor(
+                WORKERS,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_worker,
+                initargs=(self._source.where, self._keys),
+            )
+        batches = [items[at : at + BATCH] for at in range(0, len(items), BATCH)]
+        return _collect([self._pool.submit(_check_batch, batch) for batch in batches])
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+
+def _collect(futures: list[Future[list[Problem]]]) -> Generator[Problem, None, None]:
+    try:
+        for future in futures:
+            yield from future.result()
+    finally:
+        for future in futures:
+            future.cancel()
