@@ -19,6 +19,8 @@ import json
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,7 +36,7 @@ from capability_anchor.log.lifecycle import KEY_FILE
 from capability_anchor.monitor.source import FETCH_LIMIT
 from capability_anchor.note import NoteSigner, parse_note, sign_checkpoint
 from capability_anchor.note.checkpoint import parse_checkpoint
-from logkit import ISS, raw, record, run_cli
+from logkit import CLI, ISS, raw, record, run_cli
 from serverkit import Server, serving
 
 ORIGIN = "resolver.example/history"  # logkit.ISS without its scheme, plus /history
@@ -258,10 +260,11 @@ def test_a_log_tampered_with_past_its_triggers_is_caught_over_http(
 
 class Relay:
     """A loopback HTTP server in a thread, between the monitor and a real `serve`: it passes
-    every GET on, except those whose path `marker` (a regex) finds, which it answers as `mode` says:
-    `500`, `garbage` (200, 11 bytes no tile has), `oversize` (200, one byte over the
-    monitor's limit), `hangup` (closes the connection, no answer), `stop` (stops the real
-    server first, then passes on: the monitor sees the log go away mid-run)."""
+    every GET on, except those whose path `marker` (a regex) finds, which it answers as
+    `mode` says: `500`, `garbage` (200, 11 bytes no tile has), `oversize` (200, one byte
+    over the monitor's limit), `flood` (200, FLOOD bytes of no stated length), `hangup`
+    (closes the connection, no answer), `stop` (stops the real server first, then passes
+    on: the monitor sees the log go away mid-run)."""
 
     def __init__(self, upstream: Server, marker: str, mode: str) -> None:
         self.upstream, self.marker, self.mode = upstream, marker, mode
@@ -287,6 +290,9 @@ class Relay:
                 handler.close_connection = True
                 handler.connection.shutdown(socket.SHUT_RDWR)
                 return
+            if self.mode == "flood":
+                self._flood(handler)
+                return
             status, body = {
                 "500": (500, b"internal error\n"),
                 "garbage": (200, b"not a tile\n"),
@@ -305,6 +311,17 @@ class Relay:
             handler.connection.shutdown(socket.SHUT_RDWR)
             return
         self._send(handler, got.status_code, got.content)
+
+    @staticmethod
+    def _flood(handler: http.server.BaseHTTPRequestHandler) -> None:
+        """FLOOD bytes with no length: HTTP/1.0, the body ends when the connection does."""
+        handler.send_response(200)
+        handler.end_headers()
+        chunk = bytes(1 << 20)
+        with contextlib.suppress(OSError):  # the monitor may hang up first: that is a pass
+            for _ in range(FLOOD >> 20):
+                handler.wfile.write(chunk)
+        handler.close_connection = True
 
     @staticmethod
     def _send(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes) -> None:
@@ -326,6 +343,9 @@ def relaying(upstream: Server, marker: str, mode: str) -> Iterator[Relay]:
         yield relay
     finally:
         relay.close()
+
+
+FLOOD = 256 << 20
 
 
 @dataclass
@@ -431,3 +451,32 @@ def test_a_bad_answer_is_exit_2_naming_the_url_and_the_state_stays(
     if mode != "stop":  # the log itself was fine all along
         run = monitor(grown.server.url, grown.state, grown.keys)
         assert run.code == 0 and committed(grown.state) == (6, 6), run
+
+
+RSS_LIMIT_MB = 200  # issue 14's bound on the monitor
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the monitor reads a whole answer into memory before it checks the size limit "
+    "(monitor/source.py HttpSource.read): an endless answer grows it without bound",
+)
+def test_an_endless_answer_is_cut_off_at_the_limit(grown: Grown) -> None:
+    """A tile answer that never ends is refused once it passes the limit (exit 2), and the
+    monitor's RSS stays within the issue's bound; measured from a parent process of its
+    own (ru_maxrss of its one child)."""
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "code = subprocess.run(sys.argv[1:]).returncode\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    with relaying(grown.server, BUNDLE, "flood") as relay:
+        argv = [str(CLI), "monitor", relay.url, "--keys", str(grown.keys)]
+        argv += ["--state", str(grown.state), "--origin", ORIGIN]
+        done = subprocess.run(
+            [sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, check=False
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    peak_mb = int(done.stderr.splitlines()[-1]) / 1024
+    assert peak_mb <= RSS_LIMIT_MB, f"the monitor peaked at {peak_mb:.0f} MB"
