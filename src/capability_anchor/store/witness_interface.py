@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 WITNESS_DB_NAME = "witness.sqlite3"
-WITNESS_SCHEMA_VERSION = 1
+WITNESS_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,11 @@ class WitnessStore(Protocol):
         ...
 
     def log(self, origin: str) -> WitnessedLog | None: ...
+
+    def log_by_hash(self, hex_origin: str) -> WitnessedLog | None:
+        """The log whose origin's hex SHA-256 is `hex_origin` (the monitoring endpoint's
+        name for it), by a keyed lookup: a request costs the same however many logs."""
+        ...
 
     def logs(self) -> list[WitnessedLog]: ...
 

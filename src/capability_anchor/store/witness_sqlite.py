@@ -11,6 +11,7 @@ state the steps before it left.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import threading
@@ -71,8 +72,39 @@ WHEN EXISTS (SELECT 1 FROM cosigned WHERE origin = NEW.origin AND size = NEW.siz
 BEGIN SELECT RAISE(ABORT, 'append-only: another root was cosigned at this size'); END;
 """
 
-MIGRATIONS = {1: _SCHEMA_V1}
+# Version 2: the monitoring endpoint names a log by the hex SHA-256 of its origin; this
+# table maps it back with one index search (version 1 hashed every configured origin per
+# request). One row per log, written with the log's row (`add_log`), never changed.
+_SCHEMA_V2 = """
+CREATE TABLE origin_hashes (
+    hash TEXT PRIMARY KEY CHECK (length(hash) = 64),
+    origin TEXT NOT NULL UNIQUE REFERENCES logs(origin)
+) STRICT;
+CREATE TRIGGER origin_hashes_no_update BEFORE UPDATE ON origin_hashes
+BEGIN SELECT RAISE(ABORT, 'append-only: an origin hash is never changed'); END;
+CREATE TRIGGER origin_hashes_no_delete BEFORE DELETE ON origin_hashes
+BEGIN SELECT RAISE(ABORT, 'append-only: an origin hash is never deleted'); END;
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 """user_version N-1 -> N. A new version adds its step here; old ones are never edited."""
+
+
+def origin_hash(origin: str) -> str:
+    """A log's name on the monitoring endpoint (tlog-witness): hex SHA-256 of its origin."""
+    return hashlib.sha256(origin.encode("utf-8")).hexdigest()
+
+
+def _fill_origin_hashes(conn: sqlite3.Connection) -> None:
+    """Version 2's rows for the logs a version 1 store already had (SQLite has no SHA-256)."""
+    origins = [row[0] for row in conn.execute("SELECT origin FROM logs")]
+    conn.executemany(
+        "INSERT INTO origin_hashes VALUES (?, ?)", [(origin_hash(o), o) for o in origins]
+    )
+
+
+FILLS = {2: _fill_origin_hashes}
+"""Python run after a migration's SQL, in its transaction, for what SQL cannot compute."""
 
 
 @dataclass
@@ -151,6 +183,8 @@ class SqliteWitnessStore:
             for step in range(version + 1, WITNESS_SCHEMA_VERSION + 1):
                 for statement in _statements(MIGRATIONS[step]):
                     self._conn.execute(statement)
+                if step in FILLS:
+                    FILLS[step](self._conn)
                 self._conn.execute(f"PRAGMA user_version={step}")
 
     class _Txn:
@@ -203,6 +237,15 @@ class SqliteWitnessStore:
             ).fetchone()
         return None if row is None else WitnessedLog(row[0], tuple(row[1].split("\n")), row[2])
 
+    def log_by_hash(self, hex_origin: str) -> WitnessedLog | None:
+        with self._read():
+            row = self._conn.execute(
+                "SELECT l.origin, l.vkeys, l.added FROM origin_hashes h "
+                "JOIN logs l ON l.origin = h.origin WHERE h.hash = ?",
+                (hex_origin,),
+            ).fetchone()
+        return None if row is None else WitnessedLog(row[0], tuple(row[1].split("\n")), row[2])
+
     def logs(self) -> list[WitnessedLog]:
         with self._read():
             rows = self._conn.execute(
@@ -221,6 +264,9 @@ class SqliteWitnessStore:
                     raise Conflict(f"log {origin} is already configured with other keys")
                 return
             self._conn.execute("INSERT INTO logs VALUES (?, ?, ?)", (origin, joined, added))
+            self._conn.execute(
+                "INSERT INTO origin_hashes VALUES (?, ?)", (origin_hash(origin), origin)
+            )
 
     def _latest(self, origin: str) -> Cosigned | None:
         row = self._conn.execute(

@@ -7,7 +7,6 @@ and Ed25519 is the slow part), then runs the stateful checks and the insert as o
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,11 +19,6 @@ from ..store.witness_sqlite import SqliteWitnessStore
 from .protocol import Refusal, check_signature, check_state, cosign, parse_request
 
 KEY_FILE = "witness-key.jwk"
-
-
-def origin_hash(origin: str) -> str:
-    """The monitoring path segment of a log: hex SHA-256 of its origin line."""
-    return hashlib.sha256(origin.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -58,13 +52,11 @@ class Witness:
     def monitoring(self, hex_origin: str) -> bytes:
         """The latest cosigned checkpoint of the log whose origin hashes to `hex_origin`,
         with our cosignature; a Refusal(404) when there is none."""
-        for log in self.store.logs():
-            if origin_hash(log.origin) == hex_origin:
-                latest = self.store.latest(log.origin)
-                if latest is not None:
-                    return latest.monitoring_note()
-                break
-        raise Refusal(404, "no checkpoint cosigned for that log")
+        log = self.store.log_by_hash(hex_origin)
+        latest = None if log is None else self.store.latest(log.origin)
+        if latest is None:
+            raise Refusal(404, "no checkpoint cosigned for that log")
+        return latest.monitoring_note()
 
     def close(self) -> None:
         self.store.close()
