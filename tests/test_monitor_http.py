@@ -387,21 +387,10 @@ HASH_TILE = "^/history/tile/0/"  # the hash tile of the history's consistency pr
 BUNDLE = "^/history/tile/entries/"  # the new history leaves
 DAY_TILE = "^/roots/[^/]+/tile/"  # a day's tile: the proof of the day's heads 4 -> 6
 MODES = ("500", "garbage", "oversize", "hangup", "stop")
-KNOWN = {  # monitor bugs found here, left to the monitor's owner (reported, not fixed)
-    (HASH_TILE, "garbage"): "a hash tile that is not whole hashes is a checkpoint_inconsistent "
-    "alarm, not an I/O error",
-    (BUNDLE, "garbage"): "a malformed entry bundle is exit 2, but the message names only the "
-    "path, not the URL",
-    (DAY_TILE, "garbage"): "a day tile that is not whole hashes is a day_inconsistent alarm, "
-    "not an I/O error",
-}
 CASES = [
     pytest.param(
         marker,
         mode,
-        marks=[pytest.mark.xfail(strict=True, reason=KNOWN[marker, mode])]
-        if (marker, mode) in KNOWN
-        else [],
         id=f"{name}-{mode}",
     )
     for name, marker in (
@@ -456,11 +445,6 @@ def test_a_bad_answer_is_exit_2_naming_the_url_and_the_state_stays(
 RSS_LIMIT_MB = 200  # issue 14's bound on the monitor
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the monitor reads a whole answer into memory before it checks the size limit "
-    "(monitor/source.py HttpSource.read): an endless answer grows it without bound",
-)
 def test_an_endless_answer_is_cut_off_at_the_limit(grown: Grown) -> None:
     """A tile answer that never ends is refused once it passes the limit (exit 2), and the
     monitor's RSS stays within the issue's bound; measured from a parent process of its

@@ -202,6 +202,11 @@ def read_tile(source: LogSource, prefix: str, size: int, level: int, index: int)
     data = _or_full(source, source.read(path), prefix + tile_path(level, index), width)
     if data is None:
         raise InputError(f"{source.where}/{path}: not found (a tile the size needs)")
+    if len(data) < width * HASH_SIZE or len(data) % HASH_SIZE:
+        # A cut-off transfer looks the same: I/O, not an alarm (the module docstring).
+        raise InputError(
+            f"{source.where}/{path}: {len(data)} bytes, not the {width} hashes the size needs"
+        )
     return data[: width * HASH_SIZE]
 
 
@@ -233,23 +238,24 @@ def read_bundles(
                 raise InputError(
                     f"{source.where}/{path}: not found (an entry bundle the size needs)"
                 )
-            yield split_bundle(path, data, width)
+            yield split_bundle(f"{source.where}/{path}", data, width)
     finally:
         ahead.close()
 
 
-def split_bundle(path: str, data: bytes, width: int) -> list[bytes]:
-    """The first `width` entries of a bundle: a full bundle serves a smaller size too."""
+def split_bundle(where: str, data: bytes, width: int) -> list[bytes]:
+    """The first `width` entries of the bundle read at `where` (a full bundle serves a
+    smaller size too)."""
     entries: list[bytes] = []
     at = 0
     while at < len(data) and len(entries) < width:
         if at + 2 > len(data):
-            raise InputError(f"{path}: a truncated length prefix at byte {at}")
+            raise InputError(f"{where}: a truncated length prefix at byte {at}")
         length = int.from_bytes(data[at : at + 2], "big")
         if at + 2 + length > len(data):
-            raise InputError(f"{path}: an entry runs past the end of the bundle")
+            raise InputError(f"{where}: an entry runs past the end of the bundle")
         entries.append(data[at + 2 : at + 2 + length])
         at += 2 + length
     if len(entries) != width:
-        raise InputError(f"{path}: {len(entries)} entries, the size needs {width}")
+        raise InputError(f"{where}: {len(entries)} entries, the size needs {width}")
     return entries
