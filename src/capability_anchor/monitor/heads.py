@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import rfc8785
@@ -45,6 +46,11 @@ from .source import LogSource, read_bundles, read_tile
 from .state import DayEdge, LastHead, MonitorState
 
 Finding = dict[str, Any]
+MEMO_NODES = 1 << 16  # about 6 MB of node hashes and their keys
+
+
+def _no_node(height: int, index: int) -> bytes:
+    raise RuntimeError("a node is looked up before its tree is chosen")  # never reached
 
 
 def leaf_claims(leaf: bytes) -> dict[str, Any]:
@@ -77,6 +83,9 @@ class HeadRules:
         # Shared across heads: the full tiles of a day serve every later proof. Soundness
         # does not rest on where a hash came from: each proof is checked against both roots.
         self._tiles = TileCache()
+        self._memo_for: tuple[str, int] | None = None
+        self._memo: dict[tuple[int, int], bytes] = {}
+        self._memo_source: Callable[[int, int], bytes] = _no_node
 
     def check(
         self, index: int, leaf: bytes, claims: dict[str, Any] | None, signed: Problem
@@ -146,21 +155,38 @@ class HeadRules:
         target_size, target_root = self.targets.get(last.day, (size, root))
         if target_size < size:
             target_size, target_root = size, root
-        prefix = f"roots/{last.day}/"
-        nodes = TileNodes(
-            lambda level, i: read_tile(self.source, prefix, target_size, level, i),
-            cache=self._tiles,
-            namespace=(last.day, target_size),
-        )
         first, first_root = last.tree_size, bytes.fromhex(last.root)
         try:
-            path = resolve(consistency_nodes(first, target_size), nodes.node)
+            path = resolve(
+                consistency_nodes(first, target_size), self._nodes(last.day, target_size)
+            )
             verify_consistency(first, target_size, first_root, target_root, path)
         except InputError:
             raise
         except CapabilityAnchorError as exc:
             return [("day_inconsistent", f"{first} -> {target_size}: {exc}")]
         return []
+
+    def _nodes(self, day: str, size: int) -> Callable[[int, int], bytes]:
+        """Node lookups in the day's tree at `size`, memoized: the proofs of successive
+        heads against one target share most of their nodes (a fresh memo per target)."""
+        if self._memo_for != (day, size) or len(self._memo) > MEMO_NODES:
+            prefix = f"roots/{day}/"
+            nodes = TileNodes(
+                lambda level, i: read_tile(self.source, prefix, size, level, i),
+                cache=self._tiles,
+                namespace=(day, size),
+            )
+            self._memo_for, self._memo, self._memo_source = (day, size), {}, nodes.node
+        memo, source = self._memo, self._memo_source
+
+        def node(height: int, index: int) -> bytes:
+            found = memo.get((height, index))
+            if found is None:
+                found = memo[height, index] = source(height, index)
+            return found
+
+        return node
 
     def _entries(self, day: str, size: int, root: bytes) -> list[tuple[str, str]]:
         saved = self.state.day_edge
