@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -69,10 +70,27 @@ def export(data: Path, out: Path) -> float:
     return time.monotonic() - began
 
 
+def _tree_rss_mb(root: int) -> float:
+    """The summed VmRSS of `root`'s descendants (the monitor and its worker processes)."""
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            if pid != root:
+                status = Path(f"/proc/{pid}/status").read_text()
+                total += int(status.split("VmRSS:")[1].split()[0]) if "VmRSS:" in status else 0
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue
+    return total / 1024
+
+
 def run_monitor(
     folder: Path, state: Path, *extra: str, url: str | None = None, keys: Path | None = None
-) -> tuple[float, float, str]:
-    """Wall seconds, the child's peak RSS in MB, and its summary line."""
+) -> tuple[float, float, float, str]:
+    """Wall seconds, the monitor process's peak RSS in MB, the peak of it and its worker
+    processes together (sampled every 0.1 s), and its summary line."""
     keys = folder / "keys.json" if keys is None else keys
     argv = [str(CLI), "monitor", url or str(folder), "--keys", str(keys)]
     argv += ["--state", str(state), *extra]
@@ -80,17 +98,28 @@ def run_monitor(
     # from this process, which holds the whole built log (Linux keeps it across exec).
     rss_file = state.with_name(state.name + ".rss")
     began = time.monotonic()
-    done = subprocess.run(
+    child = subprocess.Popen(
         ["/usr/bin/time", "-f", "%M", "-o", str(rss_file), *argv],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=False,
     )
+    peak = [0.0]
+    sampler = threading.Thread(target=_sample, args=(child, peak), daemon=True)
+    sampler.start()
+    out, err = child.communicate()
     took = time.monotonic() - began
-    if done.returncode != 0:
-        raise SystemExit(f"monitor exited {done.returncode}: {done.stdout}{done.stderr}")
+    sampler.join()
+    if child.returncode != 0:
+        raise SystemExit(f"monitor exited {child.returncode}: {out}{err}")
     rss = int(rss_file.read_text().split()[-1]) / 1024
-    return took, rss, done.stdout.splitlines()[-1]
+    return took, rss, max(rss, peak[0]), out.splitlines()[-1]
+
+
+def _sample(child: subprocess.Popen[str], peak: list[float]) -> None:
+    while child.poll() is None:
+        peak[0] = max(peak[0], _tree_rss_mb(child.pid))
+        time.sleep(0.1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,10 +139,10 @@ def main(argv: list[str] | None = None) -> int:
             say(f"export --tiles {data.name}: {export(data, out):.1f} s")
     for state in ("s1", "s2", "s3"):
         subprocess.run(["rm", "-rf", str(work / state)], check=True)
-    took, rss, line = run_monitor(work / "heads-roots", work / "s1")
+    took, rss, tree, line = run_monitor(work / "heads-roots", work / "s1")
     say(
         f"heads: {args.heads:,} in {took:.1f} s ({args.heads / took:,.0f} heads/s), "
-        f"peak RSS {rss:.0f} MB; {line}"
+        f"peak RSS {rss:.0f} MB (with its workers {tree:.0f} MB); {line}"
     )
     say(
         f"  extrapolated to {HEADS_GOAL:,}: {took * HEADS_GOAL / args.heads:.0f} s "
@@ -123,21 +152,23 @@ def main(argv: list[str] | None = None) -> int:
         origin = httpx.get(f"{server.url}/history/vkey").text.split("+")[0]
         keys = work / "keys.json"
         keys.write_bytes(httpx.get(f"{server.url}/keys").content)
-        took, rss, line = run_monitor(
+        took, rss, tree, line = run_monitor(
             work / "heads-roots", work / "s3", "--origin", origin, url=server.url, keys=keys
         )
     say(
         f"heads over HTTP (a real serve): {args.heads:,} in {took:.1f} s "
-        f"({args.heads / took:,.0f} heads/s), peak RSS {rss:.0f} MB; {line}"
+        f"({args.heads / took:,.0f} heads/s), peak RSS {rss:.0f} MB "
+        f"(with its workers {tree:.0f} MB); {line}"
     )
     say(
         f"  extrapolated to {HEADS_GOAL:,}: {took * HEADS_GOAL / args.heads:.0f} s "
         f"(goal <= {HEADS_GOAL_S:.0f} s)"
     )
-    took, rss, line = run_monitor(work / "records-roots", work / "s2", "--entries")
+    took, rss, tree, line = run_monitor(work / "records-roots", work / "s2", "--entries")
     say(
         f"records --entries: {args.records:,} in {took:.1f} s "
-        f"({args.records / took:,.0f} records/s), peak RSS {rss:.0f} MB; {line}"
+        f"({args.records / took:,.0f} records/s), peak RSS {rss:.0f} MB "
+        f"(with its workers {tree:.0f} MB); {line}"
     )
     say(
         f"  extrapolated to {RECORDS_GOAL:,}: {took * RECORDS_GOAL / args.records:.0f} s "
