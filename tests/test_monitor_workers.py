@@ -14,6 +14,7 @@ from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.monitor import Monitor, MonitorOptions, RunResult, open_source, signatures
 from capability_anchor.monitor import state as states
 from monitorkit import HandLog
+from obskit import observation
 from serverkit import serving
 
 DAY = "2026-03-01"
@@ -73,17 +74,10 @@ def test_the_workers_over_http_give_the_inline_state(
 ) -> None:
     with serving(tmp_path / "data", "--rate-limit", "0") as server, server.client() as client:
         for n in range(7):
-            record = {
-                "v": "0.2",
-                "iss": server.url,
-                "sub": f"example:{n}",
-                "url": f"https://mcp{n}.example.com/",
-                "status": "ok",
-                "checked_at": "2026-12-01T09:00:00Z",
-                "evidence": {"http_status": 200},
-            }
             answer = client.post(
-                "/records?prove=1", json={"records": [record]}, headers=server.writer_headers()
+                "/records?prove=1",
+                json={"records": [observation(n, "w", iss=server.url)]},
+                headers=server.writer_headers(),
             )
             assert answer.status_code == 200, answer.text
         keys = KeySet.from_json(client.get("/keys").content)
