@@ -218,16 +218,11 @@ def _or_full(source: LogSource, data: bytes | None, full: str, width: int) -> by
     return data
 
 
-def read_bundle(source: LogSource, prefix: str, size: int, index: int) -> list[bytes]:
-    """The entries of bundle `index` at tree `size`, split (C2SP: uint16 length prefixes)."""
-    return next(read_bundles(source, prefix, size, [index]))
-
-
 def read_bundles(
     source: LogSource, prefix: str, size: int, indices: list[int]
 ) -> Iterator[list[bytes]]:
-    """`read_bundle` of each index in turn, the reads running ahead (a catch-up over HTTP
-    is bound by round trips)."""
+    """The entries of each bundle in `indices` at tree `size`, split (C2SP: uint16 length
+    prefixes), in turn; the reads run ahead (a catch-up over HTTP is bound by round trips)."""
     paths = [prefix + entries_path(i, tile_width(size, 0, i)) for i in indices]
     ahead = source.read_ahead(paths)
     try:

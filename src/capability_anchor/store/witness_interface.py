@@ -61,8 +61,6 @@ class WitnessStore(Protocol):
         name for it), by a keyed lookup: a request costs the same however many logs."""
         ...
 
-    def logs(self) -> list[WitnessedLog]: ...
-
     def add_log(self, origin: str, vkeys: tuple[str, ...], added: int) -> None:
         """Configure a log; the same origin again with the same keys is a no-op, with other
         keys a Conflict (a log's keys are never replaced in place)."""

@@ -246,13 +246,6 @@ class SqliteWitnessStore:
             ).fetchone()
         return None if row is None else WitnessedLog(row[0], tuple(row[1].split("\n")), row[2])
 
-    def logs(self) -> list[WitnessedLog]:
-        with self._read():
-            rows = self._conn.execute(
-                "SELECT origin, vkeys, added FROM logs ORDER BY origin"
-            ).fetchall()
-        return [WitnessedLog(o, tuple(v.split("\n")), a) for o, v, a in rows]
-
     def add_log(self, origin: str, vkeys: tuple[str, ...], added: int) -> None:
         joined = "\n".join(vkeys)
         with self._write():
