@@ -101,11 +101,17 @@ class HttpSource:
         retries = urllib3.Retry(
             total=MAX_REDIRECTS, connect=0, read=0, status=0, other=0, redirect=MAX_REDIRECTS
         )
-        self._http = urllib3.PoolManager(
-            maxsize=HTTP_PARALLEL,
-            block=True,
-            timeout=urllib3.Timeout(FETCH_TIMEOUT),
-            retries=retries,
+        options: dict[str, Any] = {
+            "maxsize": HTTP_PARALLEL,
+            "block": True,
+            "timeout": urllib3.Timeout(FETCH_TIMEOUT),
+            "retries": retries,
+        }
+        proxy = _proxy_for(self.where)
+        self._http: urllib3.PoolManager = (
+            urllib3.PoolManager(**options)
+            if proxy is None
+            else urllib3.ProxyManager(proxy, **options)
         )
         self._pool: ThreadPoolExecutor | None = None
 
@@ -131,6 +137,24 @@ class HttpSource:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
         self._http.clear()
+
+
+def _proxy_for(base: str) -> str | None:
+    """The proxy the environment names for the base URL's scheme (`HTTP_PROXY`,
+    `HTTPS_PROXY`, else `ALL_PROXY`), unless `NO_PROXY` names its host: what httpx, the
+    package's other HTTP client, does by default, so a monitor and `verify-proof` reach a
+    log the same way. Only an http(s) proxy is supported (urllib3 has no SOCKS of its own)."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    if urlsplit(proxy).scheme not in ("http", "https"):
+        raise InputError(f"{base}: the environment's proxy {proxy} is not an http(s) proxy")
+    return proxy
 
 
 def _body(url: str, response: Any) -> bytes | None:
