@@ -20,14 +20,16 @@ so a developer's own token or data dir never leaks into a test. Only 127.0.0.1 i
 from __future__ import annotations
 
 import contextlib
+import http.server
 import itertools
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,11 +256,36 @@ def serving(
                 server.kill()  # reaps; a no-op once it exited
 
 
+class ThreadServer:
+    """A stdlib HTTP server in a thread on loopback, for a test's own stand-in between a
+    client and a real `serve` (a relay that breaks answers, a forward proxy): `answer`
+    serves each GET with the request's handler."""
+
+    def __init__(self, answer: Callable[[http.server.BaseHTTPRequestHandler], None]) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                answer(self)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer((HOST, 0), Handler)
+        self.url = f"http://{HOST}:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
 __all__ = [
     "CLI",
     "HOST",
     "Server",
     "ServerFailed",
+    "ThreadServer",
     "accepts_connections",
     "clean_env",
     "free_port",

@@ -21,7 +21,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from capability_anchor.monitor.source import FETCH_LIMIT
 from capability_anchor.note import NoteSigner, parse_note, sign_checkpoint
 from capability_anchor.note.checkpoint import parse_checkpoint
 from logkit import CLI, ISS, raw, record, run_cli
-from serverkit import Server, serving
+from serverkit import Server, ThreadServer, serving
 
 ORIGIN = "resolver.example/history"  # logkit.ISS without its scheme, plus /history
 SERVE_ARGS = ("--rate-limit", "0", "--body-workers", "0")
@@ -269,19 +268,8 @@ class Relay:
     def __init__(self, upstream: Server, marker: str, mode: str) -> None:
         self.upstream, self.marker, self.mode = upstream, marker, mode
         self.broken: list[str] = []
-        relay = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                relay.answer(self)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = ThreadServer(self.answer)
+        self.url = self.server.url
 
     def answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         if re.search(self.marker, handler.path) and self.mode != "stop":
@@ -331,9 +319,7 @@ class Relay:
         handler.wfile.write(body)
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
+        self.server.close()
 
 
 @contextlib.contextmanager

@@ -11,7 +11,6 @@ import http.server
 import json
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from capability_anchor.log import Log
 from logkit import CLI, ISS
-from serverkit import Server, free_port, serving
+from serverkit import Server, ThreadServer, free_port, serving
 from test_monitor_http import ORIGIN, SERVE_ARGS, grow
 
 
@@ -29,32 +28,22 @@ class ForwardProxy:
 
     def __init__(self) -> None:
         self.seen: list[str] = []
-        proxy = self
+        self.server = ThreadServer(self.answer)
+        self.url = self.server.url
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                proxy.seen.append(self.path)
-                if not self.path.startswith("http://"):
-                    self.send_error(400, "a proxy takes absolute URIs")
-                    return
-                got = httpx.get(self.path, timeout=10, trust_env=False)
-                self.send_response(got.status_code)
-                self.send_header("Content-Length", str(len(got.content)))
-                self.end_headers()
-                self.wfile.write(got.content)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+    def answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        self.seen.append(handler.path)
+        if not handler.path.startswith("http://"):
+            handler.send_error(400, "a proxy takes absolute URIs")
+            return
+        got = httpx.get(handler.path, timeout=10, trust_env=False)
+        handler.send_response(got.status_code)
+        handler.send_header("Content-Length", str(len(got.content)))
+        handler.end_headers()
+        handler.wfile.write(got.content)
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
+        self.server.close()
 
 
 @contextlib.contextmanager
