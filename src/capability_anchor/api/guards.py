@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
     from litestar.openapi.spec import Reference, Schema
 
+    from .ratelimit import RateLimiter
+
 _logger = logging.getLogger("capability_anchor.stamping")
 T = TypeVar("T")
 
@@ -101,8 +103,9 @@ def check_writer(request: Request[Any, Any, Any], service: Service) -> None:
         )
 
 
-def check_rate(request: Request[Any, Any, Any], service: Service) -> None:
-    limiter = service.limiter
+def check_rate(request: Request[Any, Any, Any], limiter: RateLimiter | None) -> None:
+    """429 with Retry-After when the client's address is over `limiter`'s rate (the log's
+    API and the witness share it)."""
     if limiter is None:
         return
     wait = limiter.check(request.client.host if request.client else "unknown")
@@ -212,7 +215,7 @@ async def before(request: Request[Any, Any, Any]) -> None:
     if opt.get("writer"):
         check_writer(request, service)
     else:
-        check_rate(request, service)
+        check_rate(request, service.limiter)
     check_integers(request)
     kind = opt.get("body")
     check_length(request, body_limit(service.settings, kind))

@@ -19,7 +19,7 @@ from litestar import Request, Response, get, post
 
 from ..api.edge import AnchorApp
 from ..api.errors import HANDLERS, ApiError, error_response
-from ..api.guards import check_length
+from ..api.guards import check_length, check_rate
 from ..api.models import ErrorBody
 from ..api.ratelimit import RateLimiter
 from ..head import VERSION
@@ -57,15 +57,7 @@ def _witness(request: Request[Any, Any, Any]) -> Witness:
 
 
 def _before(request: Request[Any, Any, Any]) -> None:
-    limiter: RateLimiter | None = request.app.state.limiter
-    if limiter is not None:
-        wait = limiter.check(request.client.host if request.client else "unknown")
-        if wait > 0:
-            raise ApiError(
-                "rate_limited",
-                f"over {limiter.rate} requests per second",
-                {"Retry-After": str(max(1, int(wait + 0.999)))},
-            )
+    check_rate(request, request.app.state.limiter)
     check_length(request, request.app.state.max_body)
 
 
