@@ -188,7 +188,7 @@ class Monitor:
     def _check_heads(self, state: states.MonitorState, result: RunResult) -> None:
         """The head rules on leaves `checked`..`size`, a chunk at a time; each clean chunk is
         committed, so a crash costs at most one chunk (`state.py`)."""
-        rules = HeadRules(self.source, self.options.keys, state, entries=self.options.entries)
+        rules = HeadRules(self.source, state, entries=self.options.entries)
         signatures = Signatures(self.source, self.options.keys)
         try:
             while state.checked < state.size:

@@ -22,6 +22,7 @@ head of the signed history (the checkpoint covers it), so rules 3-8 apply to it 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +32,6 @@ import rfc8785
 from .. import head as heads
 from .. import strictjson
 from ..errors import CapabilityAnchorError, InputError, VerificationError
-from ..keys import KeySet
 from ..merkle import (
     TILE_WIDTH,
     TileCache,
@@ -47,10 +47,6 @@ from .state import DayEdge, LastHead, MonitorState
 
 Finding = dict[str, Any]
 MEMO_NODES = 1 << 16  # about 6 MB of node hashes and their keys
-
-
-def _no_node(height: int, index: int) -> bytes:
-    raise RuntimeError("a node is looked up before its tree is chosen")  # never reached
 
 
 def leaf_claims(leaf: bytes) -> dict[str, Any]:
@@ -71,11 +67,8 @@ def head_path(claims: dict[str, Any]) -> str:
 
 
 class HeadRules:
-    def __init__(
-        self, source: LogSource, keys: KeySet, state: MonitorState, *, entries: bool
-    ) -> None:
+    def __init__(self, source: LogSource, state: MonitorState, *, entries: bool) -> None:
         self.source = source
-        self.keys = keys
         self.state = state
         self.entries = entries
         self.checked = 0
@@ -83,9 +76,7 @@ class HeadRules:
         # Shared across heads: the full tiles of a day serve every later proof. Soundness
         # does not rest on where a hash came from: each proof is checked against both roots.
         self._tiles = TileCache()
-        self._memo_for: tuple[str, int] | None = None
-        self._memo: dict[tuple[int, int], bytes] = {}
-        self._memo_source: Callable[[int, int], bytes] = _no_node
+        self._day_nodes: tuple[tuple[str, int], Callable[[int, int], bytes]] | None = None
 
     def check(
         self, index: int, leaf: bytes, claims: dict[str, Any] | None, signed: Problem
@@ -170,23 +161,15 @@ class HeadRules:
     def _nodes(self, day: str, size: int) -> Callable[[int, int], bytes]:
         """Node lookups in the day's tree at `size`, memoized: the proofs of successive
         heads against one target share most of their nodes (a fresh memo per target)."""
-        if self._memo_for != (day, size) or len(self._memo) > MEMO_NODES:
+        if self._day_nodes is None or self._day_nodes[0] != (day, size):
             prefix = f"roots/{day}/"
             nodes = TileNodes(
                 lambda level, i: read_tile(self.source, prefix, size, level, i),
                 cache=self._tiles,
                 namespace=(day, size),
             )
-            self._memo_for, self._memo, self._memo_source = (day, size), {}, nodes.node
-        memo, source = self._memo, self._memo_source
-
-        def node(height: int, index: int) -> bytes:
-            found = memo.get((height, index))
-            if found is None:
-                found = memo[height, index] = source(height, index)
-            return found
-
-        return node
+            self._day_nodes = (day, size), functools.lru_cache(maxsize=MEMO_NODES)(nodes.node)
+        return self._day_nodes[1]
 
     def _entries(self, day: str, size: int, root: bytes) -> list[tuple[str, str]]:
         saved = self.state.day_edge
