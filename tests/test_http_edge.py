@@ -479,3 +479,67 @@ def test_proof_answers_are_rfc8785_bytes(tmp_path: Path) -> None:
         answers.append(log.consistency(results[0].day, 7, 300))
     for answer in answers:
         assert _proof_json(answer) == rfc8785.dumps(answer)
+
+
+# --- one spelling per path -------------------------------------------------------------------
+
+
+def slash_aliases(server: Server, client: httpx.Client) -> list[tuple[str, str]]:
+    """(method, path with a trailing slash) over every route family, the spelling without
+    the slash being a real resource for the GETs that can have one."""
+    day = utc_day(time.time())
+    size = client.get(f"/roots/{day}").json().get("tree_size", 5)
+    gets = [
+        "/healthz",
+        "/roots",
+        "/roots/latest",
+        f"/roots/{day}",
+        f"/roots/{day}/{size}",
+        f"/roots/{day}/timestamps",
+        f"/roots/{day}/timestamp",
+        f"/roots/{day}/tile/0/000.p/{size}",
+        f"/entries/{day}",
+        "/keys",
+        "/record",
+        "/proof",
+        "/consistency",
+        "/history/checkpoint",
+        "/history/checkpoint/1",
+        "/history/tile/0/000",
+        "/history/tile/0/000.p/1",
+        "/history/proof",
+        "/history/vkey",
+        "/history/policy",
+        "/schema",
+        "/schema/openapi.json",
+    ]
+    posts = ["/records", "/checkpoint", "/prove"]
+    return (
+        [("GET", f"{p}/") for p in gets]
+        + [("POST", f"{p}/") for p in posts]
+        + [
+            ("GET", f"/roots/{day}//"),
+        ]
+    )
+
+
+def test_attack_trailing_slash_aliases_are_404_and_never_cached(server: Server) -> None:
+    # The red team's finding: /history/tile/0/000/ answered 200 with immutable caching, a
+    # second cacheable copy of every resource. Every alias is now one uncacheable 404.
+    with server.client() as client:
+        assert client.get("/history/tile/0/000.p/1").status_code == 200  # the one spelling
+        for method, path in slash_aliases(server, client):
+            for sent in (method, "HEAD") if method == "GET" else (method,):
+                answer = client.request(sent, path, headers=server.writer_headers())
+                assert answer.status_code == 404, (sent, path, answer.text)
+                assert answer.headers["cache-control"] == "no-store", path
+                assert "etag" not in answer.headers, path
+                if sent != "HEAD":
+                    body = answer.json()
+                    assert body["error"] == "not_found", path
+                    assert f"its one spelling is {path.rstrip('/') or '/'}," in body["note"]
+        # The home page is `/` itself, and keeps answering; `//` (which httpx would read as
+        # a network-path reference) is sent by hand.
+        assert client.get("/").status_code == 200
+    answer = raw_exchange(server.port, b"GET // HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 404 ") and b"cache-control: no-store" in answer.lower()

@@ -230,6 +230,23 @@ def test_limits_and_error_hygiene(tmp_path: Path, log: HandLog) -> None:
         running.server.kill()
 
 
+def test_attack_trailing_slash_aliases_of_the_witness_are_404(
+    witness: Running, log: HandLog
+) -> None:
+    # The log's one-spelling rule holds for the witness's service as well (the same edge).
+    url = witness.server.url
+    with httpx.Client(timeout=10) as c:
+        assert c.get(f"{url}/healthz").status_code == 200
+        monitoring = f"{url}/{hashlib.sha256(log.origin.encode()).hexdigest()}/checkpoint/"
+        for answer in (
+            c.get(f"{url}/healthz/"),
+            c.get(monitoring),
+            c.post(f"{url}/add-checkpoint/", content=b"old 0\n\n"),
+        ):
+            assert refused(answer, 404)["error"] == "not_found"
+            assert answer.headers["cache-control"] == "no-store"
+
+
 def test_the_monitoring_endpoint_serves_the_latest_cosigned_checkpoint(
     witness: Running, log: HandLog
 ) -> None:

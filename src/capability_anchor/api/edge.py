@@ -9,6 +9,9 @@
   and the kernel then resets it, so the client never sees the answer. What the app did not
   read is read and dropped, up to `drain_limit` bytes; past that, or past the deadline, the
   answer says `Connection: close`.
+- One spelling per path (`one_spelling`, a guard on every route): Litestar routes `/roots/`
+  to the `/roots` handler, which would make every path a second, separately cached copy of
+  itself; a path with a trailing slash (other than `/`) is 404 instead.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from litestar import Litestar
+from litestar.connection import ASGIConnection
+from litestar.handlers import BaseRouteHandler
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -27,6 +32,9 @@ ASGIApp = Callable[..., Awaitable[None]]
 
 ORIGINAL_METHOD = "capability_anchor.method"
 """Scope key holding the method the client sent when HEAD was served as GET."""
+SENT_PATH = "capability_anchor.path"
+"""Scope key holding the decoded path as sent: Litestar strips a trailing slash from
+`scope["path"]` when it routes."""
 
 
 class BodyTimeout(Exception):
@@ -35,6 +43,24 @@ class BodyTimeout(Exception):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"the request body did not arrive within {seconds:g} s")
         self.seconds = seconds
+
+
+class OtherSpelling(Exception):
+    """A path with a trailing slash: the one spelling of the resource is without it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"no such resource: {path} is not a path here; its one spelling is "
+            f"{path.rstrip('/') or '/'}, without the trailing slash"
+        )
+
+
+def one_spelling(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """The guard behind `OtherSpelling`. Every route, the OpenAPI pages included, goes
+    through it; a redirect would still be a second URL that answers, a 404 is not."""
+    path: str = connection.scope.get(SENT_PATH, connection.scope["path"])  # type: ignore[assignment]
+    if path != "/" and path.endswith("/"):
+        raise OtherSpelling(path)
 
 
 def _expects_continue(headers: list[tuple[bytes, bytes]]) -> bool:
@@ -121,6 +147,7 @@ async def guard(
     body_timeout: float,
     drain_limit: int,
 ) -> None:
+    scope[SENT_PATH] = scope["path"]
     head = scope["method"] == "HEAD"
     if head:
         scope = dict(scope, method="GET")
@@ -139,10 +166,15 @@ async def guard(
 
 class AnchorApp(Litestar):
     """Litestar behind `edge.guard` (HEAD, body deadline, reading bodies before answering):
-    those act before routing, where Litestar's own middleware cannot."""
+    those act before routing, where Litestar's own middleware cannot. Every route also
+    gets the `one_spelling` guard, before any other."""
 
     body_timeout: float = 30.0
     drain_limit: int = 4 * 1024 * 1024
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["guards"] = [one_spelling, *(kwargs.get("guards") or ())]
+        super().__init__(*args, **kwargs)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -19,7 +19,7 @@ from litestar.openapi import ResponseSpec
 from ..errors import HTTP_STATUS, CapabilityAnchorError
 from ..head import VERSION
 from .bodies import Busy, WorkerLost
-from .edge import ORIGINAL_METHOD, BodyTimeout
+from .edge import ORIGINAL_METHOD, BodyTimeout, OtherSpelling
 from .models import ErrorBody
 
 MAX_NOTE_CHARS = 300
@@ -68,6 +68,9 @@ def _edge_answer(exc: Exception) -> Response[bytes] | None:
     """The answer to an exception raised by the edge or the body workers, else None."""
     if isinstance(exc, ApiError):
         return error_response(exc.code, exc.note, exc.headers)
+    if isinstance(exc, OtherSpelling):
+        # Nothing may keep this answer: the one spelling can exist later, or already does.
+        return error_response("not_found", str(exc), {"Cache-Control": "no-store"})
     if isinstance(exc, BodyTimeout):
         return error_response("bad_request", str(exc), {"Connection": "close"})
     if isinstance(exc, Busy):
