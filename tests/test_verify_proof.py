@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
+import re
 import shutil
 import socket
 import subprocess
@@ -34,6 +36,7 @@ from capability_anchor.export import export
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.log import Log
 from capability_anchor.verify_checks import CHECK_NAMES, CHECKS
+from tsa_server import Pki
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 ISS = "https://resolver.example"
@@ -1004,3 +1007,174 @@ def test_library_verifies_with_a_declared_kid(world: World) -> None:
     keys = KeySet.from_jwks({"keys": [_jwk_as(world.key, "lib-kid")]})
     result = verify(record.read_bytes(), keys=keys, head=str(head), at=world.record_at)
     assert result.ok, result.checks
+
+
+# --- every file is bounded as it is read ---------------------------------------------------
+
+TWO_GIB = 2 << 30
+MEMORY_CAP = 1 << 30  # RLIMIT_AS of the verify-proof process: half of what one input holds
+
+
+def run_capped(
+    args: list[str | Path], stdin: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """verify-proof with its address space capped at MEMORY_CAP (set, then exec'd: the limit
+    is the console script's own), so an input read whole before its limit is a crash."""
+    cap = (
+        "import os, resource, sys; "
+        f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_CAP}, {MEMORY_CAP})); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    with open(stdin or os.devnull, "rb") as source:
+        return subprocess.run(
+            [sys.executable, "-c", cap, str(VERIFY_PROOF), *map(str, args)],
+            capture_output=True,
+            text=True,
+            stdin=source,
+            check=False,
+            timeout=120,
+        )
+
+
+def huge_input(tmp_path: Path, kind: str, name: str) -> Path:
+    """A 2 GiB sparse file (`truncate`), or a symlink to /dev/zero (endless)."""
+    path = tmp_path / name
+    if kind == "sparse":
+        with path.open("wb") as f:
+            f.truncate(TWO_GIB)
+    else:
+        path.symlink_to("/dev/zero")
+    return path
+
+
+def folder_with(world: World, tmp_path: Path, name: str, kind: str) -> tuple[Path, Path]:
+    folder = tmp_path / "roots"
+    shutil.copytree(world.folder, folder)
+    (folder / name).unlink(missing_ok=True)
+    return folder, huge_input(folder, kind, name)
+
+
+INPUTS: dict[str, Callable[[World, Path, str], tuple[list[str | Path], Path, Path | None]]] = {
+    # name -> (arguments, the file named in the error, stdin)
+    "RECORD": lambda w, t, k: (
+        [(h := huge_input(t, k, "record.json")), "--roots", w.folder],
+        h,
+        None,
+    ),
+    "RECORD -": lambda w, t, k: (["-", "--roots", w.folder], Path("stdin"), huge_input(t, k, "in")),
+    "--head": lambda w, t, k: (
+        [
+            w.write("r.json", json.dumps(w.record)),
+            "--keys",
+            w.keys,
+            "--head",
+            (h := huge_input(t, k, "head.json")),
+        ],
+        h,
+        None,
+    ),
+    "--keys": lambda w, t, k: (
+        [w.write("r.json", json.dumps(w.record)), "--keys", (h := huge_input(t, k, "keys.json"))],
+        h,
+        None,
+    ),
+    "--tsa-ca": lambda w, t, k: (
+        [
+            w.write("r.json", json.dumps(w.record)),
+            "--roots",
+            w.folder,
+            "--tsa-ca",
+            (h := huge_input(t, k, "ca.pem")),
+        ],
+        h,
+        None,
+    ),
+    "--policy": lambda w, t, k: (
+        [
+            w.write("r.json", json.dumps(w.record)),
+            "--roots",
+            w.folder,
+            "--policy",
+            (h := huge_input(t, k, "p.txt")),
+        ],
+        h,
+        None,
+    ),
+    "--history-proof": lambda w, t, k: (
+        [
+            w.write("r.json", json.dumps(w.record)),
+            "--keys",
+            w.keys,
+            "--head",
+            w.folder / f"{DAY1}.json",
+            "--history-proof",
+            (h := huge_input(t, k, "p.tlog-proof")),
+        ],
+        h,
+        None,
+    ),
+    "--roots head": lambda w, t, k: (
+        [
+            w.write("r.json", json.dumps(w.record)),
+            "--roots",
+            (f := folder_with(w, t, f"{DAY1}.json", k))[0],
+        ],
+        f[1],
+        None,
+    ),
+    "--roots keys.json": lambda w, t, k: (
+        [
+            w.write("r.json", json.dumps(w.record)),
+            "--roots",
+            (f := folder_with(w, t, "keys.json", k))[0],
+        ],
+        f[1],
+        None,
+    ),
+    "--roots key-records.json": lambda w, t, k: (
+        [
+            w.write("r.json", json.dumps(w.record)),
+            "--roots",
+            (f := folder_with(w, t, "key-records.json", k))[0],
+        ],
+        f[1],
+        None,
+    ),
+    "--roots tlog-proof": lambda w, t, k: (
+        [
+            w.write("r.json", json.dumps(w.record)),
+            "--roots",
+            (f := folder_with(w, t, f"{DAY1}.tlog-proof", k))[0],
+        ],
+        f[1],
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", ["sparse", "dev-zero"])
+@pytest.mark.parametrize("name", sorted(INPUTS))
+def test_attack_a_huge_input_is_refused_as_it_is_read(
+    world: World, tmp_path: Path, name: str, kind: str
+) -> None:
+    # The red team's finding: a 2 GiB --history-proof took 2.1 GB of memory and /dev/zero
+    # as the record 12.5 GB. Every file is now read to at most its limit + 1 bytes: under a
+    # 1 GiB address space the run ends with exit 2, naming the file and the limit.
+    args, named, stdin = INPUTS[name](world, tmp_path, kind)
+    result = run_capped([*args, "--at", str(world.record_at)], stdin)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{named}" in result.stderr
+    assert re.search(r"larger than [0-9]+ bytes, the limit for this input", result.stderr)
+    assert "Traceback" not in result.stderr and "MemoryError" not in result.stderr
+
+
+def test_attack_a_huge_stamp_listing_is_refused_as_it_is_read(
+    world: World, tmp_path: Path, pki_ec: Pki
+) -> None:
+    # The stamps are read only when there is a CA to check them against (--tsa-ca).
+    folder, named = folder_with(world, tmp_path, f"{DAY1}.timestamps.json", "dev-zero")
+    record = world.write("r.json", json.dumps(world.record))
+    args = [record, "--roots", folder, "--tsa-ca", pki_ec.ca_cert, "--at", str(world.record_at)]
+    result = run_capped(args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{named}: larger than 1048576 bytes, the limit for this input" in result.stderr

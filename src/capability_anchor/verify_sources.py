@@ -5,7 +5,8 @@ the history (SPEC §12.5, check 8).
 `verify.verify` asks a `Sources` for them and never opens a file or a URL itself.
 `FolderSources` reads an exported folder (the audit's `--roots`, and `verify-proof --roots`);
 `cli.inputs.CommandLineSources` adds `--head`, `--history-proof` and the anchor's URL.
-Reading a file here imports nothing beyond the standard library.
+Every file is read through `boundedread` (at most its limit, as it is read), which
+imports nothing beyond the standard library.
 """
 
 from __future__ import annotations
@@ -14,10 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .errors import InputError, VerificationError
+from .boundedread import read_file
+from .errors import VerificationError
 from .verify_anchor import Anchor
 
-__all__ = ["FolderSources", "ProofSource", "Sources", "StampSource", "read_file"]
+__all__ = [
+    "FolderSources",
+    "ProofSource",
+    "Sources",
+    "StampSource",
+    "proof_limit",
+    "read_file",
+    "read_proof",
+]
 
 
 @dataclass(frozen=True)
@@ -58,14 +68,6 @@ class Sources(Protocol):
         ...
 
 
-def read_file(path: str | Path) -> bytes:
-    """A file's bytes; unreadable is an InputError (exit 2), not a failed check."""
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
 def no_anchor() -> VerificationError:
     return VerificationError("no valid anchor to locate the head by (give --head)")
 
@@ -97,4 +99,16 @@ class FolderSources:
         if anchor is None:
             return ProofSource(f"nowhere in {self.roots} (no anchor to name the head by)")
         path = self.roots / f"{anchor.file_stem}.tlog-proof"
-        return ProofSource(str(path), read_file(path) if path.exists() else None)
+        return ProofSource(str(path), read_proof(path) if path.exists() else None)
+
+
+def proof_limit() -> int:
+    """A tlog-proof is read to at most the largest `note.proof` parses: a larger one could
+    never parse. Imported here, so a run that reads no proof never loads `note`."""
+    from .note.proof import MAX_PROOF_SIZE
+
+    return MAX_PROOF_SIZE
+
+
+def read_proof(path: str | Path) -> bytes:
+    return read_file(path, limit=proof_limit())

@@ -3,8 +3,10 @@ runs (`--at`, `--keys`, `--roots`' key records, `--tsa-ca`, `--head`, `--history
 `--policy`, RECORD, URLs).
 
 The library (`capability_anchor.verify`) takes these already loaded. Anything unreadable,
-unreachable or malformed here is an InputError (a UsageError: exit 2). httpx is imported
-inside `fetch` and only when a URL is given, so the offline path never loads an HTTP client.
+unreachable or malformed here is an InputError (a UsageError: exit 2). Every read is
+bounded as it is read (`boundedread`): a file or a reply by its size limit, a URL by one
+`--deadline` for the whole GET. urllib3 is imported only when a URL is given, so the
+offline path never loads an HTTP client.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import trust
+from ..boundedread import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file, read_stream
 from ..errors import ClaimsError, InputError, InvalidKey, MalformedJSON, UsageError
 from ..keys import KeySet
 from ..verify import Result, verify
 from ..verify_anchor import Anchor
-from ..verify_sources import FolderSources, ProofSource, StampSource, no_anchor, read_file
+from ..verify_sources import FolderSources, ProofSource, StampSource, no_anchor, proof_limit
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
@@ -29,8 +32,8 @@ if TYPE_CHECKING:
     from ..note import Policy
 
 __all__ = [
+    "DEFAULT_DEADLINE_S",
     "FETCH_LIMIT",
-    "FETCH_TIMEOUT",
     "CommandLineSources",
     "InputError",
     "fetch",
@@ -41,53 +44,52 @@ __all__ = [
     "load_policy",
     "load_tsa_cas",
     "parse_at",
+    "read_record",
     "read_source",
     "verify_inputs",
 ]
 
-FETCH_TIMEOUT = 10.0
-FETCH_LIMIT = 1 << 20  # 1 MiB
+FETCH_LIMIT = INPUT_LIMIT  # 1 MiB, for a file as for a reply
 
 
 def is_url(source: str) -> bool:
     return source.startswith(("http://", "https://"))
 
 
-def fetch(url: str) -> bytes:
-    """GET `url` (10 s timeout, 1 MiB cap); any failure is an InputError (exit 2)."""
-    body = _get(url, absent_ok=False)
-    if body is None:  # pragma: no cover (only with absent_ok)
+def fetch(url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
+    """GET `url` (at most `limit` bytes, the whole GET within `deadline` seconds); any
+    failure, a 404 included, is an InputError (exit 2)."""
+    body = fetch_if_found(url, limit=limit, deadline=deadline)
+    if body is None:
         raise InputError(f"GET {url}: HTTP 404")
     return body
 
 
-def fetch_if_found(url: str) -> bytes | None:
+def fetch_if_found(
+    url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S
+) -> bytes | None:
     """`fetch`, except that HTTP 404 is None: the server has no such thing (yet)."""
-    return _get(url, absent_ok=True)
+    with Getter(url, deadline=deadline) as getter:
+        return getter.get(url, limit=limit)
 
 
-def _get(url: str, *, absent_ok: bool) -> bytes | None:
-    import httpx  # lazily: the offline path never loads an HTTP client
-
-    try:
-        with httpx.stream("GET", url, timeout=FETCH_TIMEOUT, follow_redirects=True) as response:
-            if response.status_code == 404 and absent_ok:
-                return None
-            if response.status_code != 200:
-                raise InputError(f"GET {url}: HTTP {response.status_code}")
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > FETCH_LIMIT:
-                    raise InputError(f"GET {url}: the reply is larger than {FETCH_LIMIT} bytes")
-            return bytes(body)
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise InputError(f"GET {url}: {exc}") from None
+def read_source(
+    source: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S
+) -> bytes:
+    """The bytes of a file path or a URL, at most `limit` of them (read no further);
+    unreadable, unreachable, larger or past the deadline is an InputError."""
+    if is_url(source):
+        return fetch(source, limit=limit, deadline=deadline)
+    return read_file(source, limit=limit)
 
 
-def read_source(source: str) -> bytes:
-    """The bytes of a file path or a URL; unreadable or unreachable is an InputError."""
-    return fetch(source) if is_url(source) else read_file(source)
+def read_record(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
+    """RECORD: a file path, a URL, or - for stdin, each read to at most FETCH_LIMIT."""
+    if source == "-":
+        import sys
+
+        return read_stream(sys.stdin.buffer, "stdin (RECORD -)")
+    return read_source(source, deadline=deadline)
 
 
 def load_keys(data: bytes, where: str) -> KeySet:
@@ -101,7 +103,9 @@ def load_keys(data: bytes, where: str) -> KeySet:
     return keys
 
 
-def follow_key_records(keys: KeySet, roots: Path) -> KeySet:
+def follow_key_records(
+    keys: KeySet, roots: Path, *, deadline: float = DEFAULT_DEADLINE_S
+) -> KeySet:
     """`keys` plus every key the folder's `key-records.json` leads to from them (key
     rotation: an auditor holding the old key trusts the new one because the old one signed
     that record). A record not signed by a key already trusted adds nothing; a file that is
@@ -110,7 +114,7 @@ def follow_key_records(keys: KeySet, roots: Path) -> KeySet:
     if not path.exists():
         return keys
     try:
-        iss, tokens = trust.read_key_records(read_source(str(path)))
+        iss, tokens = trust.read_key_records(read_source(str(path), deadline=deadline))
     except ClaimsError as exc:
         raise InputError(str(exc)) from None
     return trust.closure(keys, tokens, iss=iss).keys
@@ -141,14 +145,17 @@ def load_tsa_cas(paths: Sequence[str]) -> list[Certificate]:
     return trusted_cas(paths, error=InputError)
 
 
-def load_policy(source: str) -> Policy:
+def load_policy(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> Policy:
     """`--policy`: a C2SP tlog-policy file (or URL); unreadable or malformed is an
-    InputError (exit 2), as a bad --keys is: it is trust, not evidence."""
+    InputError (exit 2), as a bad --keys is: it is trust, not evidence. Read to at most
+    the largest policy `parse_policy` takes."""
     from ..errors import MalformedPolicy
     from ..note import parse_policy
+    from ..note.policy import MAX_POLICY_SIZE
 
+    data = read_source(source, limit=MAX_POLICY_SIZE, deadline=deadline)
     try:
-        return parse_policy(read_source(source))
+        return parse_policy(data)
     except MalformedPolicy as exc:
         raise InputError(f"{source}: {exc}") from None
 
@@ -164,6 +171,7 @@ class CommandLineSources:
     given_head: str | None = None
     roots: Path | None = None
     given_history_proof: str | None = None
+    deadline: float = DEFAULT_DEADLINE_S
 
     @property
     def names_head(self) -> bool:
@@ -171,12 +179,12 @@ class CommandLineSources:
 
     def head(self, anchor: Anchor | None) -> tuple[bytes, str]:
         if self.given_head is not None:
-            return read_source(self.given_head), self.given_head
+            return read_source(self.given_head, deadline=self.deadline), self.given_head
         if anchor is None:
             raise no_anchor()
         if self.roots is not None:
             return FolderSources(self.roots).head(anchor)
-        return fetch(anchor.url), anchor.url
+        return fetch(anchor.url, deadline=self.deadline), anchor.url
 
     def stamps(self, day: str, anchor: Anchor | None) -> StampSource:
         if self.roots is not None:
@@ -184,11 +192,14 @@ class CommandLineSources:
         if anchor is None:
             return StampSource("nowhere (no anchor and no --roots)")
         where = f"{anchor.url}/timestamps"
-        return StampSource(where, listing=fetch(where))
+        return StampSource(where, listing=fetch(where, deadline=self.deadline))
 
     def history_proof(self, anchor: Anchor | None, leaf_hash: bytes) -> ProofSource:
-        if self.given_history_proof is not None:
-            return ProofSource(self.given_history_proof, read_source(self.given_history_proof))
+        given = self.given_history_proof
+        if given is not None:
+            return ProofSource(
+                given, read_source(given, limit=proof_limit(), deadline=self.deadline)
+            )
         if self.roots is not None:
             return FolderSources(self.roots).history_proof(anchor, leaf_hash)
         if self.given_head is not None:
@@ -196,7 +207,7 @@ class CommandLineSources:
         if anchor is None:
             return ProofSource("nowhere (no anchor)")
         where = f"{anchor.base}/history/proof?leaf_hash={leaf_hash.hex()}"
-        found = fetch_if_found(where)
+        found = fetch_if_found(where, limit=proof_limit(), deadline=self.deadline)
         return ProofSource(where if found is not None else f"{where} answered 404", found)
 
 
@@ -212,14 +223,17 @@ def verify_inputs(
     history_proof: str | None = None,
     policy: str | None = None,
     origin: str | None = None,
+    deadline: float = DEFAULT_DEADLINE_S,
 ) -> Result:
     """`verify` over what the command line names: the head from `head` (a file path or
     URL), else `roots` (an exported folder), else the anchor's URL; the tlog-proof from
     `history_proof`, else as `CommandLineSources` says; the TSA CAs from the `tsa_ca` files
-    and the policy from `policy` (both read first: a bad one stops everything, exit 2)."""
+    and the policy from `policy` (both read first: a bad one stops everything, exit 2).
+    Each URL read has `deadline` seconds in all."""
     cas = load_tsa_cas(tsa_ca)
-    loaded = None if policy is None else load_policy(policy)
-    sources = CommandLineSources(head, None if roots is None else Path(roots), history_proof)
+    loaded = None if policy is None else load_policy(policy, deadline=deadline)
+    folder = None if roots is None else Path(roots)
+    sources = CommandLineSources(head, folder, history_proof, deadline)
     return verify(
         record, keys=keys, sources=sources, iss=iss, cas=cas, at=at, policy=loaded, origin=origin
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..boundedread import DEFAULT_DEADLINE_S, check_deadline
 from ..verify_checks import CHECKS
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, quiet_broken_pipe
 
@@ -34,7 +35,8 @@ EXIT_CODES = (
     (
         EXIT_USAGE,
         "usage or I/O error: bad arguments, no trusted keys, missing or unreadable files, an "
-        "unreachable URL, malformed JSON in RECORD, --keys or keys.json, a malformed --policy",
+        "unreachable URL or one that did not answer within --deadline, a file or reply over "
+        "its size limit, malformed JSON in RECORD, --keys or keys.json, a malformed --policy",
     ),
 )
 
@@ -123,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
         "anchor's <base> without scheme + /history)",
     )
     parser.add_argument(
+        "--deadline",
+        metavar="S",
+        type=float,
+        default=DEFAULT_DEADLINE_S,
+        help="how long one URL read may take in all, from connecting to its last byte "
+        f"(default: {DEFAULT_DEADLINE_S:g})",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help='print {"ok", "checks": [{"name", "result", "detail"}]} on stdout (default: '
@@ -173,9 +183,17 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     # Imported here so `--help` stays as light as argparse.
     from ..errors import UsageError
-    from .inputs import follow_key_records, load_keys, parse_at, read_source, verify_inputs
+    from .inputs import (
+        follow_key_records,
+        load_keys,
+        parse_at,
+        read_record,
+        read_source,
+        verify_inputs,
+    )
 
     try:
+        deadline = check_deadline(args.deadline)
         at = None if args.at is None else parse_at(args.at)
         # Trust: only --keys, else the folder's keys.json, followed through the folder's key
         # rotation records; never the record or the head.
@@ -185,12 +203,12 @@ def _main(argv: list[str] | None) -> int:
             where = str(Path(args.roots) / "keys.json")
         else:
             raise UsageError("no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)")
-        keys = load_keys(read_source(where), where)
+        keys = load_keys(read_source(where, deadline=deadline), where)
         _kid_notices(keys, where)
         if args.roots is not None:
             # Rotation records only extend trust from keys already trusted (SPEC proposal).
-            keys = follow_key_records(keys, Path(args.roots))
-        record = sys.stdin.buffer.read() if args.record == "-" else read_source(args.record)
+            keys = follow_key_records(keys, Path(args.roots), deadline=deadline)
+        record = read_record(args.record, deadline=deadline)
         result = verify_inputs(
             record,
             keys=keys,
@@ -202,6 +220,7 @@ def _main(argv: list[str] | None) -> int:
             history_proof=args.history_proof,
             policy=args.policy,
             origin=_origin(args.origin),
+            deadline=deadline,
         )
     except (UsageError, OSError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

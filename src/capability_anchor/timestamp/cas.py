@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..boundedread import read_file
 from ..errors import CapabilityAnchorError, TimestampError, UsageError
 
 if TYPE_CHECKING:
@@ -25,16 +26,14 @@ def load_cas(paths: Sequence[Path]) -> list[Certificate]:
     """The trusted TSA CA certificates of PEM files (`--tsa-ca`), in order, duplicates dropped.
 
     A file may hold several certificates (a bundle); the same certificate in two files is
-    kept once. A file that cannot be read or holds no PEM certificate is a TimestampError,
-    which callers report as a usage error before anything is sealed."""
+    kept once. A file that cannot be read, is over 1 MiB (it is read no further) or holds no
+    PEM certificate is a TimestampError, which callers report as a usage error before
+    anything is sealed."""
     from cryptography import x509
 
     cas: list[Certificate] = []
     for path in paths:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as e:
-            raise TimestampError(f"cannot read TSA CA file {path}: {e.strerror or e}") from None
+        data = read_file(path, error=TimestampError, name=f"TSA CA file {path}")
         try:
             certs = x509.load_pem_x509_certificates(data)
         except ValueError:
