@@ -129,11 +129,19 @@ def build_history(tmp: Path) -> History:
     return history
 
 
-def run_cli(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
-    """The operator CLI as a user runs it (a real process)."""
+def run_cli(
+    *args: str | os.PathLike[str], timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The operator CLI as a user runs it (a real process); `timeout` bounds a run that
+    might otherwise never end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAPABILITY_ANCHOR_")}
     return subprocess.run(
-        [str(CLI), *map(str, args)], capture_output=True, text=True, env=env, check=False
+        [str(CLI), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=timeout,
     )
 
 

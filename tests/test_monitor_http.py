@@ -16,14 +16,17 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import queue
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -263,11 +266,14 @@ class Relay:
     `mode` says: `500`, `garbage` (200, 11 bytes no tile has), `oversize` (200, one byte
     over the monitor's limit), `flood` (200, FLOOD bytes of no stated length), `hangup`
     (closes the connection, no answer), `stop` (stops the real server first, then passes
-    on: the monitor sees the log go away mid-run)."""
+    on: the monitor sees the log go away mid-run), `drip-headers` and `drip-body` (a status
+    line, then one byte every DRIP_S seconds of headers or of a body, until closed).
+    `marker` may be changed while it runs."""
 
     def __init__(self, upstream: Server, marker: str, mode: str) -> None:
         self.upstream, self.marker, self.mode = upstream, marker, mode
         self.broken: list[str] = []
+        self.closing = threading.Event()
         self.server = ThreadServer(self.answer)
         self.url = self.server.url
 
@@ -280,6 +286,9 @@ class Relay:
                 return
             if self.mode == "flood":
                 self._flood(handler)
+                return
+            if self.mode.startswith("drip-"):
+                self._drip(handler, self.mode == "drip-body")
                 return
             status, body = {
                 "500": (500, b"internal error\n"),
@@ -311,6 +320,20 @@ class Relay:
                 handler.wfile.write(chunk)
         handler.close_connection = True
 
+    def _drip(self, handler: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        """Never a whole answer, and never DRIP_S seconds without a byte: a per-read timeout
+        never fires."""
+        handler.close_connection = True
+        with contextlib.suppress(OSError):  # the client hung up: that is the point
+            if body:
+                handler.send_response(200)
+                handler.send_header("Content-Length", "100000")
+                handler.end_headers()
+            else:
+                handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+            while not self.closing.wait(DRIP_S):
+                handler.wfile.write(b"x")
+
     @staticmethod
     def _send(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes) -> None:
         handler.send_response(status)
@@ -319,6 +342,7 @@ class Relay:
         handler.wfile.write(body)
 
     def close(self) -> None:
+        self.closing.set()
         self.server.close()
 
 
@@ -332,6 +356,7 @@ def relaying(upstream: Server, marker: str, mode: str) -> Iterator[Relay]:
 
 
 FLOOD = 256 << 20
+DRIP_S = 0.5  # the red team dripped a byte every 5 s; any pace under the deadline is one
 
 
 @dataclass
@@ -450,3 +475,100 @@ def test_an_endless_answer_is_cut_off_at_the_limit(grown: Grown) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     peak_mb = int(done.stderr.splitlines()[-1]) / 1024
     assert peak_mb <= RSS_LIMIT_MB, f"the monitor peaked at {peak_mb:.0f} MB"
+
+
+# --- deadlines: a server that drips cannot hold a reader ------------------------------------
+
+DEADLINE = "2"
+WAIT_S = 120  # a generous bound on each run: without a deadline, a drip never ends
+
+
+@pytest.mark.parametrize("mode", ["drip-headers", "drip-body"])
+def test_attack_a_dripping_log_is_exit_2_at_the_deadline_and_the_state_stays(
+    grown: Grown, mode: str
+) -> None:
+    # The red team's finding: a byte every 5 s held the monitor for ever (each read within
+    # urllib3's per-read timeout). Each GET now has one deadline in all.
+    before = state_files(grown.state)
+    with relaying(grown.server, CHECKPOINT, mode) as relay:
+        done = run_cli(
+            "monitor", relay.url, "--keys", grown.keys, "--state", grown.state,
+            "--origin", ORIGIN, "--deadline", DEADLINE, timeout=WAIT_S,
+        )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+    assert f"GET {relay.url}/history/checkpoint: no complete answer within the 2 s deadline" in (
+        done.stderr
+    )
+    assert state_files(grown.state) == before
+
+
+@pytest.mark.parametrize("mode", ["drip-headers", "drip-body"])
+@pytest.mark.parametrize("what", ["RECORD", "--keys", "--policy"])
+def test_attack_a_dripping_server_holds_verify_proof_no_longer_than_the_deadline(
+    grown: Grown, tmp_path: Path, mode: str, what: str
+) -> None:
+    with relaying(grown.server, "^/drip", mode) as relay:
+        url = f"{relay.url}/drip"
+        record = tmp_path / "record.json"
+        record.write_text("{}")
+        args: list[str | Path] = {
+            "RECORD": [url, "--keys", grown.keys],
+            "--keys": [record, "--keys", url],
+            "--policy": [record, "--keys", grown.keys, "--policy", url],
+        }[what]
+        done = subprocess.run(
+            [str(CLI.parent / "verify-proof"), *map(str, args), "--deadline", DEADLINE],
+            capture_output=True, text=True, check=False, timeout=WAIT_S,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"GET {url}: no complete answer within the 2 s deadline" in done.stderr
+
+
+def test_a_bad_deadline_is_a_usage_error(grown: Grown) -> None:
+    for bad in ("0", "-1", "inf", "nan"):
+        done = run_cli("monitor", grown.server.url, "--keys", grown.keys, "--state",
+                       grown.state, "--deadline", bad, timeout=WAIT_S)  # fmt: skip
+        assert done.returncode == 2 and "--deadline must be a positive" in done.stderr, bad
+
+
+def lines_of(stream: IO[str]) -> queue.Queue[str]:
+    """The lines of a child's pipe as they come, read on a thread of their own."""
+    got: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [got.put(line) for line in stream], daemon=True).start()
+    return got
+
+
+def next_matching(got: queue.Queue[str], text: str) -> str:
+    while True:
+        line = got.get(timeout=WAIT_S)  # queue.Empty fails the test
+        if text in line:
+            return line
+
+
+def test_attack_a_watch_moves_on_after_a_deadline(grown: Grown) -> None:
+    # `monitor --watch` used to sit in the first dripping read for ever. Now a round past
+    # its deadline is an I/O error: the state stays, the watch backs off and runs the next
+    # round, and once the log answers again a round goes through.
+    before = state_files(grown.state)
+    with relaying(grown.server, CHECKPOINT, "drip-body") as relay:
+        argv = [str(CLI), "monitor", relay.url, "--keys", str(grown.keys)]
+        argv += ["--state", str(grown.state), "--origin", ORIGIN]
+        child = subprocess.Popen(
+            [*argv, "--watch", "0.2", "--deadline", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert child.stdout is not None and child.stderr is not None
+            out, err = lines_of(child.stdout), lines_of(child.stderr)
+            for _ in range(2):  # two rounds, each cut off at its deadline
+                next_matching(err, "no complete answer within the 1 s deadline")
+            assert state_files(grown.state) == before
+            relay.marker = "(?!)"  # the log answers in full again
+            summary = json.loads(next_matching(out, '"result"'))
+            assert summary["result"] == "consistent", summary
+            assert committed(grown.state) == (6, 6)
+        finally:
+            child.terminate()
+            child.wait(timeout=WAIT_S)
+            child.stdout.close()  # type: ignore[union-attr]
+            child.stderr.close()  # type: ignore[union-attr]

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..boundedread import DEFAULT_DEADLINE_S, check_deadline
 from ..errors import InputError, UsageError
 from .common import EXIT_FAILED, EXIT_OK, emit
 from .inputs import load_keys, load_policy, read_source
@@ -38,6 +39,14 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--watch", type=float, metavar="S", help="poll every S seconds (errors back off)"
     )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        metavar="S",
+        default=DEFAULT_DEADLINE_S,
+        help="how long one read of a URL may take in all "
+        f"(default: {DEFAULT_DEADLINE_S:g}; past it: exit 2, or the next round with --watch)",
+    )
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
@@ -52,14 +61,15 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         return EXIT_FAILED if any("alarm" in f for f in findings) else EXIT_OK
     if len(args.target) != 1 or args.keys is None or args.state is None:
         raise UsageError("usage: monitor URL|DIR --keys FILE --state DIR")
+    deadline = check_deadline(args.deadline)
     options = MonitorOptions(
-        keys=load_keys(read_source(args.keys), args.keys),
+        keys=load_keys(read_source(args.keys, deadline=deadline), args.keys),
         state_dir=Path(args.state),
-        policy=load_policy(args.policy) if args.policy else None,
+        policy=load_policy(args.policy, deadline=deadline) if args.policy else None,
         origin=args.origin,
         entries=args.entries,
     )
-    source = open_source(args.target[0])
+    source = open_source(args.target[0], deadline=deadline)
     try:
         monitor = Monitor(source, options)
         if args.watch is None:

@@ -58,9 +58,9 @@ _worker_source: LogSource | None = None  # in a worker process, set by its initi
 _worker_keys: KeySet | None = None
 
 
-def _start_worker(where: str, keys: KeySet) -> None:
+def _start_worker(where: str, keys: KeySet, deadline: float) -> None:
     global _worker_source, _worker_keys
-    _worker_source, _worker_keys = open_source(where), keys
+    _worker_source, _worker_keys = open_source(where, deadline=deadline), keys
 
 
 def _check_batch(items: list[Item]) -> list[Problem]:
@@ -87,7 +87,7 @@ class Signatures:
                 WORKERS,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_start_worker,
-                initargs=(self._source.where, self._keys),
+                initargs=(self._source.where, self._keys, self._source.deadline),
             )
         batches = [items[at : at + BATCH] for at in range(0, len(items), BATCH)]
         return _collect([self._pool.submit(_check_batch, batch) for batch in batches])

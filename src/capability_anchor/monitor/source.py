@@ -10,17 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from ..boundedread import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file
 from ..errors import InputError
 from ..merkle import HASH_SIZE, TILE_HEIGHT, TILE_WIDTH, tile_path
 from ..merkle.tilepath import entries_path
 
-FETCH_TIMEOUT = 10.0
 HTTP_PARALLEL = 8  # requests in flight, each on its own kept-alive connection
 READ_AHEAD = 256  # fetched but not yet checked, at most (about 150 kB of head documents)
-MAX_REDIRECTS = 5
-FETCH_LIMIT = 1 << 20  # a tile or entry bundle is far smaller; a head document too
+FETCH_LIMIT = INPUT_LIMIT  # a tile or entry bundle is far smaller; a head document too
 
 
 class ReadAhead(Protocol):
@@ -35,6 +34,7 @@ class LogSource(Protocol):
     """Read one resource by its path relative to the log's base (`history/checkpoint`)."""
 
     where: str
+    deadline: float  # what each network read may take in all (a folder has none to keep)
 
     def read(self, path: str) -> bytes | None: ...
 
@@ -87,46 +87,17 @@ class _InFlight:
 
 
 class HttpSource:
-    """The read API over HTTP(S) with urllib3: a catch-up is one GET per head, and httpx
-    spent about 0.5 ms of CPU per request where urllib3 spends about 0.2 (measured against
-    a real `serve`, README Performance), which decides a 100,000-head catch-up."""
+    """The read API over HTTP(S): `boundedread.Getter` (urllib3, HTTP_PARALLEL kept-alive
+    connections), each GET within `deadline` seconds in all and FETCH_LIMIT bytes."""
 
-    def __init__(self, base: str) -> None:
-        import urllib3  # lazily: an export folder needs no HTTP client
-
+    def __init__(self, base: str, *, deadline: float = DEFAULT_DEADLINE_S) -> None:
         self.where = base.rstrip("/")
-        self._errors: tuple[type[Exception], ...] = (urllib3.exceptions.HTTPError,)
-        # Redirects are followed (a CDN, http -> https); nothing else is retried: a failed
-        # read is exit 2, and `--watch` owns the backoff.
-        retries = urllib3.Retry(
-            total=MAX_REDIRECTS, connect=0, read=0, status=0, other=0, redirect=MAX_REDIRECTS
-        )
-        options: dict[str, Any] = {
-            "maxsize": HTTP_PARALLEL,
-            "block": True,
-            "timeout": urllib3.Timeout(FETCH_TIMEOUT),
-            "retries": retries,
-        }
-        proxy = _proxy_for(self.where)
-        self._http: urllib3.PoolManager = (
-            urllib3.PoolManager(**options)
-            if proxy is None
-            else urllib3.ProxyManager(proxy, **options)
-        )
+        self.deadline = deadline
+        self._getter = Getter(self.where, deadline=deadline, parallel=HTTP_PARALLEL)
         self._pool: ThreadPoolExecutor | None = None
 
     def read(self, path: str) -> bytes | None:
-        url = f"{self.where}/{path}"
-        try:
-            response: Any = self._http.request("GET", url, preload_content=False)
-        except self._errors as exc:
-            raise InputError(f"GET {url}: {exc}") from None
-        try:
-            return _body(url, response)
-        except self._errors as exc:
-            raise InputError(f"GET {url}: {exc}") from None
-        finally:
-            response.release_conn()
+        return self._getter.get(f"{self.where}/{path}", limit=FETCH_LIMIT)
 
     def read_ahead(self, paths: list[str]) -> ReadAhead:
         if self._pool is None:
@@ -136,43 +107,7 @@ class HttpSource:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
-        self._http.clear()
-
-
-def _proxy_for(base: str) -> str | None:
-    """The proxy the environment names for the base URL's scheme (`HTTP_PROXY`,
-    `HTTPS_PROXY`, else `ALL_PROXY`), unless `NO_PROXY` names its host: what httpx, the
-    package's other HTTP client, does by default, so a monitor and `verify-proof` reach a
-    log the same way. Only an http(s) proxy is supported (urllib3 has no SOCKS of its own)."""
-    import urllib.request
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(base)
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
-        return None
-    if urlsplit(proxy).scheme not in ("http", "https"):
-        raise InputError(f"{base}: the environment's proxy {proxy} is not an http(s) proxy")
-    return proxy
-
-
-def _body(url: str, response: Any) -> bytes | None:
-    """The reply's body when it is a 200 of at most FETCH_LIMIT bytes; a 404 is None. An
-    unread rest (an error, a body over the limit) closes the connection, never reused."""
-    if response.status == 404:
-        response.close()
-        return None
-    if response.status != 200:
-        response.close()
-        raise InputError(f"GET {url}: HTTP {response.status}")
-    declared = response.headers.get("content-length", "0")
-    if not declared.isdigit() or int(declared) <= FETCH_LIMIT:
-        body = bytes(response.read(FETCH_LIMIT + 1))
-        if len(body) <= FETCH_LIMIT:
-            return body
-    response.close()
-    raise InputError(f"GET {url}: the reply is larger than {FETCH_LIMIT} bytes")
+        self._getter.close()
 
 
 class FolderSource:
@@ -183,6 +118,7 @@ class FolderSource:
         if not folder.is_dir():
             raise InputError(f"{folder}: not a folder (give an export folder or a URL)")
         self.where = str(folder)
+        self.deadline = DEFAULT_DEADLINE_S
         self._folder = folder
 
     def read(self, path: str) -> bytes | None:
@@ -193,12 +129,10 @@ class FolderSource:
             path = f"{parts[1]}/{parts[2]}.json"
         elif parts[0] == "roots":
             path = "/".join(parts[1:])
-        try:
-            return (self._folder / path).read_bytes()
-        except FileNotFoundError:
+        file = self._folder / path
+        if not file.exists():
             return None
-        except OSError as exc:
-            raise InputError(f"{self._folder / path}: {exc}") from None
+        return read_file(file, limit=FETCH_LIMIT)  # bounded as over HTTP
 
     def read_ahead(self, paths: list[str]) -> ReadAhead:
         return _OnDemand(self.read)
@@ -207,9 +141,9 @@ class FolderSource:
         pass
 
 
-def open_source(where: str) -> LogSource:
+def open_source(where: str, *, deadline: float = DEFAULT_DEADLINE_S) -> LogSource:
     if where.startswith(("http://", "https://")):
-        return HttpSource(where)
+        return HttpSource(where, deadline=deadline)
     return FolderSource(Path(where))
 
 
