@@ -30,9 +30,10 @@ from ..errors import CapabilityAnchorError, InputError
 from ..keys import KeySet
 from ..merkle import HASH_SIZE, TILE_WIDTH, TileNodes, consistency_nodes, verify_consistency
 from ..merkle.nodes import resolve
-from ..note import Checkpoint, NoteVerifier, Policy, check_cosignatures, open_checkpoint
+from ..note import Checkpoint, Policy, check_cosignatures, open_checkpoint
 from ..note.checkpoint import origin_from_url, parse_checkpoint
 from ..note.signed import b64encode, parse_note
+from ..verify_history import log_verifiers
 from . import state as states
 from .heads import Finding, HeadRules, head_path, leaf_claims
 from .signatures import Item, Problem, Signatures
@@ -76,8 +77,14 @@ class Monitor:
                 return result
         data = self.source.read("history/checkpoint")
         if data is None:
-            if state.size:
-                raise InputError(f"{self.source.where}/history/checkpoint: not found")
+            if state.size:  # a log that signed a checkpoint never unpublishes it
+                result.findings.append(
+                    {
+                        "alarm": "checkpoint_missing",
+                        "old_size": state.size,
+                        "detail": "the log no longer serves history/checkpoint (HTTP 404)",
+                    }
+                )
             result.summary = self._summary(state, old_size, 0)
             return result
         checkpoint = self._checkpoint(state, data, result)
@@ -96,33 +103,48 @@ class Monitor:
     def _summary(self, state: states.MonitorState, old: int, new: int) -> dict[str, Any]:
         return {"monitor": self.source.where, "origin": state.origin, "old_size": old, "size": new}
 
-    def _origin(self, state: states.MonitorState, data: bytes) -> str:
+    def _expected(self, state: states.MonitorState) -> tuple[tuple[str, ...], str] | None:
+        """The origins the checkpoint may have, and where that comes from (None: a folder
+        with nothing else to go by takes the checkpoint's own origin line)."""
+        given = self.options.origin
         if state.origin is not None:
-            return state.origin
-        if self.options.origin is not None:
-            return self.options.origin
+            if given is not None and given != state.origin:
+                raise InputError(
+                    f"--origin {given} but {self.options.state_dir} follows {state.origin}: "
+                    "use another --state for another log"
+                )
+            return (state.origin,), f"pinned in {self.options.state_dir}"
+        if given is not None:
+            return (given,), "--origin"
         policy = self.options.policy
         if policy is not None and policy.logs:
-            return policy.logs[0].verifier.name
+            return tuple(log.verifier.name for log in policy.logs), "the policy's log line"
         where = self.source.where
         if where.startswith(("http://", "https://")):
-            return origin_from_url(where)
-        try:
-            return parse_checkpoint(parse_note(data).text).origin
-        except CapabilityAnchorError as exc:
-            raise InputError(f"{where}/history/checkpoint: {exc}") from None
+            return (origin_from_url(where),), f"the URL {where}"
+        return None
 
     def _checkpoint(
         self, state: states.MonitorState, data: bytes, result: RunResult
     ) -> Checkpoint | None:
-        origin = self._origin(state, data)
-        verifiers = [NoteVerifier(origin, key.raw) for key in self.options.keys]
-        if self.options.policy is not None:  # a policy's `log` vkey is trusted as well
-            verifiers += [log.verifier for log in self.options.policy.logs]
+        where = f"{self.source.where}/history/checkpoint"
+        try:  # bytes that are no checkpoint at all: a broken transfer looks the same (I/O)
+            note = parse_note(data)
+            origin = parse_checkpoint(note.text).origin
+        except CapabilityAnchorError as exc:
+            raise InputError(f"{where}: not a checkpoint ({exc})") from None
+        expected = self._expected(state)
+        if expected is not None and origin not in expected[0]:
+            # Another name is a question of which log this is, not evidence against it.
+            names = " or ".join(expected[0])
+            raise InputError(
+                f"{where}: the checkpoint's origin is {origin}, expected {names} (from "
+                f"{expected[1]}); pass --origin {origin} if this is the log to follow"
+                + (" (with a new --state)" if state.origin is not None else "")
+            )
+        verifiers = log_verifiers(origin, self.options.keys, self.options.policy)
         try:
-            opened = open_checkpoint(data, list(verifiers), origin=origin)
-            if not any(s.name == origin for s in opened.opened.verified):
-                raise CapabilityAnchorError("no signature by a trusted key of the log")
+            opened = open_checkpoint(note, verifiers, origin=origin)
         except CapabilityAnchorError as exc:
             result.findings.append({"alarm": "checkpoint_signature", "detail": str(exc)})
             return None
@@ -130,7 +152,7 @@ class Monitor:
         policy = self.options.policy
         if policy is not None:
             try:
-                check_cosignatures(parse_note(data), policy, at=int(time.time())).require()
+                check_cosignatures(note, policy, at=int(time.time())).require()
             except CapabilityAnchorError as exc:
                 result.findings.append({"alarm": "quorum", "detail": str(exc)})
         return opened.checkpoint
