@@ -17,10 +17,8 @@ import pytest
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.note import Cosigner, parse_note
 from logkit import CLI, History, build_history, run_cli
-from monitorkit import HandLog
+from monitorkit import DAY1, DAY2, DAY3, HandLog, good_log
 from serverkit import free_port, serving
-
-DAY1, DAY2, DAY3 = "2026-03-01", "2026-03-02", "2026-03-03"
 
 
 def monitor(
@@ -44,16 +42,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
 
 @pytest.fixture
 def good(tmp_path: Path) -> HandLog:
-    """Two days: day 1 heads at 3 and 5 then sealed at 5; day 2 a head at 2."""
-    log = HandLog(tmp_path / "log", SigningKey.generate())
-    log.entries(DAY1, 5)
-    log.head(DAY1, 3)
-    log.head(DAY1, 5)
-    log.head(DAY1, 5, sealed=True)
-    log.entries(DAY2, 300)
-    log.head(DAY2, 2)
-    log.publish()
-    return log
+    return good_log(tmp_path / "log", SigningKey.generate())
 
 
 def test_a_clean_export_passes_with_entries_and_again(history: History, tmp_path: Path) -> None:
