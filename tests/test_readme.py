@@ -216,8 +216,8 @@ def _on_the_sample(command: str, state: Path, empty: Path) -> list[str]:
         command = command.replace(folder, "roots/")
     command = re.sub(r"(?<![\w/.])(policy\.txt|tsa-ca\.pem)", r"roots/\1", command)
     command = command.replace("roots/2026-11-30.", "roots/2026-11-01.")
+    command = re.sub(r"--state (mon[^ ]*|<empty dir>)", f"--state {state}", command)
     command = command.replace("<iat>", SAMPLE_IAT).replace("<empty dir>", str(empty))
-    command = re.sub(r"--state mon[^ ]*", f"--state {state}", command)
     if "record.json" not in command:
         return [command]
     if "--at" not in command:
