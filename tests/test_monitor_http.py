@@ -279,13 +279,14 @@ def test_a_checkpoint_by_an_unknown_key_over_http_is_exit_2(
 class Relay:
     """A loopback HTTP server in a thread, between the monitor and a real `serve`: it passes
     every GET on, except those whose path `marker` (a regex) finds, which it answers as
-    `mode` says: `500`, `garbage` (200, 11 bytes no tile has), `oversize` (200, one byte
+    `mode` says: `500`, `garbage` (200, 11 bytes no tile has), `body` (200, `body`),
+    `oversize` (200, one byte
     over the monitor's limit), `flood` (200, FLOOD bytes of no stated length), `hangup`
     (closes the connection, no answer), `stop` (stops the real server first, then passes
     on: the monitor sees the log go away mid-run)."""
 
-    def __init__(self, upstream: Server, marker: str, mode: str) -> None:
-        self.upstream, self.marker, self.mode = upstream, marker, mode
+    def __init__(self, upstream: Server, marker: str, mode: str, body: bytes = b"") -> None:
+        self.upstream, self.marker, self.mode, self.body = upstream, marker, mode, body
         self.broken: list[str] = []
         self.server = ThreadServer(self.answer)
         self.url = self.server.url
@@ -304,6 +305,7 @@ class Relay:
                 "500": (500, b"internal error\n"),
                 "garbage": (200, b"not a tile\n"),
                 "oversize": (200, bytes(FETCH_LIMIT + 1)),
+                "body": (200, self.body),
             }[self.mode]
             self._send(handler, status, body)
             return
@@ -342,8 +344,8 @@ class Relay:
 
 
 @contextlib.contextmanager
-def relaying(upstream: Server, marker: str, mode: str) -> Iterator[Relay]:
-    relay = Relay(upstream, marker, mode)
+def relaying(upstream: Server, marker: str, mode: str, body: bytes = b"") -> Iterator[Relay]:
+    relay = Relay(upstream, marker, mode, body)
     try:
         yield relay
     finally:
@@ -466,3 +468,20 @@ def test_an_endless_answer_is_cut_off_at_the_limit(grown: Grown) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     peak_mb = int(done.stderr.splitlines()[-1]) / 1024
     assert peak_mb <= RSS_LIMIT_MB, f"the monitor peaked at {peak_mb:.0f} MB"
+
+
+def test_heads_past_a_lagging_checkpoint_over_http_warn_checkpoint_stale(
+    grown: Grown, tmp_path: Path
+) -> None:
+    """The log at size 6 shows its size-4 checkpoint as `/history/checkpoint` (as it does
+    while the witnesses have not cosigned 5 and 6): the unsealed head at index 4 is past it
+    since its `iat`, read from the next size's entry bundle."""
+    with grown.server.client() as client:
+        stale = client.get("/history/checkpoint/4").content
+    with relaying(grown.server, CHECKPOINT, "body", stale) as relay:
+        run = monitor(relay.url, tmp_path / "fresh", grown.keys, "--max-lag", "0", "--strict")
+    assert run.code == 1 and run.alarms == [], run
+    (warning,) = [line for line in run.lines if "warning" in line]
+    assert warning["warning"] == "checkpoint_stale" and warning["size"] == 4, warning
+    run = monitor(grown.server.url, tmp_path / "fresh", grown.keys, "--max-lag", "0", "--strict")
+    assert run.code == 0 and run.lines[-1]["size"] == 6, run
