@@ -393,3 +393,20 @@ def test_a_checkpoint_gone_after_300_heads_is_an_alarm(tmp_path: Path) -> None:
     checkpoint.unlink()
     run = monitor(log, tmp_path / "fresh")  # nothing seen yet: nothing to miss
     assert run.code == 0 and run.lines[-1]["size"] == 0, run
+
+
+def test_acknowledge_with_the_log_named_records_then_runs(good: HandLog, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    old = (good.folder / "history" / "checkpoint").read_bytes()
+    good.head(DAY2, 7)
+    honest = good.publish()
+    assert monitor(good, state).code == 0
+    (good.folder / "history" / "checkpoint").write_bytes(old)
+    ident = monitor(good, state).lines[0]["alarm_id"]
+    (good.folder / "history" / "checkpoint").write_bytes(honest)
+    run = monitor(good, state, "--acknowledge", ident)
+    assert run.code == 0, run
+    assert run.lines[0]["acknowledged"] == ident and run.lines[-1]["result"] == "consistent"
+    usage = run_cli("monitor", good.folder, "--acknowledge", ident, "--state", state)
+    assert usage.returncode == 2 and "usage: monitor --acknowledge" in usage.stderr
+    assert len(events(state)) == 2  # the usage error recorded nothing

@@ -53,7 +53,8 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--acknowledge",
         metavar="ID",
-        help="record that the operator cleared alarm ID (with --state): later runs go on",
+        help="record that the operator cleared alarm ID (with --state); later runs go on "
+        "from the last good state (with URL|DIR, this one)",
     )
 
 
@@ -61,10 +62,16 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from ..monitor import Monitor, MonitorOptions, alarms, compare_states, open_source
 
     if args.acknowledge is not None:
-        if args.target or args.state is None:
-            raise UsageError("usage: monitor --acknowledge ID --state DIR")
+        usable = args.state is not None and (
+            not args.target
+            or (len(args.target) == 1 and args.target[0] != "compare" and args.keys is not None)
+        )
+        if not usable:
+            raise UsageError("usage: monitor --acknowledge ID --state DIR [URL|DIR --keys FILE]")
         emit(alarms.acknowledge(Path(args.state), args.acknowledge))
-        return EXIT_OK
+        if not args.target:
+            return EXIT_OK
+        sys.stdout.flush()  # with a log named too, the run follows, from the last good state
     if args.target and args.target[0] == "compare":
         if len(args.target) != 3:
             raise UsageError("usage: monitor compare STATE1 STATE2")
