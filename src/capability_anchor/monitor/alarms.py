@@ -91,6 +91,7 @@ def _append(folder: Path, event: dict[str, Any]) -> None:
         f.write(json.dumps(event, sort_keys=True, separators=(",", ":")).encode() + b"\n")
         f.flush()
         os.fsync(f.fileno())
+    fsync_dir(folder)
 
 
 def raise_alarm(folder: Path, findings: list[dict[str, Any]], evidence: dict[str, bytes]) -> str:

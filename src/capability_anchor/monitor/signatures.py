@@ -1,5 +1,6 @@
-"""Rule 2 of `heads.py` (the log serves each head's document, its JWS verifies, and its
-payload is the history leaf), for a chunk of heads at a time.
+"""Rule 2 of `heads.py` (the log serves each head's document, its JWS verifies, its
+payload is the history leaf, and the document is the SPEC §4 form of those claims), for a
+chunk of heads at a time.
 
 A catch-up does this once per head: one read and one JWS check each, independent of one
 another and of every other rule. Over HTTP, one process doing that and the ordered rules
