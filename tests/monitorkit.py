@@ -22,6 +22,7 @@ from capability_anchor.note import Checkpoint, NoteSigner, sign_checkpoint
 
 ORIGIN = "resolver.example/history"
 ISS = "https://resolver.example"
+DAY1, DAY2, DAY3 = "2026-03-01", "2026-03-02", "2026-03-03"
 
 
 def leaf_hash(data: bytes) -> bytes:
@@ -103,3 +104,16 @@ def _write_tiles(base: Path, tree: TiledTree, leaves: list[bytes]) -> None:
             bundle = base / entries_path(tid.index, tid.width)
             bundle.parent.mkdir(parents=True, exist_ok=True)
             bundle.write_bytes(entry_bundle(leaves[start : start + tid.width]))
+
+
+def good_log(folder: Path, key: SigningKey) -> HandLog:
+    """Two days: day 1 heads at 3 and 5 then sealed at 5; day 2 a head at 2; published."""
+    log = HandLog(folder, key)
+    log.entries(DAY1, 5)
+    log.head(DAY1, 3)
+    log.head(DAY1, 5)
+    log.head(DAY1, 5, sealed=True)
+    log.entries(DAY2, 300)
+    log.head(DAY2, 2)
+    log.publish()
+    return log

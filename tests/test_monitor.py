@@ -17,10 +17,8 @@ import pytest
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.note import Cosigner, parse_note
 from logkit import CLI, History, build_history, run_cli
-from monitorkit import HandLog
+from monitorkit import DAY1, DAY2, DAY3, HandLog, good_log
 from serverkit import free_port, serving
-
-DAY1, DAY2, DAY3 = "2026-03-01", "2026-03-02", "2026-03-03"
 
 
 def monitor(
@@ -44,16 +42,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
 
 @pytest.fixture
 def good(tmp_path: Path) -> HandLog:
-    """Two days: day 1 heads at 3 and 5 then sealed at 5; day 2 a head at 2."""
-    log = HandLog(tmp_path / "log", SigningKey.generate())
-    log.entries(DAY1, 5)
-    log.head(DAY1, 3)
-    log.head(DAY1, 5)
-    log.head(DAY1, 5, sealed=True)
-    log.entries(DAY2, 300)
-    log.head(DAY2, 2)
-    log.publish()
-    return log
+    return good_log(tmp_path / "log", SigningKey.generate())
 
 
 def test_a_clean_export_passes_with_entries_and_again(history: History, tmp_path: Path) -> None:
@@ -195,13 +184,22 @@ def test_a_head_signed_by_an_unknown_key(good: HandLog, tmp_path: Path) -> None:
     assert code == 1 and alarms(lines) == ["bad_head_signature"], lines
 
 
-def test_a_checkpoint_signed_by_an_unknown_key(good: HandLog, tmp_path: Path) -> None:
+def test_a_checkpoint_signed_by_an_unknown_key_is_no_evidence_exit_2(
+    good: HandLog, tmp_path: Path
+) -> None:
+    """No trusted key signed it, so it is no statement of the log's: exit 2 naming --keys,
+    before a first good run and after one alike, and nothing committed."""
     keys = tmp_path / "keys.json"
     keys.write_bytes((good.folder / "keys.json").read_bytes())
-    good.key = SigningKey.generate()
-    good.publish()
-    code, lines = monitor(good.folder, tmp_path / "state", keys=keys)
-    assert code == 1 and alarms(lines) == ["checkpoint_signature"], lines
+    state = tmp_path / "state"
+    assert monitor(good.folder, state, keys=keys)[0] == 0
+    for folder in (tmp_path / "fresh", state):
+        good.key = SigningKey.generate()
+        good.publish()
+        done = run_cli("monitor", good.folder, "--keys", keys, "--state", folder)
+        assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+        assert "not signed by a trusted key" in done.stderr and "--keys" in done.stderr
+    assert not (tmp_path / "fresh" / "state.json").exists()
 
 
 def test_a_history_leaf_that_is_not_a_valid_head(good: HandLog, tmp_path: Path) -> None:
@@ -293,12 +291,16 @@ def test_io_errors_exit_2(tmp_path: Path) -> None:
 
 
 def test_policy_quorum(good: HandLog, tmp_path: Path) -> None:
-    """--policy: the checkpoint must carry the quorum's cosignatures (`quorum` alarm)."""
+    """--policy: the checkpoint must carry the quorum's cosignatures before it is committed;
+    one without them is refused (exit 2), not alarmed (the witnesses may only lag)."""
     witness = Cosigner("witness.example/w1", SigningKey.generate())
     policy = tmp_path / "policy.txt"
     policy.write_text(f"witness w1 {witness.verifier.vkey()}\nquorum w1\n")
-    code, lines = monitor(good.folder, tmp_path / "state", "--policy", policy)
-    assert code == 1 and alarms(lines) == ["quorum"], lines
+    argv = ("--keys", good.folder / "keys.json", "--state", tmp_path / "state")
+    done = run_cli("monitor", good.folder, *argv, "--policy", policy)
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+    assert "not witnessed as --policy requires" in done.stderr
+    assert not (tmp_path / "state" / "state.json").exists()  # nothing committed
     path = good.folder / "history" / "checkpoint"
     note = parse_note(path.read_bytes())
     path.write_bytes(

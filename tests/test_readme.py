@@ -7,6 +7,8 @@
   lines shown, where `…` stands for any text. Only two things are substituted: the port
   (8000 may be taken here) and the README's fixed date 2026-12-01 (today's UTC day).
 - "Embedding the log in a Python resolver": the marked block runs in an empty folder.
+- Every monitor, verify-proof, audit and `openssl ts` command of README.md and
+  roots/README.md that reads a folder runs on the shipped sample (`roots/`), exit 0.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -179,3 +182,75 @@ def test_the_layout_table_lists_every_module_once() -> None:
     rows = re.findall(r"^\| `src/capability_anchor/([^`]*)` \|", layout, flags=re.M)
     assert len(rows) == len(set(rows)), "a module has two rows"
     assert set(rows) == modules, (sorted(modules - set(rows)), sorted(set(rows) - modules))
+
+
+# --- every README command that can run on the shipped sample, run on it -----------------
+
+SAMPLE = ROOT / "roots"
+SAMPLE_IAT = "1793797200"  # the sample's records were issued then (roots/README.md)
+COMMAND = re.compile(r"(capability-anchor (monitor|audit)|verify-proof|openssl ts)\b")
+# Not about a folder: they name the log's URL or files the sample has no copy of.
+ELSEWHERE = ("https://", "token.jws", "--keys keys.json", "monitor compare")
+
+
+def _commands(readme: Path) -> list[str]:
+    """Each command line of the file's code blocks (continuations joined, `$ ` dropped,
+    comments cut) that runs an auditing tool."""
+    found = []
+    for block in re.findall(r"```[^\n]*\n(.*?)```", readme.read_text(), flags=re.S):
+        lines = iter(block.splitlines())
+        for line in lines:
+            command = line.removeprefix("$ ")
+            while command.endswith("\\"):
+                command = command[:-1] + next(lines).strip()
+            if COMMAND.match(command):
+                found.append(command.split("  #", 1)[0].split(" # ", 1)[0].strip())
+    return found
+
+
+def _on_the_sample(command: str, state: Path, empty: Path) -> list[str]:
+    """The command with the README's placeholder files replaced by the sample's: the export
+    folder (`public/`, `exported/`, `./roots`), its policy, CA, a stamp, and each of its
+    records (checked at their issue time: they have expired since)."""
+    for folder in ("public/", "exported/", "./roots/", "./roots"):
+        command = command.replace(folder, "roots/")
+    command = re.sub(r"(?<![\w/.])(policy\.txt|tsa-ca\.pem)", r"roots/\1", command)
+    command = command.replace("roots/2026-11-30.", "roots/2026-11-01.")
+    command = re.sub(r"--state (mon[^ ]*|<empty dir>)", f"--state {state}", command)
+    command = command.replace("<iat>", SAMPLE_IAT).replace("<empty dir>", str(empty))
+    if "record.json" not in command:
+        return [command]
+    if "--at" not in command:
+        command += f" --at {SAMPLE_IAT}"
+    records = sorted((SAMPLE / "records").glob("*.json"))
+    return [command.replace("record.json", f"roots/records/{r.name}") for r in records]
+
+
+def test_every_readme_command_on_the_shipped_sample_passes(tmp_path: Path) -> None:
+    """README.md's and roots/README.md's monitor, verify-proof, audit and `openssl ts`
+    commands, each on the shipped sample: exit 0. roots/README.md's commands that name the
+    folder `.` are run from the checkout's root with `roots/` for it, as the rest are."""
+    env = clean_env({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    runs: list[tuple[str, Path]] = []
+    for readme, cwd in ((README, ROOT), (SAMPLE / "README.md", None)):
+        for command in _commands(readme):
+            if any(marker in command for marker in ELSEWHERE):
+                continue
+            inside = cwd is None and not re.search(r"(^| )roots/", command)
+            if inside:
+                command = command.replace("--roots .", "--roots roots/").replace(
+                    "records/", "roots/records/"
+                )
+                command = re.sub(r"(?<![\w-])(-data|-in|-CAfile) ", r"\1 roots/", command)
+            runs += [(c, ROOT) for c in _on_the_sample(command, tmp_path / "mon", empty)]
+    names = " ".join(c for c, _ in runs)
+    for tool in ("monitor ", "verify-proof ", "audit ", "openssl ts "):
+        assert tool in names, f"no README command runs {tool.strip()}: {names}"
+    for command, cwd in runs:
+        shutil.rmtree(tmp_path / "mon", ignore_errors=True)  # each monitor starts afresh
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, f"$ {command}\n{done.stdout}\n{done.stderr}"

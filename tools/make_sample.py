@@ -291,7 +291,7 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> None:
         clock.t = at(day4, 12, 35)
         log.checkpoint()
         witness_new_checkpoints(log, clock)
-        export(log, out)
+        export(log, out, tiles=True)
         (out / POLICY).write_bytes(sample_policy())
         # Resolver-2 records, issued at 2026-11-04 13:00 (verify them with --at <iat>).
         clock.t = at(day4, 13)

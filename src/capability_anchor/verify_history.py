@@ -157,6 +157,23 @@ def _expected_origins(
     return (origin_from_url(anchor.base),), f"the anchor's base {anchor.base}"
 
 
+def log_verifiers(name: str, keys: KeySet, policy: Policy | None) -> list[Verifier]:
+    """The note keys a checkpoint of origin `name` may be signed with: each trusted JWK's
+    Ed25519 key under that name, and the policy's `log` vkeys of that name. A `log` vkey
+    that is also a trusted JWK is the same (name, key ID): one verifier, not two."""
+    from .note import NoteVerifier
+
+    verifiers: dict[tuple[str, bytes], Verifier] = {}
+    for key in keys:
+        # A trusted JWK is the log's Ed25519 key; as a note key it signs under the origin.
+        candidate = NoteVerifier(name, key.raw)
+        verifiers[(candidate.name, candidate.key_id)] = candidate
+    for log in policy.logs if policy is not None else ():
+        if log.verifier.name == name:
+            verifiers[(log.verifier.name, log.verifier.key_id)] = log.verifier
+    return list(verifiers.values())
+
+
 def _open(
     note: Note,
     name: str,
@@ -168,22 +185,14 @@ def _open(
     """Step 4: the checkpoint's origin `name` is expected and a trusted key signed `note`
     under that name; who signed, for the detail."""
     from .errors import MalformedNote
-    from .note import NoteVerifier, open_checkpoint
+    from .note import open_checkpoint
 
     origins, why = _expected_origins(origin, policy, anchor)
     if name not in origins:
         raise MalformedNote(
             f"its origin is {name!r}, not {' or '.join(map(repr, origins))} (from {why})"
         )
-    verifiers: dict[tuple[str, bytes], Verifier] = {}
-    for key in keys:
-        # A trusted JWK is the log's Ed25519 key; as a note key it signs under the origin.
-        candidate = NoteVerifier(name, key.raw)
-        verifiers[(candidate.name, candidate.key_id)] = candidate
-    for log in policy.logs if policy is not None else ():
-        if log.verifier.name == name:
-            verifiers[(log.verifier.name, log.verifier.key_id)] = log.verifier
-    opened = open_checkpoint(note, list(verifiers.values()), origin=name)
+    opened = open_checkpoint(note, log_verifiers(name, keys, policy), origin=name)
     return ", ".join(f"{s.name}+{s.key_id.hex()}" for s in opened.opened.verified)
 
 

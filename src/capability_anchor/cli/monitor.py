@@ -1,7 +1,9 @@
 """`capability-anchor monitor URL|DIR --keys K [--policy P] --state DIR [--entries]
-[--watch S]` and `monitor compare STATE1 STATE2` (issue #14; the steps are in
-`monitor/follow.py`). One JSON line per finding, then a summary line per run; exit 0 when
-consistent, 1 on any alarm, 2 on I/O or usage."""
+[--watch S] [--max-lag S] [--strict]`, `monitor --acknowledge ID --state DIR` and
+`monitor compare STATE1 STATE2` (issues #14, #20; the steps are in `monitor/follow.py`).
+One JSON line per finding, then a summary line per run; exit 0 when consistent, 1 on any
+alarm (a pending one too: `monitor/alarms.py`), or a `checkpoint_stale` warning with
+`--strict`, 2 on I/O or usage."""
 
 from __future__ import annotations
 
@@ -20,12 +22,13 @@ if TYPE_CHECKING:
     from ..monitor import Monitor
 
 MAX_BACKOFF_S = 300.0
+DEFAULT_MAX_LAG = 3600.0
 
 
 def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "target",
-        nargs="+",
+        nargs="*",
         metavar="URL|DIR",
         help="the log's base URL or export folder; or `compare STATE1 STATE2`",
     )
@@ -47,12 +50,38 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
         help="how long one read of a URL may take in all "
         f"(default: {DEFAULT_DEADLINE_S:g}; past it: exit 2, or the next round with --watch)",
     )
+    p.add_argument(
+        "--max-lag",
+        type=float,
+        default=DEFAULT_MAX_LAG,
+        metavar="S",
+        help="warn checkpoint_stale when the heads are past the checkpoint for longer "
+        "(default 3600)",
+    )
+    p.add_argument("--strict", action="store_true", help="a checkpoint_stale warning exits 1")
+    p.add_argument(
+        "--acknowledge",
+        metavar="ID",
+        help="record that the operator cleared alarm ID (with --state); later runs go on "
+        "from the last good state (with URL|DIR, this one)",
+    )
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
-    from ..monitor import Monitor, MonitorOptions, compare_states, open_source
+    from ..monitor import Monitor, MonitorOptions, alarms, compare_states, open_source
 
-    if args.target[0] == "compare":
+    if args.acknowledge is not None:
+        usable = args.state is not None and (
+            not args.target
+            or (len(args.target) == 1 and args.target[0] != "compare" and args.keys is not None)
+        )
+        if not usable:
+            raise UsageError("usage: monitor --acknowledge ID --state DIR [URL|DIR --keys FILE]")
+        emit(alarms.acknowledge(Path(args.state), args.acknowledge))
+        if not args.target:
+            return EXIT_OK
+        sys.stdout.flush()  # with a log named too, the run follows, from the last good state
+    if args.target and args.target[0] == "compare":
         if len(args.target) != 3:
             raise UsageError("usage: monitor compare STATE1 STATE2")
         findings = compare_states(Path(args.target[1]), Path(args.target[2]))
@@ -68,33 +97,46 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         policy=load_policy(args.policy, deadline=deadline) if args.policy else None,
         origin=args.origin,
         entries=args.entries,
+        max_lag=args.max_lag,
     )
+    if args.max_lag < 0:
+        raise UsageError("--max-lag is a number of seconds, at least 0")
     source = open_source(args.target[0], deadline=deadline)
     try:
         monitor = Monitor(source, options)
         if args.watch is None:
-            return _once(monitor)
-        return _watch(monitor, max(args.watch, 0.01))
+            return _once(monitor, args.strict)
+        return _watch(monitor, max(args.watch, 0.01), args.strict)
     finally:
         source.close()
 
 
-def _once(monitor: Monitor) -> int:
+def _once(monitor: Monitor, strict: bool) -> int:
     result = monitor.run_once()
     for finding in result.findings:
         emit(finding)
     emit({**result.summary, "result": "alarm" if result.alarmed else "consistent"})
     sys.stdout.flush()
-    return EXIT_FAILED if result.alarmed else EXIT_OK
+    state = monitor.options.state_dir
+    for ident in result.pending:
+        print(
+            f"capability-anchor monitor: alarm {ident} is not acknowledged, so the log was not "
+            f"read (its evidence: {state}/evidence/{ident}/); once it is resolved: "
+            f"capability-anchor monitor --acknowledge {ident} --state {state}",
+            file=sys.stderr,
+            flush=True,
+        )
+    stale = strict and any(f.get("warning") == "checkpoint_stale" for f in result.findings)
+    return EXIT_FAILED if result.alarmed or stale else EXIT_OK
 
 
-def _watch(monitor: Monitor, every: float) -> int:
+def _watch(monitor: Monitor, every: float, strict: bool) -> int:
     """Forever: a run every `every` seconds; after I/O errors the pause doubles, up to
     max(every, 300 s), and is back to `every` after the next run that reads the log."""
     errors = 0
     while True:
         try:
-            _once(monitor)
+            _once(monitor, strict)
             errors = 0
         except InputError as exc:
             errors += 1

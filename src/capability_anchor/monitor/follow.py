@@ -1,42 +1,62 @@
 """One monitor run, in order (each step's alarm is named in the findings):
 
-1. read `history/checkpoint`; `checkpoint_signature`: it is signed by a trusted key under
-   the origin (the state's, else `--origin`, else the policy's `log` vkey, else the URL's
-   §12.2 origin, else, for a folder, the checkpoint's own origin line, then pinned);
-2. with a policy, `quorum`: its cosignatures meet the quorum (`note.check_cosignatures`);
-3. `checkpoint_rollback` / `checkpoint_inconsistent`: it is not smaller than the last one
+0. an alarm raised before and not acknowledged (`alarms.py`) is repeated, and nothing else
+   is done: the log is not read, so nothing is committed past it;
+1. read `history/checkpoint`: gone after one was seen, `checkpoint_missing`; bytes that are
+   no checkpoint, an origin other than the expected one (the state's, else `--origin`, else
+   the policy's `log` names, else the URL's §12.2 origin; a folder's own origin line), or
+   no signature by a trusted key under it (`--keys`, the policy's `log` vkeys) are exit 2:
+   no statement of the log's, so no evidence against it;
+2. `checkpoint_rollback` / `checkpoint_inconsistent`: it is not smaller than the last one
    seen, and is consistent with it (a proof built from the history's hash tiles and
    verified with `merkle`; the same size must have the same root);
-4. `entries_mismatch`: the new leaves from the entry bundles, appended to the stored tree
-   edge, give the checkpoint's root;
-5. every new leaf obeys the head rules (`heads.py`).
+3. `entries_mismatch`: the new leaves from the entry bundles, appended to the stored tree
+   edge, give the checkpoint's root; on the first run, `tile_mismatch`: every history hash
+   tile at its size is the tree those leaves give;
+4. with a policy, its cosignatures meet the quorum, else exit 2 with nothing committed;
+5. every new leaf obeys the head rules (`heads.py`);
+6. `checkpoint_stale` (a warning): the log's heads are past the checkpoint for longer than
+   `max_lag`.
 
-A checkpoint alarm (1-4) commits nothing. Once 1-4 pass, the checkpoint and its leaves are
+A checkpoint alarm (1-3) commits nothing. Once 1-4 pass, the checkpoint and its leaves are
 committed, then each chunk of heads whose rules pass (`state.py`); a head alarm stops the
-run before its chunk is committed. Either way every later run repeats the alarm until
-someone acts, and a crashed catch-up goes on from its last chunk.
+run before its chunk is committed. An alarm's evidence is kept in the state folder and
+every later run repeats it until `monitor --acknowledge ID`; a crashed catch-up goes on
+from its last chunk.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import CapabilityAnchorError, InputError
 from ..keys import KeySet
-from ..merkle import HASH_SIZE, TILE_WIDTH, TileNodes, consistency_nodes, verify_consistency
+from ..merkle import (
+    HASH_SIZE,
+    TILE_WIDTH,
+    TiledTree,
+    TileNodes,
+    consistency_nodes,
+    verify_consistency,
+)
 from ..merkle.nodes import resolve
-from ..note import Checkpoint, NoteVerifier, Policy, check_cosignatures, open_checkpoint
+from ..merkle.tilepath import entries_path
+from ..merkle.tiles import tiles_for_size
+from ..note import Checkpoint, Policy, check_cosignatures, open_checkpoint
 from ..note.checkpoint import origin_from_url, parse_checkpoint
 from ..note.signed import b64encode, parse_note
+from ..verify_history import log_verifiers
+from . import alarms
 from . import state as states
 from .heads import Finding, HeadRules, head_path, leaf_claims
 from .signatures import Item, Problem, Signatures
-from .source import LogSource, read_bundles, read_tile
+from .source import FolderSource, LogSource, read_bundles, read_tile, split_bundle
 
 CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
 
@@ -48,12 +68,16 @@ class MonitorOptions:
     policy: Policy | None = None
     origin: str | None = None
     entries: bool = False
+    max_lag: float = 3600.0  # seconds the heads may be past the checkpoint (`checkpoint_stale`)
+    now: Callable[[], float] = time.time
 
 
 @dataclass
 class RunResult:
     findings: list[Finding] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, bytes] = field(default_factory=dict, repr=False)  # `alarms.py`
+    pending: list[str] = field(default_factory=list)  # IDs repeated, not raised by this run
 
     @property
     def alarmed(self) -> bool:
@@ -66,74 +90,190 @@ class Monitor:
         self.options = options
 
     def run_once(self) -> RunResult:
-        state = states.load(self.options.state_dir)
+        folder = self.options.state_dir
+        waiting = alarms.pending(folder)
+        state = states.load(folder)
         result = RunResult()
+        if waiting:  # never committed past: repeated until acknowledged, the log not read
+            for alarm in waiting:
+                result.findings += [{**f, "alarm_id": alarm.id} for f in alarm.findings]
+            result.pending = [alarm.id for alarm in waiting]
+            result.summary = {**self._summary(state, state.size, 0), "pending": result.pending}
+            return result
+        self._run(state, result)
+        if result.alarmed:
+            self._raise(state, result)
+        return result
+
+    def _raise(self, state: states.MonitorState, result: RunResult) -> None:
+        """Keep the evidence and record the alarm (`alarms.py`); each line names its ID."""
+        evidence = dict(result.evidence)
+        if state.checkpoint is not None:
+            last = state.checkpoint.encode("utf-8")
+            if evidence.get("checkpoint") == last:
+                del evidence["checkpoint"]
+            evidence["checkpoint.last"] = last
+        ident = alarms.raise_alarm(self.options.state_dir, result.findings, evidence)
+        result.findings = [{**f, "alarm_id": ident} if "alarm" in f else f for f in result.findings]
+        result.summary["alarm_id"] = ident
+
+    def _run(self, state: states.MonitorState, result: RunResult) -> None:
         old_size = state.size
         if state.checked < state.size:  # a catch-up that was cut short: finish it first
             self._check_heads(state, result)
             if result.alarmed:
                 result.summary = self._summary(state, old_size, 0)
-                return result
+                return
         data = self.source.read("history/checkpoint")
         if data is None:
-            if state.size:
-                raise InputError(f"{self.source.where}/history/checkpoint: not found")
+            if state.size:  # a log that signed a checkpoint never unpublishes it
+                result.findings.append(
+                    {
+                        "alarm": "checkpoint_missing",
+                        "old_size": state.size,
+                        "detail": "the log no longer serves history/checkpoint (HTTP 404)",
+                    }
+                )
             result.summary = self._summary(state, old_size, 0)
-            return result
-        checkpoint = self._checkpoint(state, data, result)
-        if checkpoint is not None and self._consistent(state, checkpoint, result):
+            return
+        result.evidence["checkpoint"] = data
+        checkpoint = self._checkpoint(state, data)
+        if self._consistent(state, checkpoint, result):
             self._new_leaves(state, checkpoint, result)
-        if not result.alarmed and checkpoint is not None:
+            if old_size == 0 and not result.alarmed:
+                self._first_tiles(state, result)
+        if not result.alarmed:
+            self._unwitnessed(data)
             # The checkpoint and its leaves are proven: commit them, then check the heads.
             state.checkpoint = data.decode("utf-8")
             if not state.seen or state.seen[-1][0] != checkpoint.size:
                 state.seen.append([checkpoint.size, b64encode(checkpoint.root)])
             states.save(self.options.state_dir, state, old_size)
             self._check_heads(state, result)
+            if not result.alarmed:
+                self._staleness(state, result)
         result.summary = self._summary(state, old_size, 0 if result.alarmed else state.size)
-        return result
+
+    def _staleness(self, state: states.MonitorState, result: RunResult) -> None:
+        """`checkpoint_stale`: the log's heads are past the checkpoint (one that met the
+        quorum, with --policy) for longer than `max_lag`. Measured from the first run that
+        saw a head past this checkpoint, or from that head's `iat` when it is an unsealed
+        head (signed when published); a sealed head's `iat` is the end of its day, before
+        it was published, so it would overstate the lag."""
+        now = self.options.now()
+        leaf = self._leaf_past(state.size)
+        behind = state.behind
+        if leaf is None:
+            behind = None
+        elif behind is None or behind.size != state.size:
+            behind = states.Behind(state.size, now)
+            try:
+                claims = leaf_claims(leaf)
+            except CapabilityAnchorError:
+                claims = None  # not a head: alarmed once a checkpoint covers it
+            if claims is not None and not claims["sealed"]:
+                behind.since = min(behind.since, float(claims["iat"]))
+        if behind != state.behind:
+            state.behind = behind
+            states.save(self.options.state_dir, state, state.size)
+        if behind is None or now - behind.since <= self.options.max_lag:
+            return
+        since = dt.datetime.fromtimestamp(int(behind.since), dt.UTC)
+        result.findings.append(
+            {
+                "warning": "checkpoint_stale",
+                "size": state.size,
+                "behind_since": since.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "lag_s": int(now - behind.since),
+                "max_lag_s": int(self.options.max_lag),
+                "detail": "the log's heads have grown past the newest checkpoint that meets "
+                "the quorum: its witnesses lag, or the log does not submit to them",
+            }
+        )
+
+    def _leaf_past(self, size: int) -> bytes | None:
+        """History leaf `size`, the first past the checkpoint, when the log serves it. Every
+        history size has its tiles over HTTP, so the next size's bundle answers; an export
+        keeps only a tile's newest partial bundle, whatever its width."""
+        index, at = divmod(size, TILE_WIDTH)
+        widths = [at + 1, TILE_WIDTH]
+        if isinstance(self.source, FolderSource):
+            widths += range(at + 2, TILE_WIDTH)
+        for width in widths:
+            path = "history/" + entries_path(index, width)
+            data = self.source.read(path)
+            if data is not None:
+                return split_bundle(f"{self.source.where}/{path}", data, at + 1)[at]
+        return None
 
     def _summary(self, state: states.MonitorState, old: int, new: int) -> dict[str, Any]:
         return {"monitor": self.source.where, "origin": state.origin, "old_size": old, "size": new}
 
-    def _origin(self, state: states.MonitorState, data: bytes) -> str:
+    def _expected(self, state: states.MonitorState) -> tuple[tuple[str, ...], str] | None:
+        """The origins the checkpoint may have, and where that comes from (None: a folder
+        with nothing else to go by takes the checkpoint's own origin line)."""
+        given = self.options.origin
         if state.origin is not None:
-            return state.origin
-        if self.options.origin is not None:
-            return self.options.origin
+            if given is not None and given != state.origin:
+                raise InputError(
+                    f"--origin {given} but {self.options.state_dir} follows {state.origin}: "
+                    "use another --state for another log"
+                )
+            return (state.origin,), f"pinned in {self.options.state_dir}"
+        if given is not None:
+            return (given,), "--origin"
         policy = self.options.policy
         if policy is not None and policy.logs:
-            return policy.logs[0].verifier.name
+            return tuple(log.verifier.name for log in policy.logs), "the policy's log line"
         where = self.source.where
         if where.startswith(("http://", "https://")):
-            return origin_from_url(where)
-        try:
-            return parse_checkpoint(parse_note(data).text).origin
-        except CapabilityAnchorError as exc:
-            raise InputError(f"{where}/history/checkpoint: {exc}") from None
+            return (origin_from_url(where),), f"the URL {where}"
+        return None
 
-    def _checkpoint(
-        self, state: states.MonitorState, data: bytes, result: RunResult
-    ) -> Checkpoint | None:
-        origin = self._origin(state, data)
-        verifiers = [NoteVerifier(origin, key.raw) for key in self.options.keys]
-        if self.options.policy is not None:  # a policy's `log` vkey is trusted as well
-            verifiers += [log.verifier for log in self.options.policy.logs]
-        try:
-            opened = open_checkpoint(data, list(verifiers), origin=origin)
-            if not any(s.name == origin for s in opened.opened.verified):
-                raise CapabilityAnchorError("no signature by a trusted key of the log")
+    def _checkpoint(self, state: states.MonitorState, data: bytes) -> Checkpoint:
+        where = f"{self.source.where}/history/checkpoint"
+        try:  # bytes that are no checkpoint at all: a broken transfer looks the same (I/O)
+            note = parse_note(data)
+            origin = parse_checkpoint(note.text).origin
         except CapabilityAnchorError as exc:
-            result.findings.append({"alarm": "checkpoint_signature", "detail": str(exc)})
-            return None
+            raise InputError(f"{where}: not a checkpoint ({exc})") from None
+        expected = self._expected(state)
+        if expected is not None and origin not in expected[0]:
+            # Another name is a question of which log this is, not evidence against it.
+            names = " or ".join(expected[0])
+            raise InputError(
+                f"{where}: the checkpoint's origin is {origin}, expected {names} (from "
+                f"{expected[1]}); pass --origin {origin} if this is the log to follow"
+                + (" (with a new --state)" if state.origin is not None else "")
+            )
+        verifiers = log_verifiers(origin, self.options.keys, self.options.policy)
+        try:
+            opened = open_checkpoint(note, verifiers, origin=origin)
+        except CapabilityAnchorError as exc:
+            # Not signed by the log: no statement of the log's, so no evidence against it.
+            raise InputError(
+                f"{where}: not signed by a trusted key of {origin} ({exc}); check that --keys "
+                "is the log's key set (its /keys) and that this is the log"
+            ) from None
         state.origin = origin
-        policy = self.options.policy
-        if policy is not None:
-            try:
-                check_cosignatures(parse_note(data), policy, at=int(time.time())).require()
-            except CapabilityAnchorError as exc:
-                result.findings.append({"alarm": "quorum", "detail": str(exc)})
         return opened.checkpoint
+
+    def _unwitnessed(self, data: bytes) -> None:
+        """With a policy, the checkpoint's cosignatures must meet its quorum before it is
+        committed. One that does not is refused (exit 2), not alarmed: the witnesses may
+        lag, or --policy is not the log's; a fork shown only to this monitor is what the
+        quorum keeps out, and it was alarmed already if it contradicts the state."""
+        policy = self.options.policy
+        if policy is None:
+            return
+        try:
+            check_cosignatures(parse_note(data), policy, at=int(time.time())).require()
+        except CapabilityAnchorError as exc:
+            raise InputError(
+                f"{self.source.where}/history/checkpoint: not witnessed as --policy requires "
+                f"({exc}); nothing committed: its witnesses lag, or --policy is not the "
+                "log's (its /history/policy)"
+            ) from None
 
     def _consistent(
         self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult
@@ -184,6 +324,36 @@ class Monitor:
                 }
             )
         state.size = checkpoint.size
+
+    def _first_tiles(self, state: states.MonitorState, result: RunResult) -> None:
+        """On the first run, every history hash tile at the checkpoint's size must be the
+        tree that the proven leaves give: a later run reads them for its consistency proof
+        (`_consistent`), so no run trusts a tile unchecked. Read ahead, as the bundles are."""
+        tree = TiledTree()
+        tree.extend_concatenated(bytes(state.leaf_hashes))
+        ids = list(tiles_for_size(state.size))
+        paths = ["history/" + tid.path for tid in ids]
+        ahead = self.source.read_ahead(paths)
+        try:
+            for tid, path in zip(ids, paths, strict=True):
+                want = tree.tile(tid.level, tid.index)
+                data = ahead.take(path)
+                if data is None or len(data) != len(want):  # the full tile, or the error
+                    data = read_tile(self.source, "history/", state.size, tid.level, tid.index)
+                if data != want:
+                    result.findings.append(
+                        {
+                            "alarm": "tile_mismatch",
+                            "size": state.size,
+                            "tile": path,
+                            "detail": "the hash tile is not the tree the entry bundles give "
+                            "(the signed checkpoint's root)",
+                        }
+                    )
+                    result.evidence["tile-" + path.replace("/", "-")] = data
+                    return
+        finally:
+            ahead.close()
 
     def _check_heads(self, state: states.MonitorState, result: RunResult) -> None:
         """The head rules on leaves `checked`..`size`, a chunk at a time; each clean chunk is
@@ -236,9 +406,15 @@ def _check_chunk(
                     "detail": "the entry bundle changed since it gave the root",
                 }
             )
+            result.evidence[f"leaf-{index}"] = leaf
             return
         signed = None if claims is None else next(verdicts)
-        result.findings += rules.check(index, leaf, claims, signed)
+        found = rules.check(index, leaf, claims, signed)
+        if found:
+            result.evidence[f"leaf-{index}"] = leaf
+            if signed is not None and signed[2] is not None:
+                result.evidence[f"head-{index}.json"] = signed[2]
+            result.findings += found
 
 
 def _parse_leaves(

@@ -1,8 +1,10 @@
 """The SPEC §4/§12.1 rules on each new history leaf (a head), in the order they are checked:
 
 1. `invalid_head_leaf`: the leaf is the JCS bytes of well-formed head claims;
-2. `head_missing` / `bad_head_signature` / `head_not_leaf`: the log serves the head's
-   document, its JWS verifies with the trusted keys, and its payload is the leaf;
+2. `head_missing` / `bad_head_signature` / `head_not_leaf` / `head_document_mismatch`:
+   the log serves the head's document, its JWS verifies with the trusted keys, its payload
+   is the leaf, and the document is exactly the JCS bytes of those claims plus `jws`
+   (bytes that are no head document at all are I/O: `signatures.py`);
 3. `two_sealed_heads` / `head_after_seal`: nothing follows a day's sealed head in that day;
 4. `order`: (day, sealed, tree_size) strictly grows;
 5. `prev_broken`: `prev` is the digest of the newest sealed head of an earlier day (null

@@ -1,5 +1,6 @@
-"""Rule 2 of `heads.py` (the log serves each head's document, its JWS verifies, and its
-payload is the history leaf), for a chunk of heads at a time.
+"""Rule 2 of `heads.py` (the log serves each head's document, its JWS verifies, its
+payload is the history leaf, and the document is the SPEC §4 form of those claims), for a
+chunk of heads at a time.
 
 A catch-up does this once per head: one read and one JWS check each, independent of one
 another and of every other rule. Over HTTP, one process doing that and the ordered rules
@@ -15,13 +16,12 @@ import multiprocessing
 from collections.abc import Generator
 from concurrent.futures import Future, ProcessPoolExecutor
 
-from .. import head as heads
-from .. import jws
-from ..errors import CapabilityAnchorError
+from .. import jws, strictjson
+from ..errors import CapabilityAnchorError, InputError
 from ..keys import KeySet
 from .source import LogSource, open_source
 
-Problem = tuple[str, str] | None  # (alarm, detail), or None for a good head
+Problem = tuple[str, str, bytes | None] | None  # (alarm, detail, what was served) or None
 Item = tuple[str, bytes]  # the head document's path, the history leaf
 
 POOL_MIN = 2048  # heads in a chunk from which worker processes pay for their start
@@ -29,27 +29,53 @@ WORKERS = 2
 BATCH = 256
 
 
-def problem_of(path: str, leaf: bytes, data: bytes | None, keys: KeySet) -> Problem:
+def problem_of(where: str, path: str, leaf: bytes, data: bytes | None, keys: KeySet) -> Problem:
     """The verdict on one head, given the bytes the log served at `path` (None: nothing).
     `leaf` must already be well-formed head claims in their JCS bytes (rule 1), so a
-    payload equal to it is exactly what `head.verify_head` would accept."""
+    payload equal to it is exactly what `head.verify_head` would accept. Bytes that are no
+    head document at all (cut off, not JSON) are I/O: an InputError naming `where`/`path`."""
     if data is None:
-        return "head_missing", f"{path}: the log does not serve this head"
+        return "head_missing", f"{path}: the log does not serve this head", None
     try:
-        token = heads.parse_document(data).jws
+        doc = strictjson.loads(data)
+    except CapabilityAnchorError as exc:
+        raise InputError(f"{where}/{path}: not a head document ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("jws"), str):
+        raise InputError(f"{where}/{path}: not a head document (no `jws` member)")
+    token = doc.pop("jws")
+    try:
         verified = jws.verify(token, keys, jws.HEAD_TYP)
     except CapabilityAnchorError as exc:
-        return "bad_head_signature", f"{path}: {exc}"
+        return "bad_head_signature", f"{path}: {exc}", data
     if verified.payload != leaf:
-        return "head_not_leaf", f"{path}: the signed head is not the history leaf"
+        return "head_not_leaf", f"{path}: the signed head is not the history leaf", data
+    if data != _document(leaf, token):
+        return "head_document_mismatch", f"{path}: {_misstated(doc, leaf)}", data
     return None
+
+
+def _document(leaf: bytes, token: str) -> bytes:
+    """`head.document(claims, token)` for the claims whose JCS bytes are `leaf`, without
+    parsing them again (a catch-up does this per head): JCS orders `jws` between `iss` and
+    `prev`, and `,"prev":` can only be that member's start (a quote in a string is escaped).
+    The token verified, so it is base64url and dots, a JSON string as it is."""
+    at = leaf.index(b',"prev":')
+    return leaf[:at] + b',"jws":"' + token.encode("ascii") + b'"' + leaf[at:]
+
+
+def _misstated(doc: dict[str, object], leaf: bytes) -> str:
+    signed = strictjson.loads(leaf)
+    differ = sorted(k for k in signed.keys() | doc.keys() if doc.get(k, ...) != signed.get(k, ...))
+    if differ:
+        return f"the document's {', '.join(differ)} differ from its signed claims"
+    return "the document is not the JCS bytes of its claims and jws (SPEC §4)"
 
 
 def _inline(source: LogSource, keys: KeySet, items: list[Item]) -> Generator[Problem, None, None]:
     ahead = source.read_ahead([path for path, _ in items])
     try:
         for path, leaf in items:
-            yield problem_of(path, leaf, ahead.take(path), keys)
+            yield problem_of(source.where, path, leaf, ahead.take(path), keys)
     finally:
         ahead.close()
 

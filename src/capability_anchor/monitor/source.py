@@ -121,7 +121,8 @@ class FolderSource:
         self.deadline = DEFAULT_DEADLINE_S
         self._folder = folder
 
-    def read(self, path: str) -> bytes | None:
+    def file(self, path: str) -> Path:
+        """The file that holds the log's resource `path`."""
         parts = path.split("/")
         if parts[0] == "roots" and len(parts) == 2:
             path = f"{parts[1]}.json"
@@ -129,7 +130,10 @@ class FolderSource:
             path = f"{parts[1]}/{parts[2]}.json"
         elif parts[0] == "roots":
             path = "/".join(parts[1:])
-        file = self._folder / path
+        return self._folder / path
+
+    def read(self, path: str) -> bytes | None:
+        file = self.file(path)
         if not file.exists():
             return None
         return read_file(file, limit=FETCH_LIMIT)  # bounded as over HTTP
@@ -159,13 +163,32 @@ def read_tile(source: LogSource, prefix: str, size: int, level: int, index: int)
     path = prefix + tile_path(level, index, width)
     data = _or_full(source, source.read(path), prefix + tile_path(level, index), width)
     if data is None:
-        raise InputError(f"{source.where}/{path}: not found (a tile the size needs)")
+        raise InputError(
+            f"{_where(source, path)}: not found (a tile the size needs){_hint(source, prefix)}"
+        )
     if len(data) < width * HASH_SIZE or len(data) % HASH_SIZE:
         # A cut-off transfer looks the same: I/O, not an alarm (the module docstring).
         raise InputError(
-            f"{source.where}/{path}: {len(data)} bytes, not the {width} hashes the size needs"
+            f"{_where(source, path)}: {len(data)} bytes, not the {width} hashes the size needs"
         )
     return data[: width * HASH_SIZE]
+
+
+def _where(source: LogSource, path: str) -> str:
+    """Where the resource `path` is: its URL, or the file a folder holds it in."""
+    if isinstance(source, FolderSource):
+        return str(source.file(path))
+    return f"{source.where}/{path}"
+
+
+def _hint(source: LogSource, prefix: str) -> str:
+    """The fix for a folder without the day tiles, which only `export --tiles` writes."""
+    if isinstance(source, FolderSource) and prefix.startswith("roots/"):
+        return (
+            f"; {source.where} has no tiles of that day: re-export it with "
+            "`capability-anchor export --data DATA OUT --tiles`"
+        )
+    return ""
 
 
 def _or_full(source: LogSource, data: bytes | None, full: str, width: int) -> bytes | None:
@@ -189,9 +212,10 @@ def read_bundles(
             data = _or_full(source, ahead.take(path), prefix + entries_path(index), width)
             if data is None:
                 raise InputError(
-                    f"{source.where}/{path}: not found (an entry bundle the size needs)"
+                    f"{_where(source, path)}: not found (an entry bundle the size needs)"
+                    + _hint(source, prefix)
                 )
-            yield split_bundle(f"{source.where}/{path}", data, width)
+            yield split_bundle(_where(source, path), data, width)
     finally:
         ahead.close()
 

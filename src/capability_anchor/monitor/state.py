@@ -3,8 +3,9 @@
 - `leaves`: the history's leaf hashes, 32 bytes each, in order (append-only);
 - `state.json`: the last checkpoint that passed (its leaves give its root), how many of
   its leaves passed the head rules (`checked`), the origin, the rule state of the last
-  checked head (its day, size, root; the newest sealed head's digest) and, for `--entries`,
-  the current day's tree edge.
+  checked head (its day, size, root; the newest sealed head's digest), for `--entries`,
+  the current day's tree edge, and since when the log's heads are past the checkpoint
+  (`behind`, for `checkpoint_stale`). Raised alarms and their evidence: `alarms.py`.
 
 Durability: a run appends the new leaf hashes to `leaves` and fsyncs them, then replaces
 `state.json` (write a temporary file, fsync, rename, fsync the folder). If the process dies
@@ -56,6 +57,14 @@ class DayEdge:
 
 
 @dataclass
+class Behind:
+    """The log's heads have grown past the checkpoint of `size` since `since` (epoch s)."""
+
+    size: int
+    since: float
+
+
+@dataclass
 class MonitorState:
     origin: str | None = None
     size: int = 0
@@ -67,6 +76,7 @@ class MonitorState:
     sealed_before: str | None = None  # the sealed head's before sealed_day (its own prev)
     day_edge: DayEdge | None = None
     seen: list[list[Any]] = field(default_factory=list)  # [size, base64 root] that passed
+    behind: Behind | None = None  # heads past the checkpoint at `size`, and since when
     leaf_hashes: bytearray = field(default_factory=bytearray, repr=False)
 
     def edge(self) -> TreeEdge:
@@ -94,6 +104,7 @@ def _from_json(data: dict[str, Any]) -> MonitorState:
         sealed_before=data.get("sealed_before"),
         day_edge=DayEdge(**day_edge) if day_edge else None,
         seen=list(data.get("seen", [])),
+        behind=Behind(**data["behind"]) if data.get("behind") else None,
     )
 
 

@@ -1,0 +1,134 @@
+"""The alarms a monitor raised, kept in its `--state DIR` until an operator clears them.
+
+- `evidence/<ID>/`: what the alarm rests on, byte for byte as the log served it:
+  `checkpoint` (the one read in the run that alarmed, when one was read) and
+  `checkpoint.last` (the last one the state committed, which it contradicts), and for a
+  head alarm `leaf-<index>` (the history leaf, which `checkpoint.last` commits to once the
+  run proved it) and `head-<index>.json` (the head document served, when one was);
+  `findings.json` holds the alarm lines (JCS).
+- `alarms.jsonl`: append-only events, one JSON line each:
+  `{"raised":ID,"at":<epoch s>,"findings":[...]}` and
+  `{"acknowledged":ID,"at":<epoch s>,"by":"<user>"}`.
+
+An alarm's ID is the first 16 hex digits of the SHA-256 of the JCS bytes of its findings
+and the SHA-256 of each evidence file: the same misbehaviour seen again has the same ID.
+An ID is pending while its newest `raised` line has no later `acknowledged` line; a run with
+an alarm pending repeats it and reads nothing (`follow.py`), so nothing is committed past it.
+The evidence is written (and fsynced) before the `raised` line, so every raised ID has it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+
+from ..errors import InputError
+from ..files import fsync_dir
+
+EVENTS_FILE = "alarms.jsonl"
+EVIDENCE_DIR = "evidence"
+FINDINGS_FILE = "findings.json"
+
+
+@dataclass(frozen=True)
+class Pending:
+    id: str
+    at: int
+    findings: list[dict[str, Any]]
+
+
+def alarm_id(findings: list[dict[str, Any]], evidence: dict[str, bytes]) -> str:
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in evidence.items()}
+    body = rfc8785.dumps({"evidence": digests, "findings": findings})
+    return hashlib.sha256(body).hexdigest()[:16]
+
+
+def _events(folder: Path) -> list[dict[str, Any]]:
+    path = folder / EVENTS_FILE
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    events = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            if number == len(text.splitlines()) and not text.endswith("\n"):
+                continue  # a line a crash cut short: its alarm is raised again next run
+            raise InputError(f"{path}: line {number} is not JSON") from None
+        if not isinstance(event, dict):
+            raise InputError(f"{path}: line {number} is not a JSON object")
+        events.append(event)
+    return events
+
+
+def pending(folder: Path) -> list[Pending]:
+    """The raised alarms not acknowledged since, oldest first."""
+    raised: dict[str, Pending] = {}
+    for event in _events(folder):
+        if "raised" in event:
+            raised.pop(event["raised"], None)
+            raised[event["raised"]] = Pending(event["raised"], event["at"], event["findings"])
+        elif "acknowledged" in event:
+            raised.pop(event["acknowledged"], None)
+    return list(raised.values())
+
+
+def _append(folder: Path, event: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / EVENTS_FILE, "ab") as f:
+        f.write(json.dumps(event, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+    fsync_dir(folder)
+
+
+def raise_alarm(folder: Path, findings: list[dict[str, Any]], evidence: dict[str, bytes]) -> str:
+    """Keep the evidence, then record the alarm; its ID."""
+    ident = alarm_id(findings, evidence)
+    where = folder / EVIDENCE_DIR / ident
+    where.mkdir(parents=True, exist_ok=True)
+    files = {**evidence, FINDINGS_FILE: rfc8785.dumps(findings)}
+    for name, data in files.items():
+        path = where / name
+        if path.exists() and path.read_bytes() == data:
+            continue  # the same alarm raised again: its evidence is already here
+        tmp = where / (name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    fsync_dir(where)
+    fsync_dir(where.parent)
+    _append(folder, {"raised": ident, "at": int(time.time()), "findings": findings})
+    return ident
+
+
+def acknowledge(folder: Path, ident: str) -> dict[str, Any]:
+    """Record that the operator cleared alarm `ident`; the line recorded (or, when it is
+    not pending, the line saying so, nothing recorded)."""
+    events = _events(folder)
+    if not any(e.get("raised") == ident for e in events):
+        known = sorted({e["raised"] for e in events if "raised" in e})
+        raise InputError(f"{folder}: no alarm {ident} (raised: {', '.join(known) or 'none'})")
+    if ident not in {p.id for p in pending(folder)}:
+        return {"acknowledged": ident, "pending": False, "note": "already acknowledged"}
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid
+        who = f"uid {os.getuid()}"
+    event = {"acknowledged": ident, "at": int(time.time()), "by": who}
+    _append(folder, event)
+    return event
