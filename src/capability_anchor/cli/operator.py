@@ -224,7 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_witness_arguments(command("witness", "run a C2SP tlog-witness for other logs"))
 
     p = command("demo", "anchor sample (or given) records in memory, sign and verify them")
-    add_data(p)
+    p.add_argument(
+        "--data",
+        metavar="DIR",
+        default=None,
+        help="write the demo's key and files to DIR/demo (default: a new temporary folder)",
+    )
     p.add_argument("--iss", default="https://resolver.example", help="the resolver origin")
     p.add_argument("--records", type=Path, default=None, help="JSON Lines of records")
     return parser
