@@ -80,6 +80,18 @@ def test_seal_with_nothing_to_seal_prints_an_empty_json_list(data: Path) -> None
     assert "nothing to seal" in done.stderr
 
 
+def test_seal_with_nothing_to_seal_says_that_it_wrote_the_clock_ack(data: Path) -> None:
+    # A new user found DATA/clock-ack after a seal that said "nothing to seal" and nothing
+    # about the file: every file `seal` writes is named on stderr.
+    ack = data / "clock-ack"
+    assert not ack.exists()
+    done = run_cli("seal", "--data", data)
+    assert done.returncode == 0, done.stderr
+    assert ack.is_file()
+    assert f"capability-anchor: wrote {ack}: the wall clock (" in done.stderr
+    assert "acknowledged for a running service" in done.stderr
+
+
 def test_checkpoint_says_when_the_tree_did_not_grow(data: Path, tmp_path: Path) -> None:
     empty = run_cli("checkpoint", "--data", data)
     assert empty.returncode == 0

@@ -160,9 +160,12 @@ def cmd_seal(args: argparse.Namespace) -> int:
             note = "nothing to seal: every day before today (UTC) is sealed"
             print(f"{PROG}: {note}", file=sys.stderr)
         # A running service whose clocks disagree takes this reading as its new baseline.
+        # Written even when nothing was sealed (a jump within today seals nothing, and
+        # `seal` is how an operator acknowledges it), and always said, with the file named.
         ack = acknowledge(log.data_dir, wall, mono)
         print(
-            f"{PROG}: the wall clock ({iso(wall)}) is acknowledged for a running service ({ack})",
+            f"{PROG}: wrote {ack}: the wall clock ({iso(wall)}) is acknowledged for a running "
+            "service whose clocks disagree",
             file=sys.stderr,
         )
         if tsa.urls and sealed:
