@@ -70,6 +70,13 @@ def read_token_file(path: Path) -> str:
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(name, flags)
+    except FileNotFoundError:
+        # One line that says what to do, not a bare "cannot open": a log without its token
+        # file is a data dir copied without it, or one whose token was deleted.
+        raise TokenError(
+            f"no writer token: {name} does not exist (set env {TOKEN_ENV}, or write a token "
+            f"of at least {MIN_TOKEN_BYTES} visible ASCII characters to that file, mode 0600)"
+        ) from None
     except OSError as exc:
         raise TokenError(f"cannot open the writer token file {name}: {exc.strerror}") from None
     try:

@@ -155,7 +155,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..api import Settings, accesslog, create_app
     from ..errors import UsageError
     from ..jws import MAX_RECORD_LIFETIME
-    from ..writer_token import TOKEN_FILE
     from .operator import data_dir
 
     # Until uvicorn takes the signals over (and after it gives them back), a Ctrl-C or
@@ -180,7 +179,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         if create:
             _init_log(args, data)
-        print(f"{PROG}: writer token in {data / TOKEN_FILE}", file=sys.stderr)
         settings = Settings(
             data_dir=data,
             public_url=args.public_url,
@@ -197,10 +195,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         # The log is opened and self-checked here, before the socket listens.
         app = create_app(settings)
+        # Said once the token is known to be usable: a refusal is then the only line.
+        print(f"{PROG}: writer token in {_token_source(data)}", file=sys.stderr)
         run_on(sock, app, header_timeout=settings.header_timeout)
     finally:
         sock.close()
     return EXIT_OK
+
+
+def _token_source(data: Path) -> str:
+    import os
+
+    from ..writer_token import TOKEN_ENV, TOKEN_FILE
+
+    return f"env {TOKEN_ENV}" if TOKEN_ENV in os.environ else str(data / TOKEN_FILE)
 
 
 def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str = PROG) -> None:
