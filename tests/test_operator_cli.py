@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from capability_anchor import __version__
 from capability_anchor.cli.operator import build_parser
-from logkit import run_cli
+from logkit import CLI, raw, run_cli
 from obskit import observation
 
 NO_DEFAULT = (None, False, [], argparse.SUPPRESS)
@@ -137,3 +140,59 @@ def test_a_bad_line_of_real_json_lines_gets_no_such_hint(data: Path, tmp_path: P
     assert done.returncode == 2  # malformed JSON is exit 2 in every command (README)
     assert "line 1: invalid JSON" in done.stderr
     assert "JSON Lines" not in done.stderr
+
+
+def _stored(data: Path) -> int:
+    with raw(data) as conn:
+        return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+
+def test_ctrl_c_during_append_says_how_many_are_stored_and_exits_130(
+    data: Path, tmp_path: Path
+) -> None:
+    # More answer lines than a pipe holds (~120 bytes each): while the test does not read,
+    # the append is blocked writing them, so the SIGINT surely comes before it ends.
+    total = 5000
+    lines = [json.dumps(_record(n)) for n in range(total)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAPABILITY_ANCHOR_")}
+    proc = subprocess.Popen(
+        [str(CLI), "append", "--data", str(data), "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(("\n".join(lines) + "\n").encode())
+        proc.stdin.close()
+        proc.stdin = None  # communicate() must not flush it again
+        acknowledged = [json.loads(proc.stdout.readline()) for _ in range(3)]
+        assert [e["leaf_index"] for e in acknowledged] == [0, 1, 2]
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    stderr = err.decode()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    stored = _stored(data)
+    assert 3 <= stored < total
+    assert (
+        f"interrupted: {stored} records stored; rerun the same input to continue "
+        "(stored ones come back as duplicates)"
+    ) in stderr.splitlines()
+    # Every complete line printed is a stored entry (the last may be cut by the signal).
+    printed = [json.loads(x) for x in rest.decode().splitlines() if x.endswith("}")]
+    assert len(acknowledged) + len(printed) <= stored
+
+    # The rerun the line promises: the stored ones come back as duplicates, the rest is new.
+    source = tmp_path / "records.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    again = run_cli("append", "--data", data, source)
+    assert again.returncode == 0, again.stderr
+    answers = [json.loads(x) for x in again.stdout.splitlines()]
+    assert [a["duplicate"] for a in answers] == [True] * stored + [False] * (total - stored)
+    assert _stored(data) == total
