@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from capability_anchor import __version__
+from capability_anchor.cli.exitcodes import EXIT_CODES_OF
 from capability_anchor.cli.operator import build_parser
 from logkit import CLI, raw, run_cli
 from obskit import observation
@@ -56,6 +57,48 @@ def test_help_lists_defaults_and_exit_codes() -> None:
     assert "per client address, 0 = off (default: 100)" in text
     assert "--log-format {plain,json}" in text
     assert "(default: 8000)" in text
+
+
+def _listed_codes(help_text: str) -> list[int]:
+    block = help_text.split("exit codes:\n", 1)[1]
+    return [int(line.split()[0]) for line in block.splitlines() if line.strip()]
+
+
+def _every_help() -> dict[str, argparse.ArgumentParser]:
+    commands = _subparsers(build_parser())
+    found = dict(commands)
+    for name, sub in _subparsers(commands["witness"]).items():
+        found[f"witness {name}"] = sub
+    return found
+
+
+def test_each_commands_help_lists_only_the_exit_codes_it_can_give() -> None:
+    helps = _every_help()
+    assert set(helps) == set(EXIT_CODES_OF)
+    for name, sub in helps.items():
+        assert _listed_codes(sub.format_help()) == list(EXIT_CODES_OF[name]), name
+    # Only append is interrupted with a count (130); the witness service refuses nothing (1).
+    assert [n for n, codes in EXIT_CODES_OF.items() if 130 in codes] == ["append"]
+    assert 1 not in EXIT_CODES_OF["witness serve"]
+    # As a user sees it, from the installed command.
+    shown = run_cli("append", "--help")
+    assert shown.returncode == 0
+    assert _listed_codes(shown.stdout) == [0, 1, 2, 130]
+    assert _listed_codes(run_cli("witness", "serve", "--help").stdout) == [0, 2]
+
+
+def test_the_exit_codes_a_help_lists_are_the_ones_the_command_gives(
+    data: Path, tmp_path: Path
+) -> None:
+    # A sample of each listed refusal, run for real: the table is not a guess.
+    assert run_cli("init", "--iss", "https://resolver.example", "--data", data).returncode == 1
+    assert run_cli("proof", "--data", data, "--day", "2020-01-01", "--index", "0").returncode == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(_record(1) | {"status": "maybe"}) + "\n")
+    assert run_cli("append", "--data", data, bad).returncode == 1
+    assert run_cli("append", "--data", tmp_path / "none", bad).returncode == 2
+    nowitness = run_cli("witness", "serve", "--data", tmp_path / "nowitness", "--port", "0")
+    assert nowitness.returncode == 2 and "no witness at" in nowitness.stderr
 
 
 def test_version() -> None:

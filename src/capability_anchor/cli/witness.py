@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import NoteError, UsageError
 from .common import EXIT_OK, emit
+from .exitcodes import epilog_of
 
 PROG = "capability-anchor witness"
 DATA_ENV = "CAPABILITY_ANCHOR_WITNESS_DATA"
@@ -36,7 +37,11 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
         return sub.add_parser(
-            name, help=text, description=text, formatter_class=p.formatter_class, epilog=p.epilog
+            name,
+            help=text,
+            description=text,
+            formatter_class=p.formatter_class,
+            epilog=epilog_of(f"witness {name}"),
         )
 
     def data(q: argparse.ArgumentParser) -> None:
