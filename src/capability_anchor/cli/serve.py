@@ -86,6 +86,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="processes checking request bodies (0: on the event loop)",
     )
+    add_log_format(p)
+
+
+def add_log_format(p: argparse.ArgumentParser) -> None:
+    """`--log-format`, for `serve` and `witness serve` alike (one access and event log)."""
     p.add_argument(
         "--log-format",
         choices=("plain", "json"),
