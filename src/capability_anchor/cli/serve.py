@@ -209,11 +209,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _token_source(data: Path) -> str:
-    import os
+    from ..envvars import TOKEN
+    from ..writer_token import TOKEN_FILE
 
-    from ..writer_token import TOKEN_ENV, TOKEN_FILE
-
-    return f"env {TOKEN_ENV}" if TOKEN_ENV in os.environ else str(data / TOKEN_FILE)
+    return f"env {TOKEN.name}" if TOKEN.is_set() else str(data / TOKEN_FILE)
 
 
 def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str = PROG) -> None:

@@ -10,22 +10,22 @@ refused (an existing witness, a log already configured with other keys).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
+from ..envvars import WITNESS_DATA
 from ..errors import NoteError, UsageError
 from .common import EXIT_OK, emit
 from .exitcodes import epilog_of
 from .serve import add_log_format
 
 PROG = "capability-anchor witness"
-DATA_ENV = "CAPABILITY_ANCHOR_WITNESS_DATA"
+DATA_ENV = WITNESS_DATA.name
 
 
 def witness_data(value: str | None) -> Path:
-    return Path(value or os.environ.get(DATA_ENV) or "witness-data")
+    return Path(value or WITNESS_DATA.get() or "witness-data")
 
 
 def add_witness_arguments(p: argparse.ArgumentParser) -> None:
