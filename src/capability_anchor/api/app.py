@@ -28,7 +28,8 @@ from .bodies import BodyChecker
 from .edge import AnchorApp
 from .errors import HANDLERS
 from .guards import before
-from .pages import DocsPage, front_page
+from .home import front_page
+from .pages import DocsPage
 from .ratelimit import RateLimiter
 from .routes import ROUTES
 from .service import Service
