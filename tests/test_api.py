@@ -49,6 +49,7 @@ from apikit import (
 from capability_anchor import head as heads
 from capability_anchor import leaf, merkle
 from capability_anchor.api.app import create_app
+from capability_anchor.api.guards import MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE
 from capability_anchor.api.settings import Settings
 from capability_anchor.errors import StartupCheckFailed
 from capability_anchor.keys import KeySet, create_key_file
@@ -748,6 +749,29 @@ def test_writers_need_the_token(reads: Api, name: str) -> None:
     reads.reject("POST", "/checkpoint", "unauthorized", headers=headers)
     # Authentication comes before the body is looked at.
     reads.reject("POST", "/records", "unauthorized", content=b"not json", headers=headers)
+
+
+# Which note each refusal gets: no bearer token at all, or one that is not the writer's.
+MISSING = {"none", "empty", "bearer only", "bearer space", "basic", "basic raw"}
+MISSING |= {"other scheme", "no scheme", "other header"}
+
+
+@pytest.mark.parametrize("name", list(BAD_AUTH))
+def test_attack_a_missing_and_a_wrong_token_get_different_notes_that_reveal_nothing(
+    reads: Api, name: str
+) -> None:
+    token = reads.h.token
+    headers = BAD_AUTH[name](token)
+    expected = MISSING_TOKEN_NOTE if name in MISSING else WRONG_TOKEN_NOTE
+    for method, url in (("POST", "/records"), ("POST", "/checkpoint")):
+        body = reads.reject(method, url, "unauthorized", json={"records": []}, headers=headers)
+        assert body["note"] == expected
+        # Nothing of the token sent or expected: no part of it, and no length.
+        note = body["note"]
+        assert not any(token[i : i + 4] in note for i in range(len(token) - 3))
+        assert "wrong" not in note and str(len(token)) not in note
+        assert "writer-token" not in note and "CAPABILITY_ANCHOR" not in note
+    assert MISSING_TOKEN_NOTE != WRONG_TOKEN_NOTE
 
 
 def test_append_with_dedupe_within_and_across_batches(api: Api) -> None:

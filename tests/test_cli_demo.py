@@ -22,8 +22,10 @@ from capability_anchor.verify_checks import CHECKS
 BIN = Path(sys.executable).parent
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "CAPABILITY_ANCHOR_DATA"}
+def run(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CAPABILITY_ANCHOR_DATA"} | (env or {})
     return subprocess.run(
         [str(BIN / args[0]), *args[1:]], capture_output=True, text=True, cwd=cwd, env=env
     )
@@ -39,10 +41,10 @@ def jose_verify(token: str, jwk: dict[str, str]) -> bytes:
 
 
 def test_demo_signs_and_anchors_records_that_verify_independently(tmp_path: Path) -> None:
-    result = run("capability-anchor", "demo", cwd=tmp_path)
+    result = run("capability-anchor", "demo", "--data", "data", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "all passed" in result.stderr
-    out = tmp_path / "data" / "demo"  # the embedded default data dir is ./data
+    out = tmp_path / "data" / "demo"  # told where: DIR/demo
     key_file = out / "signing-key.jwk"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     (jwk,) = json.loads((out / "keys.json").read_text())["keys"]
@@ -63,11 +65,11 @@ def test_demo_signs_and_anchors_records_that_verify_independently(tmp_path: Path
         merkle.verify_inclusion(leaf.leaf_hash(signed), i, claims["tree_size"], path, root)
 
     # A second run reuses the key (same kid) and refuses a key file others can read.
-    again = run("capability-anchor", "demo", cwd=tmp_path)
+    again = run("capability-anchor", "demo", "--data", "data", cwd=tmp_path)
     assert again.returncode == 0
     assert json.loads((out / "keys.json").read_text())["keys"][0]["kid"] == jwk["kid"]
     key_file.chmod(0o644)
-    refused = run("capability-anchor", "demo", cwd=tmp_path)
+    refused = run("capability-anchor", "demo", "--data", "data", cwd=tmp_path)
     assert refused.returncode == 2
     assert "0644" in refused.stderr
 
@@ -101,6 +103,22 @@ def test_demo_anchors_given_records_and_rejects_bad_lines(tmp_path: Path) -> Non
     result = run("capability-anchor", "demo", "--data", str(tmp_path / "d"), "--records", str(bad))
     assert result.returncode == 1
     assert "object" in result.stderr
+
+
+def test_demo_writes_to_a_temporary_folder_unless_told_otherwise(tmp_path: Path) -> None:
+    # A first try from a clean checkout, even one with $CAPABILITY_ANCHOR_DATA naming a
+    # real log, leaves nothing in the working folder or beside that log.
+    checkout, temp, real_log = tmp_path / "checkout", tmp_path / "tmp", tmp_path / "log"
+    for folder in (checkout, temp, real_log):
+        folder.mkdir()
+    env = {"TMPDIR": str(temp), "CAPABILITY_ANCHOR_DATA": str(real_log)}
+    result = run("capability-anchor", "demo", cwd=checkout, env=env)
+    assert result.returncode == 0, result.stderr
+    assert list(checkout.iterdir()) == [] and list(real_log.iterdir()) == []
+    (out,) = temp.iterdir()
+    assert out.name.startswith("capability-anchor-demo-")
+    assert f"wrote {out}/keys.json" in result.stderr
+    assert {p.name for p in out.iterdir()} >= {"signing-key.jwk", "keys.json", "records.jsonl"}
 
 
 def test_no_subcommand_is_a_usage_error() -> None:

@@ -34,16 +34,32 @@ from litestar.testing import TestClient
 
 from apikit import ISS, build_history, noon_today, wait_clear_of_midnight
 from capability_anchor.api.app import create_app
-from capability_anchor.api.pages import CSP, docs_html, front_page_html
+from capability_anchor.api.home import (
+    NewestHead,
+    ServedCheckpoint,
+    front_page_html,
+    served_checkpoint,
+)
+from capability_anchor.api.pages import CSP, docs_html
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
+from capability_anchor.note import parse_policy
+from capability_anchor.witnessing import submit
+from obskit import observation
 from pngkit import Image, encode
 from serverkit import Server, serving
 from systools import ensure_tool
+from witnesskit import TestWitness
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 WINDOW = (1280, 2000)
+
+
+def iso_time(epoch: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
 HOSTILE = '<script>alert("x")</script><img src=https://evil.example/x onerror=alert(1)>'
 
 
@@ -101,6 +117,43 @@ def test_front_page_of_a_log_with_nothing_sealed(tmp_path: Path) -> None:
         r = c.get("/")
     assert r.status_code == 200
     assert "No day is sealed yet." in r.text and ISS in r.text
+    assert "No head is published yet." in r.text and "No checkpoint yet." in r.text
+
+
+def test_front_page_of_a_log_with_unsealed_heads_only(tmp_path: Path) -> None:
+    # Issue #20: today the page said "No day is sealed yet" and nothing else.
+    clock = noon_today()
+    Log.init(tmp_path / "data", iss=ISS, clock=clock).close()
+    with Log.open(tmp_path / "data", clock=clock) as log:
+        log.append([observation(n, "home") for n in range(3)])
+        log.checkpoint()
+        row = log.read.newest_published()
+        assert row is not None and not row.sealed
+    app = create_app(Settings(data_dir=tmp_path / "data", background=False, clock=clock))
+    with TestClient(app) as c:
+        page = c.get("/").text
+        note = c.get("/history/checkpoint").text
+    today = row.day
+    assert "Today&#x27;s newest head" in page or "Today's newest head" in page
+    for text in (today, ">3<", row.root.hex(), iso_time(row.iat), f'href="roots/{today}/3"'):
+        assert text in page, text
+    assert "No day is sealed yet." in page
+    checkpoint_root = note.split("\n")[2]
+    assert checkpoint_root in page and "nobody yet" in page
+    for href in ("history/checkpoint", "history/vkey", "history/policy", "record"):
+        assert f'href="{href}"' in page
+
+
+def test_front_page_names_the_cosigners_of_the_served_checkpoint() -> None:
+    origin = "resolver.example/history"
+    text = f"{origin}\n7\n{'A' * 43}=\n"
+    sig = "AAAAAAAAAAAA"
+    note = f"{text}\n— {origin} {sig}\n— witness.test/w1 {sig}\n— {HOSTILE.split()[0]} {sig}\n"
+    served = served_checkpoint(note.encode())
+    assert served.size == 7 and served.cosigners == ("witness.test/w1", HOSTILE.split()[0])
+    page = front_page_html({"iss": ISS, "days": []}, checkpoint=served).decode()
+    assert "<code>witness.test/w1</code>" in page
+    assert "<script>" not in page
 
 
 def test_front_page_is_not_an_api_operation(client: tuple[TestClient[Any], Any]) -> None:
@@ -155,7 +208,10 @@ def test_hostile_text_is_escaped() -> None:
         {
             "iss": HOSTILE,
             "days": [{"day": f'"{HOSTILE}', "tree_size": HOSTILE, "root": HOSTILE, "url": "x"}],
-        }
+        },
+        NewestHead(HOSTILE, 1, HOSTILE, 0, False),
+        ServedCheckpoint(1, HOSTILE, (HOSTILE,)),
+        HOSTILE,
     ).decode()
     doc = {
         "openapi": HOSTILE,
@@ -404,6 +460,43 @@ def test_front_page_renders_offline_in_chromium(
         assert text in page.dom
     assert_offline(page)
     assert_not_blank(page.shot, min_ink=0.08)
+
+
+def test_front_page_of_unsealed_heads_with_a_cosigned_checkpoint_in_chromium(
+    chromium: Path, tmp_path: Path
+) -> None:
+    """A log with unsealed heads only (today's), a witness policy and a cosignature from a
+    real witness on loopback: the page shows the head, the checkpoint and its cosigner."""
+    wait_clear_of_midnight()  # `serve` reads the system clock
+    data = tmp_path / "data"
+    Log.init(data, iss=ISS).close()
+    with Log.open(data) as log, TestWitness("witness.test/w1", log.read.history.vkey()) as w:
+        for k in range(2):
+            log.append([observation(n, f"h{k}") for n in range(2)])
+            log.checkpoint()
+        policy = f"witness w1 {w.vkey} {w.url}\nquorum w1\n".encode()
+        with log.writer.lock, log.store.write():
+            log.store.set_policy(policy, int(log.clock()))
+        assert submit(log, parse_policy(policy).witnesses[0]).result == "cosigned"
+        head = log.read.newest_published()
+        size = log.read.history.size()
+        assert head is not None and not head.sealed and log.read.sealed_heads() == []
+        with serving(data, "--checkpoint-interval", "3600") as server:
+            page = visit(chromium, server.url + "/", tmp_path / "chromium")
+            with server.client() as c:
+                note = c.get("/history/checkpoint").text
+    dom = page.dom
+    assert "Today's newest head" in dom
+    for text in (head.day, f">{head.tree_size}<", head.root.hex(), iso_time(head.iat)):
+        assert text in dom, text
+    assert f">{size} heads<" in dom and note.split("\n")[2] in dom
+    cosigners = dom.split('class="cosigners">', 1)[1].split("</dd>", 1)[0]
+    assert cosigners == "<code>witness.test/w1</code>"
+    for href in ("history/checkpoint", "history/vkey", "history/policy", "record"):
+        assert f'href="{href}"' in dom, href
+    assert "No day is sealed yet." in dom  # one line of the page, no longer all of it
+    assert_offline(page)
+    assert_not_blank(page.shot, min_ink=0.15)
 
 
 def test_docs_page_renders_offline_in_chromium(

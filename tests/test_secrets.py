@@ -178,6 +178,35 @@ def test_the_asgi_form_refuses_a_bad_token(data: Path) -> None:
     assert "31 bytes" in stderr
 
 
+@pytest.mark.parametrize("where", ["missing", "mistyped"])
+def test_the_asgi_form_says_no_log_at_dir_as_the_cli_does(tmp_path: Path, where: str) -> None:
+    # Mistyped: a folder that exists but holds no log (the parent of the real one, say).
+    data = tmp_path / "datta"
+    if where == "mistyped":
+        data.mkdir()
+    stderr = refused(data, asgi_argv(), env={"CAPABILITY_ANCHOR_DATA": str(data)})
+    lines = stderr.splitlines()
+    assert lines == [
+        f"capability-anchor: refusing to start: no log at {data / 'log.sqlite3'} "
+        "(run `capability-anchor init` first)"
+    ], stderr
+    cli = run_cli("export", "--data", data, tmp_path / "out")
+    assert cli.returncode == 2 and f"no log at {data}" in cli.stderr
+    assert data.exists() == (where == "mistyped")  # nothing created
+    assert not data.exists() or list(data.iterdir()) == []
+
+
+@pytest.mark.parametrize("form", ["serve", "asgi"])
+def test_a_log_without_its_token_file_gets_one_clear_line(data: Path, form: str) -> None:
+    (data / "writer-token").unlink()
+    env = {"CAPABILITY_ANCHOR_DATA": str(data)}
+    stderr = refused(data, asgi_argv() if form == "asgi" else None, env=env)
+    (line,) = stderr.splitlines()  # not "writer token in X", then "cannot open X"
+    assert f"no writer token: {data / 'writer-token'} does not exist" in line
+    assert f"set env {TOKEN_ENV}" in line
+    assert not (data / "writer-token").exists()
+
+
 def test_init_refuses_a_bad_token_and_creates_no_log(tmp_path: Path) -> None:
     # A leftover token file (from an init that crashed) others can read is not taken over.
     data = tmp_path / "data"

@@ -15,11 +15,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +105,9 @@ class Running:
         return client.post(f"{self.server.url}/add-checkpoint", content=payload)
 
 
-def start_witness(tmp: Path, *logs: tuple[str, str], rate_limit: int = 0) -> Running:
+def start_witness(
+    tmp: Path, *logs: tuple[str, str], rate_limit: int = 0, extra: Sequence[str] = ()
+) -> Running:
     data = tmp / "witness"
     out = witness_cli(data, "init", "--name", "witness.test/ours")
     assert out.returncode == 0, out.stderr
@@ -114,7 +117,8 @@ def start_witness(tmp: Path, *logs: tuple[str, str], rate_limit: int = 0) -> Run
         assert added.returncode == 0, added.stderr
     port = free_port()
     argv = [str(CLI), "witness", "serve", "--data", str(data), "--port", str(port)]
-    server = start(data, port=port, argv=[*argv, "--rate-limit", str(rate_limit)], logs=tmp)
+    argv += ["--rate-limit", str(rate_limit), *extra]
+    server = start(data, port=port, argv=argv, logs=tmp)
     return Running(server, data, vkey, "witness.test/ours")
 
 
@@ -510,3 +514,45 @@ def test_our_log_is_cosigned_by_our_witness_and_aics_witness_and_verify_proof_pa
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS witnesses" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json"])
+def test_witness_serve_writes_the_logs_services_access_and_event_lines(
+    tmp_path: Path, log: HandLog, fmt: str
+) -> None:
+    running = start_witness(tmp_path, (log.origin, log.vkey), extra=["--log-format", fmt])
+    url = running.server.url
+    try:
+        with httpx.Client(timeout=10) as c:
+            assert c.get(f"{url}/healthz").status_code == 200
+            assert refused(c.get(f"{url}/add-checkpoint"), 405)
+            note = log.note(10)
+            assert running.post(c, body(0, [], note)).status_code == 200
+        assert running.server.stop() == 0
+    finally:
+        running.server.kill()
+    text = running.server.stderr()
+    assert "Traceback" not in text
+    host = "127.0.0.1"
+    if fmt == "plain":
+        # The very format of `serve` (tests/test_serve_lifecycle.py): one line per request.
+        assert re.search(rf'Z info {host} "GET /healthz" 200 [0-9.]+ ms\n', text), text
+        assert f' warning {host} "GET /add-checkpoint" 405 ' in text
+        assert f' info {host} "POST /add-checkpoint" 200 ' in text
+        for event in ("service: started (pid", "service: SIGTERM received: finishing"):
+            assert f" info {event}" in text, text
+        assert " info service: stopped (pid " in text
+        assert '"GET /healthz HTTP/1.1"' not in text  # uvicorn's own access log stays off
+    else:
+        lines = [json.loads(x) for x in text.splitlines() if x.startswith("{")]
+        requests = [x for x in lines if x["event"] == "request"]
+        # The first ones are the kit's own readiness probes of /healthz.
+        assert [(r["method"], r["path"], r["status"]) for r in requests][-3:] == [
+            ("GET", "/healthz", 200),
+            ("GET", "/add-checkpoint", 405),
+            ("POST", "/add-checkpoint", 200),
+        ]
+        assert requests[-2]["error"] == "method_not_allowed"
+        events = [str(x["msg"]) for x in lines if x["event"] == "service"]
+        assert events[0].startswith("started (pid") and events[-1].startswith("stopped (pid")
+        assert any(m.startswith("SIGTERM received") for m in events)

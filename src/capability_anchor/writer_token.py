@@ -23,11 +23,12 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from .envvars import TOKEN
 from .errors import TokenError
 from .files import write_secret_file
 
 TOKEN_FILE = "writer-token"  # noqa: S105 - a file name, not a secret
-TOKEN_ENV = "CAPABILITY_ANCHOR_TOKEN"  # noqa: S105 - an environment variable's name
+TOKEN_ENV = TOKEN.name
 MIN_TOKEN_BYTES = 32
 _MAX_TOKEN_FILE = 4096
 _WHITESPACE = " \t\r\n"
@@ -70,6 +71,13 @@ def read_token_file(path: Path) -> str:
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(name, flags)
+    except FileNotFoundError:
+        # One line that says what to do, not a bare "cannot open": a log without its token
+        # file is a data dir copied without it, or one whose token was deleted.
+        raise TokenError(
+            f"no writer token: {name} does not exist (set env {TOKEN_ENV}, or write a token "
+            f"of at least {MIN_TOKEN_BYTES} visible ASCII characters to that file, mode 0600)"
+        ) from None
     except OSError as exc:
         raise TokenError(f"cannot open the writer token file {name}: {exc.strerror}") from None
     try:
@@ -105,9 +113,9 @@ def writer_token(
     """The writer token a process on `data_dir` uses, checked (see the module's rules)."""
     if explicit is not None:
         return check_token(explicit, "the service settings")
-    environ = os.environ if env is None else env
-    if TOKEN_ENV in environ:
-        return check_token(environ[TOKEN_ENV], f"env {TOKEN_ENV}")
+    value = TOKEN.get(env)
+    if value is not None:
+        return check_token(value, f"env {TOKEN_ENV}")
     return read_token_file(Path(data_dir) / TOKEN_FILE)
 
 

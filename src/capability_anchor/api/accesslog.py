@@ -24,10 +24,11 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
+from ..envvars import LOG_FORMAT
 from ..errors import UsageError
 
 FORMATS = ("plain", "json")
-FORMAT_ENV = "CAPABILITY_ANCHOR_LOG_FORMAT"
+FORMAT_ENV = LOG_FORMAT.name
 ROOT_LOGGER = "capability_anchor"
 ACCESS_LOGGER = "capability_anchor.access"
 EVENTS_LOGGER = "capability_anchor.service"
@@ -50,7 +51,7 @@ _access = logging.getLogger(ACCESS_LOGGER)
 
 def log_format(value: str | None = None) -> str:
     """The format asked for (argument, else env, else plain); anything else is a usage error."""
-    fmt = value if value is not None else (os.environ.get(FORMAT_ENV) or "plain")
+    fmt = value if value is not None else (LOG_FORMAT.get() or "plain")
     if fmt not in FORMATS:
         raise UsageError(f"log format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     return fmt

@@ -16,9 +16,11 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from .. import __version__
 from ..clockguard import ClockGuard
+from ..errors import StoreError
 from ..files import tighten_modes
 from ..log import Log
 from ..stamping import Stamper, StampResult, TsaConfig
+from ..store import DB_NAME, Store
 from ..witnessing import Witnessing
 from . import accesslog
 from .background import Background
@@ -26,7 +28,8 @@ from .bodies import BodyChecker
 from .edge import AnchorApp
 from .errors import HANDLERS
 from .guards import before
-from .pages import DocsPage, front_page
+from .home import front_page
+from .pages import DocsPage
 from .ratelimit import RateLimiter
 from .routes import ROUTES
 from .service import Service
@@ -52,6 +55,12 @@ def _guard_clocks(settings: Settings, *logs: Log) -> ClockGuard:
 
 
 def _open_service(settings: Settings) -> Service:
+    # A missing or mistyped data dir is named as the CLI names it, before the token is looked
+    # for in it: "no log at DIR", not a missing token file that is only a consequence.
+    if not Store.exists(settings.data_dir):
+        raise StoreError(
+            f"no log at {settings.data_dir / DB_NAME} (run `capability-anchor init` first)"
+        )
     # Refused before the log is opened: a service with an unusable token must not start.
     token = settings.token()
     tighten_modes(settings.data_dir)

@@ -89,18 +89,26 @@ class CheckedBody(AbstractDTO[T]):
 # --- the guards ------------------------------------------------------------------------------
 
 
+MISSING_TOKEN_NOTE = "this endpoint needs Authorization: Bearer <writer token>"  # noqa: S105
+WRONG_TOKEN_NOTE = "the bearer token does not match this log's writer token"  # noqa: S105
+
+
 def check_writer(request: Request[Any, Any, Any], service: Service) -> None:
+    """401 `unauthorized` unless the request carries the writer token. No bearer token at
+    all (no header, another scheme, an empty token) and a wrong one get different notes, so
+    a client can tell a missing header from a wrong secret; neither says anything about the
+    token given or the one expected (not its length, not how much of it matched)."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        note = MISSING_TOKEN_NOTE
     # Constant-time comparison: the time taken says nothing about how much of a guess was right.
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        token.strip().encode(), service.token.encode()
-    ):
-        raise ApiError(
-            "unauthorized",
-            "writers need Authorization: Bearer <token>",
-            {"WWW-Authenticate": 'Bearer realm="capability-anchor"'},
-        )
+    elif not hmac.compare_digest(token.encode(), service.token.encode()):
+        note = WRONG_TOKEN_NOTE
+    else:
+        return
+    raise ApiError("unauthorized", note, {"WWW-Authenticate": 'Bearer realm="capability-anchor"'})
 
 
 def check_rate(request: Request[Any, Any, Any], limiter: RateLimiter | None) -> None:
@@ -230,6 +238,8 @@ async def before(request: Request[Any, Any, Any]) -> None:
 
 __all__ = [
     "INT_PARAMS",
+    "MISSING_TOKEN_NOTE",
+    "WRONG_TOKEN_NOTE",
     "Appended",
     "CheckedBody",
     "before",

@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ..envvars import HEADER_TIMEOUT
+
 DEFAULT_HEADER_TIMEOUT = 10.0
 
 
 def header_timeout_from_env() -> float:
-    value = float(os.environ.get("CAPABILITY_ANCHOR_HEADER_TIMEOUT", DEFAULT_HEADER_TIMEOUT))
+    value = float(HEADER_TIMEOUT.get() or DEFAULT_HEADER_TIMEOUT)
     if not value > 0:
         raise ValueError("CAPABILITY_ANCHOR_HEADER_TIMEOUT must be a positive number of seconds")
     return value

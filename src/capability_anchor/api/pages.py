@@ -1,5 +1,5 @@
-"""The pages for people: `/` (what this log is, its newest sealed day, where to go next) and
-`/schema` (the OpenAPI document rendered as plain HTML on the server).
+"""The pages for people: `/schema` (the OpenAPI document rendered as plain HTML on the server)
+here, `/` in `home.py`, both on this module's `_page`.
 
 Both are self-contained: no script, no font, no stylesheet or image from anywhere, so they
 render the same with no network at all (a renderer loaded from a CDN showed a white page
@@ -7,8 +7,7 @@ there). Their Content-Security-Policy (`default-src 'none'`, inline styles only)
 browser refuse any outside load even if one slipped in. Every value taken from the log or
 the OpenAPI document is HTML-escaped.
 
-`create_app` registers `front_page` and `DocsPage`; this module builds on `caching` and
-`service`, as the API's routes do.
+`create_app` registers `home.front_page` and `DocsPage`.
 """
 
 from __future__ import annotations
@@ -18,13 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from litestar import Request, Response, get
-from litestar.enums import MediaType
+from litestar import Request
 from litestar.openapi.plugins import OpenAPIRenderPlugin
-
-from .. import __version__
-from .caching import cached
-from .service import service_of
 
 HTML = "text/html; charset=utf-8"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
@@ -84,61 +78,6 @@ def _page(title: str, heading: str, subtitle: str, body: str) -> bytes:
         f"<body><header><h1>{_e(heading)}</h1><p>{subtitle}</p></header>"
         f"<main>{body}</main></body></html>\n"
     ).encode()
-
-
-# --- / ----------------------------------------------------------------------------------------
-
-
-def front_page_html(listing: Mapping[str, Any]) -> bytes:
-    """The page for a `/roots` listing of at most one day (`{v, iss, days}`).
-
-    Links are relative ("roots", not "/roots"): they stay right when the service is mounted
-    under a path prefix."""
-    iss = str(listing["iss"])
-    days = listing["days"]
-    if days:
-        newest = days[0]
-        day = str(newest["day"])
-        sealed = (
-            "<dl>"
-            f"<dt>Day</dt><dd>{_e(day)}</dd>"
-            f"<dt>Entries</dt><dd>{_e(newest['tree_size'])}</dd>"
-            f'<dt>Root</dt><dd><code class="hash">{_e(newest["root"])}</code></dd>'
-            f'<dt>Head</dt><dd><a href="roots/{_e(day)}">roots/{_e(day)}</a>'
-            ' <span class="note">(the signed head document, JWS)</span></dd>'
-            "</dl>"
-        )
-    else:
-        sealed = '<p class="note">No day is sealed yet.</p>'
-    links = [
-        ("roots", "roots", "sealed days, newest first, with their roots (JSON)"),
-        ("roots/latest", "roots/latest", "the newest sealed head document"),
-        ("keys", "keys", "every public key the log has signed with (JWKS)"),
-        ("schema", "schema", "the HTTP API, every operation (HTML)"),
-        ("schema/openapi.json", "schema/openapi.json", "the same as an OpenAPI document"),
-    ]
-    items = "".join(
-        f'<li><a href="{_e(href)}"><code>/{_e(text)}</code></a> — {_e(what)}</li>'
-        for href, text, what in links
-    )
-    body = (
-        f"<h2>Log</h2><dl><dt>Issuer (iss)</dt><dd><code>{_e(iss)}</code></dd></dl>"
-        f"<h2>Newest sealed day</h2>{sealed}"
-        f"<h2>Documents</h2><ul>{items}</ul>"
-        '<p class="note">Check a record offline with <code>verify-proof</code>; '
-        f"capability-anchor {_e(__version__)}.</p>"
-    )
-    return _page(
-        f"capability-anchor: {iss}", "capability-anchor", f"Transparency log {_e(iss)}", body
-    )
-
-
-@get("/", include_in_schema=False, media_type=MediaType.HTML)
-async def front_page(request: Request[Any, Any, Any]) -> Response[bytes]:
-    listing = service_of(request).reader.roots(None, 1)
-    response = cached(request, front_page_html(listing), immutable=False, media_type=MediaType.HTML)
-    response.headers["Content-Security-Policy"] = CSP
-    return response
 
 
 # --- /schema ----------------------------------------------------------------------------------

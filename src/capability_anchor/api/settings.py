@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,23 +89,26 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         """For `uvicorn capability_anchor.api.asgi:app`: every field from the environment."""
-        env = os.environ
+        from .. import envvars as e
+
+        def value(var: e.EnvVar, default: str) -> str:
+            return var.get() or default
+
+        tsa_deadline = e.TSA_DEADLINE.get()
         return cls(
-            data_dir=Path(env.get("CAPABILITY_ANCHOR_DATA", "data")),
-            public_url=env.get("CAPABILITY_ANCHOR_PUBLIC_URL") or None,
-            checkpoint_interval=float(env.get("CAPABILITY_ANCHOR_CHECKPOINT_INTERVAL", "60")),
-            record_lifetime=int(env.get("CAPABILITY_ANCHOR_RECORD_LIFETIME", str(24 * 3600))),
-            rate_limit=int(env.get("CAPABILITY_ANCHOR_RATE_LIMIT", "100")),
-            body_timeout=float(env.get("CAPABILITY_ANCHOR_BODY_TIMEOUT", "30")),
-            header_timeout=float(env.get("CAPABILITY_ANCHOR_HEADER_TIMEOUT", "10")),
-            body_workers=int(env.get("CAPABILITY_ANCHOR_BODY_WORKERS", "1")),
+            data_dir=Path(value(e.DATA, "data")),
+            public_url=e.PUBLIC_URL.get() or None,
+            checkpoint_interval=float(value(e.CHECKPOINT_INTERVAL, "60")),
+            record_lifetime=int(value(e.RECORD_LIFETIME, str(24 * 3600))),
+            rate_limit=int(value(e.RATE_LIMIT, "100")),
+            body_timeout=float(value(e.BODY_TIMEOUT, "30")),
+            header_timeout=float(value(e.HEADER_TIMEOUT, "10")),
+            body_workers=int(value(e.BODY_WORKERS, "1")),
             # Space-separated lists: URLs and paths with spaces are not supported here.
-            tsa=tuple(env.get("CAPABILITY_ANCHOR_TSA", "").split()),
-            tsa_ca=tuple(Path(p) for p in env.get("CAPABILITY_ANCHOR_TSA_CA", "").split()),
-            tsa_deadline=float(env["CAPABILITY_ANCHOR_TSA_DEADLINE"])
-            if env.get("CAPABILITY_ANCHOR_TSA_DEADLINE")
-            else None,
-            witness_deadline=float(env.get("CAPABILITY_ANCHOR_WITNESS_DEADLINE", "10")),
+            tsa=tuple(value(e.TSA, "").split()),
+            tsa_ca=tuple(Path(p) for p in value(e.TSA_CA, "").split()),
+            tsa_deadline=float(tsa_deadline) if tsa_deadline else None,
+            witness_deadline=float(value(e.WITNESS_DEADLINE, "10")),
         )
 
     def token(self) -> str:

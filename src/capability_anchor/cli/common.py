@@ -13,21 +13,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any, TextIO, cast
 
 from ..errors import EXIT_FAILED, EXIT_USAGE, CapabilityAnchorError
 
 EXIT_OK = 0
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
 __all__ = [
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "emit",
     "exit_code_for",
     "fail",
     "quiet_broken_pipe",
+    "sigint_held",
 ]
 
 
@@ -92,6 +97,23 @@ class _QuietPipe:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def sigint_held() -> Iterator[list[int]]:
+    """Hold SIGINT for the block (a transaction that must end committed or rolled back, not
+    in between): a Ctrl-C meanwhile is recorded in the yielded list, which is then truthy,
+    and the caller decides when to stop. Outside the main thread (an embedding host's
+    worker) signals cannot be handled here, and nothing changes."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -61,9 +62,17 @@ def _load_or_create_key(path: Path) -> SigningKey:
     return create_key_file(path)
 
 
-def run_demo(data_dir: Path, iss: str, records_file: Path | None) -> int:
+def demo_folder(data: str | None) -> Path:
+    """Where the demo writes: `DIR/demo` when `--data DIR` is given, else a new temporary
+    folder. Never `./data` or $CAPABILITY_ANCHOR_DATA by default: those name a real log,
+    and a first try of the command must leave nothing in the checkout or beside a log."""
+    if data is not None:
+        return Path(data) / "demo"
+    return Path(tempfile.mkdtemp(prefix="capability-anchor-demo-"))
+
+
+def run_demo(out: Path, iss: str, records_file: Path | None) -> int:
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    out = data_dir / "demo"
     key = _load_or_create_key(out / "signing-key.jwk")
     keys = KeySet.of(key.public)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import CapabilityAnchorError
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
+from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
 from .operator_base import PROG, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
@@ -36,10 +37,7 @@ from .witness import add_witness_arguments, cmd_witness
 
 __all__ = ["PROG", "add_data", "add_tsa", "build_parser", "data_dir", "main"]
 
-EXIT_CODES = """exit codes:
-  0  done (every check passed)
-  1  refused or a failed check (an invalid record, an audit problem, a failed stamp)
-  2  usage or I/O error (bad arguments, no log at DIR, unreadable file, taken port, busy)"""
+EXIT_CODES = epilog(ALL)
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -113,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
+        # Each command's own exit codes, only those it can give (exitcodes.py).
         return sub.add_parser(
-            name, help=text, description=text, epilog=EXIT_CODES, formatter_class=_Help
+            name, help=text, description=text, epilog=epilog_of(name), formatter_class=_Help
         )
 
     p = command("init", "create the store, an Ed25519 key and a writer token")
@@ -224,7 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_witness_arguments(command("witness", "run a C2SP tlog-witness for other logs"))
 
     p = command("demo", "anchor sample (or given) records in memory, sign and verify them")
-    add_data(p)
+    p.add_argument(
+        "--data",
+        metavar="DIR",
+        default=None,
+        help="write the demo's key and files to DIR/demo (default: a new temporary folder)",
+    )
     p.add_argument("--iss", default="https://resolver.example", help="the resolver origin")
     p.add_argument("--records", type=Path, default=None, help="JSON Lines of records")
     return parser

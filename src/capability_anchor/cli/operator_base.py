@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from ..envvars import DATA
 
 PROG = "capability-anchor"
 
 
 def data_dir(value: str | None) -> Path:
-    return Path(value or os.environ.get("CAPABILITY_ANCHOR_DATA") or "data")
+    return Path(value or DATA.get() or "data")
 
 
 def open_log(args: argparse.Namespace) -> Any:

@@ -99,6 +99,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from .demo import demo_folder, run_demo
 
-    return run_demo(data_dir(args.data), args.iss, args.records)
+    return run_demo(demo_folder(args.data), args.iss, args.records)

@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import leaf
 from ..errors import InvalidRecord
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit, sigint_held
 from .operator_base import PROG, data_dir, emit_doc, open_log
 
 
@@ -58,8 +58,28 @@ def _read_lines(name: str) -> list[bytes]:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
-    from ..log import MAX_BATCH
+    """Append, and on Ctrl-C (SIGINT) stop with one line saying how many records are stored
+    (exit 130, no traceback). The count is exact: SIGINT is held while a batch's transaction
+    runs, so a batch is either stored and counted or not stored at all."""
     from ..progress import StderrProgress
+
+    progress = StderrProgress()
+    stored: list[int] = []
+    try:
+        return _append(args, progress, stored)
+    except KeyboardInterrupt:
+        progress.close()
+        # Spelled as issue #20 gives it, without the program prefix: the one line to read.
+        print(
+            f"interrupted: {sum(stored)} records stored; rerun the same input to continue "
+            "(stored ones come back as duplicates)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+
+
+def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
+    from ..log import MAX_BATCH
 
     lines = _read_lines(args.file)
     with open_log(args) as log:
@@ -83,14 +103,19 @@ def cmd_append(args: argparse.Namespace) -> int:
             number = line_of[exc.position] if exc.position is not None else 0
             print(f"{PROG}: line {number}: {exc}", file=sys.stderr)
             return EXIT_FAILED
-        progress = StderrProgress()
         for start in range(0, len(prepared), MAX_BATCH):
-            # Each batch is one durable transaction; its lines are printed only after the
-            # commit, so every line printed is an acknowledged entry.
-            for result in log.append_prepared(prepared[start : start + MAX_BATCH]):
+            # Each batch is one durable transaction; it is counted once its commit returned,
+            # and its lines are printed only then: every line printed is an acknowledged
+            # entry. A Ctrl-C while lines are printed (a slow reader) stops at once.
+            with sigint_held() as interrupted:
+                results = log.append_prepared(prepared[start : start + MAX_BATCH])
+            stored.append(len(results))
+            for result in results:
                 emit(result.to_json())
             sys.stdout.flush()
             progress(min(start + MAX_BATCH, len(prepared)), len(prepared), "append")
+            if interrupted:
+                raise KeyboardInterrupt
         progress.close()
     return EXIT_OK
 
@@ -160,9 +185,12 @@ def cmd_seal(args: argparse.Namespace) -> int:
             note = "nothing to seal: every day before today (UTC) is sealed"
             print(f"{PROG}: {note}", file=sys.stderr)
         # A running service whose clocks disagree takes this reading as its new baseline.
+        # Written even when nothing was sealed (a jump within today seals nothing, and
+        # `seal` is how an operator acknowledges it), and always said, with the file named.
         ack = acknowledge(log.data_dir, wall, mono)
         print(
-            f"{PROG}: the wall clock ({iso(wall)}) is acknowledged for a running service ({ack})",
+            f"{PROG}: wrote {ack}: the wall clock ({iso(wall)}) is acknowledged for a running "
+            "service whose clocks disagree",
             file=sys.stderr,
         )
         if tsa.urls and sealed:

@@ -86,6 +86,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="processes checking request bodies (0: on the event loop)",
     )
+    add_log_format(p)
+
+
+def add_log_format(p: argparse.ArgumentParser) -> None:
+    """`--log-format`, for `serve` and `witness serve` alike (one access and event log)."""
     p.add_argument(
         "--log-format",
         choices=("plain", "json"),
@@ -155,7 +160,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..api import Settings, accesslog, create_app
     from ..errors import UsageError
     from ..jws import MAX_RECORD_LIFETIME
-    from ..writer_token import TOKEN_FILE
     from .operator import data_dir
 
     # Until uvicorn takes the signals over (and after it gives them back), a Ctrl-C or
@@ -180,7 +184,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         if create:
             _init_log(args, data)
-        print(f"{PROG}: writer token in {data / TOKEN_FILE}", file=sys.stderr)
         settings = Settings(
             data_dir=data,
             public_url=args.public_url,
@@ -197,10 +200,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         # The log is opened and self-checked here, before the socket listens.
         app = create_app(settings)
+        # Said once the token is known to be usable: a refusal is then the only line.
+        print(f"{PROG}: writer token in {_token_source(data)}", file=sys.stderr)
         run_on(sock, app, header_timeout=settings.header_timeout)
     finally:
         sock.close()
     return EXIT_OK
+
+
+def _token_source(data: Path) -> str:
+    from ..envvars import TOKEN
+    from ..writer_token import TOKEN_FILE
+
+    return f"env {TOKEN.name}" if TOKEN.is_set() else str(data / TOKEN_FILE)
 
 
 def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str = PROG) -> None:

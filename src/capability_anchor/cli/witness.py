@@ -10,20 +10,22 @@ refused (an existing witness, a log already configured with other keys).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
+from ..envvars import WITNESS_DATA
 from ..errors import NoteError, UsageError
 from .common import EXIT_OK, emit
+from .exitcodes import epilog_of
+from .serve import add_log_format
 
 PROG = "capability-anchor witness"
-DATA_ENV = "CAPABILITY_ANCHOR_WITNESS_DATA"
+DATA_ENV = WITNESS_DATA.name
 
 
 def witness_data(value: str | None) -> Path:
-    return Path(value or os.environ.get(DATA_ENV) or "witness-data")
+    return Path(value or WITNESS_DATA.get() or "witness-data")
 
 
 def add_witness_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,7 +38,11 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
         return sub.add_parser(
-            name, help=text, description=text, formatter_class=p.formatter_class, epilog=p.epilog
+            name,
+            help=text,
+            description=text,
+            formatter_class=p.formatter_class,
+            epilog=epilog_of(f"witness {name}"),
         )
 
     def data(q: argparse.ArgumentParser) -> None:
@@ -62,6 +68,7 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument(
         "--rate-limit", type=int, default=100, help="requests/s per client address; 0: off"
     )
+    add_log_format(q)
 
 
 def cmd_witness(args: argparse.Namespace) -> int:
@@ -119,12 +126,15 @@ def _add_log(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from ..api import accesslog
     from ..witness.app import create_witness_app
     from ..witness.service import Witness
     from .serve import _bind, run_on
 
     if args.rate_limit < 0:
         raise UsageError("--rate-limit must be >= 0")
+    # The log's service's access and event log, in the same format (api/accesslog.py).
+    accesslog.configure(args.log_format)
     sock = _bind(args.host, args.port)
     try:
         witness = Witness.open(witness_data(args.data))

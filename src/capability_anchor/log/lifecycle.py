@@ -4,7 +4,6 @@ start-up self-check, close); every stage is delegated to its owner (`log/__init_
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 from .. import head as heads
 from .. import logtrust, observation, trust
 from ..canonical import check_base_url, check_origin
+from ..envvars import TOKEN
 from ..errors import CapabilityAnchorError, Conflict, StartupCheckFailed, StoreError
 from ..files import tighten_modes
 from ..keys import KeySet, SigningKey, create_key_file, load_key_file
@@ -20,7 +20,7 @@ from ..merkle import TreeEdge
 from ..note import origin_from_url
 from ..reading import LogReader
 from ..store import HISTORY_ORIGIN, HeadRow, Store
-from ..writer_token import TOKEN_ENV, TOKEN_FILE, create_token_file, read_token_file, writer_token
+from ..writer_token import TOKEN_FILE, create_token_file, read_token_file, writer_token
 from .batch import AppendResult, Prepared, prepare_records
 from .days import Clock, utc_day
 from .history import sign_missing
@@ -103,7 +103,7 @@ class Log:
             read_token_file(token_path)
         else:
             create_token_file(token_path)
-        if TOKEN_ENV in os.environ:
+        if TOKEN.is_set():
             writer_token(data_dir)  # the token the service would use instead: refuse it now
         now = clock()
         if policy is not None:

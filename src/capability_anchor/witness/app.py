@@ -17,6 +17,7 @@ import anyio.to_thread
 import msgspec
 from litestar import Request, Response, get, post
 
+from ..api import accesslog
 from ..api.edge import AnchorApp
 from ..api.errors import HANDLERS, ApiError, error_response
 from ..api.guards import check_length, check_rate
@@ -97,11 +98,14 @@ def create_witness_app(
         request_max_body_size=max_body,
         openapi_config=None,
         debug=False,
+        logging_config=accesslog.litestar_logging(),  # not the root logger: ours (accesslog)
     )
     app.state.witness = witness
     app.state.limiter = RateLimiter(rate_limit) if rate_limit > 0 else None
     app.state.max_body = max_body
     app.drain_limit = max_body
+    # One access line per request and the start and shutdown events, as the log's service.
+    accesslog.install(app)
     return app
 
 

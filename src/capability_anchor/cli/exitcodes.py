@@ -1,0 +1,116 @@
+"""Which exit codes each command can give, and what each means there: the `--help` epilog of
+every subcommand is made from this table, so a command lists only its own codes.
+
+The classes are SPEC §10's (0 done, 1 refused or a failed check, 2 usage or I/O error) plus
+130 for an interrupted `append`. Every command that opens a log can exit 1 when the log's
+start-up self-check fails (its key does not verify its newest head: `StartupCheckFailed`),
+so each of those lists 1 even when it refuses nothing else. Checked against the code: the
+error classes each command's path can raise, by their `exit_code` (`errors.py`).
+"""
+
+from __future__ import annotations
+
+USAGE = "usage or I/O error (bad arguments, no log at DIR, an unreadable file, a busy store)"
+SELF_CHECK = "the log's start-up self-check failed"
+
+EXIT_CODES_OF: dict[str, dict[int, str]] = {
+    "init": {
+        0: "created the log",
+        1: "refused: a log already exists in DIR",
+        2: "usage or I/O error (bad arguments, an unreadable file or policy, a bad token)",
+    },
+    "append": {
+        0: "every record is stored (new or a duplicate)",
+        1: f"an invalid record (nothing stored), or {SELF_CHECK}",
+        2: "usage or I/O error, or malformed JSON (nothing stored)",
+        130: "interrupted (Ctrl-C): the records stored so far are counted on stderr",
+    },
+    "checkpoint": {0: "printed today's newest head (null: none yet)", 1: SELF_CHECK, 2: USAGE},
+    "seal": {0: "sealed every past day (or there was nothing to seal)", 1: SELF_CHECK, 2: USAGE},
+    "timestamp": {
+        0: "every stamp asked for was made",
+        1: f"a TSA failed to stamp (reported on stderr), or {SELF_CHECK}",
+        2: f"{USAGE}, or no TSA given or stored",
+    },
+    "proof": {0: "printed the proof", 1: f"no such entry or head, or {SELF_CHECK}", 2: USAGE},
+    "consistency": {
+        0: "printed the proof",
+        1: f"no head of those sizes, or {SELF_CHECK}",
+        2: USAGE,
+    },
+    "rotate-key": {0: "now signing with the new key", 1: SELF_CHECK, 2: USAGE},
+    "export": {
+        0: "wrote (or found unchanged) every file",
+        1: f"a file in OUTDIR holds other bytes (nothing overwritten), or {SELF_CHECK}",
+        2: USAGE,
+    },
+    "audit": {
+        0: "every check passed",
+        1: "the audit found a problem (named on stdout)",
+        2: f"{USAGE}, or no log and no --roots folder",
+    },
+    "policy": {
+        0: "stored the policy",
+        1: SELF_CHECK,
+        2: "usage or I/O error, or a policy that is malformed or does not name the log's key",
+    },
+    "cosign": {
+        0: "every witness cosigned (or there was none to ask)",
+        1: f"a witness failed or refused (one JSON line each), or {SELF_CHECK}",
+        2: USAGE,
+    },
+    "monitor": {
+        0: "consistent: nothing the log signed contradicts itself",
+        1: "an alarm: evidence that the log misbehaved (with --strict, also a stale checkpoint)",
+        2: "usage, I/O or configuration error, with the fix named (the log is not accused)",
+    },
+    "serve": {
+        0: "stopped cleanly by SIGTERM or SIGINT (in-flight requests finished)",
+        1: SELF_CHECK,
+        2: "usage or I/O error (no log at DIR, a bad writer token, a taken port)",
+    },
+    "witness": {
+        0: "done",
+        1: "refused: a witness already exists in DIR, or the log has other keys",
+        2: "usage or I/O error",
+    },
+    "witness init": {
+        0: "created the witness",
+        1: "refused: a witness already exists in DIR",
+        2: "usage or I/O error (a bad --name, an unwritable DIR)",
+    },
+    "witness add-log": {
+        0: "the log is witnessed",
+        1: "refused: the log is already configured with other keys",
+        2: "usage or I/O error (a bad --origin or --vkey, no witness at DIR)",
+    },
+    "witness serve": {
+        0: "stopped cleanly by SIGTERM or SIGINT (in-flight requests finished)",
+        2: "usage or I/O error (no witness at DIR, a bad key file, a taken port)",
+    },
+    "demo": {
+        0: "every token, leaf and proof verified",
+        1: "a given record is invalid",
+        2: "usage or I/O error (malformed JSON, an unreadable file, a bad key file)",
+    },
+}
+
+# The top level: every code some command gives.
+ALL = {
+    0: "done (every check passed)",
+    1: "refused or a failed check (an invalid record, an audit problem, a failed stamp, an alarm)",
+    2: "usage or I/O error (bad arguments, no log at DIR, unreadable file, taken port, busy)",
+    130: "append interrupted by Ctrl-C",
+}
+
+
+def epilog(codes: dict[int, str]) -> str:
+    """The `exit codes:` block of a `--help`, one code a line."""
+    return "exit codes:\n" + "\n".join(f"  {code:<2} {text}" for code, text in codes.items())
+
+
+def epilog_of(command: str) -> str:
+    return epilog(EXIT_CODES_OF[command])
+
+
+__all__ = ["ALL", "EXIT_CODES_OF", "epilog", "epilog_of"]

@@ -1,0 +1,164 @@
+"""Every environment variable the package reads: one list, each with its default and meaning.
+
+Code reads a variable only through its `EnvVar` here (`DATA.get()`), never `os.environ`
+directly, and README's "Environment variables" table is generated from `VARIABLES`
+(`python3 tools/env_table.py` rewrites it; tests/test_envvars.py keeps the two equal and
+finds any name used elsewhere in the sources but missing here). The proxy variables are read
+by the HTTP clients (httpx; urllib for the monitor), not by this code, and are listed so the
+table is the whole story. This module imports nothing of the package: every layer may use it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    default: str
+    """What applies when the variable is unset (as the table shows it)."""
+    meaning: str
+    read_by: str
+
+    def get(self, env: Mapping[str, str] | None = None) -> str | None:
+        """The value as set (an empty string included), or None when unset."""
+        return (os.environ if env is None else env).get(self.name)
+
+    def is_set(self, env: Mapping[str, str] | None = None) -> bool:
+        return self.get(env) is not None
+
+
+_SERVICE = "the ASGI form (`uvicorn capability_anchor.api.asgi:app`)"
+
+DATA = EnvVar(
+    "CAPABILITY_ANCHOR_DATA",
+    "`./data`",
+    "the log's data dir, when `--data` is not given",
+    f"every operator command but `demo`; {_SERVICE}",
+)
+TOKEN = EnvVar(
+    "CAPABILITY_ANCHOR_TOKEN",
+    "the file `DATA/writer-token`",
+    "the writer token (at least 32 visible ASCII bytes); set but empty is refused",
+    f"`serve`, `init`, {_SERVICE}",
+)
+PUBLIC_URL = EnvVar(
+    "CAPABILITY_ANCHOR_PUBLIC_URL",
+    "the log's `public_url`, else its `iss`",
+    "base of anchor URLs (as `serve --public-url`)",
+    _SERVICE,
+)
+CHECKPOINT_INTERVAL = EnvVar(
+    "CAPABILITY_ANCHOR_CHECKPOINT_INTERVAL",
+    "`60`",
+    "seconds between background checkpoints when the tree grew (`--checkpoint-interval`)",
+    _SERVICE,
+)
+RECORD_LIFETIME = EnvVar(
+    "CAPABILITY_ANCHOR_RECORD_LIFETIME",
+    "`86400`",
+    "lifetime of `/record` tokens in seconds, at most 172800 (`--record-lifetime`)",
+    _SERVICE,
+)
+RATE_LIMIT = EnvVar(
+    "CAPABILITY_ANCHOR_RATE_LIMIT",
+    "`100`",
+    "public requests per second per client address, 0 = off (`--rate-limit`)",
+    _SERVICE,
+)
+BODY_TIMEOUT = EnvVar(
+    "CAPABILITY_ANCHOR_BODY_TIMEOUT",
+    "`30`",
+    "seconds for a request's whole body (`--body-timeout`)",
+    _SERVICE,
+)
+HEADER_TIMEOUT = EnvVar(
+    "CAPABILITY_ANCHOR_HEADER_TIMEOUT",
+    "`10`",
+    "seconds for a request's header block (`--header-timeout`)",
+    f"{_SERVICE} and its `--http capability_anchor.api.nodelay:NoDelayH11Protocol`",
+)
+BODY_WORKERS = EnvVar(
+    "CAPABILITY_ANCHOR_BODY_WORKERS",
+    "`1`",
+    "processes that check request bodies, 0 = on the event loop (`--body-workers`)",
+    _SERVICE,
+)
+TSA = EnvVar(
+    "CAPABILITY_ANCHOR_TSA",
+    "the TSAs stored by `init --tsa`",
+    "RFC 3161 TSA URLs, space-separated (`--tsa`)",
+    _SERVICE,
+)
+TSA_CA = EnvVar(
+    "CAPABILITY_ANCHOR_TSA_CA",
+    "the CAs stored by `init --tsa-ca`",
+    "PEM files of trusted TSA CAs, space-separated (`--tsa-ca`)",
+    _SERVICE,
+)
+TSA_DEADLINE = EnvVar(
+    "CAPABILITY_ANCHOR_TSA_DEADLINE",
+    "`10`",
+    "total seconds for one TSA exchange (`--tsa-deadline`)",
+    _SERVICE,
+)
+WITNESS_DEADLINE = EnvVar(
+    "CAPABILITY_ANCHOR_WITNESS_DEADLINE",
+    "`10`",
+    "total seconds for one witness exchange (`--witness-deadline`)",
+    _SERVICE,
+)
+LOG_FORMAT = EnvVar(
+    "CAPABILITY_ANCHOR_LOG_FORMAT",
+    "`plain`",
+    "access and event log lines on stderr: `plain` or `json` (`--log-format`)",
+    f"`serve`, `witness serve`, {_SERVICE}",
+)
+WITNESS_DATA = EnvVar(
+    "CAPABILITY_ANCHOR_WITNESS_DATA",
+    "`./witness-data`",
+    "the witness's data dir, when `--data` is not given",
+    "`capability-anchor witness …`",
+)
+_PROXY = (
+    "the HTTP clients (httpx; urllib in `monitor`) of `verify-proof`, `monitor`, TSAs, witnesses"
+)
+HTTP_PROXY = EnvVar("HTTP_PROXY", "none", "proxy for http:// URLs", _PROXY)
+HTTPS_PROXY = EnvVar("HTTPS_PROXY", "none", "proxy for https:// URLs", _PROXY)
+ALL_PROXY = EnvVar("ALL_PROXY", "none", "proxy for both, when the one above is unset", _PROXY)
+NO_PROXY = EnvVar("NO_PROXY", "none", "hosts reached without a proxy", _PROXY)
+
+VARIABLES: tuple[EnvVar, ...] = (
+    DATA,
+    TOKEN,
+    PUBLIC_URL,
+    CHECKPOINT_INTERVAL,
+    RECORD_LIFETIME,
+    RATE_LIMIT,
+    BODY_TIMEOUT,
+    HEADER_TIMEOUT,
+    BODY_WORKERS,
+    TSA,
+    TSA_CA,
+    TSA_DEADLINE,
+    WITNESS_DEADLINE,
+    LOG_FORMAT,
+    WITNESS_DATA,
+    HTTP_PROXY,
+    HTTPS_PROXY,
+    ALL_PROXY,
+    NO_PROXY,
+)
+
+
+def markdown_table() -> str:
+    """README's table of `VARIABLES`, as tools/env_table.py writes it."""
+    rows = ["| variable | default (unset) | meaning | read by |", "|---|---|---|---|"]
+    rows += [f"| `{v.name}` | {v.default} | {v.meaning} | {v.read_by} |" for v in VARIABLES]
+    return "\n".join(rows) + "\n"
+
+
+__all__ = ["VARIABLES", "EnvVar", "markdown_table"]
