@@ -26,6 +26,7 @@ from .bodies import BodyChecker
 from .edge import AnchorApp
 from .errors import HANDLERS
 from .guards import before
+from .openapi import JsonDocument
 from .pages import DocsPage, front_page
 from .ratelimit import RateLimiter
 from .routes import ROUTES
@@ -112,7 +113,7 @@ def create_app(settings: Settings) -> Litestar:
             title="capability-anchor",
             version=__version__,
             path="/schema",
-            render_plugins=[DocsPage()],
+            render_plugins=[DocsPage(), JsonDocument()],
             components=Components(
                 security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
             ),

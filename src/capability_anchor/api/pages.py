@@ -24,6 +24,7 @@ from litestar.openapi.plugins import OpenAPIRenderPlugin
 
 from .. import __version__
 from .caching import cached
+from .openapi import finish
 from .service import service_of
 
 HTML = "text/html; charset=utf-8"
@@ -312,5 +313,6 @@ class DocsPage(OpenAPIRenderPlugin):
 
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
         if self._rendered is None:
-            self._rendered = docs_html(openapi_schema, self.get_openapi_json_route(request))
+            doc = finish(openapi_schema)
+            self._rendered = docs_html(doc, self.get_openapi_json_route(request))
         return self._rendered
