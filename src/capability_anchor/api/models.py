@@ -15,7 +15,6 @@ from typing import Annotated, Any
 import msgspec
 from litestar.openapi import ResponseSpec
 
-
 MAX_RECORDS = 1000
 """Records per `POST /records` (SPEC §6: 1-1000, else 400)."""
 

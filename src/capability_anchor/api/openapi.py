@@ -59,7 +59,9 @@ def _at_most(bound: str, slots: list[str]) -> str:
         if digit != "0":
             below = "0" if digit == "1" else f"[0-{int(digit) - 1}]"
             rest = "".join(f"{slots[j]}[0-9]" for j in range(i + 1, len(bound)))
-            alternatives.append("".join(slots[j] + bound[j] for j in range(i)) + slots[i] + below + rest)
+            alternatives.append(
+                "".join(slots[j] + bound[j] for j in range(i)) + slots[i] + below + rest
+            )
     alternatives.append("".join(s + d for s, d in zip(slots, bound, strict=True)))
     return "(?:" + "|".join(alternatives) + ")"
 
@@ -77,7 +79,10 @@ def _tile_index_pattern() -> str:
     # The widest form: a first group below `first`, or `first` and the rest at most the bound.
     below = f"x00[1-{int(first[2]) - 1}](?:/x[0-9]{{3}}){{{groups - 2}}}/[0-9]{{3}}"
     rest = padded[3:]
-    slots = [("/" if i % 3 == 0 else "") + ("x" if i % 3 == 0 and i < len(rest) - 3 else "") for i in range(len(rest))]
+    slots = [
+        ("/" if i % 3 == 0 else "") + ("x" if i % 3 == 0 and i < len(rest) - 3 else "")
+        for i in range(len(rest))
+    ]
     widest = f"x{first}" + _at_most(rest, slots)
     return f"(?:{shorter}|{below}|{widest})"
 
@@ -112,9 +117,7 @@ Day = Annotated[str, _day_parameter(PathParameter, "a UTC day, YYYY-MM-DD")]
 """The `{day}` of a path."""
 QueryDay = Annotated[str, _day_parameter(QueryParameter, "a UTC day, YYYY-MM-DD")]
 OptionalDay = Annotated[str | None, _day_parameter(QueryParameter, "a UTC day, YYYY-MM-DD")]
-BeforeDay = Annotated[
-    str | None, _day_parameter(QueryParameter, "exclusive day bound, YYYY-MM-DD")
-]
+BeforeDay = Annotated[str | None, _day_parameter(QueryParameter, "exclusive day bound, YYYY-MM-DD")]
 LeafHash = Annotated[
     str,
     QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=dict(_HASH_SCHEMA)),
@@ -218,7 +221,9 @@ def _integers(node: Any) -> None:
             _integers(value)
 
 
-def _query_form(operation: dict[str, Any], name: str, description: str, rule: dict[str, Any]) -> None:
+def _query_form(
+    operation: dict[str, Any], name: str, description: str, rule: dict[str, Any]
+) -> None:
     params = operation.get("parameters", [])
     query = [p for p in params if p.get("in") == "query"]
     schema = {

@@ -21,7 +21,10 @@ _EITHER = "give either day and index, or leaf_hash (and optionally day)"
 @get(
     "/proof",
     summary="Inclusion proof of an entry in a published head",
-    responses={**success(ProofAnswer, "the proof and the head it is against"), **CACHED_READ_ERRORS},
+    responses={
+        **success(ProofAnswer, "the proof and the head it is against"),
+        **CACHED_READ_ERRORS,
+    },
 )
 async def proof(
     request: Request[Any, Any, Any],

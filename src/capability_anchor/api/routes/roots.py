@@ -12,8 +12,8 @@ from ...merkle.tilepath import parse_tile_path
 from ...reading import MAX_INT
 from ..caching import cached, canonical_json
 from ..errors import CACHED_READ_ERRORS
-from ..openapi import BeforeDay, Day, TilePath, count, path_count
 from ..models import HeadDocument, RootsListing, TimestampsDocument, success
+from ..openapi import BeforeDay, Day, TilePath, count, path_count
 from ..service import day_param, service_of
 from .history import TILE, TILE_PATH, tile_response
 
@@ -74,7 +74,10 @@ async def roots_day_size(
 @get(
     "/roots/{day:str}/timestamps",
     summary="RFC 3161 stamps of a sealed day",
-    responses={**success(TimestampsDocument, "every stored stamp of the day"), **CACHED_READ_ERRORS},
+    responses={
+        **success(TimestampsDocument, "every stored stamp of the day"),
+        **CACHED_READ_ERRORS,
+    },
 )
 async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
     reader = service_of(request).reader

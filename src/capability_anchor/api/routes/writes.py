@@ -18,7 +18,6 @@ from ...log import Prepared
 from ..caching import proof_json
 from ..errors import READ_ERRORS, WRITE_ERRORS
 from ..guards import Appended, CheckedBody
-from ..openapi import count
 from ..models import (
     HeadDocument,
     ProofAnswer,
@@ -28,6 +27,7 @@ from ..models import (
     RecordsBody,
     success,
 )
+from ..openapi import count
 from ..service import service_of
 
 _WRITER_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
@@ -68,7 +68,9 @@ async def prove(request: Request[Any, Any, Any], data: Annotated[bytes, Body()])
 async def post_records(
     request: Request[Any, Any, Any],
     data: Annotated[list[Prepared] | Appended, Body()],
-    prove: Annotated[int, count(0, 1, "1: publish a head covering the batch and answer each entry's proof")] = 0,
+    prove: Annotated[
+        int, count(0, 1, "1: publish a head covering the batch and answer each entry's proof")
+    ] = 0,
 ) -> Response[bytes]:
     if isinstance(data, Appended):  # by a worker process, in guards.before
         body = b'{"v":"' + VERSION.encode() + b'","entries":' + data.entries + b"}"
