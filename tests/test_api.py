@@ -452,9 +452,10 @@ def test_consistency_proofs_verify(reads: Api) -> None:
     ("query", "code"),
     [
         ("day={d2}&first=0&second=3", "bad_request"),
-        ("day={d2}&first=4&second=3", "bad_request"),
-        ("day={d2}&first=1&second=7", "bad_request"),
-        ("day={today}&first=1&second=5", "bad_request"),  # beyond today's newest head (4)
+        # Well-formed sizes that name no proof (first > second, past the newest head): 404.
+        ("day={d2}&first=4&second=3", "not_found"),
+        ("day={d2}&first=1&second=7", "not_found"),
+        ("day={today}&first=1&second=5", "not_found"),  # beyond today's newest head (4)
         ("day={d2}&first=-1&second=3", "bad_request"),
         ("day={d2}&first=a&second=3", "bad_request"),
         ("day={d2}&first=1", "bad_request"),

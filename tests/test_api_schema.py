@@ -18,6 +18,9 @@ the same requests on every run.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,55 +33,63 @@ from litestar.testing import TestClient
 from schemathesis import GenerationMode
 from schemathesis.python import asgi
 
-from apikit import History, assert_error_parts, build_history, insert_stamp, rec, snapshot
+from apikit import (
+    History,
+    assert_error_parts,
+    build_history,
+    insert_stamp,
+    rec,
+    snapshot,
+    wait_clear_of_midnight,
+)
 from capability_anchor.api.app import create_app
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
+from serverkit import clean_env, serving
 
 MAX_EXAMPLES = 30
 
-# Every operation SPEC §6 defines (each with a `day` parameter or not).
+# Every operation SPEC §6 defines (each with a `day` parameter or not); every GET also has
+# its HEAD (served by `edge.guard`, documented by `openapi.finish`).
+GETS: list[tuple[str, bool]] = [
+    ("/healthz", False),
+    ("/roots", False),
+    ("/roots/latest", False),
+    ("/roots/{day}", True),
+    ("/roots/{day}/{tree_size}", True),
+    ("/roots/{day}/timestamps", True),
+    ("/roots/{day}/timestamp", True),
+    ("/roots/{day}/tile/{tile}", True),
+    ("/history/tile/{tile}", False),
+    ("/history/checkpoint", False),
+    ("/history/checkpoint/{size}", False),
+    ("/history/proof", False),
+    ("/history/vkey", False),
+    ("/history/policy", False),
+    ("/proof", True),
+    ("/consistency", True),
+    ("/entries/{day}", True),
+    ("/keys", False),
+    ("/record", False),
+]
 OPERATIONS: list[tuple[str, str, bool]] = [
-    ("GET", "/healthz", False),
-    ("GET", "/roots", False),
-    ("GET", "/roots/latest", False),
-    ("GET", "/roots/{day}", True),
-    ("GET", "/roots/{day}/{tree_size}", True),
-    ("GET", "/roots/{day}/timestamps", True),
-    ("GET", "/roots/{day}/timestamp", True),
-    ("GET", "/roots/{day}/tile/{tile}", True),
-    ("GET", "/history/tile/{tile}", False),
-    ("GET", "/history/checkpoint", False),
-    ("GET", "/history/checkpoint/{size}", False),
-    ("GET", "/history/proof", False),
-    ("GET", "/history/vkey", False),
-    ("GET", "/history/policy", False),
-    ("GET", "/proof", True),
-    ("GET", "/consistency", True),
-    ("GET", "/entries/{day}", True),
-    ("GET", "/keys", False),
-    ("GET", "/record", False),
+    *((method, path, has_day) for path, has_day in GETS for method in ("GET", "HEAD")),
     ("POST", "/prove", False),
     ("POST", "/records", False),
     ("POST", "/checkpoint", False),
 ]
-# Nothing to mutate in negative mode: no input at all, or only a `{day}` path segment, which
-# is a plain string to the schema (every path segment is a string), so no value breaks it.
+# Nothing to mutate in negative mode: no input at all.
 NO_NEGATIVE = {
     "/healthz",
     "/roots/latest",
     "/keys",
     "/checkpoint",
-    "/roots/{day}",
-    "/roots/{day}/timestamps",
-    "/roots/{day}/timestamp",
-    "/roots/{day}/tile/{tile}",
-    "/history/tile/{tile}",
     "/history/checkpoint",
-    "/history/checkpoint/{size}",
     "/history/vkey",
     "/history/policy",
 }
+# With the day pinned, nothing else to mutate.
+DAY_ONLY = {"/roots/{day}", "/roots/{day}/timestamps", "/roots/{day}/timestamp"}
 
 
 @dataclass
@@ -153,7 +164,7 @@ def test_every_success_body_is_documented_field_by_field(target: Target) -> None
     for path, item in doc["paths"].items():
         for method, operation in item.items():
             for status, response in operation["responses"].items():
-                if not status.startswith("2"):
+                if not status.startswith("2") or method == "head":
                     continue
                 content = response.get("content") or {}
                 if not content:
@@ -270,6 +281,8 @@ def _cases() -> Iterator[Any]:
             if mode is GenerationMode.NEGATIVE and path in NO_NEGATIVE:
                 continue
             for pinned in (False, True) if has_day else (False,):
+                if pinned and mode is GenerationMode.NEGATIVE and path in DAY_ONLY:
+                    continue
                 name = f"{method} {path} {mode.value}{' real-day' if pinned else ''}"
                 yield pytest.param(method, path, mode, pinned, id=name)
 
@@ -303,11 +316,14 @@ def test_operation(
         seen[status] = seen.get(status, 0) + 1
         where = f"{case.method} {case.formatted_path} query={case.query} body={case.body!r:.300}"
         assert status < 500, f"{status} for {where}: {response.content[:300]!r}"
-        if not 200 <= status < 300:
+        if not 200 <= status < 300 and case.method == "HEAD":
+            assert not response.content, f"{status} for {where}: a body"
+        elif not 200 <= status < 300:
             content_type = (response.headers.get("content-type") or [None])[0]
             inputs = {**(case.path_parameters or {}), **(case.query or {})}
             echoed = [str(v) for v in inputs.values()]
             assert_error_parts(status, content_type, response.content, echoed=echoed)
+        if not 200 <= status < 300:
             assert snapshot(history.data) == before, f"{status} for {where} changed the store"
 
     run()
@@ -318,3 +334,95 @@ def test_operation(
         with Log.open(history.data, background_checkpoints=False) as log:
             log.self_check()
             assert log.store.last_sealed_day() == history.d1
+
+
+# --- schemathesis's own command line, every check, against a real server ---------------------
+
+SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
+RECORD_BODIES = "^/(records|prove)$"
+"""The operations whose request bodies hold records: each record's schema comes from the
+observation Struct (`observation.py`), not from this side of the document."""
+CLI_SEED = "20"
+CLI_EXAMPLES = "30"
+
+
+def schemathesis_run(url: str, token: str, work: Path, *select: str) -> dict[str, Any]:
+    """`schemathesis run --checks all` over the operations `select` names, with the writer
+    token, every generation mode and phase, a fixed seed, bounded examples and no example
+    database; its JSON report. Run in `work`, so that no project configuration is read and
+    nothing is written into the checkout."""
+    report = work / "schemathesis.json"
+    argv = [
+        str(SCHEMATHESIS),
+        "run",
+        f"{url}/schema/openapi.json",
+        "--checks",
+        "all",
+        "--mode",
+        "all",
+        "--phases",
+        "examples,coverage,fuzzing,stateful",
+        "--header",
+        f"Authorization: Bearer {token}",
+        "--seed",
+        CLI_SEED,
+        "--max-examples",
+        CLI_EXAMPLES,
+        "--generation-database",
+        "none",
+        "--workers",
+        "1",
+        "--continue-on-failure",
+        "--no-color",
+        "--report",
+        "json",
+        "--report-json-path",
+        str(report),
+        *select,
+    ]
+    done = subprocess.run(  # the timeout only ends a hang; nothing here is timed
+        argv, cwd=work, env=clean_env(), capture_output=True, text=True, timeout=900
+    )
+    assert report.exists(), done.stdout + done.stderr
+    result: dict[str, Any] = json.loads(report.read_text())
+    result["output"] = done.stdout[-20000:]
+    result["returncode"] = done.returncode
+    return result
+
+
+@pytest.mark.parametrize(
+    ("select", "expected"),
+    [
+        pytest.param(("--exclude-path-regex", RECORD_BODIES), 39, id="every-other-operation"),
+        pytest.param(
+            ("--include-path-regex", RECORD_BODIES),
+            2,
+            id="record-bodies",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="each record's schema (required members, types, enums) is generated "
+                "from observation.py's Struct on the tokens branch; until it is merged the "
+                "items are a bare object, and a generated object is no observation",
+            ),
+        ),
+    ],
+)
+def test_schemathesis_checks_all_finds_nothing(
+    tmp_path: Path, select: tuple[str, ...], expected: int
+) -> None:
+    """What a new user runs (issue 20): schemathesis `--checks all` (ST202 schema-valid
+    request rejected, the negative-data and conformance checks, unsupported methods, ignored
+    auth) over every operation, HEAD included, read and write with the token, against
+    `capability-anchor serve` on loopback: 0 failures, 0 errors, every operation tested."""
+    wait_clear_of_midnight()
+    history = build_history(tmp_path / "data")
+    with serving(history.data, "--rate-limit", "0") as server:
+        result = schemathesis_run(server.url, history.token, tmp_path, *select)
+    operations = result["operations"]
+    assert (operations["selected"], operations["tested"]) == (expected, expected), result["output"]
+    assert result["failures"] == [], result["output"]
+    assert result["errors"] == [], result["output"]
+    assert (result["complete"], result["returncode"]) == (True, 0), result["output"]
+    # What the writers stored leaves a log that still opens and passes its self-check.
+    with Log.open(history.data, background_checkpoints=False) as log:
+        log.self_check()

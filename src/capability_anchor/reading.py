@@ -223,11 +223,14 @@ class LogReader:
     def consistency(self, day: str, first: int, second: int) -> dict[str, Any]:
         bounded(first, "first")
         bounded(second, "second")
+        if first < 1:
+            raise UsageError(f"consistency needs first >= 1, got {first}")
         newest = self.head_for(day)
-        if not 0 < first <= second <= newest.tree_size:
-            raise UsageError(
-                f"consistency needs 0 < first <= second <= {newest.tree_size} (the size of "
-                f"{day}'s newest head), got {first} and {second}"
+        if not first <= second <= newest.tree_size:
+            # Each size is well formed; the pair names no proof the log has (yet): 404.
+            raise NotFound(
+                f"no consistency proof from {first} to {second} in {day}: it needs first <= "
+                f"second <= {newest.tree_size} (the size of its newest head)"
             )
         source = self._tiles(day, newest.tree_size)
         path = resolve(consistency_nodes(first, second), source.node)

@@ -29,6 +29,7 @@ from .edge import AnchorApp
 from .errors import HANDLERS
 from .guards import before
 from .home import front_page
+from .openapi import JsonDocument
 from .pages import DocsPage
 from .ratelimit import RateLimiter
 from .routes import ROUTES
@@ -121,7 +122,7 @@ def create_app(settings: Settings) -> Litestar:
             title="capability-anchor",
             version=__version__,
             path="/schema",
-            render_plugins=[DocsPage()],
+            render_plugins=[DocsPage(), JsonDocument()],
             components=Components(
                 security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
             ),

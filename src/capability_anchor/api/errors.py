@@ -137,8 +137,10 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
 
 
 def documented(*statuses: int) -> dict[int, ResponseSpec]:
-    """OpenAPI entries for the `{v, error, note}` answers an operation can give."""
+    """OpenAPI entries for the answers other than 200 an operation can give: 304 (no body)
+    and the `{v, error, note}` errors. 405 is every path's, added by `openapi.finish`."""
     described = {
+        304: "not modified: If-None-Match names the answer's current ETag (no body)",
         400: "bad_request or invalid_record",
         401: "unauthorized: writers need Authorization: Bearer <token>",
         404: "not_found",
@@ -148,17 +150,28 @@ def documented(*statuses: int) -> dict[int, ResponseSpec]:
         503: "unavailable",
     }
     return {
-        s: ResponseSpec(data_container=ErrorBody, description=described[s], generate_examples=False)
+        s: ResponseSpec(
+            data_container=None if s == 304 else ErrorBody,
+            description=described[s],
+            generate_examples=False,
+        )
         for s in statuses
     }
 
 
-READ_ERRORS = documented(400, 404, 429, 503)
+# Every request passes `guards.before`: any of them can be a 400 (a malformed integer
+# parameter, a body that did not arrive in time), a 413 (a declared body over the limit)
+# or a 503; the public ones are rate limited (429), the writers are not.
+PUBLIC_ERRORS = documented(400, 413, 429, 503)
+READ_ERRORS = documented(400, 404, 413, 429, 503)
+CACHED_READ_ERRORS = documented(304, 400, 404, 413, 429, 503)
 WRITE_ERRORS = documented(400, 401, 409, 413, 503)
 
 
 __all__ = [
+    "CACHED_READ_ERRORS",
     "HANDLERS",
+    "PUBLIC_ERRORS",
     "READ_ERRORS",
     "WORKER_LOST_NOTE",
     "WRITE_ERRORS",

@@ -15,17 +15,25 @@ from typing import Annotated, Any
 import msgspec
 from litestar.openapi import ResponseSpec
 
+MAX_RECORDS = 1000
+"""Records per `POST /records` (SPEC §6: 1-1000, else 400)."""
+
 
 class RecordsBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """`POST /records`: 1 to `max_records` records, each a JSON object (SPEC §2)."""
+    """`POST /records`: 1 to `MAX_RECORDS` records, each a JSON object (SPEC §2)."""
 
-    records: list[dict[str, Any]]
+    records: Annotated[list[dict[str, Any]], msgspec.Meta(min_length=1, max_length=MAX_RECORDS)]
 
 
 class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """`POST /prove`: a record as an entry's leaf holds it (reserved members dropped)."""
 
     record: dict[str, Any]
+
+
+REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (RecordsBody, ProveBody)
+"""The request bodies: closed objects (`forbid_unknown_fields`), as the body check has them
+(`bodycheck.check_body` refuses any other member); `openapi.finish` says so."""
 
 
 class ErrorBody(msgspec.Struct, frozen=True):
@@ -239,6 +247,8 @@ def success(
 
 
 __all__ = [
+    "MAX_RECORDS",
+    "REQUEST_BODIES",
     "Anchor",
     "AppendedEntry",
     "ConsistencyAnswer",

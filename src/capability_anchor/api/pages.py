@@ -20,6 +20,8 @@ from typing import Any
 from litestar import Request
 from litestar.openapi.plugins import OpenAPIRenderPlugin
 
+from .openapi import finish
+
 HTML = "text/html; charset=utf-8"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
 _METHODS = ("get", "post", "put", "patch", "delete")
@@ -251,5 +253,6 @@ class DocsPage(OpenAPIRenderPlugin):
 
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
         if self._rendered is None:
-            self._rendered = docs_html(openapi_schema, self.get_openapi_json_route(request))
+            doc = finish(openapi_schema)
+            self._rendered = docs_html(doc, self.get_openapi_json_route(request))
         return self._rendered

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..writer_token import writer_token
+from .models import MAX_RECORDS
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Settings:
     body_queue: int = 16
     """Bodies being checked or waiting at once; more get 503 `unavailable` (busy)."""
 
-    max_records: int = 1000
+    max_records: int = MAX_RECORDS
     """Records per `POST /records` (SPEC §6)."""
 
     tsa: tuple[str, ...] = ()

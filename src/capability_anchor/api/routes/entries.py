@@ -5,26 +5,26 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Request, Response, get
-from litestar.params import FromPath, QueryParameter
+from litestar.params import QueryParameter
 
 from ...head import VERSION
-from ...reading import MAX_INT
 from ..caching import NO_CACHE, cached, canonical_json
-from ..errors import READ_ERRORS
+from ..errors import CACHED_READ_ERRORS, READ_ERRORS
 from ..models import EntriesListing, ServerRecord, success
+from ..openapi import HTTPS_URL_PATTERN, Day, count
 from ..service import day_param, service_of
 
 
 @get(
     "/entries/{day:str}",
     summary="Entries of a day",
-    responses={**success(EntriesListing, "entries from `start`, in order"), **READ_ERRORS},
+    responses={**success(EntriesListing, "entries from `start`, in order"), **CACHED_READ_ERRORS},
 )
 async def entries(
     request: Request[Any, Any, Any],
-    day: FromPath[str],
-    start: Annotated[int, QueryParameter(ge=0, le=MAX_INT)] = 0,
-    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+    day: Day,
+    start: Annotated[int, count(0)] = 0,
+    limit: Annotated[int, count(1, 1000)] = 100,
 ) -> Response[bytes]:
     day = day_param(day)
     listed = service_of(request).reader.entries(day, start, limit)
@@ -40,7 +40,13 @@ async def entries(
 async def record(
     request: Request[Any, Any, Any],
     id: Annotated[str | None, QueryParameter(description="the server ID (matches sub)")] = None,
-    url: Annotated[str | None, QueryParameter(description="the server URL, any form")] = None,
+    url: Annotated[
+        str | None,
+        QueryParameter(
+            description="the server URL, any https form",
+            schema_extra={"pattern": HTTPS_URL_PATTERN},
+        ),
+    ] = None,
 ) -> Response[bytes]:
     service = service_of(request)
     answer = service.reader.record(sub=id, url=url, lifetime=service.settings.record_lifetime)

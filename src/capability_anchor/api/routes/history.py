@@ -8,15 +8,15 @@ import re
 from typing import Annotated, Any
 
 from litestar import Request, Response, get
-from litestar.params import FromPath, QueryParameter
 
 from ...encoding import hash_from_hex
 from ...errors import NotFound, UsageError
 from ...merkle.tilepath import parse_tile_path
 from ...reading import MAX_INT
 from ..caching import cached
-from ..errors import READ_ERRORS
+from ..errors import CACHED_READ_ERRORS
 from ..models import success
+from ..openapi import LeafHash, TilePath, count, path_count
 from ..service import service_of
 
 OCTETS = "application/octet-stream"
@@ -41,9 +41,9 @@ def tile_response(request: Request[Any, Any, Any], body: bytes) -> Response[byte
     "/history/tile/{tile:path}",
     summary="A tile or entry bundle of the history tree (C2SP tlog-tiles)",
     description=f"The tile path after tile/: {TILE_PATH}. 404 past the history's size.",
-    responses={**TILE, **READ_ERRORS},
+    responses={**TILE, **CACHED_READ_ERRORS},
 )
-async def history_tile(request: Request[Any, Any, Any], tile: FromPath[str]) -> Response[bytes]:
+async def history_tile(request: Request[Any, Any, Any], tile: TilePath) -> Response[bytes]:
     wanted = parse_tile_path(tile.removeprefix("/"))
     return tile_response(request, service_of(request).reader.read.tiles.history(wanted))
 
@@ -72,7 +72,7 @@ def _text(description: str) -> dict[int, Any]:
         "cosignature lines, in policy order. With no policy, quorum none, or while no "
         "checkpoint meets the quorum, the newest checkpoint with every stored cosignature."
     ),
-    responses={**_text("a C2SP checkpoint note with its cosignatures"), **READ_ERRORS},
+    responses={**_text("a C2SP checkpoint note with its cosignatures"), **CACHED_READ_ERRORS},
 )
 async def history_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
     return text_response(request, service_of(request).reader.read.history.served_checkpoint())
@@ -81,10 +81,10 @@ async def history_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]
 @get(
     "/history/checkpoint/{size:str}",
     summary="The checkpoint of one history size, with every stored cosignature",
-    responses={**_text("a C2SP checkpoint note with its cosignatures"), **READ_ERRORS},
+    responses={**_text("a C2SP checkpoint note with its cosignatures"), **CACHED_READ_ERRORS},
 )
 async def history_checkpoint_size(
-    request: Request[Any, Any, Any], size: FromPath[str]
+    request: Request[Any, Any, Any], size: Annotated[str, path_count(1)]
 ) -> Response[bytes]:
     if _SIZE.fullmatch(size) is None:
         raise UsageError("the history size is a positive integer written in digits")
@@ -103,12 +103,12 @@ async def history_checkpoint_size(
         "one /history/checkpoint serves (or the newest, while that does not cover the head "
         "yet), or the checkpoint of `size`."
     ),
-    responses={**_text("a C2SP tlog-proof"), **READ_ERRORS},
+    responses={**_text("a C2SP tlog-proof"), **CACHED_READ_ERRORS},
 )
 async def history_proof(
     request: Request[Any, Any, Any],
-    leaf_hash: Annotated[str, QueryParameter()],
-    size: Annotated[int | None, QueryParameter(ge=1, le=MAX_INT)] = None,
+    leaf_hash: LeafHash,
+    size: Annotated[int | None, count(1)] = None,
 ) -> Response[bytes]:
     h = hash_from_hex(leaf_hash, "leaf_hash")
     return text_response(request, service_of(request).reader.read.history.tlog_proof(h, size))
@@ -117,7 +117,7 @@ async def history_proof(
 @get(
     "/history/vkey",
     summary="The log's note verifier key (C2SP vkey), one line",
-    responses={**_text("<origin>+<key id>+<base64 key>, and a newline"), **READ_ERRORS},
+    responses={**_text("<origin>+<key id>+<base64 key>, and a newline"), **CACHED_READ_ERRORS},
 )
 async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
     vkey = service_of(request).reader.read.history.vkey()
@@ -127,7 +127,7 @@ async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
 @get(
     "/history/policy",
     summary="The log's witness policy (C2SP tlog-policy), as stored",
-    responses={**_text("the tlog-policy file"), **READ_ERRORS},
+    responses={**_text("the tlog-policy file"), **CACHED_READ_ERRORS},
 )
 async def history_policy(request: Request[Any, Any, Any]) -> Response[bytes]:
     policy = service_of(request).reader.read.history.policy()

@@ -9,12 +9,12 @@ from litestar import Request, Response, get
 from ... import __version__
 from ...head import VERSION
 from ..caching import cached
-from ..errors import READ_ERRORS
+from ..errors import PUBLIC_ERRORS, documented
 from ..models import Health, Jwks, success
 from ..service import service_of
 
 
-@get("/healthz", summary="Liveness", responses=READ_ERRORS)
+@get("/healthz", summary="Liveness", responses=PUBLIC_ERRORS)
 async def healthz() -> Health:
     return Health(VERSION, "ok", __version__)
 
@@ -22,7 +22,7 @@ async def healthz() -> Health:
 @get(
     "/keys",
     summary="JWKS of every key the log has signed with",
-    responses={**success(Jwks, "the JWK Set, RFC 8785"), **READ_ERRORS},
+    responses={**success(Jwks, "the JWK Set, RFC 8785"), **documented(304), **PUBLIC_ERRORS},
 )
 async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
     return cached(request, service_of(request).reader.keyset().to_json(), immutable=False)

@@ -6,14 +6,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Request, Response, get
-from litestar.params import FromQuery, QueryParameter
 
 from ...encoding import hash_from_hex
 from ...errors import UsageError
-from ...reading import MAX_INT
 from ..caching import cached, proof_json
-from ..errors import READ_ERRORS
+from ..errors import CACHED_READ_ERRORS
 from ..models import ConsistencyAnswer, ProofAnswer, success
+from ..openapi import OptionalDay, OptionalLeafHash, QueryDay, count
 from ..service import day_param, service_of
 
 _EITHER = "give either day and index, or leaf_hash (and optionally day)"
@@ -22,14 +21,17 @@ _EITHER = "give either day and index, or leaf_hash (and optionally day)"
 @get(
     "/proof",
     summary="Inclusion proof of an entry in a published head",
-    responses={**success(ProofAnswer, "the proof and the head it is against"), **READ_ERRORS},
+    responses={
+        **success(ProofAnswer, "the proof and the head it is against"),
+        **CACHED_READ_ERRORS,
+    },
 )
 async def proof(
     request: Request[Any, Any, Any],
-    day: Annotated[str | None, QueryParameter()] = None,
-    index: Annotated[int | None, QueryParameter(ge=0, le=MAX_INT)] = None,
-    tree_size: Annotated[int | None, QueryParameter(ge=0, le=MAX_INT)] = None,
-    leaf_hash: Annotated[str | None, QueryParameter()] = None,
+    day: OptionalDay = None,
+    index: Annotated[int | None, count(0)] = None,
+    tree_size: Annotated[int | None, count(0)] = None,
+    leaf_hash: OptionalLeafHash = None,
 ) -> Response[bytes]:
     reader = service_of(request).reader
     if leaf_hash is not None:
@@ -49,13 +51,13 @@ async def proof(
 @get(
     "/consistency",
     summary="Consistency proof between two sizes of a day",
-    responses={**success(ConsistencyAnswer, "the consistency path"), **READ_ERRORS},
+    responses={**success(ConsistencyAnswer, "the consistency path"), **CACHED_READ_ERRORS},
 )
 async def consistency(
     request: Request[Any, Any, Any],
-    day: FromQuery[str],
-    first: Annotated[int, QueryParameter(ge=0, le=MAX_INT)],
-    second: Annotated[int, QueryParameter(ge=0, le=MAX_INT)],
+    day: QueryDay,
+    first: Annotated[int, count(1)],
+    second: Annotated[int, count(1)],
 ) -> Response[bytes]:
     answer = service_of(request).reader.consistency(day_param(day), first, second)
     return cached(request, proof_json(answer), immutable=False)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Request, Response, get
-from litestar.params import FromPath, QueryParameter
 
 from ...errors import NotFound, UsageError
 from ...export import timestamps_document
 from ...merkle.tilepath import parse_tile_path
 from ...reading import MAX_INT
 from ..caching import cached, canonical_json
-from ..errors import READ_ERRORS
+from ..errors import CACHED_READ_ERRORS
 from ..models import HeadDocument, RootsListing, TimestampsDocument, success
+from ..openapi import BeforeDay, Day, TilePath, count, path_count
 from ..service import day_param, service_of
 from .history import TILE, TILE_PATH, tile_response
 
@@ -23,12 +23,12 @@ _HEAD = success(HeadDocument, "the head document, as signed and stored")
 @get(
     "/roots",
     summary="Sealed days, newest first",
-    responses={**success(RootsListing, "sealed days"), **READ_ERRORS},
+    responses={**success(RootsListing, "sealed days"), **CACHED_READ_ERRORS},
 )
 async def roots(
     request: Request[Any, Any, Any],
-    before: Annotated[str | None, QueryParameter(description="exclusive day bound")] = None,
-    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+    before: BeforeDay = None,
+    limit: Annotated[int, count(1, 1000)] = 100,
 ) -> Response[bytes]:
     service = service_of(request)
     listing = service.reader.roots(day_param(before) if before is not None else None, limit)
@@ -38,7 +38,7 @@ async def roots(
 @get(
     "/roots/latest",
     summary="The newest sealed head document",
-    responses={**_HEAD, **READ_ERRORS},
+    responses={**_HEAD, **CACHED_READ_ERRORS},
 )
 async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
     rows = service_of(request).reader.read.sealed_heads(None, 1)
@@ -50,9 +50,9 @@ async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
 @get(
     "/roots/{day:str}",
     summary="The sealed head of a day, else its newest unsealed head",
-    responses={**_HEAD, **READ_ERRORS},
+    responses={**_HEAD, **CACHED_READ_ERRORS},
 )
-async def roots_day(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
+async def roots_day(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
     row = service_of(request).reader.head_for(day_param(day))
     return cached(request, row.doc, immutable=row.sealed)
 
@@ -60,10 +60,10 @@ async def roots_day(request: Request[Any, Any, Any], day: FromPath[str]) -> Resp
 @get(
     "/roots/{day:str}/{tree_size:int}",
     summary="The head of a day at a size",
-    responses={**_HEAD, **READ_ERRORS},
+    responses={**_HEAD, **CACHED_READ_ERRORS},
 )
 async def roots_day_size(
-    request: Request[Any, Any, Any], day: FromPath[str], tree_size: FromPath[int]
+    request: Request[Any, Any, Any], day: Day, tree_size: Annotated[int, path_count(0)]
 ) -> Response[bytes]:
     if not 0 <= tree_size <= MAX_INT:
         raise UsageError(f"tree_size must be 0..{MAX_INT}")
@@ -74,9 +74,12 @@ async def roots_day_size(
 @get(
     "/roots/{day:str}/timestamps",
     summary="RFC 3161 stamps of a sealed day",
-    responses={**success(TimestampsDocument, "every stored stamp of the day"), **READ_ERRORS},
+    responses={
+        **success(TimestampsDocument, "every stored stamp of the day"),
+        **CACHED_READ_ERRORS,
+    },
 )
-async def roots_timestamps(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
+async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
     reader = service_of(request).reader
     day = day_param(day)
     if reader.read.sealed_head(day) is None:
@@ -90,10 +93,10 @@ async def roots_timestamps(request: Request[Any, Any, Any], day: FromPath[str]) 
     summary="The earliest stored stamp (DER)",
     responses={
         **success(bytes, "an RFC 3161 TimeStampResp (DER)", "application/timestamp-reply"),
-        **READ_ERRORS,
+        **CACHED_READ_ERRORS,
     },
 )
-async def roots_timestamp(request: Request[Any, Any, Any], day: FromPath[str]) -> Response[bytes]:
+async def roots_timestamp(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
     stamps = service_of(request).reader.read.stamps(day_param(day))
     if not stamps:
         raise NotFound(f"no stamp for {day}")
@@ -109,10 +112,10 @@ async def roots_timestamp(request: Request[Any, Any, Any], day: FromPath[str]) -
         f"The tile path after tile/: {TILE_PATH}. Partial tiles exist at the sizes of the "
         "day's published heads; 404 past its newest head."
     ),
-    responses={**TILE, **READ_ERRORS},
+    responses={**TILE, **CACHED_READ_ERRORS},
 )
 async def roots_day_tile(
-    request: Request[Any, Any, Any], day: FromPath[str], tile: FromPath[str]
+    request: Request[Any, Any, Any], day: Day, tile: TilePath
 ) -> Response[bytes]:
     wanted = parse_tile_path(tile.removeprefix("/"))
     body = service_of(request).reader.read.tiles.day(day_param(day), wanted)

@@ -11,12 +11,12 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, post
-from litestar.params import Body, QueryParameter
+from litestar.params import Body
 
 from ...head import VERSION
 from ...log import Prepared
 from ..caching import proof_json
-from ..errors import READ_ERRORS, WRITE_ERRORS, documented
+from ..errors import READ_ERRORS, WRITE_ERRORS
 from ..guards import Appended, CheckedBody
 from ..models import (
     HeadDocument,
@@ -27,6 +27,7 @@ from ..models import (
     RecordsBody,
     success,
 )
+from ..openapi import count
 from ..service import service_of
 
 _WRITER_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
@@ -43,7 +44,6 @@ _ENCODER = msgspec.json.Encoder()
     responses={
         **success(ProofAnswer, "the proof in the newest head covering the record"),
         **READ_ERRORS,
-        **documented(413),
     },
 )
 async def prove(request: Request[Any, Any, Any], data: Annotated[bytes, Body()]) -> Response[bytes]:
@@ -68,7 +68,9 @@ async def prove(request: Request[Any, Any, Any], data: Annotated[bytes, Body()])
 async def post_records(
     request: Request[Any, Any, Any],
     data: Annotated[list[Prepared] | Appended, Body()],
-    prove: Annotated[int, QueryParameter(ge=0, le=1)] = 0,
+    prove: Annotated[
+        int, count(0, 1, "1: publish a head covering the batch and answer each entry's proof")
+    ] = 0,
 ) -> Response[bytes]:
     if isinstance(data, Appended):  # by a worker process, in guards.before
         body = b'{"v":"' + VERSION.encode() + b'","entries":' + data.entries + b"}"

@@ -1,0 +1,319 @@
+"""The OpenAPI document says exactly what the server accepts and answers (SPEC §6).
+
+Two halves, both used by the routes and by `create_app`:
+
+- What a request may hold: the parameter annotations here (`Day`, `LeafHash`, `TilePath`,
+  `count(...)`) carry the exact pattern or bounds of the check the server runs, so that a
+  request the document allows is never refused as malformed (a day, a tile or a leaf hash
+  that does not exist is 404, which is a fact of the log, not of the request). The checks
+  themselves stay where they are (`encoding`, `merkle.tilepath`, `guards`); the patterns
+  are written for them, and tests/test_openapi.py holds each pattern to its check.
+- What an answer may be: `finish` completes the document Litestar generates, in one place:
+  a HEAD operation beside every GET (served by `edge.guard`), the 405 every path answers to
+  a method it does not list, integer bounds as JSON integers, and the `id`/`url` and
+  `/proof` query forms as one exploded object each (OpenAPI has no other way to say
+  "exactly one of these parameters"). `JsonDocument` serves the finished document at
+  `/schema/openapi.json`; `pages.DocsPage` renders the same one.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request
+from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.params import PathParameter, QueryParameter
+
+from ..merkle.tilepath import MAX_INDEX, MAX_LEVEL
+from ..merkle.tiles import TILE_WIDTH
+from ..reading import MAX_INT
+from .models import REQUEST_BODIES
+
+# --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
+
+
+def _leap_years() -> str:
+    """Years 0001-9999 divisible by 4 but not 100, or by 400."""
+    by_four = "(?:0[48]|[2468][048]|[13579][26])"
+    return f"(?:[0-9]{{2}}{by_four}|{by_four}00)"
+
+
+def _day_pattern() -> str:
+    """A real calendar day `YYYY-MM-DD` of years 0001-9999 (what `parse_day` accepts)."""
+    year = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
+    days = (
+        "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+        "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+        "|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+    )
+    return f"^(?:{year}-{days}|{_leap_years()}-02-29)$"
+
+
+def _at_most(bound: str, slots: list[str]) -> str:
+    """Digit strings of `len(bound)` digits that are <= `bound`, each digit preceded by the
+    separator of its slot (`slots[i]`): one alternative per first digit below the bound."""
+    alternatives = []
+    for i, digit in enumerate(bound):
+        if digit != "0":
+            below = "0" if digit == "1" else f"[0-{int(digit) - 1}]"
+            rest = "".join(f"{slots[j]}[0-9]" for j in range(i + 1, len(bound)))
+            alternatives.append(
+                "".join(slots[j] + bound[j] for j in range(i)) + slots[i] + below + rest
+            )
+    alternatives.append("".join(s + d for s, d in zip(slots, bound, strict=True)))
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+def _tile_index_pattern() -> str:
+    """A C2SP tile index as `parse_tile_path` reads it: groups of three digits, all but the
+    last prefixed with x, no leading x000 group, at most `MAX_INDEX`."""
+    digits = str(MAX_INDEX)
+    groups = -(-len(digits) // 3)  # 7 for 2**63 - 1
+    padded = digits.rjust(3 * groups, "0")
+    first = padded[:3]  # "009": the widest index's first group
+    assert first != "000" and first[:2] == "00" and first[2] != "0"
+    upper = "x(?:00[1-9]|0[1-9][0-9]|[1-9][0-9]{2})"
+    shorter = f"(?:{upper}(?:/x[0-9]{{3}}){{0,{groups - 3}}}/)?[0-9]{{3}}"
+    # The widest form: a first group below `first`, or `first` and the rest at most the bound.
+    below = f"x00[1-{int(first[2]) - 1}](?:/x[0-9]{{3}}){{{groups - 2}}}/[0-9]{{3}}"
+    rest = padded[3:]
+    slots = [
+        ("/" if i % 3 == 0 else "") + ("x" if i % 3 == 0 and i < len(rest) - 3 else "")
+        for i in range(len(rest))
+    ]
+    widest = f"x{first}" + _at_most(rest, slots)
+    return f"(?:{shorter}|{below}|{widest})"
+
+
+def _tile_pattern() -> str:
+    """`<L>/<N>[.p/<W>]` or `entries/<N>[.p/<W>]`, in `parse_tile_path`'s one spelling."""
+    assert MAX_LEVEL == 63 and TILE_WIDTH == 256
+    level = "(?:[0-9]|[1-5][0-9]|6[0-3]|entries)"
+    width = "(?:[1-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])"
+    return f"^{level}/{_tile_index_pattern()}(?:\\.p/{width})?$"
+
+
+DAY_PATTERN = _day_pattern()
+HASH_PATTERN = "^[0-9a-f]{64}$"
+TILE_PATTERN = _tile_pattern()
+_PORT = "(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+HTTPS_URL_PATTERN = f"^https://[a-z0-9-]+(?:\\.[a-z0-9-]+)*(?::{_PORT})?(?:[/?#][!-~]*)?$"
+"""An https URL `canonical_url` can put in canonical form: a DNS host, an optional port,
+then any path, query or fragment of printable ASCII (which it drops or trims)."""
+
+TILE_EXAMPLE = "0/000.p/3"
+
+_DAY_SCHEMA = {"pattern": DAY_PATTERN, "format": "date"}
+_HASH_SCHEMA = {"pattern": HASH_PATTERN, "minLength": 64, "maxLength": 64}
+
+
+def _day_parameter(kind: type[QueryParameter] | type[PathParameter], description: str) -> Any:
+    return kind(description=description, schema_extra=dict(_DAY_SCHEMA))
+
+
+Day = Annotated[str, _day_parameter(PathParameter, "a UTC day, YYYY-MM-DD")]
+"""The `{day}` of a path."""
+QueryDay = Annotated[str, _day_parameter(QueryParameter, "a UTC day, YYYY-MM-DD")]
+OptionalDay = Annotated[str | None, _day_parameter(QueryParameter, "a UTC day, YYYY-MM-DD")]
+BeforeDay = Annotated[str | None, _day_parameter(QueryParameter, "exclusive day bound, YYYY-MM-DD")]
+LeafHash = Annotated[
+    str,
+    QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=dict(_HASH_SCHEMA)),
+]
+OptionalLeafHash = Annotated[
+    str | None,
+    QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=dict(_HASH_SCHEMA)),
+]
+TilePath = Annotated[
+    str,
+    PathParameter(
+        description="the tile path after tile/",
+        examples=None,
+        schema_extra={"pattern": TILE_PATTERN, "examples": [TILE_EXAMPLE]},
+    ),
+]
+
+
+def count(minimum: int, maximum: int = MAX_INT, description: str | None = None) -> Any:
+    """A query integer `minimum..maximum`: Litestar checks the bounds, and the document
+    states them as JSON integers (Litestar would write them as floats, and 2**63 - 1 as a
+    float is 2**63)."""
+    return QueryParameter(
+        ge=minimum,
+        le=maximum,
+        description=description,
+        schema_extra={"minimum": minimum, "maximum": maximum},
+    )
+
+
+def path_count(minimum: int, maximum: int = MAX_INT, description: str | None = None) -> Any:
+    """A path integer `minimum..maximum`, written in digits (checked by the handler)."""
+    return PathParameter(
+        description=description,
+        schema_extra={"type": "integer", "minimum": minimum, "maximum": maximum},
+    )
+
+
+# --- finishing the generated document ---------------------------------------------------------
+
+ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+_METHODS = ("get", "put", "post", "delete", "options", "patch", "trace")
+METHOD_NOT_ALLOWED = {
+    "description": (
+        "method_not_allowed: a method this path does not list (the Allow header names the "
+        "ones it does)"
+    ),
+    "headers": {"Allow": {"schema": {"type": "string"}, "required": True}},
+    "content": {"application/json": {"schema": ERROR_REF}},
+}
+
+QUERY_FORMS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "/record": (
+        "server",
+        "exactly one of `id` (the server ID, matching `sub`) and `url` (the server URL, any "
+        "form https allows; it is put in canonical form)",
+        {"oneOf": [{"required": ["id"]}, {"required": ["url"]}]},
+    ),
+    "/proof": (
+        "entry",
+        "either `day` and `index` (and optionally `tree_size`), or `leaf_hash` (and "
+        "optionally `day` and `tree_size`)",
+        {
+            "oneOf": [
+                {"required": ["day", "index"], "not": {"required": ["leaf_hash"]}},
+                {"required": ["leaf_hash"], "not": {"required": ["index"]}},
+            ]
+        },
+    ),
+}
+"""GET operations whose query parameters come in forms: each becomes one query parameter,
+an object exploded into `name=value` pairs (OpenAPI `style: form, explode: true`), whose
+schema says which combinations exist."""
+
+
+def _plain(schema: dict[str, Any]) -> dict[str, Any]:
+    """A query value is never null: `oneOf [T, null]` (an optional parameter) is T."""
+    alternatives = schema.get("oneOf")
+    if isinstance(alternatives, list):
+        kept = [s for s in alternatives if s != {"type": "null"}]
+        if len(kept) == 1:
+            rest = {k: v for k, v in schema.items() if k != "oneOf"}
+            return {**kept[0], **rest}
+    return schema
+
+
+def _integers(node: Any) -> None:
+    """Integer bounds as JSON integers. A float bound that is not an exact integer below
+    2**53 cannot be one the server means: it is refused, not rounded."""
+    if isinstance(node, dict):
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            value = node.get(key)
+            if isinstance(value, float):
+                if not (value.is_integer() and abs(value) < 2**53):
+                    raise ValueError(f"a bound of {value!r} in the OpenAPI document")
+                node[key] = int(value)
+        for value in node.values():
+            _integers(value)
+    elif isinstance(node, list):
+        for value in node:
+            _integers(value)
+
+
+def _query_form(
+    operation: dict[str, Any], name: str, description: str, rule: dict[str, Any]
+) -> None:
+    params = operation.get("parameters", [])
+    query = [p for p in params if p.get("in") == "query"]
+    schema = {
+        "type": "object",
+        "properties": {p["name"]: _plain(p["schema"]) for p in query},
+        "additionalProperties": False,
+        **rule,
+    }
+    operation["parameters"] = [p for p in params if p.get("in") != "query"] + [
+        {
+            "name": name,
+            "in": "query",
+            "required": True,
+            "style": "form",
+            "explode": True,
+            "description": description,
+            "schema": schema,
+        }
+    ]
+
+
+def _head(get: dict[str, Any]) -> dict[str, Any]:
+    """HEAD of a GET: the same parameters and statuses, the same headers, no body."""
+    head = copy.deepcopy(get)
+    head["summary"] = f"{get.get('summary', '')} (headers only)"
+    if "operationId" in head:
+        head["operationId"] = "Head" + head["operationId"]
+    for response in head.get("responses", {}).values():
+        response.pop("content", None)
+    return head
+
+
+def _closed_bodies(doc: dict[str, Any]) -> None:
+    """A request body that refuses unknown members says so (`additionalProperties: false`)."""
+    schemas = doc.get("components", {}).get("schemas", {})
+    for struct in REQUEST_BODIES:
+        schema = schemas.get(struct.__name__)
+        if schema is not None and struct.__struct_config__.forbid_unknown_fields:
+            schema["additionalProperties"] = False
+
+
+def finish(generated: dict[str, Any]) -> dict[str, Any]:
+    """The served OpenAPI document made from Litestar's (which is not changed)."""
+    doc = copy.deepcopy(generated)
+    _closed_bodies(doc)
+    for path, item in doc.get("paths", {}).items():
+        for method in _METHODS:
+            operation = item.get(method)
+            if operation is None:
+                continue
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "query" and not parameter.get("required"):
+                    parameter["schema"] = _plain(parameter["schema"])
+            if method == "get" and path in QUERY_FORMS:
+                _query_form(operation, *QUERY_FORMS[path])
+            operation.setdefault("responses", {})["405"] = copy.deepcopy(METHOD_NOT_ALLOWED)
+        if "get" in item:
+            item["head"] = _head(item["get"])
+    _integers(doc)
+    return doc
+
+
+class JsonDocument(JsonRenderPlugin):
+    """`/schema/openapi.json`: the finished document, made and encoded once (the document
+    does not change while the app runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rendered: bytes | None = None
+
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        if self._rendered is None:
+            self._rendered = msgspec.json.encode(finish(openapi_schema))
+        return self._rendered
+
+
+__all__ = [
+    "DAY_PATTERN",
+    "HASH_PATTERN",
+    "HTTPS_URL_PATTERN",
+    "TILE_PATTERN",
+    "BeforeDay",
+    "Day",
+    "JsonDocument",
+    "LeafHash",
+    "OptionalDay",
+    "OptionalLeafHash",
+    "QueryDay",
+    "TilePath",
+    "count",
+    "finish",
+    "path_count",
+]
