@@ -81,19 +81,23 @@ _IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
 _H16 = r"[0-9a-f]{1,4}"
 _LS32 = rf"(?:{_H16}:{_H16}|{_IPV4})"
 # RFC 3986 §3.2.2 IPv6address, lower-case (canonical form lower-cases the host).
-_IPV6 = "(?:" + "|".join(
-    (
-        rf"(?:{_H16}:){{6}}{_LS32}",
-        rf"::(?:{_H16}:){{5}}{_LS32}",
-        rf"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
-        rf"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}",
-        rf"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
-        rf"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
-        rf"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
-        rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
-        rf"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+_IPV6 = (
+    "(?:"
+    + "|".join(
+        (
+            rf"(?:{_H16}:){{6}}{_LS32}",
+            rf"::(?:{_H16}:){{5}}{_LS32}",
+            rf"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+            rf"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}",
+            rf"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
+            rf"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+            rf"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+            rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+            rf"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+        )
     )
-) + ")"
+    + ")"
+)
 _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _DNS = rf"(?!www\.){_LABEL}(?:\.{_LABEL})*"
 # 1..65535 without leading zeros, and never 443 (canonical form drops it).
@@ -245,9 +249,7 @@ def check_rule(rule: str) -> str:
     return rule
 
 
-def check_record(
-    record: object, rule: str, *, now: float, namespace: str | None = None
-) -> None:
+def check_record(record: object, rule: str, *, now: float, namespace: str | None = None) -> None:
     """Raise InvalidRecord (naming the member and its rule) unless `record` follows `rule`
     when accepted at `now` (the log's clock, in seconds). `record` has passed SPEC §2 already
     (`leaf.leaf_bytes`)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litestar import Litestar
-from litestar.openapi.spec import Schema
+from litestar.openapi.spec import RequestBody, Schema
 
 from ..observation import record_schema
 
@@ -70,7 +70,7 @@ def install(app: Litestar, rule: str, namespace: str | None, max_records: int) -
     for path, body in bodies.items():
         item = paths.get(path)
         post = item.post if item is not None else None
-        if post is None or post.request_body is None:
+        if post is None or not isinstance(post.request_body, RequestBody):
             continue
         media = post.request_body.content.get(_JSON)
         if media is not None:
