@@ -281,18 +281,50 @@ def token_problem(
     return _time_problem(checked, int(accepted_at))
 
 
-def record_schema(rule: str, namespace: str | None = None) -> dict[str, Any]:
+MAX_SAFE = 2**53 - 1
+JSON_VALUE: Final = "JsonValue"
+
+
+def json_value_schema(ref: str = "#/$defs/") -> dict[str, Any]:
+    """Any JSON value SPEC §2 allows, as far as JSON Schema can say it: numbers within
+    ±(2^53 - 1). (Depth 32 and the 16 KiB leaf are the door's alone.)"""
+    value = {"$ref": ref + JSON_VALUE}
+    return {
+        "anyOf": [
+            {"type": ["string", "boolean", "null"]},
+            {"type": "number", "minimum": -MAX_SAFE, "maximum": MAX_SAFE},
+            {"type": "array", "items": value},
+            {"type": "object", "additionalProperties": value},
+        ]
+    }
+
+
+def record_schema(rule: str, namespace: str | None = None, ref: str = "#/$defs/") -> dict[str, Any]:
     """The JSON Schema (2020-12, as OpenAPI 3.1 reads it) of one record a log with this rule
     and pinned namespace accepts: `msgspec.json.schema` of the door's Struct, inlined, plus
-    what msgspec cannot say (no `need` or `constraints`). `any`: an object."""
+    what msgspec cannot say: no `need` or `constraints`, and SPEC §2's number range in
+    members it types as any JSON (`json_value_schema`, referred to at `ref` + "JsonValue";
+    with the default `ref` the schema carries it in its `$defs`). `any`: an object."""
+    value = {"$ref": ref + JSON_VALUE}
+    defs = {"$defs": {JSON_VALUE: json_value_schema(ref)}} if ref == "#/$defs/" else {}
     if check_rule(rule) == ANY:
-        return {"type": "object", "description": "any JSON object SPEC §2 allows"}
+        return {
+            "type": "object",
+            "additionalProperties": value,
+            "description": "any JSON object SPEC §2 allows",
+            **defs,
+        }
     generated = msgspec.json.schema(observation_type(namespace))
     (schema,) = generated["$defs"].values()
+    properties = dict(schema["properties"])
+    properties["evidence"] = {**properties["evidence"], "additionalProperties": value}
     return {
         **schema,
+        "properties": properties,
+        "additionalProperties": value,
         "description": _RECORD_DOC,
         "not": {"anyOf": [{"required": [m]} for m in FORBIDDEN]},
+        **defs,
     }
 
 

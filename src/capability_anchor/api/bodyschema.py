@@ -16,9 +16,10 @@ from typing import Any
 from litestar import Litestar
 from litestar.openapi.spec import RequestBody, Schema
 
-from ..observation import record_schema
+from ..observation import JSON_VALUE, json_value_schema, record_schema
 
 _JSON = "application/json"
+_REF = "#/components/schemas/"
 
 
 @dataclass
@@ -39,7 +40,7 @@ def records_body(rule: str, namespace: str | None, max_records: int) -> dict[str
         "properties": {
             "records": {
                 "type": "array",
-                "items": record_schema(rule, namespace),
+                "items": record_schema(rule, namespace, _REF),
                 "minItems": 1,
                 "maxItems": max_records,
             }
@@ -54,15 +55,20 @@ def prove_body(rule: str, namespace: str | None) -> dict[str, Any]:
     """`{record}`: a record the log holds has the log's rule (reserved members aside)."""
     return {
         "type": "object",
-        "properties": {"record": record_schema(rule, namespace)},
+        "properties": {"record": record_schema(rule, namespace, _REF)},
         "required": ["record"],
         "additionalProperties": False,
     }
 
 
 def install(app: Litestar, rule: str, namespace: str | None, max_records: int) -> None:
-    """Put the two bodies into `app`'s OpenAPI document (built here, once)."""
-    paths = app.openapi_schema.paths or {}
+    """Put the two bodies into `app`'s OpenAPI document (built here, once), and the JSON
+    value they refer to into its components."""
+    openapi = app.openapi_schema
+    paths = openapi.paths or {}
+    if openapi.components.schemas is None:
+        openapi.components.schemas = {}
+    openapi.components.schemas[JSON_VALUE] = RawSchema(raw=json_value_schema(_REF))
     bodies = {
         "/records": records_body(rule, namespace, max_records),
         "/prove": prove_body(rule, namespace),
