@@ -198,7 +198,7 @@ def test_a_bad_observation_is_refused_naming_member_and_rule(
 GOOD_ONES: list[tuple[str, dict[str, Any]]] = [
     ("the minimal one", GOOD),
     ("with iss", {**GOOD, "iss": ISS}),
-    ("with name and first_seen", {**GOOD, "name": "Mail", "first_seen": "2026-10-02"}),
+    ("with name and first_seen", {**GOOD, "name": "Mail", "first_seen": "2025-10-02"}),
     ("an empty name", {**GOOD, "name": ""}),
     ("a leap day", {**GOOD, "first_seen": "2024-02-29", "checked_at": "2024-02-29T23:59:59Z"}),
     ("milliseconds", {**GOOD, "checked_at": "2026-10-28T10:05:00.123Z"}),
