@@ -511,15 +511,27 @@ def test_an_ecma_262_validator_reads_the_schema_as_the_door(
     assert door == valid
 
 
-def test_the_openapi_bodies_are_the_records_rule(tmp_path: Path) -> None:
+def _body(doc: dict[str, Any], path: str) -> dict[str, Any]:
+    """The request body schema of `POST path`, its component looked up."""
+    media = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+    name = media["schema"]["$ref"].rsplit("/", 1)[-1]
+    return dict(doc["components"]["schemas"][name])
+
+
+def _openapi(tmp_path: Path, **init: Any) -> tuple[dict[str, Any], str]:
     data = tmp_path / "d"
-    Log.init(data, iss=ISS, id_namespace="example").close()
+    Log.init(data, iss=ISS, **init).close()
     with TestClient(create_app(Settings(data_dir=data, background=False, body_workers=0))) as c:
-        doc = c.get("/schema/openapi.json").json()
-    post = doc["paths"]["/records"]["post"]["requestBody"]["content"]["application/json"]
-    array = post["schema"]["properties"]["records"]
+        return c.get("/schema/openapi.json").json(), c.get("/schema").text
+
+
+def test_the_openapi_bodies_are_the_records_rule(tmp_path: Path) -> None:
+    doc, page = _openapi(tmp_path, id_namespace="example")
+    body = _body(doc, "/records")
+    array = body["properties"]["records"]
     assert (array["minItems"], array["maxItems"]) == (1, 1000)
-    item = array["items"]
+    assert array["items"] == {"$ref": "#/components/schemas/Record"}
+    item = doc["components"]["schemas"]["Record"]
     assert item["required"] == list(obs.REQUIRED)
     assert item["properties"]["url"]["pattern"] == obs.URL_PATTERN
     assert item["properties"]["sub"]["pattern"] == obs.sub_pattern("example")
@@ -527,20 +539,20 @@ def test_the_openapi_bodies_are_the_records_rule(tmp_path: Path) -> None:
     assert item["properties"]["checked_at"]["format"] == "cr-checked-at"
     assert item["properties"]["first_seen"]["format"] == "cr-first-seen"
     assert item["not"] == {"anyOf": [{"required": ["need"]}, {"required": ["constraints"]}]}
-    assert post["schema"]["additionalProperties"] is False
-    prove = doc["paths"]["/prove"]["post"]["requestBody"]["content"]["application/json"]
-    assert prove["schema"]["properties"]["record"] == item
-    assert prove["schema"]["additionalProperties"] is False
+    assert item == obs.record_schema("observation", "example", "#/components/schemas/")
+    assert body["additionalProperties"] is False
+    prove = _body(doc, "/prove")
+    assert prove["properties"]["record"] == {"$ref": "#/components/schemas/Record"}
+    assert prove["additionalProperties"] is False
+    # The /schema page lists the record's members and the batch's limits.
+    assert 'id="schema-Record"' in page and "<code>checked_at</code>" in page
+    assert "items ≥ 1, items ≤ 1000" in page and "format cr-checked-at" in page
 
 
 def test_a_log_that_takes_any_json_keeps_bare_objects(tmp_path: Path) -> None:
-    data = tmp_path / "d"
-    Log.init(data, iss=ISS, records="any").close()
-    with TestClient(create_app(Settings(data_dir=data, background=False, body_workers=0))) as c:
-        doc = c.get("/schema/openapi.json").json()
-    post = doc["paths"]["/records"]["post"]["requestBody"]["content"]["application/json"]
-    assert post["schema"]["properties"]["records"]["items"]["type"] == "object"
-    assert "properties" not in post["schema"]["properties"]["records"]["items"]
+    doc, _ = _openapi(tmp_path, records="any")
+    item = doc["components"]["schemas"]["Record"]
+    assert item["type"] == "object" and "properties" not in item and "required" not in item
 
 
 def test_record_schema_is_msgspecs_schema_of_the_struct() -> None:

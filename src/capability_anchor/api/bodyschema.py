@@ -34,13 +34,16 @@ class RawSchema(Schema):
         return dict(self.raw)
 
 
-def records_body(rule: str, namespace: str | None, max_records: int) -> dict[str, Any]:
+RECORD = "Record"
+
+
+def records_body(max_records: int, ref: str = _REF) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
             "records": {
                 "type": "array",
-                "items": record_schema(rule, namespace, _REF),
+                "items": {"$ref": ref + RECORD},
                 "minItems": 1,
                 "maxItems": max_records,
             }
@@ -51,33 +54,37 @@ def records_body(rule: str, namespace: str | None, max_records: int) -> dict[str
     }
 
 
-def prove_body(rule: str, namespace: str | None) -> dict[str, Any]:
+def prove_body(ref: str = _REF) -> dict[str, Any]:
     """`{record}`: a record the log holds has the log's rule (reserved members aside)."""
     return {
         "type": "object",
-        "properties": {"record": record_schema(rule, namespace, _REF)},
+        "properties": {"record": {"$ref": ref + RECORD}},
         "required": ["record"],
         "additionalProperties": False,
     }
 
 
 def install(app: Litestar, rule: str, namespace: str | None, max_records: int) -> None:
-    """Put the two bodies into `app`'s OpenAPI document (built here, once), and the JSON
-    value they refer to into its components."""
+    """Put the record (a component, so `/schema` lists its members), the two bodies that
+    refer to it and the JSON value it refers to into `app`'s OpenAPI document (built here,
+    once)."""
     openapi = app.openapi_schema
     paths = openapi.paths or {}
     if openapi.components.schemas is None:
         openapi.components.schemas = {}
-    openapi.components.schemas[JSON_VALUE] = RawSchema(raw=json_value_schema(_REF))
+    components = openapi.components.schemas
+    components[JSON_VALUE] = RawSchema(raw=json_value_schema(_REF))
+    components[RECORD] = RawSchema(raw=record_schema(rule, namespace, _REF))
     bodies = {
-        "/records": records_body(rule, namespace, max_records),
-        "/prove": prove_body(rule, namespace),
+        "/records": ("RecordsBody", records_body(max_records)),
+        "/prove": ("ProveBody", prove_body()),
     }
-    for path, body in bodies.items():
+    for path, (name, body) in bodies.items():
+        components[name] = RawSchema(raw=body)
         item = paths.get(path)
         post = item.post if item is not None else None
         if post is None or not isinstance(post.request_body, RequestBody):
             continue
         media = post.request_body.content.get(_JSON)
         if media is not None:
-            media.schema = RawSchema(raw=body)
+            media.schema = RawSchema(raw={"$ref": _REF + name})

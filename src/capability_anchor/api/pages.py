@@ -34,6 +34,8 @@ _CONSTRAINTS = (
     ("maximum", "≤ "),
     ("minLength", "length ≥ "),
     ("maxLength", "length ≤ "),
+    ("minItems", "items ≥ "),
+    ("maxItems", "items ≤ "),
     ("pattern", "pattern "),
     ("format", "format "),
     ("default", "default "),
