@@ -35,13 +35,15 @@ def _run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[
 
 def _lines(tag: str, n: int, pad: int = 0) -> bytes:
     return b"".join(
-        json.dumps(observation(i, tag, sub=f"{tag}-{i}", pad="x" * pad)).encode() + b"\n"
+        json.dumps(observation(i, tag, sub=f"example:{tag}-{i}", pad="x" * pad)).encode() + b"\n"
         for i in range(n)
     )
 
 
 def _batch(tag: str, n: int, pad: int = 0) -> dict[str, object]:
-    return {"records": [observation(i, tag, sub=f"{tag}-{i}", pad="x" * pad) for i in range(n)]}
+    return {
+        "records": [observation(i, tag, sub=f"example:{tag}-{i}", pad="x" * pad) for i in range(n)]
+    }
 
 
 def _subs(data: Path) -> set[str]:
