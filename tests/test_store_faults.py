@@ -47,9 +47,11 @@ def _batch(tag: str, n: int, pad: int = 0) -> dict[str, object]:
 
 
 def _subs(data: Path) -> set[str]:
+    """The stored records' ids without their namespace (`tag-i`)."""
     conn = sqlite3.connect(f"file:{data / 'log.sqlite3'}?mode=ro", uri=True)
     try:
-        return {json.loads(c)["sub"] for (c,) in conn.execute("SELECT claims FROM entries")}
+        rows = conn.execute("SELECT claims FROM entries")
+        return {json.loads(c)["sub"].removeprefix("example:") for (c,) in rows}
     finally:
         conn.close()
 
