@@ -42,9 +42,9 @@ def prepare_records(
     records: Sequence[object],
     iss: str,
     rule: str = observation.OBSERVATION,
+    namespace: str | None = None,
     *,
     now: float,
-    namespace: str | None = None,
 ) -> list[Prepared]:
     """`Log.prepare` given only the log's issuer, record rule and pinned id namespace
     (`observation`), and the log's clock `now`: pure, so a worker process can run it. SPEC §2

@@ -52,10 +52,8 @@ class Log:
         self.first_day = meta["first_day"]
         self.public_url = meta.get("public_url") or self.iss
         self.config: dict[str, Any] = json.loads(meta.get("config", "{}"))
-        # What an append accepts beyond SPEC §2 (`observation`): signed with the config.
-        self.records = observation.rule_of(self.config)
-        # The id namespace every `sub` must have (`init --id-namespace`), also signed.
-        self.id_namespace = observation.namespace_of(self.config)
+        # What an append accepts beyond SPEC §2 (`observation`), signed with the config.
+        self.records, self.id_namespace = observation.rules_of(self.config)
         # What api/, export and audit read; the store itself stays the write path's.
         self.read = LogReader(store, self)
         self.writer = LogWriter(self)
@@ -77,16 +75,11 @@ class Log:
         policy: bytes | None = None,
         id_namespace: str | None = None,
     ) -> Log:
-        """Create a new log: store, Ed25519 key, writer token. Refuses an existing log.
-        `records` is the record rule its appends follow (`observation`), kept in its config;
-        `policy`, a witness policy (SPEC §12.3), is checked against the new key and stored
-        in the same first transaction (a bad one: MalformedPolicy, and no log is made).
-        `id_namespace` pins the namespace of every record's `sub` (the resolver's discovery
-        `id_namespace`, Capability Resolution §4), also in the config."""
+        """Create a new log (store, Ed25519 key, writer token), never over an existing one. Its
+        config keeps `records` and `id_namespace` (`observation`); `policy` (SPEC §12.3) is
+        checked against the new key and stored in the first transaction (else MalformedPolicy)."""
         check_origin(iss)
-        config = {**(config or {}), observation.CONFIG_KEY: observation.check_rule(records)}
-        if id_namespace is not None:
-            config[observation.NAMESPACE_KEY] = observation.check_namespace(id_namespace)
+        config = {**(config or {}), **observation.config_of(records, id_namespace)}
         if public_url is not None:
             check_base_url(public_url)
         data_dir = Path(data_dir)
@@ -233,9 +226,7 @@ class Log:
     def prepare(self, records: Sequence[object]) -> list[Prepared]:
         """Validate a batch and compute (leaf_hash, leaf_bytes, server keys) for each record.
         Raises InvalidRecord with `.position` set to the first bad record's 0-based position."""
-        return prepare_records(
-            records, self.iss, self.records, now=self.clock(), namespace=self.id_namespace
-        )
+        return prepare_records(records, self.iss, self.records, self.id_namespace, now=self.clock())
 
     def append(self, records: Sequence[object]) -> list[AppendResult]:
         """Append a batch atomically: all records are stored, or none (and it raises)."""
