@@ -61,7 +61,7 @@ def record(day: str, n: int) -> dict[str, object]:
     return {
         "v": "0.2",
         "iss": ISS,
-        "sub": f"server-{day}-{n}",
+        "sub": f"example:server-{day}-{n}",
         "url": f"https://s{n}.example/{day}",
         "status": "ok",
         "checked_at": f"{day}T00:00:00Z",

@@ -104,7 +104,7 @@ def test_a_damaged_database_stops_the_background_work_with_one_message(
     data = tmp_path / "d"
     Log.init(data, iss=ISS).close()
     with Log.open(data) as writer:
-        writer.append([observation(i, sub=f"s-{i}", pad="x" * 200) for i in range(300)])
+        writer.append([observation(i, sub=f"example:s-{i}", pad="x" * 200) for i in range(300)])
     _zero_entries_root_page(data)
 
     async def scenario() -> None:

@@ -34,7 +34,7 @@ CLI_WRITERS = 2
 
 
 def _batch(tag: str) -> list[dict[str, Any]]:
-    return [observation(n, tag, sub=f"{tag}-r{n}", n=n) for n in range(BATCH)]
+    return [observation(n, tag, sub=f"example:{tag}-r{n}", n=n) for n in range(BATCH)]
 
 
 class Outcomes:

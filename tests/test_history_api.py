@@ -402,7 +402,7 @@ def test_verify_proof_fetches_the_history_proof_from_a_real_server(tmp_path: Pat
             "v": "0.2",
             "iss": s.url,
             "sub": "example:1",
-            "url": "https://mcp.example.com/",
+            "url": "https://mcp.example.com",
             "status": "ok",
             "checked_at": "2026-12-01T09:00:00Z",
             "evidence": {"http_status": 200},

@@ -44,8 +44,8 @@ with Log.open(data, clock=clock) as log:
     while True:
         now = time.time()
         caught_up = fast(now) >= now
-        records = [{"v": "0.2", "iss": "https://resolver.example", "sub": f"w{wid}-{n + i}",
-                    "url": f"https://w{wid}-{n + i}.example/", "status": "ok",
+        records = [{"v": "0.2", "iss": "https://resolver.example", "sub": f"example:w{wid}-{n + i}",
+                    "url": f"https://w{wid}-{n + i}.example", "status": "ok",
                     "checked_at": "2026-01-01T00:00:00Z",
                     "evidence": {"method": "https://resolver.example/method"}}
                    for i in range(3)]
@@ -80,8 +80,8 @@ def _cli_loop(data: Path, stop: threading.Event, failures: list[str]) -> None:
                 {
                     "v": "0.2",
                     "iss": ISS,
-                    "sub": f"cli-{n}-{i}",
-                    "url": f"https://cli-{n}-{i}.example/",
+                    "sub": f"example:cli-{n}-{i}",
+                    "url": f"https://cli-{n}-{i}.example",
                     "status": "ok",
                     "checked_at": "2026-01-01T00:00:00Z",
                     "evidence": {"method": f"{ISS}/method"},
@@ -155,8 +155,8 @@ def test_sigkill_during_publication_leaves_the_history_whole(tmp_path: Path) -> 
                 {
                     "v": "0.2",
                     "iss": ISS,
-                    "sub": f"old-{i}",
-                    "url": f"https://old-{i}.example/",
+                    "sub": f"example:old-{i}",
+                    "url": f"https://old-{i}.example",
                     "status": "ok",
                     "checked_at": "2026-01-01T00:00:00Z",
                     "evidence": {"method": f"{ISS}/method"},
@@ -171,8 +171,8 @@ def test_sigkill_during_publication_leaves_the_history_whole(tmp_path: Path) -> 
         record = {
             "v": "0.2",
             "iss": ISS,
-            "sub": f"k-{round_}",
-            "url": f"https://k-{round_}.example/",
+            "sub": f"example:k-{round_}",
+            "url": f"https://k-{round_}.example",
             "status": "ok",
             "checked_at": "2026-01-01T00:00:00Z",
             "evidence": {"method": f"{ISS}/method"},

@@ -293,7 +293,7 @@ def test_verify_proof_reads_the_exported_tlog_proofs(
     export(data, out)
     app = create_app(Settings(data_dir=data, background=False, rate_limit=0))
     with TestClient(app) as client:
-        served = client.get(f"/record?id=server-{built.today}-1")
+        served = client.get(f"/record?id=example:server-{built.today}-1")
         assert served.status_code == 200, served.text
     record = tmp_path / "record.json"
     record.write_bytes(served.content)

@@ -65,7 +65,7 @@ def test_a_clean_log_over_http_from_a_real_server(tmp_path: Path) -> None:
                 "v": "0.2",
                 "iss": s.url,
                 "sub": f"example:{n}",
-                "url": f"https://mcp{n}.example.com/",
+                "url": f"https://mcp{n}.example.com",
                 "status": "ok",
                 "checked_at": "2026-12-01T09:00:00Z",
                 "evidence": {"http_status": 200},

@@ -71,7 +71,7 @@ def grow(data: Path, tag: str, heads: int = 1) -> None:
     with Log.open(data) as log:
         for n in range(heads):
             rec = record(log.today(), 0)
-            rec["sub"] = f"{tag}-{n}"
+            rec["sub"] = f"example:{tag}-{n}"
             log.append([rec])
             assert log.checkpoint() is not None
 

@@ -49,7 +49,7 @@ def server(n: int, status: str = "ok", **extra: Any) -> dict[str, Any]:
         "v": "0.2",
         "iss": ISS,
         "sub": f"example:{n}",
-        "url": f"https://www.s{n}.example/mcp/",
+        "url": f"https://s{n}.example/mcp",
         "name": f"S{n}",
         "status": status,
         "checked_at": "2026-11-02T10:00:00Z",

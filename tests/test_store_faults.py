@@ -35,19 +35,23 @@ def _run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[
 
 def _lines(tag: str, n: int, pad: int = 0) -> bytes:
     return b"".join(
-        json.dumps(observation(i, tag, sub=f"{tag}-{i}", pad="x" * pad)).encode() + b"\n"
+        json.dumps(observation(i, tag, sub=f"example:{tag}-{i}", pad="x" * pad)).encode() + b"\n"
         for i in range(n)
     )
 
 
 def _batch(tag: str, n: int, pad: int = 0) -> dict[str, object]:
-    return {"records": [observation(i, tag, sub=f"{tag}-{i}", pad="x" * pad) for i in range(n)]}
+    return {
+        "records": [observation(i, tag, sub=f"example:{tag}-{i}", pad="x" * pad) for i in range(n)]
+    }
 
 
 def _subs(data: Path) -> set[str]:
+    """The stored records' ids without their namespace (`tag-i`)."""
     conn = sqlite3.connect(f"file:{data / 'log.sqlite3'}?mode=ro", uri=True)
     try:
-        return {json.loads(c)["sub"] for (c,) in conn.execute("SELECT claims FROM entries")}
+        rows = conn.execute("SELECT claims FROM entries")
+        return {json.loads(c)["sub"].removeprefix("example:") for (c,) in rows}
     finally:
         conn.close()
 

@@ -63,7 +63,7 @@ def server(sub: str, day: str) -> dict[str, Any]:
     return {
         "v": "0.2",
         "iss": ISS,
-        "sub": sub,
+        "sub": f"example:{sub}",
         "url": f"https://{sub}.example",
         "status": "ok",
         "checked_at": f"{day}T01:00:00Z",
@@ -182,12 +182,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         log.append([server(f"s{n}", DAY1) for n in range(5)])
         clock.t += 30
         assert log.checkpoint() is not None
-        unsealed = log.record(sub="s2")
+        unsealed = log.record(sub="example:s2")
         clock.t = at(DAY2, 3600)
         log.append([server(f"t{n}", DAY2) for n in range(3)])
         clock.t = at(DAY3, 60)
         log.seal()
-        record = log.record(sub="s3")
+        record = log.record(sub="example:s3")
         record_at = int(clock.t)
         export(log, root / "bare")
         # "bare" is a folder without tlog-proofs, whether or not export writes them.
@@ -854,7 +854,7 @@ def test_against_the_real_service(tmp_path: Path) -> None:
             "/records?prove=1", json={"records": [observation]}, headers=srv.writer_headers()
         )
         assert posted.status_code == 200, posted.text
-        record = client.get("/record", params={"id": "live"})
+        record = client.get("/record", params={"id": "example:live"})
         assert record.status_code == 200, record.text
         path = tmp_path / "record.json"
         path.write_bytes(record.content)

@@ -61,7 +61,7 @@ def server(sub: str, day: str) -> dict[str, Any]:
     return {
         "v": "0.2",
         "iss": ISS,
-        "sub": sub,
+        "sub": f"example:{sub}",
         "url": f"https://{sub}.example",
         "status": "ok",
         "checked_at": f"{day}T01:00:00Z",
@@ -94,13 +94,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         log.append([server(f"s{n}", DAY1) for n in range(5)])
         clock.t += 30
         assert log.checkpoint() is not None
-        unsealed = log.record(sub="s2")
+        unsealed = log.record(sub="example:s2")
         unsealed_at = int(clock.t)
         clock.t = at(DAY2, 3600)
         log.append([server(f"t{n}", DAY2) for n in range(3)])
         clock.t = at(DAY3, 60)
         log.seal()
-        sealed = log.record(sub="s3")
+        sealed = log.record(sub="example:s3")
         record_at = int(clock.t)
         export(log, root / "export")
         key = log.key

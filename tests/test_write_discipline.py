@@ -31,7 +31,7 @@ DAY = "2026-03-01"
 
 
 def _records(tag: str, n: int) -> list[dict[str, Any]]:
-    return [observation(i, tag, sub=f"{tag}-{i}") for i in range(n)]
+    return [observation(i, tag, sub=f"example:{tag}-{i}") for i in range(n)]
 
 
 def _stored_root(log: Log, day: str, size: int) -> bytes:

@@ -41,7 +41,7 @@ def build(root: Path) -> tuple[Path, Path, int]:
                 {
                     "v": "0.2",
                     "iss": "https://resolver.example",
-                    "sub": f"s{n}",
+                    "sub": f"example:s{n}",
                     "url": f"https://s{n}.example",
                     "status": "ok",
                     "checked_at": "2026-03-01T01:00:00Z",

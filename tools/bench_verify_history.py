@@ -59,7 +59,7 @@ def _record(n: int) -> dict[str, object]:
     return {
         "v": "0.2",
         "iss": ISS,
-        "sub": f"s{n}",
+        "sub": f"example:s{n}",
         "url": f"https://s{n}.example",
         "status": "ok",
         "checked_at": "2026-03-01T01:00:00Z",

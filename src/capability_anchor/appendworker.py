@@ -106,7 +106,9 @@ def check_and_append(
     try:
         log = _log(Path(data_dir), public_url)
         # The log's own record rule (`init --records`), as the in-process path uses it.
-        code, value = check_body("records", body, iss, max_records, log.records)
+        code, value = check_body(
+            "records", body, iss, max_records, log.records, now, log.id_namespace
+        )
         if code != "ok":
             return (code, value)
 

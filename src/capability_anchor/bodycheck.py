@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from typing import Any
 
 from . import leaf
@@ -24,12 +25,19 @@ SHAPES = {"records": '{"records": [...]}', "record": '{"record": {...}}'}
 
 
 def check_body(
-    kind: str, body: bytes, iss: str, max_records: int, rule: str = OBSERVATION
+    kind: str,
+    body: bytes,
+    iss: str,
+    max_records: int,
+    rule: str = OBSERVATION,
+    now: float | None = None,
+    namespace: str | None = None,
 ) -> Outcome:
     """`kind` "record" (`POST /prove`): the leaf hash. "records" (`POST /records`): the
     prepared batch, `(leaf_hash, leaf_bytes, server_keys)` per record, each checked against
-    the log's record rule (`observation.py`). A bad record's note counts from 1,
-    like the CLI's `line N`."""
+    the log's record rule and id namespace (`observation.py`) as of the log's clock `now`
+    (the service's, read before the body is sent; this process's clock when None). A bad
+    record's note counts from 1, like the CLI's `line N`."""
     try:
         parsed = leaf.parse_json(body)
     except InvalidRecord as exc:
@@ -47,7 +55,8 @@ def check_body(
         if not 1 <= len(records) <= max_records:
             return ("bad_request", f"send 1 to {max_records} records, not {len(records)}")
         # Every record is valid before any is stored.
-        return ("ok", prepare_records(records, iss, rule))
+        when = time.time() if now is None else now
+        return ("ok", prepare_records(records, iss, rule, now=when, namespace=namespace))
     except InvalidRecord as exc:
         note = str(exc)
         return (

@@ -22,10 +22,9 @@ def canonical_url(url: object) -> str:
         raise UsageError("a server URL must use https")
     if parts.username is not None or parts.password is not None:
         raise UsageError("a server URL must not carry credentials")
-    host = (parts.hostname or "").lower()
-    if not host:
+    host = (parts.hostname or "").lower().removeprefix("www.")
+    if not host:  # also `https://www.`: nothing is left once the www. is gone
         raise UsageError("a server URL needs a host")
-    host = host.removeprefix("www.")
     if ":" in host:  # an IPv6 literal keeps its brackets
         host = f"[{host}]"
     netloc = host if port in (None, 443) else f"{host}:{port}"

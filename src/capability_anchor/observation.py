@@ -3,24 +3,35 @@
 A log's config member `records` says which rule its appends follow:
 
 - `"observation"` (what `init` stores unless told otherwise): each record is a Capability
-  Resolution 0.2 observation, the members of a §6.3 record that the resolver writes (§8 names
-  them; `iss` stays optional here and, when present, must be the log's, SPEC §2):
-  `v` "0.2", `sub` a non-empty string, `url` an https URL whose §4 canonical form exists
-  (stored as given), `status` one of ok, sign_in, down, unknown, `checked_at` RFC 3339 UTC
-  (`YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z`, a real instant), `evidence` an object; optional `name` (a
-  string) and `first_seen` (`YYYY-MM-DD`, a real date); any other member is allowed.
+  Resolution 0.2 observation whose record token is a valid CR 0.2 token (SPEC §13.1): the
+  members of a §6.3 record that the resolver writes (§8 names them; `iss` stays optional here
+  and, when present, must be the log's, SPEC §2):
+  `v` "0.2"; `sub` `<namespace>:<local>` (§4: a namespace of 1 to 32 of `a-z 0-9 -`, the
+  log's own when `init --id-namespace` pinned one; a local part of 1 to LOCAL_MAX characters,
+  none of them whitespace or a control character); `url` already in its §4 canonical form
+  (`URL_PATTERN`); `status` one of ok, sign_in, down, unknown; `checked_at` RFC 3339 UTC
+  (`YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z`, a real instant) no later than the log's time of
+  acceptance + 300 s (§9.6); `evidence` an object; optional `name` (a string) and
+  `first_seen` (`YYYY-MM-DD`, a real date, no later than the day of `checked_at`); no `need`
+  and no `constraints` member (§8); any other member is allowed.
 - `"any"`: any JSON object SPEC §2 allows, for logs that anchor other documents. Logs created
   before the rule existed have no `records` member and keep accepting what they always did.
+  `/record` still signs only entries the observation rule accepts (`token_problem`).
 
-The shape is a msgspec Struct, checked with `msgspec.convert(..., strict=True)`; the rules a
-type cannot say (non-empty, URL, dates) are its `__post_init__`. msgspec's own messages name
-JSON paths; the errors raised here name the member and its rule instead, in one form for every
-failure (`status: must be one of ok, sign_in, down, unknown, got "maybe"`).
+The shape is a msgspec Struct, checked with `msgspec.convert(..., strict=True)`; every rule a
+regex can say is a `msgspec.Meta(pattern=...)`, so the JSON Schema of a record
+(`record_schema`, the OpenAPI document's) and the door are one text. The rules no type can
+say are checked beside it: the forbidden members (unknown members are dropped by msgspec)
+and the two time rules (they need the acceptance clock and a sibling member; the schema names
+them with formats of its own, `cr-checked-at` and `cr-first-seen`). msgspec's own messages
+name JSON paths; the errors raised here name the member and its rule instead, in one form
+for every failure (`status: must be one of ok, sign_in, down, unknown, got "maybe"`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -30,41 +41,73 @@ import msgspec
 
 from .canonical import canonical_url
 from .errors import InvalidRecord, UsageError
+from .record_patterns import (
+    CHECKED_AT_PATTERN,
+    DAY_PATTERN,
+    LOCAL_MAX,
+    NAMESPACE_PATTERN,
+    URL_PATTERN,
+    sub_pattern,
+)
 
 OBSERVATION: Final = "observation"
 ANY: Final = "any"
 RULES: Final = (OBSERVATION, ANY)
 CONFIG_KEY: Final = "records"
+NAMESPACE_KEY: Final = "id_namespace"
 # The rule of a log whose config has no `records` member: one created before the rule existed,
 # whose writers must not start being refused by an upgrade.
 LEGACY_RULE: Final = ANY
 
 STATUSES: Final = ("ok", "sign_in", "down", "unknown")
+FORBIDDEN: Final = ("need", "constraints")
+# CR 0.2 §9.6 "MUST NOT sign a checked_at later than the observation", with the clock skew
+# CR §8 allows a token's iat.
+CHECKED_AT_SKEW: Final = 300
+CHECKED_AT_FORMAT: Final = "cr-checked-at"
+FIRST_SEEN_FORMAT: Final = "cr-first-seen"
 
-# ASCII digits only (`\d` would take any Unicode digit); `\Z`, not `$`, which allows a "\n".
-_CHECKED_AT = re.compile(
-    r"([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?Z\Z"
+_URL_RE = re.compile(URL_PATTERN)
+
+_SUB_RULE = (
+    "a namespace of 1 to 32 of a-z, 0-9 and -, then a local part of 1 to "
+    f"{LOCAL_MAX} characters, none of them whitespace or a control character"
 )
-_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
-# RFC 3986 has no unencoded whitespace or control characters anywhere in a URL.
-_URL_JUNK = re.compile(r"[\x00-\x20\x7f]")
-
 # Each member's rule, as the error states it.
 MEMBER_RULES: Final[Mapping[str, str]] = {
     "v": 'must be "0.2"',
-    "sub": "must be a non-empty string (the server ID)",
-    "url": "must be an https server URL (Capability Resolution §4)",
+    "sub": f"must be <namespace>:<local> (Capability Resolution §4): {_SUB_RULE}",
+    "url": "must be a canonical https server URL (Capability Resolution §4)",
     "status": "must be one of " + ", ".join(STATUSES),
     "checked_at": "must be RFC 3339 UTC, YYYY-MM-DDTHH:MM:SS[.fraction]Z",
     "evidence": "must be an object",
     "name": "must be a string when present",
     "first_seen": "must be a date YYYY-MM-DD when present",
 }
+_CHECKED_AT_DOC = (
+    "RFC 3339 UTC, YYYY-MM-DDTHH:MM:SS[.fraction]Z, a real instant. Format cr-checked-at: no "
+    f"later than the log's clock when it accepts the record + {CHECKED_AT_SKEW} s "
+    "(Capability Resolution §9.6)."
+)
+_FIRST_SEEN_DOC = (
+    "A real date YYYY-MM-DD. Format cr-first-seen: no later than the day of checked_at."
+)
+_RECORD_DOC = (
+    "A Capability Resolution 0.2 observation (SPEC §13.1): its record token is a CR 0.2 "
+    "token. Other members are kept, except need and constraints (CR §8); reserved members "
+    "(iat, exp, anchor, proof, jws, expires) are not part of the leaf (SPEC §2)."
+)
 
 
-class _MemberError(ValueError):
-    """A rule a type cannot express, raised from `__post_init__` (msgspec turns ValueError
-    there into a ValidationError carrying this message)."""
+def _sub_doc(namespace: str | None) -> str:
+    where = f"{namespace}, this log's id namespace" if namespace else "a namespace"
+    return (
+        f"the server ID, <namespace>:<local>: {where}, then a local part of 1 to {LOCAL_MAX} "
+        "characters without whitespace or control characters"
+    )
+
+
+Sub = Annotated[str, msgspec.Meta(pattern=sub_pattern(), description=_sub_doc(None))]
 
 
 class Observation(msgspec.Struct, frozen=True):
@@ -72,22 +115,64 @@ class Observation(msgspec.Struct, frozen=True):
     `forbid_unknown_fields`) and kept: the leaf is the record as sent, not this Struct."""
 
     v: Literal["0.2"]
-    sub: Annotated[str, msgspec.Meta(min_length=1)]
-    url: str
+    sub: Sub
+    url: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=URL_PATTERN,
+            description="the server's canonical URL (Capability Resolution §4): https, no "
+            "credentials, a lower-case host without a leading www., no :443, no query, "
+            "fragment or trailing slash",
+        ),
+    ]
     status: Literal["ok", "sign_in", "down", "unknown"]
-    checked_at: str
+    checked_at: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=CHECKED_AT_PATTERN,
+            description=_CHECKED_AT_DOC,
+            extra_json_schema={"format": CHECKED_AT_FORMAT},
+        ),
+    ]
     evidence: dict[str, Any]
     name: str | msgspec.UnsetType = msgspec.UNSET
-    first_seen: str | msgspec.UnsetType = msgspec.UNSET
-
-    def __post_init__(self) -> None:
-        _check_url(self.url)
-        _check_checked_at(self.checked_at)
-        if isinstance(self.first_seen, str):
-            _check_first_seen(self.first_seen)
+    first_seen: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                pattern=DAY_PATTERN,
+                description=_FIRST_SEEN_DOC,
+                extra_json_schema={"format": FIRST_SEEN_FORMAT},
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
 
 
 REQUIRED: Final = tuple(f.name for f in msgspec.structs.fields(Observation) if f.required)
+
+
+@functools.lru_cache(maxsize=16)
+def observation_type(namespace: str | None = None) -> type[Observation]:
+    """The Struct of the rule: `Observation`, or for a pinned namespace the same with `sub`
+    held to it."""
+    if namespace is None:
+        return Observation
+    pinned = Annotated[
+        str, msgspec.Meta(pattern=sub_pattern(namespace), description=_sub_doc(namespace))
+    ]
+    made = msgspec.defstruct("Observation", [("sub", pinned)], bases=(Observation,), frozen=True)
+    assert issubclass(made, Observation)
+    return made
+
+
+def check_namespace(namespace: str) -> str:
+    if not isinstance(namespace, str) or not re.fullmatch(NAMESPACE_PATTERN, namespace):
+        raise UsageError(
+            "an id namespace must be 1 to 32 of a-z, 0-9 and - (Capability Resolution §4), "
+            f"got {namespace!r}"
+        )
+    return namespace
 
 
 def rule_of(config: Mapping[str, Any]) -> str:
@@ -100,30 +185,115 @@ def rule_of(config: Mapping[str, Any]) -> str:
     return str(rule)
 
 
+def namespace_of(config: Mapping[str, Any]) -> str | None:
+    """The id namespace a log's stored config pins (`init --id-namespace`), if any."""
+    namespace = config.get(NAMESPACE_KEY)
+    return None if namespace is None else check_namespace(namespace)
+
+
+def rules_of(config: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The record rule and the pinned id namespace a log's stored config names."""
+    return rule_of(config), namespace_of(config)
+
+
+def config_of(records: str, id_namespace: str | None) -> dict[str, str]:
+    """The config members `init` stores for a rule and an optional pinned namespace."""
+    config = {CONFIG_KEY: check_rule(records)}
+    if id_namespace is not None:
+        config[NAMESPACE_KEY] = check_namespace(id_namespace)
+    return config
+
+
 def check_rule(rule: str) -> str:
     if rule not in RULES:
         raise UsageError(f"records must be one of {', '.join(RULES)}, got {rule!r}")
     return rule
 
 
-def check_record(record: object, rule: str) -> None:
-    """Raise InvalidRecord (naming the member and its rule) unless `record` follows `rule`.
-    `record` has passed SPEC §2 already (`leaf.leaf_bytes`)."""
+def check_record(record: object, rule: str, *, now: float, namespace: str | None = None) -> None:
+    """Raise InvalidRecord (naming the member and its rule) unless `record` follows `rule`
+    when accepted at `now` (the log's clock, in seconds). `record` has passed SPEC §2 already
+    (`leaf.leaf_bytes`)."""
     if rule == ANY:
         return
     if rule != OBSERVATION:
         check_rule(rule)
+    problem = token_problem(record, accepted_at=now, namespace=namespace)
+    if problem is not None:
+        raise InvalidRecord(problem)
+
+
+def token_problem(
+    record: object, *, accepted_at: float, namespace: str | None = None
+) -> str | None:
+    """Why a token signing `record` (accepted at `accepted_at`) would not be a CR 0.2 token
+    (SPEC §13.1), or None: the door's check, and `/record`'s for stored entries."""
+    if isinstance(record, dict):
+        present = [m for m in FORBIDDEN if m in record]
+        if present:
+            return (
+                f"{' and '.join(present)}: a record must not carry need or constraints "
+                "(Capability Resolution §8: a token says nothing about what was asked)"
+            )
     try:
-        msgspec.convert(record, type=Observation, strict=True)
+        checked = msgspec.convert(record, type=observation_type(namespace), strict=True)
     except msgspec.ValidationError as exc:
-        raise InvalidRecord(_explain(record, str(exc))) from None
+        return _explain(record, str(exc), namespace)
+    return _time_problem(checked, int(accepted_at))
+
+
+MAX_SAFE = 2**53 - 1
+JSON_VALUE: Final = "JsonValue"
+
+
+def json_value_schema(ref: str = "#/$defs/") -> dict[str, Any]:
+    """Any JSON value SPEC §2 allows, as far as JSON Schema can say it: numbers within
+    ±(2^53 - 1). (Depth 32 and the 16 KiB leaf are the door's alone.)"""
+    value = {"$ref": ref + JSON_VALUE}
+    return {
+        "anyOf": [
+            {"type": ["string", "boolean", "null"]},
+            {"type": "number", "minimum": -MAX_SAFE, "maximum": MAX_SAFE},
+            {"type": "array", "items": value},
+            {"type": "object", "additionalProperties": value},
+        ]
+    }
+
+
+def record_schema(rule: str, namespace: str | None = None, ref: str = "#/$defs/") -> dict[str, Any]:
+    """The JSON Schema (2020-12, as OpenAPI 3.1 reads it) of one record a log with this rule
+    and pinned namespace accepts: `msgspec.json.schema` of the door's Struct, inlined, plus
+    what msgspec cannot say: no `need` or `constraints`, and SPEC §2's number range in
+    members it types as any JSON (`json_value_schema`, referred to at `ref` + "JsonValue";
+    with the default `ref` the schema carries it in its `$defs`). `any`: an object."""
+    value = {"$ref": ref + JSON_VALUE}
+    defs = {"$defs": {JSON_VALUE: json_value_schema(ref)}} if ref == "#/$defs/" else {}
+    if check_rule(rule) == ANY:
+        return {
+            "type": "object",
+            "additionalProperties": value,
+            "description": "any JSON object SPEC §2 allows",
+            **defs,
+        }
+    generated = msgspec.json.schema(observation_type(namespace))
+    (schema,) = generated["$defs"].values()
+    properties = dict(schema["properties"])
+    properties["evidence"] = {**properties["evidence"], "additionalProperties": value}
+    return {
+        **schema,
+        "properties": properties,
+        "additionalProperties": value,
+        "description": _RECORD_DOC,
+        "not": {"anyOf": [{"required": [m]} for m in FORBIDDEN]},
+        **defs,
+    }
 
 
 _AT = re.compile(r" - at `\$\.([A-Za-z_]+)`$")
 _MISSING = re.compile(r"^Object missing required field `([A-Za-z_]+)`")
 
 
-def _explain(record: object, message: str) -> str:
+def _explain(record: object, message: str, namespace: str | None) -> str:
     if not isinstance(record, dict):
         return "a record must be a JSON object"
     if _MISSING.match(message):
@@ -132,13 +302,36 @@ def _explain(record: object, message: str) -> str:
             f"missing member{'s' if len(missing) > 1 else ''} {', '.join(missing)}: a Capability "
             f"Resolution observation needs {', '.join(REQUIRED)}"
         )
-    if message.startswith(tuple(f"{m}: " for m in MEMBER_RULES)):
-        return message  # already ours, from __post_init__
     at = _AT.search(message)
     member = at.group(1) if at else None
+    if member == "url" and isinstance(record["url"], str):
+        return _url_note(record["url"])
+    if member == "sub" and namespace is not None and isinstance(record["sub"], str):
+        return (
+            f"sub: must be {namespace}:<local>, in this log's id namespace {namespace} "
+            f"(init --id-namespace), with a local part of 1 to {LOCAL_MAX} characters, none "
+            f"of them whitespace or a control character; got {_describe(record['sub'])}"
+        )
     if member is not None and member in MEMBER_RULES:
         return f"{member}: {MEMBER_RULES[member]}, got {_describe(record[member])}"
     return message  # not reached for the Struct above; kept honest rather than guessed
+
+
+def _url_note(url: str) -> str:
+    """Why `url` is not canonical, naming its canonical form when it has one: the leaf is
+    what was posted, so the door never rewrites it."""
+    rule = MEMBER_RULES["url"]
+    try:
+        canonical = canonical_url(url)
+    except UsageError as exc:
+        return f"url: {rule}, got {_describe(url)} ({exc})"
+    if _URL_RE.search(canonical):
+        return f"url: {rule}, got {_describe(url)}; its canonical form is {canonical}"
+    return (
+        f"url: {rule}, got {_describe(url)}; its §4 form {_describe(canonical)} is not one "
+        "either (a host of ASCII letters, digits, hyphens and dots, or an IPv6 literal; no "
+        "leading www.; RFC 3986 path characters)"
+    )
 
 
 def _describe(value: object, limit: int = 60) -> str:
@@ -146,38 +339,39 @@ def _describe(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-def _check_url(url: str) -> None:
-    if _URL_JUNK.search(url):
-        raise _MemberError(
-            f"url: {MEMBER_RULES['url']}, got {_describe(url)} (whitespace or a control character)"
+def _rfc3339(seconds: int) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _time_problem(checked: Observation, accepted_at: int) -> str | None:
+    """The two time rules; `accepted_at` is the whole second the log stores (`accepted_at`)."""
+    whole = int(
+        dt.datetime.fromisoformat(checked.checked_at[:19]).replace(tzinfo=dt.UTC).timestamp()
+    )
+    fraction = checked.checked_at[20:-1].strip("0")
+    latest = accepted_at + CHECKED_AT_SKEW
+    if whole > latest or (whole == latest and fraction):
+        return (
+            f"checked_at: must be no later than the log's time of acceptance + "
+            f"{CHECKED_AT_SKEW} s, {_rfc3339(latest)} (Capability Resolution §9.6), got "
+            f"{_describe(checked.checked_at)}"
         )
-    try:
-        canonical_url(url)
-    except UsageError as exc:
-        raise _MemberError(f"url: {MEMBER_RULES['url']}, got {_describe(url)} ({exc})") from None
+    if isinstance(checked.first_seen, str) and checked.first_seen > checked.checked_at[:10]:
+        return (
+            "first_seen: must be no later than the day of checked_at, "
+            f"{checked.checked_at[:10]}, got {_describe(checked.first_seen)}"
+        )
+    return None
 
 
-def _check_checked_at(value: str) -> None:
-    match = _CHECKED_AT.match(value)
-    ok = False
-    if match:
-        day, hh, mm, ss, _ = match.groups()
-        try:
-            dt.date.fromisoformat(day)
-            ok = int(hh) < 24 and int(mm) < 60 and int(ss) < 60
-        except ValueError:
-            ok = False
-    if not ok:
-        raise _MemberError(f"checked_at: {MEMBER_RULES['checked_at']}, got {_describe(value)}")
-
-
-def _check_first_seen(value: str) -> None:
-    try:
-        real = _DAY.match(value) is not None and dt.date.fromisoformat(value) is not None
-    except ValueError:
-        real = False
-    if not real:
-        raise _MemberError(f"first_seen: {MEMBER_RULES['first_seen']}, got {_describe(value)}")
-
-
-__all__ = ["ANY", "OBSERVATION", "RULES", "Observation", "check_record", "rule_of"]
+__all__ = [
+    "ANY",
+    "OBSERVATION",
+    "RULES",
+    "Observation",
+    "check_record",
+    "namespace_of",
+    "record_schema",
+    "rule_of",
+    "token_problem",
+]

@@ -131,6 +131,12 @@ class LogReader:
     def entry(self, day: str, leaf_index: int) -> EntryRow | None:
         return self._store.entry(day, leaf_index)
 
+    def entries_containing(self, day: str, start: int, needle: str, limit: int) -> list[EntryRow]:
+        return self._store.entries_containing(day, start, needle, limit)
+
+    def accepted_at(self, day: str, leaf_index: int) -> int | None:
+        return self._store.accepted_at(day, leaf_index)
+
     def entry_rows(self, day: str, start: int, limit: int) -> list[EntryRow]:
         return self._store.entries(day, start, limit)
 

@@ -3,11 +3,14 @@
 Three different things look alike from outside: no entry of that server at all; entries of it
 that no published head covers yet (the next checkpoint does); and entries that lack members
 `/record` needs (SPEC §6: v, iss, sub, url, status, checked_at, evidence), which the server
-index leaves out. The index answers the second for indexed entries. The rest are found by
-reading only the newest RECENT entries of the current and the previous UTC day, so a 404 costs
-a bounded amount of work whatever the log's size (a public endpoint must not scan it); an
-entry older than that and not indexed is reported as no entry. Notes name members, never echo
-the query, so they stay short.
+index leaves out. The index answers the second for indexed entries, but it holds an entry
+only once a head covers it (or a full run of INDEX_CHUNK, `serverindex`): right after a large
+append, the newest entries are in no index yet. Those, the unindexed tail of the current and
+the previous UTC day (fewer than INDEX_CHUNK entries each), are searched in full by a filter
+SQLite runs; entries lacking members are found among the newest RECENT entries of those days.
+So a 404 costs a bounded amount of work whatever the log's size (a public endpoint must not
+scan it); an entry older than that and not indexed is reported as no entry. Notes name
+members, never echo the query, so they stay short.
 """
 
 from __future__ import annotations
@@ -24,22 +27,33 @@ if TYPE_CHECKING:
     from .reading import LogReader
 
 RECENT = 256
+# Candidates the tail filter hands back at most: the newest of them speak.
+TAIL_CANDIDATES = 64
 
 
 def not_found_note(
-    read: LogReader, key: str, *, indexed: bool, days: Sequence[str], needs: Sequence[str]
+    read: LogReader,
+    key: str,
+    *,
+    indexed: bool,
+    days: Sequence[str],
+    needs: Sequence[str],
+    tails: Sequence[tuple[str, int]] = (),
 ) -> str:
     """The note for a `/record` lookup by `key` (`sub:<id>` or `url:<canonical url>`) that
-    found no covered entry; `indexed` says whether the index named any entry of it."""
+    found no covered entry; `indexed` says whether the index named any entry of it, `tails`
+    (day, first unindexed index) where the index does not look yet."""
     what = "id" if key.startswith("sub:") else "url"
     uncovered = (
         f"entries with that {what} exist, but no published head covers them yet "
-        "(the next checkpoint will)"
+        "(the next checkpoint will: the service publishes one every checkpoint interval, "
+        "a writer at once with POST /checkpoint)"
     )
     if indexed:
         return uncovered
     lacking: list[str] | None = None
-    for claims in _recent(read, days, _needle(key)):
+    needle = _needle(key)
+    for claims in [*_unindexed(read, tails, needle), *_recent(read, days, needle)]:
         if not _matches(claims, key):
             continue
         missing = [m for m in needs if m not in claims]
@@ -55,6 +69,22 @@ def not_found_note(
     return (
         f"no entry with that {what} (an entry is served only when it has all of {', '.join(needs)})"
     )
+
+
+def _unindexed(
+    read: LogReader, tails: Sequence[tuple[str, int]], needle: bytes
+) -> list[dict[str, Any]]:
+    """Claims of the entries of each (day, start) of `tails` from `start` on (the ones the
+    server index does not hold yet, so no head covers them) whose leaf bytes contain
+    `needle`."""
+    out: list[dict[str, Any]] = []
+    for day, start in tails:
+        rows = read.entries_containing(day, start, needle.decode("utf-8"), TAIL_CANDIDATES)
+        for row in rows:
+            claims = json.loads(row.claims)
+            if isinstance(claims, dict):
+                out.append(claims)
+    return out
 
 
 def _recent(read: LogReader, days: Sequence[str], needle: bytes) -> list[dict[str, Any]]:

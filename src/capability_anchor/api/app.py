@@ -22,7 +22,7 @@ from ..log import Log
 from ..stamping import Stamper, StampResult, TsaConfig
 from ..store import DB_NAME, Store
 from ..witnessing import Witnessing
-from . import accesslog
+from . import accesslog, bodyschema
 from .background import Background
 from .bodies import BodyChecker
 from .edge import AnchorApp
@@ -132,6 +132,10 @@ def create_app(settings: Settings) -> Litestar:
         logging_config=accesslog.litestar_logging(),  # not the root logger: ours (accesslog)
     )
     app.state.service = service
+    # The record bodies of the OpenAPI document are the log's own rule (api/bodyschema.py).
+    bodyschema.install(
+        app, service.writer.records, service.writer.id_namespace, settings.max_records
+    )
     app.body_timeout = settings.body_timeout
     app.drain_limit = settings.max_body
     accesslog.install(app)  # access and event log lines (api/accesslog.py)

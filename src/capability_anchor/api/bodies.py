@@ -74,11 +74,19 @@ class BodyChecker:
         return self.workers > 0
 
     async def check(
-        self, kind: str, body: bytes, iss: str, max_records: int, rule: str = OBSERVATION
+        self,
+        kind: str,
+        body: bytes,
+        iss: str,
+        max_records: int,
+        rule: str = OBSERVATION,
+        now: float | None = None,
+        namespace: str | None = None,
     ) -> Outcome:
+        args = (kind, body, iss, max_records, rule, now, namespace)
         if self._pool is None:
-            return check_body(kind, body, iss, max_records, rule)
-        return await self._run(Busy, check_body, kind, body, iss, max_records, rule)
+            return check_body(*args)
+        return await self._run(Busy, check_body, *args)
 
     async def append(
         self,

@@ -166,8 +166,18 @@ async def checked_body(request: Request[Any, Any, Any], service: Service, kind: 
     """The body strictly parsed and validated, in a worker process (`api/bodies.py`): the
     leaf hash for "record", the prepared batch for "records"."""
     body = await read_body(request, body_limit(service.settings, kind))
+    writer = service.writer
+    # The time limit of the record rule is the log's clock, read through the ClockGuard (a
+    # disagreeing clock refuses now, as the append would).
+    now = service.clock.now() if kind == "records" else None
     code, value = await service.bodies.check(
-        kind, body, service.writer.iss, service.settings.max_records, service.writer.records
+        kind,
+        body,
+        writer.iss,
+        service.settings.max_records,
+        writer.records,
+        now,
+        writer.id_namespace,
     )
     if code != "ok":
         raise ApiError(code, value)

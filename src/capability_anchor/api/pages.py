@@ -30,6 +30,8 @@ _CONSTRAINTS = (
     ("maximum", "≤ "),
     ("minLength", "length ≥ "),
     ("maxLength", "length ≤ "),
+    ("minItems", "items ≥ "),
+    ("maxItems", "items ≤ "),
     ("pattern", "pattern "),
     ("format", "format "),
     ("default", "default "),

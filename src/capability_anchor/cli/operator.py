@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="what append accepts: Capability Resolution 0.2 observations, or any JSON object "
         "SPEC §2 allows (stored in the signed config)",
     )
+    p.add_argument(
+        "--id-namespace",
+        metavar="NS",
+        help="the resolver's discovery id_namespace: every record's sub must be NS:<local> "
+        "(1 to 32 of a-z, 0-9 and -; stored in the signed config)",
+    )
     add_tsa(p, deadline=False)
     p.add_argument(
         "--witness-policy",

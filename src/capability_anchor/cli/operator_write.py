@@ -34,6 +34,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         config=config,
         records=args.records,
         policy=policy,
+        id_namespace=args.id_namespace,
     ) as log:
         emit(
             {
@@ -42,6 +43,7 @@ def cmd_init(args: argparse.Namespace) -> int:
                 "kid": log.key.kid,
                 "data": str(data),
                 "records": log.records,
+                **({"id_namespace": log.id_namespace} if log.id_namespace else {}),
             }
         )
         print(

@@ -39,17 +39,25 @@ class AppendResult:
 
 
 def prepare_records(
-    records: Sequence[object], iss: str, rule: str = observation.OBSERVATION
+    records: Sequence[object],
+    iss: str,
+    rule: str = observation.OBSERVATION,
+    namespace: str | None = None,
+    *,
+    now: float,
 ) -> list[Prepared]:
-    """`Log.prepare` given only the log's issuer and record rule (`observation`): pure, so a
-    worker process can run it. SPEC §2 first, then the issuer, then the record rule."""
+    """`Log.prepare` given only the log's issuer, record rule and pinned id namespace
+    (`observation`), and the log's clock `now`: pure, so a worker process can run it. SPEC §2
+    first, then the issuer, then the record rule. The batch is stored at a reading of the
+    clock no earlier than `now`, so a record accepted here meets the rule's time limit then
+    too (a time limit only ever moves later)."""
     prepared: list[Prepared] = []
     for position, record in enumerate(records):
         try:
             data = leaf.leaf_bytes(record)
             if isinstance(record, dict) and "iss" in record and record["iss"] != iss:
                 raise InvalidRecord(f"iss {record['iss']!r} is not this log's issuer {iss!r}")
-            observation.check_record(record, rule)
+            observation.check_record(record, rule, now=now, namespace=namespace)
         except InvalidRecord as exc:
             raise InvalidRecord(str(exc), position=position) from None
         prepared.append((hash_leaf(data), data, server_keys(record)))

@@ -23,3 +23,9 @@ def next_day(day: str) -> str:
 
 def prev_day(day: str) -> str:
     return format_day(parse_day(day) - dt.timedelta(days=1))
+
+
+def day_end(day: str) -> int:
+    """The last whole second (Unix time) of a UTC day."""
+    start = dt.datetime.combine(parse_day(day), dt.time(), dt.UTC)
+    return int(start.timestamp()) + 86400 - 1

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from .. import jws
 from ..canonical import canonical_url
 from ..errors import NotFound, StoreError, UsageError
+from ..observation import token_problem
 from ..recordnote import not_found_note
-from .days import prev_day
-from .serverindex import SERVER_MEMBERS
+from .days import day_end, prev_day
+from .serverindex import SERVER_MEMBERS, index_watermark
 
 if TYPE_CHECKING:
     from .lifecycle import Log
@@ -30,7 +31,9 @@ def issue_record(
 ) -> dict[str, Any]:
     """`Log.record`: the record of the server given by `sub`, or by canonical `url`, with its
     `expires` time and compact `jws`. NotFound, with a note saying why, when no published
-    head covers an entry of it."""
+    head covers an entry of it, or when the newest covered one breaks a rule of CR 0.2 tokens
+    (`observation.token_problem`, with the time of acceptance stored with the entry, never
+    later than the end of its day)."""
     if (sub is None) == (url is None):
         raise UsageError("give exactly one of id and url")
     if not 0 < lifetime <= jws.MAX_RECORD_LIFETIME:
@@ -42,11 +45,25 @@ def issue_record(
         if read.newest_covering(day, index) is None:
             continue  # not yet under a published head: an older entry may be
         entry = read.entry(day, index)
-        if entry is None:
+        accepted_at = read.accepted_at(day, index)
+        if entry is None or accepted_at is None:
             raise StoreError(f"the server index names a missing entry {day}/{index}")
+        claims = json.loads(entry.claims)
+        # Never a token that is not a CR 0.2 token (SPEC §13.1), whatever rule stored the
+        # entry, and never an older observation in place of the newest: 404 naming the rule.
+        problem = token_problem(
+            claims, accepted_at=min(accepted_at, day_end(day)), namespace=log.id_namespace
+        )
+        if problem is not None:
+            what = "id" if sub is not None else "url"
+            raise NotFound(
+                f"the newest entry with that {what} that a published head covers ({day} "
+                f"#{index}) is no Capability Resolution 0.2 record (SPEC §13.1), so /record "
+                f"signs no token for it: {problem}"
+            )
         answer = read.proof(day, index)
         return jws.sign_record(
-            json.loads(entry.claims),
+            claims,
             anchor=answer["anchor"],
             proof=answer["proof"],
             key=log.key,
@@ -55,6 +72,14 @@ def issue_record(
         )
     today = log.today()
     days = (today, prev_day(today))
+    tails = []
+    for day in days:
+        newest = read.newest_head(day)
+        tails.append(
+            (day, index_watermark(0 if newest is None else newest.tree_size, read.day_size(day)))
+        )
     raise NotFound(
-        not_found_note(read, key, indexed=bool(indexed), days=days, needs=SERVER_MEMBERS)
+        not_found_note(
+            read, key, indexed=bool(indexed), days=days, needs=SERVER_MEMBERS, tails=tails
+        )
     )

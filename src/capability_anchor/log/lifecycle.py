@@ -52,8 +52,8 @@ class Log:
         self.first_day = meta["first_day"]
         self.public_url = meta.get("public_url") or self.iss
         self.config: dict[str, Any] = json.loads(meta.get("config", "{}"))
-        # What an append accepts beyond SPEC §2 (`observation`): signed with the config.
-        self.records = observation.rule_of(self.config)
+        # What an append accepts beyond SPEC §2 (`observation`), signed with the config.
+        self.records, self.id_namespace = observation.rules_of(self.config)
         # What api/, export and audit read; the store itself stays the write path's.
         self.read = LogReader(store, self)
         self.writer = LogWriter(self)
@@ -73,13 +73,13 @@ class Log:
         records: str = observation.OBSERVATION,
         clock: Clock = time.time,
         policy: bytes | None = None,
+        id_namespace: str | None = None,
     ) -> Log:
-        """Create a new log: store, Ed25519 key, writer token. Refuses an existing log.
-        `records` is the record rule its appends follow (`observation`), kept in its config;
-        `policy`, a witness policy (SPEC §12.3), is checked against the new key and stored
-        in the same first transaction (a bad one: MalformedPolicy, and no log is made)."""
+        """Create a new log (store, Ed25519 key, writer token), never over an existing one. Its
+        config keeps `records` and `id_namespace` (`observation`); `policy` (SPEC §12.3) is
+        checked against the new key and stored in the first transaction (else MalformedPolicy)."""
         check_origin(iss)
-        config = {**(config or {}), observation.CONFIG_KEY: observation.check_rule(records)}
+        config = {**(config or {}), **observation.config_of(records, id_namespace)}
         if public_url is not None:
             check_base_url(public_url)
         data_dir = Path(data_dir)
@@ -226,7 +226,7 @@ class Log:
     def prepare(self, records: Sequence[object]) -> list[Prepared]:
         """Validate a batch and compute (leaf_hash, leaf_bytes, server keys) for each record.
         Raises InvalidRecord with `.position` set to the first bad record's 0-based position."""
-        return prepare_records(records, self.iss, self.records)
+        return prepare_records(records, self.iss, self.records, self.id_namespace, now=self.clock())
 
     def append(self, records: Sequence[object]) -> list[AppendResult]:
         """Append a batch atomically: all records are stored, or none (and it raises)."""

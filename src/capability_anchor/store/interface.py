@@ -157,6 +157,15 @@ class StoreReads(ABC):
     def entry(self, day: str, leaf_index: int) -> EntryRow | None: ...
 
     @abstractmethod
+    def entries_containing(self, day: str, start: int, needle: str, limit: int) -> list[EntryRow]:
+        """Up to `limit` entries of `day` from `start` on, newest first, whose claims contain
+        `needle` once ASCII letters are lower-cased (a cheap filter, never a match)."""
+
+    @abstractmethod
+    def accepted_at(self, day: str, leaf_index: int) -> int | None:
+        """The second (Unix time) the entry was accepted at, as stored with it."""
+
+    @abstractmethod
     def find_leaf(self, leaf_hash: bytes) -> list[tuple[str, int]]:
         """Every (day, leaf_index) holding this leaf hash, newest day first."""
 

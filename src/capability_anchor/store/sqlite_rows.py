@@ -121,6 +121,24 @@ class SqliteEntries(SqliteTiles):
         rows = self.entries(day, leaf_index, 1)
         return rows[0] if rows and rows[0].leaf_index == leaf_index else None
 
+    def entries_containing(self, day: str, start: int, needle: str, limit: int) -> list[EntryRow]:
+        # SQLite's lower() folds ASCII letters only, as bytes.lower does.
+        return [
+            EntryRow(str(d), int(i), bytes(h), bytes(c))
+            for d, i, h, c in self._exec(
+                "SELECT day, leaf_index, leaf_hash, claims FROM entries WHERE day = ? AND "
+                "leaf_index >= ? AND instr(lower(CAST(claims AS TEXT)), ?) > 0 "
+                "ORDER BY leaf_index DESC LIMIT ?",
+                (day, start, needle, limit),
+            )
+        ]
+
+    def accepted_at(self, day: str, leaf_index: int) -> int | None:
+        rows = self._exec(
+            "SELECT accepted_at FROM entries WHERE day = ? AND leaf_index = ?", (day, leaf_index)
+        )
+        return int(rows[0][0]) if rows else None
+
     def find_leaf(self, leaf_hash: bytes) -> list[tuple[str, int]]:
         """Every (day, leaf_index) holding this leaf hash, newest day first."""
         return [
