@@ -372,3 +372,22 @@ def test_a_catch_up_cut_short_goes_on_from_its_last_chunk(
     fresh = Monitor(open_source(str(log.folder)), MonitorOptions(keys=keys, state_dir=fresh_dir))
     assert not fresh.run_once().alarmed
     assert done.to_json() == states.load(fresh_dir).to_json()
+
+
+def test_attack_an_endless_file_in_an_export_folder_is_refused_as_it_is_read(
+    good: HandLog, tmp_path: Path
+) -> None:
+    # A folder is bounded as HTTP is: the checkpoint swapped for /dev/zero is exit 2 naming
+    # the file and the limit after reading 1 MiB + 1 byte, not an endless read.
+    checkpoint = good.folder / "history" / "checkpoint"
+    before = checkpoint.read_bytes()
+    checkpoint.unlink()
+    checkpoint.symlink_to("/dev/zero")
+    try:
+        done = run_cli("monitor", good.folder, "--keys", good.folder / "keys.json",
+                       "--state", tmp_path / "state", timeout=120)  # fmt: skip
+    finally:
+        checkpoint.unlink()
+        checkpoint.write_bytes(before)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{checkpoint}: larger than 1048576 bytes, the limit for this input" in done.stderr
