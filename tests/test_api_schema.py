@@ -181,6 +181,75 @@ def test_every_success_body_is_documented_field_by_field(target: Target) -> None
     assert listed == {(method, path) for method, path, _ in OPERATIONS}
 
 
+CACHED = {path for path, _ in GETS} - {"/healthz", "/record"}
+"""The GETs answered through `caching.cached`, with an ETag and 304 on a match."""
+
+
+def test_every_status_an_operation_can_answer_is_documented(target: Target) -> None:
+    """304 on the cached GETs, 401 only and always on the writers, 429 only on the public
+    operations (writers are not rate limited), 405 and 413 everywhere, and each GET's HEAD
+    with the same statuses and no body."""
+    doc = target.schema.raw_schema
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            statuses = set(operation["responses"])
+            writer = bool(operation.get("security"))
+            assert {"400", "405", "413", "503"} <= statuses, (method, path)
+            assert ("304" in statuses) == (path in CACHED and method in ("get", "head")), path
+            assert ("401" in statuses) == writer, (method, path)
+            assert ("429" in statuses) == (not writer), (method, path)
+            assert operation["responses"]["405"]["headers"]["Allow"]["required"]
+        if "get" in item:
+            get, head = item["get"], item["head"]
+            assert set(head["responses"]) == set(get["responses"]), path
+            assert head.get("parameters") == get.get("parameters"), path
+        else:
+            assert "head" not in item, path
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def test_integer_bounds_are_integers_inside_int64(target: Target) -> None:
+    doc = target.schema.raw_schema
+    bounds = [
+        (key, node[key])
+        for node in _walk(doc)
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+        if key in node and not isinstance(node[key], dict)
+    ]
+    assert bounds
+    for key, value in bounds:
+        assert type(value) is int and -(2**63) <= value <= 2**63 - 1, (key, value)
+    parameters = {
+        (path, p["name"]): p["schema"]
+        for path, item in doc["paths"].items()
+        for p in item.get("get", {}).get("parameters", [])
+    }
+    # A positive size starts at 1: the server refuses 0.
+    consistency = {name: parameters[("/consistency", name)] for name in ("first", "second")}
+    assert all(s["minimum"] == 1 for s in consistency.values())
+    assert parameters[("/history/checkpoint/{size}", "size")]["minimum"] == 1
+
+
+def test_the_request_bodies_are_closed_and_bounded(target: Target) -> None:
+    schemas = target.schema.raw_schema["components"]["schemas"]
+    records = schemas["RecordsBody"]
+    assert records["additionalProperties"] is False
+    assert (
+        records["properties"]["records"]["minItems"],
+        records["properties"]["records"]["maxItems"],
+    ) == (1, 1000)
+    assert schemas["ProveBody"]["additionalProperties"] is False
+
+
 OPEN_OBJECTS = {"ServerRecord"}
 """Documented members are all there, and others may be: a record carries what its writer
 gave it (`n`, `name`, ...) besides the members `/record` needs."""
