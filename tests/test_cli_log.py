@@ -177,6 +177,11 @@ def test_checkpoint_proof_and_consistency(data: Path) -> None:
         run("consistency", "--day", day, "--first", "0", "--second", "20", data=data).returncode
         == 2
     )
+    # Sizes in the wrong order name no proof, as an index past the head does: exit 1.
+    assert (
+        run("consistency", "--day", day, "--first", "20", "--second", "12", data=data).returncode
+        == 1
+    )
     # Today is not over: nothing to seal.
     sealed = run("seal", data=data)
     assert sealed.returncode == 0 and sealed.stdout == "[]\n"

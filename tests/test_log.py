@@ -216,8 +216,11 @@ def test_proof_selection_and_errors(log: Log, clock: Clock) -> None:
         log.proof("2026-13-02", 1)
     with pytest.raises(UsageError):
         log.consistency("2026-11-02", 0, 4)
-    with pytest.raises(UsageError):
+    # Well-formed sizes that name no proof the log has: past the newest head, or out of order.
+    with pytest.raises(NotFound, match="no consistency proof from 4 to 11"):
         log.consistency("2026-11-02", 4, 11)
+    with pytest.raises(NotFound, match="first <= second"):
+        log.consistency("2026-11-02", 4, 3)
 
 
 def test_seal_chains_days_and_is_deterministic(tmp_path: Path) -> None:

@@ -186,10 +186,76 @@ def test_docs_page_lists_every_operation(client: tuple[TestClient[Any], Any]) ->
                 assert "Request body" in section
             if op.get("security"):
                 assert "Authorization" in section
-    assert operations == 22  # SPEC §6 and the seven of §12.4
+    assert operations == 22 + 19  # SPEC §6 and the seven of §12.4, and HEAD of each GET
     for name in doc["components"]["schemas"]:
         assert f'id="schema-{name}"' in page
     assert "<script" not in page and html.escape(CSP) in page
+
+
+def _section(page: str, anchor: str) -> str:
+    return page.split(f'id="{anchor}"', 1)[1].split("</section>", 1)[0]
+
+
+def test_docs_page_shows_the_record_limits_and_the_query_forms(
+    client: tuple[TestClient[Any], Any],
+) -> None:
+    """The records array's bounds and the closed bodies, and each query form's members."""
+    c, _ = client
+    page = c.get("/schema").text
+    records = _section(page, "schema-RecordsBody")
+    assert "items ≥ 1" in records and "items ≤ 1000" in records
+    assert "no other members" in records
+    assert "no other members" in _section(page, "schema-ProveBody")
+    record = _section(page, "op-get--record")
+    for member in ("server", "id", "url"):
+        assert f"<code>{member}</code>" in record, member
+    assert "pattern ^https://" in record
+    proof = _section(page, "op-get--proof")
+    for member in ("entry", "day", "index", "tree_size", "leaf_hash"):
+        assert f"<code>{member}</code>" in proof, member
+    assert "format date" in proof and "pattern ^[0-9a-f]{64}$" in proof
+    assert "≤ 9223372036854775807" in proof
+
+
+def test_docs_page_shows_each_record_member_written_in_place() -> None:
+    """A record item schema written in place (as the observation Struct gives it): its
+    members, types, enums and required ones appear under the records array."""
+    item = {
+        "type": "object",
+        "required": ["status", "sub"],
+        "properties": {
+            "sub": {"type": "string", "pattern": "^[a-z0-9-]{1,32}:.+$"},
+            "status": {"type": "string", "enum": ["ok", "down"]},
+            "evidence": {"type": "object", "properties": {"method": {"type": "string"}}},
+        },
+    }
+    doc = {
+        "openapi": "3.1.0",
+        "info": {"title": "t", "version": "1"},
+        "paths": {},
+        "components": {
+            "schemas": {
+                "RecordsBody": {
+                    "type": "object",
+                    "required": ["records"],
+                    "properties": {
+                        "records": {"type": "array", "items": item, "minItems": 1, "maxItems": 9}
+                    },
+                }
+            }
+        },
+    }
+    section = _section(docs_html(doc, "/schema/openapi.json").decode(), "schema-RecordsBody")
+    for member in ("records", "sub", "status", "evidence", "method"):
+        assert f"<code>{member}</code>" in section, member
+    assert "one of <code>ok</code>, <code>down</code>" in section
+    assert "pattern ^[a-z0-9-]{1,32}:.+$" in section
+    assert "items ≤ 9" in section
+    cell = "(?:[^<]|<code>|</code>)*"  # a type with no table inside
+    rows = re.findall(
+        f"<tr><td><code>(\\w+)</code></td><td>{cell}</td><td>(yes|no)</td></tr>", section
+    )
+    assert ("sub", "yes") in rows and ("status", "yes") in rows and ("method", "no") in rows
 
 
 def test_the_old_renderers_are_gone_and_the_json_stays(

@@ -7,13 +7,14 @@ Two halves, both used by the routes and by `create_app`:
   request the document allows is never refused as malformed (a day, a tile or a leaf hash
   that does not exist is 404, which is a fact of the log, not of the request). The checks
   themselves stay where they are (`encoding`, `merkle.tilepath`, `guards`); the patterns
-  are written for them, and tests/test_openapi.py holds each pattern to its check.
+  are written for them, and tests/test_openapi_patterns.py holds each pattern to its check.
 - What an answer may be: `finish` completes the document Litestar generates, in one place:
   a HEAD operation beside every GET (served by `edge.guard`), the 405 every path answers to
-  a method it does not list, integer bounds as JSON integers, and the `id`/`url` and
-  `/proof` query forms as one exploded object each (OpenAPI has no other way to say
-  "exactly one of these parameters"). `JsonDocument` serves the finished document at
-  `/schema/openapi.json`; `pages.DocsPage` renders the same one.
+  a method it does not list, the ETag and Cache-Control of every answer that can be a 304,
+  integer bounds as JSON integers, request bodies closed to other members, and the
+  `id`/`url` and `/proof` query forms as one exploded object each (OpenAPI has no other
+  way to say "exactly one of these parameters"). `JsonDocument` serves the finished
+  document at `/schema/openapi.json`; `pages.DocsPage` renders the same one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from litestar.params import PathParameter, QueryParameter
 from ..merkle.tilepath import MAX_INDEX, MAX_LEVEL
 from ..merkle.tiles import TILE_WIDTH
 from ..reading import MAX_INT
+from .caching import IMMUTABLE, NO_CACHE
 from .models import REQUEST_BODIES
 
 # --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
@@ -130,7 +132,8 @@ TilePath = Annotated[
     str,
     PathParameter(
         description="the tile path after tile/",
-        examples=None,
+        # A tile path holds slashes: the example says so, and clients that fill in path
+        # parameters (schemathesis among them) then send it, percent-encoded, not refuse it.
         schema_extra={"pattern": TILE_PATTERN, "examples": [TILE_EXAMPLE]},
     ),
 ]
@@ -245,6 +248,29 @@ def _query_form(
     ]
 
 
+CACHING_HEADERS = {
+    "ETag": {
+        "description": "the answer's entity tag, for If-None-Match",
+        "required": True,
+        "schema": {"type": "string", "pattern": '^"[0-9a-f]{32}"$'},
+    },
+    "Cache-Control": {
+        "description": "`public, max-age=31536000, immutable` (a document that never changes) "
+        "or `no-cache` (revalidate: it moves)",
+        "required": True,
+        "schema": {"type": "string", "enum": [IMMUTABLE, NO_CACHE]},
+    },
+}
+
+
+def _caching_headers(responses: dict[str, Any]) -> None:
+    """An operation that can answer 304 answers through `caching.cached`: its 200 and 304
+    carry an ETag and a Cache-Control."""
+    if "304" in responses:
+        for status in ("200", "304"):
+            responses[status].setdefault("headers", {}).update(copy.deepcopy(CACHING_HEADERS))
+
+
 def _head(get: dict[str, Any]) -> dict[str, Any]:
     """HEAD of a GET: the same parameters and statuses, the same headers, no body."""
     head = copy.deepcopy(get)
@@ -280,6 +306,7 @@ def finish(generated: dict[str, Any]) -> dict[str, Any]:
             if method == "get" and path in QUERY_FORMS:
                 _query_form(operation, *QUERY_FORMS[path])
             operation.setdefault("responses", {})["405"] = copy.deepcopy(METHOD_NOT_ALLOWED)
+            _caching_headers(operation["responses"])
         if "get" in item:
             item["head"] = _head(item["get"])
     _integers(doc)

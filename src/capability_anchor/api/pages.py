@@ -24,7 +24,7 @@ from .openapi import finish
 
 HTML = "text/html; charset=utf-8"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
-_METHODS = ("get", "post", "put", "patch", "delete")
+_METHODS = ("get", "head", "post", "put", "patch", "delete")
 _CONSTRAINTS = (
     ("minimum", "≥ "),
     ("maximum", "≤ "),
@@ -58,7 +58,7 @@ th { background: #eef2f6; }
 .op h3 { margin: .6em 0; font-size: 1.1em; }
 .method { display: inline-block; min-width: 4em; text-align: center; color: #fff;
   border-radius: 4px; padding: .1em .4em; margin-right: .5em; font-size: .85em; }
-.get { background: #1f7a3f; } .post { background: #1d5fa8; }
+.get { background: #1f7a3f; } .head { background: #4b6b57; } .post { background: #1d5fa8; }
 .put, .patch { background: #8a5a00; } .delete { background: #a8261d; }
 .note { color: #57606a; }
 ul.toc { list-style: none; padding: 0; }
@@ -102,7 +102,8 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
         name = ref.rsplit("/", 1)[-1]
         return f'<a href="#schema-{_e(_NOT_ID.sub("-", name))}">{_e(name)}</a>'
     alternatives = schema.get("oneOf") or schema.get("anyOf")
-    if isinstance(alternatives, list):
+    # With a type, oneOf is a rule over that type's values (a query form's), not a union.
+    if isinstance(alternatives, list) and "type" not in schema:
         text = " | ".join(_schema_type(s) for s in alternatives if isinstance(s, Mapping))
     else:
         kind = schema.get("type", "any")
@@ -113,10 +114,39 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
         extra = schema.get("additionalProperties")
         if kind == "object" and isinstance(extra, Mapping) and extra:
             text = f"object of {_schema_type(extra)}"
+    if schema.get("additionalProperties") is False:
+        text += ", no other members"
     if "enum" in schema and isinstance(schema["enum"], list):
         text += " one of " + ", ".join(f"<code>{_e(v)}</code>" for v in schema["enum"])
     limits = [f"{word}{_e(_number(schema[key]))}" for key, word in _CONSTRAINTS if key in schema]
     return text + (f" ({', '.join(limits)})" if limits else "")
+
+
+def _inline_object(schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The object schema written in place (not a `$ref`) that `schema` is or holds as its
+    items, if it names members: a record's members, a query form's parameters."""
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, Mapping):
+        schema = items
+    props = schema.get("properties")
+    if "$ref" not in schema and isinstance(props, Mapping) and props:
+        return schema
+    return None
+
+
+def _members(schema: Mapping[str, Any]) -> str:
+    """A table of an object's members (name, type and limits, required), with the members
+    of any object written in place inside it, all the way down."""
+    required = set(schema.get("required", []))
+    props = schema.get("properties", {})
+    rows = []
+    for prop, spec in props.items() if isinstance(props, Mapping) else ():
+        if not isinstance(spec, Mapping):
+            continue
+        inner = _inline_object(spec)
+        kind = _schema_type(spec) + (_members(inner) if inner is not None else "")
+        rows.append((f"<code>{_e(prop)}</code>", kind, "yes" if prop in required else "no"))
+    return _table(("Member", "Type", "Required"), rows) if rows else ""
 
 
 def _table(head: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
@@ -163,7 +193,7 @@ def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> st
                 f"<code>{_e(p.get('name', ''))}</code>",
                 _e(p.get("in", "")),
                 "yes" if p.get("required") else "no",
-                _schema_type(p.get("schema", {})),
+                _schema_type(p.get("schema", {})) + _parameter_members(p.get("schema", {})),
                 _e(p.get("description", "")),
             )
             for p in params
@@ -191,16 +221,17 @@ def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> st
     return "".join(parts)
 
 
+def _parameter_members(schema: object) -> str:
+    """A query form (one exploded object parameter): its members, each a query parameter."""
+    if not isinstance(schema, Mapping):
+        return ""
+    inner = _inline_object(schema)
+    return _members(inner) if inner is not None else ""
+
+
 def _component(name: str, schema: Mapping[str, Any]) -> str:
-    required = set(schema.get("required", []))
-    props = schema.get("properties", {})
-    rows = [
-        (f"<code>{_e(prop)}</code>", _schema_type(spec), "yes" if prop in required else "no")
-        for prop, spec in (props.items() if isinstance(props, Mapping) else ())
-        if isinstance(spec, Mapping)
-    ]
     anchor = "schema-" + _NOT_ID.sub("-", name)
-    table = _table(("Member", "Type", "Required"), rows) if rows else ""
+    table = _members(schema)
     return (
         f'<section id="{_e(anchor)}"><h3>{_e(name)}</h3>'
         f"<p>{_schema_type(schema)}</p>{table}</section>"
