@@ -56,7 +56,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_LAG,
         metavar="S",
         help="warn checkpoint_stale when the heads are past the checkpoint for longer "
-        "(default 3600)",
+        "(default: 3600)",
     )
     p.add_argument("--strict", action="store_true", help="a checkpoint_stale warning exits 1")
     p.add_argument(

@@ -27,7 +27,6 @@ from its last chunk.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import time
 from collections.abc import Callable, Iterator
@@ -46,17 +45,16 @@ from ..merkle import (
     verify_consistency,
 )
 from ..merkle.nodes import resolve
-from ..merkle.tilepath import entries_path
 from ..merkle.tiles import tiles_for_size
 from ..note import Checkpoint, Policy, check_cosignatures, open_checkpoint
 from ..note.checkpoint import origin_from_url, parse_checkpoint
 from ..note.signed import b64encode, parse_note
 from ..verify_history import log_verifiers
-from . import alarms
+from . import alarms, staleness
 from . import state as states
 from .heads import Finding, HeadRules, head_path, leaf_claims
 from .signatures import Item, Problem, Signatures
-from .source import FolderSource, LogSource, read_bundles, read_tile, split_bundle
+from .source import LogSource, read_bundles, read_tile
 
 CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
 
@@ -151,60 +149,16 @@ class Monitor:
             states.save(self.options.state_dir, state, old_size)
             self._check_heads(state, result)
             if not result.alarmed:
-                self._staleness(state, result)
+                stale = staleness.check(
+                    self.source,
+                    state,
+                    now=self.options.now(),
+                    max_lag=self.options.max_lag,
+                    state_dir=self.options.state_dir,
+                )
+                if stale is not None:
+                    result.findings.append(stale)
         result.summary = self._summary(state, old_size, 0 if result.alarmed else state.size)
-
-    def _staleness(self, state: states.MonitorState, result: RunResult) -> None:
-        """`checkpoint_stale`: the log's heads are past the checkpoint (one that met the
-        quorum, with --policy) for longer than `max_lag`. Measured from the first run that
-        saw a head past this checkpoint, or from that head's `iat` when it is an unsealed
-        head (signed when published); a sealed head's `iat` is the end of its day, before
-        it was published, so it would overstate the lag."""
-        now = self.options.now()
-        leaf = self._leaf_past(state.size)
-        behind = state.behind
-        if leaf is None:
-            behind = None
-        elif behind is None or behind.size != state.size:
-            behind = states.Behind(state.size, now)
-            try:
-                claims = leaf_claims(leaf)
-            except CapabilityAnchorError:
-                claims = None  # not a head: alarmed once a checkpoint covers it
-            if claims is not None and not claims["sealed"]:
-                behind.since = min(behind.since, float(claims["iat"]))
-        if behind != state.behind:
-            state.behind = behind
-            states.save(self.options.state_dir, state, state.size)
-        if behind is None or now - behind.since <= self.options.max_lag:
-            return
-        since = dt.datetime.fromtimestamp(int(behind.since), dt.UTC)
-        result.findings.append(
-            {
-                "warning": "checkpoint_stale",
-                "size": state.size,
-                "behind_since": since.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "lag_s": int(now - behind.since),
-                "max_lag_s": int(self.options.max_lag),
-                "detail": "the log's heads have grown past the newest checkpoint that meets "
-                "the quorum: its witnesses lag, or the log does not submit to them",
-            }
-        )
-
-    def _leaf_past(self, size: int) -> bytes | None:
-        """History leaf `size`, the first past the checkpoint, when the log serves it. Every
-        history size has its tiles over HTTP, so the next size's bundle answers; an export
-        keeps only a tile's newest partial bundle, whatever its width."""
-        index, at = divmod(size, TILE_WIDTH)
-        widths = [at + 1, TILE_WIDTH]
-        if isinstance(self.source, FolderSource):
-            widths += range(at + 2, TILE_WIDTH)
-        for width in widths:
-            path = "history/" + entries_path(index, width)
-            data = self.source.read(path)
-            if data is not None:
-                return split_bundle(f"{self.source.where}/{path}", data, at + 1)[at]
-        return None
 
     def _summary(self, state: states.MonitorState, old: int, new: int) -> dict[str, Any]:
         return {"monitor": self.source.where, "origin": state.origin, "old_size": old, "size": new}
@@ -310,7 +264,7 @@ class Monitor:
         edge = state.edge()
         index = state.size
         while index < checkpoint.size:
-            leaves = self._chunk(index, checkpoint.size)
+            leaves = _chunk(self.source, index, checkpoint.size)
             hashed = b"".join(hashlib.sha256(b"\x00" + leaf).digest() for leaf in leaves)
             edge.extend(hashed)
             state.leaf_hashes += hashed
@@ -363,7 +317,7 @@ class Monitor:
         try:
             while state.checked < state.size:
                 start = state.checked
-                leaves = self._chunk(start, state.size)
+                leaves = _chunk(self.source, start, state.size)
                 parsed, rules.targets, items = _parse_leaves(leaves)
                 verdicts = signatures.check(items)
                 try:
@@ -377,14 +331,15 @@ class Monitor:
         finally:
             signatures.close()
 
-    def _chunk(self, start: int, size: int) -> list[bytes]:
-        """The leaves from `start`, up to CHUNK_BUNDLES entry bundles (bounded memory)."""
-        first = start // TILE_WIDTH
-        indices = list(range(first, (size - 1) // TILE_WIDTH + 1)[:CHUNK_BUNDLES])
-        leaves: list[bytes] = []
-        for n, bundle in enumerate(read_bundles(self.source, "history/", size, indices)):
-            leaves += bundle[start - first * TILE_WIDTH :] if n == 0 else bundle
-        return leaves
+
+def _chunk(source: LogSource, start: int, size: int) -> list[bytes]:
+    """The leaves from `start`, up to CHUNK_BUNDLES entry bundles (bounded memory)."""
+    first = start // TILE_WIDTH
+    indices = list(range(first, (size - 1) // TILE_WIDTH + 1)[:CHUNK_BUNDLES])
+    leaves: list[bytes] = []
+    for n, bundle in enumerate(read_bundles(source, "history/", size, indices)):
+        leaves += bundle[start - first * TILE_WIDTH :] if n == 0 else bundle
+    return leaves
 
 
 def _check_chunk(
