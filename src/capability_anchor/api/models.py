@@ -198,7 +198,7 @@ class Jwks(msgspec.Struct, frozen=True):
     keys: list[Jwk]
 
 
-class AppendedEntry(msgspec.Struct, frozen=True):
+class AppendedEntry(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Where a record of `POST /records` is: `duplicate` when the day already held it."""
 
     day: str

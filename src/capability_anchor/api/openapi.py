@@ -31,7 +31,7 @@ from ..merkle.tilepath import MAX_INDEX, MAX_LEVEL
 from ..merkle.tiles import TILE_WIDTH
 from ..reading import MAX_INT
 from .caching import IMMUTABLE, NO_CACHE
-from .models import REQUEST_BODIES
+from .models import REQUEST_BODIES, AppendedEntry
 
 # --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
 
@@ -283,9 +283,13 @@ def _head(get: dict[str, Any]) -> dict[str, Any]:
 
 
 def _closed_bodies(doc: dict[str, Any]) -> None:
-    """A request body that refuses unknown members says so (`additionalProperties: false`)."""
+    """A request body that refuses unknown members says so (`additionalProperties: false`);
+    so does `AppendedEntry`, an answer with exactly its members: otherwise a proved entry
+    would also be a plain one, and `POST /records`'s `oneOf` of the two answers would hold
+    twice for every `?prove=1` answer."""
     schemas = doc.get("components", {}).get("schemas", {})
-    for struct in REQUEST_BODIES:
+    closed: tuple[type[msgspec.Struct], ...] = (*REQUEST_BODIES, AppendedEntry)
+    for struct in closed:
         schema = schemas.get(struct.__name__)
         if schema is not None and struct.__struct_config__.forbid_unknown_fields:
             schema["additionalProperties"] = False
