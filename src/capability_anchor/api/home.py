@@ -26,6 +26,7 @@ from litestar.enums import MediaType
 from .. import __version__
 from ..errors import CapabilityAnchorError
 from ..note import parse_checkpoint, parse_note
+from ..note.signed import b64encode
 from .caching import cached
 from .pages import CSP, _e, _page
 from .service import service_of
@@ -161,8 +162,7 @@ def served_checkpoint(note: bytes) -> ServedCheckpoint:
     parsed = parse_note(note)
     body = parse_checkpoint(parsed.text)
     names = tuple(s.name for s in parsed.signatures if s.name != body.origin)
-    root = parsed.text.split("\n")[2]
-    return ServedCheckpoint(body.size, root, tuple(dict.fromkeys(names)))
+    return ServedCheckpoint(body.size, b64encode(body.root), tuple(dict.fromkeys(names)))
 
 
 def home_state(log: Any) -> tuple[NewestHead | None, ServedCheckpoint | None, str | None]:
