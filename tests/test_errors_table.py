@@ -50,6 +50,7 @@ EXPECTED: dict[str, tuple[str, int, int, bool]] = {
     "NotFound": ("not_found", 404, 1, True),
     "Conflict": ("conflict", 409, 1, True),
     "ClockDisagrees": ("unavailable", 503, 1, True),
+    "BehindPublished": ("unavailable", 503, 1, True),
     "StoreError": ("unavailable", 503, 2, False),
     "StoreBusy": ("unavailable", 503, 2, True),
     "StoreFull": ("unavailable", 503, 2, True),

@@ -111,6 +111,13 @@ WITNESS_DEADLINE = EnvVar(
     "total seconds for one witness exchange (`--witness-deadline`)",
     _SERVICE,
 )
+PUBLISHED = EnvVar(
+    "CAPABILITY_ANCHOR_PUBLISHED",
+    "none",
+    "the public mirror (URL) or an export folder the log checks itself against before it "
+    "signs (`--published`)",
+    f"`serve`, `checkpoint`, `seal`, `cosign`, {_SERVICE}",
+)
 LOG_FORMAT = EnvVar(
     "CAPABILITY_ANCHOR_LOG_FORMAT",
     "`plain`",
@@ -145,6 +152,7 @@ VARIABLES: tuple[EnvVar, ...] = (
     TSA_CA,
     TSA_DEADLINE,
     WITNESS_DEADLINE,
+    PUBLISHED,
     LOG_FORMAT,
     WITNESS_DATA,
     HTTP_PROXY,

@@ -300,6 +300,26 @@ class ClockDisagrees(CapabilityAnchorError):
     retryable = True
 
 
+class BehindPublished(CapabilityAnchorError):
+    """The log learned that a larger or different history was published than its data dir
+    holds (a restored backup; SPEC §13.3): it signs nothing (no head, checkpoint, seal or
+    record token) and refuses appends until `capability-anchor recover --from URL|DIR`
+    brought the published entries back. HTTP 503; the CLI exits 1."""
+
+    code = "behind_published"
+    http_error = "unavailable"
+    exit_code = EXIT_FAILED
+    # The same work succeeds once `recover` ran, in this process or another, no restart.
+    retryable = True
+    action = (
+        "bring back what was published: `capability-anchor recover --from URL|DIR` "
+        "(the public mirror or an export)"
+    )
+
+    def http_note(self) -> str:
+        return f"{self.code}: {self}"
+
+
 class StoreError(CapabilityAnchorError):
     """The store is missing, unreadable, of an unknown schema, or inconsistent. Fatal: an
     operator must look before the log runs again. `note` is what an HTTP client is told (the

@@ -9,7 +9,9 @@ note}`), the operations of `routes/` and the pages of `pages.py`.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
+import anyio
 from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
@@ -19,6 +21,7 @@ from ..clockguard import ClockGuard
 from ..errors import StoreError
 from ..files import tighten_modes
 from ..log import Log
+from ..published import learn
 from ..stamping import Stamper, StampResult, TsaConfig
 from ..store import DB_NAME, Store
 from ..witnessing import Witnessing
@@ -92,7 +95,14 @@ def _open_service(settings: Settings) -> Service:
             writer, settings.checkpoint_interval, deadline=settings.witness_deadline
         )
         service.background = Background(
-            writer, settings.data_dir, settings.checkpoint_interval, stamper, guard, witnessing
+            writer,
+            settings.data_dir,
+            settings.checkpoint_interval,
+            stamper,
+            guard,
+            witnessing,
+            published=settings.published,
+            learn_deadline=settings.witness_deadline,
         )
     return service
 
@@ -102,6 +112,11 @@ def create_app(settings: Settings) -> Litestar:
     service = _open_service(settings)
 
     async def startup(app: Litestar) -> None:
+        # Before any request is taken and any background work starts: a data dir behind what
+        # was published enters the behind state here, so nothing is signed (SPEC §13.3).
+        await anyio.to_thread.run_sync(
+            partial(learn, service.writer, settings.published, deadline=settings.witness_deadline)
+        )
         service.bodies.start()
         if service.background is not None:
             await service.background.start()

@@ -37,6 +37,7 @@ import anyio
 from ..clockguard import ClockGuard
 from ..errors import CapabilityAnchorError
 from ..log import Log, utc_day
+from ..published import LEARN_DEADLINE_S, Behind, behind_state, learn
 from ..stamping import Stamper
 from ..witnessing import Witnessing
 
@@ -56,8 +57,14 @@ class Background:
         stamper: Stamper | None = None,
         guard: ClockGuard | None = None,
         witnessing: Witnessing | None = None,
+        *,
+        published: str | None = None,
+        learn_deadline: float = LEARN_DEADLINE_S,
     ) -> None:
         self.writer = writer
+        self.data_dir = data_dir
+        self.published = published
+        self.learn_deadline = learn_deadline
         self.witnessing = witnessing
         self._witness_tasks: dict[str, asyncio.Task[object]] = {}
         self._limiter: anyio.CapacityLimiter | None = None
@@ -112,6 +119,10 @@ class Background:
 
     async def _tick(self) -> None:
         self.ticks += 1
+        if behind_state(self.data_dir) is not None:
+            # Nothing is signed or submitted until `recover` (the state was logged once when
+            # it was entered; a line per tick would say nothing new).
+            return
         try:
             writer = self.writer
             last = writer.read.last_sealed_day()
@@ -127,6 +138,10 @@ class Background:
             now = time.monotonic()
             if now - self._last_checkpoint >= self.interval:
                 self._last_checkpoint = now
+                # Before each checkpoint: has the world seen more than this data dir holds?
+                behind = await anyio.to_thread.run_sync(self._learn)
+                if behind is not None:
+                    return
                 # checkpoint() signs a head only when the tree grew (and seals past days first).
                 await anyio.to_thread.run_sync(writer.checkpoint)
         except CapabilityAnchorError as exc:
@@ -141,6 +156,9 @@ class Background:
             # Never fatal to the background work: a bad stored policy or a busy store must
             # not stop checkpoints, seals or stamps.
             log.warning("witnessing skipped this tick: %s", exc)
+
+    def _learn(self) -> Behind | None:
+        return learn(self.writer, self.published, deadline=self.learn_deadline)
 
     def _stop_for(self, exc: CapabilityAnchorError) -> None:
         """A fatal error: say once what the operator must do, and do no more background work

@@ -44,10 +44,14 @@ class ErrorBody(msgspec.Struct, frozen=True):
     note: str
 
 
-class Health(msgspec.Struct, frozen=True):
+class Health(msgspec.Struct, frozen=True, omit_defaults=True):
+    """`status` is `ok`, or `degraded` with the `reason` (a log behind what it published
+    refuses appends and signs nothing, SPEC §13.3; reads are still answered)."""
+
     v: str
     status: str
     version: str
+    reason: str | None = None
 
 
 class Anchor(msgspec.Struct, frozen=True):

@@ -73,6 +73,12 @@ class Settings:
     CAPABILITY_ANCHOR_WITNESS_DEADLINE, SPEC §12.3 default 10). A witness that hangs costs
     its own submission this much per round; nothing else waits for it."""
 
+    published: str | None = None
+    """The log's public mirror (a URL of a serving log or of a static export) or an export
+    folder (`--published`, env CAPABILITY_ANCHOR_PUBLISHED): read at start and before each
+    background checkpoint, beside the witnesses' monitoring views, so that a data dir behind
+    what was published signs nothing (`published.learn`, SPEC §13.3)."""
+
     background: bool = True
     """Run checkpoints and sealing in the background (tests of pure request handling turn
     it off). Only one process per data dir does it, whatever the number of workers."""
@@ -110,6 +116,7 @@ class Settings:
             tsa_ca=tuple(Path(p) for p in value(e.TSA_CA, "").split()),
             tsa_deadline=float(tsa_deadline) if tsa_deadline else None,
             witness_deadline=float(value(e.WITNESS_DEADLINE, "10")),
+            published=e.PUBLISHED.get() or None,
         )
 
     def token(self) -> str:

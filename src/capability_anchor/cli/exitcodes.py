@@ -25,8 +25,16 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
         2: "usage or I/O error, or malformed JSON (nothing stored)",
         130: "interrupted (Ctrl-C): the records stored so far are counted on stderr",
     },
-    "checkpoint": {0: "printed today's newest head (null: none yet)", 1: SELF_CHECK, 2: USAGE},
-    "seal": {0: "sealed every past day (or there was nothing to seal)", 1: SELF_CHECK, 2: USAGE},
+    "checkpoint": {
+        0: "printed today's newest head (null: none yet)",
+        1: f"refused: the data dir is behind what was published (run `recover`), or {SELF_CHECK}",
+        2: USAGE,
+    },
+    "seal": {
+        0: "sealed every past day (or there was nothing to seal)",
+        1: f"refused: the data dir is behind what was published (run `recover`), or {SELF_CHECK}",
+        2: USAGE,
+    },
     "timestamp": {
         0: "every stamp asked for was made",
         1: f"a TSA failed to stamp (reported on stderr), or {SELF_CHECK}",
@@ -56,8 +64,15 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
     },
     "cosign": {
         0: "every witness cosigned (or there was none to ask)",
-        1: f"a witness failed or refused (one JSON line each), or {SELF_CHECK}",
+        1: f"a witness failed or refused (one JSON line each), the data dir is behind what "
+        f"was published (run `recover`), or {SELF_CHECK}",
         2: USAGE,
+    },
+    "recover": {
+        0: "the data dir holds everything the source published (what was recovered on stdout)",
+        1: "refused: the published data do not verify, or this data dir conflicts with them "
+        "(nothing stored)",
+        2: "usage or I/O error (no log at DIR, an unreadable source, a missing tile)",
     },
     "monitor": {
         0: "consistent: nothing the log signed contradicts itself",

@@ -21,8 +21,9 @@ from ..errors import CapabilityAnchorError
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
 from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
-from .operator_base import PROG, data_dir
+from .operator_base import PROG, add_published, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
+from .operator_recover import cmd_recover
 from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
 from .operator_write import (
     cmd_append,
@@ -146,10 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("checkpoint", "publish an unsealed head of today if the tree grew")
     add_data(p)
+    add_published(p)
 
     p = command("seal", "seal every past day that is not sealed, then stamp it")
     add_data(p)
     add_tsa(p)
+    add_published(p)
 
     p = command("timestamp", "stamp every sealed head that a TSA has not stamped yet")
     add_data(p)
@@ -221,6 +224,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="also submit to witnesses stopped after a 409 or 422 (the operator has looked)",
     )
     add_witness_deadline(p)
+    add_published(p)
+
+    p = command(
+        "recover",
+        "bring back the entries and heads this data dir lacks from what the log published",
+    )
+    add_data(p)
+    p.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="URL|DIR",
+        help="the log's public mirror (a serving log or a static export over HTTP) or an "
+        "export folder (`export --tiles`) (required)",
+    )
 
     add_monitor_arguments(command("monitor", "follow a log: check each checkpoint and new head"))
 
@@ -270,6 +288,7 @@ COMMANDS = {
     "audit": cmd_audit,
     "policy": cmd_policy,
     "cosign": cmd_cosign,
+    "recover": cmd_recover,
     "monitor": cmd_monitor,
     "serve": cmd_serve,
     "demo": cmd_demo,

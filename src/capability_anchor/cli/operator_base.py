@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..envvars import DATA
+from ..envvars import DATA, PUBLISHED
 
 PROG = "capability-anchor"
 
@@ -24,3 +24,28 @@ def open_log(args: argparse.Namespace) -> Any:
 
 def emit_doc(doc: bytes | None) -> None:
     sys.stdout.write(("null" if doc is None else doc.decode("utf-8")) + "\n")
+
+
+def add_published(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--published",
+        metavar="URL|DIR",
+        default=None,
+        help="the log's public mirror (a serving log or a static export) or an export folder: "
+        "nothing is signed if it shows more than this data dir holds (default: "
+        f"${PUBLISHED.name}, else only the policy witnesses are asked)",
+    )
+
+
+def published_of(args: argparse.Namespace) -> str | None:
+    return getattr(args, "published", None) or PUBLISHED.get() or None
+
+
+def refuse_if_behind(log: Any, args: argparse.Namespace) -> None:
+    """Before a command signs or submits: learn what was published (`published.learn`)
+    and refuse (BehindPublished, exit 1, naming `recover`) when this data dir is behind."""
+    from ..published import learn
+
+    state = learn(log, published_of(args))
+    if state is not None:
+        raise state.error()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .common import EXIT_FAILED, EXIT_OK, emit
-from .operator_base import PROG, open_log
+from .operator_base import PROG, open_log, refuse_if_behind
 
 MAX_DEADLINE_S = 600.0
 
@@ -64,6 +64,9 @@ def cmd_cosign(args: argparse.Namespace) -> int:
     from ..witnessing import check_policy, run_round
 
     with open_log(args) as log:
+        # A witness asked for a checkpoint the world has seen superseded would answer 409 and
+        # be stopped: behind what was published, nothing is submitted.
+        refuse_if_behind(log, args)
         policy = None
         if args.policy is not None:
             policy = check_policy(read_policy(args.policy), log.read.history.vkey())

@@ -11,7 +11,7 @@ from typing import Any
 from .. import leaf
 from ..errors import InvalidRecord
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit, sigint_held
-from .operator_base import PROG, data_dir, emit_doc, open_log
+from .operator_base import PROG, data_dir, emit_doc, open_log, refuse_if_behind
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -139,6 +139,7 @@ def _json_lines_hint(lines: list[bytes]) -> str:
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     with open_log(args) as log:
+        refuse_if_behind(log, args)
         before = log.read.newest_unsealed(log.today())
         doc = log.checkpoint()
         emit_doc(doc)
@@ -180,6 +181,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
     with open_log(args) as log:
         # The TSA configuration is checked before anything is sealed (usage errors first).
         tsa = _tsa_config(args, log)
+        refuse_if_behind(log, args)
         sealed = log.seal(printed)
         if not sealed:
             # Still JSON on stdout: an empty list says "nothing sealed" to a script.

@@ -25,6 +25,7 @@ PROG = "capability-anchor"
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     from ..jws import MAX_RECORD_LIFETIME
     from .operator import add_data, add_tsa
+    from .operator_base import add_published
     from .operator_witness import add_witness_deadline
 
     add_data(p)
@@ -58,6 +59,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_tsa(p)
     add_witness_deadline(p)
+    add_published(p)
     p.add_argument(
         "--rate-limit",
         type=int,
@@ -161,6 +163,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..jws import MAX_RECORD_LIFETIME
     from .operator import data_dir
+    from .operator_base import published_of
 
     # Until uvicorn takes the signals over (and after it gives them back), a Ctrl-C or
     # SIGTERM during start-up is a quiet exit too, not a KeyboardInterrupt traceback.
@@ -194,6 +197,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tsa_ca=tuple(Path(p) for p in args.tsa_ca),
             tsa_deadline=args.tsa_deadline,
             witness_deadline=args.witness_deadline,
+            published=published_of(args),
             header_timeout=args.header_timeout,
             body_timeout=args.body_timeout,
             body_workers=args.body_workers,

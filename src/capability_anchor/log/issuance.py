@@ -16,6 +16,7 @@ from .. import jws
 from ..canonical import canonical_url
 from ..errors import NotFound, StoreError, UsageError
 from ..observation import token_problem
+from ..published import check_not_behind
 from ..recordnote import not_found_note
 from .days import day_end, prev_day
 from .serverindex import SERVER_MEMBERS, index_watermark
@@ -38,6 +39,9 @@ def issue_record(
         raise UsageError("give exactly one of id and url")
     if not 0 < lifetime <= jws.MAX_RECORD_LIFETIME:
         raise UsageError(f"record lifetime must be 1..{jws.MAX_RECORD_LIFETIME} seconds")
+    # Behind what it published, the log's newest entry of a server may be older than the
+    # newest one the world saw: no token (SPEC §13.3, the log signs nothing).
+    check_not_behind(log.data_dir)
     key = f"sub:{sub}" if sub is not None else f"url:{canonical_url(url)}"
     read = log.read
     indexed = read.server_entries(key)

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import head as heads
-from ..errors import Conflict, StoreError
+from ..errors import Conflict, StoreError, VerificationError
 from ..merkle import TILE_WIDTH, TreeEdge
+from ..published import check_not_behind
 from ..store import HeadRow, StampRow
 from .batch import AppendResult, Prepared
 from .days import next_day, prev_day, utc_day
@@ -60,6 +61,9 @@ class LogWriter:
         if not prepared:
             return []
         with self.lock:
+            # A log behind what it published takes no entries: they would be sequenced after
+            # a size the world saw with other entries (SPEC §13.3).
+            check_not_behind(self._log.data_dir)
             now = self._log.clock()
             # The transaction begins: SQLite's write lock is held from here to the commit.
             with self._store.write():
@@ -80,6 +84,7 @@ class LogWriter:
         if not prepared:
             return []
         with self.lock:
+            check_not_behind(self._log.data_dir)
             self.seal()
             now = self._log.clock()
             with self._store.write():
@@ -132,13 +137,20 @@ class LogWriter:
             new.append((h, data))
             new_keys.append(keys)
             results.append(AppendResult(day, seen[h], h, False))
-        self._store.insert_entries(day, size, new, int(now))
+        self.integrate(day, edge, new, int(now))
         pending = self._index.index_full_runs(pending.plus(new_keys))
+        return _Batch(day, results, edge, pending)
+
+    def integrate(
+        self, day: str, edge: TreeEdge, new: Sequence[tuple[bytes, bytes]], accepted_at: int
+    ) -> None:
+        """Store `new` (leaf hash, leaf bytes) after `edge.size` entries of `day`, and the
+        tiles they complete, inside the caller's write transaction; `edge` is extended."""
+        self._store.insert_entries(day, edge.size, new, accepted_at)
         full = edge.extend(b"".join(h for h, _ in new))
         self._store.insert_tiles(
             day, ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full)
         )
-        return _Batch(day, results, edge, pending)
 
     def _keep(self, batch: _Batch) -> None:
         """After a commit: this process's caches of what is now durable."""
@@ -176,8 +188,44 @@ class LogWriter:
         not, something is badly wrong and nothing is signed.
 
         Its history leaf and checkpoint (`log.history`) are stored in the same transaction;
-        a head out of the history's order is refused (`Conflict`) before it is signed."""
+        a head out of the history's order is refused (`Conflict`) before it is signed, and
+        nothing is signed while the log is behind what it published (`BehindPublished`,
+        checked in the transaction that would store it: SPEC §13.3)."""
+        check_not_behind(self._log.data_dir)
         check_order(self._store, day, size, sealed)
+        edge, root = self._stored_edge(day, size)
+        log = self._log
+        claims = heads.make_claims(
+            iss=log.iss,
+            day=day,
+            tree_size=size,
+            root=root,
+            sealed=sealed,
+            prev=self._prev(day),
+            iat=iat,
+        )
+        signed = heads.sign(claims, log.key)
+        row = HeadRow(day, size, sealed, root, iat, log.key.kid, signed.document())
+        self._store_head(row, edge, pending)
+        return row
+
+    def store_published_head(self, row: HeadRow) -> None:
+        """Store a head the log published before, as published (`recover`), inside the
+        caller's write transaction, after the entries it covers: its root must be the one the
+        stored entries give and its `prev` the stored chain's, and it must come next in the
+        history's order. Nothing is signed but its history checkpoint, whose bytes are the
+        ones published (Ed25519 is deterministic: the same key over the same note)."""
+        check_order(self._store, row.day, row.tree_size, row.sealed)
+        edge, root = self._stored_edge(row.day, row.tree_size)
+        claims = heads.parse_document(row.doc).claims
+        if root != row.root or claims.get("prev") != self._prev(row.day):
+            raise VerificationError(
+                f"the published head of {row.day} at size {row.tree_size} does not chain onto "
+                f"the stored entries and heads (root {root.hex()}); nothing stored"
+            )
+        self._store_head(row, edge, None)
+
+    def _stored_edge(self, day: str, size: int) -> tuple[TreeEdge, bytes]:
         edge = TreeEdge(size, self._store.edge_partials(day, size))
         root = edge.root()
         cached = self.edge
@@ -191,18 +239,11 @@ class LogWriter:
                 f"day {day} at size {size}: the stored entries give root {root.hex()}, "
                 f"this process computed {cached.root().hex()}; refusing to sign"
             )
-        log = self._log
-        claims = heads.make_claims(
-            iss=log.iss,
-            day=day,
-            tree_size=size,
-            root=root,
-            sealed=sealed,
-            prev=self._prev(day),
-            iat=iat,
-        )
-        signed = heads.sign(claims, log.key)
-        row = HeadRow(day, size, sealed, root, iat, log.key.kid, signed.document())
+        return edge, root
+
+    def _store_head(self, row: HeadRow, edge: TreeEdge, pending: Pending | None) -> None:
+        """Store `row` with what serving it needs, its history leaf and its checkpoint."""
+        day, size = row.day, row.tree_size
         # Everything this head covers is findable through /record once it is served.
         if pending is None:
             pending = self._index.take(day, size)
@@ -212,13 +253,14 @@ class LogWriter:
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
         )
         self._store.insert_head(row)
-        sign_history_checkpoint(self._store, log, append_head(self._store, row))
-        return row
+        sign_history_checkpoint(self._store, self._log, append_head(self._store, row))
 
     def checkpoint(self) -> bytes | None:
         """Sign and store an unsealed head of today if the tree grew; return today's newest
-        head document, or None when today has no entries. Seals past days first."""
+        head document, or None when today has no entries. Seals past days first. Refused
+        while the log is behind what it published, even when it would sign nothing."""
         with self.lock:
+            check_not_behind(self._log.data_dir)
             self.seal()
             now = self._log.clock()
             day = utc_day(now)
@@ -246,6 +288,7 @@ class LogWriter:
         as soon as its transaction committed."""
         out: list[bytes] = []
         with self.lock:
+            check_not_behind(self._log.data_dir)
             today = self._log.today()
             last = self._store.last_sealed_day()
             day = self._log.first_day if last is None else next_day(last)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import WitnessError
 from ..note import PolicyWitness
+from ..published import witness_ahead
 from ..store import CosignatureRow, WitnessState
 from .answers import COSIGNED, FAILED, RETRY_FROM, STOP, UNKNOWN, Sent, Verdict, judge
 from .client import DEFAULT_DEADLINE_S, post, request_body
@@ -178,6 +179,9 @@ def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> Out
         if verdict.kind == COSIGNED:
             stored = _insert(log_, name, sent.size, verdict, now)
         log_.store.set_witness_state(state)
+    if verdict.kind == STOP and (verdict.witness_size or 0) > sent.size:
+        # It cosigned more of this log than this data dir holds: sign nothing more.
+        witness_ahead(log_, sent.witness, verdict.witness_size or 0, sent.size)
     outcome = Outcome(name, sent.old, sent.size, _result(verdict), verdict.detail)
     _report(outcome, stored)
     return outcome

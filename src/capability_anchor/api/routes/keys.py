@@ -8,6 +8,7 @@ from litestar import Request, Response, get
 
 from ... import __version__
 from ...head import VERSION
+from ...published import behind_state
 from ..caching import cached
 from ..errors import PUBLIC_ERRORS, documented
 from ..models import Health, Jwks, success
@@ -15,7 +16,11 @@ from ..service import service_of
 
 
 @get("/healthz", summary="Liveness", responses=PUBLIC_ERRORS)
-async def healthz() -> Health:
+async def healthz(request: Request[Any, Any, Any]) -> Health:
+    # 200 either way: a degraded log still serves every read, so a load balancer keeps it.
+    behind = behind_state(service_of(request).settings.data_dir)
+    if behind is not None:
+        return Health(VERSION, "degraded", __version__, behind.error().http_note())
     return Health(VERSION, "ok", __version__)
 
 

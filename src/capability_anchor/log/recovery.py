@@ -1,0 +1,333 @@
+"""`recover --from URL|DIR`: bring back what the log published and this data dir lacks (a
+restored backup), byte for byte, verified before anything is stored (SPEC §13.3).
+
+    done = recover(log, "https://resolver.example")     # or an export folder
+
+1. *the checkpoint*: the source's `history/checkpoint` must be signed by one of the log's
+   trusted keys under its origin; its size P and root R are what everything is checked
+   against. A serving log's history may be larger than its quorum checkpoint (heads not
+   cosigned yet): the newest size is found from `history/checkpoint/<N>` over HTTP, and
+   from the head files of an export folder, so that no published head is left out.
+2. *the history*: the history entry bundles from this data dir's size S on. Our stored
+   leaves 0..S-1 extended with them must give R at P (consistency and inclusion at once);
+   every leaf past S is a head: its document is read (`roots/<day>[/<size>]`), its JWS must
+   verify with the trusted keys, its payload be that leaf byte for byte, and its plain
+   claims the signed ones.
+3. *the entries*: each day's entry bundles from its stored size up to its largest new head.
+4. *store*: one write transaction, head by head in the history's order: the entries a head
+   first covers (accepted at its `iat`; a sealed head's at the last second of its day,
+   the published data hold no acceptance time), then the head as published
+   (`LogWriter.store_published_head`: its root must be the stored entries', its `prev` the
+   stored chain's). Each history size gets its checkpoint, signed as the log signed it then
+   (Ed25519 is deterministic); the published cosignatures of P by policy witnesses are
+   verified and stored. Anything that does not verify rolls everything back.
+5. the behind state is cleared (`published.clear_behind`) once the data dir holds at least
+   what the state named.
+
+Nothing here signs a head: a head is stored only as published and verified, so no fork can
+come out of a recovery.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .. import head as heads
+from .. import jws
+from ..errors import CapabilityAnchorError, InputError, VerificationError
+from ..merkle import TILE_WIDTH, TreeEdge, hash_leaf
+from ..monitor.source import FolderSource, LogSource, read_bundles
+from ..published import (
+    BEHIND,
+    Seen,
+    behind_state,
+    clear_behind,
+    open_published,
+    verified_checkpoint,
+)
+from ..store import CosignatureRow, HeadRow
+
+if TYPE_CHECKING:
+    from .lifecycle import Log
+
+_HEAD_FILE = re.compile(r"^\d{4}-\d{2}-\d{2}\.json$")
+_UNSEALED_FILE = re.compile(r"^\d+\.json$")
+MAX_PROBE = 1 << 62
+
+
+@dataclass
+class Recovered:
+    """What `recover` did, as it prints it."""
+
+    source: str
+    before_size: int
+    size: int
+    root: bytes
+    entries: int = 0
+    heads: int = 0
+    days: list[str] = field(default_factory=list)
+    cosignatures: int = 0
+    checkpoint_identical: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "entries": self.entries,
+            "heads": self.heads,
+            "days": self.days,
+            "history": {"size": self.size, "root": self.root.hex()},
+            "before": {"size": self.before_size},
+            "cosignatures": self.cosignatures,
+            "checkpoint_identical": self.checkpoint_identical,
+        }
+
+
+@dataclass(frozen=True)
+class _Head:
+    row: HeadRow
+    leaf: bytes
+
+
+def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
+    """Recover from `where` (module docstring). VerificationError (exit 1) when the published
+    data do not verify or conflict with this data dir; InputError (exit 2) for I/O."""
+    state = behind_state(log.data_dir)
+    if state is not None and state.kind != BEHIND:
+        raise VerificationError(
+            f"this data dir conflicts with what was published ({state.reason()}): it forked "
+            "and cannot be recovered; restore a backup the published history extends"
+        )
+    source = open_published(where, deadline)
+    try:
+        done = _recover(log, source, where)
+    finally:
+        source.close()
+    state = behind_state(log.data_dir)
+    if state is not None and state.published_size > done.size:
+        raise VerificationError(
+            f"recovered up to history size {done.size}, but {state.source} showed "
+            f"{state.published_size}: still behind; recover from a source that holds it"
+        )
+    clear_behind(log.data_dir)
+    return done
+
+
+def _recover(log: Log, source: LogSource, where: str) -> Recovered:
+    note = source.read("history/checkpoint")
+    if note is None:
+        raise InputError(f"{where}: no history/checkpoint (give the log's URL or an export)")
+    try:
+        seen = verified_checkpoint(log, where, note)
+    except CapabilityAnchorError as exc:
+        raise VerificationError(
+            f"{where}: its history/checkpoint is not the log's: {exc}"
+        ) from None
+    store = log.store
+    with store.read():
+        ours = store.history_size()
+        edge = TreeEdge(ours, store.history_edge_partials(ours))
+        ours_root = log.read.history.root(seen.size) if 0 < seen.size <= ours else None
+    if ours_root is not None and ours_root != seen.root:
+        raise VerificationError(
+            f"{where} published history size {seen.size} with root {seen.root.hex()}; this "
+            f"data dir holds {ours_root.hex()} at that size: it forked and cannot be recovered"
+        )
+    target = max(seen.size, _newest_size(log, source, seen))
+    done = Recovered(where, ours, max(ours, target), edge.root())
+    if target <= ours:
+        with store.read():
+            done.root = log.read.history.root(ours)
+        return done
+    new = _heads(log, source, edge, ours, target, seen)
+    entries = _entries(log, source, new)
+    _store(log, new, entries, done)
+    done.cosignatures = _cosignatures(log, note, seen.size)
+    with store.read():
+        done.root = log.read.history.root(target)
+        done.checkpoint_identical = note.startswith(log.read.history.checkpoint(seen.size))
+    return done
+
+
+def _newest_size(log: Log, source: LogSource, seen: Seen) -> int:
+    """The source's newest history size (module docstring, step 1); at least `seen.size`."""
+    if isinstance(source, FolderSource):
+        return _heads_in_folder(source)
+    # Over HTTP: every history size of a serving log has its checkpoint (a static export
+    # over HTTP has none of them: its quorum checkpoint is the newest it tells).
+    if source.read(f"history/checkpoint/{seen.size + 1}") is None:
+        return seen.size
+    low, step = seen.size + 1, 1
+    while low + step < MAX_PROBE and source.read(f"history/checkpoint/{low + step}") is not None:
+        low, step = low + step, step * 2
+    high = low + step  # low exists, high does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        if source.read(f"history/checkpoint/{mid}") is None:
+            high = mid
+        else:
+            low = mid
+    return low
+
+
+def _heads_in_folder(source: FolderSource) -> int:
+    """Every published head is a file of an export (`<day>.json`, `<day>/<size>.json`), and
+    every head is a history leaf: their number is the export's history size."""
+    folder = source.file("history").parent
+    count = 0
+    for item in folder.iterdir():
+        if item.is_file() and _HEAD_FILE.match(item.name):
+            count += 1
+        elif item.is_dir() and _HEAD_FILE.match(item.name + ".json"):
+            count += sum(1 for f in item.iterdir() if f.is_file() and _UNSEALED_FILE.match(f.name))
+    return count
+
+
+def _heads(
+    log: Log, source: LogSource, edge: TreeEdge, ours: int, target: int, seen: Seen
+) -> list[_Head]:
+    """The published history leaves ours..target-1 as verified heads (step 2)."""
+    leaves: list[bytes] = []
+    first = ours // TILE_WIDTH
+    indices = list(range(first, (target - 1) // TILE_WIDTH + 1))
+    for n, bundle in zip(indices, read_bundles(source, "history/", target, indices), strict=True):
+        leaves += bundle[max(0, ours - n * TILE_WIDTH) :]
+    edge = edge.copy()
+    upto = seen.size - ours
+    if upto > 0:
+        edge.extend(b"".join(hash_leaf(leaf) for leaf in leaves[:upto]))
+        if edge.root() != seen.root:
+            raise VerificationError(
+                f"{source.where}: the history's entries do not give its checkpoint's root at "
+                f"size {seen.size} ({edge.root().hex()}, signed {seen.root.hex()}); nothing stored"
+            )
+    paths = [_head_path(leaf, ours + n) for n, leaf in enumerate(leaves)]
+    ahead = source.read_ahead(paths)
+    try:
+        return [
+            _head(log, source, path, leaf, ahead.take(path))
+            for path, leaf in zip(paths, leaves, strict=True)
+        ]
+    finally:
+        ahead.close()
+
+
+def _head_path(leaf: bytes, index: int) -> str:
+    try:
+        claims = heads.check_claims(json.loads(leaf))
+    except (ValueError, CapabilityAnchorError) as exc:
+        raise VerificationError(f"history leaf {index} is not a head's claims: {exc}") from None
+    day, size = claims["day"], claims["tree_size"]
+    return f"roots/{day}" if claims["sealed"] else f"roots/{day}/{size}"
+
+
+def _head(log: Log, source: LogSource, path: str, leaf: bytes, doc: bytes | None) -> _Head:
+    if doc is None:
+        raise InputError(f"{source.where}/{path}: not found (a head the history holds)")
+    try:
+        checked = heads.verify_document(doc, log.keyset())
+        verified = jws.verify(checked.head.jws, log.keyset(), jws.HEAD_TYP)
+    except CapabilityAnchorError as exc:
+        raise VerificationError(f"{source.where}/{path}: not a head of this log: {exc}") from None
+    claims = checked.head.claims
+    if verified.payload != leaf or not checked.claims_match or claims["iss"] != log.iss:
+        raise VerificationError(
+            f"{source.where}/{path}: the head document is not the history's leaf byte for "
+            "byte (or its plain claims are not the signed ones, or its iss is not the log's)"
+        )
+    row = HeadRow(
+        claims["day"],
+        claims["tree_size"],
+        claims["sealed"],
+        bytes.fromhex(claims["root"]),
+        claims["iat"],
+        verified.kid,
+        doc,
+    )
+    return _Head(row, leaf)
+
+
+def _entries(log: Log, source: LogSource, new: list[_Head]) -> dict[str, list[bytes]]:
+    """Each day's published leaf bytes from its stored size to its largest new head."""
+    largest: dict[str, int] = {}
+    for h in new:
+        largest[h.row.day] = max(largest.get(h.row.day, 0), h.row.tree_size)
+    out: dict[str, list[bytes]] = {}
+    for day, size in largest.items():
+        with log.store.read():
+            have = log.store.day_size(day)
+        out[day] = []
+        if size <= have:
+            continue
+        indices = list(range(have // TILE_WIDTH, (size - 1) // TILE_WIDTH + 1))
+        for n, bundle in zip(
+            indices, read_bundles(source, f"roots/{day}/", size, indices), strict=True
+        ):
+            out[day] += bundle[max(0, have - n * TILE_WIDTH) :]
+    return out
+
+
+def _store(log: Log, new: list[_Head], entries: dict[str, list[bytes]], done: Recovered) -> None:
+    """Step 4, in one write transaction."""
+    store, writer = log.store, log.writer
+    taken = dict.fromkeys(entries, 0)
+    with writer.lock, store.write():
+        for h in new:
+            day, size = h.row.day, h.row.tree_size
+            have = store.day_size(day)
+            if size > have:
+                start = taken[day]
+                leaves = entries[day][start : start + size - have]
+                taken[day] = start + len(leaves)
+                edge = TreeEdge(have, store.edge_partials(day, have))
+                accepted = h.row.iat - 1 if h.row.sealed else h.row.iat
+                writer.integrate(day, edge, [(hash_leaf(b), b) for b in leaves], accepted)
+                done.entries += len(leaves)
+            writer.store_published_head(h.row)
+            done.heads += 1
+            if day not in done.days:
+                done.days.append(day)
+    # The writer's caches were made before these rows: rebuilt from the store when needed.
+    writer.edge = writer.edge_day = None
+
+
+def _cosignatures(log: Log, note: bytes, size: int) -> int:
+    """Store the cosignatures of the published checkpoint of `size` by the policy's witnesses
+    that verify over it (others are ignored, as in an add-checkpoint answer), so that
+    `/history/checkpoint` serves it with its quorum at once. Returns how many were new."""
+    from ..note import parse_note
+    from ..note.cosignature import timestamp_of
+    from ..witnessing import stored_policy
+
+    policy = stored_policy(log)
+    if policy is None:
+        return 0
+    parsed = parse_note(note)
+    text = parsed.text.encode("utf-8")
+    rows: list[CosignatureRow] = []
+    for witness in policy.witnesses:
+        verifier = witness.verifier
+        for line in parsed.signatures:
+            if (line.name, line.key_id) != (verifier.name, verifier.key_id):
+                continue
+            try:
+                verifier.verify(text, line.signature)
+                stamp = timestamp_of(line.signature)
+            except CapabilityAnchorError:
+                continue
+            rows.append(
+                CosignatureRow(witness.name, line.key_id, size, stamp, line.line().rstrip("\n"))
+            )
+            break
+    stored = 0
+    with log.writer.lock, log.store.write():
+        have = {(c.witness, c.key_id) for c in log.store.cosignatures(size)}
+        for row in rows:
+            if (row.witness, row.key_id) not in have:
+                stored += int(log.store.insert_cosignature(row, int(log.clock())))
+    return stored
+
+
+__all__ = ["Recovered", "recover"]
