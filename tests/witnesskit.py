@@ -20,19 +20,23 @@ import base64
 import contextlib
 import hashlib
 import http.server
+import json
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from c2spkit import third_party_venv
+from serverkit import CLI, Server, free_port, start
 
 EM = "\u2014"
 ROOT = Path(__file__).resolve().parent.parent
@@ -430,3 +434,39 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+# --- our own witness (`capability-anchor witness serve`) as a real process -----------------
+
+
+def witness_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [str(CLI), "witness", *args, "--data", str(data)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+@dataclass
+class Running:
+    server: Server
+    data: Path
+    vkey: str
+    name: str
+
+    def post(self, client: httpx.Client, payload: bytes) -> httpx.Response:
+        return client.post(f"{self.server.url}/add-checkpoint", content=payload)
+
+
+def start_witness(
+    tmp: Path, *logs: tuple[str, str], rate_limit: int = 0, extra: Sequence[str] = ()
+) -> Running:
+    data = tmp / "witness"
+    out = witness_cli(data, "init", "--name", "witness.test/ours")
+    assert out.returncode == 0, out.stderr
+    vkey = json.loads(out.stdout)["vkey"]
+    for origin, log_vkey in logs:
+        added = witness_cli(data, "add-log", "--origin", origin, "--vkey", log_vkey)
+        assert added.returncode == 0, added.stderr
+    port = free_port()
+    argv = [str(CLI), "witness", "serve", "--data", str(data), "--port", str(port)]
+    argv += ["--rate-limit", str(rate_limit), *extra]
+    server = start(data, port=port, argv=argv, logs=tmp)
+    return Running(server, data, vkey, "witness.test/ours")
