@@ -31,9 +31,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from capability_anchor.errors import BehindPublished
 from capability_anchor.keys import SigningKey
+from capability_anchor.log import Log
 from capability_anchor.note import Checkpoint, NoteSigner, sign_checkpoint
-from capability_anchor.published import BEHIND_FILE, monitoring_path
+from capability_anchor.published import BEHIND_FILE, behind_state, monitoring_path
+from capability_anchor.witnessing import run_round
 from logkit import run_cli
 from obskit import observation
 from serverkit import Server, free_port, serve_argv, start
@@ -221,6 +224,8 @@ def test_a_restored_log_is_behind_refuses_appends_and_signs_nothing(story: Story
     assert done.returncode == 1 and "recover --from" in done.stderr, done.stderr
     done = run_cli("cosign", "--data", data)
     assert done.returncode == 1 and "recover --from" in done.stderr, done.stderr
+    done = run_cli("seal", "--data", data)
+    assert done.returncode == 1 and "recover --from" in done.stderr, done.stderr
     assert heads_of(data) == before, "a log behind what it published signed a head"
 
 
@@ -343,3 +348,49 @@ def test_attack_a_mirror_history_signed_by_another_key_is_refused(story: Story) 
     done = run_cli("recover", "--from", other, "--data", data)
     assert done.returncode == 1 and "not the log's" in done.stderr, done.stderr
     assert heads_of(data) == before
+
+
+def test_attack_a_409_naming_a_larger_size_is_believed_only_through_the_monitoring_view(
+    tmp_path: Path,
+) -> None:
+    """A library user appended to a restored data dir (no service asked first) and signed a
+    head: its submission gets our witness's 409 naming the published size. The 409 is not
+    signed; the witness's monitoring view shows a checkpoint the log signed, larger than
+    ours, so the log is behind and signs nothing more. (A witness that 409s without such a
+    view only stops being asked: `test_witnessing`'s 409-larger case.)"""
+    data = tmp_path / "data"
+    iss = "https://resolver.example"
+    Log.init(data, iss=iss, clock=time.time).close()
+    with Log.open(data) as log:
+        log.append([observation(i, "a") for i in range(3)])
+        log.checkpoint()
+        vkey, origin = log.read.history.vkey(), log.read.history.origin()
+    witness = start_witness(tmp_path, (origin, vkey))
+    try:
+        policy = tmp_path / "policy.txt"
+        policy.write_text(f"witness ours {witness.vkey} {witness.server.url}\nquorum ours\n")
+        assert run_cli("policy", policy, "--data", data).returncode == 0
+        with Log.open(data) as log:
+            assert [o.result for o in run_round(log)] == ["cosigned"]
+        copy_data_dir(data, tmp_path / "backup")
+        with Log.open(data) as log:
+            for tag in ("b", "c", "d"):
+                log.append([observation(0, tag)])
+                log.checkpoint()
+            assert [o.result for o in run_round(log)] == ["cosigned"]
+            published = log.read.history.size()
+        restore(tmp_path / "backup", data)
+        with Log.open(data) as log:
+            log.append([observation(0, "after")])
+            log.checkpoint()
+            ours = log.read.history.size()
+            outcomes = run_round(log)
+            assert [o.result for o in outcomes] == ["stopped"], outcomes
+            state = behind_state(data)
+            assert state is not None and state.published_size == published > ours
+            with pytest.raises(BehindPublished):
+                log.append([observation(1, "after")])
+            with pytest.raises(BehindPublished):
+                log.checkpoint()
+    finally:
+        witness.server.kill()
