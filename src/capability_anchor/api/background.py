@@ -127,21 +127,26 @@ class Background:
             writer = self.writer
             last = writer.read.last_sealed_day()
             yesterday_or_later = last is not None and last >= _yesterday(writer)
+            need_seal = not yesterday_or_later and writer.first_day < writer.today()
+            now = time.monotonic()
+            due = now - self._last_checkpoint >= self.interval
+            if due:
+                self._last_checkpoint = now
+            # Before anything is signed: has the world seen more than this data dir holds?
+            # Asked only when something would be signed (a past day to seal, a grown tree).
+            if (need_seal or (due and await anyio.to_thread.run_sync(self._grew))) and (
+                await anyio.to_thread.run_sync(self._learn) is not None
+            ):
+                return
             sealed: list[bytes] = []
-            if not yesterday_or_later and writer.first_day < writer.today():
+            if need_seal:
                 sealed = await anyio.to_thread.run_sync(writer.seal)
             if sealed and self.stamper is not None:
                 self.stamper.wake()
             self._maybe_stamp()
             if self.stopped_by is not None:
                 return
-            now = time.monotonic()
-            if now - self._last_checkpoint >= self.interval:
-                self._last_checkpoint = now
-                # Before each checkpoint: has the world seen more than this data dir holds?
-                behind = await anyio.to_thread.run_sync(self._learn)
-                if behind is not None:
-                    return
+            if due:
                 # checkpoint() signs a head only when the tree grew (and seals past days first).
                 await anyio.to_thread.run_sync(writer.checkpoint)
         except CapabilityAnchorError as exc:
@@ -156,6 +161,15 @@ class Background:
             # Never fatal to the background work: a bad stored policy or a busy store must
             # not stop checkpoints, seals or stamps.
             log.warning("witnessing skipped this tick: %s", exc)
+
+    def _grew(self) -> bool:
+        """Whether today's tree is larger than its newest head (a checkpoint would sign)."""
+        writer = self.writer
+        day = writer.today()
+        with writer.store.read():
+            size = writer.store.day_size(day)
+            newest = writer.store.newest_unsealed(day)
+        return size > (0 if newest is None else newest.tree_size)
 
     def _learn(self) -> Behind | None:
         return learn(self.writer, self.published, deadline=self.learn_deadline)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import head as heads
 from .. import jws
-from ..errors import CapabilityAnchorError, InputError, VerificationError
+from ..errors import CapabilityAnchorError, Conflict, InputError, VerificationError
 from ..merkle import TILE_WIDTH, TreeEdge, hash_leaf
 from ..monitor.source import FolderSource, LogSource, read_bundles
 from ..published import (
@@ -249,38 +249,41 @@ def _head(log: Log, source: LogSource, path: str, leaf: bytes, doc: bytes | None
     return _Head(row, leaf)
 
 
-def _entries(log: Log, source: LogSource, new: list[_Head]) -> dict[str, list[bytes]]:
-    """Each day's published leaf bytes from its stored size to its largest new head."""
+def _entries(log: Log, source: LogSource, new: list[_Head]) -> dict[str, tuple[int, list[bytes]]]:
+    """Each day's stored size and the published leaf bytes from it to its largest new head."""
     largest: dict[str, int] = {}
     for h in new:
         largest[h.row.day] = max(largest.get(h.row.day, 0), h.row.tree_size)
-    out: dict[str, list[bytes]] = {}
+    out: dict[str, tuple[int, list[bytes]]] = {}
     for day, size in largest.items():
         with log.store.read():
             have = log.store.day_size(day)
-        out[day] = []
+        leaves: list[bytes] = []
+        out[day] = (have, leaves)
         if size <= have:
             continue
         indices = list(range(have // TILE_WIDTH, (size - 1) // TILE_WIDTH + 1))
         for n, bundle in zip(
             indices, read_bundles(source, f"roots/{day}/", size, indices), strict=True
         ):
-            out[day] += bundle[max(0, have - n * TILE_WIDTH) :]
+            leaves += bundle[max(0, have - n * TILE_WIDTH) :]
     return out
 
 
-def _store(log: Log, new: list[_Head], entries: dict[str, list[bytes]], done: Recovered) -> None:
+def _store(
+    log: Log, new: list[_Head], entries: dict[str, tuple[int, list[bytes]]], done: Recovered
+) -> None:
     """Step 4, in one write transaction."""
     store, writer = log.store, log.writer
-    taken = dict.fromkeys(entries, 0)
     with writer.lock, store.write():
         for h in new:
             day, size = h.row.day, h.row.tree_size
             have = store.day_size(day)
             if size > have:
-                start = taken[day]
-                leaves = entries[day][start : start + size - have]
-                taken[day] = start + len(leaves)
+                first, published = entries[day]
+                if have < first:
+                    raise Conflict(f"day {day} changed while recover read; run it again")
+                leaves = published[have - first : size - first]
                 edge = TreeEdge(have, store.edge_partials(day, have))
                 accepted = h.row.iat - 1 if h.row.sealed else h.row.iat
                 writer.integrate(day, edge, [(hash_leaf(b), b) for b in leaves], accepted)
