@@ -39,7 +39,7 @@ from capability_anchor.published import BEHIND_FILE, behind_state, monitoring_pa
 from capability_anchor.witnessing import run_round
 from logkit import run_cli
 from obskit import observation
-from serverkit import Server, free_port, serve_argv, start
+from serverkit import Server, free_port, serve_argv, start, uvicorn_argv
 from witnesskit import Running, start_witness
 
 WAIT_S = 90.0  # an upper bound on background work, never a measured duration
@@ -394,3 +394,29 @@ def test_attack_a_409_naming_a_larger_size_is_believed_only_through_the_monitori
                 log.checkpoint()
     finally:
         witness.server.kill()
+
+
+def test_every_uvicorn_worker_of_a_restored_log_refuses_appends(story: Story) -> None:
+    """The ASGI form with two workers: each learns at its start (the first one to learn
+    writes the state, the other finds it), and both refuse appends; the event line is
+    written once."""
+    data = _restored(story, "workers")
+    env = {"CAPABILITY_ANCHOR_DATA": str(data), "CAPABILITY_ANCHOR_CHECKPOINT_INTERVAL": "1"}
+    server = start(
+        data, port=story.port, argv=uvicorn_argv(story.port, 2), env=env, logs=data.parent
+    )
+    try:
+        # Separate connections, so that both workers answer some of them.
+        for n in range(12):
+            with server.client() as client:
+                answer = client.post(
+                    "/records",
+                    json={"records": [observation(n, "workers")]},
+                    headers=server.writer_headers(),
+                )
+                assert answer.status_code == 503, answer.text
+                assert client.get("/healthz").json()["status"] == "degraded"
+    finally:
+        server.stop()
+    assert server.stderr().count("behind what was published: signing stopped") == 1
+    _no_published_size_with_another_root(story, data)
