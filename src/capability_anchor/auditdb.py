@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 from . import head as heads
 from .audit import AuditReport, audit_folder, audit_store
+from .datafiles import check_restored
 from .encoding import b64url_decode, parse_day
 from .errors import CapabilityAnchorError, StoreCorrupt, StoreError, TimestampError
 from .keys import KeySet, SigningKey, load_key_file
@@ -90,6 +91,7 @@ def _audit_once(
     """One read of the data dir: the report, and the error saying the file changed under
     an immutable read (the report then means nothing)."""
     report = AuditReport()
+    check_restored(data_dir)
     try:
         store = Store.open_readonly(data_dir, scratch)
     except StoreCorrupt as exc:

@@ -12,6 +12,7 @@ from typing import Any
 from .. import head as heads
 from .. import logtrust, observation, trust
 from ..canonical import check_base_url, check_origin
+from ..datafiles import KEY_FILE, check_restored
 from ..envvars import TOKEN
 from ..errors import CapabilityAnchorError, Conflict, StartupCheckFailed, StoreError
 from ..files import tighten_modes
@@ -27,7 +28,7 @@ from .history import sign_missing
 from .issuance import DEFAULT_LIFETIME, issue_record
 from .writer import LogWriter
 
-KEY_FILE = "signing-key.jwk"
+__all__ = ["KEY_FILE", "Log"]
 
 
 class Log:
@@ -142,6 +143,7 @@ class Log:
         of its own (see `Store.start_checkpointer`); it is stopped by `close`.
         """
         data_dir = Path(data_dir)
+        check_restored(data_dir)
         store = Store.open(data_dir)
         try:
             key = load_key_file(data_dir / KEY_FILE)
