@@ -33,11 +33,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import httpx  # noqa: E402
-import serverkit  # noqa: E402
-from benchkit import default_base, loadavg, record, say  # noqa: E402
+import httpx
 
-from capability_anchor.log import Log  # noqa: E402
+import serverkit
+from benchkit import default_base, loadavg, record, say
+from capability_anchor.log import Log
 
 HTTP_BATCH = 50
 

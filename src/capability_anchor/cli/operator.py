@@ -218,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--policy",
         metavar="FILE",
-        help="ask the witnesses of this tlog-policy file, this once (default: the stored one)",
+        help="ask the witnesses of this tlog-policy file, this once (default: the stored one); "
+        "only the answers of witnesses the stored policy lists, with the same keys, are stored",
     )
     p.add_argument(
         "--resume",
