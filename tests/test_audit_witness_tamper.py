@@ -180,6 +180,19 @@ def test_witness_fact_tampering_is_caught(
     assert_caught(audit(data), phrase)
 
 
+def test_a_witness_stored_size_of_a_billion_is_named_by_cosign_too(
+    witnessed: Witnessed, tmp_path: Path
+) -> None:
+    """Not taken for "already cosigned", which would end the submissions to it silently."""
+    data = witnessed.copy(tmp_path / "data")
+    witness_stored_size_set_to_a_billion(data)
+    done = run_cli("cosign", "--data", data)
+    assert done.returncode == 1
+    assert "says it cosigned size 1000000000, beyond the newest checkpoint" in done.stderr
+    outcomes = {o["witness"]: o["result"] for o in map(json.loads, done.stdout.splitlines())}
+    assert outcomes == {"w1": "failed", "w2": "current"}
+
+
 def test_the_policy_statement_removed_from_meta_is_caught(
     witnessed: Witnessed, tmp_path: Path
 ) -> None:

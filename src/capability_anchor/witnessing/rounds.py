@@ -98,6 +98,13 @@ def submit(
         sent = _prepare(log_, witness, state.size)
         if sent is None:
             size = _newest_size(log_)
+            if state.size > size:
+                # Never stored by a submission (a 409's size is kept only up to ours): the
+                # store was changed. Said, not taken for "cosigned", which would end the
+                # submissions to this witness silently.
+                detail = _BEYOND.format(old=state.size, size=size)
+                log.error("witness %s: %s", witness.name, detail)
+                return Outcome(witness.name, state.size, size, FAILED, detail)
             return Outcome(witness.name, state.size, size, CURRENT, f"cosigned size {size}")
         verdict, sent = _exchange(log_, sent, deadline)
         return _store(log_, state, sent, verdict)
@@ -186,6 +193,11 @@ def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> Out
     _report(outcome, stored)
     return outcome
 
+
+_BEYOND = (
+    "the stored state says it cosigned size {old}, beyond the newest checkpoint {size}: the "
+    "store was changed (run `capability-anchor audit`); nothing is submitted to it"
+)
 
 # `cosign --policy FILE` asks witnesses the stored policy may not list. What they answer
 # is not stored: the audit checks every cosignature against the stored policy in force when
