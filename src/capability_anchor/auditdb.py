@@ -91,13 +91,13 @@ def _audit_once(
     """One read of the data dir: the report, and the error saying the file changed under
     an immutable read (the report then means nothing)."""
     report = AuditReport()
-    check_restored(data_dir)
     try:
         store = Store.open_readonly(data_dir, scratch)
     except StoreCorrupt as exc:
         report.problems.append(f"the database cannot be read: {exc}")
         return report, None
     try:
+        check_restored(data_dir)
         key = load_key_file(data_dir / KEY_FILE)
         with store.snapshot():
             damaged, version = _check_structure(report, store)

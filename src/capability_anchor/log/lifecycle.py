@@ -143,9 +143,9 @@ class Log:
         of its own (see `Store.start_checkpointer`); it is stopped by `close`.
         """
         data_dir = Path(data_dir)
-        check_restored(data_dir)
         store = Store.open(data_dir)
         try:
+            check_restored(data_dir)  # a log's database, without its key file beside it
             key = load_key_file(data_dir / KEY_FILE)
             log = cls(data_dir, store, key, clock)
             log.self_check()
