@@ -16,8 +16,13 @@ import pytest
 
 from capability_anchor.log import Log
 from capability_anchor.store import DB_NAME, SCHEMA_VERSION
-from capability_anchor.store.sqlite_schema import HISTORIC_SQL, expected_schema
-from logkit import DAY5, Clock, History, at, build_history, record, run_cli
+from capability_anchor.store.sqlite_schema import (
+    HISTORIC_SQL,
+    MIGRATIONS,
+    database,
+    expected_schema,
+)
+from logkit import DAY1, DAY5, Clock, History, at, build_history, record, run_cli
 
 # The v1 schema as capability-anchor 0.x wrote it: its migration 1, verbatim (the f-string
 # loop over the immutable tables expanded).
@@ -395,3 +400,103 @@ def test_a_changed_0x_schema_is_named(
     report = audit(data)
     assert report["returncode"] == 1
     assert report["problems"] == expected
+
+
+# --- a data dir made by each earlier schema version (issue #21, item 7) -------------------
+
+# Tables in an order every append-only trigger accepts their rows in: entries before the
+# heads that seal their day, heads before their history leaves, those before checkpoints,
+# checkpoints before cosignatures. A table a later migration adds goes last, by name.
+COPY_ORDER = (
+    "meta",
+    "keys",
+    "entries",
+    "servers",
+    "stamps",
+    "heads",
+    "tiles",
+    "key_records",
+    "settings",
+    "history",
+    "history_tiles",
+    "checkpoints",
+    "policies",
+    "cosignatures",
+    "witness_state",
+)
+# meta keys that schema 4's features write (an older log never had them).
+META_SINCE_V4 = ("history_origin", "policies_signed")
+
+
+def made_by_version(source: Path, dest: Path, version: int) -> Path:
+    """A copy of the data dir `source` whose database is what schema `version` was: the
+    migrations up to it (this program's, which never change once shipped), every row of
+    `source` in the tables that version has, and its `user_version`."""
+    shutil.copytree(source, dest)
+    for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
+        (dest / name).unlink(missing_ok=True)
+    db = dest / DB_NAME
+    os.close(os.open(db, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    tables = [row[1] for row in expected_schema(version) if row[0] == "table"]
+    ordered = sorted(
+        tables, key=lambda t: (COPY_ORDER.index(t) if t in COPY_ORDER else len(COPY_ORDER), t)
+    )
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("BEGIN")
+        for n in range(version):
+            MIGRATIONS[n](database(conn), conn.execute)
+        conn.execute("ATTACH DATABASE ? AS made_now", (str(source / DB_NAME),))
+        for table in ordered:
+            order = ORDER.get(table, "rowid")
+            conn.execute(
+                f"INSERT INTO main.{table} SELECT * FROM made_now.{table} ORDER BY {order}"
+            )
+        if version < 4:
+            marks = ", ".join("?" for _ in META_SINCE_V4)
+            conn.execute(f"DELETE FROM main.meta WHERE key IN ({marks})", META_SINCE_V4)
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("COMMIT")
+        conn.execute("DETACH DATABASE made_now")
+    finally:
+        conn.close()
+    return dest
+
+
+@pytest.fixture(scope="module")
+def witnessed_now(made_now: History, tmp_path_factory: pytest.TempPathFactory) -> History:
+    """The module's history with a witness policy stored (and signed: `policytrust`)."""
+    history = made_now.copy(tmp_path_factory.mktemp("witnessed") / "data")
+    with history.open() as log:
+        log.set_policy(b"quorum none\n")
+    return history
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_a_data_dir_of_each_earlier_schema_opens_migrates_and_audits_clean(
+    witnessed_now: History, tmp_path: Path, version: int
+) -> None:
+    data = made_by_version(witnessed_now.data, tmp_path / "data", version)
+    before = audit(data)  # read-only: it sees the old version and says so
+    assert before["returncode"] == 1
+    assert f"schema version {version}: this program creates and audits" in str(before)
+    # The first open through the real CLI migrates it (`proof` only reads the log).
+    done = run_cli("proof", "--data", data, "--day", DAY1, "--index", "0")
+    assert done.returncode == 0, done.stderr
+    conn = sqlite3.connect(data / DB_NAME)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    finally:
+        conn.close()
+    report = audit(data)
+    assert (report["returncode"], report["problems"]) == (0, [])
+    assert report["checked"]["entries"] == 325
+    assert report["checked"]["history_checkpoints"] >= 1
+    # It takes writes as a log made now does, and still audits clean.
+    with Log.open(data, clock=Clock(at(DAY5, 3600))) as log:
+        assert [r.leaf_index for r in log.append([record(DAY5, n) for n in range(3)])] == [0, 1, 2]
+        assert log.checkpoint() is not None
+    report = audit(data)
+    assert (report["returncode"], report["problems"]) == (0, [])
+    assert report["checked"]["entries"] == 325 + 3

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 from . import head as heads
 from .audit import AuditReport, audit_folder, audit_store
+from .datafiles import check_restored
 from .encoding import b64url_decode, parse_day
 from .errors import CapabilityAnchorError, StoreCorrupt, StoreError, TimestampError
 from .keys import KeySet, SigningKey, load_key_file
@@ -96,6 +97,7 @@ def _audit_once(
         report.problems.append(f"the database cannot be read: {exc}")
         return report, None
     try:
+        check_restored(data_dir)
         key = load_key_file(data_dir / KEY_FILE)
         with store.snapshot():
             damaged, version = _check_structure(report, store)

@@ -120,5 +120,9 @@ class Settings:
         )
 
     def token(self) -> str:
-        """The checked writer token (TokenError when unusable: the service must not start)."""
+        """The checked writer token (TokenError when unusable: the service must not start);
+        a database restored without its key and token is named as such first."""
+        from ..datafiles import check_restored
+
+        check_restored(self.data_dir)
         return writer_token(self.data_dir, self.writer_token)

@@ -1,37 +1,98 @@
-"""The data-dir audit of stored cosignatures (SPEC §12.6): every stored cosignature verifies
-with its witness's key, from the stored policy, over the stored checkpoint of its size.
+"""The data-dir audit of every stored witness fact (SPEC §12.6; issue #21, item 6): the
+policies, the cosignatures and the witness state.
 
-Each row must also say what its line says: the line parses as a signature line, its key
-name and key ID are the witness's, its timestamp is the row's. A cosignature by a witness
-the stored policy no longer lists (the policy was replaced; cosignatures are kept) has no
-key to check it with: it is counted as `cosignatures_unlisted`, not a problem, after the
-checks that need no key (its line, its key ID, its timestamp, its checkpoint). A stored
-policy that does not parse, or names another log's key, is a problem.
+- *Policies*: every stored text parses, names no log key the log does not trust, and the
+  rows are exactly the ones the log signed (`policytrust`: a replaced, added or deleted
+  text, or a changed time, is named).
+- *Cosignatures*: each row's line parses as one cosignature line whose key ID and
+  timestamp are the row's, over a stored checkpoint, and it verifies with the key of its
+  witness in the policy in force when it was stored (by the row's `added`; any policy in
+  force within the clock guard's tolerance of it counts, since the submitter's clock and
+  the `policy` command's may differ by that much). A row under a name no such policy lists
+  is a problem: no policy vouches for that witness.
+- *Deleted rows*: ids are given by SQLite as max + 1 and the tables are append-only, so
+  the ids of `cosignatures` and `policies` are 1..n; a gap is a deleted row. A witness whose
+  state says it cosigned size N must have a stored cosignature of N: deleting the newest
+  rows leaves no gap, but this names them. Not noticed: the newest cosignatures deleted
+  together with a consistent rewrite of the witness state (only the witnesses themselves
+  hold that evidence then, and their monitoring endpoints serve it).
+- *Witness state*: a stored size beyond the newest checkpoint (a size the log never signed,
+  after which every submission is refused and none is made) is a problem.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..clockguard import TOLERANCE_S
 from ..errors import CapabilityAnchorError, MalformedNote, NoteError
 from ..log import Log
-from ..note import Policy, parse_note
+from ..note import TYPE_ED25519, Policy, format_vkey, parse_note, parse_policy
 from ..note.cosignature import timestamp_of
+from ..policytrust import policies_problems
 from ..store import CosignatureRow
-from ..witnessing.policyfile import check_policy
 from .report import AuditReport
 
+OK = "ok"  # WitnessState.status after a cosignature (witnessing.rounds)
 
-def _policy(report: AuditReport, log: Log) -> Policy | None:
-    text = log.read.history.policy()
-    if text is None:
-        return None
+
+@dataclass(frozen=True)
+class _Stored:
+    id: int
+    added: int
+    policy: Policy | None  # None: it does not parse (reported)
+
+
+def _policies(report: AuditReport, log: Log) -> list[_Stored]:
     try:
-        return check_policy(text, log.read.history.vkey())
-    except CapabilityAnchorError as exc:
-        report.problems.append(f"witnesses: the stored policy is not usable: {exc}")
-        return None
+        origin = log.read.history.origin()
+    except CapabilityAnchorError:
+        origin = None  # no history yet: no log line can be checked (nor stored by us)
+    vkeys = {format_vkey(origin, TYPE_ED25519, k.raw) for k in log.keyset()} if origin else set()
+    stored: list[_Stored] = []
+    for number, added, text in log.store.policy_rows():
+        try:
+            policy: Policy | None = parse_policy(text)
+        except CapabilityAnchorError as exc:
+            report.problems.append(f"witnesses: stored policy #{number} is not usable: {exc}")
+            policy = None
+        if policy is not None and origin is not None:
+            for entry in policy.logs:
+                if entry.verifier.vkey() not in vkeys:
+                    report.problems.append(
+                        f"witnesses: stored policy #{number} names the log key "
+                        f"{entry.verifier.vkey()}, which is not one of this log's keys"
+                    )
+        stored.append(_Stored(number, added, policy))
+    return stored
 
 
-def _check(report: AuditReport, log: Log, policy: Policy | None, row: CosignatureRow) -> None:
+def _in_force(policies: Sequence[_Stored], added: int) -> list[Policy]:
+    """The policies in force at any time within TOLERANCE_S of `added`."""
+    found: list[Policy] = []
+    for i, stored in enumerate(policies):
+        until = policies[i + 1].added if i + 1 < len(policies) else None
+        starts_in_time = stored.added <= added + TOLERANCE_S
+        still_in_force = until is None or until >= added - TOLERANCE_S
+        if starts_in_time and still_in_force and stored.policy is not None:
+            found.append(stored.policy)
+    return found
+
+
+def _gaps(report: AuditReport, table: str, ids: Sequence[int]) -> None:
+    """Rows are numbered 1..n; every number missing is a deleted row."""
+    missing: list[int] = []
+    expected = 1
+    for number in ids:
+        missing += range(expected, number)
+        expected = number + 1
+    if missing:
+        shown = ", ".join(f"#{n}" for n in missing[:10]) + (" ..." if len(missing) > 10 else "")
+        report.problems.append(f"witnesses: {table} row(s) {shown} are missing (deleted)")
+
+
+def _check(report: AuditReport, log: Log, policies: Sequence[Policy], row: CosignatureRow) -> None:
     where = f"witnesses: the cosignature by {row.witness} of size {row.size}"
     note = log.store.checkpoint_note(row.size)
     if note is None:
@@ -49,24 +110,54 @@ def _check(report: AuditReport, log: Log, policy: Policy | None, row: Cosignatur
     if line.key_id != row.key_id or stamped != row.timestamp:
         report.problems.append(f"{where}: its key ID or timestamp is not its line's")
         return
-    witness = policy.witness(row.witness) if policy is not None else None
-    if witness is None:
-        report.count("cosignatures_unlisted")
+    if not policies:
+        report.problems.append(f"{where} was stored when no witness policy was in force")
         return
-    if (line.name, line.key_id) != (witness.verifier.name, witness.verifier.key_id):
+    listed = [w for p in policies if (w := p.witness(row.witness)) is not None]
+    if not listed:
+        report.problems.append(
+            f"{where}: no policy in force when it was stored lists a witness {row.witness}"
+        )
+        return
+    keyed = [w for w in listed if (w.verifier.name, w.verifier.key_id) == (line.name, line.key_id)]
+    if not keyed:
         report.problems.append(f"{where} is not by the policy's key for {row.witness}")
         return
     try:
-        witness.verifier.verify(opened.text.encode("utf-8"), line.signature)
+        keyed[0].verifier.verify(opened.text.encode("utf-8"), line.signature)
     except NoteError as exc:
         report.problems.append(f"{where} does not verify over the stored checkpoint: {exc}")
         return
     report.count("cosignatures")
 
 
+def _check_states(report: AuditReport, log: Log, cosigned: set[tuple[str, int]]) -> None:
+    newest = log.store.checkpoint_size()
+    for state in log.store.witness_states():
+        where = f"witnesses: the stored state of {state.witness}"
+        if state.size > newest:
+            report.problems.append(
+                f"{where} says size {state.size}, beyond the newest checkpoint {newest} (no "
+                "submission to it could ever be made)"
+            )
+        elif state.status == OK and state.size > 0 and (state.witness, state.size) not in cosigned:
+            report.problems.append(
+                f"{where} says it cosigned size {state.size}, but no cosignature of that size "
+                "by it is stored (a deleted row)"
+            )
+        report.count("witness_states")
+
+
 def audit_cosignatures(report: AuditReport, log: Log) -> None:
-    """Check every stored cosignature (inside the caller's read snapshot, if any: the
+    """Check every stored witness fact (inside the caller's read snapshot, if any: the
     data-dir audit reads everything in one)."""
-    policy = _policy(report, log)
-    for row in list(log.store.iter_cosignatures()):
-        _check(report, log, policy, row)
+    report.problems += policies_problems(log.store, log.iss, log.keyset())
+    policies = _policies(report, log)
+    _gaps(report, "policies", [p.id for p in policies])
+    rows = list(log.store.iter_cosignature_rows())
+    _gaps(report, "cosignatures", [number for number, _, _ in rows])
+    cosigned: set[tuple[str, int]] = set()
+    for _, added, row in rows:
+        _check(report, log, _in_force(policies, added), row)
+        cosigned.add((row.witness, row.size))
+    _check_states(report, log, cosigned)

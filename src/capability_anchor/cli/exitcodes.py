@@ -57,6 +57,10 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
         1: "the audit found a problem (named on stdout)",
         2: f"{USAGE}, or no log and no --roots folder",
     },
+    "backup": {
+        0: "DEST holds a complete copy (history size and root printed)",
+        2: f"{USAGE}, DEST not empty, or a file a restore needs is missing from DIR",
+    },
     "policy": {
         0: "stored the policy",
         1: SELF_CHECK,

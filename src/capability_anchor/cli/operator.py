@@ -6,9 +6,9 @@ CAPABILITY_ANCHOR_DATA, else ./data). The log's clock is the system clock: there
 to set it from here (tests inject it through the library).
 
 Here: the parser and the dispatch; the commands are in `operator_write` (init, append,
-checkpoint, seal, timestamp, rotate-key), `operator_witness` (policy, cosign) and
-`operator_read` (proof, consistency, export, audit, demo), what they share in
-`operator_base`, `serve` in its own module.
+checkpoint, seal, timestamp, rotate-key), `operator_witness` (policy, cosign),
+`operator_read` (proof, consistency, export, audit, demo) and `operator_backup` (backup),
+what they share in `operator_base`, `serve` in its own module.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..errors import CapabilityAnchorError
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
 from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
+from .operator_backup import add_backup_arguments, cmd_backup
 from .operator_base import PROG, add_published, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
 from .operator_recover import cmd_recover
@@ -207,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="check that every stamp chains to one of these TSA CAs (repeatable)",
     )
 
+    p = command("backup", "copy the log, its keys and token to DEST, while writers go on")
+    add_data(p)
+    add_backup_arguments(p)
+
     p = command("policy", "set or replace the witness policy (a C2SP tlog-policy file)")
     add_data(p)
     p.add_argument("file", metavar="FILE", help="the tlog-policy file")
@@ -216,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--policy",
         metavar="FILE",
-        help="ask the witnesses of this tlog-policy file, this once (default: the stored one)",
+        help="ask the witnesses of this tlog-policy file, this once (default: the stored one); "
+        "only the answers of witnesses the stored policy lists, with the same keys, are stored",
     )
     p.add_argument(
         "--resume",
@@ -286,6 +292,7 @@ COMMANDS = {
     "rotate-key": cmd_rotate_key,
     "export": cmd_export,
     "audit": cmd_audit,
+    "backup": cmd_backup,
     "policy": cmd_policy,
     "cosign": cmd_cosign,
     "recover": cmd_recover,

@@ -47,8 +47,7 @@ def cmd_policy(args: argparse.Namespace) -> int:
     text = read_policy(args.file)
     with open_log(args) as log:
         policy = check_policy(text, log.read.history.vkey())
-        with log.writer.lock, log.store.write():
-            log.store.set_policy(text, int(log.clock()))
+        log.set_policy(text)
     emit(
         {
             "witnesses": [w.name for w in policy.witnesses],

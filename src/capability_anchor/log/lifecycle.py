@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import head as heads
-from .. import logtrust, observation, trust
+from .. import logtrust, observation, policytrust, trust
 from ..canonical import check_base_url, check_origin
+from ..datafiles import KEY_FILE, check_restored
 from ..envvars import TOKEN
 from ..errors import CapabilityAnchorError, Conflict, StartupCheckFailed, StoreError
 from ..files import tighten_modes
@@ -27,7 +28,7 @@ from .history import sign_missing
 from .issuance import DEFAULT_LIFETIME, issue_record
 from .writer import LogWriter
 
-KEY_FILE = "signing-key.jwk"
+__all__ = ["KEY_FILE", "Log"]
 
 
 class Log:
@@ -125,7 +126,7 @@ class Log:
             settings = trust.sign_settings(store.meta(), key, reason="init", iat=int(now))
             store.add_settings(key.kid, settings, int(now))
             if policy is not None:
-                store.set_policy(policy, int(now))
+                policytrust.store_policy(store, key, iss, policy, int(now))
 
         # Durable when this returns: the database was filled in one transaction under a
         # temporary name and only then linked into place.
@@ -144,9 +145,11 @@ class Log:
         data_dir = Path(data_dir)
         store = Store.open(data_dir)
         try:
+            check_restored(data_dir)  # a log's database, without its key file beside it
             key = load_key_file(data_dir / KEY_FILE)
             log = cls(data_dir, store, key, clock)
             log.self_check()
+            policytrust.vouch_unsigned(log)
             sign_missing(store, log.writer.lock, key, log.public_url)
             if background_checkpoints:
                 store.start_checkpointer()
@@ -199,6 +202,12 @@ class Log:
         """The trusted keys: the key file's, and every key a chain of rotation records leads
         to from it (`logtrust`). A `keys` row without such a chain is not in it."""
         return logtrust.trusted_keys(self)
+
+    def set_policy(self, text: bytes) -> None:
+        """Store a new witness policy, signed with the others (`policytrust`); the caller
+        has checked it (`witnessing.check_policy`)."""
+        with self.writer.lock, self.store.write():
+            policytrust.store_policy(self.store, self.key, self.iss, text, int(self.clock()))
 
     def writer_token(self) -> str:
         """The checked writer token (see `writer_token`: TokenError when unusable)."""

@@ -64,6 +64,14 @@ class StoreLifecycle(ABC):
 
         return SqliteStore.open_readonly(data_dir, scratch)
 
+    @classmethod
+    def copy_to(cls, data_dir: Path, dest: Path) -> None:
+        """Copy the live store to the new file `dest` (mode 0600, fsynced) as of one commit,
+        while writers in other processes go on; nothing in `data_dir` is changed (`backup`)."""
+        from .sqlite import SqliteStore
+
+        SqliteStore.copy_to(data_dir, dest)
+
     @abstractmethod
     def write(self) -> AbstractContextManager[None]:
         """One durable, atomic write transaction (see the module docstring)."""

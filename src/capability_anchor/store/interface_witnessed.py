@@ -53,6 +53,14 @@ class StoreWitnessed(ABC):
     def iter_cosignatures(self) -> Iterator[CosignatureRow]: ...
 
     @abstractmethod
+    def iter_cosignature_rows(self) -> Iterator[tuple[int, int, CosignatureRow]]:
+        """(id, added, row) of every stored cosignature, by id (the audit)."""
+
+    @abstractmethod
+    def policy_rows(self) -> list[tuple[int, int, bytes]]:
+        """(id, added, text) of every stored policy, oldest first."""
+
+    @abstractmethod
     def set_policy(self, text: bytes, added: int) -> None:
         """Store a new witness policy (the old ones are kept; the newest is the policy)."""
 

@@ -94,6 +94,16 @@ class SqliteCheckpoints(SqliteBase):
         rows = self._iter(f"SELECT {_COSIGNATURE_COLUMNS} FROM cosignatures ORDER BY id")
         return (_cosignature(r) for r in rows)
 
+    def iter_cosignature_rows(self) -> Iterator[tuple[int, int, CosignatureRow]]:
+        rows = self._iter(f"SELECT id, added, {_COSIGNATURE_COLUMNS} FROM cosignatures ORDER BY id")
+        return ((int(r[0]), int(r[1]), _cosignature(r[2:])) for r in rows)
+
+    def policy_rows(self) -> list[tuple[int, int, bytes]]:
+        return [
+            (int(i), int(a), bytes(p))
+            for i, a, p in self._exec("SELECT id, added, policy FROM policies ORDER BY id")
+        ]
+
     def set_policy(self, text: bytes, added: int) -> None:
         self._exec("INSERT INTO policies (policy, added) VALUES (?, ?)", (text, added))
 

@@ -122,6 +122,42 @@ class SqliteOpening(SqliteBase):
             self._exec(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @classmethod
+    def copy_to(cls, data_dir: Path, dest: Path) -> None:
+        """The online backup API in one step (`pages=-1`): one read transaction, so `dest` is
+        the database at one commit while writers go on (WAL: a reader blocks no writer).
+        Copied in several steps instead, a backup restarts whenever a writer commits
+        meanwhile, and under a steady write load it would never finish. The source is opened
+        with no pragma that writes and is never migrated."""
+        path = data_dir / DB_NAME
+        if not path.exists():
+            raise StoreError(f"no log at {path} (nothing to back up)")
+        # 0600 before SQLite opens it (its -wal and -shm, if any, get the file's mode).
+        os.close(os.open(dest, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+        src = dst = None
+        try:
+            src = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            version = int(src.execute("PRAGMA user_version").fetchone()[0])
+            if not 1 <= version <= SCHEMA_VERSION:
+                raise StoreError(
+                    f"{path} has schema version {version}; this program copies 1..{SCHEMA_VERSION}"
+                )
+            dst = sqlite3.connect(dest, isolation_level=None)
+            src.backup(dst, pages=-1)
+            # One file: whatever WAL the copy got is folded in, and it is not kept in WAL.
+            dst.execute("PRAGMA journal_mode = DELETE")
+        except sqlite3.Error as exc:
+            raise store_error(exc, f"cannot copy the log at {path}") from None
+        finally:
+            for conn in (dst, src):
+                if conn is not None:
+                    conn.close()
+        fd = os.open(dest, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @classmethod
     def open_readonly(cls, data_dir: Path, scratch: Path) -> Self:
         """Open the log for reading only, never creating or changing a file in `data_dir`.
 

@@ -99,6 +99,13 @@ def submit(
         sent = _prepare(log_, witness, state.size)
         if sent is None:
             size = _newest_size(log_)
+            if state.size > size:
+                # Never stored by a submission (a 409's size is kept only up to ours): the
+                # store was changed. Said, not taken for "cosigned", which would end the
+                # submissions to this witness silently.
+                detail = _BEYOND.format(old=state.size, size=size)
+                log.error("witness %s: %s", witness.name, detail)
+                return Outcome(witness.name, state.size, size, FAILED, detail)
             return Outcome(witness.name, state.size, size, CURRENT, f"cosigned size {size}")
         verdict, sent = _exchange(log_, sent, deadline)
         return _store(log_, state, sent, verdict)
@@ -176,6 +183,10 @@ def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> Out
     state = _next_state(before, sent, verdict, now)
     stored = 0
     with log_.writer.lock, log_.store.write():
+        if not _in_stored_policy(log_, sent.witness):
+            outcome = Outcome(name, sent.old, sent.size, FAILED, _UNSTORED.format(name=name))
+            log.error("witness %s: %s", name, outcome.detail)
+            return outcome
         if verdict.kind == COSIGNED:
             stored = _insert(log_, name, sent.size, verdict, now)
         log_.store.set_witness_state(state)
@@ -185,6 +196,26 @@ def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> Out
     outcome = Outcome(name, sent.old, sent.size, _result(verdict), verdict.detail)
     _report(outcome, stored)
     return outcome
+
+
+_BEYOND = (
+    "the stored state says it cosigned size {old}, beyond the newest checkpoint {size}: the "
+    "store was changed (run `capability-anchor audit`); nothing is submitted to it"
+)
+
+# `cosign --policy FILE` asks witnesses the stored policy may not list. What they answer
+# is not stored: the audit checks every cosignature against the stored policy in force when
+# it was stored, and could not verify one by a witness (or a key) that policy does not list.
+_UNSTORED = (
+    "answered, but nothing is stored: the stored policy does not list witness {name} with "
+    "this key (store the policy first: `capability-anchor policy FILE`)"
+)
+
+
+def _in_stored_policy(log_: Log, witness: PolicyWitness) -> bool:
+    stored = log_.read.history.parsed_policy()
+    listed = None if stored is None else stored.witness(witness.name)
+    return listed is not None and listed.verifier.vkey() == witness.verifier.vkey()
 
 
 def _insert(log_: Log, name: str, size: int, verdict: Verdict, now: int) -> int:

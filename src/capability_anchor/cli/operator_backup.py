@@ -1,0 +1,30 @@
+"""`backup DEST`: a consistent copy of the data dir that `serve --data DEST` runs from."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .common import EXIT_OK, emit
+from .operator_base import PROG, data_dir
+
+
+def add_backup_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dest", metavar="DEST", help="a new or empty folder (created mode 0700)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    from ..backup import backup
+
+    result = backup(data_dir(args.data), Path(args.dest))
+    if args.json:
+        emit(result.to_json())
+    else:
+        print(result.text())
+    for name in result.not_copied:
+        print(
+            f"{PROG}: backup: {name} in the data dir is not a log file; not copied", file=sys.stderr
+        )
+    return EXIT_OK
