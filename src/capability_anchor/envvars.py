@@ -117,6 +117,19 @@ LOG_FORMAT = EnvVar(
     "access and event log lines on stderr: `plain` or `json` (`--log-format`)",
     f"`serve`, `witness serve`, {_SERVICE}",
 )
+METRICS_TOKEN = EnvVar(
+    "CAPABILITY_ANCHOR_METRICS_TOKEN",
+    "none: `/metrics` is public",
+    "Bearer token `/metrics` asks for (`--metrics-token`); set but empty is refused",
+    f"{_SERVICE}, `witness serve`",
+)
+PROMETHEUS_MULTIPROC_DIR = EnvVar(
+    "PROMETHEUS_MULTIPROC_DIR",
+    "a private folder made at each start",
+    "prometheus-client's multiprocess folder; the operator's own (emptied by them before "
+    "each start) is used by the ASGI form, never by `serve`",
+    f"{_SERVICE}, and the processes the service starts",
+)
 WITNESS_DATA = EnvVar(
     "CAPABILITY_ANCHOR_WITNESS_DATA",
     "`./witness-data`",
@@ -146,6 +159,8 @@ VARIABLES: tuple[EnvVar, ...] = (
     TSA_DEADLINE,
     WITNESS_DEADLINE,
     LOG_FORMAT,
+    METRICS_TOKEN,
+    PROMETHEUS_MULTIPROC_DIR,
     WITNESS_DATA,
     HTTP_PROXY,
     HTTPS_PROXY,

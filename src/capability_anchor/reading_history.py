@@ -175,10 +175,9 @@ class HistoryReader:
             raise NotFound("the history has no checkpoint yet (no head is published)")
         policy = self.parsed_policy()
         if policy is not None and policy.quorum != "none":
-            for cosigned in self._store.cosigned_sizes():
-                lines = _policy_lines(policy, self._store.cosignatures(cosigned))
-                if policy.satisfied_by(lines):
-                    return _with_lines(self.checkpoint(cosigned), list(lines.values()))
+            met = _quorum_met(self._store, policy)
+            if met is not None:
+                return _with_lines(self.checkpoint(met[0]), list(met[1].values()))
         return _with_lines(self.checkpoint(newest), self._store.cosignatures(newest))
 
     def tlog_proof(self, leaf_hash: bytes, size: int | None = None) -> bytes:
@@ -204,6 +203,27 @@ class HistoryReader:
 def _size_of(note: bytes) -> int:
     """The size line of a stored checkpoint note (its second line)."""
     return int(note.split(b"\n", 2)[1])
+
+
+def _quorum_met(store: Store, policy: Policy) -> tuple[int, dict[str, CosignatureRow]] | None:
+    """The newest cosigned size whose policy witnesses' lines meet the quorum, and those
+    lines; None when no size does."""
+    for cosigned in store.cosigned_sizes():
+        lines = _policy_lines(policy, store.cosignatures(cosigned))
+        if policy.satisfied_by(lines):
+            return cosigned, lines
+    return None
+
+
+def quorum_met_size(store: Store, newest: int) -> int | None:
+    """The size of the newest checkpoint that meets the stored policy's quorum: `newest`
+    with no policy or `quorum none`, None while no checkpoint meets it (the metrics)."""
+    text = store.policy()
+    policy = None if text is None else parse_policy(text)
+    if policy is None or policy.quorum == "none":
+        return newest
+    met = _quorum_met(store, policy)
+    return None if met is None else met[0]
 
 
 def _policy_lines(policy: Policy, rows: list[CosignatureRow]) -> dict[str, CosignatureRow]:

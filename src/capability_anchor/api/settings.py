@@ -73,6 +73,10 @@ class Settings:
     CAPABILITY_ANCHOR_WITNESS_DEADLINE, SPEC §12.3 default 10). A witness that hangs costs
     its own submission this much per round; nothing else waits for it."""
 
+    metrics_token: str | None = field(default=None, repr=False)
+    """Bearer token `/metrics` asks for (`--metrics-token`, env
+    CAPABILITY_ANCHOR_METRICS_TOKEN); None: `/metrics` is public."""
+
     background: bool = True
     """Run checkpoints and sealing in the background (tests of pure request handling turn
     it off). Only one process per data dir does it, whatever the number of workers."""
@@ -110,6 +114,7 @@ class Settings:
             tsa_ca=tuple(Path(p) for p in value(e.TSA_CA, "").split()),
             tsa_deadline=float(tsa_deadline) if tsa_deadline else None,
             witness_deadline=float(value(e.WITNESS_DEADLINE, "10")),
+            metrics_token=e.METRICS_TOKEN.get(),
         )
 
     def token(self) -> str:
