@@ -29,7 +29,10 @@ def metrics_responses() -> dict[int, Any]:
 async def answer(*collectors: Any) -> Response[bytes]:
     """The exposition, made in a worker thread (`metrics.exposition` blocks)."""
     body = await anyio.to_thread.run_sync(metrics.exposition, *collectors)
-    return Response(body, media_type=metrics.CONTENT_TYPE)
+    # An explicit header is sent as given (Litestar would append a second charset).
+    return Response(
+        body, media_type=metrics.CONTENT_TYPE, headers={"Content-Type": metrics.CONTENT_TYPE}
+    )
 
 
 @get(
