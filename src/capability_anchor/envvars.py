@@ -30,6 +30,10 @@ class EnvVar:
     def is_set(self, env: Mapping[str, str] | None = None) -> bool:
         return self.get(env) is not None
 
+    def set(self, value: str) -> None:
+        """Set it for this process and the ones it starts (`metrics.prepare`)."""
+        os.environ[self.name] = value
+
 
 _SERVICE = "the ASGI form (`uvicorn capability_anchor.api.asgi:app`)"
 

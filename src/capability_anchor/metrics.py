@@ -246,7 +246,7 @@ def prepare(*, own: bool = False) -> Path:
             _sweep(base)
             with contextlib.suppress(FileExistsError):
                 folder.mkdir(mode=0o700)
-    os.environ[PROMETHEUS_MULTIPROC_DIR.name] = str(folder)
+    PROMETHEUS_MULTIPROC_DIR.set(str(folder))
     _use_folder()
     return folder
 
