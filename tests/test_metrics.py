@@ -429,3 +429,43 @@ def test_a_dead_workers_live_gauges_leave_the_sums(tmp_path: Path) -> None:
             text = client.get("/metrics").text
         assert value(text, "capability_anchor_records_appended_total") == 3
         assert not list(folder.glob(f"gauge_live*_{workers[0]}.db"))
+
+
+def test_witness_exchanges_are_counted_by_witness_and_outcome(tmp_path: Path) -> None:
+    """A real serve submitting to an honest witness and to one nobody listens for: each
+    exchange by witness and outcome, with its latency, and the quorum checkpoint's age
+    becomes finite once the honest one (the quorum) cosigned."""
+    data = tmp_path / "data"
+    a_log(data)
+    with Log.open(data, background_checkpoints=False) as log:
+        vkey = log.read.history.vkey()
+    with TestWitness("witness.test/w1", vkey) as good:
+        gone = TestWitness("witness.test/w2", vkey)  # never started: its port is closed
+        policy = (
+            f"witness w1 {good.vkey} {good.url}\n"
+            f"witness w2 {gone.vkey} http://{HOST}:{free_port()}\n"
+            "quorum w1\n"
+        )
+        with Log.open(data, background_checkpoints=False) as log:
+            with log.writer.lock, log.store.write():
+                log.store.set_policy(policy.encode(), int(time.time()))
+        args = ("--checkpoint-interval", "1", "--rate-limit", "0")
+        with serving(data, *args) as server, server.client() as client:
+            post_batches(server.url, server.token(), [[observation(0, "w")]])
+
+            def scraped() -> str | None:
+                text = client.get("/metrics").text
+                want = {("w1", "cosigned"), ("w2", "failed")}
+                seen = {
+                    (s.labels["witness"], s.labels["outcome"])
+                    for f in text_string_to_metric_families(text)
+                    if f.name == "capability_anchor_witness_requests"
+                    for s in f.samples
+                    if s.name.endswith("_total")
+                }
+                return text if want <= seen else None
+
+            text = _until(scraped, 60)
+    assert text, "no cosignature by w1 and no failure of w2 counted"
+    assert value(text, "capability_anchor_witness_request_duration_seconds_count", witness="w1")
+    assert value(text, "capability_anchor_quorum_checkpoint_age_seconds") < math.inf
