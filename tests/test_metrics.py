@@ -203,6 +203,8 @@ def test_a_scraper_over_the_rate_limit_is_never_refused(tmp_path: Path) -> None:
 def state_sources() -> Iterator[None]:
     yield
     metrics._sources.clear()
+    metrics._drop(*metrics._set.values())
+    metrics._set.clear()
 
 
 def test_scrape_time_gauges_read_the_store(tmp_path: Path, state_sources: None) -> None:
@@ -236,6 +238,22 @@ def test_scrape_time_gauges_read_the_store(tmp_path: Path, state_sources: None) 
 def test_a_state_gauge_of_another_name_is_refused(state_sources: None) -> None:
     with pytest.raises(ValueError, match="no state gauge"):
         metrics.register_state("anything", lambda log: 1)
+    with pytest.raises(ValueError, match="no state gauge"):
+        metrics.set_state("anything", 1)
+
+
+def test_a_state_set_by_the_process_holding_it_is_scraped(
+    tmp_path: Path, state_sources: None
+) -> None:
+    h = build_history(tmp_path / "data")
+    metrics.set_state("witnessing_problem", 1)
+    with pytest.raises(ValueError, match="already set"):
+        metrics.register_state("witnessing_problem", lambda log: 0)
+    app = create_app(Settings(data_dir=h.data, background=False, rate_limit=0, clock=h.clock))
+    with TestClient(app) as client:
+        text = client.get("/metrics").text
+    assert value(text, "capability_anchor_witnessing_problem") == 1
+    assert "capability_anchor_behind_published" not in families(text)
 
 
 # --- a real Prometheus, 2 uvicorn workers ---------------------------------------------------
@@ -446,9 +464,8 @@ def test_witness_exchanges_are_counted_by_witness_and_outcome(tmp_path: Path) ->
             f"witness w2 {gone.vkey} http://{HOST}:{free_port()}\n"
             "quorum w1\n"
         )
-        with Log.open(data, background_checkpoints=False) as log:
-            with log.writer.lock, log.store.write():
-                log.store.set_policy(policy.encode(), int(time.time()))
+        with Log.open(data, background_checkpoints=False) as log, log.store.write():
+            log.store.set_policy(policy.encode(), int(time.time()))
         args = ("--checkpoint-interval", "1", "--rate-limit", "0")
         with serving(data, *args) as server, server.client() as client:
             post_batches(server.url, server.token(), [[observation(0, "w")]])

@@ -21,9 +21,9 @@ by then. Processes started by the service inherit the variable.
 The gauges that describe the log (tree size per open day, the age of the newest head, of the
 newest checkpoint and of the newest checkpoint meeting the quorum) are read from the store at
 scrape time by `StoreCollector`, each in one indexed query or a few (never a scan). Two
-states other parts of the service own are gauges fed by a function (`register_state`):
-`behind_published` and `witnessing_problem`; until a function is registered for one, it has
-no sample.
+states other parts of the service own, `behind_published` and `witnessing_problem`, are
+gauges fed either by a function read at scrape time (`register_state`) or by the process
+holding the state (`set_state`); until one is, the gauge has no sample.
 """
 
 from __future__ import annotations
@@ -172,14 +172,40 @@ STATES: dict[str, str] = {
     "episode), else 0",
 }
 _sources: dict[str, StateSource] = {}
+_set: dict[str, Gauge] = {}
+
+
+def _state_name(name: str) -> str:
+    if name not in STATES:
+        raise ValueError(f"no state gauge named {name!r} (one of {', '.join(STATES)})")
+    return name
 
 
 def register_state(name: str, source: StateSource) -> None:
     """Feed the gauge `capability_anchor_<name>` (a name of STATES) from `source(log)`, called
-    at every scrape in the scraping process with its reader Log; None: no sample."""
-    if name not in STATES:
-        raise ValueError(f"no state gauge named {name!r} (one of {', '.join(STATES)})")
+    at every scrape in the scraping process with its reader Log; None: no sample. For a
+    state every process can read (the store, a file)."""
+    if _state_name(name) in _set:
+        raise ValueError(f"{name} is already set by set_state in this process")
     _sources[name] = source
+
+
+def set_state(name: str, value: float) -> None:
+    """Set the gauge `capability_anchor_<name>` from the process that holds the state in
+    memory (the background work's): every scrape, in any worker, sees the highest value
+    of the processes alive. One state is fed either this way or by `register_state`."""
+    if _state_name(name) in _sources:
+        raise ValueError(f"{name} is already fed by register_state in this process")
+    gauge = _set.get(name)
+    if gauge is None:
+        from prometheus_client import Gauge
+
+        with _made_lock:
+            gauge = _set.get(name)
+            if gauge is None:
+                gauge = Gauge(f"{PREFIX}_{name}", STATES[name], multiprocess_mode="livemax")
+                _set[name] = gauge
+    gauge.set(value)
 
 
 # --- the multiprocess folder ------------------------------------------------------------------
@@ -270,13 +296,19 @@ def _use_folder() -> None:
 
     values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
     with _made_lock:
-        if _made is not None:
-            from prometheus_client import REGISTRY
+        made = [*vars(_made).values()] if _made is not None else []
+        _drop(*made, *_set.values())
+        _made = None
+        _set.clear()
 
-            for metric in vars(_made).values():
-                with contextlib.suppress(KeyError):
-                    REGISTRY.unregister(metric)
-            _made = None
+
+def _drop(*made: Any) -> None:
+    """Unregister metrics from the default registry (they count nowhere any more)."""
+    from prometheus_client import REGISTRY
+
+    for metric in made:
+        with contextlib.suppress(KeyError):
+            REGISTRY.unregister(metric)
 
 
 def folder() -> Path | None:
@@ -449,4 +481,5 @@ __all__ = [
     "observe",
     "prepare",
     "register_state",
+    "set_state",
 ]
