@@ -27,6 +27,7 @@ from capability_anchor import metrics
 from capability_anchor.api.app import create_app
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
+from capability_anchor.store import CosignatureRow
 from obskit import observation
 from serverkit import CLI, HOST, free_port, serving, start, uvicorn_argv
 from systools import ROOT, ensure_tool
@@ -486,3 +487,37 @@ def test_witness_exchanges_are_counted_by_witness_and_outcome(tmp_path: Path) ->
     assert text, "no cosignature by w1 and no failure of w2 counted"
     assert value(text, "capability_anchor_witness_request_duration_seconds_count", witness="w1")
     assert value(text, "capability_anchor_quorum_checkpoint_age_seconds") < math.inf
+
+
+def test_the_quorum_search_is_bounded_and_says_at_least_how_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack on the scrape's cost: a quorum witness down for a month leaves thousands of
+    checkpoints that do not meet the quorum. The scrape reads at most QUORUM_SEARCH of them
+    and reports the oldest one's age (the quorum checkpoint is older still)."""
+    h = build_history(tmp_path / "data")
+    with Log.open(h.data, background_checkpoints=False) as log:
+        with log.store.read():
+            newest = log.store.checkpoint_size()
+            sizes = [newest - 1, newest]
+            iat = {s: log.store.history_heads(s - 1, s)[0].iat for s in sizes}
+        with log.store.write():
+            vkey = TestWitness("example.com/w", "").vkey
+            log.store.set_policy(f"witness w {vkey}\nquorum w\n".encode(), 0)
+            for size in sizes:  # lines of a witness the policy does not list
+                line = f"\u2014 other.example/x AAAA{size}"
+                log.store.insert_cosignature(CosignatureRow("x", b"\0" * 4, size, 0, line), 0)
+
+    def quorum_age() -> float:
+        app = create_app(Settings(data_dir=h.data, background=False, clock=h.clock))
+        with TestClient(app) as client:
+            return value(
+                client.get("/metrics").text, "capability_anchor_quorum_checkpoint_age_seconds"
+            )
+
+    assert quorum_age() == math.inf  # both looked at, none meets it
+    monkeypatch.setattr(metrics, "QUORUM_SEARCH", 1)
+    before = h.clock()
+    age = quorum_age()
+    # Only the newest was looked at: the answer is a lower bound, its age.
+    assert before - iat[newest] <= age <= h.clock() - iat[newest]

@@ -336,6 +336,10 @@ def _mark_dead(path: Path) -> None:
 # Unsealed days reported at most: today and the days before it not sealed yet (normally
 # yesterday for a minute after 00:00 UTC); bounded however long the service was down.
 MAX_OPEN_DAYS = 3
+# Cosigned sizes read, newest first, to find the newest checkpoint meeting the quorum; when
+# none of them does, the age reported is the oldest one's, a lower bound (a day of
+# checkpoints a minute apart is 1,440: past any alert's threshold long before).
+QUORUM_SEARCH = 2000
 
 
 class StoreCollector:
@@ -344,7 +348,7 @@ class StoreCollector:
     def __init__(self, log: Log, clock: Callable[[], float] = time.time) -> None:
         self.log = log
         self.clock = clock
-        self._quorum: tuple[tuple[int, int, int], int | None] | None = None
+        self._quorum: tuple[tuple[int, int, int], tuple[int | None, int | None]] | None = None
 
     def describe(self) -> list[Any]:
         return []  # no checks at registration: the store is read only when scraped
@@ -369,7 +373,8 @@ class StoreCollector:
         quorum = GaugeMetricFamily(
             f"{p}_quorum_checkpoint_age_seconds",
             "seconds since the iat of the newest head covered by the newest checkpoint whose "
-            "cosignatures meet the stored policy's quorum (+Inf while none does)",
+            "cosignatures meet the stored policy's quorum (+Inf while none does; at least "
+            f"the age of the {QUORUM_SEARCH}th newest cosigned size when none of those does)",
         )
         store = self.log.store
         with store.read():
@@ -381,8 +386,13 @@ class StoreCollector:
             marker = store.witnessed_marker()
             if marker[0] > 0:
                 checkpoint.add_metric([], self._age(marker[0], now))
-                met = self._quorum_size(marker)
-                quorum.add_metric([], math.inf if met is None else self._age(met, now))
+                met, older_than = self._quorum_size(marker)
+                if met is not None:
+                    quorum.add_metric([], self._age(met, now))
+                elif older_than is not None:
+                    quorum.add_metric([], self._age(older_than, now))  # at least this old
+                else:
+                    quorum.add_metric([], math.inf)
         yield from (sizes, head, checkpoint, quorum)
         for name, help_text in STATES.items():
             source = _sources.get(name)
@@ -411,17 +421,16 @@ class StoreCollector:
         rows = self.log.store.history_heads(size - 1, size)
         return max(0.0, now - rows[0].iat) if rows else math.inf
 
-    def _quorum_size(self, marker: tuple[int, int, int]) -> int | None:
-        """The size of the newest checkpoint meeting the quorum (found once per change of
-        what is stored, as `/history/checkpoint` finds it); no policy or `quorum none`: the
-        newest checkpoint."""
+    def _quorum_size(self, marker: tuple[int, int, int]) -> tuple[int | None, int | None]:
+        """`reading_history.quorum_met_size` over the QUORUM_SEARCH newest cosigned sizes,
+        found once per change of what is stored (`witnessed_marker`)."""
         if self._quorum is not None and self._quorum[0] == marker:
             return self._quorum[1]
         from .reading_history import quorum_met_size
 
-        size = quorum_met_size(self.log.store, marker[0])
-        self._quorum = (marker, size)
-        return size
+        found = quorum_met_size(self.log.store, marker[0], QUORUM_SEARCH)
+        self._quorum = (marker, found)
+        return found
 
 
 # --- the exposition -----------------------------------------------------------------------------

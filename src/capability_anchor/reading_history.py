@@ -205,25 +205,32 @@ def _size_of(note: bytes) -> int:
     return int(note.split(b"\n", 2)[1])
 
 
-def _quorum_met(store: Store, policy: Policy) -> tuple[int, dict[str, CosignatureRow]] | None:
-    """The newest cosigned size whose policy witnesses' lines meet the quorum, and those
-    lines; None when no size does."""
-    for cosigned in store.cosigned_sizes():
+def _quorum_met(
+    store: Store, policy: Policy, sizes: list[int] | None = None
+) -> tuple[int, dict[str, CosignatureRow]] | None:
+    """The newest cosigned size (of `sizes`, default all) whose policy witnesses' lines
+    meet the quorum, and those lines; None when no size does."""
+    for cosigned in store.cosigned_sizes() if sizes is None else sizes:
         lines = _policy_lines(policy, store.cosignatures(cosigned))
         if policy.satisfied_by(lines):
             return cosigned, lines
     return None
 
 
-def quorum_met_size(store: Store, newest: int) -> int | None:
-    """The size of the newest checkpoint that meets the stored policy's quorum: `newest`
-    with no policy or `quorum none`, None while no checkpoint meets it (the metrics)."""
+def quorum_met_size(store: Store, newest: int, limit: int) -> tuple[int | None, int | None]:
+    """(the size of the newest checkpoint that meets the stored policy's quorum, or None;
+    the oldest size looked at when none of the `limit` newest cosigned sizes did, so the one
+    that meets it, if any, is older). `newest` with no policy or `quorum none`. Bounded: at
+    most `limit` sizes are read (the metrics, at scrape time)."""
     text = store.policy()
     policy = None if text is None else parse_policy(text)
     if policy is None or policy.quorum == "none":
-        return newest
-    met = _quorum_met(store, policy)
-    return None if met is None else met[0]
+        return newest, None
+    sizes = store.cosigned_sizes(limit)
+    met = _quorum_met(store, policy, sizes)
+    if met is not None:
+        return met[0], None
+    return None, (sizes[-1] if len(sizes) == limit else None)
 
 
 def _policy_lines(policy: Policy, rows: list[CosignatureRow]) -> dict[str, CosignatureRow]:
