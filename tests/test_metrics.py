@@ -341,8 +341,9 @@ def test_a_real_prometheus_counts_every_record_posted_across_two_uvicorn_workers
     try:
         folder = _metrics_folder(server.pid)
         posted, n = 0, 0
-        # Batches until both workers appended some (each worker's body workers count in
-        # files of their own; the scrape sums them all).
+        # Batches until both workers appended some: each uvicorn worker has one body worker
+        # (the default), which appends and counts in files of its own, so two pids with
+        # appends are two uvicorn workers' (the scrape sums them all).
         for _ in range(40):
             batches = [[observation(n + i * 3 + j, "p") for j in range(3)] for i in range(8)]
             n += 24
@@ -359,6 +360,13 @@ def test_a_real_prometheus_counts_every_record_posted_across_two_uvicorn_workers
         assert got == posted, (tmp_path / "prometheus.log").read_text()[-3000:]
         up = _query(prom_port, 'up{job="capability-anchor"}')
         assert up == 1
+        # What Prometheus scraped passes promtool too (the ASGI form's exposition).
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            exposition = client.get("/metrics", headers=SCRAPE).content
+        checked = subprocess.run(
+            [str(promtool()), "check", "metrics"], input=exposition, capture_output=True
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
     finally:
         if prom is not None:
             prom.terminate()
