@@ -11,6 +11,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -529,3 +530,52 @@ def test_the_quorum_search_is_bounded_and_says_at_least_how_old(
     age = quorum_age()
     # Only the newest was looked at: the answer is a lower bound, its age.
     assert before - iat[newest] <= age <= h.clock() - iat[newest]
+
+
+# --- the multiprocess folder --------------------------------------------------------------------
+
+_PREPARE = (
+    "import sys\n"
+    "from capability_anchor import metrics\n"
+    "from capability_anchor.errors import UsageError\n"
+    "try:\n"
+    "    print(metrics.prepare(own=True))\n"
+    "except UsageError as exc:\n"
+    "    print(exc, file=sys.stderr); sys.exit(2)\n"
+)
+
+
+def _prepare(tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    return subprocess.run(
+        [sys.executable, "-c", _PREPARE],
+        env={**environ, "TMPDIR": str(tmp), **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_each_start_counts_in_a_new_private_folder_and_old_ones_are_swept(tmp_path: Path) -> None:
+    base = tmp_path / f"capability-anchor-metrics-{os.getuid()}"
+    first = _prepare(tmp_path)
+    assert first.returncode == 0, first.stderr
+    stale = Path(first.stdout.strip())
+    assert stale.parent == base and stale.is_dir()
+    assert (base.stat().st_mode & 0o777, stale.stat().st_mode & 0o777) == (0o700, 0o700)
+    (stale / "counter_1.db").write_bytes(b"old counts")
+    # An inherited folder of ours is another service's: `serve` never counts in it.
+    second = _prepare(tmp_path, PROMETHEUS_MULTIPROC_DIR=str(stale))
+    assert second.returncode == 0, second.stderr
+    fresh = Path(second.stdout.strip())
+    assert fresh != stale and list(fresh.iterdir()) == []
+    assert not stale.exists(), "the folder of a service that is gone is removed"
+
+
+def test_attack_a_metrics_base_folder_others_can_write_is_refused(tmp_path: Path) -> None:
+    base = tmp_path / f"capability-anchor-metrics-{os.getuid()}"
+    base.mkdir(mode=0o777)
+    base.chmod(0o777)  # another user could plant counts or links there
+    out = _prepare(tmp_path)
+    assert out.returncode == 2
+    assert "not a private folder" in out.stderr and str(base) in out.stderr

@@ -221,9 +221,30 @@ def _start_time(pid: int) -> int | None:
     return int(text.rsplit(")", 1)[1].split()[19])
 
 
+def _running(pid: int, started: int | None = None) -> bool:
+    """Whether `pid` runs (and, given `started`, is the process that started then, not a
+    later one with its pid); without /proc, whether a process has that pid."""
+    now = _start_time(pid)
+    if now is not None:
+        return started is None or started == 0 or now == started
+    if Path("/proc/self/stat").exists():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it runs
+    return True
+
+
+def _base_path() -> Path:
+    return Path(tempfile.gettempdir()) / f"{_BASE_PREFIX}{os.getuid()}"
+
+
 def _base() -> Path:
     """Our private folder of metrics folders (0700, ours, no symlink), made if need be."""
-    base = Path(tempfile.gettempdir()) / f"{_BASE_PREFIX}{os.getuid()}"
+    base = _base_path()
     with contextlib.suppress(FileExistsError):
         base.mkdir(mode=0o700)
     info = base.lstat()
@@ -260,12 +281,12 @@ def prepare(*, own: bool = False) -> Path:
     (emptying it before a start is then theirs to do, as the client's docs say), else ours
     for the owner (`_owner`). An inherited folder of ours belongs to another service."""
     given = PROMETHEUS_MULTIPROC_DIR.get()
-    base = _base()
-    if given and not own and Path(given).parent != base:
+    if given and not own and Path(given).parent != _base_path():
         folder = Path(given)
         if not folder.is_dir():
             raise UsageError(f"{PROMETHEUS_MULTIPROC_DIR.name}={given} is not a directory")
     else:
+        base = _base()
         owner = os.getpid() if own else _owner()
         folder = base / f"{owner}-{_start_time(owner) or 0}"
         with _locked(base):
@@ -283,8 +304,7 @@ def _sweep(base: Path) -> None:
         found = _OWNED.fullmatch(child.name)
         if found is None or not child.is_dir():
             continue
-        pid, started = int(found[1]), int(found[2])
-        if _start_time(pid) != started:
+        if not _running(int(found[1]), int(found[2])):
             shutil.rmtree(child, ignore_errors=True)
 
 
@@ -327,7 +347,7 @@ def _mark_dead(path: Path) -> None:
         if found is not None:
             pids.add(int(found[1]))
     for pid in pids:
-        if pid != os.getpid() and _start_time(pid) is None:
+        if pid != os.getpid() and not _running(pid):
             multiprocess.mark_process_dead(pid, str(path))  # type: ignore[no-untyped-call]
 
 
