@@ -579,3 +579,26 @@ def test_attack_a_metrics_base_folder_others_can_write_is_refused(tmp_path: Path
     out = _prepare(tmp_path)
     assert out.returncode == 2
     assert "not a private folder" in out.stderr and str(base) in out.stderr
+
+
+def test_a_cli_process_counts_nothing_and_loads_no_metrics_client(tmp_path: Path) -> None:
+    """Only the service's processes count: a CLI command's append and checkpoint would
+    count into nothing any scrape reads, and prometheus-client costs ~0.1 s to import."""
+    code = (
+        "import sys\n"
+        "from capability_anchor.log import Log\n"
+        f"log = Log.init({str(tmp_path / 'd')!r}, iss={ISS!r})\n"
+        "from obskit import observation\n"
+        "log.append([observation(1)]); log.checkpoint(); log.close()\n"
+        "print('prometheus_client' in sys.modules)\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    tests = str(Path(__file__).resolve().parent)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**environ, "PYTHONPATH": tests},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False", out.stderr

@@ -19,7 +19,7 @@ from ..clockguard import ClockGuard
 from ..errors import StoreError
 from ..files import tighten_modes
 from ..log import Log
-from ..metrics import observe
+from ..metrics import enable, observe
 from ..stamping import Stamper, StampResult, TsaConfig
 from ..store import DB_NAME, Store
 from ..witnessing import Witnessing
@@ -102,6 +102,7 @@ def _open_service(settings: Settings) -> Service:
 
 def create_app(settings: Settings) -> Litestar:
     """Open the log and build the app around it."""
+    enable()  # this process serves /metrics: it counts (metrics.py)
     service = _open_service(settings)
 
     async def startup(app: Litestar) -> None:

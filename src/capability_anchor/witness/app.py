@@ -17,6 +17,7 @@ import anyio.to_thread
 import msgspec
 from litestar import Request, Response, get, post
 
+from .. import metrics
 from ..api import accesslog
 from ..api.edge import AnchorApp
 from ..api.errors import HANDLERS, ApiError, error_response
@@ -105,6 +106,7 @@ def create_witness_app(
     async def shutdown(app: Any) -> None:
         witness.close()
 
+    metrics.enable()  # this process serves /metrics: it counts
     handlers: dict[Any, Callable[..., Any]] = {**HANDLERS, Exception: _handle, Refusal: _handle}
     app = AnchorApp(
         route_handlers=[add_checkpoint, checkpoint, healthz, metrics_page],
