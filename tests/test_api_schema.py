@@ -80,6 +80,7 @@ GETS: list[tuple[str, bool]] = [
     ("/entries/{day}", True),
     ("/keys", False),
     ("/record", False),
+    ("/metrics", False),
 ]
 OPERATIONS: list[tuple[str, str, bool]] = [
     *((method, path, has_day) for path, has_day in GETS for method in ("GET", "HEAD")),
@@ -90,6 +91,7 @@ OPERATIONS: list[tuple[str, str, bool]] = [
 # Nothing to mutate in negative mode: no input at all.
 NO_NEGATIVE = {
     "/healthz",
+    "/metrics",
     "/roots/latest",
     "/keys",
     "/checkpoint",
@@ -193,7 +195,7 @@ def test_every_success_body_is_documented_field_by_field(target: Target) -> None
     assert listed == {(method, path) for method, path, _ in OPERATIONS}
 
 
-CACHED = {path for path, _ in GETS} - {"/healthz", "/record"}
+CACHED = {path for path, _ in GETS} - {"/healthz", "/record", "/metrics"}
 """The GETs answered through `caching.cached`, with an ETag and 304 on a match."""
 
 
@@ -335,6 +337,7 @@ def test_real_answers_have_exactly_the_documented_members(tmp_path: Path) -> Non
         ("GET", "/entries/{day}", f"/entries/{h.today}", {}),
         ("GET", "/keys", "/keys", {}),
         ("GET", "/record", "/record?id=example:a-0", {}),
+        ("GET", "/metrics", "/metrics", {}),
         ("POST", "/prove", "/prove", {"json": {"record": h.x}}),
         ("POST", "/records", "/records", {"json": {"records": [rec("doc", 0)]}}),
         ("POST", "/records", "/records?prove=1", {"json": {"records": [rec("doc", 1)]}}),
@@ -492,7 +495,7 @@ def schemathesis_run(
     ("select", "expected", "phases"),
     [
         pytest.param(
-            ("--exclude-path-regex", RECORD_BODIES), 39, ALL_PHASES, id="every-other-operation"
+            ("--exclude-path-regex", RECORD_BODIES), 41, ALL_PHASES, id="every-other-operation"
         ),
         pytest.param(("--include-path-regex", RECORD_BODIES), 2, RECORD_PHASES, id="record-bodies"),
     ],

@@ -510,6 +510,7 @@ def slash_aliases(server: Server, client: httpx.Client) -> list[tuple[str, str]]
         "/history/proof",
         "/history/vkey",
         "/history/policy",
+        "/metrics",
         "/schema",
         "/schema/openapi.json",
     ]

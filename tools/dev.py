@@ -4,13 +4,15 @@
     python3 tools/dev.py run     # the HTTP service on its embedded default (SQLite in ./data)
     python3 tools/dev.py test    # ruff, mypy --strict on src/, and the whole pytest suite
     python3 tools/dev.py faketime   # install libfaketime (the clock-jump tests need it)
+    python3 tools/dev.py prometheus # install Prometheus and promtool (the /metrics tests)
     python3 tools/dev.py chromium   # install headless Chromium (the docs-page tests need it)
 
 Both create `.venv` beside `pyproject.toml` and install the project into it (with its
 test extras) the first time, and again whenever `pyproject.toml` changes. `test` also
-installs libfaketime and Chromium (Debian's `faketime` and `chromium`) when they are missing
-and this runs as root, quietly; the tests that need them skip, saying why, only where that is
-impossible. Standard library only, so it runs before anything is installed.
+installs libfaketime, Chromium and Prometheus (Debian's `faketime`, `chromium` and
+`prometheus`) when they are missing and this runs as root, quietly; the tests that need
+them skip, saying why, only where that is impossible. Standard library only, so it runs
+before anything is installed.
 """
 
 from __future__ import annotations
@@ -32,8 +34,14 @@ STAMP = VENV / ".capability-anchor-installed"
 SYSTEM_PACKAGES = {
     "faketime": Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"),
     "chromium": Path("/usr/bin/chromium"),
+    # Debian's `prometheus` gives both /usr/bin/prometheus and /usr/bin/promtool.
+    "prometheus": Path("/usr/bin/promtool"),
 }
-_NEEDED_BY = {"faketime": "the clock-jump tests", "chromium": "the docs-page browser tests"}
+_NEEDED_BY = {
+    "faketime": "the clock-jump tests",
+    "chromium": "the docs-page browser tests",
+    "prometheus": "the /metrics tests (promtool, a real Prometheus)",
+}
 
 
 def _bin(name: str) -> Path:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .errors import ClockDisagrees
+from .metrics import observe
 
 ACK_FILE = "clock-ack"
 TOLERANCE_S = 300.0
@@ -137,6 +138,7 @@ class ClockGuard:
         self._ack_seen: tuple[int, int, int] | None = self._ack_signature()
         self.episodes = 0
         self._pins = threading.local()
+        observe().clock_disagrees.set(0)
 
     def _ack_signature(self) -> tuple[int, int, int] | None:
         try:
@@ -183,6 +185,7 @@ class ClockGuard:
             skew = wall - expected
             if abs(skew) <= self.tolerance:
                 if self._since is not None:
+                    observe().clock_disagrees.set(0)
                     log.warning(
                         "the wall clock agrees with the monotonic clock again (skew %s, "
                         "after %s): appends, checkpoints and sealing resume",
@@ -194,6 +197,7 @@ class ClockGuard:
             if self._since is None:
                 self._since = mono
                 self.episodes += 1
+                observe().clock_disagrees.set(1)
                 log.warning(
                     "the wall clock (%s) disagrees with the monotonic clock by %s, more than "
                     "%d s: appends, checkpoints and sealing are paused until they agree again "

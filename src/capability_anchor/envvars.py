@@ -30,6 +30,10 @@ class EnvVar:
     def is_set(self, env: Mapping[str, str] | None = None) -> bool:
         return self.get(env) is not None
 
+    def set(self, value: str) -> None:
+        """Set it for this process and the ones it starts (`metrics.prepare`)."""
+        os.environ[self.name] = value
+
 
 _SERVICE = "the ASGI form (`uvicorn capability_anchor.api.asgi:app`)"
 
@@ -124,6 +128,19 @@ LOG_FORMAT = EnvVar(
     "access and event log lines on stderr: `plain` or `json` (`--log-format`)",
     f"`serve`, `witness serve`, {_SERVICE}",
 )
+METRICS_TOKEN = EnvVar(
+    "CAPABILITY_ANCHOR_METRICS_TOKEN",
+    "none: `/metrics` is public",
+    "Bearer token `/metrics` asks for (`--metrics-token`); set but empty is refused",
+    f"{_SERVICE}, `witness serve`",
+)
+PROMETHEUS_MULTIPROC_DIR = EnvVar(
+    "PROMETHEUS_MULTIPROC_DIR",
+    "a private folder made at each start",
+    "prometheus-client's multiprocess folder; the operator's own (emptied by them before "
+    "each start) is used by the ASGI form, never by `serve`",
+    f"{_SERVICE}, and the processes the service starts",
+)
 WITNESS_DATA = EnvVar(
     "CAPABILITY_ANCHOR_WITNESS_DATA",
     "`./witness-data`",
@@ -154,6 +171,8 @@ VARIABLES: tuple[EnvVar, ...] = (
     WITNESS_DEADLINE,
     PUBLISHED,
     LOG_FORMAT,
+    METRICS_TOKEN,
+    PROMETHEUS_MULTIPROC_DIR,
     WITNESS_DATA,
     HTTP_PROXY,
     HTTPS_PROXY,

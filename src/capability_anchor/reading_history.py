@@ -175,10 +175,9 @@ class HistoryReader:
             raise NotFound("the history has no checkpoint yet (no head is published)")
         policy = self.parsed_policy()
         if policy is not None and policy.quorum != "none":
-            for cosigned in self._store.cosigned_sizes():
-                lines = _policy_lines(policy, self._store.cosignatures(cosigned))
-                if policy.satisfied_by(lines):
-                    return _with_lines(self.checkpoint(cosigned), list(lines.values()))
+            met = _quorum_met(self._store, policy)
+            if met is not None:
+                return _with_lines(self.checkpoint(met[0]), list(met[1].values()))
         return _with_lines(self.checkpoint(newest), self._store.cosignatures(newest))
 
     def tlog_proof(self, leaf_hash: bytes, size: int | None = None) -> bytes:
@@ -204,6 +203,34 @@ class HistoryReader:
 def _size_of(note: bytes) -> int:
     """The size line of a stored checkpoint note (its second line)."""
     return int(note.split(b"\n", 2)[1])
+
+
+def _quorum_met(
+    store: Store, policy: Policy, sizes: list[int] | None = None
+) -> tuple[int, dict[str, CosignatureRow]] | None:
+    """The newest cosigned size (of `sizes`, default all) whose policy witnesses' lines
+    meet the quorum, and those lines; None when no size does."""
+    for cosigned in store.cosigned_sizes() if sizes is None else sizes:
+        lines = _policy_lines(policy, store.cosignatures(cosigned))
+        if policy.satisfied_by(lines):
+            return cosigned, lines
+    return None
+
+
+def quorum_met_size(store: Store, newest: int, limit: int) -> tuple[int | None, int | None]:
+    """(the size of the newest checkpoint that meets the stored policy's quorum, or None;
+    the oldest size looked at when none of the `limit` newest cosigned sizes did, so the one
+    that meets it, if any, is older). `newest` with no policy or `quorum none`. Bounded: at
+    most `limit` sizes are read (the metrics, at scrape time)."""
+    text = store.policy()
+    policy = None if text is None else parse_policy(text)
+    if policy is None or policy.quorum == "none":
+        return newest, None
+    sizes = store.cosigned_sizes(limit)
+    met = _quorum_met(store, policy, sizes)
+    if met is not None:
+        return met[0], None
+    return None, (sizes[-1] if len(sizes) == limit else None)
 
 
 def _policy_lines(policy: Policy, rows: list[CosignatureRow]) -> dict[str, CosignatureRow]:

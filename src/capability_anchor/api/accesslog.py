@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 from ..envvars import LOG_FORMAT
 from ..errors import UsageError
+from ..metrics import observe
 
 FORMATS = ("plain", "json")
 FORMAT_ENV = LOG_FORMAT.name
@@ -164,12 +165,33 @@ def _reason(body: bytes) -> dict[str, str]:
     return {k: doc[k] for k in ("error", "note") if isinstance(doc.get(k), str)}
 
 
-class AccessLog:
-    """ASGI wrapper: one log line per HTTP exchange, after its last body message."""
+UNROUTED = "(unrouted)"
+"""The route label of a request no route took (404, 405 before routing): raw paths are
+anyone's, so they never become labels."""
 
-    def __init__(self, app: ASGIApp, method_key: str | None = None) -> None:
+
+def route_of(scope: Scope) -> str:
+    """The route template that took the request (`/roots/{day:str}`), never the raw path:
+    the label's values are the app's routes, a bounded set."""
+    if scope.get("route_handler") is None:
+        return UNROUTED
+    return str(scope.get("path_template") or UNROUTED)
+
+
+class AccessLog:
+    """ASGI wrapper: one log line per HTTP exchange, after its last body message, and its
+    count and latency in the metrics (`metrics.py`). A refusal of the `writes` route
+    ((method, template), `POST /records`) is also counted by its error code."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        method_key: str | None = None,
+        writes: tuple[str, str] | None = None,
+    ) -> None:
         self.app = app
         self.method_key = method_key
+        self.writes = writes
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope.get("type") != "http":
@@ -198,6 +220,7 @@ class AccessLog:
                 extra.update(_reason(bytes(body)))
             level = logging.INFO if 0 < status < 400 else logging.WARNING
             _access.log(level, "%s %s %s", method, extra["path"], status, extra=extra)
+            self._count(scope, str(method), status, extra.get("error"), started)
 
         async def logged_send(message: Message) -> None:
             nonlocal status
@@ -217,6 +240,16 @@ class AccessLog:
             # logged too, with the status it got so far (0: none).
             line()
 
+    def _count(
+        self, scope: Scope, method: str, status: int, error: str | None, started: float
+    ) -> None:
+        m = observe()
+        route = route_of(scope)
+        m.requests.labels(route, method, str(status)).inc()
+        m.request_seconds.labels(route, method).observe(time.perf_counter() - started)
+        if status >= 400 and (method, route) == self.writes:
+            m.rejected.labels(error or str(status)).inc()
+
 
 def litestar_logging() -> Any:
     """Litestar's own logging ("litestar" logger: unexpected errors) without the handler it
@@ -226,7 +259,7 @@ def litestar_logging() -> Any:
     return LoggingConfig(configure_root_logger=False)
 
 
-def install(app: Any) -> None:
+def install(app: Any, writes: tuple[str, str] | None = None) -> None:
     """Log every request the Litestar `app` answers, and its start and shutdown.
 
     The request handler is wrapped (not the app's `__call__`) so the edge guard, HEAD
@@ -236,7 +269,7 @@ def install(app: Any) -> None:
 
     if not _configured():
         configure()
-    app.asgi_handler = AccessLog(app.asgi_handler, ORIGINAL_METHOD)
+    app.asgi_handler = AccessLog(app.asgi_handler, ORIGINAL_METHOD, writes)
 
     async def started(_: Any) -> None:
         events.info("started (pid %d)", os.getpid())

@@ -21,6 +21,7 @@ from ..clockguard import ClockGuard
 from ..errors import StoreError
 from ..files import tighten_modes
 from ..log import Log
+from ..metrics import enable, observe
 from ..published import learn
 from ..stamping import Stamper, StampResult, TsaConfig
 from ..store import DB_NAME, Store
@@ -30,7 +31,7 @@ from .background import Background
 from .bodies import BodyChecker
 from .edge import AnchorApp
 from .errors import HANDLERS
-from .guards import before
+from .guards import before, metrics_token
 from .home import front_page
 from .openapi import JsonDocument
 from .pages import DocsPage
@@ -43,6 +44,7 @@ _logger = logging.getLogger("capability_anchor.stamping")
 
 
 def _log_stamp(result: StampResult) -> None:
+    observe().stamps.labels("stored" if result.ok else "failed").inc()
     _logger.log(logging.INFO if result.ok else logging.WARNING, "%s", result.describe())
 
 
@@ -67,6 +69,7 @@ def _open_service(settings: Settings) -> Service:
         )
     # Refused before the log is opened: a service with an unusable token must not start.
     token = settings.token()
+    metrics_token(settings.metrics_token)
     tighten_modes(settings.data_dir)
     writer = Log.open(settings.data_dir, clock=settings.clock)
     try:
@@ -109,6 +112,7 @@ def _open_service(settings: Settings) -> Service:
 
 def create_app(settings: Settings) -> Litestar:
     """Open the log and build the app around it."""
+    enable()  # this process serves /metrics: it counts (metrics.py)
     service = _open_service(settings)
 
     async def startup(app: Litestar) -> None:
@@ -139,7 +143,14 @@ def create_app(settings: Settings) -> Litestar:
             path="/schema",
             render_plugins=[DocsPage(), JsonDocument()],
             components=Components(
-                security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
+                security_schemes={
+                    "bearer": SecurityScheme(type="http", scheme="bearer"),
+                    "metrics": SecurityScheme(
+                        type="http",
+                        scheme="bearer",
+                        description="the metrics token, when the service has one",
+                    ),
+                }
             ),
         ),
         request_max_body_size=settings.max_body,
@@ -153,7 +164,9 @@ def create_app(settings: Settings) -> Litestar:
     )
     app.body_timeout = settings.body_timeout
     app.drain_limit = settings.max_body
-    accesslog.install(app)  # access and event log lines (api/accesslog.py)
+    # Access and event log lines, and the request metrics (api/accesslog.py); a refused
+    # POST /records is also counted by its error code.
+    accesslog.install(app, writes=("POST", "/records"))
     return app
 
 

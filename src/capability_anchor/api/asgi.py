@@ -7,11 +7,15 @@ worker with a wrong key or data dir fails before it accepts a connection.
 
 import sys
 
+from .. import metrics
 from ..errors import CapabilityAnchorError
 from .app import create_app
 from .settings import Settings
 
 try:
+    # The workers of one uvicorn supervisor share a metrics folder (metrics.py), made before
+    # the log opens anything that counts.
+    metrics.prepare()
     app = create_app(Settings.from_env())
 except CapabilityAnchorError as _exc:
     # One line saying why, not a traceback: uvicorn lets SystemExit through its import.

@@ -98,17 +98,48 @@ def check_writer(request: Request[Any, Any, Any], service: Service) -> None:
     all (no header, another scheme, an empty token) and a wrong one get different notes, so
     a client can tell a missing header from a wrong secret; neither says anything about the
     token given or the one expected (not its length, not how much of it matched)."""
+    check_bearer(request, service.token, MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE)
+
+
+def check_bearer(
+    request: Request[Any, Any, Any], expected: str, missing_note: str, wrong_note: str
+) -> None:
+    """401 `unauthorized` unless the request carries Bearer `expected` (see `check_writer`)."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
-        note = MISSING_TOKEN_NOTE
+        note = missing_note
     # Constant-time comparison: the time taken says nothing about how much of a guess was right.
-    elif not hmac.compare_digest(token.encode(), service.token.encode()):
-        note = WRONG_TOKEN_NOTE
+    elif not hmac.compare_digest(token.encode(), expected.encode()):
+        note = wrong_note
     else:
         return
     raise ApiError("unauthorized", note, {"WWW-Authenticate": 'Bearer realm="capability-anchor"'})
+
+
+MISSING_METRICS_TOKEN_NOTE = "/metrics needs Authorization: Bearer <metrics token>"  # noqa: S105
+WRONG_METRICS_TOKEN_NOTE = "the bearer token does not match this service's metrics token"  # noqa: S105
+
+
+def check_metrics(request: Request[Any, Any, Any], token: str | None) -> None:
+    """`/metrics`: public without a metrics token, else 401 unless Bearer that token. Never
+    rate limited: a scraper (or several behind one address) must not be refused."""
+    if token is not None:
+        check_bearer(request, token, MISSING_METRICS_TOKEN_NOTE, WRONG_METRICS_TOKEN_NOTE)
+
+
+def metrics_token(value: str | None) -> str | None:
+    """A metrics token as given (`--metrics-token`, CAPABILITY_ANCHOR_METRICS_TOKEN): None
+    for none; empty or with white space is a usage error (a header could not carry it)."""
+    if value is None:
+        return None
+    if not value or any(c.isspace() or not c.isprintable() for c in value):
+        raise UsageError(
+            "the metrics token must be non-empty visible characters without spaces "
+            "(--metrics-token, CAPABILITY_ANCHOR_METRICS_TOKEN)"
+        )
+    return value
 
 
 def check_rate(request: Request[Any, Any, Any], limiter: RateLimiter | None) -> None:
@@ -232,6 +263,8 @@ async def before(request: Request[Any, Any, Any]) -> None:
     opt = request.route_handler.opt
     if opt.get("writer"):
         check_writer(request, service)
+    elif opt.get("metrics"):
+        check_metrics(request, service.settings.metrics_token)
     else:
         check_rate(request, service.limiter)
     check_integers(request)
@@ -254,7 +287,10 @@ __all__ = [
     "CheckedBody",
     "before",
     "body_limit",
+    "check_bearer",
     "check_integers",
+    "check_metrics",
     "check_rate",
     "check_writer",
+    "metrics_token",
 ]

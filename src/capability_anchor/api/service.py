@@ -9,7 +9,7 @@ batch is ~50 ms of hashing and fsync that must not stall the loop).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
@@ -18,6 +18,7 @@ from litestar import Request
 from ..clockguard import ClockGuard
 from ..encoding import parse_day
 from ..log import Log
+from ..metrics import StoreCollector
 from .background import Background
 from .bodies import BodyChecker
 from .ratelimit import RateLimiter
@@ -37,6 +38,11 @@ class Service:
     """The service's time, read by every Log of it and by the append workers' callers."""
     limiter: RateLimiter | None = None
     background: Background | None = None
+    collector: StoreCollector = field(init=False)
+    """The log's state as gauges for `/metrics`, read from the reader's store at scrape time."""
+
+    def __post_init__(self) -> None:
+        self.collector = StoreCollector(self.reader, self.settings.clock)
 
     async def write(self, call: Callable[[], T]) -> T:
         """Run a writer call on a worker thread (the Log serialises writers itself)."""

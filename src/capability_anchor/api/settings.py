@@ -78,6 +78,9 @@ class Settings:
     folder (`--published`, env CAPABILITY_ANCHOR_PUBLISHED): read at start and before each
     background checkpoint, beside the witnesses' monitoring views, so that a data dir behind
     what was published signs nothing (`published.learn`, SPEC §13.3)."""
+    metrics_token: str | None = field(default=None, repr=False)
+    """Bearer token `/metrics` asks for (`--metrics-token`, env
+    CAPABILITY_ANCHOR_METRICS_TOKEN); None: `/metrics` is public."""
 
     background: bool = True
     """Run checkpoints and sealing in the background (tests of pure request handling turn
@@ -117,6 +120,7 @@ class Settings:
             tsa_deadline=float(tsa_deadline) if tsa_deadline else None,
             witness_deadline=float(value(e.WITNESS_DEADLINE, "10")),
             published=e.PUBLISHED.get() or None,
+            metrics_token=e.METRICS_TOKEN.get(),
         )
 
     def token(self) -> str:

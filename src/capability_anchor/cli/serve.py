@@ -88,7 +88,28 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="processes checking request bodies (0: on the event loop)",
     )
+    add_metrics_token(p)
     add_log_format(p)
+
+
+def add_metrics_token(p: argparse.ArgumentParser) -> None:
+    """`--metrics-token`, for `serve` and `witness serve` alike."""
+    p.add_argument(
+        "--metrics-token",
+        metavar="TOKEN",
+        default=None,
+        help="/metrics answers only requests with Authorization: Bearer TOKEN "
+        "(default: $CAPABILITY_ANCHOR_METRICS_TOKEN, else /metrics is public)",
+    )
+
+
+def metrics_token_of(args: argparse.Namespace) -> str | None:
+    """The metrics token: the option, else the environment; checked (a usage error)."""
+    from ..api.guards import metrics_token
+    from ..envvars import METRICS_TOKEN
+
+    given = args.metrics_token if args.metrics_token is not None else METRICS_TOKEN.get()
+    return metrics_token(given)
 
 
 def add_log_format(p: argparse.ArgumentParser) -> None:
@@ -159,6 +180,7 @@ def _init_log(args: argparse.Namespace, data: Path) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from .. import metrics
     from ..api import Settings, accesslog, create_app
     from ..errors import UsageError
     from ..jws import MAX_RECORD_LIFETIME
@@ -180,6 +202,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.iss is not None and not args.init:
         raise UsageError("--iss is only for --init (a log keeps the iss it was made with)")
     accesslog.configure(args.log_format)
+    token = metrics_token_of(args)
     create = _needs_init(args, data)
     # Bound, not yet listening: a taken port is refused before a log is created or opened,
     # and no connection is accepted before the log's self-check and the token check pass.
@@ -201,7 +224,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             header_timeout=args.header_timeout,
             body_timeout=args.body_timeout,
             body_workers=args.body_workers,
+            metrics_token=token,
         )
+        # Before the log opens anything that counts: this process's metrics, and those of
+        # the body workers it starts, go to a new folder of its own (metrics.py).
+        metrics.prepare(own=True)
         # The log is opened and self-checked here, before the socket listens.
         app = create_app(settings)
         # Said once the token is known to be usable: a refusal is then the only line.

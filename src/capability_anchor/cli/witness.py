@@ -18,7 +18,7 @@ from ..envvars import WITNESS_DATA
 from ..errors import NoteError, UsageError
 from .common import EXIT_OK, emit
 from .exitcodes import epilog_of
-from .serve import add_log_format
+from .serve import add_log_format, add_metrics_token
 
 PROG = "capability-anchor witness"
 DATA_ENV = WITNESS_DATA.name
@@ -68,6 +68,7 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument(
         "--rate-limit", type=int, default=100, help="requests/s per client address; 0: off"
     )
+    add_metrics_token(q)
     add_log_format(q)
 
 
@@ -126,19 +127,22 @@ def _add_log(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .. import metrics
     from ..api import accesslog
     from ..witness.app import create_witness_app
     from ..witness.service import Witness
-    from .serve import _bind, run_on
+    from .serve import _bind, metrics_token_of, run_on
 
     if args.rate_limit < 0:
         raise UsageError("--rate-limit must be >= 0")
     # The log's service's access and event log, in the same format (api/accesslog.py).
     accesslog.configure(args.log_format)
+    token = metrics_token_of(args)
     sock = _bind(args.host, args.port)
     try:
+        metrics.prepare(own=True)
         witness = Witness.open(witness_data(args.data))
-        app = create_witness_app(witness, rate_limit=args.rate_limit)
+        app = create_witness_app(witness, rate_limit=args.rate_limit, metrics_token=token)
         run_on(sock, app, header_timeout=10.0, prog=PROG)
     finally:
         sock.close()

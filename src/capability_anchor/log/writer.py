@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .. import head as heads
 from ..errors import Conflict, StoreError, VerificationError
 from ..merkle import TILE_WIDTH, TreeEdge
+from ..metrics import observe
 from ..published import check_not_behind
 from ..store import HeadRow, StampRow
 from .batch import AppendResult, Prepared
@@ -40,6 +41,15 @@ class _Batch:
     results: list[AppendResult]
     edge: TreeEdge
     pending: Pending
+
+
+def _count(batch: _Batch) -> None:
+    """A committed batch in the metrics: its size, and its new and duplicate records."""
+    m = observe()
+    duplicates = sum(1 for r in batch.results if r.duplicate)
+    m.batch_size.observe(len(batch.results))
+    m.appended.inc(len(batch.results) - duplicates)
+    m.duplicates.inc(duplicates)
 
 
 class LogWriter:
@@ -71,6 +81,7 @@ class LogWriter:
             # Durable from here on: the commit returned. Only now are the edge and the
             # unindexed keys kept (a rolled-back batch leaves them to be re-read).
             self._keep(batch)
+            _count(batch)
             return batch.results
 
     def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
@@ -110,6 +121,7 @@ class LogWriter:
             if row is not newest:
                 _events.info("prove: published a head of %s at tree size %d", batch.day, size)
             self._keep(batch)
+            _count(batch)
             return out
 
     def _sequence(self, prepared: Sequence[Prepared], now: float) -> _Batch:
@@ -295,14 +307,19 @@ class LogWriter:
             while day < today:
                 # One transaction per day: a crash leaves every earlier day sealed, and the
                 # rerun signs the same bytes (sealed heads are dated the end of their day).
-                with self._store.write():
-                    # Another process may have sealed it since we looked.
-                    sealed = None
-                    if self._store.sealed_head(day) is None:
-                        size = self._store.day_size(day)
-                        sealed = self.sign_head(day, size, True, heads.sealed_iat(day)).doc
+                try:
+                    with self._store.write():
+                        # Another process may have sealed it since we looked.
+                        sealed = None
+                        if self._store.sealed_head(day) is None:
+                            size = self._store.day_size(day)
+                            sealed = self.sign_head(day, size, True, heads.sealed_iat(day)).doc
+                except Exception:
+                    observe().seals.labels("failed").inc()
+                    raise
                 if sealed is not None:
                     _events.info("sealed %s at tree size %d", day, size)
+                    observe().seals.labels("sealed").inc()
                     out.append(sealed)
                     if on_sealed is not None:
                         on_sealed(sealed)

@@ -40,8 +40,8 @@ class StoreWitnessed(ABC):
         """The stored cosignatures of the checkpoint of `size`, in the order stored."""
 
     @abstractmethod
-    def cosigned_sizes(self) -> list[int]:
-        """Every size with a stored cosignature, newest first."""
+    def cosigned_sizes(self, limit: int | None = None) -> list[int]:
+        """Every size with a stored cosignature, newest first (the `limit` newest)."""
 
     @abstractmethod
     def witnessed_marker(self) -> tuple[int, int, int]:

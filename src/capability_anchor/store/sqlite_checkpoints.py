@@ -76,12 +76,11 @@ class SqliteCheckpoints(SqliteBase):
             )
         ]
 
-    def cosigned_sizes(self) -> list[int]:
-        """Every size with at least one stored cosignature, newest first."""
-        return [
-            int(s)
-            for (s,) in self._exec("SELECT DISTINCT size FROM cosignatures ORDER BY size DESC")
-        ]
+    def cosigned_sizes(self, limit: int | None = None) -> list[int]:
+        """Every size with at least one stored cosignature, newest first (a backward walk
+        of the (size, line) index: `limit` bounds it)."""
+        sql = "SELECT DISTINCT size FROM cosignatures ORDER BY size DESC LIMIT ?"
+        return [int(s) for (s,) in self._exec(sql, (-1 if limit is None else limit,))]
 
     def witnessed_marker(self) -> tuple[int, int, int]:
         row = self._one(

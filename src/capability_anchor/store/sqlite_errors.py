@@ -15,6 +15,7 @@ from ..errors import (
     StoreIOError,
     StoreReadOnly,
 )
+from ..metrics import observe
 
 
 def store_error(exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
@@ -32,6 +33,8 @@ def store_error(exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
     )
     for prefixes, cls, what in kinds:
         if name.startswith(prefixes):
+            if cls is StoreBusy:
+                observe().store_busy.inc()
             return cls(f"{context}: {what}: {exc}")
     return StoreError(f"{context}: {exc}")
 

@@ -17,12 +17,14 @@ import anyio.to_thread
 import msgspec
 from litestar import Request, Response, get, post
 
+from .. import metrics
 from ..api import accesslog
 from ..api.edge import AnchorApp
 from ..api.errors import HANDLERS, ApiError, error_response
-from ..api.guards import check_length, check_rate
+from ..api.guards import check_length, check_metrics, check_rate
 from ..api.models import ErrorBody
 from ..api.ratelimit import RateLimiter
+from ..api.routes.metrics import answer
 from ..head import VERSION
 from .protocol import MAX_BODY, SIZE_CONTENT_TYPE, Refusal
 from .service import Witness
@@ -58,7 +60,10 @@ def _witness(request: Request[Any, Any, Any]) -> Witness:
 
 
 def _before(request: Request[Any, Any, Any]) -> None:
-    check_rate(request, request.app.state.limiter)
+    if request.route_handler.opt.get("metrics"):
+        check_metrics(request, request.app.state.metrics_token)
+    else:
+        check_rate(request, request.app.state.limiter)
     check_length(request, request.app.state.max_body)
 
 
@@ -83,15 +88,28 @@ async def healthz() -> str:
     return "ok\n"
 
 
+@get("/metrics", opt={"metrics": True})
+async def metrics_page() -> Response[bytes]:
+    """The witness's Prometheus metrics (its requests by route and status, with latency),
+    as the log's `/metrics` answers them: public unless `--metrics-token`, never rate
+    limited, made off the event loop."""
+    return await answer()
+
+
 def create_witness_app(
-    witness: Witness, *, rate_limit: int = 100, max_body: int = MAX_BODY
+    witness: Witness,
+    *,
+    rate_limit: int = 100,
+    max_body: int = MAX_BODY,
+    metrics_token: str | None = None,
 ) -> AnchorApp:
     async def shutdown(app: Any) -> None:
         witness.close()
 
+    metrics.enable()  # this process serves /metrics: it counts
     handlers: dict[Any, Callable[..., Any]] = {**HANDLERS, Exception: _handle, Refusal: _handle}
     app = AnchorApp(
-        route_handlers=[add_checkpoint, checkpoint, healthz],
+        route_handlers=[add_checkpoint, checkpoint, healthz, metrics_page],
         before_request=_before,
         exception_handlers=handlers,
         on_shutdown=[shutdown],
@@ -103,6 +121,7 @@ def create_witness_app(
     app.state.witness = witness
     app.state.limiter = RateLimiter(rate_limit) if rate_limit > 0 else None
     app.state.max_body = max_body
+    app.state.metrics_token = metrics_token
     app.drain_limit = max_body
     # One access line per request and the start and shutdown events, as the log's service.
     accesslog.install(app)

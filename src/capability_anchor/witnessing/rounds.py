@@ -27,11 +27,13 @@ import hashlib
 import logging
 import os
 import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import WitnessError
+from ..metrics import observe
 from ..note import PolicyWitness
 from ..published import witness_ahead
 from ..store import CosignatureRow, WitnessState
@@ -169,11 +171,19 @@ def _exchange(log_: Log, sent: Sent, deadline: float) -> tuple[Verdict, Sent]:
 def _ask(log_: Log, sent: Sent, deadline: float) -> Verdict:
     url = sent.witness.url or ""
     body = request_body(sent.old, _proof(log_, sent), sent.checkpoint)
+    started = time.monotonic()
     try:
         answer = post(url, body, deadline=deadline)
     except WitnessError as exc:
-        return Verdict(FAILED, str(exc))
-    return judge(answer, sent, now=int(log_.clock()))
+        verdict = Verdict(FAILED, str(exc))
+    else:
+        verdict = judge(answer, sent, now=int(log_.clock()))
+    # Witness names come from the stored policy: a bounded set of labels.
+    m = observe()
+    name = sent.witness.name
+    m.witness_requests.labels(name, verdict.kind).inc()
+    m.witness_seconds.labels(name).observe(time.monotonic() - started)
+    return verdict
 
 
 def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> Outcome:

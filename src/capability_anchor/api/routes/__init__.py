@@ -5,14 +5,15 @@
 - `entries`: a day's entries and a server's signed resolver-2 record (`/record`);
 - `keys`: the JWKS and liveness;
 - `history`: the history tree's tiles, checkpoints and tlog-proofs (SPEC §12.4);
-- `writes`: the POST operations, `/records`, `/checkpoint` (writers) and `/prove`.
+- `writes`: the POST operations, `/records`, `/checkpoint` (writers) and `/prove`;
+- `metrics`: `/metrics`, Prometheus (`metrics.py`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import entries, history, keys, proofs, roots, writes
+from . import entries, history, keys, metrics, proofs, roots, writes
 
 ROUTES: list[Any] = [
     keys.healthz,
@@ -37,6 +38,7 @@ ROUTES: list[Any] = [
     writes.prove,
     writes.post_records,
     writes.post_checkpoint,
+    metrics.metrics_page,
 ]
 
 __all__ = ["ROUTES"]

@@ -1,0 +1,51 @@
+"""`GET /metrics`: the service's Prometheus metrics (`metrics.py`), public unless the
+service was given a metrics token (`--metrics-token`), then Bearer only. Never rate limited
+(a scraper behind one address must not be refused), and built off the event loop: the
+scrape reads files and the store, and no other request waits for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+from litestar import Request, Response, get
+
+from ... import metrics
+from ..errors import documented
+from ..models import success
+from ..service import service_of
+
+METRICS_SECURITY: list[dict[str, list[str]]] = [{"metrics": []}, {}]
+"""Bearer with the metrics token when the service has one, else nothing."""
+
+
+def metrics_responses() -> dict[int, Any]:
+    return {
+        **success(str, "the Prometheus text exposition format, version 0.0.4", "text/plain"),
+        **documented(400, 401, 413, 503),
+    }
+
+
+async def answer(*collectors: Any) -> Response[bytes]:
+    """The exposition, made in a worker thread (`metrics.exposition` blocks)."""
+    body = await anyio.to_thread.run_sync(metrics.exposition, *collectors)
+    # An explicit header is sent as given (Litestar would append a second charset).
+    return Response(
+        body, media_type=metrics.CONTENT_TYPE, headers={"Content-Type": metrics.CONTENT_TYPE}
+    )
+
+
+@get(
+    "/metrics",
+    summary="Prometheus metrics",
+    description=(
+        "Every process of the service summed (uvicorn workers and body workers), and the "
+        "log's state read from the store at the scrape. Needs Authorization: Bearer "
+        "<metrics token> when the service was started with one; never rate limited."
+    ),
+    opt={"metrics": True},
+    responses=metrics_responses(),
+    security=METRICS_SECURITY,
+)
+async def metrics_page(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return await answer(service_of(request).collector)
