@@ -213,6 +213,8 @@ def test_a_restored_log_is_behind_refuses_appends_and_signs_nothing(story: Story
             assert "recover" in body["note"]
             assert client.post("/checkpoint", headers=server.writer_headers()).status_code == 503
             assert client.get("/record", params={"id": "example:b-0"}).status_code == 503
+            scrape = client.get("/metrics").text
+            assert "\ncapability_anchor_behind_published 1.0\n" in scrape, scrape
         # The state is the data dir's: every process of the log sees it.
         state = json.loads((data / BEHIND_FILE).read_text())
         assert state["published_size"] == story.n_k and state["our_size"] == story.n

@@ -21,8 +21,8 @@ from ..clockguard import ClockGuard
 from ..errors import StoreError
 from ..files import tighten_modes
 from ..log import Log
-from ..metrics import enable, observe
-from ..published import learn
+from ..metrics import enable, observe, register_state
+from ..published import behind_state, learn
 from ..stamping import Stamper, StampResult, TsaConfig
 from ..store import DB_NAME, Store
 from ..witnessing import Witnessing
@@ -113,6 +113,9 @@ def _open_service(settings: Settings) -> Service:
 def create_app(settings: Settings) -> Litestar:
     """Open the log and build the app around it."""
     enable()  # this process serves /metrics: it counts (metrics.py)
+    # The behind state is a data-dir file every worker reads (published.py), so each scrape
+    # reads it where it is answered.
+    register_state("behind_published", lambda log: behind_state(log.data_dir) is not None)
     service = _open_service(settings)
 
     async def startup(app: Litestar) -> None:
