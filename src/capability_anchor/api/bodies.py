@@ -51,8 +51,14 @@ class BodyChecker:
 
     def _new_pool(self) -> ProcessPoolExecutor:
         context = multiprocessing.get_context("forkserver")
+        # forkserver_tie first: the forkserver is tied to this process before it imports
+        # anything else.
         context.set_forkserver_preload(
-            ["capability_anchor.bodycheck", "capability_anchor.appendworker"]
+            [
+                "capability_anchor.forkserver_tie",
+                "capability_anchor.bodycheck",
+                "capability_anchor.appendworker",
+            ]
         )
         return ProcessPoolExecutor(self.workers, mp_context=context, initializer=start_worker)
 
