@@ -178,6 +178,8 @@ async def checked_body(request: Request[Any, Any, Any], service: Service, kind: 
         writer.records,
         now,
         writer.id_namespace,
+        # Only a request that passed `check_writer` reaches the writers' lane.
+        writer=bool(request.route_handler.opt.get("writer")),
     )
     if code != "ok":
         raise ApiError(code, value)
