@@ -89,7 +89,8 @@ class _Lane:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
-    async def run(self, lost: type[Exception], call: Callable[..., Outcome], *args: Any) -> Outcome:
+    async def run(self, lost: Exception, call: Callable[..., Outcome], *args: Any) -> Outcome:
+        """`call(*args)` in a worker of this lane; `lost` is raised if the worker dies."""
         pool = self.pool
         if pool is None:
             return call(*args)
@@ -155,7 +156,7 @@ class BodyChecker:
         """`check_body` in the lane of the caller: `writer` for an authenticated writer."""
         lane = self.writers if writer else self.public
         args = (kind, body, iss, max_records, rule, now, namespace)
-        return await lane.run(Busy, check_body, *args)
+        return await lane.run(Busy(lane.busy_note), check_body, *args)
 
     async def append(
         self,
@@ -173,7 +174,7 @@ class BodyChecker:
         stored."""
         self.writers.start()
         return await self.writers.run(
-            WorkerLost,
+            WorkerLost(),
             check_and_append,
             body,
             iss,
