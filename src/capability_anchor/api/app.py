@@ -21,6 +21,8 @@ from ..files import tighten_modes
 from ..log import Log
 from ..stamping import Stamper, StampResult, TsaConfig
 from ..store import DB_NAME, Store
+from ..store.damage import refuse_if_damaged
+from ..store.scrub import Scrubber
 from ..witnessing import Witnessing
 from . import accesslog, bodyschema
 from .background import Background
@@ -62,8 +64,10 @@ def _open_service(settings: Settings) -> Service:
         raise StoreError(
             f"no log at {settings.data_dir / DB_NAME} (run `capability-anchor init` first)"
         )
-    # Refused before the log is opened: a service with an unusable token must not start.
+    # Refused before the log is opened: a service with an unusable token must not start, nor
+    # one on a log some process found damaged (store/damage.py names the fix).
     token = settings.token()
+    refuse_if_damaged(settings.data_dir)
     tighten_modes(settings.data_dir)
     writer = Log.open(settings.data_dir, clock=settings.clock)
     try:
@@ -92,7 +96,13 @@ def _open_service(settings: Settings) -> Service:
             writer, settings.checkpoint_interval, deadline=settings.witness_deadline
         )
         service.background = Background(
-            writer, settings.data_dir, settings.checkpoint_interval, stamper, guard, witnessing
+            writer,
+            settings.data_dir,
+            settings.checkpoint_interval,
+            stamper,
+            guard,
+            witnessing,
+            Scrubber(settings.data_dir),
         )
     return service
 

@@ -35,9 +35,11 @@ from pathlib import Path
 import anyio
 
 from ..clockguard import ClockGuard
-from ..errors import CapabilityAnchorError
+from ..errors import CapabilityAnchorError, StoreDamaged
 from ..log import Log, utc_day
 from ..stamping import Stamper
+from ..store.damage import Damage, describe, found
+from ..store.scrub import Scrubber
 from ..witnessing import Witnessing
 
 log = logging.getLogger("capability_anchor.background")
@@ -56,8 +58,11 @@ class Background:
         stamper: Stamper | None = None,
         guard: ClockGuard | None = None,
         witnessing: Witnessing | None = None,
+        scrubber: Scrubber | None = None,
     ) -> None:
         self.writer = writer
+        self.scrubber = scrubber
+        self._scrubbing: asyncio.Task[None] | None = None
         self.witnessing = witnessing
         self._witness_tasks: dict[str, asyncio.Task[object]] = {}
         self._limiter: anyio.CapacityLimiter | None = None
@@ -97,6 +102,9 @@ class Background:
         if self._stamping is not None:
             # At most one TSA deadline: the exchange in progress ends, the rest waits.
             await asyncio.gather(self._stamping, return_exceptions=True)
+        if self._scrubbing is not None and self.scrubber is not None:
+            self.scrubber.interrupt()
+            await asyncio.gather(self._scrubbing, return_exceptions=True)
         # Likewise one witness deadline at most: submissions in flight end, none starts.
         await asyncio.gather(*self._witness_tasks.values(), return_exceptions=True)
         if self._fd is not None:
@@ -112,6 +120,9 @@ class Background:
 
     async def _tick(self) -> None:
         self.ticks += 1
+        self._maybe_scrub()
+        if self.stopped_by is not None:
+            return
         try:
             writer = self.writer
             last = writer.read.last_sealed_day()
@@ -153,6 +164,27 @@ class Background:
                 exc,
                 exc.action,
             )
+
+    def _maybe_scrub(self) -> None:
+        """Start a scrub (`store/scrub.py`) in a thread when one is due."""
+        scrubber = self.scrubber
+        if scrubber is None or self._stopping.is_set():
+            return
+        if self._scrubbing is not None and not self._scrubbing.done():
+            return
+        if scrubber.due():
+            self._scrubbing = asyncio.create_task(
+                self._scrub(scrubber), name="capability-anchor-scrub"
+            )
+
+    async def _scrub(self, scrubber: Scrubber) -> None:
+        """A scrub that found damage (now the data dir's damage mark) stops the background
+        work at once, saying so."""
+        finding = await anyio.to_thread.run_sync(scrubber.run_once)
+        if finding is not None:
+            data_dir = self.writer.data_dir
+            damage = found(data_dir) or Damage("the last scrub", finding)
+            self._stop_for(StoreDamaged(describe(data_dir, damage)))
 
     def _clock_agrees(self) -> bool:
         """No background work while the wall clock disagrees with the monotonic clock (the
