@@ -7,8 +7,10 @@ another worker takes over on its next try). A failure the error class marks `ret
 busy or full disk, a TSA that is down, the clock) is logged and retried at the next tick; any
 other (a damaged database, an inconsistent store) is fatal to the background work: one error
 line naming the operator's action, and checkpoints, seals and stamps stop until the service
-restarts. Neither stops the service: reads are answered as before. The lock stays held after a
-fatal error, so another worker does not take over only to fail the same way.
+restarts. Neither stops the service: reads are answered as before, unless the error is the
+damage mark's (`store/damage.py`: then every request is 503). The background work also
+scrubs the database (`store/scrub.py`) so damage no request reads is found. The lock stays
+held after a fatal error, so another worker does not take over only to fail the same way.
 
 Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
 checkpoint or a seal (SPEC §7: fail open); each TSA that failed is retried with a growing
