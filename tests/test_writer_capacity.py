@@ -102,3 +102,37 @@ def test_a_prove_flood_under_the_rate_limit_never_takes_writer_capacity(tmp_path
         # /prove refuses its own work only, and says so: busy, whose capacity, when to retry.
         for answer in seen:
             assert answer in ("400", f"503 {PUBLIC_BUSY_NOTE}"), flood
+
+
+def test_a_full_public_lane_leaves_the_writers_lane_free() -> None:
+    """The pool itself (real worker processes), with room for one body per lane: while a
+    slow public body is being checked a second public one is refused at once, busy, and a
+    writer's body is checked all the same."""
+    import asyncio
+
+    from capability_anchor.api.bodies import BodyChecker, Busy
+
+    slow = b'{"record":{"a":[' + b",".join([b"1"] * 2_000_000) + b"]}}"
+    small = b'{"records":[{"a":1}]}'
+
+    async def run() -> tuple[str, str, str]:
+        checker = BodyChecker(workers=1, queue=1)
+        checker.start()
+        try:
+            first = asyncio.create_task(checker.check("record", slow, "https://x.example", 10))
+            await asyncio.sleep(0.05)
+            try:
+                await checker.check("record", b'{"record":{"a":1}}', "https://x.example", 10)
+                public = "checked"
+            except Busy as busy:
+                public = busy.note
+            code, _ = await checker.check("records", small, "https://x.example", 10, writer=True)
+            await first
+            return public, code, PUBLIC_BUSY_NOTE
+        finally:
+            checker.stop()
+
+    public, writer, note = asyncio.run(run())
+    assert public == note
+    # Checked (and refused for what it is, not for want of room).
+    assert writer == "invalid_record"
