@@ -324,6 +324,32 @@ def left_alive(pids: Iterable[int], within: float) -> set[int]:
         time.sleep(0.05)
 
 
+def serve_crash_loop(
+    data: Path,
+    iterations: int,
+    work: Callable[[Server, int], None],
+    *,
+    logs: Path | None = None,
+    within: float = 5.0,
+) -> Iterator[tuple[dict[int, str], set[int]]]:
+    """The red team's crash loop: start `serve` on `data`, give it `work`, kill -9 that one
+    process (not its group: what a crash or the OOM killer does), and start it again. Yields,
+    per kill, the processes it had started and those of every run so far still alive
+    `within` seconds after the kill."""
+    seen: dict[int, str] = {}
+    for n in range(iterations):
+        server = start(data, logs=logs)
+        try:
+            work(server, n)
+            tree = descendants(server.pid)
+            seen.update(tree)
+            os.kill(server.pid, signal.SIGKILL)
+            server.wait(30)
+        finally:
+            server.kill()
+        yield tree, left_alive(seen, within)
+
+
 class ThreadServer:
     """A stdlib HTTP server in a thread on loopback, for a test's own stand-in between a
     client and a real `serve` (a relay that breaks answers, a forward proxy): `answer`
@@ -364,6 +390,7 @@ __all__ = [
     "left_alive",
     "process_alive",
     "serve_argv",
+    "serve_crash_loop",
     "serving",
     "start",
     "uvicorn_argv",

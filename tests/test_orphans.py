@@ -27,6 +27,7 @@ from serverkit import (
     holders,
     left_alive,
     process_alive,
+    serve_crash_loop,
     serving,
     start,
     uvicorn_argv,
@@ -146,19 +147,11 @@ def test_a_crash_loop_of_kill_9_does_not_grow_the_process_count(tmp_path: Path) 
     data = tmp_path / "data"
     seen: dict[int, str] = {}
     left_after: list[int] = []
-    for n in range(8):
-        server = start(data, logs=tmp_path / "logs")
-        try:
-            _write(server, f"loop{n}")
-            tree = descendants(server.pid)
-            assert _helpers(tree, "forkserver"), tree
-            seen.update(tree)
-            _kill_9(server.pid)
-            server.wait(30)
-        finally:
-            server.kill()
-        # No waiting between the kill and the next start beyond what the helpers take.
-        left_after.append(len(left_alive(seen, GONE_WITHIN_S)))
+    loop = serve_crash_loop(data, 8, lambda server, n: _write(server, f"loop{n}"), logs=tmp_path)
+    for tree, left in loop:
+        assert _helpers(tree, "forkserver"), tree
+        seen.update(tree)
+        left_after.append(len(left))
     assert left_after == [0] * 8, _described({p for p in seen if process_alive(p)}, seen)
     assert not holders(data / "log.sqlite3")
     assert run_cli("audit", "--data", data).returncode == 0
