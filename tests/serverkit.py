@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -256,6 +256,100 @@ def serving(
                 server.kill()  # reaps; a no-op once it exited
 
 
+# --- processes, as /proc shows them (Linux) ----------------------------------------------------
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of a process, None once it is gone (a zombie counts as gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    state, ppid = text.rsplit(")", 1)[1].split()[:2]
+    return None if state in ("Z", "X") else (state, int(ppid))
+
+
+def process_alive(pid: int) -> bool:
+    return _stat(pid) is not None
+
+
+def command_line(pid: int) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every live process below `pid` (children, theirs, ...), with its command line."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
+            children.setdefault(stat[1], []).append(int(entry.name))
+    found: dict[int, str] = {}
+    todo = list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found[child] = command_line(child)
+        todo += children.get(child, [])
+    return found
+
+
+def holders(path: Path) -> set[int]:
+    """The live processes with a descriptor open on `path` or a file beside it named after it
+    (a database's -wal and -shm)."""
+    name = str(path.resolve())
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (entry / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd).startswith(name) and process_alive(int(entry.name)):
+                        found.add(int(entry.name))
+                        break
+    return found
+
+
+def left_alive(pids: Iterable[int], within: float) -> set[int]:
+    """Those of `pids` still alive after waiting up to `within` seconds for them to go."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = {p for p in pids if process_alive(p)}
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def serve_crash_loop(
+    data: Path,
+    iterations: int,
+    work: Callable[[Server, int], None],
+    *,
+    logs: Path | None = None,
+    within: float = 5.0,
+) -> Iterator[tuple[dict[int, str], set[int]]]:
+    """The red team's crash loop: start `serve` on `data`, give it `work`, kill -9 that one
+    process (not its group: what a crash or the OOM killer does), and start it again. Yields,
+    per kill, the processes it had started and those of every run so far still alive
+    `within` seconds after the kill."""
+    seen: dict[int, str] = {}
+    for n in range(iterations):
+        server = start(data, logs=logs)
+        try:
+            work(server, n)
+            tree = descendants(server.pid)
+            seen.update(tree)
+            os.kill(server.pid, signal.SIGKILL)
+            server.wait(30)
+        finally:
+            server.kill()
+        yield tree, left_alive(seen, within)
+
+
 class ThreadServer:
     """A stdlib HTTP server in a thread on loopback, for a test's own stand-in between a
     client and a real `serve` (a relay that breaks answers, a forward proxy): `answer`
@@ -288,9 +382,15 @@ __all__ = [
     "ThreadServer",
     "accepts_connections",
     "clean_env",
+    "command_line",
+    "descendants",
     "free_port",
+    "holders",
     "launch",
+    "left_alive",
+    "process_alive",
     "serve_argv",
+    "serve_crash_loop",
     "serving",
     "start",
     "uvicorn_argv",

@@ -23,7 +23,7 @@ from capability_anchor.clockguard import monotonic
 from capability_anchor.errors import Conflict, InvalidRecord, StoreBusy, StoreError
 from capability_anchor.log import Log
 from capability_anchor.store import DB_NAME
-from serverkit import Server, serving
+from serverkit import Server, holders, serving
 from test_api_e2e import record, verify_entry_proof
 from test_http_edge import children
 
@@ -90,10 +90,12 @@ def test_worker_appends_answer_as_the_in_process_path(tmp_path: Path) -> None:
 
 
 def writer_worker(server: Server) -> int:
-    # The forkserver is the server's child; the workers are the forkserver's.
+    # The forkserver is the server's child; the workers are the forkserver's. The writers'
+    # lane's worker is the one that has the log open (the public lane's never opens it).
     workers = [w for f in children(server.pid) for w in children(f)]
-    assert len(workers) == 1, workers
-    return workers[0]
+    writers = [w for w in workers if w in holders(server.data / DB_NAME)]
+    assert len(writers) == 1, (workers, writers)
+    return writers[0]
 
 
 def test_a_worker_killed_mid_append_answers_503_and_resending_is_safe(tmp_path: Path) -> None:

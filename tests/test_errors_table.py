@@ -57,6 +57,7 @@ EXPECTED: dict[str, tuple[str, int, int, bool]] = {
     "StoreReadOnly": ("unavailable", 503, 2, True),
     "StoreIOError": ("unavailable", 503, 2, True),
     "StoreCorrupt": ("unavailable", 503, 2, False),
+    "StoreDamaged": ("unavailable", 503, 2, False),
     "StartupCheckFailed": ("unavailable", 503, 1, False),
     "ExportConflict": ("bad_request", 400, 1, False),
 }

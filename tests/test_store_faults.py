@@ -249,7 +249,12 @@ def test_a_zeroed_page_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
         assert "damaged" in text or "malformed" in text, text[-3000:]
 
 
-def test_a_damaged_database_stops_background_work_once_and_reads_go_on(tmp_path: Path) -> None:
+def test_a_damaged_database_stops_background_work_once_and_every_request_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Found by the service's first tick (its scrub or its checkpoint): background work
+    stops once, and from then on the service answers 503 naming the damage (issue #21:
+    a read that does not fail on the damage could still be of a zeroed page)."""
     data = tmp_path / "data"
     assert _run("init", "--data", str(data), "--iss", ISS).returncode == 0
     assert _run("append", "--data", str(data), "-", stdin=_lines("a", 300, pad=200)).returncode == 0
@@ -257,8 +262,10 @@ def test_a_damaged_database_stops_background_work_once_and_reads_go_on(tmp_path:
     with serving(data, "--checkpoint-interval", "1") as server:
         with server.client() as client:
             time.sleep(3.5)  # three ticks: one that fails, two that no longer run
-            assert client.get("/keys").status_code == 200
-            assert client.get("/roots").status_code == 200
+            for path in ("/keys", "/roots", "/healthz"):
+                r = client.get(path)
+                assert r.status_code == 503, r.text
+                assert "found damaged" in r.json()["note"], r.text
         log_text = server.stderr() + server.stdout()
     assert "Traceback" not in log_text, log_text[-3000:]
     assert log_text.count("background work stopped") == 1, log_text[-3000:]

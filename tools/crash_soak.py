@@ -5,6 +5,12 @@ checkpoint, seal and export, and check after every kill what `tests/test_crash.p
 
     .venv/bin/python tools/crash_soak.py --iterations 2000 --seed 7
     .venv/bin/python tools/crash_soak.py --commands seal,export --iterations 300
+    .venv/bin/python tools/crash_soak.py --serve 48
+
+`--serve N` is the red team's crash loop instead (issue #21): kill -9 of `serve` (after a
+batch through its append worker) and a new start, N times; after each kill it prints how
+many of all the runs' helper processes (forkserver, body workers, resource tracker) are
+still alive 5 s later and their memory, and exits 1 if any is.
 
 Prints every failure as it happens (with the scenario seed that reproduces it: `--only
 COMMAND:SEED`), then a summary: kills per command and where they landed (`before`: killed
@@ -26,6 +32,43 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import crashkit
+import serverkit
+from obskit import observation
+
+
+def serve_loop(iterations: int) -> int:
+    """The crash loop of `serve` (see the module's doc); the exit code."""
+
+    def work(server: serverkit.Server, n: int) -> None:
+        batch = {"records": [observation(i, f"l{n}", sub=f"example:l{n}-{i}") for i in range(5)]}
+        with server.client() as client:
+            client.post("/records", json=batch, headers=server.writer_headers()).raise_for_status()
+
+    started = 0
+    left: set[int] = set()
+    with tempfile.TemporaryDirectory(prefix="serve-crash-loop-") as tmp:
+        data = Path(tmp) / "data"
+        loop = serverkit.serve_crash_loop(data, iterations, work, logs=Path(tmp))
+        for n, (tree, left) in enumerate(loop, 1):
+            started += len(tree)
+            rss = sum(_rss_kib(pid) for pid in left)
+            print(f"kill {n}: {len(tree)} helpers, {len(left)} left alive ({rss / 1024:.0f} MiB)")
+        holders = serverkit.holders(data / "log.sqlite3")
+        print(
+            f"serve crash loop: {iterations} kills, {started} helpers started, {len(left)} left "
+            f"alive, {len(holders)} processes holding log.sqlite3 open"
+        )
+    return 1 if left or holders else 0
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         "--only", metavar="COMMAND:SEED", help="re-run one scenario (as printed by a failure)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the work folder of failures")
+    parser.add_argument(
+        "--serve", type=int, metavar="N", help="instead: kill -9 `serve` N times (helpers left)"
+    )
     args = parser.parse_args(argv)
+    if args.serve is not None:
+        return serve_loop(args.serve)
     commands = [c for c in args.commands.split(",") if c]
     unknown = sorted(set(commands) - set(crashkit.COMMANDS))
     if unknown or not commands:

@@ -95,12 +95,15 @@ def _audit_once(
         store = Store.open_readonly(data_dir, scratch)
     except StoreCorrupt as exc:
         report.problems.append(f"the database cannot be read: {exc}")
+        report.damage = report.problems[-1]
         return report, None
     try:
         check_restored(data_dir)
         key = load_key_file(data_dir / KEY_FILE)
         with store.snapshot():
             damaged, version = _check_structure(report, store)
+            if damaged:
+                report.damage = report.problems[0] if report.problems else "damaged structure"
             if version != 0:
 
                 def run() -> None:
@@ -117,6 +120,7 @@ def _audit_once(
             report.problems.append(f"the audit stopped on the damage: {exc}")
         else:
             report.problems.append(f"the database cannot be read: {exc}")
+        report.damage = report.damage or report.problems[-1]
     except CapabilityAnchorError:
         # Whatever a torn read made fail is not the log's fault if the file changed.
         if not store.changed_under_read():

@@ -18,6 +18,7 @@ from . import leaf
 from .errors import InvalidRecord
 from .log import prepare_records
 from .observation import OBSERVATION
+from .parentdeath import tie_to_parent
 
 Outcome = tuple[str, Any]
 
@@ -71,9 +72,11 @@ WORKER_NICENESS = 5
 
 
 def start_worker() -> None:
-    """Each worker runs at a lower CPU priority than the service: on a busy machine the
-    scheduler then serves the event loop (reads, /healthz) before body checks, which can
-    wait (hostile bodies, above all)."""
+    """Each worker dies with the service (`parentdeath`: a kill -9 of the service must not
+    leave it holding the log open), and runs at a lower CPU priority than the service: on a
+    busy machine the scheduler then serves the event loop (reads, /healthz) before body
+    checks, which can wait (hostile bodies, above all)."""
+    tie_to_parent()
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
 

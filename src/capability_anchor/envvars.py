@@ -88,7 +88,8 @@ HEADER_TIMEOUT = EnvVar(
 BODY_WORKERS = EnvVar(
     "CAPABILITY_ANCHOR_BODY_WORKERS",
     "`1`",
-    "processes that check request bodies, 0 = on the event loop (`--body-workers`)",
+    "processes per lane (public bodies, writers) that check request bodies, 0 = on the event "
+    "loop (`--body-workers`)",
     _SERVICE,
 )
 TSA = EnvVar(

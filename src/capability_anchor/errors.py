@@ -384,6 +384,25 @@ class StoreCorrupt(StoreError):
     action = "restore the database from a backup (`capability-anchor audit` says what is damaged)"
 
 
+class StoreDamaged(StoreCorrupt):
+    """The data dir carries the damage mark (`store/damage.py`): some process found the
+    database damaged, and nothing writes to it until an operator has restored it and the
+    audit has passed. The message names when, what found it, and the fix."""
+
+    note = (
+        "the log's database was found damaged; writes are refused until an operator "
+        "restores it from a backup, `capability-anchor audit --data DIR` passes (it clears "
+        "the damage mark) and the service is restarted"
+    )
+    http_error = "unavailable"
+    exit_code = EXIT_USAGE
+    retryable = False
+    action = (
+        "restore the database from a backup, run `capability-anchor audit --data DIR` "
+        "(it clears the damage mark once it passes), then restart"
+    )
+
+
 class StartupCheckFailed(StoreError):
     """The configured key or issuer does not match what the log has published. A refused
     start, not an I/O problem: exit 1."""

@@ -25,6 +25,8 @@ from ..metrics import enable, observe, register_state
 from ..published import behind_state, learn
 from ..stamping import Stamper, StampResult, TsaConfig
 from ..store import DB_NAME, Store
+from ..store.damage import refuse_if_damaged
+from ..store.scrub import Scrubber
 from ..witnessing import Witnessing
 from . import accesslog, bodyschema
 from .background import Background
@@ -67,9 +69,11 @@ def _open_service(settings: Settings) -> Service:
         raise StoreError(
             f"no log at {settings.data_dir / DB_NAME} (run `capability-anchor init` first)"
         )
-    # Refused before the log is opened: a service with an unusable token must not start.
+    # Refused before the log is opened: a service with an unusable token must not start, nor
+    # one on a log some process found damaged (store/damage.py names the fix).
     token = settings.token()
     metrics_token(settings.metrics_token)
+    refuse_if_damaged(settings.data_dir)
     tighten_modes(settings.data_dir)
     writer = Log.open(settings.data_dir, clock=settings.clock)
     try:
@@ -106,6 +110,7 @@ def _open_service(settings: Settings) -> Service:
             witnessing,
             published=settings.published,
             learn_deadline=settings.witness_deadline,
+            scrubber=Scrubber(settings.data_dir),
         )
     return service
 

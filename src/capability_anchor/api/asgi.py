@@ -2,15 +2,23 @@
 
 Configuration comes from the environment (see `Settings.from_env`); the log must exist
 (`capability-anchor init`). Importing this module opens the log and runs its self-check, so a
-worker with a wrong key or data dir fails before it accepts a connection.
+worker with a wrong key or data dir fails before it accepts a connection. Under
+`--workers N` each worker is tied to uvicorn's supervisor (`parentdeath`).
 """
 
+import multiprocessing
 import sys
 
 from .. import metrics
 from ..errors import CapabilityAnchorError
+from ..parentdeath import tie_to_parent
 from .app import create_app
 from .settings import Settings
+
+if multiprocessing.parent_process() is not None:
+    # A worker of `uvicorn --workers N`: it dies with uvicorn's supervisor, so a kill -9 of
+    # the supervisor leaves no worker (nor its helpers) serving on or holding the log.
+    tie_to_parent()
 
 try:
     # The workers of one uvicorn supervisor share a metrics folder (metrics.py), made before

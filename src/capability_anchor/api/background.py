@@ -7,8 +7,10 @@ another worker takes over on its next try). A failure the error class marks `ret
 busy or full disk, a TSA that is down, the clock) is logged and retried at the next tick; any
 other (a damaged database, an inconsistent store) is fatal to the background work: one error
 line naming the operator's action, and checkpoints, seals and stamps stop until the service
-restarts. Neither stops the service: reads are answered as before. The lock stays held after a
-fatal error, so another worker does not take over only to fail the same way.
+restarts. Neither stops the service: reads are answered as before, unless the error is the
+damage mark's (`store/damage.py`: then every request is 503). The background work also
+scrubs the database (`store/scrub.py`) so damage no request reads is found. The lock stays
+held after a fatal error, so another worker does not take over only to fail the same way.
 
 Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
 checkpoint or a seal (SPEC §7: fail open); each TSA that failed is retried with a growing
@@ -35,10 +37,12 @@ from pathlib import Path
 import anyio
 
 from ..clockguard import ClockGuard
-from ..errors import CapabilityAnchorError
+from ..errors import CapabilityAnchorError, StoreDamaged
 from ..log import Log, utc_day
 from ..published import LEARN_DEADLINE_S, Behind, behind_state, learn
 from ..stamping import Stamper
+from ..store.damage import Damage, describe, found
+from ..store.scrub import Scrubber
 from ..witnessing import Witnessing
 
 log = logging.getLogger("capability_anchor.background")
@@ -60,11 +64,14 @@ class Background:
         *,
         published: str | None = None,
         learn_deadline: float = LEARN_DEADLINE_S,
+        scrubber: Scrubber | None = None,
     ) -> None:
         self.writer = writer
         self.data_dir = data_dir
         self.published = published
         self.learn_deadline = learn_deadline
+        self.scrubber = scrubber
+        self._scrubbing: asyncio.Task[None] | None = None
         self.witnessing = witnessing
         self._witness_tasks: dict[str, asyncio.Task[object]] = {}
         self._limiter: anyio.CapacityLimiter | None = None
@@ -104,6 +111,9 @@ class Background:
         if self._stamping is not None:
             # At most one TSA deadline: the exchange in progress ends, the rest waits.
             await asyncio.gather(self._stamping, return_exceptions=True)
+        if self._scrubbing is not None and self.scrubber is not None:
+            self.scrubber.interrupt()
+            await asyncio.gather(self._scrubbing, return_exceptions=True)
         # Likewise one witness deadline at most: submissions in flight end, none starts.
         await asyncio.gather(*self._witness_tasks.values(), return_exceptions=True)
         if self._fd is not None:
@@ -119,6 +129,9 @@ class Background:
 
     async def _tick(self) -> None:
         self.ticks += 1
+        self._maybe_scrub()
+        if self.stopped_by is not None:
+            return
         if behind_state(self.data_dir) is not None:
             # Nothing is signed or submitted until `recover` (the state was logged once when
             # it was entered; a line per tick would say nothing new).
@@ -185,6 +198,27 @@ class Background:
                 exc,
                 exc.action,
             )
+
+    def _maybe_scrub(self) -> None:
+        """Start a scrub (`store/scrub.py`) in a thread when one is due."""
+        scrubber = self.scrubber
+        if scrubber is None or self._stopping.is_set():
+            return
+        if self._scrubbing is not None and not self._scrubbing.done():
+            return
+        if scrubber.due():
+            self._scrubbing = asyncio.create_task(
+                self._scrub(scrubber), name="capability-anchor-scrub"
+            )
+
+    async def _scrub(self, scrubber: Scrubber) -> None:
+        """A scrub that found damage (now the data dir's damage mark) stops the background
+        work at once, saying so."""
+        finding = await anyio.to_thread.run_sync(scrubber.run_once)
+        if finding is not None:
+            data_dir = self.writer.data_dir
+            damage = found(data_dir) or Damage("the last scrub", finding)
+            self._stop_for(StoreDamaged(describe(data_dir, damage)))
 
     def _clock_agrees(self) -> bool:
         """No background work while the wall clock disagrees with the monotonic clock (the

@@ -3,9 +3,12 @@
 Validation, JCS and hashing of a body is pure Python: a 1,000-record batch is ~15 ms, a
 hostile 4 MiB body much more. On the loop it stalls every request; on a thread it still
 holds the GIL readers need. So `check_body` runs in `workers` processes (default 1, env
-CAPABILITY_ANCHOR_BODY_WORKERS; 0 checks on the loop, for embedding). At most `queue`
-bodies wait or run at a time; more get 503 `unavailable` ("busy", Retry-After: 1), so
-hostile bodies cannot build an unbounded backlog. A worker that dies is replaced.
+CAPABILITY_ANCHOR_BODY_WORKERS; 0 checks on the loop, for embedding). Public bodies
+(`POST /prove`) and writers' (Bearer-authenticated) have a lane each, with `workers`
+processes and at most `queue` bodies waiting or running: more get 503 `unavailable`
+("busy", Retry-After: 1), so hostile bodies cannot build an unbounded backlog, and a flood
+of unauthenticated `/prove` bodies never takes the capacity writers need. A worker that
+dies is replaced.
 `POST /records` appends in these workers too, body check and append in one call
 (`appendworker.py`), so the append's Python does not hold the service's GIL either.
 
@@ -32,7 +35,11 @@ _logger = logging.getLogger("capability_anchor.api")
 
 
 class Busy(Exception):
-    """Too many bodies are being checked right now."""
+    """Too many bodies of one lane are being checked right now: `note` says which."""
+
+    def __init__(self, note: str) -> None:
+        super().__init__(note)
+        self.note = note
 
 
 class WorkerLost(Exception):
@@ -40,33 +47,94 @@ class WorkerLost(Exception):
     been committed. Re-sending it is safe: what was stored is answered `duplicate: true`."""
 
 
+PUBLIC_BUSY_NOTE = (
+    "busy: too many public POST /prove bodies are being checked; try again in a second "
+    "(writers have capacity of their own)"
+)
+WRITER_BUSY_NOTE = "busy: too many writer batches are being checked or appended; try again"
+
+
+class _Lane:
+    """Worker processes and a bound of their own, for one kind of caller."""
+
+    def __init__(self, name: str, workers: int, queue: int, busy_note: str) -> None:
+        self.name = name
+        self.workers = workers
+        self.queue = queue
+        self.busy_note = busy_note
+        self.pending = 0
+        self.pool: ProcessPoolExecutor | None = None
+
+    def new_pool(self) -> ProcessPoolExecutor:
+        context = multiprocessing.get_context("forkserver")
+        # forkserver_tie first: the forkserver is tied to this process before it imports
+        # anything else.
+        context.set_forkserver_preload(
+            [
+                "capability_anchor.forkserver_tie",
+                "capability_anchor.bodycheck",
+                "capability_anchor.appendworker",
+            ]
+        )
+        return ProcessPoolExecutor(self.workers, mp_context=context, initializer=start_worker)
+
+    def start(self) -> None:
+        if self.workers and self.pool is None:
+            self.pool = self.new_pool()
+            for _ in range(self.workers):
+                self.pool.submit(warm_up)
+
+    def stop(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    async def run(self, lost: Exception, call: Callable[..., Outcome], *args: Any) -> Outcome:
+        """`call(*args)` in a worker of this lane; `lost` is raised if the worker dies."""
+        pool = self.pool
+        if pool is None:
+            return call(*args)
+        if self.pending >= self.queue:
+            raise Busy(self.busy_note)
+        self.pending += 1
+        try:
+            loop = asyncio.get_running_loop()
+            try:
+                return await loop.run_in_executor(pool, call, *args)
+            except BrokenProcessPool:
+                # A worker died (killed, out of memory): replace the pool (once, however many
+                # requests saw it break) and answer 503.
+                if self.pool is pool:
+                    _logger.error("a %s body-check worker died; starting a new pool", self.name)
+                    self.pool = self.new_pool()
+                    pool.shutdown(wait=False, cancel_futures=True)
+                raise lost from None
+        finally:
+            self.pending -= 1
+
+
 class BodyChecker:
+    """Two lanes, each with `workers` processes and room for `queue` bodies: public bodies
+    (`POST /prove`) in one, writers' (`POST /records`, checked and appended) in the other.
+    A flood of public bodies fills its own lane and gets 503 busy; it never takes a slot or
+    a process a writer needs, nor makes a writer's batch wait behind it in one queue."""
+
     def __init__(self, workers: int, queue: int) -> None:
         if workers < 0 or queue < 1:
             raise ValueError("body workers must be >= 0 and the queue >= 1")
         self.workers = workers
         self.queue = queue
-        self.pending = 0
-        self._pool: ProcessPoolExecutor | None = None
-
-    def _new_pool(self) -> ProcessPoolExecutor:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(
-            ["capability_anchor.bodycheck", "capability_anchor.appendworker"]
-        )
-        return ProcessPoolExecutor(self.workers, mp_context=context, initializer=start_worker)
+        self.public = _Lane("public", workers, queue, PUBLIC_BUSY_NOTE)
+        self.writers = _Lane("writer", workers, queue, WRITER_BUSY_NOTE)
 
     def start(self) -> None:
         """Start the workers without waiting for them (a first request waits if need be)."""
-        if self.workers and self._pool is None:
-            self._pool = self._new_pool()
-            for _ in range(self.workers):
-                self._pool.submit(warm_up)
+        self.public.start()
+        self.writers.start()
 
     def stop(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self.public.stop()
+        self.writers.stop()
 
     @property
     def appends(self) -> bool:
@@ -82,11 +150,13 @@ class BodyChecker:
         rule: str = OBSERVATION,
         now: float | None = None,
         namespace: str | None = None,
+        *,
+        writer: bool = False,
     ) -> Outcome:
+        """`check_body` in the lane of the caller: `writer` for an authenticated writer."""
+        lane = self.writers if writer else self.public
         args = (kind, body, iss, max_records, rule, now, namespace)
-        if self._pool is None:
-            return check_body(*args)
-        return await self._run(Busy, check_body, *args)
+        return await lane.run(Busy(lane.busy_note), check_body, *args)
 
     async def append(
         self,
@@ -99,12 +169,12 @@ class BodyChecker:
         at_mono: float,
         public_url: str | None,
     ) -> Outcome:
-        """`appendworker.check_and_append` in a worker (started now if need be). A worker
-        that dies meanwhile raises WorkerLost: unlike a body check, its batch may be stored."""
-        if self._pool is None:
-            self.start()
-        return await self._run(
-            WorkerLost,
+        """`appendworker.check_and_append` in a writers' worker (started now if need be). A
+        worker that dies meanwhile raises WorkerLost: unlike a body check, its batch may be
+        stored."""
+        self.writers.start()
+        return await self.writers.run(
+            WorkerLost(),
             check_and_append,
             body,
             iss,
@@ -115,27 +185,3 @@ class BodyChecker:
             at_mono,
             public_url,
         )
-
-    async def _run(
-        self, lost: type[Exception], call: Callable[..., Outcome], *args: Any
-    ) -> Outcome:
-        pool = self._pool
-        if pool is None:
-            return call(*args)
-        if self.pending >= self.queue:
-            raise Busy
-        self.pending += 1
-        try:
-            loop = asyncio.get_running_loop()
-            try:
-                return await loop.run_in_executor(pool, call, *args)
-            except BrokenProcessPool:
-                # A worker died (killed, out of memory): replace the pool (once, however many
-                # requests saw it break) and answer 503.
-                if self._pool is pool:
-                    _logger.error("a body-check worker died; starting a new pool")
-                    self._pool = self._new_pool()
-                    pool.shutdown(wait=False, cancel_futures=True)
-                raise lost from None
-        finally:
-            self.pending -= 1

@@ -74,9 +74,7 @@ def _edge_answer(exc: Exception) -> Response[bytes] | None:
     if isinstance(exc, BodyTimeout):
         return error_response("bad_request", str(exc), {"Connection": "close"})
     if isinstance(exc, Busy):
-        return error_response(
-            "unavailable", "busy: too many request bodies are being checked", _RETRY_SOON
-        )
+        return error_response("unavailable", exc.note, _RETRY_SOON)
     if isinstance(exc, WorkerLost):
         return error_response("unavailable", WORKER_LOST_NOTE, _RETRY_SOON)
     return None

@@ -209,6 +209,8 @@ async def checked_body(request: Request[Any, Any, Any], service: Service, kind: 
         writer.records,
         now,
         writer.id_namespace,
+        # Only a request that passed `check_writer` reaches the writers' lane.
+        writer=bool(request.route_handler.opt.get("writer")),
     )
     if code != "ok":
         raise ApiError(code, value)
@@ -260,6 +262,9 @@ async def before(request: Request[Any, Any, Any]) -> None:
     """Litestar's `before_request`. Writers are recognised by their handler's `opt`, never
     by the path, which a mount point or an ASGI root_path would change."""
     service = service_of(request)
+    # A log found damaged answers nothing from its store, reads included: a read that does
+    # not fail on the damage could still be of a page that came back zeroed.
+    service.refuse_if_damaged()
     opt = request.route_handler.opt
     if opt.get("writer"):
         check_writer(request, service)

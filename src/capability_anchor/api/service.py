@@ -17,8 +17,10 @@ from litestar import Request
 
 from ..clockguard import ClockGuard
 from ..encoding import parse_day
+from ..errors import StoreDamaged
 from ..log import Log
 from ..metrics import StoreCollector
+from ..store.damage import MARK_FILE, Damage, describe, found
 from .background import Background
 from .bodies import BodyChecker
 from .ratelimit import RateLimiter
@@ -41,8 +43,19 @@ class Service:
     collector: StoreCollector = field(init=False)
     """The log's state as gauges for `/metrics`, read from the reader's store at scrape time."""
 
+    _damaged: bool = False
+
     def __post_init__(self) -> None:
         self.collector = StoreCollector(self.reader, self.settings.clock)
+
+    def refuse_if_damaged(self) -> None:
+        """StoreDamaged (503) once the data dir carries the damage mark (`store/damage.py`):
+        for every request, until the service is restarted (a mark cleared meanwhile by a
+        passing audit does not make what this process cached of the file trustworthy)."""
+        if self._damaged or (self.settings.data_dir / MARK_FILE).exists():
+            self._damaged = True
+            damage = found(self.settings.data_dir) or Damage("unknown", "the mark is gone")
+            raise StoreDamaged(describe(self.settings.data_dir, damage))
 
     async def write(self, call: Callable[[], T]) -> T:
         """Run a writer call on a worker thread (the Log serialises writers itself)."""

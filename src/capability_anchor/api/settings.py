@@ -46,11 +46,12 @@ class Settings:
     CAPABILITY_ANCHOR_HEADER_TIMEOUT, read by `api.nodelay`); late: the connection is closed."""
 
     body_workers: int = 1
-    """Processes that check request bodies off the event loop (env
-    CAPABILITY_ANCHOR_BODY_WORKERS); 0 checks them on the loop (embedding, tests)."""
+    """Processes that check request bodies off the event loop, per lane: public bodies and
+    writers' have N each (env CAPABILITY_ANCHOR_BODY_WORKERS); 0 checks them on the loop
+    (embedding, tests)."""
 
     body_queue: int = 16
-    """Bodies being checked or waiting at once; more get 503 `unavailable` (busy)."""
+    """Bodies being checked or waiting at once, per lane; more get 503 `unavailable` (busy)."""
 
     max_records: int = MAX_RECORDS
     """Records per `POST /records` (SPEC §6)."""

@@ -19,6 +19,9 @@ from ..store import HeadRow
 class AuditReport:
     problems: list[str] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=dict)
+    damage: str | None = None
+    """The first problem that says the database file itself is damaged (SQLite's own
+    checks), if any: `audit --data` keeps it as the data dir's damage mark."""
 
     @property
     def ok(self) -> bool:

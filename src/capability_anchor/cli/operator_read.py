@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .common import EXIT_FAILED, EXIT_OK, emit
 from .operator_base import PROG, data_dir, open_log
+
+if TYPE_CHECKING:
+    from ..audit import AuditReport
 
 
 def cmd_proof(args: argparse.Namespace) -> int:
@@ -84,6 +88,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 progress=progress,
                 policy=policy,
             )
+        _keep_damage_mark(data, report)
     elif roots is None:
         raise OSError(f"no log at {data} and no --roots folder to audit")
     else:
@@ -96,6 +101,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"{PROG}: audit: {problem}", file=sys.stderr)
     emit(report.to_json())
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _keep_damage_mark(data: Path, report: AuditReport) -> None:
+    """The one file the audit writes or removes in a data dir: the damage mark
+    (`store/damage.py`). Damage the audit finds stops every writer; a passing audit (after a
+    restore or repair) is what lets the log be written to again."""
+    from ..store import damage
+
+    if report.damage is not None:
+        damage.mark(data, f"`capability-anchor audit` found: {report.damage}")
+    elif report.ok and damage.clear(data):
+        print(
+            f"{PROG}: audit: passed: removed the damage mark {data / damage.MARK_FILE}; "
+            "the service can start again",
+            file=sys.stderr,
+        )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -86,7 +86,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="processes checking request bodies (0: on the event loop)",
+        help="processes checking request bodies, per lane: public (/prove) and writers "
+        "(0: on the event loop)",
     )
     add_metrics_token(p)
     add_log_format(p)

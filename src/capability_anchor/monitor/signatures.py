@@ -19,6 +19,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from .. import jws, strictjson
 from ..errors import CapabilityAnchorError, InputError
 from ..keys import KeySet
+from ..parentdeath import watch_parent
 from .source import LogSource, open_source
 
 Problem = tuple[str, str, bytes | None] | None  # (alarm, detail, what was served) or None
@@ -86,6 +87,9 @@ _worker_keys: KeySet | None = None
 
 def _start_worker(where: str, keys: KeySet, deadline: float) -> None:
     global _worker_source, _worker_keys
+    # A kill -9 of the monitor must not leave its workers waiting on their queue for ever
+    # (the parent-sentinel watch only: the pool may be started from any thread of it).
+    watch_parent()
     _worker_source, _worker_keys = open_source(where, deadline=deadline), keys
 
 

@@ -19,8 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import CapabilityAnchorError, StoreCorrupt, StoreError
+from . import damage
 from .interface import Store
+from .rows import DB_NAME
 from .sqlite_errors import store_error
 
 BUSY_TIMEOUT_MS = 30_000
@@ -57,6 +59,14 @@ class SqliteBase(Store):
         self._immutable: tuple[int, int, int] | None = None
         self._invalid_text: list[bytes] = []
 
+    def _failed(self, exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
+        """The project's error for `exc`; damage found in a log's database is also kept as
+        the data dir's damage mark (`damage.py`), so that every process stops writing."""
+        error = store_error(exc, context)
+        if isinstance(error, StoreCorrupt) and self._only is None and self.path.name == DB_NAME:
+            damage.mark(self.path.parent, f"{context}: {exc}")
+        return error
+
     @property
     def _conn(self) -> sqlite3.Connection:
         """The connection this thread may use now: the writer inside `write()`, else its own
@@ -88,7 +98,7 @@ class SqliteBase(Store):
                 conn.execute("PRAGMA query_only = ON")
                 conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
             except sqlite3.Error as exc:
-                raise store_error(exc, f"cannot open a reader of the log at {self.path}") from None
+                raise self._failed(exc, f"cannot open a reader of the log at {self.path}") from None
             self._readers.append(conn)
             return conn
 
@@ -151,6 +161,9 @@ class SqliteBase(Store):
         local = self._local
         if getattr(local, "writing", False):
             raise StoreError("a write transaction is already open on this thread")
+        if self.path.name == DB_NAME:
+            # Before the lock: a log some process found damaged is written to by no one.
+            damage.refuse_if_damaged(self.path.parent)
         with self._write_lock:
             local.writing = True
             try:
@@ -158,7 +171,7 @@ class SqliteBase(Store):
                 try:
                     self._writer.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:
-                    raise store_error(exc, "cannot take the log's write lock") from None
+                    raise self._failed(exc, "cannot take the log's write lock") from None
                 try:
                     yield
                     if not self._writer.in_transaction:
@@ -166,7 +179,7 @@ class SqliteBase(Store):
                     self._writer.execute("COMMIT")
                 except sqlite3.Error as exc:
                     self._rollback()
-                    raise store_error(exc, "the commit failed") from None
+                    raise self._failed(exc, "the commit failed") from None
                 except BaseException:
                     self._rollback()
                     raise
@@ -193,7 +206,7 @@ class SqliteBase(Store):
         try:
             conn.execute("BEGIN")
         except sqlite3.Error as exc:
-            raise store_error(exc, "cannot start a read") from None
+            raise self._failed(exc, "cannot start a read") from None
         local.reading = True
         try:
             yield
@@ -207,7 +220,7 @@ class SqliteBase(Store):
         try:
             return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise store_error(exc, "a statement failed") from None
+            raise self._failed(exc, "a statement failed") from None
 
     def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
         rows = self._exec(sql, params)
@@ -219,14 +232,14 @@ class SqliteBase(Store):
         try:
             yield from conn.execute(sql, params)
         except sqlite3.Error as exc:
-            raise store_error(exc, "a read failed") from None
+            raise self._failed(exc, "a read failed") from None
 
     def _execmany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
         conn = self._checked_conn()
         try:
             conn.executemany(sql, rows)
         except sqlite3.Error as exc:
-            raise store_error(exc, "a write failed") from None
+            raise self._failed(exc, "a write failed") from None
 
     def _checked_conn(self) -> sqlite3.Connection:
         conn = self._conn

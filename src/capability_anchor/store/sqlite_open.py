@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 
-from ..errors import Conflict, StoreError
+from ..errors import Conflict, StoreCorrupt, StoreError
 from ..files import fsync_dir
+from . import damage
 from .interface import Store
 from .rows import DB_NAME, SCHEMA_VERSION
 from .sqlite_base import BUSY_TIMEOUT_MS, CACHE_KIB, SqliteBase
@@ -97,7 +98,10 @@ class SqliteOpening(SqliteBase):
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
-            raise store_error(exc, f"cannot open the log at {path}") from None
+            error = store_error(exc, f"cannot open the log at {path}")
+            if isinstance(error, StoreCorrupt) and not create:
+                damage.mark(path.parent, f"opening the log: {exc}")
+            raise error from None
         except BaseException:
             if conn is not None:
                 conn.close()

@@ -1,0 +1,112 @@
+"""The damage mark: once any process finds the database damaged, every process refuses
+writes until an operator has restored it and the audit passes (issue #21, item 6).
+
+SQLite finds damage only where it reads: a zeroed page of old entries is invisible to an
+append (which reads the newest leaf and the pages its cache already holds), so a service
+would go on answering 200 on top of a file the audit calls malformed. So the first finding
+anywhere, by any process on the data dir, is kept in a file beside the database,
+`DIR/damaged` (JSON: when, by which process, SQLite's words), and every write transaction
+looks for it first:
+
+- found by: a SQLITE_CORRUPT or SQLITE_NOTADB answer to any statement of a writable store
+  (the service's reader and writer, the append workers, the CLI), the service's background
+  scrub (`PRAGMA quick_check`, `api/scrub.py`), or an audit that finds the file damaged;
+- while it exists: every write transaction raises `StoreDamaged` (HTTP 503, CLI exit 2)
+  before it takes the lock, the service answers 503 to every request but `/healthz`
+  (which answers 503 too, naming it), and `serve` and the ASGI form refuse to start;
+- cleared by: `capability-anchor audit --data DIR` passing, and only that (after the
+  database was restored from a backup or repaired). A running service keeps refusing
+  until it is restarted: what its processes cached of the damaged file is not trusted.
+
+A file, not a row: a damaged database is the one place the finding cannot be written to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import StoreDamaged
+
+MARK_FILE = "damaged"
+
+
+@dataclass(frozen=True)
+class Damage:
+    found_at: str
+    """UTC time of the first finding, ISO 8601."""
+    finding: str
+    """What found it and SQLite's own words."""
+
+
+def mark(data_dir: Path, finding: str) -> None:
+    """Keep the first finding (a later one does not replace it). Never raises: a data dir
+    that cannot be written to (a read-only copy) keeps no mark, and the finding is still
+    reported by whoever made it."""
+    path = data_dir / MARK_FILE
+    if path.exists():
+        return
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    body = json.dumps({"found_at": now, "finding": finding, "pid": os.getpid()}).encode()
+    tmp = data_dir / f".{MARK_FILE}.{os.getpid()}"
+    with contextlib.suppress(OSError):
+        fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, body + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # the first finding wins; another process may have marked
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def found(data_dir: Path) -> Damage | None:
+    """The mark, if the data dir has one (one whose content cannot be read still counts)."""
+    path = data_dir / MARK_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return Damage("unknown", f"the damage mark {path} cannot be read: {exc.strerror}")
+    try:
+        doc = json.loads(raw)
+        return Damage(str(doc["found_at"]), str(doc["finding"]))
+    except (ValueError, KeyError, TypeError):
+        return Damage("unknown", f"the damage mark {path} is not the JSON this program writes")
+
+
+def refuse_if_damaged(data_dir: Path) -> None:
+    """StoreDamaged, naming the finding and the fix, if the data dir is marked."""
+    damage = found(data_dir)
+    if damage is not None:
+        raise StoreDamaged(describe(data_dir, damage))
+
+
+def describe(data_dir: Path, damage: Damage) -> str:
+    return (
+        f"the log's database in {data_dir} was found damaged at {damage.found_at} "
+        f"({damage.finding}); restore {data_dir / 'log.sqlite3'} from a backup (or repair it), "
+        f"then run `capability-anchor audit --data {data_dir}`: once it passes it removes "
+        f"{data_dir / MARK_FILE}, and the service can start again"
+    )
+
+
+def clear(data_dir: Path) -> bool:
+    """Remove the mark (the audit passed). Whether there was one."""
+    try:
+        (data_dir / MARK_FILE).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+__all__ = ["MARK_FILE", "Damage", "clear", "describe", "found", "mark", "refuse_if_damaged"]
