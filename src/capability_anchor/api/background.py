@@ -13,8 +13,12 @@ fatal error, so another worker does not take over only to fail the same way.
 Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
 checkpoint or a seal (SPEC §7: fail open); each TSA that failed is retried with a growing
 delay (`stamping.Stamper`). Witnessing (SPEC §12.3) runs the same way, one task per witness
-(`witnessing.Witnessing`): a witness that hangs costs its own task one deadline, and the
-checkpoint loop never waits for it.
+due (`witnessing.Witnessing`: at most `MAX_IN_FLIGHT` at once, oldest first, each exchange
+waiting on the event loop, not in a thread): a witness that hangs costs its own task one
+deadline, and the checkpoint loop never waits for it. At shutdown the submissions in flight
+get at most one witness deadline to end and are then cancelled (a witness that cosigned a
+size we did not store answers 409 next time, and the submission retries from it), so
+SIGTERM returns within a deadline whatever the number of witnesses.
 
 With a `ClockGuard` (the service always gives one), a tick runs only while the wall clock
 agrees with the monotonic clock: a jump of the wall clock seals nothing and checkpoints
@@ -39,12 +43,12 @@ from ..errors import CapabilityAnchorError
 from ..log import Log, utc_day
 from ..stamping import Stamper
 from ..witnessing import Witnessing
+from ..witnessing.episodes import FAILED
 
 log = logging.getLogger("capability_anchor.background")
 TICK_S = 1.0
-# Threads for witness submissions, apart from the default pool the checkpoints and seals use:
-# many hanging witnesses never take a thread a checkpoint needs.
-WITNESS_THREADS = 16
+# What a submission cancelled at shutdown may still take: the store step it is in finishes.
+_CANCEL_GRACE_S = 2.0
 
 
 class Background:
@@ -60,7 +64,6 @@ class Background:
         self.writer = writer
         self.witnessing = witnessing
         self._witness_tasks: dict[str, asyncio.Task[object]] = {}
-        self._limiter: anyio.CapacityLimiter | None = None
         self.guard = guard
         self.stamper = stamper
         self._stamping: asyncio.Task[object] | None = None
@@ -97,8 +100,7 @@ class Background:
         if self._stamping is not None:
             # At most one TSA deadline: the exchange in progress ends, the rest waits.
             await asyncio.gather(self._stamping, return_exceptions=True)
-        # Likewise one witness deadline at most: submissions in flight end, none starts.
-        await asyncio.gather(*self._witness_tasks.values(), return_exceptions=True)
+        await self._stop_witnessing()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -138,9 +140,10 @@ class Background:
         try:
             self._maybe_witness()
         except CapabilityAnchorError as exc:
-            # Never fatal to the background work: a bad stored policy or a busy store must
-            # not stop checkpoints, seals or stamps.
-            log.warning("witnessing skipped this tick: %s", exc)
+            # Never fatal to the background work: a busy store must not stop checkpoints,
+            # seals or stamps. Logged once per episode, not once per tick.
+            if self.witnessing is not None:
+                self.witnessing.problems.seen("", FAILED, f"witnessing skipped: {exc}")
 
     def _stop_for(self, exc: CapabilityAnchorError) -> None:
         """A fatal error: say once what the operator must do, and do no more background work
@@ -153,6 +156,20 @@ class Background:
                 exc,
                 exc.action,
             )
+
+    async def _stop_witnessing(self) -> None:
+        """One witness deadline at most, whatever the number of witnesses: none starts, the
+        submissions in flight get the deadline to end, then are cancelled."""
+        tasks = [t for t in self._witness_tasks.values() if not t.done()]
+        if tasks and self.witnessing is not None:
+            _, pending = await asyncio.wait(tasks, timeout=self.witnessing.deadline)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=_CANCEL_GRACE_S)
+        await asyncio.gather(*self._witness_tasks.values(), return_exceptions=True)
+        if self.witnessing is not None:
+            await self.witnessing.aclose()
 
     def _clock_agrees(self) -> bool:
         """No background work while the wall clock disagrees with the monotonic clock (the
@@ -185,17 +202,13 @@ class Background:
         for name, task in list(self._witness_tasks.items()):
             if task.done():
                 del self._witness_tasks[name]
-                failed = task.exception()
-                if failed is not None:
-                    log.warning("witnessing %s failed, retrying later: %s", name, failed)
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(WITNESS_THREADS)
-        limiter = self._limiter
+                if not task.cancelled():
+                    task.exception()  # counted as a problem episode by Witnessing.run
         for witness in witnessing.due():
             self._witness_tasks[witness.name] = asyncio.create_task(
-                anyio.to_thread.run_sync(witnessing.submit, witness, limiter=limiter),
-                name=f"capability-anchor-witness-{witness.name}",
+                witnessing.run(witness), name=f"capability-anchor-witness-{witness.name}"
             )
+        witnessing.problems.cleared("", FAILED)
 
 
 def _yesterday(writer: Log) -> str:
