@@ -81,8 +81,13 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
     },
     "witness add-log": {
         0: "the log is witnessed",
-        1: "refused: the log is already configured with other keys",
+        1: "refused: the log is already configured with other keys (`witness update-log`)",
         2: "usage or I/O error (a bad --origin or --vkey, no witness at DIR)",
+    },
+    "witness update-log": {
+        0: "the log's key set is replaced (or was already that set)",
+        2: "usage or I/O error (no --vkey, a bad --origin or --vkey, an origin the witness "
+        "does not know: add it with `witness add-log`, no witness at DIR)",
     },
     "witness serve": {
         0: "stopped cleanly by SIGTERM or SIGINT (in-flight requests finished)",
