@@ -321,6 +321,82 @@ class TestWitness:
         self.close()
 
 
+# --- many witnesses that hang ----------------------------------------------------------------
+
+
+class HangingServer:
+    """One loopback TCP server that accepts every connection, reads what comes and never
+    answers: the stand-in for any number of dead witnesses (`urls(n)`: a submission prefix
+    each, all on this server). It counts connections, and the most open at once (a client
+    that gives up closes its connection, which the server sees)."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        import selectors
+
+        self._selector = selectors.DefaultSelector()
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(1024)
+        self._listener.setblocking(False)
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        self.port: int = self._listener.getsockname()[1]
+        self.accepted = 0
+        self.open = 0
+        self.most_open = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def urls(self, n: int) -> list[str]:
+        return [f"http://127.0.0.1:{self.port}/hang{i}" for i in range(n)]
+
+    def _run(self) -> None:
+        import selectors
+
+        while not self._stop.is_set():
+            for key, _ in self._selector.select(0.1):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if sock is self._listener:
+                    with contextlib.suppress(BlockingIOError):
+                        conn, _ = sock.accept()
+                        conn.setblocking(False)
+                        self._selector.register(conn, selectors.EVENT_READ)
+                        self.accepted += 1
+                        self.open += 1
+                        self.most_open = max(self.most_open, self.open)
+                    continue
+                try:
+                    data = sock.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:  # the client gave up
+                    self._selector.unregister(sock)
+                    sock.close()
+                    self.open -= 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for key in list(self._selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        self._selector.close()
+
+    def __enter__(self) -> HangingServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def cosignature_vkey(name: str) -> str:
+    """A fresh witness cosignature vkey (type 0x04) under NAME (a witness that never signs)."""
+    public = raw_public(Ed25519PrivateKey.generate().public_key())
+    return f"{name}+{key_id(name, 0x04, public).hex()}+{b64(bytes([0x04]) + public)}"
+
+
 # --- aics-witness, the real third-party witness ---------------------------------------------
 
 AICS_REQUIREMENTS = ("aics-witness", "cryptography>=50.0.2")

@@ -137,6 +137,13 @@ class Background:
                 return
             log.warning("background work failed, retrying at the next tick: %s", exc)
             return
+        self._witness_now()
+
+    def _witness_now(self, _: object = None) -> None:
+        """At every tick, and as soon as a submission ends (its place in flight goes to the
+        next witness at once, not at the next tick)."""
+        if _ is not None and not self._clock_agrees():
+            return  # the tick says so, once
         try:
             self._maybe_witness()
         except CapabilityAnchorError as exc:
@@ -195,7 +202,7 @@ class Background:
             )
 
     def _maybe_witness(self) -> None:
-        """Start a submission, in a thread of its own, for each witness that is due."""
+        """Start a submission, a task of its own, for each witness that is due."""
         witnessing = self.witnessing
         if witnessing is None or self._stopping.is_set() or self.stopped_by is not None:
             return
@@ -205,9 +212,11 @@ class Background:
                 if not task.cancelled():
                     task.exception()  # counted as a problem episode by Witnessing.run
         for witness in witnessing.due():
-            self._witness_tasks[witness.name] = asyncio.create_task(
+            task = asyncio.create_task(
                 witnessing.run(witness), name=f"capability-anchor-witness-{witness.name}"
             )
+            self._witness_tasks[witness.name] = task
+            task.add_done_callback(self._witness_now)
         witnessing.problems.cleared("", FAILED)
 
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 _logger = logging.getLogger("capability_anchor.witnessing")
 
 MAX_PARALLEL = 16  # witnesses asked at once by `cosign`
-MAX_IN_FLIGHT = 32
+MAX_IN_FLIGHT = 64
 """Submissions the service has in flight at once (each an open connection, no thread)."""
 STORE_THREADS = 4
 """Threads for the store's steps of the service's submissions (reads, proofs, the write)."""
