@@ -25,7 +25,7 @@ def _policy(report: AuditReport, log: Log) -> Policy | None:
     if text is None:
         return None
     try:
-        return check_policy(text, log.read.history.vkey())
+        return check_policy(text, log.read.history.vkeys())
     except CapabilityAnchorError as exc:
         report.problems.append(f"witnesses: the stored policy is not usable: {exc}")
         return None

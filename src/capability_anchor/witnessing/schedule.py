@@ -37,7 +37,7 @@ def stored_policy(log: Log) -> Policy | None:
         text = log.store.policy()
     if text is None:
         return None
-    return check_policy(text, log.read.history.vkey())
+    return check_policy(text, log.read.history.vkeys())
 
 
 def run_round(
@@ -87,7 +87,7 @@ class Witnessing:
         if text is None:
             return None
         if self._policy is None or self._policy[0] != text:
-            self._policy = (text, check_policy(text, self.log.read.history.vkey()))
+            self._policy = (text, check_policy(text, self.log.read.history.vkeys()))
         return self._policy[1]
 
     def due(self) -> list[PolicyWitness]:
