@@ -16,7 +16,7 @@ from ..log import Log
 from ..note import Policy, parse_note
 from ..note.cosignature import timestamp_of
 from ..store import CosignatureRow
-from ..witnessing.policyfile import check_policy, note_keys
+from ..witnessing.policyfile import check_policy
 from .report import AuditReport
 
 
@@ -25,7 +25,7 @@ def _policy(report: AuditReport, log: Log) -> Policy | None:
     if text is None:
         return None
     try:
-        return check_policy(text, *note_keys(log))
+        return check_policy(text, log.read.history.vkeys())
     except CapabilityAnchorError as exc:
         report.problems.append(f"witnesses: the stored policy is not usable: {exc}")
         return None

@@ -42,11 +42,11 @@ def read_policy(name: str) -> bytes:
 
 
 def cmd_policy(args: argparse.Namespace) -> int:
-    from ..witnessing.policyfile import check_policy, note_keys
+    from ..witnessing.policyfile import check_policy
 
     text = read_policy(args.file)
     with open_log(args) as log:
-        policy = check_policy(text, *note_keys(log))
+        policy = check_policy(text, log.read.history.vkeys())
         with log.writer.lock, log.store.write():
             log.store.set_policy(text, int(log.clock()))
     emit(
@@ -62,12 +62,11 @@ def cmd_policy(args: argparse.Namespace) -> int:
 
 def cmd_cosign(args: argparse.Namespace) -> int:
     from ..witnessing import check_policy, run_round
-    from ..witnessing.policyfile import note_keys
 
     with open_log(args) as log:
         policy = None
         if args.policy is not None:
-            policy = check_policy(read_policy(args.policy), *note_keys(log))
+            policy = check_policy(read_policy(args.policy), log.read.history.vkeys())
         outcomes = run_round(log, policy, deadline=args.witness_deadline, resume=args.resume)
     if not outcomes:
         print(f"{PROG}: no witness with a URL in the policy: nothing to do", file=sys.stderr)

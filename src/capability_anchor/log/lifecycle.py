@@ -4,6 +4,7 @@ start-up self-check, close); every stage is delegated to its owner (`log/__init_
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -57,8 +58,10 @@ class Log:
         # What api/, export and audit read; the store itself stays the write path's.
         self.read = LogReader(store, self)
         self.writer = LogWriter(self)
-        # (marker, trusted set) of `keyset()`, recomputed when the rotation records change.
-        self._trust_cache: tuple[object, KeySet] | None = None
+        # (marker, closure) of `keyset()`, recomputed when the rotation records change.
+        self._trust_cache: tuple[object, trust.TrustChain] | None = None
+        # Held while a key another process activated is adopted (`logtrust.current_key`).
+        self._key_lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -199,6 +202,15 @@ class Log:
         """The trusted keys: the key file's, and every key a chain of rotation records leads
         to from it (`logtrust`). A `keys` row without such a chain is not in it."""
         return logtrust.trusted_keys(self)
+
+    def published_keys(self) -> KeySet:
+        """What `/keys` and keys.json list: `keyset()` without the revoked keys."""
+        return trust.published_keys(logtrust.trusted_chain(self))
+
+    def signing_key(self) -> SigningKey:
+        """The key to sign with now (`logtrust.current_key`: a rotation another process
+        activated is adopted here, before the next signature)."""
+        return logtrust.current_key(self)
 
     def writer_token(self) -> str:
         """The checked writer token (see `writer_token`: TokenError when unusable)."""

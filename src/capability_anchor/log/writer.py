@@ -201,8 +201,9 @@ class LogWriter:
             prev=self._prev(day),
             iat=iat,
         )
-        signed = heads.sign(claims, log.key)
-        row = HeadRow(day, size, sealed, root, iat, log.key.kid, signed.document())
+        key = log.signing_key()  # the checkpoint below is signed by the same key
+        signed = heads.sign(claims, key)
+        row = HeadRow(day, size, sealed, root, iat, key.kid, signed.document())
         # Everything this head covers is findable through /record once it is served.
         if pending is None:
             pending = self._index.take(day, size)

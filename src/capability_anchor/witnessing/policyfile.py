@@ -2,19 +2,20 @@
 before it is stored, and the witnesses the log submits to.
 
     policy = check_policy(Path("policy.txt").read_bytes(), log_vkey)   # or MalformedPolicy
-    policy = check_policy(text, *note_keys(log))   # across a rotation: current, all trusted
+    policy = check_policy(text, log.read.history.vkeys())   # current first, then the others
     submitted = submitted_to(policy)        # the witnesses with a URL, in policy order
 
-`log` lines, if present, must be the log's own vkeys (a policy naming another log's key
-would tell verifiers to trust a key this log never signs with): the current note key among
-them, and the others keys this log trusts (during a rotation's overlap the policy lists the
-old and the new key, SPEC §13.2). A witness URL is the witness's submission prefix:
-http:// or https://, a host, no query or fragment.
+A `log` line, if present, must be one of the log's own vkeys (a policy naming another log's
+key would tell verifiers to trust a key this log never signs with): the current one or, after
+a rotation (SPEC §13.2), another key of the log that is not revoked; with `log` lines, the
+current key must be among them (else verifiers of the policy could not check a checkpoint
+signed now). A witness URL is the witness's submission prefix: http:// or https://, a host,
+no query or fragment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -23,26 +24,24 @@ from ..note import TYPE_ED25519, Policy, PolicyWitness, format_vkey, origin_from
 
 if TYPE_CHECKING:
     from ..keys import SigningKey
-    from ..log import Log
 
 
-def check_policy(data: bytes, log_vkey: str, trusted: Collection[str] = ()) -> Policy:
+def check_policy(data: bytes, log_vkey: str | Sequence[str]) -> Policy:
     """The parsed policy in DATA, or MalformedPolicy (a usage error, exit 2) saying why.
-    LOG_VKEY is the log's current note key; TRUSTED its other note keys (the keys it
-    rotated from, and the next one it published), which a `log` line may also name."""
+    `log_vkey` is the log's vkey, or its vkeys with the current one first."""
     policy = parse_policy(data)
-    named = [entry.verifier.vkey() for entry in policy.logs]
-    for vkey in named:
-        if vkey != log_vkey and vkey not in trusted:
+    vkeys = (log_vkey,) if isinstance(log_vkey, str) else tuple(log_vkey)
+    for entry in policy.logs:
+        if entry.verifier.vkey() not in vkeys:
             raise MalformedPolicy(
-                f"the policy's log line names the key {vkey}, but this log's key is "
-                f"{log_vkey}: a log line, if present, must be the log's own vkey (or a key "
-                "it rotated from or to)"
+                f"the policy's log line names the key {entry.verifier.vkey()}, but this "
+                f"log's key is {vkeys[0]}: a log line, if present, must be the log's own vkey"
             )
-    if named and log_vkey not in named:
+    named = [entry.verifier.vkey() for entry in policy.logs]
+    if named and vkeys[0] not in named:
         raise MalformedPolicy(
             f"the policy's log lines name the keys {', '.join(named)}, but this log's key is "
-            f"{log_vkey}: add `log {log_vkey}` to the policy (`capability-anchor policy FILE`)"
+            f"{vkeys[0]}: add `log {vkeys[0]}` to the policy (`capability-anchor policy FILE`)"
         )
     for witness in policy.witnesses:
         if witness.url is not None:
@@ -64,16 +63,6 @@ def _check_url(witness: PolicyWitness) -> None:
 def submitted_to(policy: Policy) -> list[PolicyWitness]:
     """The witnesses the log submits to: those with a URL, in policy order."""
     return [w for w in policy.witnesses if w.url is not None]
-
-
-def note_keys(log: Log) -> tuple[str, frozenset[str]]:
-    """The log's current note key (the one signing checkpoints now) and every note key it
-    trusts (`Log.keyset`: the current key and the chain of rotation records), as vkeys, read
-    now: a running process follows a rotation at its next call."""
-    history = log.read.history
-    origin = history.origin()
-    trusted = frozenset(format_vkey(origin, TYPE_ED25519, k.raw) for k in log.keyset())
-    return history.vkey(), trusted
 
 
 def log_vkey(public_url: str, key: SigningKey) -> str:

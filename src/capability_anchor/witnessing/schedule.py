@@ -37,7 +37,7 @@ from ..errors import CapabilityAnchorError
 from ..note import Policy, PolicyWitness
 from .client import DEFAULT_DEADLINE_S
 from .episodes import FAILED, POLICY, Episodes
-from .policyfile import check_policy, note_keys, submitted_to
+from .policyfile import check_policy, submitted_to
 from .rounds import STOPPED, STOPPED_RESULT, Outcome, submit, submit_async
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def stored_policy(log: Log) -> Policy | None:
         text = log.store.policy()
     if text is None:
         return None
-    return check_policy(text, *note_keys(log))
+    return check_policy(text, log.read.history.vkeys())
 
 
 def run_round(
@@ -105,7 +105,7 @@ class Witnessing:
         self.problems = Episodes(_logger, log.clock)
         """Each witness's (and the policy's) problems: logged once per episode, counted."""
         self._monotonic = monotonic
-        self._policy: tuple[bytes, str, frozenset[str], Policy] | None = None
+        self._policy: tuple[bytes, tuple[str, ...], Policy] | None = None
         self._last: dict[str, float] = {}
         self._in_flight: set[str] = set()
         self._lock = threading.Lock()
@@ -121,17 +121,17 @@ class Witnessing:
         if text is None:
             self.problems.cleared("", POLICY)
             return None
-        current, trusted = note_keys(self.log)
+        vkeys = self.log.read.history.vkeys()
         cached = self._policy
-        if cached is None or cached[:3] != (text, current, trusted):
+        if cached is None or cached[:2] != (text, vkeys):
             try:
-                policy = check_policy(text, current, trusted)
+                policy = check_policy(text, vkeys)
             except CapabilityAnchorError as exc:
                 self.problems.seen("", POLICY, f"no submissions: the stored policy: {exc}")
                 return None
-            self._policy = cached = (text, current, trusted, policy)
+            self._policy = cached = (text, vkeys, policy)
         self.problems.cleared("", POLICY)
-        return cached[3]
+        return cached[2]
 
     def due(self) -> list[PolicyWitness]:
         """The witnesses to submit to now, oldest first, at most the free places in flight

@@ -21,8 +21,8 @@ async def healthz() -> Health:
 
 @get(
     "/keys",
-    summary="JWKS of every key the log has signed with",
+    summary="JWKS of every key the log has signed with, less the revoked ones",
     responses={**success(Jwks, "the JWK Set, RFC 8785"), **documented(304), **PUBLIC_ERRORS},
 )
 async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return cached(request, service_of(request).reader.keyset().to_json(), immutable=False)
+    return cached(request, service_of(request).reader.published_keys().to_json(), immutable=False)
