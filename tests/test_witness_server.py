@@ -20,7 +20,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +35,8 @@ from capability_anchor.log import Log
 from capability_anchor.witnessing import run_round
 from naive_rfc9162 import Naive, leaf
 from obskit import observation
-from serverkit import CLI, Server, free_port, start
-from witnesskit import AicsWitness
+from serverkit import CLI, free_port, start
+from witnesskit import AicsWitness, Running, start_witness, witness_cli
 
 EM = "\u2014"
 VECTORS = Path(__file__).parent / "vectors" / "transparency-dev-witness" / "monkeys.json"
@@ -87,39 +87,6 @@ class HandLog:
 
 def body(old: int, proof: list[bytes], note: str) -> bytes:
     return (f"old {old}\n" + "".join(b64(h) + "\n" for h in proof) + "\n" + note).encode()
-
-
-def witness_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [str(CLI), "witness", *args, "--data", str(data)]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-
-
-@dataclass
-class Running:
-    server: Server
-    data: Path
-    vkey: str
-    name: str
-
-    def post(self, client: httpx.Client, payload: bytes) -> httpx.Response:
-        return client.post(f"{self.server.url}/add-checkpoint", content=payload)
-
-
-def start_witness(
-    tmp: Path, *logs: tuple[str, str], rate_limit: int = 0, extra: Sequence[str] = ()
-) -> Running:
-    data = tmp / "witness"
-    out = witness_cli(data, "init", "--name", "witness.test/ours")
-    assert out.returncode == 0, out.stderr
-    vkey = json.loads(out.stdout)["vkey"]
-    for origin, log_vkey in logs:
-        added = witness_cli(data, "add-log", "--origin", origin, "--vkey", log_vkey)
-        assert added.returncode == 0, added.stderr
-    port = free_port()
-    argv = [str(CLI), "witness", "serve", "--data", str(data), "--port", str(port)]
-    argv += ["--rate-limit", str(rate_limit), *extra]
-    server = start(data, port=port, argv=argv, logs=tmp)
-    return Running(server, data, vkey, "witness.test/ours")
 
 
 @pytest.fixture

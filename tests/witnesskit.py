@@ -20,19 +20,23 @@ import base64
 import contextlib
 import hashlib
 import http.server
+import json
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from c2spkit import third_party_venv
+from serverkit import CLI, Server, free_port, start
 
 EM = "\u2014"
 ROOT = Path(__file__).resolve().parent.parent
@@ -321,6 +325,45 @@ class TestWitness:
         self.close()
 
 
+# --- our witness, `capability-anchor witness serve`, as a process -----------------------------
+
+
+def witness_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`capability-anchor witness ARGS --data DATA`, its output captured."""
+    argv = [str(CLI), "witness", *args, "--data", str(data)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+@dataclass
+class Running:
+    server: Server
+    data: Path
+    vkey: str
+    name: str
+
+    def post(self, client: httpx.Client, payload: bytes) -> httpx.Response:
+        return client.post(f"{self.server.url}/add-checkpoint", content=payload)
+
+
+def start_witness(
+    tmp: Path, *logs: tuple[str, str], rate_limit: int = 0, extra: Sequence[str] = ()
+) -> Running:
+    """`witness init` in TMP/witness, `add-log` for each (origin, vkey), `witness serve` on a
+    free loopback port (stop it with `.server.kill()` or `.server.stop()`)."""
+    data = tmp / "witness"
+    out = witness_cli(data, "init", "--name", "witness.test/ours")
+    assert out.returncode == 0, out.stderr
+    vkey = json.loads(out.stdout)["vkey"]
+    for origin, log_vkey in logs:
+        added = witness_cli(data, "add-log", "--origin", origin, "--vkey", log_vkey)
+        assert added.returncode == 0, added.stderr
+    port = free_port()
+    argv = [str(CLI), "witness", "serve", "--data", str(data), "--port", str(port)]
+    argv += ["--rate-limit", str(rate_limit), *extra]
+    server = start(data, port=port, argv=argv, logs=tmp)
+    return Running(server, data, vkey, "witness.test/ours")
+
+
 # --- many witnesses that hang ----------------------------------------------------------------
 
 
@@ -472,6 +515,21 @@ class AicsWitness:
 
     def log(self) -> str:
         return (self.folder / "serve.log").read_text(errors="replace")
+
+    def add_vkey(self, vkey: str) -> None:
+        """The log rotated: `aics-witness add-log` with the new vkey adds it to the log's
+        keys (aics-witness keeps the old ones), and SIGHUP makes the running witness reload."""
+        import signal
+
+        config = str(self.folder / "witness.json")
+        exe = str(ensure_aics_witness())
+        out = _run(
+            [exe, "add-log", "--config", config, "--origin", self.origin, "--vkey", vkey],
+            "aics-witness add-log (another vkey)",
+        )
+        assert "added vkey" in out, out
+        assert self.process is not None
+        self.process.send_signal(signal.SIGHUP)
 
     def monitored(self) -> bytes:
         """GET <prefix>/<sha256(origin) hex>/checkpoint: what it last cosigned of our log."""
