@@ -251,7 +251,7 @@ def audit_key_records(problems: list[str], folder: Path, keys: KeySet) -> KeySet
         published = KeySet.from_json((folder / "keys.json").read_bytes())
     except (OSError, CapabilityAnchorError):
         return found.keys
-    unlisted = [kid for kid in found.keys.kids if kid not in published]
+    unlisted = [k for k in found.keys.kids if k not in published and k not in found.revocations]
     if unlisted:
         problems.append(f"{path} endorses key(s) {unlisted} that keys.json does not list")
     return found.keys
