@@ -68,8 +68,7 @@ def current_key(log: Log) -> SigningKey:
     `signing-key.jwk.new` in the instant before the file is swapped), once it verifies that
     statement: a row written by someone without the key file moves nothing. A key the store
     does not name is never used; with none to use, nothing is signed (StartupCheckFailed)."""
-    with log.store.read():
-        statements = log.store.settings_statements()
+    statements = log.store.settings_statements()  # one statement: one snapshot of its own
     if not statements or statements[-1][1] == log.key.kid:
         return log.key
     _, kid, token = statements[-1]
@@ -252,7 +251,7 @@ def audit_key_records(problems: list[str], folder: Path, keys: KeySet) -> KeySet
         published = KeySet.from_json((folder / "keys.json").read_bytes())
     except (OSError, CapabilityAnchorError):
         return found.keys
-    unlisted = [kid for kid in found.keys.kids if kid not in published]
+    unlisted = [k for k in found.keys.kids if k not in published and k not in found.revocations]
     if unlisted:
         problems.append(f"{path} endorses key(s) {unlisted} that keys.json does not list")
     return found.keys

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ from .. import trust
 from ..boundedread import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file, read_stream
 from ..errors import ClaimsError, InputError, InvalidKey, MalformedJSON, UsageError
 from ..keys import KeySet
+from ..keystatements import Revocation
 from ..verify import Result, verify
 from ..verify_anchor import Anchor
 from ..verify_sources import FolderSources, ProofSource, StampSource, no_anchor, proof_limit
@@ -105,19 +106,20 @@ def load_keys(data: bytes, where: str) -> KeySet:
 
 def follow_key_records(
     keys: KeySet, roots: Path, *, deadline: float = DEFAULT_DEADLINE_S
-) -> KeySet:
+) -> trust.TrustChain:
     """`keys` plus every key the folder's `key-records.json` leads to from them (key
     rotation: an auditor holding the old key trusts the new one because the old one signed
-    that record). A record not signed by a key already trusted adds nothing; a file that is
-    not a key records document is an InputError (exit 2), as a bad keys.json is."""
+    that record), and the revocations among the records (SPEC §13.2). A record not signed
+    by a key already trusted adds nothing; a file that is not a key records document is an
+    InputError (exit 2), as a bad keys.json is."""
     path = roots / trust.KEY_RECORDS_FILE
     if not path.exists():
-        return keys
+        return trust.TrustChain(keys)
     try:
         iss, tokens = trust.read_key_records(read_source(str(path), deadline=deadline))
     except ClaimsError as exc:
         raise InputError(str(exc)) from None
-    return trust.closure(keys, tokens, iss=iss).keys
+    return trust.closure(keys, tokens, iss=iss)
 
 
 def parse_at(text: str) -> int:
@@ -224,6 +226,7 @@ def verify_inputs(
     policy: str | None = None,
     origin: str | None = None,
     deadline: float = DEFAULT_DEADLINE_S,
+    revocations: Mapping[str, Revocation] | None = None,
 ) -> Result:
     """`verify` over what the command line names: the head from `head` (a file path or
     URL), else `roots` (an exported folder), else the anchor's URL; the tlog-proof from
@@ -235,5 +238,13 @@ def verify_inputs(
     folder = None if roots is None else Path(roots)
     sources = CommandLineSources(head, folder, history_proof, deadline)
     return verify(
-        record, keys=keys, sources=sources, iss=iss, cas=cas, at=at, policy=loaded, origin=origin
+        record,
+        keys=keys,
+        sources=sources,
+        iss=iss,
+        cas=cas,
+        at=at,
+        policy=loaded,
+        origin=origin,
+        revocations=revocations,
     )

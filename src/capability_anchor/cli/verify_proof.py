@@ -205,9 +205,11 @@ def _main(argv: list[str] | None) -> int:
             raise UsageError("no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)")
         keys = load_keys(read_source(where, deadline=deadline), where)
         _kid_notices(keys, where)
+        revocations = None
         if args.roots is not None:
             # Rotation records only extend trust from keys already trusted (SPEC proposal).
-            keys = follow_key_records(keys, Path(args.roots), deadline=deadline)
+            chain = follow_key_records(keys, Path(args.roots), deadline=deadline)
+            keys, revocations = chain.keys, chain.revocations
         record = read_record(args.record, deadline=deadline)
         result = verify_inputs(
             record,
@@ -221,6 +223,7 @@ def _main(argv: list[str] | None) -> int:
             policy=args.policy,
             origin=_origin(args.origin),
             deadline=deadline,
+            revocations=revocations,
         )
     except (UsageError, OSError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

@@ -173,25 +173,8 @@ class Log:
         statement must be the key file's and say what meta says (`logtrust.check_settings`).
         Otherwise the log refuses to run (a wrong key or a copied database would otherwise
         publish heads nobody can chain, a changed meta would redirect anchors)."""
-        self._check_newest_head()
+        _check_newest_head(self)
         logtrust.check_settings(self)
-
-    def _check_newest_head(self) -> None:
-        newest = self.read.newest_published()
-        if newest is None:
-            return
-        try:
-            # The plain claims beside the JWS are not compared here: the audit reports them.
-            verified = heads.verify_document(newest.doc, self.keyset()).head
-        except CapabilityAnchorError as exc:
-            raise StartupCheckFailed(
-                f"the configured key (kid {self.key.kid}) does not verify the newest published "
-                f"head ({newest.day}, size {newest.tree_size}, kid {newest.kid}): {exc}"
-            ) from None
-        if verified.claims["iss"] != self.iss:
-            raise StartupCheckFailed(
-                f"the newest head's iss {verified.claims['iss']!r} is not the log's {self.iss!r}"
-            )
 
     # --- small accessors -------------------------------------------------------------------
 
@@ -292,3 +275,21 @@ class Log:
     ) -> dict[str, Any]:
         """A Capability Resolution §6.3 record (SPEC §6 `/record`): `log.issuance`."""
         return issue_record(self, sub=sub, url=url, lifetime=lifetime)
+
+
+def _check_newest_head(log: Log) -> None:
+    newest = log.read.newest_published()
+    if newest is None:
+        return
+    try:
+        # The plain claims beside the JWS are not compared here: the audit reports them.
+        verified = heads.verify_document(newest.doc, log.keyset()).head
+    except CapabilityAnchorError as exc:
+        raise StartupCheckFailed(
+            f"the configured key (kid {log.key.kid}) does not verify the newest published "
+            f"head ({newest.day}, size {newest.tree_size}, kid {newest.kid}): {exc}"
+        ) from None
+    if verified.claims["iss"] != log.iss:
+        raise StartupCheckFailed(
+            f"the newest head's iss {verified.claims['iss']!r} is not the log's {log.iss!r}"
+        )

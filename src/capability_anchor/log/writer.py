@@ -201,8 +201,7 @@ class LogWriter:
             prev=self._prev(day),
             iat=iat,
         )
-        key = log.signing_key()  # the checkpoint below is signed by the same key
-        signed = heads.sign(claims, key)
+        signed = heads.sign(claims, key := log.signing_key())  # the checkpoint's key too
         row = HeadRow(day, size, sealed, root, iat, key.kid, signed.document())
         # Everything this head covers is findable through /record once it is served.
         if pending is None:
