@@ -52,6 +52,9 @@ MAX_IN_FLIGHT = 64
 """Submissions the service has in flight at once (each an open connection, no thread)."""
 STORE_THREADS = 4
 """Threads for the store's steps of the service's submissions (reads, proofs, the write)."""
+MIN_GAP_S = 1.0
+"""Between two submissions to one witness, whatever the interval: a witness answering at
+once (a 403 retried at the next interval) is never asked in a loop."""
 
 
 def stored_policy(log: Log) -> Policy | None:
@@ -155,7 +158,7 @@ class Witnessing:
                 ):
                     continue
                 last = self._last.get(witness.name)
-                if last is not None and now - last < self.interval:
+                if last is not None and now - last < max(self.interval, MIN_GAP_S):
                     continue
                 ready.append((-1.0 if last is None else last, position, witness))
             ready.sort(key=lambda item: item[:2])
