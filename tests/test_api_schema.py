@@ -79,6 +79,7 @@ GETS: list[tuple[str, bool]] = [
     ("/consistency", True),
     ("/entries/{day}", True),
     ("/keys", False),
+    ("/keys/records", False),
     ("/record", False),
 ]
 OPERATIONS: list[tuple[str, str, bool]] = [
@@ -92,6 +93,7 @@ NO_NEGATIVE = {
     "/healthz",
     "/roots/latest",
     "/keys",
+    "/keys/records",
     "/checkpoint",
     "/history/checkpoint",
     "/history/vkey",
@@ -334,6 +336,7 @@ def test_real_answers_have_exactly_the_documented_members(tmp_path: Path) -> Non
         ("GET", "/consistency", f"/consistency?day={h.d2}&first=3&second=6", {}),
         ("GET", "/entries/{day}", f"/entries/{h.today}", {}),
         ("GET", "/keys", "/keys", {}),
+        ("GET", "/keys/records", "/keys/records", {}),
         ("GET", "/record", "/record?id=example:a-0", {}),
         ("POST", "/prove", "/prove", {"json": {"record": h.x}}),
         ("POST", "/records", "/records", {"json": {"records": [rec("doc", 0)]}}),
@@ -492,7 +495,7 @@ def schemathesis_run(
     ("select", "expected", "phases"),
     [
         pytest.param(
-            ("--exclude-path-regex", RECORD_BODIES), 39, ALL_PHASES, id="every-other-operation"
+            ("--exclude-path-regex", RECORD_BODIES), 41, ALL_PHASES, id="every-other-operation"
         ),
         pytest.param(("--include-path-regex", RECORD_BODIES), 2, RECORD_PHASES, id="record-bodies"),
     ],

@@ -333,3 +333,30 @@ def test_rotate_key_help_shows_each_default() -> None:
 
     done = cli("rotate-key", "--data", "/nonexistent", "--json")
     assert done.returncode == 2
+
+
+def test_the_policy_gains_the_new_log_line_after_the_last_one_and_keeps_every_other_byte() -> None:
+    old, new = (
+        format_vkey("resolver.example/history", TYPE_ED25519, SigningKey.generate().public.raw)
+        for _ in range(2)
+    )
+    witness = Cosigner("w.example", SigningKey.generate()).verifier.vkey()
+    text = f"# ours\nlog {old}\n\nwitness w1 {witness}\nquorum w1\n".encode()
+    both = rotation.policy_with(text, new, keep=old, drop=None)
+    assert both == f"# ours\nlog {old}\nlog {new}\n\nwitness w1 {witness}\nquorum w1\n".encode()
+    assert rotation.policy_with(both, new, keep=old, drop=None) == both  # a rerun adds nothing
+    # --compromised: the revoked key's line goes.
+    assert rotation.policy_with(text, new, keep=None, drop=old) == (
+        f"# ours\nlog {new}\n\nwitness w1 {witness}\nquorum w1\n".encode()
+    )
+    # A policy without log lines gets both.
+    bare = f"witness w1 {witness}\nquorum w1\n".encode()
+    assert rotation.policy_with(bare, new, keep=old, drop=None).startswith(
+        f"log {old}\nlog {new}\n".encode()
+    )
+
+
+def test_json_leaves_out_the_sentence(data: Path) -> None:
+    done = cli("rotate-key", "--data", data, "--json")
+    assert done.returncode == 0 and done.stderr == ""
+    assert json.loads(done.stdout)["phase"] == "published"

@@ -114,7 +114,8 @@ def test_compromised_from_the_cli_prints_the_revocation(tmp_path: Path) -> None:
 
 
 def _forged_token(compromised: dict[str, Any]) -> str:
-    """A record token the thief signs with the stolen key, dated now."""
+    """A record token the thief signs with the stolen key, dated half a minute from now
+    (inside the clock skew a verifier allows, and after a revocation made just now)."""
     claims = json.loads(b64url_decode(compromised["early"]["jws"].split(".")[1]))
     leaf = {k: v for k, v in claims.items() if k not in ("iat", "exp", "anchor", "proof")}
     signed = jws.sign_record(
@@ -122,7 +123,7 @@ def _forged_token(compromised: dict[str, Any]) -> str:
         anchor=claims["anchor"],
         proof=claims["proof"],
         key=compromised["old"],
-        iat=int(time.time()),
+        iat=int(time.time()) + 30,
         lifetime=3600,
     )
     return str(signed["jws"])
@@ -264,3 +265,46 @@ def test_a_revocation_signed_by_a_revoked_key_counts_for_nothing() -> None:
     chain = trust.closure([b.public], [*tokens[:3], late], iss=ISS)
     assert thief.kid not in chain.keys
     assert "revoked" in chain.problems[3]
+
+
+def test_a_running_serve_drops_the_revoked_key_at_once_and_verify_proof_reads_its_records(
+    tmp_path: Path,
+) -> None:
+    """`--compromised` while `serve` runs: `/keys` lists only the new key from then on, and
+    `verify-proof --keys URL/keys` follows `/keys/records` to FAIL a token the stolen key
+    signs now, naming the revocation, and to PASS one it signed before."""
+    start = int(time.time()) - 120
+    clock = Clock(start)
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        log.append([observation(n, "early", iss=ISS) for n in range(2)])
+        log.checkpoint()
+        early = log.record(sub="example:early-0")
+        head = log.read.newest_published()
+        assert head is not None
+    old = load_key_file(data / "signing-key.jwk")
+    (tmp_path / "head.json").write_bytes(head.doc)
+    (tmp_path / "early.jws").write_text(early["jws"])
+    with serving(data, "--rate-limit", "0") as live, live.client() as client:
+        assert served_kids(client) == {old.kid}
+        done = ok("rotate-key", "--data", data, "--compromised")
+        assert served_kids(client) == {done["kid"]}
+        forged = _forged_token({"early": early, "old": old})
+        (tmp_path / "forged.jws").write_text(forged)
+        keys = f"{live.url}/keys"
+        result = verify_proof(
+            tmp_path / "forged.jws", "--keys", keys, "--head", tmp_path / "head.json"
+        )
+        assert result.returncode == 1, result.stdout
+        detail = checks(result)["record_signature"]["detail"]
+        assert f"key {old.kid} was revoked at {done['revoked_at']}" in detail
+        passed = verify_proof(
+            tmp_path / "early.jws",
+            "--keys",
+            keys,
+            "--head",
+            tmp_path / "head.json",
+            "--at",
+            str(early["iat"]),
+        )
+        assert passed.returncode == 0, passed.stdout

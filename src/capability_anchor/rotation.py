@@ -306,12 +306,13 @@ def policy_with(text: bytes, add: str, *, keep: str | None, drop: str | None) ->
         items = line.replace(b"\t", b" ").split()
         return items[1].decode() if len(items) >= 2 and items[0] == b"log" else None
 
+    positions = [i for i, line in enumerate(lines) if vkey_of(line) is not None]
+    at = positions[-1] + 1 if positions else 0
     if drop is not None:
+        at -= sum(1 for i in positions if vkey_of(lines[i]) == drop)
         lines = [line for line in lines if vkey_of(line) != drop]
     present = {vkey_of(line) for line in lines}
     wanted = [v for v in (keep, add) if v is not None and v not in present]
-    positions = [i for i, line in enumerate(lines) if vkey_of(line) is not None]
-    at = positions[-1] + 1 if positions else 0
     lines[at:at] = [f"log {v}".encode() for v in wanted]
     updated = b"\n".join(lines)
     parse_policy(updated)  # never store a policy that does not parse

@@ -40,6 +40,7 @@ __all__ = [
     "fetch",
     "fetch_if_found",
     "follow_key_records",
+    "follow_served_records",
     "is_url",
     "load_keys",
     "load_policy",
@@ -115,10 +116,26 @@ def follow_key_records(
     path = roots / trust.KEY_RECORDS_FILE
     if not path.exists():
         return trust.TrustChain(keys)
+    return _closure(keys, read_source(str(path), deadline=deadline), str(path))
+
+
+def follow_served_records(
+    keys: KeySet, keys_url: str, *, deadline: float = DEFAULT_DEADLINE_S
+) -> trust.TrustChain:
+    """`follow_key_records` for keys fetched from a log's `/keys`: its `/keys/records`
+    (none, HTTP 404, from a log older than the resource: `keys` alone)."""
+    if not (is_url(keys_url) and keys_url.rstrip("/").endswith("/keys")):
+        return trust.TrustChain(keys)
+    url = keys_url.rstrip("/") + "/records"
+    data = fetch_if_found(url, deadline=deadline)
+    return trust.TrustChain(keys) if data is None else _closure(keys, data, url)
+
+
+def _closure(keys: KeySet, data: bytes, where: str) -> trust.TrustChain:
     try:
-        iss, tokens = trust.read_key_records(read_source(str(path), deadline=deadline))
+        iss, tokens = trust.read_key_records(data)
     except ClaimsError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(f"{where}: {exc}") from None
     return trust.closure(keys, tokens, iss=iss)
 
 

@@ -120,8 +120,8 @@ class Monitor:
 
     def _run(self, state: states.MonitorState, result: RunResult) -> None:
         old_size = state.size
-        self.chain, result.findings = follow_keys(self.source, self.options.keys, state)
         if state.checked < state.size:  # a catch-up that was cut short: finish it first
+            self.chain, result.findings = follow_keys(self.source, self.options.keys, state)
             self._check_heads(state, result)
             if result.alarmed:
                 result.summary = self._summary(state, old_size, 0)
@@ -139,6 +139,8 @@ class Monitor:
             result.summary = self._summary(state, old_size, 0)
             return
         result.evidence["checkpoint"] = data
+        self.chain, notes = follow_keys(self.source, self.options.keys, state)  # `rotations`
+        result.findings += notes
         checkpoint = self._checkpoint(state, data)
         if self._consistent(state, checkpoint, result):
             self._new_leaves(state, checkpoint, result)
