@@ -139,10 +139,10 @@ class Background:
             return
         self._witness_now()
 
-    def _witness_now(self, _: object = None) -> None:
-        """At every tick, and as soon as a submission ends (its place in flight goes to the
+    def _witness_now(self, ended: object = None) -> None:
+        """At every tick, and as soon as a submission ENDED (its place in flight goes to the
         next witness at once, not at the next tick)."""
-        if _ is not None and not self._clock_agrees():
+        if ended is not None and not self._clock_agrees():
             return  # the tick says so, once
         try:
             self._maybe_witness()
