@@ -444,6 +444,12 @@ def test_update_log_replaces_the_key_set_and_the_running_witness_adopts_it(
         assert done.returncode == 0, done.stderr
         assert refused(witness.post(c, body(12, log.proof(12, 14), log.note(14))), 403)
         assert witness.post(c, body(12, log.proof(12, 14), rotated.note(14))).status_code == 200
+    # The running witness logged each key set it adopted, naming the old and the new.
+    served = witness.server.stderr()
+    assert (
+        f"now verified with the key set [{log.vkey}, {rotated.vkey}] (was [{log.vkey}])" in served
+    )
+    assert f"now verified with the key set [{rotated.vkey}] (was [{log.vkey}, " in served
     # add-log of the same origin with other keys still refuses, and names the fix.
     third = HandLog(log.origin).vkey
     again = witness_cli(witness.data, "add-log", "--origin", log.origin, "--vkey", third)
