@@ -360,3 +360,29 @@ def test_json_leaves_out_the_sentence(data: Path) -> None:
     done = cli("rotate-key", "--data", data, "--json")
     assert done.returncode == 0 and done.stderr == ""
     assert json.loads(done.stdout)["phase"] == "published"
+
+
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def test_activation_after_the_notice_under_libfaketime(data: Path) -> None:
+    """The real command, its wall clock moved by libfaketime: refused a minute before the
+    notice ends, accepted once it has."""
+    import subprocess
+
+    from serverkit import CLI
+    from systools import ensure_tool
+
+    lib = ensure_tool(LIBFAKETIME, "faketime", "libfaketime", timeout=600)
+    published = ok("rotate-key", "--data", data, "--notice", "3600")
+    argv = [str(CLI), "rotate-key", "--data", str(data), "--activate"]
+
+    def run(offset: str) -> subprocess.CompletedProcess[str]:
+        env = clean_env({"LD_PRELOAD": str(lib), "FAKETIME": offset})
+        return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+
+    early = run("+3540s")
+    assert early.returncode == 1 and published["activate_at"] in early.stderr, early.stderr
+    late = run("+3660s")
+    assert late.returncode == 0, late.stderr
+    assert json.loads(late.stdout)["kid"] == published["kid"] == kid_file(data)
