@@ -79,6 +79,7 @@ GETS: list[tuple[str, bool]] = [
     ("/consistency", True),
     ("/entries/{day}", True),
     ("/keys", False),
+    ("/keys/records", False),
     ("/record", False),
     ("/metrics", False),
 ]
@@ -94,6 +95,7 @@ NO_NEGATIVE = {
     "/metrics",
     "/roots/latest",
     "/keys",
+    "/keys/records",
     "/checkpoint",
     "/history/checkpoint",
     "/history/vkey",
@@ -336,6 +338,7 @@ def test_real_answers_have_exactly_the_documented_members(tmp_path: Path) -> Non
         ("GET", "/consistency", f"/consistency?day={h.d2}&first=3&second=6", {}),
         ("GET", "/entries/{day}", f"/entries/{h.today}", {}),
         ("GET", "/keys", "/keys", {}),
+        ("GET", "/keys/records", "/keys/records", {}),
         ("GET", "/record", "/record?id=example:a-0", {}),
         ("GET", "/metrics", "/metrics", {}),
         ("POST", "/prove", "/prove", {"json": {"record": h.x}}),

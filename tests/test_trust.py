@@ -50,6 +50,13 @@ def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return run_cli(*args)
 
 
+def rotate(data: Path) -> subprocess.CompletedProcess[str]:
+    """Both phases of `rotate-key`, the notice overridden: the activation's process."""
+    published = cli("rotate-key", "--data", data)
+    assert published.returncode == 0, published.stderr
+    return cli("rotate-key", "--data", data, "--activate", "--force")
+
+
 def audit(data: Path, *more: str | Path) -> subprocess.CompletedProcess[str]:
     return cli("audit", "--data", data, *more)
 
@@ -253,7 +260,7 @@ def test_rotation_happy_path(history: History, tmp_path: Path) -> None:
     before_out = tmp_path / "before"
     assert cli("export", "--data", data, before_out).returncode == 0
 
-    rotated = cli("rotate-key", "--data", data)
+    rotated = rotate(data)
     assert rotated.returncode == 0, rotated.stderr
     report = json.loads(rotated.stdout)
     new = load_key_file(data / "signing-key.jwk")
@@ -335,7 +342,7 @@ def test_a_real_server_after_injection_and_rotation_serves_only_trusted_keys(
     old = load_key_file(data / "signing-key.jwk")
     evil = SigningKey.generate()
     inject_key(data, evil)
-    assert cli("rotate-key", "--data", data).returncode == 0
+    assert rotate(data).returncode == 0
     new = load_key_file(data / "signing-key.jwk")
     with serving(data, "--rate-limit", "0") as live, live.client() as client:
         keys = KeySet.from_json(client.get("/keys").content)
@@ -349,14 +356,14 @@ def test_an_interrupted_rotation_refuses_to_open_and_resumes(history: History) -
     """The state between the database commit and the key file swap: the database trusts the
     new key and its settings are the new key's, the key file is still the old one."""
     data = history.data
-    assert cli("rotate-key", "--data", data).returncode == 0
+    assert rotate(data).returncode == 0
     new = load_key_file(data / "signing-key.jwk")
     old_file = next(data.glob("signing-key.*.jwk"))
     (data / "signing-key.jwk").rename(data / "signing-key.jwk.new")
     shutil.copy2(old_file, data / "signing-key.jwk")
     with pytest.raises(StartupCheckFailed, match="a key rotation was interrupted"):
         Log.open(data)
-    resumed = cli("rotate-key", "--data", data)
+    resumed = cli("rotate-key", "--data", data, "--activate")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["kid"] == new.kid
     assert load_key_file(data / "signing-key.jwk").kid == new.kid
@@ -369,7 +376,7 @@ def test_a_second_rotation_chains(history: History) -> None:
     data = history.data
     kids = [load_key_file(data / "signing-key.jwk").kid]
     for _ in range(2):
-        assert cli("rotate-key", "--data", data).returncode == 0
+        assert rotate(data).returncode == 0
         kids.append(load_key_file(data / "signing-key.jwk").kid)
     with history.open() as log:
         assert set(log.keyset().kids) == set(kids)
@@ -538,7 +545,7 @@ def test_the_upgrade_mark_signs_nothing_when_statements_exist(history: History) 
 def test_rotation_records_and_settings_are_append_only(
     history: History, statement: str, match: str
 ) -> None:
-    assert cli("rotate-key", "--data", history.data).returncode == 0
+    assert rotate(history.data).returncode == 0
     before = sql(history.data, "SELECT * FROM key_records UNION ALL SELECT *, '' FROM settings")
     with raw(history.data) as conn, pytest.raises(sqlite3.IntegrityError, match=match):
         conn.execute(statement)
@@ -583,7 +590,7 @@ def test_keys_json_naming_the_log_key_by_another_kid_is_flagged_and_not_exported
 
 
 def test_a_forged_record_in_an_exported_folder_is_flagged(history: History, tmp_path: Path) -> None:
-    assert cli("rotate-key", "--data", history.data).returncode == 0
+    assert rotate(history.data).returncode == 0
     out = tmp_path / "roots"
     assert cli("export", "--data", history.data, out).returncode == 0
     evil = SigningKey.generate()

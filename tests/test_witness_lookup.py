@@ -24,7 +24,7 @@ from capability_anchor.note import (
     format_vkey,
     sign_checkpoint,
 )
-from capability_anchor.store.witness_interface import WITNESS_DB_NAME
+from capability_anchor.store.witness_interface import WITNESS_DB_NAME, WITNESS_SCHEMA_VERSION
 from capability_anchor.store.witness_sqlite import MIGRATIONS, SqliteWitnessStore
 from capability_anchor.witness.protocol import Refusal
 from capability_anchor.witness.service import KEY_FILE, Witness
@@ -110,7 +110,7 @@ def v1_store(data: Path, origins: list[str]) -> None:
 def test_a_version_1_store_is_migrated_with_a_hash_for_every_log(tmp_path: Path) -> None:
     origins = [f"log{n}.example/history" for n in range(5)]
     v1_store(tmp_path / "w", origins)
-    for _ in range(2):  # the second open finds version 2 and changes nothing
+    for _ in range(2):  # the second open finds the newest version and changes nothing
         store = SqliteWitnessStore.open(tmp_path / "w")
         try:
             for origin in origins:
@@ -121,7 +121,7 @@ def test_a_version_1_store_is_migrated_with_a_hash_for_every_log(tmp_path: Path)
             store.close()
     conn = sqlite3.connect(tmp_path / "w" / WITNESS_DB_NAME)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (WITNESS_SCHEMA_VERSION,)
         assert conn.execute("SELECT count(*) FROM origin_hashes").fetchone() == (5,)
         for statement in ("UPDATE origin_hashes SET hash = hash", "DELETE FROM origin_hashes"):
             with pytest.raises(sqlite3.IntegrityError, match="append-only"):

@@ -410,6 +410,87 @@ def test_cli_exit_codes(tmp_path: Path, log: HandLog) -> None:
     assert witness_cli(data, "add-log", "--origin", "o", "--vkey", other).returncode == 1
 
 
+# --- update-log: the log rotated its key (issue #21) ----------------------------------------
+
+
+def test_update_log_replaces_the_key_set_and_the_running_witness_adopts_it(
+    witness: Running, log: HandLog
+) -> None:
+    """The log rotates: its new key is refused (403) until `update-log` names it, which the
+    running `witness serve` adopts at its next request; during the overlap either key
+    verifies, and once the old key is dropped it no longer does."""
+    rotated = HandLog(log.origin, leaves=log.leaves)  # the same tree, signed by a new key
+    with httpx.Client(timeout=10) as c:
+        assert witness.post(c, body(0, [], log.note(5))).status_code == 200
+        assert refused(witness.post(c, body(5, log.proof(5, 8), rotated.note(8))), 403)
+        both = witness_cli(
+            witness.data, "update-log", "--origin", log.origin, "--vkey", log.vkey,
+            "--vkey", rotated.vkey,
+        )  # fmt: skip
+        assert both.returncode == 0, both.stderr
+        assert json.loads(both.stdout) == {
+            "origin": log.origin,
+            "vkeys": [log.vkey, rotated.vkey],
+            "old_vkeys": [log.vkey],
+        }
+        # The change is logged, naming the old and the new key set.
+        assert f"[{log.vkey}] -> [{log.vkey}, {rotated.vkey}]" in both.stderr
+        assert witness.post(c, body(5, log.proof(5, 8), rotated.note(8))).status_code == 200
+        assert witness.post(c, body(8, log.proof(8, 10), log.note(10))).status_code == 200
+        assert witness.post(c, body(10, log.proof(10, 12), rotated.note(12))).status_code == 200
+        done = witness_cli(
+            witness.data, "update-log", "--origin", log.origin, "--vkey", rotated.vkey
+        )
+        assert done.returncode == 0, done.stderr
+        assert refused(witness.post(c, body(12, log.proof(12, 14), log.note(14))), 403)
+        assert witness.post(c, body(12, log.proof(12, 14), rotated.note(14))).status_code == 200
+    # The running witness logged each key set it adopted, naming the old and the new.
+    served = witness.server.stderr()
+    assert (
+        f"now verified with the key set [{log.vkey}, {rotated.vkey}] (was [{log.vkey}])" in served
+    )
+    assert f"now verified with the key set [{rotated.vkey}] (was [{log.vkey}, " in served
+    # add-log of the same origin with other keys still refuses, and names the fix.
+    third = HandLog(log.origin).vkey
+    again = witness_cli(witness.data, "add-log", "--origin", log.origin, "--vkey", third)
+    assert again.returncode == 1 and "witness update-log" in again.stderr, again.stderr
+    assert (
+        witness_cli(
+            witness.data, "add-log", "--origin", log.origin, "--vkey", rotated.vkey
+        ).returncode
+        == 0
+    )
+    # The key sets are kept, append-only, beside the log's first row.
+    with sqlite3.connect(witness.data / "witness.sqlite3") as db:
+        sets = [r[0].split("\n") for r in db.execute("SELECT vkeys FROM log_keys ORDER BY seq")]
+        assert sets == [[log.vkey, rotated.vkey], [rotated.vkey]]
+        for statement in ("UPDATE log_keys SET vkeys = 'x'", "DELETE FROM log_keys"):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                db.execute(statement)
+
+
+def test_attack_update_log_refuses_an_empty_set_an_unknown_origin_and_a_bad_vkey(
+    tmp_path: Path, log: HandLog
+) -> None:
+    data = tmp_path / "w"
+    assert witness_cli(data, "init", "--name", "w.test/x").returncode == 0
+    assert witness_cli(data, "add-log", "--origin", log.origin, "--vkey", log.vkey).returncode == 0
+    before = (data / "witness.sqlite3").read_bytes()
+    empty = witness_cli(data, "update-log", "--origin", log.origin)
+    assert empty.returncode == 2 and "at least one --vkey" in empty.stderr, empty.stderr
+    unknown = witness_cli(data, "update-log", "--origin", "log.test/nope", "--vkey", log.vkey)
+    assert unknown.returncode == 2 and "witness add-log" in unknown.stderr, unknown.stderr
+    bad = witness_cli(data, "update-log", "--origin", log.origin, "--vkey", "nonsense")
+    assert bad.returncode == 2, bad.stderr
+    twice = witness_cli(
+        data, "update-log", "--origin", log.origin, "--vkey", log.vkey, "--vkey", log.vkey
+    )
+    assert twice.returncode == 2, twice.stderr
+    with sqlite3.connect(data / "witness.sqlite3") as db:
+        assert db.execute("SELECT count(*) FROM log_keys").fetchone() == (0,)
+    assert (data / "witness.sqlite3").read_bytes() == before  # nothing stored
+
+
 # --- interop: our log, aics-witness, aics-tlog, verify-proof --------------------------------
 
 ISS = "https://resolver.example"

@@ -13,6 +13,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -581,3 +582,88 @@ def test_kill_9_during_witnessing_leaves_the_audit_clean(tmp_path: Path) -> None
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# --- episodes, the schedule's order, policies across a rotation (issue #21) -----------------
+
+
+def test_a_problem_is_logged_once_when_it_starts_and_once_when_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from capability_anchor.witnessing.episodes import REFUSED, UNREACHABLE, Episodes
+
+    problems = Episodes(logging.getLogger("capability_anchor.witnessing"))
+    with caplog.at_level(logging.INFO, "capability_anchor.witnessing"):
+        for _ in range(50):  # fifty ticks of the same problem
+            problems.seen("w1", UNREACHABLE, "cannot connect")
+        problems.seen("w1", REFUSED, "HTTP 403")  # another kind: the first episode ends
+        problems.seen("w1", REFUSED, "HTTP 403")
+        problems.cleared("w1")
+        problems.cleared("w1")  # nothing going on: nothing logged
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4, lines
+    assert "cannot connect" in lines[0] and "unreachable problem has ended" in lines[1]
+    assert "HTTP 403" in lines[2] and "refused problem has ended" in lines[3]
+    states = {(s.witness, s.problem): s for s in problems.snapshot()}
+    assert states["w1", UNREACHABLE].occurrences == 50 and states["w1", UNREACHABLE].episodes == 1
+    assert states["w1", REFUSED].occurrences == 2 and not states["w1", REFUSED].active
+
+
+def test_attack_a_policy_without_the_current_key_stops_submissions_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from capability_anchor.witnessing.episodes import POLICY
+
+    other = NoteSigner(ORIGIN, SigningKey.generate()).verifier.vkey()
+    with new_log(tmp_path) as log, TestWitness("witness.test/w1", log.read.history.vkey()) as w:
+        witnessing = Witnessing(log, 60.0)
+        set_policy(log, f"log {other}\n".encode() + policy_of(w))
+        with caplog.at_level(logging.INFO, "capability_anchor.witnessing"):
+            for _ in range(5):  # five ticks
+                assert witnessing.due() == []
+            set_policy(log, f"log {log.read.history.vkey()}\n".encode() + policy_of(w))
+            assert [x.name for x in witnessing.due()] == ["w1"]
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 2, lines
+        assert "must be the log's own vkey" in lines[0] and "has ended" in lines[1]
+        [state] = [s for s in witnessing.problems.snapshot() if s.problem == POLICY]
+        assert (state.occurrences, state.episodes, state.active) == (5, 1, False)
+
+
+def test_a_policy_may_list_the_logs_other_keys_but_must_list_the_current_one() -> None:
+    from capability_anchor.errors import MalformedPolicy
+    from capability_anchor.witnessing import check_policy
+
+    current, old, stranger = (
+        NoteSigner(ORIGIN, SigningKey.generate()).verifier.vkey() for _ in range(3)
+    )
+    quorum = b"quorum none\n"
+    both = check_policy(f"log {old}\nlog {current}\n".encode() + quorum, (current, old))
+    assert [entry.verifier.vkey() for entry in both.logs] == [old, current]
+    with pytest.raises(MalformedPolicy, match=re.escape(f"add `log {current}`")):
+        check_policy(f"log {old}\n".encode() + quorum, (current, old))
+    with pytest.raises(MalformedPolicy, match="must be the log's own vkey"):
+        check_policy(f"log {current}\nlog {stranger}\n".encode() + quorum, (current, old))
+    assert check_policy(quorum, (current, old)).logs == ()
+
+
+def test_places_in_flight_go_oldest_first_up_to_the_bound(tmp_path: Path) -> None:
+    with new_log(tmp_path) as log:
+        vkey = log.read.history.vkey()
+        with (
+            TestWitness("witness.test/w1", vkey) as w1,
+            TestWitness("witness.test/w2", vkey) as w2,
+            TestWitness("witness.test/w3", vkey) as w3,
+        ):
+            set_policy(log, policy_of(w1, w2, w3))
+            witnessing = Witnessing(log, 0.0, in_flight=2)
+            first = witnessing.due()
+            assert [w.name for w in first] == ["w1", "w2"]
+            assert witnessing.due() == []  # both places taken
+            assert witnessing.submit(first[0]).result == "cosigned"
+            assert [w.name for w in witnessing.due()] == ["w3"]  # never asked: before w1
+            assert witnessing.in_flight == 2

@@ -325,6 +325,121 @@ class TestWitness:
         self.close()
 
 
+# --- our witness, `capability-anchor witness serve`, as a process -----------------------------
+
+
+def witness_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`capability-anchor witness ARGS --data DATA`, its output captured."""
+    argv = [str(CLI), "witness", *args, "--data", str(data)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+@dataclass
+class Running:
+    server: Server
+    data: Path
+    vkey: str
+    name: str
+
+    def post(self, client: httpx.Client, payload: bytes) -> httpx.Response:
+        return client.post(f"{self.server.url}/add-checkpoint", content=payload)
+
+
+def start_witness(
+    tmp: Path, *logs: tuple[str, str], rate_limit: int = 0, extra: Sequence[str] = ()
+) -> Running:
+    """`witness init` in TMP/witness, `add-log` for each (origin, vkey), `witness serve` on a
+    free loopback port (stop it with `.server.kill()` or `.server.stop()`)."""
+    data = tmp / "witness"
+    out = witness_cli(data, "init", "--name", "witness.test/ours")
+    assert out.returncode == 0, out.stderr
+    vkey = json.loads(out.stdout)["vkey"]
+    for origin, log_vkey in logs:
+        added = witness_cli(data, "add-log", "--origin", origin, "--vkey", log_vkey)
+        assert added.returncode == 0, added.stderr
+    port = free_port()
+    argv = [str(CLI), "witness", "serve", "--data", str(data), "--port", str(port)]
+    argv += ["--rate-limit", str(rate_limit), *extra]
+    server = start(data, port=port, argv=argv, logs=tmp)
+    return Running(server, data, vkey, "witness.test/ours")
+
+
+# --- many witnesses that hang ----------------------------------------------------------------
+
+
+class HangingServer:
+    """One loopback TCP server that accepts every connection, reads what comes and never
+    answers: the stand-in for any number of dead witnesses (`urls(n)`: a submission prefix
+    each, all on this server). It counts connections, and the most open at once (a client
+    that gives up closes its connection, which the server sees)."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        import selectors
+
+        self._selector = selectors.DefaultSelector()
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(1024)
+        self._listener.setblocking(False)
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        self.port: int = self._listener.getsockname()[1]
+        self.accepted = 0
+        self.open = 0
+        self.most_open = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def urls(self, n: int) -> list[str]:
+        return [f"http://127.0.0.1:{self.port}/hang{i}" for i in range(n)]
+
+    def _run(self) -> None:
+        import selectors
+
+        while not self._stop.is_set():
+            for key, _ in self._selector.select(0.1):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if sock is self._listener:
+                    with contextlib.suppress(BlockingIOError):
+                        conn, _ = sock.accept()
+                        conn.setblocking(False)
+                        self._selector.register(conn, selectors.EVENT_READ)
+                        self.accepted += 1
+                        self.open += 1
+                        self.most_open = max(self.most_open, self.open)
+                    continue
+                try:
+                    data = sock.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:  # the client gave up
+                    self._selector.unregister(sock)
+                    sock.close()
+                    self.open -= 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for key in list(self._selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        self._selector.close()
+
+    def __enter__(self) -> HangingServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def cosignature_vkey(name: str) -> str:
+    """A fresh witness cosignature vkey (type 0x04) under NAME (a witness that never signs)."""
+    public = raw_public(Ed25519PrivateKey.generate().public_key())
+    return f"{name}+{key_id(name, 0x04, public).hex()}+{b64(bytes([0x04]) + public)}"
+
+
 # --- aics-witness, the real third-party witness ---------------------------------------------
 
 AICS_REQUIREMENTS = ("aics-witness", "cryptography>=50.0.2")
@@ -401,6 +516,21 @@ class AicsWitness:
     def log(self) -> str:
         return (self.folder / "serve.log").read_text(errors="replace")
 
+    def add_vkey(self, vkey: str) -> None:
+        """The log rotated: `aics-witness add-log` with the new vkey adds it to the log's
+        keys (aics-witness keeps the old ones), and SIGHUP makes the running witness reload."""
+        import signal
+
+        config = str(self.folder / "witness.json")
+        exe = str(ensure_aics_witness())
+        out = _run(
+            [exe, "add-log", "--config", config, "--origin", self.origin, "--vkey", vkey],
+            "aics-witness add-log (another vkey)",
+        )
+        assert "added vkey" in out, out
+        assert self.process is not None
+        self.process.send_signal(signal.SIGHUP)
+
     def monitored(self) -> bytes:
         """GET <prefix>/<sha256(origin) hex>/checkpoint: what it last cosigned of our log."""
         import httpx
@@ -434,39 +564,3 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-# --- our own witness (`capability-anchor witness serve`) as a real process -----------------
-
-
-def witness_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [str(CLI), "witness", *args, "--data", str(data)]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-
-
-@dataclass
-class Running:
-    server: Server
-    data: Path
-    vkey: str
-    name: str
-
-    def post(self, client: httpx.Client, payload: bytes) -> httpx.Response:
-        return client.post(f"{self.server.url}/add-checkpoint", content=payload)
-
-
-def start_witness(
-    tmp: Path, *logs: tuple[str, str], rate_limit: int = 0, extra: Sequence[str] = ()
-) -> Running:
-    data = tmp / "witness"
-    out = witness_cli(data, "init", "--name", "witness.test/ours")
-    assert out.returncode == 0, out.stderr
-    vkey = json.loads(out.stdout)["vkey"]
-    for origin, log_vkey in logs:
-        added = witness_cli(data, "add-log", "--origin", origin, "--vkey", log_vkey)
-        assert added.returncode == 0, added.stderr
-    port = free_port()
-    argv = [str(CLI), "witness", "serve", "--data", str(data), "--port", str(port)]
-    argv += ["--rate-limit", str(rate_limit), *extra]
-    server = start(data, port=port, argv=argv, logs=tmp)
-    return Running(server, data, vkey, "witness.test/ours")

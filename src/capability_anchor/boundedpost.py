@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from .errors import CapabilityAnchorError, UsageError
 
 if TYPE_CHECKING:
-    from httpx import Response
+    from httpx import AsyncClient, Response
 
 _GRACE_S = 0.5
 
@@ -78,6 +78,23 @@ def post(body: bytes, headers: dict[str, str], *, deadline: float, cap: int, pee
 async def _post(
     body: bytes, headers: dict[str, str], deadline: float, cap: int, peer: Peer
 ) -> Reply:
+    import httpx
+
+    async with httpx.AsyncClient(timeout=deadline, follow_redirects=False) as client:
+        return await post_async(client, body, headers, deadline=deadline, cap=cap, peer=peer)
+
+
+async def post_async(
+    client: AsyncClient,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    deadline: float,
+    cap: int,
+    peer: Peer,
+) -> Reply:
+    """`post` on the caller's event loop with the caller's client (no redirects followed):
+    many exchanges at once hold no thread each (the service's witness submissions)."""
     import asyncio
 
     import httpx
@@ -85,9 +102,12 @@ async def _post(
     try:
         async with (
             asyncio.timeout(deadline),
-            httpx.AsyncClient(timeout=deadline, follow_redirects=False) as client,
             client.stream(
-                "POST", peer.url, content=body, headers={**headers, "Accept-Encoding": "identity"}
+                "POST",
+                peer.url,
+                content=body,
+                headers={**headers, "Accept-Encoding": "identity"},
+                timeout=deadline,
             ) as response,
         ):
             return await _read(response, cap, peer)

@@ -102,24 +102,25 @@ def write_replaceable(target: Path, data: bytes, report: ExportReport) -> None:
     report.written.append(str(target))
 
 
-def _merged_keys(existing_file: Path, log_keys: KeySet) -> bytes:
-    """keys.json is exactly the log's trusted set (`Log.keyset()`), which only grows (rotation
-    records are append-only). A published key the log does not trust is refused, never
+def _merged_keys(existing_file: Path, log_keys: KeySet, published: KeySet) -> bytes:
+    """keys.json is exactly the log's published set (`Log.published_keys()`: the trusted
+    set, which only grows as rotation records are append-only, less the revoked keys, which
+    leave it at once). A published key the log does not trust is refused, never
     carried on: it may be one injected into the database and exported before it was caught,
     and a folder that keeps it lets that key sign heads for the log."""
     if existing_file.exists():
         try:
-            published = KeySet.from_json(existing_file.read_bytes(), require_thumbprints=True)
+            existing = KeySet.from_json(existing_file.read_bytes(), require_thumbprints=True)
         except (InvalidKey, MalformedJSON) as exc:
             raise ExportConflict(f"{existing_file} is not a valid JWK set: {exc}") from None
-        untrusted = [k.kid for k in published if k.kid not in log_keys]
+        untrusted = [k.kid for k in existing if k.kid not in log_keys]
         if untrusted:
             raise ExportConflict(
                 f"{existing_file} publishes key(s) {untrusted} that the log does not trust "
                 "(no endorsement chain from its key file's key); check how they got there and "
                 "remove them from the folder; nothing was written"
             )
-    return log_keys.to_json()
+    return published.to_json()
 
 
 def _merged_key_records(existing_file: Path, iss: str, tokens: list[str]) -> bytes | None:
@@ -199,7 +200,7 @@ def _export(log: Log, outdir: Path, progress: Progress, tiles: bool) -> ExportRe
         immutable.append((outdir / row.day / f"{row.tree_size}.json", row.doc))
     immutable += tile_files(log, outdir, tiles)
     replaceable += history_files(log, outdir)
-    keys = _merged_keys(outdir / "keys.json", log.keyset())
+    keys = _merged_keys(outdir / "keys.json", log.keyset(), log.published_keys())
     records = [token for _, _, _, token in store.key_records()]
     key_records = _merged_key_records(outdir / trust.KEY_RECORDS_FILE, log.iss, records)
     for path, data in immutable:

@@ -80,6 +80,7 @@ __all__ = [
     "check_record_lifetime",
     "sign",
     "sign_claims",
+    "unverified_header",
     "verify",
     "verify_claims",
     "verify_record_token",
@@ -235,6 +236,12 @@ def _parse_header(header_bytes: bytes) -> dict[str, str]:
                 f"header member {member!r} must be a string, found {json_type_name(header[member])}"
             )
     return header
+
+
+def unverified_header(token: str) -> dict[str, str]:
+    """The header of a well-formed compact JWS, NOT verified: only to tell which kind of
+    statement a token claims to be (and by which kid) before verifying it as that kind."""
+    return _parse_header(_decode_segments(_check_format(token))[0])
 
 
 def verify(token: str, keys: KeySet, typ: str) -> VerifiedJWS:

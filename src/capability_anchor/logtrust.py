@@ -10,24 +10,23 @@ add rows, never trust.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
-from dataclasses import dataclass
+import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import strictjson, trust
 from .encoding import b64url_decode
-from .errors import CapabilityAnchorError, KeyFileError, StartupCheckFailed
-from .files import fsync_dir
-from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
-from .store import SETTINGS_UNSIGNED, Store
+from .errors import CapabilityAnchorError, StartupCheckFailed
+from .keys import KeySet, PublicKey, SigningKey, load_key_file
+from .store import SETTINGS_UNSIGNED
 
 if TYPE_CHECKING:
     from .log import Log
     from .reading import LogReader
 
+KEY_FILE = "signing-key.jwk"
 NEW_KEY_FILE = "signing-key.jwk.new"
+_events = logging.getLogger("capability_anchor.events")
 
 
 def backup_name(kid: str) -> str:
@@ -40,17 +39,61 @@ def chain(read: LogReader, anchor: PublicKey, iss: str) -> trust.TrustChain:
     return trust.closure([anchor], [token for _, _, _, token in read.key_records()], iss=iss)
 
 
-def trusted_keys(log: Log) -> KeySet:
-    """`Log.keyset()`: the key file's key and every key a chain of records leads to from it.
-    Cached until the number of stored records changes (records are append-only)."""
+def trusted_chain(log: Log) -> trust.TrustChain:
+    """The key file's key closed over the stored records: `Log.keyset()` is its keys (every
+    key the log ever signed with, revoked ones included, so what they signed before their
+    revocation still verifies) and `Log.published_keys()` those not revoked. Cached until
+    the stored records or the key change (records are append-only)."""
     records = log.read.key_records()
     cached = log._trust_cache
     marker = (log.key.kid, len(records), records[-1][0] if records else 0)
     if cached is not None and cached[0] == marker:
         return cached[1]
-    keys = trust.closure([log.key.public], [r[3] for r in records], iss=log.iss).keys
-    log._trust_cache = (marker, keys)
-    return keys
+    found = trust.closure([log.key.public], [r[3] for r in records], iss=log.iss)
+    log._trust_cache = (marker, found)
+    return found
+
+
+def trusted_keys(log: Log) -> KeySet:
+    return trusted_chain(log).keys
+
+
+# --- which key signs now ---------------------------------------------------------------------
+
+
+def current_key(log: Log) -> SigningKey:
+    """The key this process signs with now, asked before every signature: the one the
+    store's newest settings statement is signed by. When another process (`rotate-key
+    --activate`) made that a new key, it is adopted here (from the key file, or from
+    `signing-key.jwk.new` in the instant before the file is swapped), once it verifies that
+    statement: a row written by someone without the key file moves nothing. A key the store
+    does not name is never used; with none to use, nothing is signed (StartupCheckFailed)."""
+    statements = log.store.settings_statements()  # one statement: one snapshot of its own
+    if not statements or statements[-1][1] == log.key.kid:
+        return log.key
+    _, kid, token = statements[-1]
+    with log._key_lock:
+        if log.key.kid == kid:
+            return log.key
+        for name in (KEY_FILE, NEW_KEY_FILE):
+            try:
+                candidate = load_key_file(log.data_dir / name)
+            except (OSError, CapabilityAnchorError):
+                continue
+            if candidate.kid != kid:
+                continue
+            try:
+                trust.verify_settings(token, KeySet.of(candidate.public))
+            except CapabilityAnchorError:
+                break
+            _events.info("key rotation: this process now signs with %s (was %s)", kid, log.key.kid)
+            log.key = candidate
+            return candidate
+    raise StartupCheckFailed(
+        f"the log's newest settings statement is signed by key {kid}, which this process "
+        f"cannot load (its key is {log.key.kid}); nothing is signed until "
+        "`capability-anchor rotate-key --activate` has finished"
+    )
 
 
 # --- the settings statement ------------------------------------------------------------------
@@ -108,104 +151,10 @@ def check_settings(log: Log) -> None:
     if problems:
         hint = ""
         if (log.data_dir / NEW_KEY_FILE).exists():
-            hint = " (a key rotation was interrupted: run `capability-anchor rotate-key`)"
+            hint = (
+                " (a key rotation was interrupted: run `capability-anchor rotate-key --activate`)"
+            )
         raise StartupCheckFailed("; ".join(problems) + hint)
-
-
-# --- rotate-key ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rotation:
-    old_kid: str
-    kid: str
-    backup: Path
-
-    def to_json(self) -> dict[str, Any]:
-        return {"old_kid": self.old_kid, "kid": self.kid, "backup": str(self.backup)}
-
-
-def _records_between(store: Store, old: PublicKey, new: PublicKey, iss: str) -> set[str]:
-    """Which of "old endorses new" and "new endorses old" are stored and verify."""
-    found: set[str] = set()
-    for _, signer, kid, token in store.key_records():
-        for a, b, name in ((old, new, "old->new"), (new, old, "new->old")):
-            if (signer, kid) == (a.kid, b.kid):
-                try:
-                    trust.verify_key_record(token, KeySet.of(a), iss=iss)
-                except CapabilityAnchorError:
-                    continue
-                found.add(name)
-    return found
-
-
-def _link_backup(key_file: Path, backup: Path, old: SigningKey) -> None:
-    if backup.exists():
-        if load_key_file(backup).kid != old.kid:
-            raise KeyFileError(f"{backup} exists and holds another key; refusing to rotate")
-        return
-    # A hard link: the same inode, so the same 0600 mode and bytes, never re-written.
-    os.link(key_file, backup)
-
-
-def rotate_key(data_dir: Path, log_open: Callable[[Path], Log]) -> Rotation:
-    """Make a new signing key and hand the log over to it.
-
-    Order (each step survives a crash; a rerun resumes):
-    1. the new key is written to `signing-key.jwk.new` (0600), or taken from there;
-    2. the old key file is hard-linked to `signing-key.<old kid>.jwk` (the 0600 backup);
-    3. one write transaction stores the new key's row, "old endorses new" (for auditors who
-       hold the old key), "new endorses old" (so the new key file trusts every old head),
-       and the settings signed by the new key;
-    4. `signing-key.jwk.new` replaces `signing-key.jwk`.
-    Between 3 and 4 the log refuses to open (its settings are signed by a key that is not
-    the key file's yet) and says to rerun this command, which then only does step 4.
-    """
-    data_dir = Path(data_dir)
-    key_file = data_dir / "signing-key.jwk"
-    new_file = data_dir / NEW_KEY_FILE
-    old = load_key_file(key_file)
-    new = load_key_file(new_file) if new_file.exists() else None
-    backup = data_dir / backup_name(old.kid)
-    if new is not None and new.kid != old.kid:
-        store = Store.open(data_dir)
-        try:
-            iss = store.meta().get("iss", "")
-            done = _records_between(store, old.public, new.public, iss) == {"old->new", "new->old"}
-            newest = store.settings_statements()
-            done = done and bool(newest) and newest[-1][1] == new.kid
-        finally:
-            store.close()
-        if done:
-            _link_backup(key_file, backup, old)
-            os.replace(new_file, key_file)
-            fsync_dir(data_dir)
-            return Rotation(old.kid, new.kid, backup)
-    log = log_open(data_dir)
-    try:
-        if log.key.kid != old.kid:  # pragma: no cover - the file changed under us
-            raise KeyFileError(f"{key_file} changed during rotate-key; run it again")
-        if new is None or new.kid == old.kid:
-            new_file.unlink(missing_ok=True)
-            new = create_key_file(new_file)
-        _link_backup(key_file, backup, old)
-        now = int(log.clock())
-        with log.store.write():
-            have = _records_between(log.store, old.public, new.public, log.iss)
-            log.store.add_key(new.kid, json.dumps(new.public.jwk(), sort_keys=True), now)
-            if "old->new" not in have:
-                token = trust.make_key_record(old, new.public, iss=log.iss, iat=now)
-                log.store.add_key_record(old.kid, new.kid, token, now)
-            if "new->old" not in have:
-                token = trust.make_key_record(new, old.public, iss=log.iss, iat=now)
-                log.store.add_key_record(new.kid, old.kid, token, now)
-            sign_settings(log, new, "rotate-key")
-    finally:
-        log.close()
-    # Durable from here: the database trusts the new key. Only now does it sign.
-    os.replace(new_file, key_file)
-    fsync_dir(data_dir)
-    return Rotation(old.kid, new.kid, backup)
 
 
 # --- what the audit reports ------------------------------------------------------------------
@@ -302,7 +251,7 @@ def audit_key_records(problems: list[str], folder: Path, keys: KeySet) -> KeySet
         published = KeySet.from_json((folder / "keys.json").read_bytes())
     except (OSError, CapabilityAnchorError):
         return found.keys
-    unlisted = [kid for kid in found.keys.kids if kid not in published]
+    unlisted = [k for k in found.keys.kids if k not in published and k not in found.revocations]
     if unlisted:
         problems.append(f"{path} endorses key(s) {unlisted} that keys.json does not list")
     return found.keys

@@ -227,6 +227,8 @@ def set_state(name: str, value: float) -> None:
     of the processes alive. One state is fed either this way or by `register_state`."""
     if _state_name(name) in _sources:
         raise ValueError(f"{name} is already fed by register_state in this process")
+    if not _enabled and folder() is None:
+        return  # a process nothing scrapes (a test's or a CLI's background work)
     gauge = _set.get(name)
     if gauge is None:
         from prometheus_client import Gauge

@@ -33,7 +33,7 @@ from .store import EntryRow, HeadRow, StampRow, Store, TileRow
 from .strictjson import is_int
 
 if TYPE_CHECKING:
-    from .keys import SigningKey
+    from .keys import KeySet, SigningKey
 
 MAX_INT = 2**63 - 1  # SQLite's integers
 
@@ -45,6 +45,10 @@ class Origin(Protocol):
     iss: str
     public_url: str
     key: SigningKey  # whose note key signs the history's checkpoints
+
+    def signing_key(self) -> SigningKey: ...  # the key that signs now (after a rotation)
+
+    def published_keys(self) -> KeySet: ...  # every key not revoked
 
 
 def bounded(value: int, what: str) -> int:

@@ -22,13 +22,15 @@ from .reading_tiles import stored_tiles
 from .store import HISTORY_ORIGIN, CosignatureRow, HistoryLeaf, Store, TileRow
 
 if TYPE_CHECKING:
-    from .keys import SigningKey
+    from .keys import KeySet, SigningKey
 
 
 class NoteKeyHolder(Protocol):
     """Who signs the checkpoints: the log, whose head-signing key is its note key."""
 
-    key: SigningKey
+    def signing_key(self) -> SigningKey: ...
+
+    def published_keys(self) -> KeySet: ...
 
 
 # The history's key in the shared tile cache: no day (`YYYY-MM-DD`) can be spelled so.
@@ -126,7 +128,16 @@ class HistoryReader:
         """The log's note key as a C2SP vkey (SPEC §12.2)."""
         if self._signer is None:
             raise UsageError("this reader has no log key")
-        return format_vkey(self.origin(), TYPE_ED25519, self._signer.key.public.raw)
+        return format_vkey(self.origin(), TYPE_ED25519, self._signer.signing_key().public.raw)
+
+    def vkeys(self) -> tuple[str, ...]:
+        """The note keys a policy's `log` lines may name: the current one first, then every
+        other key of the log that is not revoked (SPEC §13.2: both during an overlap)."""
+        current = self.vkey()
+        assert self._signer is not None
+        origin = self.origin()
+        others = (format_vkey(origin, TYPE_ED25519, k.raw) for k in self._signer.published_keys())
+        return (current, *(v for v in others if v != current))
 
     def checkpoint(self, size: int) -> bytes:
         """The log-signed checkpoint note of `size`, without cosignatures."""

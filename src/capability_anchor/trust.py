@@ -40,6 +40,7 @@ from .errors import (
 )
 from .head import VERSION
 from .keys import KeySet, PublicKey, SigningKey
+from .keystatements import Revocation, is_revocation, verify_revocation, voided
 from .strictjson import is_int
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "closure",
     "key_records_document",
     "make_key_record",
+    "published_keys",
     "read_key_records",
     "settings_claims",
     "settings_differences",
@@ -130,20 +132,46 @@ def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
 
 @dataclass
 class TrustChain:
-    """The closure of `anchors` over rotation records (by position in the list given)."""
+    """The closure of `anchors` over rotation records (by position in the list given), and
+    the revocations among them (`keystatements`), by revoked kid."""
 
     keys: KeySet
     records: dict[int, KeyRecord] = field(default_factory=dict)
     problems: dict[int, str] = field(default_factory=dict)
+    revocations: dict[str, Revocation] = field(default_factory=dict)
 
 
 def closure(anchors: Iterable[PublicKey], tokens: Sequence[str], *, iss: str) -> TrustChain:
     """Follow rotation records from `anchors` until nothing changes. A record whose signer
-    never becomes trusted, or that fails any check once it is, lands in `problems`."""
+    never becomes trusted, or that fails any check once it is, lands in `problems`.
+
+    Revocations (told apart by their `typ`) are verified with the resulting set, in list
+    order; one signed by a key an earlier one revoked counts for nothing. A record signed by
+    a revoked key at or after its revocation time is not followed (the closure is taken
+    again without it): a stolen key cannot vouch for a key of the thief's."""
+    anchors = list(anchors)
+    skipped: dict[int, str] = {}
+    while True:
+        found = _follow(anchors, tokens, iss, skipped)
+        late = {
+            i: f"signed by {gone.describe()}"
+            for i, record in found.records.items()
+            if (gone := voided(found.revocations, record.signer, record.iat)) is not None
+        }
+        if not late:
+            found.problems.update(skipped)
+            return found
+        skipped.update(late)
+
+
+def _follow(
+    anchors: Sequence[PublicKey], tokens: Sequence[str], iss: str, skipped: Mapping[int, str]
+) -> TrustChain:
     trusted = {k.kid: k for k in anchors}
     records: dict[int, KeyRecord] = {}
     problems: dict[int, str] = {}
-    pending = list(range(len(tokens)))
+    revoking = [i for i, token in enumerate(tokens) if is_revocation(token)]
+    pending = [i for i in range(len(tokens)) if i not in skipped and i not in set(revoking)]
     unknown: dict[int, str] = {}
     changed = True
     while pending and changed:
@@ -168,7 +196,24 @@ def closure(anchors: Iterable[PublicKey], tokens: Sequence[str], *, iss: str) ->
         pending = waiting
     for i in pending:
         problems[i] = f"signed by a key no trusted key endorses ({unknown[i]})"
-    return TrustChain(KeySet(trusted.values()), records, problems)
+    keys = KeySet(trusted.values())
+    revocations: dict[str, Revocation] = {}
+    for i in revoking:
+        try:
+            revocation = verify_revocation(tokens[i], keys, iss=iss)
+        except CapabilityAnchorError as exc:
+            problems[i] = str(exc)
+            continue
+        if revocation.signer in revocations:
+            problems[i] = f"signed by {revocations[revocation.signer].describe()}"
+            continue
+        revocations.setdefault(revocation.kid, revocation)
+    return TrustChain(keys, records, problems, revocations)
+
+
+def published_keys(chain: TrustChain) -> KeySet:
+    """What `/keys` and keys.json list: the trusted set without the revoked keys."""
+    return KeySet(k for k in chain.keys if k.kid not in chain.revocations)
 
 
 # --- the settings statement ------------------------------------------------------------------

@@ -21,7 +21,7 @@ imported here.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +36,10 @@ from .errors import (
     VerificationError,
 )
 from .keys import KeySet
+from .keystatements import Revocation, voided
 from .leaf import leaf_hash
 from .merkle import verify_inclusion
+from .strictjson import is_int
 from .verify_anchor import (
     Anchor,
     Proof,
@@ -264,6 +266,24 @@ def check_head_signature(
     return Check("head_signature", PASS, detail), verified
 
 
+def not_revoked(
+    check: Check,
+    token: str,
+    claims: Mapping[str, Any],
+    revocations: Mapping[str, Revocation] | None,
+) -> Check:
+    """`check` (a passed signature check of `token`), or a FAIL when its key was revoked
+    before the time the token says it was signed (`iat`)."""
+    if not revocations or check.outcome is not PASS:
+        return check
+    iat = claims.get("iat")
+    gone = voided(revocations, jws.unverified_header(token)["kid"], iat if is_int(iat) else 0)
+    if gone is None:
+        return check
+    detail = f"signed at iat {iat}, after its key's revocation: {gone.describe()}"
+    return Check(check.name, FAIL, detail)
+
+
 def _verified_head(data: bytes, keys: KeySet) -> heads.Head:
     """A head document (JSON object with `jws`) or a bare compact JWS; only the claims
     inside the verified JWS are used, and a document's own claims must equal them."""
@@ -311,16 +331,21 @@ def verify(
     at: int | None = None,
     policy: Policy | None = None,
     origin: str | None = None,
+    revocations: Mapping[str, Revocation] | None = None,
 ) -> Result:
     """Run the nine checks of SPEC §9 and §12.5 over `record` (a record JSON object or a
     compact record JWS, as bytes), trusting only `keys`, for stamps `cas`, and for the
     history `keys` and the `policy`'s log and witness keys; the head, its stamps and its
-    tlog-proof come from `sources`. Raises InputError (exit 2) only for input that cannot be
-    read; every failed check is reported in the Result."""
+    tlog-proof come from `sources`. A record token or head signed by a key of `revocations`
+    (SPEC §13.2) after its revocation time fails its signature check, naming the revocation.
+    Raises InputError (exit 2) only for input that cannot be read; every failed check is
+    reported in the Result."""
     now = int(dt.datetime.now(dt.UTC).timestamp()) if at is None else at
     result = Result()
     read = read_record(record)
     signature, claims = check_record_signature(read, keys)
+    if read.token is not None and claims is not None:
+        signature = not_revoked(signature, read.token, claims, revocations)
     if read.token is None:
         result.notes.append(_UNSIGNED_NOTE)
     leaf_check, leaf = check_leaf(claims)
@@ -328,6 +353,8 @@ def verify(
     inclusion, result.explain = check_inclusion(claims, leaf, tree)
     anchor = None if tree is None else tree.anchor
     head_signature, verified = check_head_signature(claims, anchor, sources, keys)
+    if verified is not None:
+        head_signature = not_revoked(head_signature, verified.jws, verified.claims, revocations)
     result.checks = [
         signature,
         check_record_lifetime(read, claims, now),

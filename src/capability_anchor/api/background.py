@@ -15,8 +15,12 @@ held after a fatal error, so another worker does not take over only to fail the 
 Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
 checkpoint or a seal (SPEC §7: fail open); each TSA that failed is retried with a growing
 delay (`stamping.Stamper`). Witnessing (SPEC §12.3) runs the same way, one task per witness
-(`witnessing.Witnessing`): a witness that hangs costs its own task one deadline, and the
-checkpoint loop never waits for it.
+due (`witnessing.Witnessing`: at most `MAX_IN_FLIGHT` at once, oldest first, each exchange
+waiting on the event loop, not in a thread): a witness that hangs costs its own task one
+deadline, and the checkpoint loop never waits for it. At shutdown the submissions in flight
+get at most one witness deadline to end and are then cancelled (a witness that cosigned a
+size we did not store answers 409 next time, and the submission retries from it), so
+SIGTERM returns within a deadline whatever the number of witnesses.
 
 With a `ClockGuard` (the service always gives one), a tick runs only while the wall clock
 agrees with the monotonic clock: a jump of the wall clock seals nothing and checkpoints
@@ -39,17 +43,18 @@ import anyio
 from ..clockguard import ClockGuard
 from ..errors import CapabilityAnchorError, StoreDamaged
 from ..log import Log, utc_day
+from ..metrics import set_state
 from ..published import LEARN_DEADLINE_S, Behind, behind_state, learn
 from ..stamping import Stamper
 from ..store.damage import Damage, describe, found
 from ..store.scrub import Scrubber
 from ..witnessing import Witnessing
+from ..witnessing.episodes import FAILED
 
 log = logging.getLogger("capability_anchor.background")
 TICK_S = 1.0
-# Threads for witness submissions, apart from the default pool the checkpoints and seals use:
-# many hanging witnesses never take a thread a checkpoint needs.
-WITNESS_THREADS = 16
+# What a submission cancelled at shutdown may still take: the store step it is in finishes.
+_CANCEL_GRACE_S = 2.0
 
 
 class Background:
@@ -74,7 +79,6 @@ class Background:
         self._scrubbing: asyncio.Task[None] | None = None
         self.witnessing = witnessing
         self._witness_tasks: dict[str, asyncio.Task[object]] = {}
-        self._limiter: anyio.CapacityLimiter | None = None
         self.guard = guard
         self.stamper = stamper
         self._stamping: asyncio.Task[object] | None = None
@@ -114,8 +118,7 @@ class Background:
         if self._scrubbing is not None and self.scrubber is not None:
             self.scrubber.interrupt()
             await asyncio.gather(self._scrubbing, return_exceptions=True)
-        # Likewise one witness deadline at most: submissions in flight end, none starts.
-        await asyncio.gather(*self._witness_tasks.values(), return_exceptions=True)
+        await self._stop_witnessing()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -168,12 +171,23 @@ class Background:
                 return
             log.warning("background work failed, retrying at the next tick: %s", exc)
             return
+        self._witness_now()
+
+    def _witness_now(self, ended: object = None) -> None:
+        """At every tick, and as soon as a submission ENDED (its place in flight goes to the
+        next witness at once, not at the next tick)."""
+        if ended is not None and not self._clock_agrees():
+            return  # the tick says so, once
         try:
             self._maybe_witness()
         except CapabilityAnchorError as exc:
-            # Never fatal to the background work: a bad stored policy or a busy store must
-            # not stop checkpoints, seals or stamps.
-            log.warning("witnessing skipped this tick: %s", exc)
+            # Never fatal to the background work: a busy store must not stop checkpoints,
+            # seals or stamps. Logged once per episode, not once per tick.
+            if self.witnessing is not None:
+                self.witnessing.problems.seen("", FAILED, f"witnessing skipped: {exc}")
+        if self.witnessing is not None:
+            problems = self.witnessing.problems.snapshot()
+            set_state("witnessing_problem", float(any(p.active for p in problems)))
 
     def _grew(self) -> bool:
         """Whether today's tree is larger than its newest head (a checkpoint would sign)."""
@@ -220,6 +234,20 @@ class Background:
             damage = found(data_dir) or Damage("the last scrub", finding)
             self._stop_for(StoreDamaged(describe(data_dir, damage)))
 
+    async def _stop_witnessing(self) -> None:
+        """One witness deadline at most, whatever the number of witnesses: none starts, the
+        submissions in flight get the deadline to end, then are cancelled."""
+        tasks = [t for t in self._witness_tasks.values() if not t.done()]
+        if tasks and self.witnessing is not None:
+            _, pending = await asyncio.wait(tasks, timeout=self.witnessing.deadline)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=_CANCEL_GRACE_S)
+        await asyncio.gather(*self._witness_tasks.values(), return_exceptions=True)
+        if self.witnessing is not None:
+            await self.witnessing.aclose()
+
     def _clock_agrees(self) -> bool:
         """No background work while the wall clock disagrees with the monotonic clock (the
         guard logs the episode once; the tick would only fail on every clock reading)."""
@@ -244,24 +272,22 @@ class Background:
             )
 
     def _maybe_witness(self) -> None:
-        """Start a submission, in a thread of its own, for each witness that is due."""
+        """Start a submission, a task of its own, for each witness that is due."""
         witnessing = self.witnessing
         if witnessing is None or self._stopping.is_set() or self.stopped_by is not None:
             return
         for name, task in list(self._witness_tasks.items()):
             if task.done():
                 del self._witness_tasks[name]
-                failed = task.exception()
-                if failed is not None:
-                    log.warning("witnessing %s failed, retrying later: %s", name, failed)
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(WITNESS_THREADS)
-        limiter = self._limiter
+                if not task.cancelled():
+                    task.exception()  # counted as a problem episode by Witnessing.run
         for witness in witnessing.due():
-            self._witness_tasks[witness.name] = asyncio.create_task(
-                anyio.to_thread.run_sync(witnessing.submit, witness, limiter=limiter),
-                name=f"capability-anchor-witness-{witness.name}",
+            task = asyncio.create_task(
+                witnessing.run(witness), name=f"capability-anchor-witness-{witness.name}"
             )
+            self._witness_tasks[witness.name] = task
+            task.add_done_callback(self._witness_now)
+        witnessing.problems.cleared("", FAILED)
 
 
 def _yesterday(writer: Log) -> str:

@@ -202,6 +202,15 @@ class Jwks(msgspec.Struct, frozen=True):
     keys: list[Jwk]
 
 
+class KeyRecords(msgspec.Struct, frozen=True):
+    """`GET /keys/records`: the log's key rotation records and revocations (compact JWS,
+    told apart by their `typ`), in the order it stored them."""
+
+    v: str
+    iss: str
+    records: list[str]
+
+
 class AppendedEntry(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Where a record of `POST /records` is: `duplicate` when the day already held it."""
 
@@ -264,6 +273,7 @@ __all__ = [
     "InclusionProof",
     "Jwk",
     "Jwks",
+    "KeyRecords",
     "ProofAnswer",
     "ProveBody",
     "ProvedEntry",

@@ -42,6 +42,7 @@ from .. import logtrust
 from ..keys import KeySet
 from ..log import Log
 from ..progress import Progress, silent
+from ..rotation import pending_problems
 from ..stamping import TsaConfig
 from ..store import HeadRow
 from .cosignatures import audit_cosignatures
@@ -80,6 +81,7 @@ def audit_store(
     if tsa_ca is None:
         tsa_ca = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
     report.problems += logtrust.trust_problems(log)
+    report.problems += pending_problems(log)
     keys = trusted_keys(log, keys)
     all_heads = store.all_heads()
     entry_days = store.entry_days()

@@ -208,6 +208,11 @@ def _cross_check(
         published = KeySet.from_json((folder / "keys.json").read_bytes())
     except (OSError, CapabilityAnchorError):
         return
-    missing = [k.kid for k in log.keyset() if k.kid not in published]
+    missing = [k.kid for k in log.published_keys() if k.kid not in published]
     if missing:
         report.problems.append(f"keys.json lacks the log's key(s) {missing}")
+    revoked = [
+        kid for kid in published.kids if kid in log.keyset() and kid not in log.published_keys()
+    ]
+    if revoked:
+        report.problems.append(f"keys.json still lists the revoked key(s) {revoked}")

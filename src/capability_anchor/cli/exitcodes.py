@@ -46,7 +46,13 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
         1: f"no head of those sizes, or {SELF_CHECK}",
         2: USAGE,
     },
-    "rotate-key": {0: "now signing with the new key", 1: SELF_CHECK, 2: USAGE},
+    "rotate-key": {
+        0: "published the next key (phase 1), or now signing with it (--activate, --compromised)",
+        1: "--activate refused: before the time activation is allowed (--force overrides), "
+        "no rotation pending, or a pending rotation not signed by the key file's key; or "
+        f"{SELF_CHECK}",
+        2: f"{USAGE}, or the next key file is missing or unreadable",
+    },
     "export": {
         0: "wrote (or found unchanged) every file",
         1: f"a file in OUTDIR holds other bytes (nothing overwritten), or {SELF_CHECK}",
@@ -100,8 +106,13 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
     },
     "witness add-log": {
         0: "the log is witnessed",
-        1: "refused: the log is already configured with other keys",
+        1: "refused: the log is already configured with other keys (`witness update-log`)",
         2: "usage or I/O error (a bad --origin or --vkey, no witness at DIR)",
+    },
+    "witness update-log": {
+        0: "the log's key set is replaced (or was already that set)",
+        2: "usage or I/O error (no --vkey, a bad --origin or --vkey, an origin the witness "
+        "does not know: add it with `witness add-log`, no witness at DIR)",
     },
     "witness serve": {
         0: "stopped cleanly by SIGTERM or SIGINT (in-flight requests finished)",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ from .. import trust
 from ..boundedread import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file, read_stream
 from ..errors import ClaimsError, InputError, InvalidKey, MalformedJSON, UsageError
 from ..keys import KeySet
+from ..keystatements import Revocation
 from ..verify import Result, verify
 from ..verify_anchor import Anchor
 from ..verify_sources import FolderSources, ProofSource, StampSource, no_anchor, proof_limit
@@ -39,6 +40,7 @@ __all__ = [
     "fetch",
     "fetch_if_found",
     "follow_key_records",
+    "follow_served_records",
     "is_url",
     "load_keys",
     "load_policy",
@@ -105,19 +107,36 @@ def load_keys(data: bytes, where: str) -> KeySet:
 
 def follow_key_records(
     keys: KeySet, roots: Path, *, deadline: float = DEFAULT_DEADLINE_S
-) -> KeySet:
+) -> trust.TrustChain:
     """`keys` plus every key the folder's `key-records.json` leads to from them (key
     rotation: an auditor holding the old key trusts the new one because the old one signed
-    that record). A record not signed by a key already trusted adds nothing; a file that is
-    not a key records document is an InputError (exit 2), as a bad keys.json is."""
+    that record), and the revocations among the records (SPEC §13.2). A record not signed
+    by a key already trusted adds nothing; a file that is not a key records document is an
+    InputError (exit 2), as a bad keys.json is."""
     path = roots / trust.KEY_RECORDS_FILE
     if not path.exists():
-        return keys
+        return trust.TrustChain(keys)
+    return _closure(keys, read_source(str(path), deadline=deadline), str(path))
+
+
+def follow_served_records(
+    keys: KeySet, keys_url: str, *, deadline: float = DEFAULT_DEADLINE_S
+) -> trust.TrustChain:
+    """`follow_key_records` for keys fetched from a log's `/keys`: its `/keys/records`
+    (none, HTTP 404, from a log older than the resource: `keys` alone)."""
+    if not (is_url(keys_url) and keys_url.rstrip("/").endswith("/keys")):
+        return trust.TrustChain(keys)
+    url = keys_url.rstrip("/") + "/records"
+    data = fetch_if_found(url, deadline=deadline)
+    return trust.TrustChain(keys) if data is None else _closure(keys, data, url)
+
+
+def _closure(keys: KeySet, data: bytes, where: str) -> trust.TrustChain:
     try:
-        iss, tokens = trust.read_key_records(read_source(str(path), deadline=deadline))
+        iss, tokens = trust.read_key_records(data)
     except ClaimsError as exc:
-        raise InputError(str(exc)) from None
-    return trust.closure(keys, tokens, iss=iss).keys
+        raise InputError(f"{where}: {exc}") from None
+    return trust.closure(keys, tokens, iss=iss)
 
 
 def parse_at(text: str) -> int:
@@ -224,6 +243,7 @@ def verify_inputs(
     policy: str | None = None,
     origin: str | None = None,
     deadline: float = DEFAULT_DEADLINE_S,
+    revocations: Mapping[str, Revocation] | None = None,
 ) -> Result:
     """`verify` over what the command line names: the head from `head` (a file path or
     URL), else `roots` (an exported folder), else the anchor's URL; the tlog-proof from
@@ -235,5 +255,13 @@ def verify_inputs(
     folder = None if roots is None else Path(roots)
     sources = CommandLineSources(head, folder, history_proof, deadline)
     return verify(
-        record, keys=keys, sources=sources, iss=iss, cas=cas, at=at, policy=loaded, origin=origin
+        record,
+        keys=keys,
+        sources=sources,
+        iss=iss,
+        cas=cas,
+        at=at,
+        policy=loaded,
+        origin=origin,
+        revocations=revocations,
     )

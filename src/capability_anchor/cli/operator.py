@@ -56,6 +56,17 @@ class _Help(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+def _seconds(text: str) -> int:
+    """A whole number of seconds, 0 or more (argparse reports anything else as exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the notice cannot be negative")
+    return value
+
+
 def add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data",
@@ -178,9 +189,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--second", required=True, type=int, metavar="N", help="newer tree size")
 
     p = command(
-        "rotate-key", "make a new signing key; the old one endorses it and it endorses the old one"
+        "rotate-key",
+        "rotate the signing key in two phases: publish the next key, later --activate it",
     )
     add_data(p)
+    p.add_argument(
+        "--notice",
+        type=_seconds,
+        default=3600,
+        metavar="SECONDS",
+        help="phase 1: how long the next key is published before it may sign (default: 3600)",
+    )
+    p.add_argument(
+        "--activate",
+        action="store_true",
+        help="phase 2: sign with the published next key from now on (default: off)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --activate: activate before the notice has passed (default: off)",
+    )
+    p.add_argument(
+        "--compromised",
+        action="store_true",
+        help="both phases at once, and revoke the current key: it leaves /keys at once, and "
+        "anything it signs from now on is reported (default: off)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="only the JSON line on stdout, no text on stderr (default: both)",
+    )
 
     p = command("export", "write the static publication (SPEC §8) to OUTDIR")
     add_data(p)

@@ -46,7 +46,7 @@ def cmd_policy(args: argparse.Namespace) -> int:
 
     text = read_policy(args.file)
     with open_log(args) as log:
-        policy = check_policy(text, log.read.history.vkey())
+        policy = check_policy(text, log.read.history.vkeys())
         log.set_policy(text)
     emit(
         {
@@ -68,7 +68,7 @@ def cmd_cosign(args: argparse.Namespace) -> int:
         refuse_if_behind(log, args)
         policy = None
         if args.policy is not None:
-            policy = check_policy(read_policy(args.policy), log.read.history.vkey())
+            policy = check_policy(read_policy(args.policy), log.read.history.vkeys())
         outcomes = run_round(log, policy, deadline=args.witness_deadline, resume=args.resume)
     if not outcomes:
         print(f"{PROG}: no witness with a URL in the policy: nothing to do", file=sys.stderr)

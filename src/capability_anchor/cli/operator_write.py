@@ -228,15 +228,40 @@ def cmd_timestamp(args: argparse.Namespace) -> int:
 
 
 def cmd_rotate_key(args: argparse.Namespace) -> int:
+    from .. import rotation
     from ..log import Log
-    from ..logtrust import rotate_key
 
     data = data_dir(args.data)
-    rotation = rotate_key(data, Log.open)
-    emit(rotation.to_json())
+    if args.activate or args.compromised:
+        done = rotation.activate(data, Log.open, force=args.force, compromised=args.compromised)
+        emit(done.to_json())
+        if args.json:
+            return EXIT_OK
+        revoked = (
+            f"; {done.old_kid} is revoked from {done.to_json()['revoked_at']} and no longer "
+            "in /keys"
+            if done.revoked_at is not None
+            else ""
+        )
+        print(
+            f"{PROG}: now signing with {done.kid} (note key {done.vkey}); the old key "
+            f"{done.old_kid} is kept in {done.backup}{revoked}. A running `serve` adopts it "
+            "within seconds; re-export, and tell each witness: `witness update-log`.",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    if args.force:
+        from ..errors import UsageError
+
+        raise UsageError("--force goes with --activate")
+    published = rotation.publish(data, Log.open, args.notice)
+    emit(published.to_json())
+    if args.json:
+        return EXIT_OK
     print(
-        f"{PROG}: now signing with {rotation.kid}; the old key is kept in {rotation.backup}. "
-        "Restart a running `serve` so it signs with the new key, and re-export.",
+        f"{PROG}: published the next key {published.kid} (note key {published.vkey}); "
+        f"nothing is signed with it yet. Activation is allowed from "
+        f"{published.to_json()['activate_at']}: run `capability-anchor rotate-key --activate`.",
         file=sys.stderr,
     )
     return EXIT_OK

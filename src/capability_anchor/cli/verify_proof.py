@@ -185,6 +185,7 @@ def _main(argv: list[str] | None) -> int:
     from ..errors import UsageError
     from .inputs import (
         follow_key_records,
+        follow_served_records,
         load_keys,
         parse_at,
         read_record,
@@ -205,9 +206,12 @@ def _main(argv: list[str] | None) -> int:
             raise UsageError("no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)")
         keys = load_keys(read_source(where, deadline=deadline), where)
         _kid_notices(keys, where)
+        # Rotation records only extend trust from keys already trusted (SPEC proposal).
         if args.roots is not None:
-            # Rotation records only extend trust from keys already trusted (SPEC proposal).
-            keys = follow_key_records(keys, Path(args.roots), deadline=deadline)
+            chain = follow_key_records(keys, Path(args.roots), deadline=deadline)
+        else:
+            chain = follow_served_records(keys, where, deadline=deadline)
+        keys, revocations = chain.keys, chain.revocations
         record = read_record(args.record, deadline=deadline)
         result = verify_inputs(
             record,
@@ -221,6 +225,7 @@ def _main(argv: list[str] | None) -> int:
             policy=args.policy,
             origin=_origin(args.origin),
             deadline=deadline,
+            revocations=revocations,
         )
     except (UsageError, OSError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

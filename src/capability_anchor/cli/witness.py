@@ -2,9 +2,13 @@
 
 `init --name NAME` makes the witness's data dir, its SQLite store and its Ed25519 key
 (0600), and prints the cosignature vkey (type 0x04) that logs and verifiers put in their
-tlog-policy; `add-log --origin O --vkey V` configures a log; `serve` answers
-`add-checkpoint` and the monitoring endpoint. Exit codes as every command: 2 usage or I/O, 1
-refused (an existing witness, a log already configured with other keys).
+tlog-policy; `add-log --origin O --vkey V` configures a log; `update-log --origin O --vkey V
+[--vkey V ...]` replaces a configured log's key set (the log rotated its key: during the
+overlap both keys are given, and either verifies); `serve` answers `add-checkpoint` and the
+monitoring endpoint, reading a log's keys at every request (so it adopts `update-log` at
+once). Exit codes as every command: 2 usage or I/O (`update-log` of an empty set or of an
+origin the witness does not know), 1 refused (an existing witness, `add-log` of a log
+already configured with other keys).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
         dest="witness_command",
         metavar="SUBCOMMAND",
         required=True,
-        help="init, add-log or serve",
+        help="init, add-log, update-log or serve",
     )
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
@@ -61,6 +65,16 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument(
         "--vkey", required=True, action="append", help="the log's note vkey (repeatable)"
     )
+    q = command("update-log", "replace a witnessed log's key set (after the log rotated its key)")
+    data(q)
+    q.add_argument("--origin", required=True, help="the log's checkpoint origin line")
+    q.add_argument(
+        "--vkey",
+        action="append",
+        default=[],
+        help="a note vkey of the log's new key set (repeatable: the old and the new key "
+        "during a rotation's overlap)",
+    )
     q = command("serve", "answer add-checkpoint and the monitoring endpoint")
     data(q)
     q.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -73,7 +87,7 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_witness(args: argparse.Namespace) -> int:
-    commands = {"init": _init, "add-log": _add_log, "serve": _serve}
+    commands = {"init": _init, "add-log": _add_log, "update-log": _update_log, "serve": _serve}
     return commands[args.witness_command](args)
 
 
@@ -107,22 +121,58 @@ def _init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_log(args: argparse.Namespace) -> int:
+def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
+    """The checked --vkey values (each in its canonical form), after a checked --origin."""
     from ..note import note_verifier
-    from ..store.witness_sqlite import SqliteWitnessStore
 
     try:
         vkeys = tuple(note_verifier(v).vkey() for v in args.vkey)
     except NoteError as exc:
-        raise UsageError(f"add-log: {exc}") from None
+        raise UsageError(f"{command}: {exc}") from None
     if not args.origin or any(ord(c) < 0x20 for c in args.origin):
         raise UsageError("--origin is one non-empty line without control characters")
+    return vkeys
+
+
+def _add_log(args: argparse.Namespace) -> int:
+    from ..store.witness_sqlite import SqliteWitnessStore
+
+    vkeys = _log_keys(args, "add-log")
     store = SqliteWitnessStore.open(witness_data(args.data))
     try:
         store.add_log(args.origin, vkeys, int(time.time()))
     finally:
         store.close()
     emit({"origin": args.origin, "vkeys": list(vkeys)})
+    return EXIT_OK
+
+
+def _update_log(args: argparse.Namespace) -> int:
+    from ..store.witness_sqlite import SqliteWitnessStore
+
+    vkeys = _log_keys(args, "update-log")
+    if not vkeys:
+        raise UsageError(
+            "update-log: give the log's new key set, at least one --vkey (during a "
+            "rotation's overlap: the old and the new key)"
+        )
+    if len(set(vkeys)) != len(vkeys):
+        raise UsageError("update-log: a --vkey is given twice")
+    store = SqliteWitnessStore.open(witness_data(args.data))
+    try:
+        old = store.update_log(args.origin, vkeys, int(time.time()))
+    finally:
+        store.close()
+    emit({"origin": args.origin, "vkeys": list(vkeys), "old_vkeys": list(old)})
+    # The change, for the operator's log (a running `witness serve` adopts it at once).
+    if old == vkeys:
+        print(f"{PROG}: log {args.origin}: key set unchanged ({', '.join(vkeys)})", file=sys.stderr)
+    else:
+        print(
+            f"{PROG}: log {args.origin}: key set replaced: [{', '.join(old)}] -> "
+            f"[{', '.join(vkeys)}]",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

@@ -70,7 +70,7 @@ def issue_record(
             claims,
             anchor=answer["anchor"],
             proof=answer["proof"],
-            key=log.key,
+            key=log.signing_key(),
             iat=int(log.clock()),
             lifetime=lifetime,
         )

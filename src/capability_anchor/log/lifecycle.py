@@ -4,6 +4,7 @@ start-up self-check, close); every stage is delegated to its owner (`log/__init_
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -58,8 +59,10 @@ class Log:
         # What api/, export and audit read; the store itself stays the write path's.
         self.read = LogReader(store, self)
         self.writer = LogWriter(self)
-        # (marker, trusted set) of `keyset()`, recomputed when the rotation records change.
-        self._trust_cache: tuple[object, KeySet] | None = None
+        # (marker, closure) of `keyset()`, recomputed when the rotation records change.
+        self._trust_cache: tuple[object, trust.TrustChain] | None = None
+        # Held while a key another process activated is adopted (`logtrust.current_key`).
+        self._key_lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -173,25 +176,8 @@ class Log:
         statement must be the key file's and say what meta says (`logtrust.check_settings`).
         Otherwise the log refuses to run (a wrong key or a copied database would otherwise
         publish heads nobody can chain, a changed meta would redirect anchors)."""
-        self._check_newest_head()
+        _check_newest_head(self)
         logtrust.check_settings(self)
-
-    def _check_newest_head(self) -> None:
-        newest = self.read.newest_published()
-        if newest is None:
-            return
-        try:
-            # The plain claims beside the JWS are not compared here: the audit reports them.
-            verified = heads.verify_document(newest.doc, self.keyset()).head
-        except CapabilityAnchorError as exc:
-            raise StartupCheckFailed(
-                f"the configured key (kid {self.key.kid}) does not verify the newest published "
-                f"head ({newest.day}, size {newest.tree_size}, kid {newest.kid}): {exc}"
-            ) from None
-        if verified.claims["iss"] != self.iss:
-            raise StartupCheckFailed(
-                f"the newest head's iss {verified.claims['iss']!r} is not the log's {self.iss!r}"
-            )
 
     # --- small accessors -------------------------------------------------------------------
 
@@ -208,6 +194,15 @@ class Log:
         has checked it (`witnessing.check_policy`)."""
         with self.writer.lock, self.store.write():
             policytrust.store_policy(self.store, self.key, self.iss, text, int(self.clock()))
+
+    def published_keys(self) -> KeySet:
+        """What `/keys` and keys.json list: `keyset()` without the revoked keys."""
+        return trust.published_keys(logtrust.trusted_chain(self))
+
+    def signing_key(self) -> SigningKey:
+        """The key to sign with now (`logtrust.current_key`: a rotation another process
+        activated is adopted here, before the next signature)."""
+        return logtrust.current_key(self)
 
     def writer_token(self) -> str:
         """The checked writer token (see `writer_token`: TokenError when unusable)."""
@@ -289,3 +284,21 @@ class Log:
     ) -> dict[str, Any]:
         """A Capability Resolution §6.3 record (SPEC §6 `/record`): `log.issuance`."""
         return issue_record(self, sub=sub, url=url, lifetime=lifetime)
+
+
+def _check_newest_head(log: Log) -> None:
+    newest = log.read.newest_published()
+    if newest is None:
+        return
+    try:
+        # The plain claims beside the JWS are not compared here: the audit reports them.
+        verified = heads.verify_document(newest.doc, log.keyset()).head
+    except CapabilityAnchorError as exc:
+        raise StartupCheckFailed(
+            f"the configured key (kid {log.key.kid}) does not verify the newest published "
+            f"head ({newest.day}, size {newest.tree_size}, kid {newest.kid}): {exc}"
+        ) from None
+    if verified.claims["iss"] != log.iss:
+        raise StartupCheckFailed(
+            f"the newest head's iss {verified.claims['iss']!r} is not the log's {log.iss!r}"
+        )

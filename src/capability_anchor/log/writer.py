@@ -216,8 +216,8 @@ class LogWriter:
             prev=self._prev(day),
             iat=iat,
         )
-        signed = heads.sign(claims, log.key)
-        row = HeadRow(day, size, sealed, root, iat, log.key.kid, signed.document())
+        signed = heads.sign(claims, key := log.signing_key())  # the checkpoint's key too
+        row = HeadRow(day, size, sealed, root, iat, key.kid, signed.document())
         self._store_head(row, edge, pending)
         return row
 

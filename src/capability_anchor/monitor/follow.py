@@ -49,10 +49,12 @@ from ..merkle.tiles import tiles_for_size
 from ..note import Checkpoint, Policy, check_cosignatures, open_checkpoint
 from ..note.checkpoint import origin_from_url, parse_checkpoint
 from ..note.signed import b64encode, parse_note
+from ..trust import TrustChain
 from ..verify_history import log_verifiers
 from . import alarms, staleness
 from . import state as states
 from .heads import Finding, HeadRules, head_path, leaf_claims
+from .rotations import follow_keys
 from .signatures import Item, Problem, Signatures
 from .source import LogSource, read_bundles, read_tile
 
@@ -86,6 +88,7 @@ class Monitor:
     def __init__(self, source: LogSource, options: MonitorOptions) -> None:
         self.source = source
         self.options = options
+        self.chain = TrustChain(options.keys)  # and what the key records add (`rotations`)
 
     def run_once(self) -> RunResult:
         folder = self.options.state_dir
@@ -118,6 +121,7 @@ class Monitor:
     def _run(self, state: states.MonitorState, result: RunResult) -> None:
         old_size = state.size
         if state.checked < state.size:  # a catch-up that was cut short: finish it first
+            self.chain, result.findings = follow_keys(self.source, self.options.keys, state)
             self._check_heads(state, result)
             if result.alarmed:
                 result.summary = self._summary(state, old_size, 0)
@@ -135,6 +139,8 @@ class Monitor:
             result.summary = self._summary(state, old_size, 0)
             return
         result.evidence["checkpoint"] = data
+        self.chain, notes = follow_keys(self.source, self.options.keys, state)  # `rotations`
+        result.findings += notes
         checkpoint = self._checkpoint(state, data)
         if self._consistent(state, checkpoint, result):
             self._new_leaves(state, checkpoint, result)
@@ -200,7 +206,7 @@ class Monitor:
                 f"{expected[1]}); pass --origin {origin} if this is the log to follow"
                 + (" (with a new --state)" if state.origin is not None else "")
             )
-        verifiers = log_verifiers(origin, self.options.keys, self.options.policy)
+        verifiers = log_verifiers(origin, self.chain.keys, self.options.policy)
         try:
             opened = open_checkpoint(note, verifiers, origin=origin)
         except CapabilityAnchorError as exc:
@@ -313,7 +319,7 @@ class Monitor:
         """The head rules on leaves `checked`..`size`, a chunk at a time; each clean chunk is
         committed, so a crash costs at most one chunk (`state.py`)."""
         rules = HeadRules(self.source, state, entries=self.options.entries)
-        signatures = Signatures(self.source, self.options.keys)
+        signatures = Signatures(self.source, self.chain.keys, self.chain.revocations)
         try:
             while state.checked < state.size:
                 start = state.checked

@@ -13,13 +13,15 @@ same verdicts in the same order (`tests/test_monitor.py`).
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from .. import jws, strictjson
 from ..errors import CapabilityAnchorError, InputError
 from ..keys import KeySet
+from ..keystatements import Revocation, voided
 from ..parentdeath import watch_parent
+from ..strictjson import is_int
 from .source import LogSource, open_source
 
 Problem = tuple[str, str, bytes | None] | None  # (alarm, detail, what was served) or None
@@ -30,7 +32,14 @@ WORKERS = 2
 BATCH = 256
 
 
-def problem_of(where: str, path: str, leaf: bytes, data: bytes | None, keys: KeySet) -> Problem:
+def problem_of(
+    where: str,
+    path: str,
+    leaf: bytes,
+    data: bytes | None,
+    keys: KeySet,
+    revoked: Mapping[str, Revocation] | None = None,
+) -> Problem:
     """The verdict on one head, given the bytes the log served at `path` (None: nothing).
     `leaf` must already be well-formed head claims in their JCS bytes (rule 1), so a
     payload equal to it is exactly what `head.verify_head` would accept. Bytes that are no
@@ -50,6 +59,12 @@ def problem_of(where: str, path: str, leaf: bytes, data: bytes | None, keys: Key
         return "bad_head_signature", f"{path}: {exc}", data
     if verified.payload != leaf:
         return "head_not_leaf", f"{path}: the signed head is not the history leaf", data
+    if revoked and verified.kid in revoked:
+        iat = strictjson.loads(leaf).get("iat")
+        gone = voided(revoked, verified.kid, iat if is_int(iat) else 0)
+        if gone is not None:
+            detail = f"{path}: signed at iat {iat}, after its key's revocation: {gone.describe()}"
+            return "key_revoked_signature", detail, data
     if data != _document(leaf, token):
         return "head_document_mismatch", f"{path}: {_misstated(doc, leaf)}", data
     return None
@@ -72,44 +87,53 @@ def _misstated(doc: dict[str, object], leaf: bytes) -> str:
     return "the document is not the JCS bytes of its claims and jws (SPEC §4)"
 
 
-def _inline(source: LogSource, keys: KeySet, items: list[Item]) -> Generator[Problem, None, None]:
+def _inline(
+    source: LogSource, keys: KeySet, items: list[Item], revoked: Mapping[str, Revocation]
+) -> Generator[Problem, None, None]:
     ahead = source.read_ahead([path for path, _ in items])
     try:
         for path, leaf in items:
-            yield problem_of(source.where, path, leaf, ahead.take(path), keys)
+            yield problem_of(source.where, path, leaf, ahead.take(path), keys, revoked)
     finally:
         ahead.close()
 
 
 _worker_source: LogSource | None = None  # in a worker process, set by its initializer
 _worker_keys: KeySet | None = None
+_worker_revoked: Mapping[str, Revocation] = {}
 
 
-def _start_worker(where: str, keys: KeySet, deadline: float) -> None:
-    global _worker_source, _worker_keys
+def _start_worker(
+    where: str, keys: KeySet, deadline: float, revoked: Mapping[str, Revocation]
+) -> None:
+    global _worker_source, _worker_keys, _worker_revoked
     # A kill -9 of the monitor must not leave its workers waiting on their queue for ever
     # (the parent-sentinel watch only: the pool may be started from any thread of it).
     watch_parent()
     _worker_source, _worker_keys = open_source(where, deadline=deadline), keys
+    _worker_revoked = revoked
 
 
 def _check_batch(items: list[Item]) -> list[Problem]:
     if _worker_source is None or _worker_keys is None:
         raise RuntimeError("_check_batch runs only in a worker started by Signatures")
-    return list(_inline(_worker_source, _worker_keys, items))
+    return list(_inline(_worker_source, _worker_keys, items, _worker_revoked))
 
 
 class Signatures:
     """Verdicts for the heads of each chunk, in order; `close` stops the workers."""
 
-    def __init__(self, source: LogSource, keys: KeySet) -> None:
+    def __init__(
+        self, source: LogSource, keys: KeySet, revoked: Mapping[str, Revocation] | None = None
+    ) -> None:
         self._source = source
         self._keys = keys
+        self._revoked = dict(revoked or {})
         self._pool: ProcessPoolExecutor | None = None
 
     def check(self, items: list[Item]) -> Generator[Problem, None, None]:
         if len(items) < POOL_MIN:
-            return _inline(self._source, self._keys, items)
+            return _inline(self._source, self._keys, items, self._revoked)
         if self._pool is None:
             # spawn, not fork: this process runs reader threads, which a fork would copy
             # mid-request.
@@ -117,7 +141,7 @@ class Signatures:
                 WORKERS,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_start_worker,
-                initargs=(self._source.where, self._keys, self._source.deadline),
+                initargs=(self._source.where, self._keys, self._source.deadline, self._revoked),
             )
         batches = [items[at : at + BATCH] for at in range(0, len(items), BATCH)]
         return _collect([self._pool.submit(_check_batch, batch) for batch in batches])

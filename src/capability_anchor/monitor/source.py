@@ -124,7 +124,9 @@ class FolderSource:
     def file(self, path: str) -> Path:
         """The file that holds the log's resource `path`."""
         parts = path.split("/")
-        if parts[0] == "roots" and len(parts) == 2:
+        if path == "keys/records":
+            path = "key-records.json"
+        elif parts[0] == "roots" and len(parts) == 2:
             path = f"{parts[1]}.json"
         elif parts[0] == "roots" and len(parts) == 3:
             path = f"{parts[1]}/{parts[2]}.json"

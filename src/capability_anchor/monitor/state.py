@@ -77,6 +77,7 @@ class MonitorState:
     day_edge: DayEdge | None = None
     seen: list[list[Any]] = field(default_factory=list)  # [size, base64 root] that passed
     behind: Behind | None = None  # heads past the checkpoint at `size`, and since when
+    rotations: list[str] = field(default_factory=list)  # keys noted as followed (`rotations`)
     leaf_hashes: bytearray = field(default_factory=bytearray, repr=False)
 
     def edge(self) -> TreeEdge:
@@ -105,6 +106,7 @@ def _from_json(data: dict[str, Any]) -> MonitorState:
         day_edge=DayEdge(**day_edge) if day_edge else None,
         seen=list(data.get("seen", [])),
         behind=Behind(**data["behind"]) if data.get("behind") else None,
+        rotations=[str(kid) for kid in data.get("rotations", [])],
     )
 
 

@@ -60,6 +60,8 @@ class SqliteAudit(SqliteBase):
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
             raise read_error(self.path, exc) from None
+        # A `read()` inside (the log's key lookups during the audit) joins this snapshot.
+        self._local.reading = True
         try:
             yield
         except (sqlite3.Error, UnicodeDecodeError) as exc:
@@ -67,6 +69,7 @@ class SqliteAudit(SqliteBase):
             # damaged name from the schema).
             raise read_error(self.path, exc) from None
         finally:
+            self._local.reading = False
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
 

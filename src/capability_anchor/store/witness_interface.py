@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 WITNESS_DB_NAME = "witness.sqlite3"
-WITNESS_SCHEMA_VERSION = 2
+WITNESS_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,13 @@ class WitnessStore(Protocol):
 
     def add_log(self, origin: str, vkeys: tuple[str, ...], added: int) -> None:
         """Configure a log; the same origin again with the same keys is a no-op, with other
-        keys a Conflict (a log's keys are never replaced in place)."""
+        keys a Conflict naming `update_log` (a log's keys are not replaced by accident)."""
+        ...
+
+    def update_log(self, origin: str, vkeys: tuple[str, ...], when: int) -> tuple[str, ...]:
+        """Replace a configured log's key set (a rotation: during its overlap the set holds
+        the old and the new key); the key set it had. An empty set, or an origin that is not
+        configured, is a UsageError. The same set again changes nothing."""
         ...
 
     def latest(self, origin: str) -> Cosigned | None: ...

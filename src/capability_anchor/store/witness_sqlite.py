@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import Conflict, StoreError
+from ..errors import Conflict, StoreError, UsageError
 from .sqlite_errors import store_error
 from .witness_interface import (
     WITNESS_DB_NAME,
@@ -86,7 +86,24 @@ CREATE TRIGGER origin_hashes_no_delete BEFORE DELETE ON origin_hashes
 BEGIN SELECT RAISE(ABORT, 'append-only: an origin hash is never deleted'); END;
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+# Version 3: `witness update-log` replaces a log's key set (issue #21: a log's key rotation).
+# The `logs` row stays as it was (append-only); each replacement is a row here, and a log's
+# keys are those of its newest row, else its `logs` row. The history of its keys stays.
+_SCHEMA_V3 = """
+CREATE TABLE log_keys (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    origin TEXT NOT NULL REFERENCES logs(origin),
+    vkeys TEXT NOT NULL CHECK (vkeys != ''),
+    time INTEGER NOT NULL
+);
+CREATE INDEX log_keys_by_origin ON log_keys (origin, seq);
+CREATE TRIGGER log_keys_no_update BEFORE UPDATE ON log_keys
+BEGIN SELECT RAISE(ABORT, 'append-only: a key set is never changed'); END;
+CREATE TRIGGER log_keys_no_delete BEFORE DELETE ON log_keys
+BEGIN SELECT RAISE(ABORT, 'append-only: a key set is never deleted'); END;
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 """user_version N-1 -> N. A new version adds its step here; old ones are never edited."""
 
 
@@ -230,36 +247,70 @@ class SqliteWitnessStore:
             raise StoreError(f"{self._path} has no witness name")
         return str(row[0])
 
+    # A log's keys now: its newest `log_keys` row, else its `logs` row (read on every
+    # request, so a running `witness serve` adopts `witness update-log` at once).
+    _KEYS = (
+        "COALESCE((SELECT k.vkeys FROM log_keys k WHERE k.origin = l.origin "
+        "ORDER BY k.seq DESC LIMIT 1), l.vkeys)"
+    )
+
     def log(self, origin: str) -> WitnessedLog | None:
         with self._read():
             row = self._conn.execute(
-                "SELECT origin, vkeys, added FROM logs WHERE origin = ?", (origin,)
+                f"SELECT l.origin, {self._KEYS}, l.added FROM logs l WHERE l.origin = ?",
+                (origin,),
             ).fetchone()
         return None if row is None else WitnessedLog(row[0], tuple(row[1].split("\n")), row[2])
 
     def log_by_hash(self, hex_origin: str) -> WitnessedLog | None:
         with self._read():
             row = self._conn.execute(
-                "SELECT l.origin, l.vkeys, l.added FROM origin_hashes h "
+                f"SELECT l.origin, {self._KEYS}, l.added FROM origin_hashes h "
                 "JOIN logs l ON l.origin = h.origin WHERE h.hash = ?",
                 (hex_origin,),
             ).fetchone()
         return None if row is None else WitnessedLog(row[0], tuple(row[1].split("\n")), row[2])
 
+    def _keys(self, origin: str) -> str | None:
+        row = self._conn.execute(
+            f"SELECT {self._KEYS} FROM logs l WHERE l.origin = ?", (origin,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
     def add_log(self, origin: str, vkeys: tuple[str, ...], added: int) -> None:
         joined = "\n".join(vkeys)
         with self._write():
-            row = self._conn.execute(
-                "SELECT vkeys FROM logs WHERE origin = ?", (origin,)
-            ).fetchone()
-            if row is not None:
-                if row[0] != joined:
-                    raise Conflict(f"log {origin} is already configured with other keys")
+            keys = self._keys(origin)
+            if keys is not None:
+                if keys != joined:
+                    raise Conflict(
+                        f"log {origin} is already configured with other keys; to replace "
+                        f"them (a key rotation), run `capability-anchor witness update-log "
+                        f"--origin {origin} --vkey V [--vkey V ...]`"
+                    )
                 return
             self._conn.execute("INSERT INTO logs VALUES (?, ?, ?)", (origin, joined, added))
             self._conn.execute(
                 "INSERT INTO origin_hashes VALUES (?, ?)", (origin_hash(origin), origin)
             )
+
+    def update_log(self, origin: str, vkeys: tuple[str, ...], when: int) -> tuple[str, ...]:
+        if not vkeys:
+            raise UsageError("a log's key set cannot be empty")
+        with self._write():
+            keys = self._keys(origin)
+            if keys is None:
+                raise UsageError(
+                    f"the witness does not know the log {origin}: add it with "
+                    "`capability-anchor witness add-log` first"
+                )
+            joined = "\n".join(vkeys)
+            if keys != joined:
+                self._conn.execute(
+                    "INSERT INTO log_keys (origin, vkeys, time) VALUES (?, ?, ?)",
+                    (origin, joined, when),
+                )
+        return tuple(keys.split("\n"))
 
     def _latest(self, origin: str) -> Cosigned | None:
         row = self._conn.execute(

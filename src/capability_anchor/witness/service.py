@@ -3,10 +3,14 @@
 `add_checkpoint` verifies the log's signature outside any transaction (it needs no state,
 and Ed25519 is the slow part), then runs the stateful checks and the insert as one
 `WitnessStore.advance`: the check of the old size and the new row are one write.
+
+A log's keys are read from the store at every request, so a `witness update-log` made while
+the witness serves is adopted at once; the first request that sees a new key set logs it.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +23,7 @@ from ..store.witness_sqlite import SqliteWitnessStore
 from .protocol import Refusal, check_signature, check_state, cosign, parse_request
 
 KEY_FILE = "witness-key.jwk"
+log = logging.getLogger("capability_anchor.witness")
 
 
 @dataclass
@@ -26,6 +31,7 @@ class Witness:
     store: WitnessStore
     cosigner: Cosigner
     clock: Callable[[], float] = field(default=time.time)
+    _keys_seen: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, data_dir: Path) -> Witness:
@@ -41,13 +47,27 @@ class Witness:
         """The cosignature line for a valid request, else a `Refusal`."""
         request = parse_request(body)
         origin = request.checkpoint.origin
-        check_signature(request, self.store.log(origin))
+        witnessed = self.store.log(origin)
+        if witnessed is not None:
+            self._note_keys(witnessed.origin, witnessed.vkeys)
+        check_signature(request, witnessed)
 
         def step(latest: Cosigned | None) -> Cosigned:
             check_state(request, latest)
             return cosign(request, self.cosigner, int(self.clock()))
 
         return self.store.advance(origin, step).cosignature
+
+    def _note_keys(self, origin: str, vkeys: tuple[str, ...]) -> None:
+        before = self._keys_seen.get(origin)
+        self._keys_seen[origin] = vkeys
+        if before is not None and before != vkeys:
+            log.info(
+                "log %s: now verified with the key set [%s] (was [%s])",
+                origin,
+                ", ".join(vkeys),
+                ", ".join(before),
+            )
 
     def monitoring(self, hex_origin: str) -> bytes:
         """The latest cosigned checkpoint of the log whose origin hashes to `hex_origin`,

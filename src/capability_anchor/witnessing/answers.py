@@ -53,6 +53,8 @@ class Verdict:
     """(line, timestamp) of each verified cosignature by the witness (COSIGNED)."""
     witness_size: int | None = None
     """The size the witness says it last cosigned (a 409)."""
+    answered: bool = True
+    """False when no answer came (unreachable, the deadline, a broken exchange)."""
 
 
 def judge(answer: Answer, sent: Sent, *, now: int) -> Verdict:

@@ -10,10 +10,16 @@ Nothing here judges an answer or touches the store (`witnessing.rounds` does bot
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..boundedpost import Peer, Reply
 from ..boundedpost import post as bounded_post
+from ..boundedpost import post_async as bounded_post_async
 from ..errors import UsageError, WitnessError
 from ..note.signed import b64encode
+
+if TYPE_CHECKING:
+    from httpx import AsyncClient
 
 DEFAULT_DEADLINE_S = 10.0
 # tlog-witness: a client MUST NOT send more than 63 consistency proof lines.
@@ -48,9 +54,26 @@ def post(prefix: str, body: bytes, *, deadline: float = DEFAULT_DEADLINE_S) -> A
     witness that stalls or drips cannot hold its caller longer (`boundedpost`, shared with
     the TSA client). Unreachable, too slow, a broken exchange, an answer over ANSWER_CAP
     bytes or compressed: WitnessError."""
+    peer = _peer(prefix, deadline)
+    return bounded_post(body, _HEADERS, deadline=deadline, cap=ANSWER_CAP, peer=peer)
+
+
+async def post_async(
+    client: AsyncClient, prefix: str, body: bytes, *, deadline: float = DEFAULT_DEADLINE_S
+) -> Answer:
+    """`post` on the caller's event loop, with its client (the service: no thread waits on a
+    witness that hangs)."""
+    peer = _peer(prefix, deadline)
+    return await bounded_post_async(
+        client, body, _HEADERS, deadline=deadline, cap=ANSWER_CAP, peer=peer
+    )
+
+
+_HEADERS = {"Content-Type": "text/plain; charset=utf-8"}
+
+
+def _peer(prefix: str, deadline: float) -> Peer:
     if not deadline > 0:
         raise UsageError("the witness deadline must be positive")
     url = submission_url(prefix)
-    peer = Peer(url, url, "witness", "answer", WitnessError)
-    headers = {"Content-Type": "text/plain; charset=utf-8"}
-    return bounded_post(body, headers, deadline=deadline, cap=ANSWER_CAP, peer=peer)
+    return Peer(url, url, "witness", "answer", WitnessError)

@@ -17,6 +17,16 @@ If the process dies between 2 and 3 the witness has cosigned a size we did not r
 next submission, from the old M, gets a 409 naming that size and retries from it, so
 nothing is lost and nothing false is stored. At most one request per witness is in flight
 across processes: a submission holds `DIR/witness-<id>.lock` (an flock) from 1 to 3.
+
+`submit` does it all in the caller's thread (`cosign`); `submit_async` runs the exchange on
+the caller's event loop and steps 1 and 3 through OFFLOAD (the service's small thread pool),
+so a witness that hangs holds a socket, not a thread.
+
+After a rotation (SPEC §13.2) a witness that still knows only the old key answers 403 until
+its operator adds the new one (`witness update-log`). Such a 403 (the witness cosigned
+checkpoints signed by another of our keys) is retried at the next checkpoint interval, not
+after the hour SPEC §12.3 gives a witness that does not know the log at all: cosignatures
+resume within an interval of the witness learning the key.
 """
 
 from __future__ import annotations
@@ -28,20 +38,26 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import WitnessError
+from ..errors import MalformedNote, WitnessError
 from ..metrics import observe
-from ..note import PolicyWitness
+from ..note import PolicyWitness, parse_note
 from ..published import witness_ahead
 from ..store import CosignatureRow, WitnessState
 from .answers import COSIGNED, FAILED, RETRY_FROM, STOP, UNKNOWN, Sent, Verdict, judge
-from .client import DEFAULT_DEADLINE_S, post, request_body
+from .client import DEFAULT_DEADLINE_S, Answer, post, post_async, request_body
+from .episodes import REFUSED, UNREACHABLE
 
 if TYPE_CHECKING:
+    from httpx import AsyncClient
+
     from ..log import Log
+
+Offload = Callable[..., Awaitable[Any]]
+"""Runs a blocking function off the event loop: `await offload(fn, *args)`."""
 
 log = logging.getLogger("capability_anchor.witnessing")
 
@@ -66,6 +82,8 @@ class Outcome:
     size: int
     result: str
     detail: str
+    problem: str | None = None
+    """When it failed: the kind of problem (`episodes.REFUSED` or `UNREACHABLE`)."""
 
     @property
     def ok(self) -> bool:
@@ -94,23 +112,78 @@ def submit(
     process is submitting to right now is skipped rather than waited for."""
     with _exclusive(log_, witness.name, wait) as mine:
         if not mine:
-            return Outcome(witness.name, 0, 0, FAILED, "another process is submitting to it")
-        state = _state(log_, witness.name)
-        if state.status == STOPPED and not resume:
-            return Outcome(witness.name, state.size, state.size, STOPPED_RESULT, state.detail)
-        sent = _prepare(log_, witness, state.size)
-        if sent is None:
-            size = _newest_size(log_)
-            if state.size > size:
-                # Never stored by a submission (a 409's size is kept only up to ours): the
-                # store was changed. Said, not taken for "cosigned", which would end the
-                # submissions to this witness silently.
-                detail = _BEYOND.format(old=state.size, size=size)
-                log.error("witness %s: %s", witness.name, detail)
-                return Outcome(witness.name, state.size, size, FAILED, detail)
-            return Outcome(witness.name, state.size, size, CURRENT, f"cosigned size {size}")
-        verdict, sent = _exchange(log_, sent, deadline)
-        return _store(log_, state, sent, verdict)
+            return _busy(witness)
+        begun = _begin(log_, witness, resume)
+        if isinstance(begun, Outcome):
+            return begun
+        state, sent = begun
+        verdict = _ask(
+            log_, sent, lambda body: post(sent.witness.url or "", body, deadline=deadline)
+        )
+        again = _again(verdict, sent)
+        if again is not None:
+            sent = again
+            verdict = _twice(
+                _ask(log_, sent, lambda b: post(sent.witness.url or "", b, deadline=deadline))
+            )
+        outcome, stored = _store(log_, state, sent, verdict)
+    _report(outcome, stored)
+    return outcome
+
+
+async def submit_async(
+    log_: Log,
+    witness: PolicyWitness,
+    client: AsyncClient,
+    offload: Offload,
+    *,
+    deadline: float = DEFAULT_DEADLINE_S,
+) -> Outcome:
+    """`submit` (WAIT false, no RESUME) with the exchange on this event loop and CLIENT,
+    and the store's steps through OFFLOAD. Nothing is logged: the caller reports."""
+    with _exclusive(log_, witness.name, False) as mine:  # non-blocking: fine on the loop
+        if not mine:
+            return _busy(witness)
+        begun = await offload(_begin, log_, witness, False)
+        if isinstance(begun, Outcome):
+            return begun
+        state, sent = begun
+        verdict = await _ask_async(log_, sent, client, offload, deadline)
+        again = _again(verdict, sent)
+        if again is not None:
+            sent = again
+            verdict = _twice(await _ask_async(log_, sent, client, offload, deadline))
+        outcome, _ = await offload(_store, log_, state, sent, verdict)
+        return outcome  # type: ignore[no-any-return]
+
+
+def _busy(witness: PolicyWitness) -> Outcome:
+    return Outcome(witness.name, 0, 0, FAILED, "another process is submitting to it")
+
+
+def _begin(log_: Log, witness: PolicyWitness, resume: bool) -> tuple[WitnessState, Sent] | Outcome:
+    """Step 1: the witness's state and the request to send, or the outcome without one."""
+    state = _state(log_, witness.name)
+    if state.status == STOPPED and not resume:
+        return Outcome(witness.name, state.size, state.size, STOPPED_RESULT, state.detail)
+    sent = _prepare(log_, witness, state.size)
+    if sent is None:
+        size = _newest_size(log_)
+        if state.size > size:
+            # Never stored by a submission (a 409's size is kept only up to ours): the
+            # store was changed. Said, not taken for "cosigned", which would end the
+            # submissions to this witness silently.
+            detail = _BEYOND.format(old=state.size, size=size)
+            log.error("witness %s: %s", witness.name, detail)
+            return Outcome(witness.name, state.size, size, FAILED, detail)
+        return Outcome(witness.name, state.size, size, CURRENT, f"cosigned size {size}")
+    return state, sent
+
+
+_BEYOND = (
+    "the stored state says it cosigned size {old}, beyond the newest checkpoint {size}: the "
+    "store was changed (run `capability-anchor audit`); nothing is submitted to it"
+)
 
 
 @contextlib.contextmanager
@@ -157,27 +230,28 @@ def _proof(log_: Log, sent: Sent) -> list[bytes]:
     return log_.read.history.consistency(sent.old, sent.size)
 
 
-def _exchange(log_: Log, sent: Sent, deadline: float) -> tuple[Verdict, Sent]:
-    """The exchange, and once more from the witness's size after a 409 naming M' <= N."""
-    verdict = _ask(log_, sent, deadline)
+def _again(verdict: Verdict, sent: Sent) -> Sent | None:
+    """The request to send once more after a 409 naming M' <= N, else None."""
     if verdict.kind == RETRY_FROM and verdict.witness_size is not None:
-        sent = Sent(sent.witness, verdict.witness_size, sent.size, sent.checkpoint)
-        verdict = _ask(log_, sent, deadline)
-        if verdict.kind == RETRY_FROM:  # retried once: a second 409 is a failure
-            verdict = Verdict(FAILED, verdict.detail + " (again)", (), verdict.witness_size)
-    return verdict, sent
+        return Sent(sent.witness, verdict.witness_size, sent.size, sent.checkpoint)
+    return None
 
 
-def _ask(log_: Log, sent: Sent, deadline: float) -> Verdict:
-    url = sent.witness.url or ""
-    body = request_body(sent.old, _proof(log_, sent), sent.checkpoint)
-    started = time.monotonic()
-    try:
-        answer = post(url, body, deadline=deadline)
-    except WitnessError as exc:
-        verdict = Verdict(FAILED, str(exc))
-    else:
-        verdict = judge(answer, sent, now=int(log_.clock()))
+def _twice(verdict: Verdict) -> Verdict:
+    if verdict.kind == RETRY_FROM:  # retried once: a second 409 is a failure
+        return Verdict(FAILED, verdict.detail + " (again)", (), verdict.witness_size)
+    return verdict
+
+
+def _judge(answer: Answer, sent: Sent, now: int) -> Verdict:
+    return judge(answer, sent, now=now)
+
+
+def _request(log_: Log, sent: Sent) -> bytes:
+    return request_body(sent.old, _proof(log_, sent), sent.checkpoint)
+
+
+def _counted(sent: Sent, verdict: Verdict, started: float) -> Verdict:
     # Witness names come from the stored policy: a bounded set of labels.
     m = observe()
     name = sent.witness.name
@@ -186,32 +260,54 @@ def _ask(log_: Log, sent: Sent, deadline: float) -> Verdict:
     return verdict
 
 
-def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> Outcome:
-    """The verdict's cosignatures and the witness's new state, in one short transaction."""
+def _ask(log_: Log, sent: Sent, send: Callable[[bytes], Answer]) -> Verdict:
+    body = _request(log_, sent)
+    started = time.monotonic()
+    try:
+        answer = send(body)
+    except WitnessError as exc:
+        return _counted(sent, Verdict(FAILED, str(exc), answered=False), started)
+    return _counted(sent, judge(answer, sent, now=int(log_.clock())), started)
+
+
+async def _ask_async(
+    log_: Log, sent: Sent, client: AsyncClient, offload: Offload, deadline: float
+) -> Verdict:
+    body = await offload(_request, log_, sent)
+    started = time.monotonic()
+    try:
+        answer = await post_async(client, sent.witness.url or "", body, deadline=deadline)
+    except WitnessError as exc:
+        return _counted(sent, Verdict(FAILED, str(exc), answered=False), started)
+    verdict: Verdict = await offload(_judge, answer, sent, int(log_.clock()))
+    return _counted(sent, verdict, started)
+
+
+def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> tuple[Outcome, int]:
+    """Step 3: the verdict's cosignatures and the witness's new state, in one short
+    transaction; the outcome and how many cosignatures were stored."""
     now = int(log_.clock())
     name = sent.witness.name
-    state = _next_state(before, sent, verdict, now)
     stored = 0
     with log_.writer.lock, log_.store.write():
         if not _in_stored_policy(log_, sent.witness):
             outcome = Outcome(name, sent.old, sent.size, FAILED, _UNSTORED.format(name=name))
             log.error("witness %s: %s", name, outcome.detail)
-            return outcome
+            return outcome, 0
+        rekeyed = verdict.kind == UNKNOWN and _rekeyed(log_, before.size, sent.checkpoint)
+        state = _next_state(before, sent, verdict, now, rekeyed)
         if verdict.kind == COSIGNED:
             stored = _insert(log_, name, sent.size, verdict, now)
         log_.store.set_witness_state(state)
     if verdict.kind == STOP and (verdict.witness_size or 0) > sent.size:
         # It cosigned more of this log than this data dir holds: sign nothing more.
         witness_ahead(log_, sent.witness, verdict.witness_size or 0, sent.size)
-    outcome = Outcome(name, sent.old, sent.size, _result(verdict), verdict.detail)
-    _report(outcome, stored)
-    return outcome
+    problem = None
+    if verdict.kind != COSIGNED:
+        problem = REFUSED if verdict.answered else UNREACHABLE
+    outcome = Outcome(name, sent.old, sent.size, _result(verdict), verdict.detail, problem)
+    return outcome, stored
 
-
-_BEYOND = (
-    "the stored state says it cosigned size {old}, beyond the newest checkpoint {size}: the "
-    "store was changed (run `capability-anchor audit`); nothing is submitted to it"
-)
 
 # `cosign --policy FILE` asks witnesses the stored policy may not list. What they answer
 # is not stored: the audit checks every cosignature against the stored policy in force when
@@ -228,6 +324,22 @@ def _in_stored_policy(log_: Log, witness: PolicyWitness) -> bool:
     return listed is not None and listed.verifier.vkey() == witness.verifier.vkey()
 
 
+def _rekeyed(log_: Log, cosigned: int, checkpoint: bytes) -> bool:
+    """Whether CHECKPOINT is signed by another of our keys than the checkpoint of size
+    COSIGNED that the witness last cosigned (a rotation the witness has not learned yet)."""
+    if cosigned == 0:
+        return False
+    older = log_.store.checkpoint_note(cosigned)
+    try:
+        return older is not None and _key_id(older) != _key_id(checkpoint)
+    except MalformedNote:
+        return False
+
+
+def _key_id(note: bytes) -> bytes:
+    return parse_note(note).signatures[0].key_id
+
+
 def _insert(log_: Log, name: str, size: int, verdict: Verdict, now: int) -> int:
     """The first verified line of the witness for SIZE, unless one is stored already (a
     second cosignature of one size would only differ in its timestamp)."""
@@ -240,7 +352,9 @@ def _insert(log_: Log, name: str, size: int, verdict: Verdict, now: int) -> int:
     return int(store.insert_cosignature(row, now))
 
 
-def _next_state(before: WitnessState, sent: Sent, verdict: Verdict, now: int) -> WitnessState:
+def _next_state(
+    before: WitnessState, sent: Sent, verdict: Verdict, now: int, rekeyed: bool = False
+) -> WitnessState:
     name = sent.witness.name
     known = verdict.witness_size if verdict.witness_size is not None else before.size
     if verdict.kind == COSIGNED:
@@ -248,7 +362,12 @@ def _next_state(before: WitnessState, sent: Sent, verdict: Verdict, now: int) ->
     failures = before.failures + 1
     if verdict.kind == STOP:
         return WitnessState(name, before.size, STOPPED, 0, failures, verdict.detail, now)
-    delay = UNKNOWN_RETRY_S if verdict.kind == UNKNOWN else retry_delay(failures)
+    if rekeyed:
+        delay = 0.0  # at the next interval (the schedule's limit): see the module docstring
+    elif verdict.kind == UNKNOWN:
+        delay = UNKNOWN_RETRY_S
+    else:
+        delay = retry_delay(failures)
     # A size the witness named (a 409) is where the next submission starts.
     size = known if known <= sent.size else before.size
     return WitnessState(name, size, RETRY, now + round(delay), failures, verdict.detail, now)

@@ -34,6 +34,7 @@ ROUTES: list[Any] = [
     proofs.consistency,
     entries.entries,
     keys.keys,
+    keys.key_records,
     entries.record,
     writes.prove,
     writes.post_records,

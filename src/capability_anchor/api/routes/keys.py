@@ -6,12 +6,12 @@ from typing import Any
 
 from litestar import Request, Response, get
 
-from ... import __version__
+from ... import __version__, trust
 from ...head import VERSION
 from ...published import behind_state
 from ..caching import cached
 from ..errors import PUBLIC_ERRORS, documented
-from ..models import Health, Jwks, success
+from ..models import Health, Jwks, KeyRecords, success
 from ..service import service_of
 
 
@@ -26,8 +26,27 @@ async def healthz(request: Request[Any, Any, Any]) -> Health:
 
 @get(
     "/keys",
-    summary="JWKS of every key the log has signed with",
+    summary="JWKS of every key the log has signed with, less the revoked ones",
     responses={**success(Jwks, "the JWK Set, RFC 8785"), **documented(304), **PUBLIC_ERRORS},
 )
 async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return cached(request, service_of(request).reader.keyset().to_json(), immutable=False)
+    return cached(request, service_of(request).reader.published_keys().to_json(), immutable=False)
+
+
+@get(
+    "/keys/records",
+    summary="The key rotation records and revocations (key-records.json)",
+    responses={
+        **success(KeyRecords, "the records in the order stored, RFC 8785"),
+        **documented(304),
+        **PUBLIC_ERRORS,
+    },
+)
+async def key_records(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """What an export writes to key-records.json (SPEC §13.2): every rotation record and
+    revocation, so a client holding an old key follows the log to its current one and
+    learns which key was revoked when. Empty `records` until the log has rotated."""
+    reader = service_of(request).reader
+    tokens = [token for _, _, _, token in reader.read.key_records()]
+    body = trust.key_records_document(reader.iss, tokens)
+    return cached(request, body, immutable=False)

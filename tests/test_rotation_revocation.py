@@ -1,0 +1,310 @@
+"""A compromised key (SPEC §13.2): `rotate-key --compromised` rotates at once, removes the
+old key from `/keys` and keys.json, and publishes a revocation signed by its successor;
+`verify-proof` FAILs, and `monitor` alarms on, what the stolen key signs after the
+revocation time, while what it signed before stays valid. And a monitor follows an
+endorsed rotation with no alarm, noting it once. Real CLI processes, servers and files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capability_anchor import head as heads
+from capability_anchor import jws, keystatements, rotation, trust
+from capability_anchor.encoding import b64url_decode
+from capability_anchor.keys import KeySet, load_key_file
+from capability_anchor.log import Log
+from logkit import Clock
+from obskit import observation
+from rotationkit import append, cli, kid_file, ok, served_kids, signed_kids
+from serverkit import serving
+
+ISS = "https://resolver.example"
+VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
+
+
+def verify_proof(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(VERIFY_PROOF), "--json", *map(str, args)], capture_output=True, text=True, check=False
+    )
+
+
+def checks(result: subprocess.CompletedProcess[str]) -> dict[str, dict[str, str]]:
+    return {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+
+
+def monitor(target: Path, keys: Path, state: Path) -> tuple[int, list[dict[str, Any]]]:
+    done = cli("monitor", target, "--keys", keys, "--state", state)
+    return done.returncode, [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.fixture
+def compromised(tmp_path: Path) -> dict[str, Any]:
+    """A log whose first records, head and token predate the revocation (the log's clock
+    seam, a minute back), then `--compromised`, then records the new key signs."""
+    start = int(time.time()) - 120
+    clock = Clock(start)
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        log.append([observation(n, "early", iss=ISS) for n in range(2)])
+        log.checkpoint()
+        early = log.record(sub="example:early-0")
+    old = load_key_file(data / "signing-key.jwk")
+    keys_before = tmp_path / "keys-before.json"
+    keys_before.write_bytes(KeySet.of(old.public).to_json())
+    state = tmp_path / "state"
+    out = tmp_path / "roots"
+    ok("export", "--data", data, out, "--tiles")
+    code, _ = monitor(out, keys_before, state)
+    assert code == 0
+    clock.t = start + 60
+    done = rotation.activate(data, lambda d: Log.open(d, clock=clock), compromised=True)
+    assert done.revoked_at == start + 60 and done.old_kid == old.kid
+    append(data, "late")  # signed now (real clock), after the revocation, by the new key
+    ok("export", "--data", data, out, "--tiles")
+    return {
+        "data": data,
+        "old": old,
+        "new": done.kid,
+        "revoked_at": start + 60,
+        "early": early,
+        "out": out,
+        "state": state,
+        "keys_before": keys_before,
+        "tmp": tmp_path,
+    }
+
+
+def test_compromised_removes_the_old_key_from_keys_at_once(compromised: dict[str, Any]) -> None:
+    data, old, new = compromised["data"], compromised["old"], compromised["new"]
+    assert kid_file(data) == new
+    assert set(signed_kids(data)["heads"][-1:]) == {new}
+    with serving(data, "--rate-limit", "0") as live, live.client() as client:
+        assert served_kids(client) == {new}
+        records = client.get("/keys/records")
+    assert records.status_code == 200
+    iss, tokens = trust.read_key_records(records.content)
+    chain = trust.closure(
+        KeySet.of(load_key_file(data / "signing-key.jwk").public), tokens, iss=iss
+    )
+    revocation = chain.revocations[old.kid]
+    assert (revocation.signer, revocation.revoked_at) == (new, compromised["revoked_at"])
+    out = compromised["out"]
+    assert set(KeySet.from_json((out / "keys.json").read_bytes()).kids) == {new}
+    _, exported = trust.read_key_records((out / trust.KEY_RECORDS_FILE).read_bytes())
+    assert exported == tokens
+    assert ok("audit", "--data", data)["ok"] is True
+    assert ok("audit", "--data", data, "--roots", out)["ok"] is True
+
+
+def test_compromised_from_the_cli_prints_the_revocation(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    ok("init", "--data", data, "--iss", ISS)
+    old = kid_file(data)
+    done = ok("rotate-key", "--data", data, "--compromised")
+    assert done["revoked"] == old and done["revoked_at"].endswith("Z")
+    assert kid_file(data) == done["kid"] != old
+    assert not (data / "signing-key.jwk.new").exists()
+
+
+def _forged_token(compromised: dict[str, Any]) -> str:
+    """A record token the thief signs with the stolen key, dated half a minute from now
+    (inside the clock skew a verifier allows, and after a revocation made just now)."""
+    claims = json.loads(b64url_decode(compromised["early"]["jws"].split(".")[1]))
+    leaf = {k: v for k, v in claims.items() if k not in ("iat", "exp", "anchor", "proof")}
+    signed = jws.sign_record(
+        leaf,
+        anchor=claims["anchor"],
+        proof=claims["proof"],
+        key=compromised["old"],
+        iat=int(time.time()) + 30,
+        lifetime=3600,
+    )
+    return str(signed["jws"])
+
+
+def test_verify_proof_fails_a_token_the_revoked_key_signed_after_the_revocation(
+    compromised: dict[str, Any],
+) -> None:
+    out, tmp = compromised["out"], compromised["tmp"]
+    forged = tmp / "forged.jws"
+    forged.write_text(_forged_token(compromised))
+    result = verify_proof(forged, "--roots", out)
+    assert result.returncode == 1, result.stdout
+    check = checks(result)["record_signature"]
+    assert check["result"] == "FAIL"
+    assert f"key {compromised['old'].kid} was revoked at" in check["detail"]
+    # The token it signed before the revocation still passes, with the published keys
+    # (keys.json lists only the new key; the records lead back to the old one).
+    early = tmp / "early.jws"
+    early.write_text(compromised["early"]["jws"])
+    passed = verify_proof(early, "--roots", out, "--at", str(compromised["early"]["iat"]))
+    assert passed.returncode == 0, passed.stdout
+
+
+def _forge_newest_head(compromised: dict[str, Any]) -> Path:
+    """The newest head in the export (signed by the new key after the revocation), its
+    same claims signed again with the stolen key, in place of the log's document."""
+    out = compromised["out"]
+    day = max(p.name for p in out.iterdir() if p.is_dir() and p.name[:2] == "20")
+    path = max((out / day).glob("*.json"), key=lambda p: int(p.stem))
+    claims = heads.parse_document(path.read_bytes()).claims
+    assert claims["iat"] > compromised["revoked_at"]
+    path.write_bytes(heads.sign(claims, compromised["old"]).document())
+    return path
+
+
+def test_verify_proof_fails_a_head_the_revoked_key_signed_after_the_revocation(
+    compromised: dict[str, Any],
+) -> None:
+    data, out, tmp = compromised["data"], compromised["out"], compromised["tmp"]
+    with Log.open(data) as log:
+        late = log.record(sub="example:late-0")
+    record = tmp / "late.json"
+    record.write_text(json.dumps(late))
+    assert verify_proof(record, "--roots", out).returncode == 0
+    _forge_newest_head(compromised)
+    result = verify_proof(record, "--roots", out)
+    assert result.returncode == 1, result.stdout
+    check = checks(result)["head_signature"]
+    assert check["result"] == "FAIL" and "was revoked at" in check["detail"], check
+
+
+def test_monitor_alarms_on_a_head_the_revoked_key_signed_after_the_revocation(
+    compromised: dict[str, Any],
+) -> None:
+    forged = _forge_newest_head(compromised)
+    code, lines = monitor(compromised["out"], compromised["keys_before"], compromised["state"])
+    assert code == 1, lines
+    (alarm,) = [line for line in lines if "alarm" in line]
+    assert alarm["alarm"] == "key_revoked_signature"
+    assert f"key {compromised['old'].kid} was revoked at" in alarm["detail"]
+    assert f"{forged.parent.name}/{forged.stem}:" in alarm["detail"]
+
+
+def test_monitor_follows_the_compromise_rotation_when_nothing_is_forged(
+    compromised: dict[str, Any],
+) -> None:
+    code, lines = monitor(compromised["out"], compromised["keys_before"], compromised["state"])
+    assert code == 0, lines
+    notes = {line["note"] for line in lines if "note" in line}
+    assert notes == {"key_rotation", "key_revoked"}
+
+
+# --- an endorsed rotation, followed ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("over", ["folder", "http"])
+def test_monitor_follows_an_endorsed_rotation_with_no_alarm_and_notes_it_once(
+    tmp_path: Path, over: str
+) -> None:
+    data = tmp_path / "data"
+    ok("init", "--data", data, "--iss", ISS)
+    append(data, "one")
+    keys = tmp_path / "keys.json"
+    keys.write_bytes(KeySet.of(load_key_file(data / "signing-key.jwk").public).to_json())
+    state = tmp_path / "state"
+    out = tmp_path / "roots"
+
+    def run() -> tuple[int, list[dict[str, Any]]]:
+        if over == "folder":
+            ok("export", "--data", data, out, "--tiles")
+            return monitor(out, keys, state)
+        with serving(data, "--rate-limit", "0") as live:
+            done = cli(
+                "monitor",
+                live.url,
+                "--keys",
+                keys,
+                "--state",
+                state,
+                "--origin",
+                "resolver.example/history",
+            )
+            return done.returncode, [json.loads(x) for x in done.stdout.splitlines()]
+
+    assert run()[0] == 0
+    published = ok("rotate-key", "--data", data)
+    ok("rotate-key", "--data", data, "--activate", "--force")
+    append(data, "two")
+    code, lines = run()
+    assert code == 0, lines
+    notes = [line for line in lines if "note" in line]
+    assert [(n["note"], n["kid"]) for n in notes] == [("key_rotation", published["kid"])]
+    assert not [line for line in lines if "alarm" in line]
+    append(data, "three")
+    code, lines = run()
+    assert code == 0, lines
+    assert not [line for line in lines if "note" in line]  # noted once, in the state too
+    state_json = json.loads((state / "state.json").read_text())
+    assert state_json["rotations"] == [published["kid"]]
+
+
+def test_a_revocation_signed_by_a_revoked_key_counts_for_nothing() -> None:
+    from capability_anchor.keys import SigningKey
+
+    a, b = SigningKey.generate(), SigningKey.generate()
+    tokens = [
+        trust.make_key_record(a, b.public, iss=ISS, iat=1),
+        trust.make_key_record(b, a.public, iss=ISS, iat=1),
+        keystatements.make_revocation(b, a.kid, iss=ISS, revoked_at=5),
+        keystatements.make_revocation(a, b.kid, iss=ISS, revoked_at=6),
+    ]
+    chain = trust.closure([b.public], tokens, iss=ISS)
+    assert set(chain.revocations) == {a.kid}
+    assert 3 in chain.problems and "revoked" in chain.problems[3]
+    # A record the revoked key signs after its revocation is not followed.
+    thief = SigningKey.generate()
+    late = trust.make_key_record(a, thief.public, iss=ISS, iat=9)
+    chain = trust.closure([b.public], [*tokens[:3], late], iss=ISS)
+    assert thief.kid not in chain.keys
+    assert "revoked" in chain.problems[3]
+
+
+def test_a_running_serve_drops_the_revoked_key_at_once_and_verify_proof_reads_its_records(
+    tmp_path: Path,
+) -> None:
+    """`--compromised` while `serve` runs: `/keys` lists only the new key from then on, and
+    `verify-proof --keys URL/keys` follows `/keys/records` to FAIL a token the stolen key
+    signs now, naming the revocation, and to PASS one it signed before."""
+    start = int(time.time()) - 120
+    clock = Clock(start)
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        log.append([observation(n, "early", iss=ISS) for n in range(2)])
+        log.checkpoint()
+        early = log.record(sub="example:early-0")
+        head = log.read.newest_published()
+        assert head is not None
+    old = load_key_file(data / "signing-key.jwk")
+    (tmp_path / "head.json").write_bytes(head.doc)
+    (tmp_path / "early.jws").write_text(early["jws"])
+    with serving(data, "--rate-limit", "0") as live, live.client() as client:
+        assert served_kids(client) == {old.kid}
+        done = ok("rotate-key", "--data", data, "--compromised")
+        assert served_kids(client) == {done["kid"]}
+        forged = _forged_token({"early": early, "old": old})
+        (tmp_path / "forged.jws").write_text(forged)
+        keys = f"{live.url}/keys"
+        result = verify_proof(
+            tmp_path / "forged.jws", "--keys", keys, "--head", tmp_path / "head.json"
+        )
+        assert result.returncode == 1, result.stdout
+        detail = checks(result)["record_signature"]["detail"]
+        assert f"key {old.kid} was revoked at {done['revoked_at']}" in detail
+        passed = verify_proof(
+            tmp_path / "early.jws",
+            "--keys",
+            keys,
+            "--head",
+            tmp_path / "head.json",
+            "--at",
+            str(early["iat"]),
+        )
+        assert passed.returncode == 0, passed.stdout
