@@ -257,9 +257,11 @@ def judge(log: Log, seen: Seen) -> Behind | None:
     return None
 
 
-def _sources(log: Log, published: str | None) -> list[tuple[str, str]]:
+def _sources(log: Log, published: str | None, skip_failing: bool) -> list[tuple[str, str]]:
     """(where, path) of each source: the `--published` one, then each policy witness's
-    monitoring view."""
+    monitoring view; with SKIP_FAILING, not the views of witnesses the submissions hold in
+    their backoff (a hanging witness would cost every checkpoint a deadline, and hold a
+    connection beside the submissions' bound: it is asked again once its backoff ends)."""
     sources: list[tuple[str, str]] = []
     if published:
         sources.append((published, "history/checkpoint"))
@@ -271,14 +273,25 @@ def _sources(log: Log, published: str | None) -> list[tuple[str, str]]:
         _warn_once("the stored policy", str(exc))
         policy = None
     origin = log.read.history.origin()
+    now = int(log.clock())
     for witness in policy.witnesses if policy is not None else ():
-        if witness.url is not None:
-            sources.append((witness.url, monitoring_path(origin)))
+        if witness.url is None:
+            continue
+        if skip_failing:
+            with log.store.read():
+                state = log.store.witness_state(witness.name)
+            if state is not None and state.failures > 0 and state.retry_at > now:
+                continue
+        sources.append((witness.url, monitoring_path(origin)))
     return sources
 
 
 def learn(
-    log: Log, published: str | None = None, *, deadline: float = LEARN_DEADLINE_S
+    log: Log,
+    published: str | None = None,
+    *,
+    deadline: float = LEARN_DEADLINE_S,
+    skip_failing: bool = False,
 ) -> Behind | None:
     """Ask every source (module docstring) what was published, enter the behind state when
     one shows more or other than this data dir holds, and return the state (None: not
@@ -287,7 +300,7 @@ def learn(
     state = behind_state(log.data_dir)
     if state is not None:
         return state
-    sources = _sources(log, published)
+    sources = _sources(log, published, skip_failing)
     if not sources:
         return None
     pool = ThreadPoolExecutor(min(LEARN_PARALLEL, len(sources)), thread_name_prefix="learn")

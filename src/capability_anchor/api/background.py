@@ -199,7 +199,8 @@ class Background:
         return size > (0 if newest is None else newest.tree_size)
 
     def _learn(self) -> Behind | None:
-        return learn(self.writer, self.published, deadline=self.learn_deadline)
+        # At start-up every witness is asked (api/app.py); here, not those in their backoff.
+        return learn(self.writer, self.published, deadline=self.learn_deadline, skip_failing=True)
 
     def _stop_for(self, exc: CapabilityAnchorError) -> None:
         """A fatal error: say once what the operator must do, and do no more background work
