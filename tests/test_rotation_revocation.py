@@ -308,3 +308,33 @@ def test_a_running_serve_drops_the_revoked_key_at_once_and_verify_proof_reads_it
             str(early["iat"]),
         )
         assert passed.returncode == 0, passed.stdout
+
+
+def test_verify_proof_fails_a_checkpoint_only_the_revoked_key_signed_after_the_revocation(
+    compromised: dict[str, Any],
+) -> None:
+    """The head is the new key's (after the revocation); the thief re-signs the checkpoint
+    that proves it with the stolen key: a checkpoint is no later than nothing it covers."""
+    from capability_anchor.note import NoteSigner, parse_note, sign_note
+
+    data, out, tmp = compromised["data"], compromised["out"], compromised["tmp"]
+    with Log.open(data) as log:
+        late = log.record(sub="example:late-0")
+    record = tmp / "late.json"
+    record.write_text(json.dumps(late))
+    assert verify_proof(record, "--roots", out).returncode == 0
+    for path in out.rglob("*.tlog-proof"):
+        text = path.read_text()
+        at = text.index("\n\n") + 2  # the checkpoint note follows the proof's blank line
+        note = parse_note(text[at:].encode())
+        name = note.text.split("\n", 1)[0]
+        path.write_text(
+            text[:at] + sign_note(note.text, NoteSigner(name, compromised["old"])).decode()
+        )
+    result = verify_proof(record, "--roots", out)
+    assert result.returncode == 1, result.stdout
+    check = checks(result)["history"]
+    assert (
+        check["result"] == "FAIL"
+        and "no signature by a key that is not revoked" in (check["detail"])
+    ), check

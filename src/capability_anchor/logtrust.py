@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 KEY_FILE = "signing-key.jwk"
 NEW_KEY_FILE = "signing-key.jwk.new"
-_events = logging.getLogger("capability_anchor.events")
+_events = logging.getLogger("capability_anchor.heads")  # who signs them
 
 
 def backup_name(kid: str) -> str:

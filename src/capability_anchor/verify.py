@@ -49,7 +49,7 @@ from .verify_anchor import (
     parse_proof,
 )
 from .verify_checks import CHECK_NAMES, CHECKS, Check, Outcome
-from .verify_history import check_history, check_witnesses
+from .verify_history import check_history, check_witnesses, checkpoint_not_revoked
 from .verify_sources import Sources
 from .verify_stamps import check_timestamp
 
@@ -366,8 +366,9 @@ def verify(
     ]
     history = check_history(verified, anchor, sources, keys, policy=policy, origin=origin)
     result.explain_history = history.explain
+    checked = checkpoint_not_revoked(history.check, history.checkpoint, verified, keys, revocations)
     result.checks += [
-        history.check,
+        checked,
         check_witnesses(history.checkpoint, policy, now, history.check),
     ]
     return result

@@ -19,6 +19,7 @@ path, but a run that checks neither does not pay for loading it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,9 @@ from . import jws, strictjson
 from .encoding import EncodingError, b64url_decode
 from .errors import CapabilityAnchorError, UsageError, VerificationError
 from .keys import KeySet
+from .keystatements import Revocation
 from .merkle import hash_leaf, verify_inclusion
+from .strictjson import is_int
 from .verify_anchor import Anchor, explain_inclusion
 from .verify_checks import Check, Outcome
 from .verify_sources import Sources
@@ -223,3 +226,34 @@ def check_witnesses(
     return Check(
         "witnesses", PASS, f"{which}: quorum {policy.quorum} met at {at}: cosigned by {by}"
     )
+
+
+def checkpoint_not_revoked(
+    check: Check,
+    checkpoint: Note | None,
+    head: heads.Head | None,
+    keys: KeySet,
+    revocations: Mapping[str, Revocation] | None,
+) -> Check:
+    """Check 8 again, SPEC §13.2: a checkpoint carries no time, but one that proves `head`
+    was signed at or after the head's `iat`. So when that is after a key's revocation, the
+    checkpoint must carry a signature line of a key that is not revoked: one only the
+    revoked key signed is not the log's."""
+    if not revocations or check.outcome is not PASS or checkpoint is None or head is None:
+        return check
+    from .note import TYPE_ED25519, key_id, parse_checkpoint
+
+    iat = head.claims.get("iat")
+    gone = [r for r in revocations.values() if is_int(iat) and iat > r.revoked_at]
+    revoked = {r.kid for r in gone}
+    if not gone:
+        return check
+    name = parse_checkpoint(checkpoint.text).origin
+    live = {key_id(name, TYPE_ED25519, k.raw) for k in keys if k.kid not in revoked}
+    if any(s.name == name and s.key_id in live for s in checkpoint.signatures):
+        return check
+    detail = (
+        f"the checkpoint proving a head signed at iat {iat} carries no signature by a key "
+        f"that is not revoked: {'; '.join(r.describe() for r in gone)}"
+    )
+    return Check(check.name, FAIL, detail)

@@ -86,9 +86,8 @@ class RunResult:
 
 class Monitor:
     def __init__(self, source: LogSource, options: MonitorOptions) -> None:
-        self.source = source
-        self.options = options
-        self.chain = TrustChain(options.keys)  # and what the key records add (`rotations`)
+        self.source, self.options = source, options
+        self.chain = TrustChain(options.keys)  # with what the key records add: `rotations`
 
     def run_once(self) -> RunResult:
         folder = self.options.state_dir
@@ -121,7 +120,7 @@ class Monitor:
     def _run(self, state: states.MonitorState, result: RunResult) -> None:
         old_size = state.size
         if state.checked < state.size:  # a catch-up that was cut short: finish it first
-            self.chain, result.findings = follow_keys(self.source, self.options.keys, state)
+            self.chain = follow_keys(self.source, self.options.keys, state, result.findings)
             self._check_heads(state, result)
             if result.alarmed:
                 result.summary = self._summary(state, old_size, 0)
@@ -139,8 +138,7 @@ class Monitor:
             result.summary = self._summary(state, old_size, 0)
             return
         result.evidence["checkpoint"] = data
-        self.chain, notes = follow_keys(self.source, self.options.keys, state)  # `rotations`
-        result.findings += notes
+        self.chain = follow_keys(self.source, self.options.keys, state, result.findings)
         checkpoint = self._checkpoint(state, data)
         if self._consistent(state, checkpoint, result):
             self._new_leaves(state, checkpoint, result)

@@ -23,19 +23,20 @@ KEY_RECORDS_PATH = "keys/records"
 
 
 def follow_keys(
-    source: LogSource, keys: KeySet, state: MonitorState
-) -> tuple[trust.TrustChain, list[dict[str, Any]]]:
-    """The closure of `keys` over the log's published records, and a note for each key
-    followed for the first time (added to `state.rotations`, committed with the state)."""
+    source: LogSource, keys: KeySet, state: MonitorState, findings: list[dict[str, Any]]
+) -> trust.TrustChain:
+    """The closure of `keys` over the log's published records; a note in `findings` for
+    each key followed for the first time (added to `state.rotations`, committed with the
+    state)."""
     data = source.read(KEY_RECORDS_PATH)
     if data is None:
-        return trust.TrustChain(keys), []
+        return trust.TrustChain(keys)
     try:
         iss, tokens = trust.read_key_records(data)
     except ClaimsError as exc:
         raise InputError(f"{source.where}/{KEY_RECORDS_PATH}: {exc}") from None
     chain = trust.closure(keys, tokens, iss=iss)
-    notes: list[dict[str, Any]] = []
+    notes = findings
     for _, record in sorted(chain.records.items()):
         kid = record.key.kid
         if kid in keys or kid in state.rotations:
@@ -62,4 +63,4 @@ def follow_keys(
                     "detail": revocation.describe(),
                 }
             )
-    return chain, notes
+    return chain
