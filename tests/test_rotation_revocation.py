@@ -338,3 +338,33 @@ def test_verify_proof_fails_a_checkpoint_only_the_revoked_key_signed_after_the_r
         check["result"] == "FAIL"
         and "no signature by a key that is not revoked" in (check["detail"])
     ), check
+
+
+def test_compromised_drops_the_old_log_line_and_the_new_key_vouches_for_the_policies(
+    tmp_path: Path,
+) -> None:
+    """The stored policies' statement (policytrust) is re-signed by the successor in the
+    activation's transaction: the audit, which checks it, passes, and the policy no longer
+    lists the revoked key."""
+    from capability_anchor.keys import SigningKey
+    from capability_anchor.note import Cosigner, parse_policy
+    from capability_anchor.policytrust import POLICIES_META
+
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS) as log:
+        log.append([observation(n, "early", iss=ISS) for n in range(2)])
+        log.checkpoint()
+        old_vkey = log.read.history.vkey()
+    witness = Cosigner("w.example", SigningKey.generate()).verifier.vkey()
+    policy = tmp_path / "policy.txt"
+    policy.write_text(f"log {old_vkey}\nwitness w1 {witness}\nquorum w1\n")
+    ok("policy", "--data", data, policy)
+    ok("rotate-key", "--compromised", "--data", data)
+    with Log.open(data) as log:
+        stored = log.store.policy()
+        new_vkey = log.read.history.vkey()
+        statement = log.read.meta()[POLICIES_META]
+    assert stored is not None
+    assert {e.verifier.vkey() for e in parse_policy(stored).logs} == {new_vkey}
+    assert json.loads(b64url_decode(statement.split(".")[0]))["kid"] == kid_file(data)
+    assert ok("audit", "--data", data)["ok"] is True

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import trust
+from . import policytrust, trust
 from .errors import CapabilityAnchorError, Conflict, KeyFileError, NotFound
 from .files import fsync_dir
 from .keys import KeySet, PublicKey, SigningKey, create_key_file, load_key_file
@@ -238,8 +238,12 @@ def activate(
                 updated = policy_with(
                     policy, new_vkey, keep=None if compromised else old_vkey, drop=drop
                 )
+                # Every stored policy is vouched for by the key that signs from now on (so
+                # a revoked key's statement of them is replaced at once).
                 if updated != policy:
-                    log.store.set_policy(updated, now)
+                    policytrust.store_policy(log.store, nxt, log.iss, updated, now)
+                else:
+                    policytrust.sign_policies(log.store, nxt, log.iss, now)
             sign_settings(log, nxt, "rotate-key")
             log.store.clear_meta(PENDING)
     finally:

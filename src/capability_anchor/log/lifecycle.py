@@ -193,7 +193,8 @@ class Log:
         """Store a new witness policy, signed with the others (`policytrust`); the caller
         has checked it (`witnessing.check_policy`)."""
         with self.writer.lock, self.store.write():
-            policytrust.store_policy(self.store, self.key, self.iss, text, int(self.clock()))
+            key = self.signing_key()  # a rotation another process activated is followed
+            policytrust.store_policy(self.store, key, self.iss, text, int(self.clock()))
 
     def published_keys(self) -> KeySet:
         """What `/keys` and keys.json list: `keyset()` without the revoked keys."""
