@@ -13,9 +13,8 @@ Attack-named cases: a forged checkpoint on the mirror claiming a larger size doe
 the log; a mirror whose entries do not match its heads is refused by recover; and no head row
 of a restored log ever has a published `(day, size, sealed)` with another root.
 
-The backup is a copy of a stopped log's data dir (`copy_data_dir`): `capability-anchor backup`
-(issue #21 item 3) is built on another branch; once merged, `copy_data_dir` becomes a call of
-`capability-anchor backup DEST --data D`.
+The backup is `capability-anchor backup DEST --data D`, taken while `serve` runs; restoring
+it, and the published state a mirror holds, are copies of folders (`copy_data_dir`).
 """
 
 from __future__ import annotations
@@ -157,9 +156,11 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
             _grow(server, "a", 5)
             n = _grow(server, "b", 3)
             partial.wait_cosigned(n)
+            # The backup at size N, taken online by the operator's command (issue #21 item 3).
+            done = run_cli("backup", partial.backup, "--data", data)
+            assert done.returncode == 0, done.stderr
         finally:
             server.stop()
-        copy_data_dir(data, partial.backup)
         server = serve(data, port)
         try:
             _grow(server, "c", 4)
