@@ -186,8 +186,8 @@ def test_docs_page_lists_every_operation(client: tuple[TestClient[Any], Any]) ->
                 assert "Request body" in section
             if op.get("security"):
                 assert "Authorization" in section
-    # SPEC §6, the seven of §12.4 and /metrics (issue 21), and HEAD of each GET
-    assert operations == 23 + 20
+    # SPEC §6, the seven of §12.4, /metrics and /keys/records (issue 21), and HEAD of each GET
+    assert operations == 24 + 21
     for name in doc["components"]["schemas"]:
         assert f'id="schema-{name}"' in page
     assert "<script" not in page and html.escape(CSP) in page

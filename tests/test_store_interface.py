@@ -36,7 +36,7 @@ def test_the_interface_declares_everything_callers_may_use() -> None:
     extra = _public(SqliteStore) - _public(Store)
     assert extra == SQLITE_ONLY
     abstract = set(Store.__abstractmethods__)
-    factories = {"create", "exists", "open", "open_readonly"}
+    factories = {"copy_to", "create", "exists", "open", "open_readonly"}
     assert _public(Store) - {"path"} == abstract | factories
 
 

@@ -109,7 +109,8 @@ def _audit_once(
                 def run() -> None:
                     _audit_log(report, store, key, keys, tsa_ca, roots, progress, policy)
 
-                _guarded(report, damaged, run)
+                # An older schema's queries may fail as a damaged one's would.
+                _guarded(report, damaged or version != SCHEMA_VERSION, run)
             bad = sorted(set(store.invalid_text()))
             if bad:
                 report.problems.append(
@@ -217,17 +218,20 @@ def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
             raise
         report.problems.append(f"the index checks stopped on the damage: {exc}")
     report.count("indexes_rederived")
-    return bool(report.problems), version
+    damaged = bool(report.problems)
+    if version != SCHEMA_VERSION:
+        # A problem, but not damage: an older schema is migrated at a writer's open, and
+        # must not leave the damage mark that refuses every open (store/damage.py).
+        report.problems.append(
+            f"schema version {version}: this program creates and audits version {SCHEMA_VERSION}"
+        )
+    return damaged, version
 
 
 def _check_schema(report: AuditReport, store: Store, version: int) -> None:
     problems, objects = store.schema_problems(version)
     report.problems += problems
     report.count("schema_objects", objects)
-    if version != SCHEMA_VERSION:
-        report.problems.append(
-            f"schema version {version}: this program creates and audits version {SCHEMA_VERSION}"
-        )
 
 
 # --- 7: the columns no signature covers ------------------------------------------------------

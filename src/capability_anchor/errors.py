@@ -56,25 +56,15 @@ class UsageError(CapabilityAnchorError):
     """The caller asked for something malformed (bad argument, bad day, bad hex)."""
 
     code = "bad_request"
-    http_error = "bad_request"
     exit_code = EXIT_USAGE
-    retryable = False
 
 
 class MalformedJSON(UsageError):
     """Text is not strict JSON (not UTF-8, a BOM, duplicate names, NaN, overflow, ...)."""
 
-    http_error = "bad_request"
-    exit_code = EXIT_USAGE
-    retryable = False
-
 
 class InputError(UsageError):
     """Verification could not start: missing trust, unreadable input, unreachable URL."""
-
-    http_error = "bad_request"
-    exit_code = EXIT_USAGE
-    retryable = False
 
 
 class InvalidRecord(CapabilityAnchorError):
@@ -83,8 +73,6 @@ class InvalidRecord(CapabilityAnchorError):
 
     code = "invalid_record"
     http_error = "invalid_record"
-    exit_code = EXIT_FAILED
-    retryable = False
 
     def __init__(self, message: str, *, position: int | None = None) -> None:
         super().__init__(message)
@@ -100,9 +88,7 @@ class KeyFileError(CapabilityAnchorError):
     """A key file is missing, malformed, or readable by group/others."""
 
     code = "key_error"
-    http_error = "bad_request"
     exit_code = EXIT_USAGE
-    retryable = False
 
 
 class TokenError(CapabilityAnchorError):
@@ -110,27 +96,20 @@ class TokenError(CapabilityAnchorError):
     word of visible ASCII, or its file is not a regular file private to its owner."""
 
     code = "token_error"
-    http_error = "bad_request"
     exit_code = EXIT_USAGE
-    retryable = False
 
 
 class InvalidKey(CapabilityAnchorError):
     """A public key or JWK set is malformed (not an Ed25519 OKP key, bad `x`, kid mismatch)."""
 
     code = "bad_request"
-    http_error = "bad_request"
-    exit_code = EXIT_FAILED
-    retryable = False
 
 
 class MalformedKeySet(InvalidKey, MalformedJSON):
     """A JWK set document is not strict JSON: malformed JSON, so a usage error (exit 2) in
     every command, and still an InvalidKey for callers that catch bad key sets."""
 
-    http_error = "bad_request"
     exit_code = EXIT_USAGE
-    retryable = False
 
 
 # --- verification ---------------------------------------------------------------------------
@@ -140,9 +119,6 @@ class VerificationError(CapabilityAnchorError):
     """Something that was supposed to verify did not. Never returned as a bool."""
 
     code = "verification_failed"
-    http_error = "bad_request"
-    exit_code = EXIT_FAILED
-    retryable = False
 
 
 class MalformedProof(VerificationError):
@@ -251,8 +227,6 @@ class TimestampError(CapabilityAnchorError):
     message is the human reason; no third-party exception escapes `timestamp`."""
 
     code = "timestamp_failed"
-    http_error = "bad_request"
-    exit_code = EXIT_FAILED
     retryable = True
 
 
@@ -262,8 +236,6 @@ class WitnessError(CapabilityAnchorError):
     `witnessing.client`. Retryable: the schedule tries again later (the log never waits)."""
 
     code = "witness_failed"
-    http_error = "bad_request"
-    exit_code = EXIT_FAILED
     retryable = True
 
 
@@ -275,7 +247,6 @@ class NotFound(CapabilityAnchorError):
 
     code = "not_found"
     http_error = "not_found"
-    exit_code = EXIT_FAILED
     retryable = True
 
 
@@ -285,7 +256,6 @@ class Conflict(CapabilityAnchorError):
 
     code = "conflict"
     http_error = "conflict"
-    exit_code = EXIT_FAILED
     retryable = True
 
 
@@ -296,7 +266,6 @@ class ClockDisagrees(CapabilityAnchorError):
 
     code = "unavailable"
     http_error = "unavailable"
-    exit_code = EXIT_FAILED
     retryable = True
 
 
@@ -308,7 +277,6 @@ class BehindPublished(CapabilityAnchorError):
 
     code = "behind_published"
     http_error = "unavailable"
-    exit_code = EXIT_FAILED
     # The same work succeeds once `recover` ran, in this process or another, no restart.
     retryable = True
     action = (
@@ -330,7 +298,6 @@ class StoreError(CapabilityAnchorError):
     http_error = "unavailable"
     exit_code = EXIT_USAGE
     note = "the log cannot answer right now"
-    retryable = False
     action = "check the data dir and its database (`capability-anchor audit`), then restart"
 
     def http_note(self) -> str:
@@ -342,8 +309,6 @@ class StoreBusy(StoreError):
 
     note = "the log is busy; nothing was stored, try again"
     retryable = True
-    http_error = "unavailable"
-    exit_code = EXIT_USAGE
 
 
 class StoreFull(StoreError):
@@ -351,8 +316,6 @@ class StoreFull(StoreError):
 
     note = "the log's disk is full; nothing was stored"
     retryable = True
-    http_error = "unavailable"
-    exit_code = EXIT_USAGE
 
 
 class StoreReadOnly(StoreError):
@@ -360,8 +323,6 @@ class StoreReadOnly(StoreError):
 
     note = "the log's database is read-only; nothing was stored"
     retryable = True
-    http_error = "unavailable"
-    exit_code = EXIT_USAGE
 
 
 class StoreIOError(StoreError):
@@ -369,8 +330,6 @@ class StoreIOError(StoreError):
 
     note = "the log cannot read or write its database right now"
     retryable = True
-    http_error = "unavailable"
-    exit_code = EXIT_USAGE
 
 
 class StoreCorrupt(StoreError):
@@ -378,9 +337,6 @@ class StoreCorrupt(StoreError):
     a truncated file, a flipped bit in a b-tree). For the audit this is a finding (exit 1)."""
 
     note = "the log's database is damaged; an operator must restore it"
-    http_error = "unavailable"
-    exit_code = EXIT_USAGE
-    retryable = False
     action = "restore the database from a backup (`capability-anchor audit` says what is damaged)"
 
 
@@ -394,9 +350,6 @@ class StoreDamaged(StoreCorrupt):
         "restores it from a backup, `capability-anchor audit --data DIR` passes (it clears "
         "the damage mark) and the service is restarted"
     )
-    http_error = "unavailable"
-    exit_code = EXIT_USAGE
-    retryable = False
     action = (
         "restore the database from a backup, run `capability-anchor audit --data DIR` "
         "(it clears the damage mark once it passes), then restart"
@@ -407,9 +360,7 @@ class StartupCheckFailed(StoreError):
     """The configured key or issuer does not match what the log has published. A refused
     start, not an I/O problem: exit 1."""
 
-    http_error = "unavailable"
     exit_code = EXIT_FAILED
-    retryable = False
     action = "configure the key and issuer the log has published, then restart"
 
 
@@ -418,7 +369,4 @@ class ExportConflict(CapabilityAnchorError):
     published files never change. Not a `Conflict`: over HTTP it is a bad request."""
 
     code = "conflict"
-    http_error = "bad_request"
-    exit_code = EXIT_FAILED
-    retryable = False
     action = "find out why a published file changed; published files never change"

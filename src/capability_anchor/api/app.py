@@ -120,7 +120,9 @@ def create_app(settings: Settings) -> Litestar:
     enable()  # this process serves /metrics: it counts (metrics.py)
     # The behind state is a data-dir file every worker reads (published.py), so each scrape
     # reads it where it is answered.
-    register_state("behind_published", lambda log: behind_state(log.data_dir) is not None)
+    register_state(
+        "behind_published", lambda log: behind_state(log.data_dir) is not None, default=True
+    )
     service = _open_service(settings)
 
     async def startup(app: Litestar) -> None:

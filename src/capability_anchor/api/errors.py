@@ -8,6 +8,7 @@ and anything unexpected are mapped here. No stack trace or internals ever reach 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -117,8 +118,12 @@ def _safe_detail(exc: HTTPException) -> str:
         message = extra[0].get("message")
         if key and message:
             return f"{key}: {message}"
-    return str(exc.detail or "bad request")
+    # Litestar ends some details with " for path <the raw path and query>": the client's own
+    # URL, echoed with any parameter names it made up; the parameter named is enough.
+    return _FOR_PATH.sub("", str(exc.detail or "bad request")) or "bad request"
 
+
+_FOR_PATH = re.compile(r" for path \S*$")
 
 HANDLERS: dict[Any, Callable[..., Any]] = {
     Exception: handle,

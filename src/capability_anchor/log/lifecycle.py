@@ -32,6 +32,25 @@ from .writer import LogWriter
 __all__ = ["KEY_FILE", "Log"]
 
 
+def _key_and_token(data_dir: Path) -> SigningKey:
+    """`init`'s key and token files, in a data dir only the owner may list, read or replace.
+    The database is the commit point of init. A key or token file without a database is left
+    by an init that crashed before it: nothing was ever signed with that key or accepted with
+    that token, so they are taken over rather than refused (but checked: a token the service
+    would refuse must not become the log's)."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tighten_modes(data_dir)
+    key_path, token_path = data_dir / KEY_FILE, data_dir / TOKEN_FILE
+    key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
+    if token_path.exists():
+        read_token_file(token_path)
+    else:
+        create_token_file(token_path)
+    if TOKEN.is_set():
+        writer_token(data_dir)  # the token the service would use instead: refuse it now
+    return key
+
+
 class Log:
     """A capability-anchor log in a data dir.
 
@@ -87,28 +106,13 @@ class Log:
         if public_url is not None:
             check_base_url(public_url)
         data_dir = Path(data_dir)
-        key_path = data_dir / KEY_FILE
-        token_path = data_dir / TOKEN_FILE
         if Store.exists(data_dir):
             raise Conflict(f"a log already exists in {data_dir}; refusing to overwrite it")
         if policy is not None:
             from ..note import parse_policy
 
             parse_policy(policy)  # a malformed policy is refused before anything is made
-        # Only the owner may list, read or replace anything in the data dir.
-        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tighten_modes(data_dir)
-        # The database is the commit point of init. A key or token file without a database
-        # is left by an init that crashed before it: nothing was ever signed with that key
-        # or accepted with that token, so they are taken over rather than refused (but
-        # checked: a token the service would refuse must not become the log's).
-        key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
-        if token_path.exists():
-            read_token_file(token_path)
-        else:
-            create_token_file(token_path)
-        if TOKEN.is_set():
-            writer_token(data_dir)  # the token the service would use instead: refuse it now
+        key = _key_and_token(data_dir)
         now = clock()
         if policy is not None:
             from ..witnessing.policyfile import check_policy, log_vkey

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import head as heads
-from ..errors import Conflict, StoreError, VerificationError
+from ..errors import Conflict
 from ..merkle import TILE_WIDTH, TreeEdge
 from ..metrics import observe
 from ..published import check_not_behind
-from ..store import HeadRow, StampRow
+from ..store import StampRow
 from .batch import AppendResult, Prepared
-from .days import next_day, prev_day, utc_day
-from .history import append_head, check_order, sign_history_checkpoint
+from .days import next_day, utc_day
 from .serverindex import Pending, ServerIndex
+from .signing import HeadSigner
 
 if TYPE_CHECKING:
     from .lifecycle import Log
@@ -52,7 +52,7 @@ def _count(batch: _Batch) -> None:
     m.duplicates.inc(duplicates)
 
 
-class LogWriter:
+class LogWriter(HeadSigner):
     """The writer of one log in this process (`Log.writer`). Its caches, the right edge of
     the current day's tree and the /record keys not indexed yet, only ever hold committed
     state; the stored rows are the truth and every cache is checked against them."""
@@ -178,94 +178,6 @@ class LogWriter:
         return TreeEdge(size, self._store.edge_partials(day, size))
 
     # --- heads -----------------------------------------------------------------------------
-
-    def _prev(self, day: str) -> str | None:
-        if day == self._log.first_day:
-            return None
-        before = self._store.sealed_head(prev_day(day))
-        if before is None:
-            raise StoreError(f"day {prev_day(day)} is not sealed; cannot chain {day}")
-        return heads.claims_digest(heads.parse_document(before.doc).claims)
-
-    def sign_head(
-        self, day: str, size: int, sealed: bool, iat: int, pending: Pending | None = None
-    ) -> HeadRow:
-        """Sign and store a head of `day` at `size`, inside the caller's write transaction
-        (the *checkpoint* and *seal* stages; serving it is *publish*).
-
-        The root signed is computed here from what this transaction reads (the stored leaf
-        hashes of the right edge and the roots of the full tiles below it), never from a
-        cache: a head is a statement about the stored entries, made under the same write lock
-        that keeps them from changing. A cached edge of the same size must agree; if it does
-        not, something is badly wrong and nothing is signed.
-
-        Its history leaf and checkpoint (`log.history`) are stored in the same transaction;
-        a head out of the history's order is refused (`Conflict`) before it is signed, and
-        nothing is signed while the log is behind what it published (`BehindPublished`,
-        checked in the transaction that would store it: SPEC §13.3)."""
-        check_not_behind(self._log.data_dir)
-        check_order(self._store, day, size, sealed)
-        edge, root = self._stored_edge(day, size)
-        log = self._log
-        claims = heads.make_claims(
-            iss=log.iss,
-            day=day,
-            tree_size=size,
-            root=root,
-            sealed=sealed,
-            prev=self._prev(day),
-            iat=iat,
-        )
-        signed = heads.sign(claims, key := log.signing_key())  # the checkpoint's key too
-        row = HeadRow(day, size, sealed, root, iat, key.kid, signed.document())
-        self._store_head(row, edge, pending)
-        return row
-
-    def store_published_head(self, row: HeadRow) -> None:
-        """Store a head the log published before, as published (`recover`), inside the
-        caller's write transaction, after the entries it covers: its root must be the one the
-        stored entries give and its `prev` the stored chain's, and it must come next in the
-        history's order. Nothing is signed but its history checkpoint, whose bytes are the
-        ones published (Ed25519 is deterministic: the same key over the same note)."""
-        check_order(self._store, row.day, row.tree_size, row.sealed)
-        edge, root = self._stored_edge(row.day, row.tree_size)
-        claims = heads.parse_document(row.doc).claims
-        if root != row.root or claims.get("prev") != self._prev(row.day):
-            raise VerificationError(
-                f"the published head of {row.day} at size {row.tree_size} does not chain onto "
-                f"the stored entries and heads (root {root.hex()}); nothing stored"
-            )
-        self._store_head(row, edge, None)
-
-    def _stored_edge(self, day: str, size: int) -> tuple[TreeEdge, bytes]:
-        edge = TreeEdge(size, self._store.edge_partials(day, size))
-        root = edge.root()
-        cached = self.edge
-        if (
-            cached is not None
-            and self.edge_day == day
-            and cached.size == size
-            and cached.root() != root
-        ):
-            raise StoreError(
-                f"day {day} at size {size}: the stored entries give root {root.hex()}, "
-                f"this process computed {cached.root().hex()}; refusing to sign"
-            )
-        return edge, root
-
-    def _store_head(self, row: HeadRow, edge: TreeEdge, pending: Pending | None) -> None:
-        """Store `row` with what serving it needs, its history leaf and its checkpoint."""
-        day, size = row.day, row.tree_size
-        # Everything this head covers is findable through /record once it is served.
-        if pending is None:
-            pending = self._index.take(day, size)
-        self._index.index(pending, size)
-        # The partial tiles at this size make every proof up to it servable from tiles.
-        self._store.insert_tiles(
-            day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
-        )
-        self._store.insert_head(row)
-        sign_history_checkpoint(self._store, self._log, append_head(self._store, row))
 
     def checkpoint(self) -> bytes | None:
         """Sign and store an unsealed head of today if the tree grew; return today's newest
