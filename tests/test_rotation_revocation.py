@@ -20,6 +20,7 @@ from capability_anchor import jws, keystatements, rotation, trust
 from capability_anchor.encoding import b64url_decode
 from capability_anchor.keys import KeySet, load_key_file
 from capability_anchor.log import Log
+from capability_anchor.store import HeadRow
 from logkit import Clock
 from obskit import observation
 from rotationkit import append, cli, kid_file, ok, served_kids, signed_kids
@@ -44,6 +45,18 @@ def monitor(target: Path, keys: Path, state: Path) -> tuple[int, list[dict[str, 
     return done.returncode, [json.loads(line) for line in done.stdout.splitlines()]
 
 
+def _early_log(data: Path, clock: Clock) -> tuple[dict[str, Any], HeadRow]:
+    """A new log at CLOCK (a time before the revocation to come) with two records, a head
+    over them and a token for the first: what the old key signed in good standing."""
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        log.append([observation(n, "early", iss=ISS) for n in range(2)])
+        log.checkpoint()
+        early = log.record(sub="example:early-0")
+        head = log.read.newest_published()
+    assert head is not None
+    return early, head
+
+
 @pytest.fixture
 def compromised(tmp_path: Path) -> dict[str, Any]:
     """A log whose first records, head and token predate the revocation (the log's clock
@@ -51,10 +64,7 @@ def compromised(tmp_path: Path) -> dict[str, Any]:
     start = int(time.time()) - 120
     clock = Clock(start)
     data = tmp_path / "data"
-    with Log.init(data, iss=ISS, clock=clock) as log:
-        log.append([observation(n, "early", iss=ISS) for n in range(2)])
-        log.checkpoint()
-        early = log.record(sub="example:early-0")
+    early, _ = _early_log(data, clock)
     old = load_key_file(data / "signing-key.jwk")
     keys_before = tmp_path / "keys-before.json"
     keys_before.write_bytes(KeySet.of(old.public).to_json())
@@ -273,15 +283,8 @@ def test_a_running_serve_drops_the_revoked_key_at_once_and_verify_proof_reads_it
     """`--compromised` while `serve` runs: `/keys` lists only the new key from then on, and
     `verify-proof --keys URL/keys` follows `/keys/records` to FAIL a token the stolen key
     signs now, naming the revocation, and to PASS one it signed before."""
-    start = int(time.time()) - 120
-    clock = Clock(start)
     data = tmp_path / "data"
-    with Log.init(data, iss=ISS, clock=clock) as log:
-        log.append([observation(n, "early", iss=ISS) for n in range(2)])
-        log.checkpoint()
-        early = log.record(sub="example:early-0")
-        head = log.read.newest_published()
-        assert head is not None
+    early, head = _early_log(data, Clock(int(time.time()) - 120))
     old = load_key_file(data / "signing-key.jwk")
     (tmp_path / "head.json").write_bytes(head.doc)
     (tmp_path / "early.jws").write_text(early["jws"])

@@ -48,13 +48,18 @@ def _claims(verified: jws.VerifiedJWS, what: str) -> dict[str, Any]:
     return claims
 
 
-def _check(claims: Mapping[str, Any], names: Sequence[str], what: str, iss: str) -> None:
+def exact_members(claims: Mapping[str, Any], names: Sequence[str], what: str) -> None:
+    """Exactly the claims NAMES, and `v` this version's (every statement the log signs)."""
     missing = [n for n in names if n not in claims]
     extra = sorted(set(claims) - set(names))
     if missing or extra:
         raise ClaimsError(f"{what}: missing claim(s) {missing}, unexpected {extra}")
     if claims["v"] != VERSION:
         raise ClaimsError(f"{what}: v is {claims['v']!r}, expected {VERSION!r}")
+
+
+def _check(claims: Mapping[str, Any], names: Sequence[str], what: str, iss: str) -> None:
+    exact_members(claims, names, what)
     if claims["iss"] != iss:
         raise IssuerMismatch(f"{what}: iss is {claims['iss']!r}, expected {iss!r}")
     if not isinstance(claims["kid"], str) or not claims["kid"]:

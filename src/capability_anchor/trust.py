@@ -40,7 +40,7 @@ from .errors import (
 )
 from .head import VERSION
 from .keys import KeySet, PublicKey, SigningKey
-from .keystatements import Revocation, is_revocation, verify_revocation, voided
+from .keystatements import Revocation, exact_members, is_revocation, verify_revocation, voided
 from .strictjson import is_int
 
 __all__ = [
@@ -73,12 +73,7 @@ _SETTINGS_META = ("iss", "first_day", "public_url", "config")
 
 
 def _exact_members(claims: Mapping[str, Any], names: Sequence[str], what: str) -> None:
-    missing = [n for n in names if n not in claims]
-    extra = sorted(set(claims) - set(names))
-    if missing or extra:
-        raise ClaimsError(f"{what}: missing claim(s) {missing}, unexpected {extra}")
-    if claims["v"] != VERSION:
-        raise ClaimsError(f"{what}: v is {claims['v']!r}, expected {VERSION!r}")
+    exact_members(claims, names, what)
     iat = claims["iat"]
     if not is_int(iat) or iat < 0:
         raise ClaimsError(f"{what}: iat must be a non-negative integer")
