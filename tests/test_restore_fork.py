@@ -216,6 +216,10 @@ def test_a_restored_log_is_behind_refuses_appends_and_signs_nothing(story: Story
             assert client.get("/record", params={"id": "example:b-0"}).status_code == 503
             scrape = client.get("/metrics").text
             assert "\ncapability_anchor_behind_published 1.0\n" in scrape, scrape
+        # recover and a running service never share a data dir: refused, nothing changed.
+        done = run_cli("recover", "--from", story.export, "--data", data)
+        assert done.returncode == 1 and "a service is running" in done.stderr, done.stderr
+        assert behind_state(data) is not None
         # The state is the data dir's: every process of the log sees it.
         state = json.loads((data / BEHIND_FILE).read_text())
         assert state["published_size"] == story.n_k and state["our_size"] == story.n

@@ -30,9 +30,14 @@ come out of a recovery.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import head as heads
@@ -100,19 +105,39 @@ def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
             f"this data dir conflicts with what was published ({state.reason()}): it forked "
             "and cannot be recovered; restore a backup the published history extends"
         )
-    source = open_published(where, deadline)
-    try:
-        done = _recover(log, source, where)
-    finally:
-        source.close()
-    state = behind_state(log.data_dir)
-    if state is not None and state.published_size > done.size:
-        raise VerificationError(
-            f"recovered up to history size {done.size}, but {state.source} showed "
-            f"{state.published_size}: still behind; recover from a source that holds it"
-        )
-    clear_behind(log.data_dir)
+    with _no_service(log.data_dir):
+        source = open_published(where, deadline)
+        try:
+            done = _recover(log, source, where)
+        finally:
+            source.close()
+        state = behind_state(log.data_dir)
+        if state is not None and state.published_size > done.size:
+            raise VerificationError(
+                f"recovered up to history size {done.size}, but {state.source} showed "
+                f"{state.published_size}: still behind; recover from a source that holds it"
+            )
+        clear_behind(log.data_dir)
     return done
+
+
+@contextlib.contextmanager
+def _no_service(data_dir: Path) -> Iterator[None]:
+    """Hold the background work's flock (`api/background.py`) while recovering: a running
+    service holds it, and is then refused here; one started meanwhile does no background
+    work until the state is cleared and this returns."""
+    fd = os.open(data_dir / "background.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Conflict(
+                f"a service is running on {data_dir} (it holds background.lock): stop it, "
+                "then run recover"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def _recover(log: Log, source: LogSource, where: str) -> Recovered:
