@@ -137,7 +137,9 @@ class Server:
             )
         return code
 
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S, answered: bool = False) -> None:
+        """Until /healthz answers 200 (ANSWERED: answers at all, e.g. the 503 of a service
+        that found its database damaged before the first poll)."""
         deadline = time.monotonic() + timeout
         with httpx.Client(base_url=self.url, timeout=1.0) as client:
             while True:
@@ -147,7 +149,7 @@ class Server:
                         f"the server exited with {code} before answering /healthz\n{self.stderr()}"
                     )
                 try:
-                    if client.get("/healthz").status_code == 200:
+                    if client.get("/healthz").status_code == 200 or answered:
                         return
                 except httpx.TransportError:
                     pass
@@ -224,11 +226,13 @@ def start(
     env: Mapping[str, str] | None = None,
     logs: Path | None = None,
     ready_timeout: float = READY_TIMEOUT_S,
+    answered: bool = False,
 ) -> Server:
-    """Start the server and wait until /healthz answers 200 (else stop it and raise)."""
+    """Start the server and wait until /healthz answers 200, or with ANSWERED answers at all
+    (else stop it and raise)."""
     server = launch(data, *args, port=port, argv=argv, env=env, logs=logs)
     try:
-        server.wait_ready(ready_timeout)
+        server.wait_ready(ready_timeout, answered)
     except BaseException:
         server.kill()
         raise
@@ -243,9 +247,10 @@ def serving(
     argv: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
     logs: Path | None = None,
+    answered: bool = False,
 ) -> Iterator[Server]:
     """`start`, and always stop the server afterwards (SIGTERM, then SIGKILL if it hangs)."""
-    server = start(data, *args, port=port, argv=argv, env=env, logs=logs)
+    server = start(data, *args, port=port, argv=argv, env=env, logs=logs, answered=answered)
     try:
         yield server
     finally:

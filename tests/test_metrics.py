@@ -203,7 +203,13 @@ def test_a_scraper_over_the_rate_limit_is_never_refused(tmp_path: Path) -> None:
 
 @pytest.fixture
 def state_sources() -> Iterator[None]:
+    # Before too: an app earlier in this process (its background work) may have set one.
+    _clear_states()
     yield
+    _clear_states()
+
+
+def _clear_states() -> None:
     metrics._sources.clear()
     metrics._drop(*metrics._set.values())
     metrics._set.clear()

@@ -259,7 +259,8 @@ def test_a_damaged_database_stops_background_work_once_and_every_request_is_refu
     assert _run("init", "--data", str(data), "--iss", ISS).returncode == 0
     assert _run("append", "--data", str(data), "-", stdin=_lines("a", 300, pad=200)).returncode == 0
     _zero_a_page(data)  # nothing checkpointed yet: the service's first checkpoint reads it
-    with serving(data, "--checkpoint-interval", "1") as server:
+    # Ready once it answers: its first tick may find the damage before /healthz is asked.
+    with serving(data, "--checkpoint-interval", "1", answered=True) as server:
         with server.client() as client:
             time.sleep(3.5)  # three ticks: one that fails, two that no longer run
             for path in ("/keys", "/roots", "/healthz"):
