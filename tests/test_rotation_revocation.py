@@ -207,6 +207,59 @@ def test_monitor_follows_the_compromise_rotation_when_nothing_is_forged(
     assert notes == {"key_rotation", "key_revoked"}
 
 
+def _resign_checkpoint(out: Path, key: Any) -> bytes:
+    """The export's checkpoint, its same text signed by `key` alone (the stolen key)."""
+    from capability_anchor.note import NoteSigner, parse_note, sign_note
+
+    path = out / "history" / "checkpoint"
+    text = parse_note(path.read_bytes()).text
+    forged = sign_note(text, NoteSigner(text.split("\n", 1)[0], key))
+    path.write_bytes(forged)
+    return forged
+
+
+def test_monitor_alarms_on_a_checkpoint_only_the_revoked_key_signed_after_the_revocation(
+    compromised: dict[str, Any],
+) -> None:
+    """The newest head the checkpoint covers is the new key's, after the revocation; the
+    thief re-signs that checkpoint with the stolen key: it is no older than that head."""
+    out, state, old = compromised["out"], compromised["state"], compromised["old"]
+    forged = _resign_checkpoint(out, old)
+    code, lines = monitor(out, compromised["keys_before"], state)
+    assert code == 1, lines
+    (alarm,) = [line for line in lines if "alarm" in line]
+    assert alarm["alarm"] == "key_revoked_signature"
+    assert alarm["detail"].startswith("history/checkpoint: ")
+    assert f"key {old.kid} was revoked at" in alarm["detail"]
+    evidence = state / "evidence" / alarm["alarm_id"]
+    assert (evidence / "checkpoint").read_bytes() == forged
+    revocation = (evidence / f"revocation-{old.kid}.jws").read_text()
+    assert keystatements.is_revocation(revocation)
+    # Nothing past the alarm is committed: the next run repeats it.
+    assert monitor(out, compromised["keys_before"], state)[0] == 1
+
+
+def test_monitor_takes_a_checkpoint_the_revoked_key_signed_before_the_revocation(
+    tmp_path: Path,
+) -> None:
+    """The newest head is dated before the revocation, so a checkpoint of it that only the
+    old key signed is one it signed in good standing, read after the revocation."""
+    start = int(time.time()) - 120
+    clock = Clock(start)
+    data, out = tmp_path / "data", tmp_path / "roots"
+    _early_log(data, clock)
+    old = load_key_file(data / "signing-key.jwk")
+    keys = tmp_path / "keys.json"
+    keys.write_bytes(KeySet.of(old.public).to_json())
+    clock.t = start + 60
+    rotation.activate(data, lambda d: Log.open(d, clock=clock), compromised=True)
+    ok("export", "--data", data, out, "--tiles")
+    _resign_checkpoint(out, old)
+    code, lines = monitor(out, keys, tmp_path / "state")
+    assert code == 0, lines
+    assert {line["note"] for line in lines if "note" in line} == {"key_rotation", "key_revoked"}
+
+
 # --- an endorsed rotation, followed ----------------------------------------------------------
 
 

@@ -235,25 +235,36 @@ def checkpoint_not_revoked(
     keys: KeySet,
     revocations: Mapping[str, Revocation] | None,
 ) -> Check:
-    """Check 8 again, SPEC §13.2: a checkpoint carries no time, but one that proves `head`
-    was signed at or after the head's `iat`. So when that is after a key's revocation, the
-    checkpoint must carry a signature line of a key that is not revoked: one only the
-    revoked key signed is not the log's."""
+    """Check 8 again, SPEC §13.2 (`revoked_checkpoint`): the checkpoint proving `head`."""
     if not revocations or check.outcome is not PASS or checkpoint is None or head is None:
         return check
-    from .note import TYPE_ED25519, key_id, parse_checkpoint
-
     iat = head.claims.get("iat")
-    gone = [r for r in revocations.values() if is_int(iat) and iat > r.revoked_at]
-    revoked = {r.kid for r in gone}
+    gone = revoked_checkpoint(checkpoint, iat if is_int(iat) else 0, keys, revocations)
     if not gone:
-        return check
-    name = parse_checkpoint(checkpoint.text).origin
-    live = {key_id(name, TYPE_ED25519, k.raw) for k in keys if k.kid not in revoked}
-    if any(s.name == name and s.key_id in live for s in checkpoint.signatures):
         return check
     detail = (
         f"the checkpoint proving a head signed at iat {iat} carries no signature by a key "
         f"that is not revoked: {'; '.join(r.describe() for r in gone)}"
     )
     return Check(check.name, FAIL, detail)
+
+
+def revoked_checkpoint(
+    checkpoint: Note, iat: int, keys: KeySet, revocations: Mapping[str, Revocation]
+) -> list[Revocation]:
+    """SPEC §13.2 for a checkpoint, which carries no time: one that proves a head was signed
+    at or after the head's `iat`. So when that is after a key's revocation, the checkpoint
+    must carry a signature line of a key that is not revoked: one only the revoked key
+    signed is not the log's. The revocations it falls foul of (none: it is fine). Shared by
+    `verify-proof` (the head it proves) and `monitor` (the newest head it covers)."""
+    from .note import TYPE_ED25519, key_id, parse_checkpoint
+
+    gone = [r for r in revocations.values() if iat > r.revoked_at]
+    if not gone:
+        return []
+    revoked = {r.kid for r in gone}
+    name = parse_checkpoint(checkpoint.text).origin
+    live = {key_id(name, TYPE_ED25519, k.raw) for k in keys if k.kid not in revoked}
+    if any(s.name == name and s.key_id in live for s in checkpoint.signatures):
+        return []
+    return gone

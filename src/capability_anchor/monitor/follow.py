@@ -12,7 +12,10 @@
    verified with `merkle`; the same size must have the same root);
 3. `entries_mismatch`: the new leaves from the entry bundles, appended to the stored tree
    edge, give the checkpoint's root; on the first run, `tile_mismatch`: every history hash
-   tile at its size is the tree those leaves give;
+   tile at its size is the tree those leaves give; `key_revoked_signature`: after a
+   revocation among the key records (`rotations.py`), a checkpoint covering a head dated
+   after it (the leaf at size-1: a checkpoint carries no time) is signed by a key that is
+   not revoked, as `verify-proof` has it (`verify_history.revoked_checkpoint`);
 4. with a policy, its cosignatures meet the quorum, else exit 2 with nothing committed;
 5. every new leaf obeys the head rules (`heads.py`);
 6. `checkpoint_stale` (a warning): the log's heads are past the checkpoint for longer than
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,6 @@ from typing import Any
 from ..errors import CapabilityAnchorError, InputError
 from ..keys import KeySet
 from ..merkle import (
-    HASH_SIZE,
     TILE_WIDTH,
     TiledTree,
     TileNodes,
@@ -53,9 +55,9 @@ from ..trust import TrustChain
 from ..verify_history import log_verifiers
 from . import alarms, staleness
 from . import state as states
-from .heads import Finding, HeadRules, head_path, leaf_claims
-from .rotations import follow_keys
-from .signatures import Item, Problem, Signatures
+from .heads import Finding, HeadRules, changed, check_chunk, parse_leaves
+from .rotations import checkpoint_alarm, follow_keys
+from .signatures import Signatures
 from .source import LogSource, read_bundles, read_tile
 
 CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
@@ -144,8 +146,10 @@ class Monitor:
             self._new_leaves(state, checkpoint, result)
             if old_size == 0 and not result.alarmed:
                 self._first_tiles(state, result)
+            if not result.alarmed and self.chain.revocations and checkpoint.size:
+                _revoked(self.source, self.chain, state, (data, checkpoint.size), result)
         if not result.alarmed:
-            self._unwitnessed(data)
+            _unwitnessed(self.source.where, self.options.policy, data)
             # The checkpoint and its leaves are proven: commit them, then check the heads.
             state.checkpoint = data.decode("utf-8")
             if not state.seen or state.seen[-1][0] != checkpoint.size:
@@ -215,23 +219,6 @@ class Monitor:
             ) from None
         state.origin = origin
         return opened.checkpoint
-
-    def _unwitnessed(self, data: bytes) -> None:
-        """With a policy, the checkpoint's cosignatures must meet its quorum before it is
-        committed. One that does not is refused (exit 2), not alarmed: the witnesses may
-        lag, or --policy is not the log's; a fork shown only to this monitor is what the
-        quorum keeps out, and it was alarmed already if it contradicts the state."""
-        policy = self.options.policy
-        if policy is None:
-            return
-        try:
-            check_cosignatures(parse_note(data), policy, at=int(time.time())).require()
-        except CapabilityAnchorError as exc:
-            raise InputError(
-                f"{self.source.where}/history/checkpoint: not witnessed as --policy requires "
-                f"({exc}); nothing committed: its witnesses lag, or --policy is not the "
-                "log's (its /history/policy)"
-            ) from None
 
     def _consistent(
         self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult
@@ -318,14 +305,15 @@ class Monitor:
         committed, so a crash costs at most one chunk (`state.py`)."""
         rules = HeadRules(self.source, state, entries=self.options.entries)
         signatures = Signatures(self.source, self.chain.keys, self.chain.revocations)
+        found = result.findings, result.evidence
         try:
             while state.checked < state.size:
                 start = state.checked
                 leaves = _chunk(self.source, start, state.size)
-                parsed, rules.targets, items = _parse_leaves(leaves)
+                parsed, rules.targets, items = parse_leaves(leaves)
                 verdicts = signatures.check(items)
                 try:
-                    _check_chunk(state, start, (leaves, parsed), verdicts, rules, result)
+                    check_chunk(state, start, (leaves, parsed), verdicts, rules, *found)
                 finally:
                     verdicts.close()
                 if result.alarmed:
@@ -334,6 +322,23 @@ class Monitor:
                 states.save(self.options.state_dir, state, state.size)
         finally:
             signatures.close()
+
+
+def _unwitnessed(where: str, policy: Policy | None, data: bytes) -> None:
+    """With a policy, the checkpoint's cosignatures must meet its quorum before it is
+    committed. One that does not is refused (exit 2), not alarmed: the witnesses may
+    lag, or --policy is not the log's; a fork shown only to this monitor is what the
+    quorum keeps out, and it was alarmed already if it contradicts the state."""
+    if policy is None:
+        return
+    try:
+        check_cosignatures(parse_note(data), policy, at=int(time.time())).require()
+    except CapabilityAnchorError as exc:
+        raise InputError(
+            f"{where}/history/checkpoint: not witnessed as --policy requires "
+            f"({exc}); nothing committed: its witnesses lag, or --policy is not the "
+            "log's (its /history/policy)"
+        ) from None
 
 
 def _chunk(source: LogSource, start: int, size: int) -> list[bytes]:
@@ -346,52 +351,20 @@ def _chunk(source: LogSource, start: int, size: int) -> list[bytes]:
     return leaves
 
 
-def _check_chunk(
+def _revoked(
+    source: LogSource,
+    chain: TrustChain,
     state: states.MonitorState,
-    start: int,
-    chunk: tuple[list[bytes], list[dict[str, Any] | None]],
-    verdicts: Iterator[Problem],
-    rules: HeadRules,
+    checkpoint: tuple[bytes, int],
     result: RunResult,
 ) -> None:
-    """The head rules on one chunk of leaves, each first matched against its proven hash."""
-    for index, (leaf, claims) in enumerate(zip(*chunk, strict=True), start):
-        stored = state.leaf_hashes[index * HASH_SIZE : (index + 1) * HASH_SIZE]
-        if hashlib.sha256(b"\x00" + leaf).digest() != stored:
-            result.findings.append(
-                {
-                    "alarm": "entries_mismatch",
-                    "index": index,
-                    "detail": "the entry bundle changed since it gave the root",
-                }
-            )
-            result.evidence[f"leaf-{index}"] = leaf
-            return
-        signed = None if claims is None else next(verdicts)
-        found = rules.check(index, leaf, claims, signed)
-        if found:
-            result.evidence[f"leaf-{index}"] = leaf
-            if signed is not None and signed[2] is not None:
-                result.evidence[f"head-{index}.json"] = signed[2]
-            result.findings += found
-
-
-def _parse_leaves(
-    leaves: list[bytes],
-) -> tuple[list[dict[str, Any] | None], dict[str, tuple[int, bytes]], list[Item]]:
-    """Each leaf's head claims (None when it is not a head: `check` names why); each day's
-    last head among `leaves` (history order), the target of the day's proofs; and each
-    head's document path with its leaf, for rule 2, in the order they are checked."""
-    parsed: list[dict[str, Any] | None] = []
-    targets: dict[str, tuple[int, bytes]] = {}
-    items: list[Item] = []
-    for leaf in leaves:
-        try:
-            claims = leaf_claims(leaf)
-        except CapabilityAnchorError:
-            parsed.append(None)
-            continue
-        parsed.append(claims)
-        targets[claims["day"]] = (claims["tree_size"], bytes.fromhex(claims["root"]))
-        items.append((head_path(claims), leaf))
-    return parsed, targets, items
+    """`key_revoked_signature` for the checkpoint (its note, its size) read in this run
+    (`rotations.checkpoint_alarm`), dated by the newest head it covers: the leaf at size-1,
+    proven by now."""
+    note, size = checkpoint
+    (leaf,) = _chunk(source, size - 1, size)[:1]
+    if not changed(state, size - 1, leaf, result.findings, result.evidence):
+        found = checkpoint_alarm(chain, parse_note(note), size, leaf)
+        if found is not None:
+            result.findings.append(found[0])
+            result.evidence.update(found[1])

@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import rfc8785
@@ -35,6 +35,7 @@ from .. import head as heads
 from .. import strictjson
 from ..errors import CapabilityAnchorError, InputError, VerificationError
 from ..merkle import (
+    HASH_SIZE,
     TILE_WIDTH,
     TileCache,
     TileNodes,
@@ -43,11 +44,12 @@ from ..merkle import (
     verify_consistency,
 )
 from ..merkle.nodes import resolve
-from .signatures import Problem
+from .signatures import Item, Problem
 from .source import LogSource, read_bundles, read_tile
 from .state import DayEdge, LastHead, MonitorState
 
 Finding = dict[str, Any]
+Evidence = dict[str, bytes]  # file name -> bytes as served (`alarms.py`)
 MEMO_NODES = 1 << 16  # about 6 MB of node hashes and their keys
 
 
@@ -200,3 +202,64 @@ class HeadRules:
             self.state.sealed_day = claims["day"]
         if self.entries:
             self.state.day_edge = self._day_edge
+
+
+def changed(
+    state: MonitorState, index: int, leaf: bytes, findings: list[Finding], evidence: Evidence
+) -> bool:
+    """Whether leaf `index`, read again, is not the one whose hash gave the root (alarmed)."""
+    stored = state.leaf_hashes[index * HASH_SIZE : (index + 1) * HASH_SIZE]
+    if hashlib.sha256(b"\x00" + leaf).digest() == stored:
+        return False
+    findings.append(
+        {
+            "alarm": "entries_mismatch",
+            "index": index,
+            "detail": "the entry bundle changed since it gave the root",
+        }
+    )
+    evidence[f"leaf-{index}"] = leaf
+    return True
+
+
+def check_chunk(
+    state: MonitorState,
+    start: int,
+    chunk: tuple[list[bytes], list[dict[str, Any] | None]],
+    verdicts: Iterator[Problem],
+    rules: HeadRules,
+    findings: list[Finding],
+    evidence: Evidence,
+) -> None:
+    """The head rules on one chunk of leaves, each first matched against its proven hash."""
+    for index, (leaf, claims) in enumerate(zip(*chunk, strict=True), start):
+        if changed(state, index, leaf, findings, evidence):
+            return
+        signed = None if claims is None else next(verdicts)
+        found = rules.check(index, leaf, claims, signed)
+        if found:
+            evidence[f"leaf-{index}"] = leaf
+            if signed is not None and signed[2] is not None:
+                evidence[f"head-{index}.json"] = signed[2]
+            findings += found
+
+
+def parse_leaves(
+    leaves: list[bytes],
+) -> tuple[list[dict[str, Any] | None], dict[str, tuple[int, bytes]], list[Item]]:
+    """Each leaf's head claims (None when it is not a head: `check` names why); each day's
+    last head among `leaves` (history order), the target of the day's proofs; and each
+    head's document path with its leaf, for rule 2, in the order they are checked."""
+    parsed: list[dict[str, Any] | None] = []
+    targets: dict[str, tuple[int, bytes]] = {}
+    items: list[Item] = []
+    for leaf in leaves:
+        try:
+            claims = leaf_claims(leaf)
+        except CapabilityAnchorError:
+            parsed.append(None)
+            continue
+        parsed.append(claims)
+        targets[claims["day"]] = (claims["tree_size"], bytes.fromhex(claims["root"]))
+        items.append((head_path(claims), leaf))
+    return parsed, targets, items

@@ -4,20 +4,27 @@ monitor that trusts the log's keys follows an endorsed rotation without an alarm
 The records come from `keys/records` (an export folder's `key-records.json`). A key is
 trusted when a chain of records leads to it from `--keys` (`trust.closure`), and each key
 the monitor newly follows is noted once (`{"note": "key_rotation", ...}`, remembered in its
-state's `rotations`). Revocations among the records are handed to the head rules: a head
-signed by a revoked key after its revocation time is `key_revoked_signature`. A log without
+state's `rotations`). Revocations among the records are handed to the head rules and to the
+checkpoint's (`follow.py`): a head signed by a revoked key after its revocation time, and a
+checkpoint whose newest covered head is dated after it that no key but a revoked one
+signed, are `key_revoked_signature`. A log without
 the resource (older versions) has no records: the keys are `--keys` as before.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import trust
-from ..errors import ClaimsError, InputError
+from ..errors import CapabilityAnchorError, ClaimsError, InputError
 from ..keys import KeySet
+from ..verify_history import revoked_checkpoint
+from .heads import Evidence, Finding, leaf_claims
 from .source import LogSource
 from .state import MonitorState
+
+if TYPE_CHECKING:
+    from ..note import Note
 
 KEY_RECORDS_PATH = "keys/records"
 
@@ -64,3 +71,29 @@ def follow_keys(
                 }
             )
     return chain
+
+
+def checkpoint_alarm(
+    chain: trust.TrustChain, note: Note, size: int, leaf: bytes
+) -> tuple[Finding, Evidence] | None:
+    """SPEC §13.2 as `verify-proof` has it (`revoked_checkpoint`): a checkpoint carries no
+    time, so it is dated by `leaf`, the newest head it covers (history index size-1); after
+    a revocation it needs a signature by a key that is not revoked. The alarm and its
+    evidence beyond the checkpoint (the leaf, each revocation it falls foul of), or None."""
+    try:
+        iat: int = leaf_claims(leaf)["iat"]
+    except CapabilityAnchorError:
+        return None  # not a head: the head rules name why (`invalid_head_leaf`)
+    gone = revoked_checkpoint(note, iat, chain.keys, chain.revocations)
+    if not gone:
+        return None
+    finding: Finding = {
+        "alarm": "key_revoked_signature",
+        "size": size,
+        "detail": f"history/checkpoint: covers a head signed at iat {iat} (index {size - 1}) "
+        "but carries no signature by a key that is not revoked: "
+        + "; ".join(r.describe() for r in gone),
+    }
+    evidence = {f"leaf-{size - 1}": leaf}
+    evidence.update({f"revocation-{r.kid}.jws": r.token.encode("ascii") for r in gone})
+    return finding, evidence
