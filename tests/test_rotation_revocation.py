@@ -57,6 +57,16 @@ def _early_log(data: Path, clock: Clock) -> tuple[dict[str, Any], HeadRow]:
     return early, head
 
 
+def _late_record(compromised: dict[str, Any]) -> Path:
+    """A record the new key signed after the revocation, which verify-proof passes as it is."""
+    with Log.open(compromised["data"]) as log:
+        late = log.record(sub="example:late-0")
+    record = compromised["tmp"] / "late.json"
+    record.write_text(json.dumps(late))
+    assert verify_proof(record, "--roots", compromised["out"]).returncode == 0
+    return record
+
+
 @pytest.fixture
 def compromised(tmp_path: Path) -> dict[str, Any]:
     """A log whose first records, head and token predate the revocation (the log's clock
@@ -173,12 +183,8 @@ def _forge_newest_head(compromised: dict[str, Any]) -> Path:
 def test_verify_proof_fails_a_head_the_revoked_key_signed_after_the_revocation(
     compromised: dict[str, Any],
 ) -> None:
-    data, out, tmp = compromised["data"], compromised["out"], compromised["tmp"]
-    with Log.open(data) as log:
-        late = log.record(sub="example:late-0")
-    record = tmp / "late.json"
-    record.write_text(json.dumps(late))
-    assert verify_proof(record, "--roots", out).returncode == 0
+    out = compromised["out"]
+    record = _late_record(compromised)
     _forge_newest_head(compromised)
     result = verify_proof(record, "--roots", out)
     assert result.returncode == 1, result.stdout
@@ -373,12 +379,8 @@ def test_verify_proof_fails_a_checkpoint_only_the_revoked_key_signed_after_the_r
     that proves it with the stolen key: a checkpoint is no later than nothing it covers."""
     from capability_anchor.note import NoteSigner, parse_note, sign_note
 
-    data, out, tmp = compromised["data"], compromised["out"], compromised["tmp"]
-    with Log.open(data) as log:
-        late = log.record(sub="example:late-0")
-    record = tmp / "late.json"
-    record.write_text(json.dumps(late))
-    assert verify_proof(record, "--roots", out).returncode == 0
+    out = compromised["out"]
+    record = _late_record(compromised)
     for path in out.rglob("*.tlog-proof"):
         text = path.read_text()
         at = text.index("\n\n") + 2  # the checkpoint note follows the proof's blank line
