@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -186,15 +187,28 @@ def audit(data: Path) -> dict[str, Any]:
     return report
 
 
+def _without_database(source: Path, dest: Path) -> Path:
+    """A copy of the data dir `source` at `dest` whose database is a new empty file (0600)."""
+    shutil.copytree(source, dest)
+    for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
+        (dest / name).unlink(missing_ok=True)
+    db = dest / DB_NAME
+    os.close(os.open(db, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    return db
+
+
+def _copy_rows(conn: sqlite3.Connection, tables: Iterable[str]) -> None:
+    """Every row of each table of the attached `made_now`, in its stored order."""
+    for table in tables:
+        order = ORDER.get(table, "rowid")
+        conn.execute(f"INSERT INTO main.{table} SELECT * FROM made_now.{table} ORDER BY {order}")
+
+
 def as_0x_wrote_it(source: Path, dest: Path, version: int = 2) -> Path:
     """A copy of the data dir `source` whose database has the schema (`version`, 1 or 2)
     exactly as capability-anchor 0.x created it, holding every row of `source` in its tables
     (so a history, which 0.x did not have, only by migration 3)."""
-    shutil.copytree(source, dest)
-    db = dest / DB_NAME
-    for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
-        (dest / name).unlink(missing_ok=True)
-    os.close(os.open(db, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    db = _without_database(source, dest)
     script = SCHEMA_V2_AS_0X_WROTE_IT if version == 2 else SCHEMA_V1_AS_0X_WROTE_IT
     tables = V1_TABLES + (V2_TABLES if version == 2 else ())
     conn = sqlite3.connect(db, isolation_level=None)
@@ -203,11 +217,7 @@ def as_0x_wrote_it(source: Path, dest: Path, version: int = 2) -> Path:
         conn.executescript(script)
         conn.execute("ATTACH DATABASE ? AS made_now", (str(source / DB_NAME),))
         conn.execute("BEGIN")
-        for table in tables:
-            order = ORDER.get(table, "rowid")
-            conn.execute(
-                f"INSERT INTO main.{table} SELECT * FROM made_now.{table} ORDER BY {order}"
-            )
+        _copy_rows(conn, tables)
         conn.execute(f"PRAGMA user_version = {version}")
         conn.execute("COMMIT")
         conn.execute("DETACH DATABASE made_now")
@@ -432,11 +442,7 @@ def made_by_version(source: Path, dest: Path, version: int) -> Path:
     """A copy of the data dir `source` whose database is what schema `version` was: the
     migrations up to it (this program's, which never change once shipped), every row of
     `source` in the tables that version has, and its `user_version`."""
-    shutil.copytree(source, dest)
-    for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
-        (dest / name).unlink(missing_ok=True)
-    db = dest / DB_NAME
-    os.close(os.open(db, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    db = _without_database(source, dest)
     tables = [row[1] for row in expected_schema(version) if row[0] == "table"]
     ordered = sorted(
         tables, key=lambda t: (COPY_ORDER.index(t) if t in COPY_ORDER else len(COPY_ORDER), t)
@@ -448,11 +454,7 @@ def made_by_version(source: Path, dest: Path, version: int) -> Path:
         for n in range(version):
             MIGRATIONS[n](database(conn), conn.execute)
         conn.execute("ATTACH DATABASE ? AS made_now", (str(source / DB_NAME),))
-        for table in ordered:
-            order = ORDER.get(table, "rowid")
-            conn.execute(
-                f"INSERT INTO main.{table} SELECT * FROM made_now.{table} ORDER BY {order}"
-            )
+        _copy_rows(conn, ordered)
         if version < 4:
             marks = ", ".join("?" for _ in META_SINCE_V4)
             conn.execute(f"DELETE FROM main.meta WHERE key IN ({marks})", META_SINCE_V4)
