@@ -274,15 +274,15 @@ def _sources(log: Log, published: str | None, skip_failing: bool) -> list[tuple[
         policy = None
     origin = log.read.history.origin()
     now = int(log.clock())
-    for witness in policy.witnesses if policy is not None else ():
-        if witness.url is None:
-            continue
-        if skip_failing:
-            with log.store.read():
-                state = log.store.witness_state(witness.name)
-            if state is not None and state.failures > 0 and state.retry_at > now:
+    with log.store.read():  # one snapshot for every witness's state, not one each
+        for witness in policy.witnesses if policy is not None else ():
+            if witness.url is None:
                 continue
-        sources.append((witness.url, monitoring_path(origin)))
+            if skip_failing:
+                state = log.store.witness_state(witness.name)
+                if state is not None and state.failures > 0 and state.retry_at > now:
+                    continue
+            sources.append((witness.url, monitoring_path(origin)))
     return sources
 
 
