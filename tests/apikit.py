@@ -36,8 +36,8 @@ import httpx
 
 from capability_anchor import head as heads
 from capability_anchor import leaf
-from capability_anchor.clockguard import monotonic
 from capability_anchor.log import Log, utc_day
+from capability_anchor.log.clockguard import monotonic
 
 ISS = "https://resolver.example"
 VERSION = "0.2"

@@ -15,7 +15,7 @@ import time
 
 from hypothesis import strategies as st
 
-from capability_anchor.observation import CHECKED_AT_FORMAT, FIRST_SEEN_FORMAT
+from capability_anchor.record.rule import CHECKED_AT_FORMAT, FIRST_SEEN_FORMAT
 
 EARLIEST = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 

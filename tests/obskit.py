@@ -1,5 +1,5 @@
 """Valid Capability Resolution 0.2 observations for tests (the record rule a log follows by
-default, `capability_anchor.observation`). A test about arbitrary JSON creates its log with
+default, `capability_anchor.record.rule`). A test about arbitrary JSON creates its log with
 `records="any"` instead of bending these."""
 
 from __future__ import annotations

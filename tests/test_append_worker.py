@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 
 from apikit import wait_clear_of_midnight
-from capability_anchor import appendworker
-from capability_anchor.appendworker import check_and_append, rebuild
-from capability_anchor.clockguard import monotonic
+from capability_anchor.api import appendworker
+from capability_anchor.api.appendworker import check_and_append, rebuild
 from capability_anchor.errors import Conflict, InvalidRecord, StoreBusy, StoreError
 from capability_anchor.log import Log
+from capability_anchor.log.clockguard import monotonic
 from capability_anchor.store import DB_NAME
 from serverkit import Server, holders, serving
 from test_api_e2e import record, verify_entry_proof

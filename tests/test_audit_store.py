@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from capability_anchor import auditdb
+from capability_anchor.audit import datadir as auditdb
 from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
-from capability_anchor.stamping import stamp_missing
 from capability_anchor.store import DB_NAME, SCHEMA_VERSION
 from capability_anchor.store.sqlite import SqliteStore as Store
+from capability_anchor.timestamp.scheduler import stamp_missing
 from logkit import CLI, DAY5, History, build_history, record, run_cli
 from test_stamping import config_for, past_log
 from tsakit import TestTsa

@@ -15,11 +15,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from capability_anchor.auditdb import audit_data_dir
+from capability_anchor.audit.datadir import audit_data_dir
 from capability_anchor.errors import StoreError
 from capability_anchor.log import KEY_FILE, Log, utc_day
-from capability_anchor.stamping import stamp_missing
 from capability_anchor.store import DB_NAME
+from capability_anchor.timestamp.scheduler import stamp_missing
 from logkit import DAY1, DAY2, DAY3, ISS, Clock, at, record, run_cli
 from test_stamping import config_for
 from tsakit import TestTsa

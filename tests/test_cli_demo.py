@@ -17,7 +17,7 @@ from joserfc.jwk import OKPKey
 
 from capability_anchor import leaf, merkle
 from capability_anchor.keys import KeySet, SigningKey
-from capability_anchor.verify_checks import CHECKS
+from capability_anchor.verify.checks import CHECKS
 
 BIN = Path(sys.executable).parent
 

@@ -25,9 +25,9 @@ import httpx
 import pytest
 
 from capability_anchor.api.background import Background
-from capability_anchor.clockguard import ACK_FILE, TOLERANCE_S, ClockGuard, acknowledge
 from capability_anchor.errors import ClockDisagrees
 from capability_anchor.log import Log
+from capability_anchor.log.clockguard import ACK_FILE, TOLERANCE_S, ClockGuard, acknowledge
 from logkit import CLI, raw
 from obskit import observation
 from serverkit import Server, clean_env, serving

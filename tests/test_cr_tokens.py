@@ -28,14 +28,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
-from capability_anchor import logtrust
-from capability_anchor import observation as obs
 from capability_anchor.api.app import create_app
+from capability_anchor.api.bodycheck import check_body
 from capability_anchor.api.settings import Settings
-from capability_anchor.bodycheck import check_body
-from capability_anchor.canonical import canonical_url
 from capability_anchor.errors import InvalidRecord, NotFound, UsageError
 from capability_anchor.log import Log
+from capability_anchor.log import trust as logtrust
+from capability_anchor.record import rule as obs
+from capability_anchor.record.urls import canonical_url
 from logkit import CLI, Clock, raw
 from obskit import observation
 from serverkit import clean_env, serving

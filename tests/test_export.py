@@ -15,7 +15,7 @@ import rfc8785
 
 from capability_anchor import head as heads
 from capability_anchor.audit import audit_folder
-from capability_anchor.export import export as export_folder
+from capability_anchor.export.days import export as export_folder
 from capability_anchor.keys import KeySet, SigningKey
 from logkit import (
     CHECKPOINT_SIZES,

@@ -24,10 +24,11 @@ from litestar.testing import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from apikit import ISS, build_history
-from capability_anchor import metricdefs, metrics
 from capability_anchor.api.app import create_app
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
+from capability_anchor.metrics import defs as metricdefs
+from capability_anchor.metrics import service as metrics
 from capability_anchor.store import CosignatureRow
 from obskit import observation
 from serverkit import CLI, HOST, free_port, serving, start, uvicorn_argv

@@ -17,8 +17,8 @@ import rfc8785
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.log import Log
 from capability_anchor.note import Cosigner, open_checkpoint, parse_note
-from capability_anchor.verify_history import log_verifiers
-from capability_anchor.witnessing.policyfile import log_vkey
+from capability_anchor.verify.history import log_verifiers
+from capability_anchor.witness.client.policyfile import log_vkey
 from logkit import ISS, build_history, record, run_cli
 from monitorkit import DAY1, DAY2, ORIGIN, HandLog, good_log
 from serverkit import serving

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from capability_anchor import logtrust
 from capability_anchor.errors import InvalidRecord, NotFound, StartupCheckFailed, UsageError
 from capability_anchor.log import Log
-from capability_anchor.observation import Observation, check_record, rule_of
+from capability_anchor.log import trust as logtrust
+from capability_anchor.record.rule import Observation, check_record, rule_of
 from logkit import Clock, raw
 from obskit import observation
 from serverkit import serving

@@ -17,11 +17,11 @@ from capability_anchor.api.openapi import (
     HTTPS_URL_PATTERN,
     TILE_PATTERN,
 )
-from capability_anchor.canonical import canonical_url
 from capability_anchor.encoding import hash_from_hex, parse_day
 from capability_anchor.errors import UsageError
 from capability_anchor.merkle.tilepath import MAX_INDEX, entries_path, parse_tile_path
 from capability_anchor.merkle.tiles import tile_path
+from capability_anchor.record.urls import canonical_url
 
 FIXED = settings(
     max_examples=300,

@@ -44,7 +44,7 @@ from capability_anchor.api.pages import CSP, docs_html
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
 from capability_anchor.note import parse_policy
-from capability_anchor.witnessing import submit
+from capability_anchor.witness.client import submit
 from obskit import observation
 from pngkit import Image, encode
 from serverkit import Server, serving

@@ -170,20 +170,6 @@ def test_the_embedding_example(tmp_path: Path) -> None:
     assert (tmp_path / "data" / "log.sqlite3").exists()
 
 
-def test_the_layout_table_lists_every_module_once() -> None:
-    """README "Layout": one row per module of src/capability_anchor (a package by its
-    folder), and no row for a module that is gone."""
-    src = ROOT / "src" / "capability_anchor"
-    modules = set()
-    for path in src.rglob("*.py"):
-        name = path.relative_to(src).as_posix()
-        modules.add(name.removesuffix("__init__.py") if name.endswith("/__init__.py") else name)
-    layout = README.read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `src/capability_anchor/([^`]*)` \|", layout, flags=re.M)
-    assert len(rows) == len(set(rows)), "a module has two rows"
-    assert set(rows) == modules, (sorted(modules - set(rows)), sorted(set(rows) - modules))
-
-
 # --- every README command that can run on the shipped sample, run on it -----------------
 
 SAMPLE = ROOT / "roots"

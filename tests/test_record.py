@@ -12,9 +12,9 @@ from litestar.testing import TestClient
 
 from capability_anchor import jws, leaf, merkle
 from capability_anchor.api import Settings, create_app
-from capability_anchor.canonical import canonical_url
 from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.log import Log
+from capability_anchor.record.urls import canonical_url
 
 ISS = "https://resolver.example"
 T0 = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC).timestamp()

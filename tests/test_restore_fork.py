@@ -33,9 +33,9 @@ import pytest
 from capability_anchor.errors import BehindPublished
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import Log
+from capability_anchor.log.published import BEHIND_FILE, behind_state, monitoring_path
 from capability_anchor.note import Checkpoint, NoteSigner, sign_checkpoint
-from capability_anchor.published import BEHIND_FILE, behind_state, monitoring_path
-from capability_anchor.witnessing import run_round
+from capability_anchor.witness.client import run_round
 from logkit import run_cli
 from obskit import observation
 from serverkit import Server, free_port, serve_argv, start, uvicorn_argv

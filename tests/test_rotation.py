@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from capability_anchor import rotation, trust
 from capability_anchor.errors import Conflict, NotFound, VerificationError
-from capability_anchor.keys import KeySet, SigningKey, load_key_file
-from capability_anchor.log import Log
+from capability_anchor.keys import KeySet, SigningKey, load_key_file, trust
+from capability_anchor.log import Log, rotation
 from capability_anchor.note import TYPE_ED25519, Cosigner, format_vkey, parse_policy
 from logkit import Clock, raw
 from rotationkit import (

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from capability_anchor import head as heads
-from capability_anchor import jws, keystatements, rotation, trust
+from capability_anchor import jws
 from capability_anchor.encoding import b64url_decode
-from capability_anchor.keys import KeySet, load_key_file
-from capability_anchor.log import Log
+from capability_anchor.keys import KeySet, load_key_file, trust
+from capability_anchor.keys import statements as keystatements
+from capability_anchor.log import Log, rotation
 from capability_anchor.store import HeadRow
 from logkit import Clock
 from obskit import observation
@@ -405,8 +406,8 @@ def test_compromised_drops_the_old_log_line_and_the_new_key_vouches_for_the_poli
     activation's transaction: the audit, which checks it, passes, and the policy no longer
     lists the revoked key."""
     from capability_anchor.keys import SigningKey
+    from capability_anchor.log.policies import POLICIES_META
     from capability_anchor.note import Cosigner, parse_policy
-    from capability_anchor.policytrust import POLICIES_META
 
     data = tmp_path / "data"
     with Log.init(data, iss=ISS) as log:

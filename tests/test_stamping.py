@@ -22,10 +22,10 @@ from capability_anchor import head as heads
 from capability_anchor.api.background import Background
 from capability_anchor.audit import audit_folder, audit_store
 from capability_anchor.errors import Conflict, UsageError
-from capability_anchor.export import export
+from capability_anchor.export.days import export
 from capability_anchor.log import Log
-from capability_anchor.stamping import Stamper, TsaConfig, stamp_missing
 from capability_anchor.timestamp import load_cas
+from capability_anchor.timestamp.scheduler import Stamper, TsaConfig, stamp_missing
 from obskit import observation
 from test_cli_log import run
 from tsakit import (

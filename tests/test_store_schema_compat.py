@@ -17,7 +17,7 @@ import pytest
 
 from capability_anchor.log import Log
 from capability_anchor.store import DB_NAME, SCHEMA_VERSION
-from capability_anchor.store.sqlite_schema import (
+from capability_anchor.store.sqlite.schema import (
     HISTORIC_SQL,
     MIGRATIONS,
     database,

@@ -17,7 +17,7 @@ import pytest
 from litestar.testing import TestClient
 
 from capability_anchor import head as heads
-from capability_anchor import jws, trust
+from capability_anchor import jws
 from capability_anchor.api import Settings, create_app
 from capability_anchor.encoding import b64url_decode
 from capability_anchor.errors import (
@@ -27,7 +27,7 @@ from capability_anchor.errors import (
     StartupCheckFailed,
     UnknownKeyError,
 )
-from capability_anchor.keys import KeySet, SigningKey, load_key_file
+from capability_anchor.keys import KeySet, SigningKey, load_key_file, trust
 from capability_anchor.log import Log
 from capability_anchor.merkle import hash_leaf, inclusion_path, root_hash
 from logkit import DAY3, DAY4, DAY5, ISS, History, at, build_history, raw, record, run_cli

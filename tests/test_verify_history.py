@@ -30,7 +30,7 @@ import pytest
 
 from capability_anchor import head as heads
 from capability_anchor import jws
-from capability_anchor.export import export
+from capability_anchor.export.days import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import Log
 from capability_anchor.merkle import hash_leaf, inclusion_path, root_hash
@@ -46,10 +46,10 @@ from capability_anchor.note import (
     sign_checkpoint,
 )
 from capability_anchor.store import CosignatureRow
-from capability_anchor.verify_anchor import Anchor
-from capability_anchor.verify_checks import CHECK_NAMES
-from capability_anchor.verify_history import check_history, check_witnesses, head_payload
-from capability_anchor.verify_sources import ProofSource, StampSource
+from capability_anchor.verify.anchor import Anchor
+from capability_anchor.verify.checks import CHECK_NAMES
+from capability_anchor.verify.history import check_history, check_witnesses, head_payload
+from capability_anchor.verify.sources import ProofSource, StampSource
 from logkit import Clock, at
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
@@ -807,8 +807,8 @@ def test_the_library_runs_checks_8_and_9_over_loaded_inputs(world: World) -> Non
     """`verify.verify` with a parsed policy and a folder `Sources`, as the audit calls it."""
     from capability_anchor.keys import KeySet
     from capability_anchor.note import parse_policy
-    from capability_anchor.verify import Outcome, verify
-    from capability_anchor.verify_sources import FolderSources
+    from capability_anchor.verify.record import Outcome, verify
+    from capability_anchor.verify.sources import FolderSources
 
     keys = KeySet.from_json((world.folder / "keys.json").read_bytes())
     policy = parse_policy(world.policy.read_bytes())
@@ -897,7 +897,7 @@ class _OneProof:
 def _checks_8_and_9(world: World, data: bytes) -> tuple[str, str]:
     from capability_anchor.keys import KeySet
     from capability_anchor.note import parse_policy
-    from capability_anchor.verify_anchor import parse_anchor
+    from capability_anchor.verify.anchor import parse_anchor
 
     keys = KeySet.from_json((world.folder / "keys.json").read_bytes())
     policy = parse_policy(world.policy.read_bytes())
@@ -964,7 +964,7 @@ def base64_of(data: bytes) -> str:
 def test_quorum_none_passes_witnesses_with_no_cosignature(world: World) -> None:
     from capability_anchor.keys import KeySet
     from capability_anchor.note import parse_policy
-    from capability_anchor.verify_anchor import parse_anchor
+    from capability_anchor.verify.anchor import parse_anchor
 
     keys = KeySet.from_json((world.folder / "keys.json").read_bytes())
     # the log's signature line only: drop w1's and w2's cosignature lines

@@ -32,10 +32,10 @@ from capability_anchor.cli.inputs import InputError, parse_at
 from capability_anchor.cli.inputs import verify_inputs as verify
 from capability_anchor.encoding import b64url_decode, b64url_encode
 from capability_anchor.errors import UsageError
-from capability_anchor.export import export
+from capability_anchor.export.days import export
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.log import Log
-from capability_anchor.verify_checks import CHECK_NAMES, CHECKS
+from capability_anchor.verify.checks import CHECK_NAMES, CHECKS
 from tsa_server import Pki
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from capability_anchor import head as heads
-from capability_anchor import verify as verifying
 from capability_anchor.cli.inputs import load_tsa_cas
 from capability_anchor.errors import InputError, VerificationError
 from capability_anchor.keys import KeySet, SigningKey
-from capability_anchor.verify import Outcome, verify
-from capability_anchor.verify_anchor import Anchor
-from capability_anchor.verify_checks import CHECK_NAMES, CHECKS, Check
-from capability_anchor.verify_sources import FolderSources, ProofSource, StampSource
+from capability_anchor.verify import record as verifying
+from capability_anchor.verify.anchor import Anchor
+from capability_anchor.verify.checks import CHECK_NAMES, CHECKS, Check
+from capability_anchor.verify.record import Outcome, verify
+from capability_anchor.verify.sources import FolderSources, ProofSource, StampSource
 
 ROOTS = Path(__file__).resolve().parent.parent / "roots"
 RECORD = ROOTS / "records" / "2026-11-01-calendar.json"

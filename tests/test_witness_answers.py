@@ -13,7 +13,7 @@ import pytest
 from capability_anchor.errors import UsageError, WitnessError
 from capability_anchor.keys import SigningKey
 from capability_anchor.note import Checkpoint, NoteSigner, parse_policy, sign_checkpoint
-from capability_anchor.witnessing.answers import (
+from capability_anchor.witness.client.answers import (
     COSIGNED,
     FAILED,
     RETRY_FROM,
@@ -22,7 +22,7 @@ from capability_anchor.witnessing.answers import (
     Sent,
     judge,
 )
-from capability_anchor.witnessing.client import Answer, post, request_body
+from capability_anchor.witness.client.client import Answer, post, request_body
 from naive_rfc9162 import Naive, leaf
 from witnesskit import TestWitness, consistent
 

@@ -24,10 +24,10 @@ from capability_anchor.note import (
     format_vkey,
     sign_checkpoint,
 )
-from capability_anchor.store.witness_interface import WITNESS_DB_NAME, WITNESS_SCHEMA_VERSION
-from capability_anchor.store.witness_sqlite import MIGRATIONS, SqliteWitnessStore
-from capability_anchor.witness.protocol import Refusal
-from capability_anchor.witness.service import KEY_FILE, Witness
+from capability_anchor.store.sqlite.witness import MIGRATIONS, SqliteWitnessStore
+from capability_anchor.store.witness import WITNESS_DB_NAME, WITNESS_SCHEMA_VERSION
+from capability_anchor.witness.server.protocol import Refusal
+from capability_anchor.witness.server.service import KEY_FILE, Witness
 from serverkit import CLI, free_port, start
 
 

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from capability_anchor.log import Log
-from capability_anchor.published import LEARN_PARALLEL
-from capability_anchor.witnessing.schedule import MAX_IN_FLIGHT
+from capability_anchor.log.published import LEARN_PARALLEL
+from capability_anchor.witness.client.schedule import MAX_IN_FLIGHT
 from obskit import observation
 from serverkit import Server, start
 from witnesskit import HangingServer, TestWitness, cosignature_vkey

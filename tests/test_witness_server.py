@@ -30,9 +30,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from c2spkit import ensure_venv, run_peer
-from capability_anchor.export import export
+from capability_anchor.export.days import export
 from capability_anchor.log import Log
-from capability_anchor.witnessing import run_round
+from capability_anchor.witness.client import run_round
 from naive_rfc9162 import Naive, leaf
 from obskit import observation
 from serverkit import CLI, free_port, start

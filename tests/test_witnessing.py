@@ -27,12 +27,12 @@ import pytest
 from c2spkit import ensure_venv, run_peer
 from capability_anchor.api.background import Background
 from capability_anchor.audit import audit_store
-from capability_anchor.export import export
+from capability_anchor.export.days import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import Log, utc_day
 from capability_anchor.note import NoteSigner, check_cosignatures, parse_note, parse_policy
-from capability_anchor.witnessing import Witnessing, run_round, submit
-from capability_anchor.witnessing.rounds import RETRY_MAX_S, retry_delay
+from capability_anchor.witness.client import Witnessing, run_round, submit
+from capability_anchor.witness.client.rounds import RETRY_MAX_S, retry_delay
 from logkit import CLI, run_cli
 from obskit import observation
 from serverkit import serving
@@ -592,10 +592,10 @@ def test_a_problem_is_logged_once_when_it_starts_and_once_when_it_ends(
 ) -> None:
     import logging
 
-    from capability_anchor.witnessing.episodes import REFUSED, UNREACHABLE, Episodes
+    from capability_anchor.witness.client.episodes import REFUSED, UNREACHABLE, Episodes
 
-    problems = Episodes(logging.getLogger("capability_anchor.witnessing"))
-    with caplog.at_level(logging.INFO, "capability_anchor.witnessing"):
+    problems = Episodes(logging.getLogger("capability_anchor.witness.client"))
+    with caplog.at_level(logging.INFO, "capability_anchor.witness.client"):
         for _ in range(50):  # fifty ticks of the same problem
             problems.seen("w1", UNREACHABLE, "cannot connect")
         problems.seen("w1", REFUSED, "HTTP 403")  # another kind: the first episode ends
@@ -616,13 +616,13 @@ def test_attack_a_policy_without_the_current_key_stops_submissions_logged_once(
 ) -> None:
     import logging
 
-    from capability_anchor.witnessing.episodes import POLICY
+    from capability_anchor.witness.client.episodes import POLICY
 
     other = NoteSigner(ORIGIN, SigningKey.generate()).verifier.vkey()
     with new_log(tmp_path) as log, TestWitness("witness.test/w1", log.read.history.vkey()) as w:
         witnessing = Witnessing(log, 60.0)
         set_policy(log, f"log {other}\n".encode() + policy_of(w))
-        with caplog.at_level(logging.INFO, "capability_anchor.witnessing"):
+        with caplog.at_level(logging.INFO, "capability_anchor.witness.client"):
             for _ in range(5):  # five ticks
                 assert witnessing.due() == []
             set_policy(log, f"log {log.read.history.vkey()}\n".encode() + policy_of(w))
@@ -636,7 +636,7 @@ def test_attack_a_policy_without_the_current_key_stops_submissions_logged_once(
 
 def test_a_policy_may_list_the_logs_other_keys_but_must_list_the_current_one() -> None:
     from capability_anchor.errors import MalformedPolicy
-    from capability_anchor.witnessing import check_policy
+    from capability_anchor.witness.client import check_policy
 
     current, old, stranger = (
         NoteSigner(ORIGIN, SigningKey.generate()).verifier.vkey() for _ in range(3)

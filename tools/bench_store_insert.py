@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from capability_anchor.store.sqlite import SqliteStore
-from capability_anchor.store.sqlite_schema import database
+from capability_anchor.store.sqlite.schema import database
 
 
 def _rows(day: str, first: int, count: int) -> list[tuple[bytes, bytes]]:

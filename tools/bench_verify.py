@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from capability_anchor.export import export
+from capability_anchor.export.days import export
 from capability_anchor.log import Log
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"

@@ -36,13 +36,13 @@ import time
 from pathlib import Path
 
 from capability_anchor import head as heads
-from capability_anchor.export import export
+from capability_anchor.export.days import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import Log
 from capability_anchor.merkle import hash_leaf
 from capability_anchor.note import Cosigner, parse_note
 from capability_anchor.store import CosignatureRow
-from capability_anchor.verify_history import head_payload
+from capability_anchor.verify.history import head_payload
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 SRC = Path(__file__).resolve().parent.parent / "src"

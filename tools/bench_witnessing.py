@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from capability_anchor.api.background import Background  # noqa: E402
 from capability_anchor.log import Log  # noqa: E402
-from capability_anchor.witnessing import Witnessing  # noqa: E402
+from capability_anchor.witness.client import Witnessing  # noqa: E402
 from witnesskit import TestWitness  # noqa: E402
 
 ISS = "https://resolver.example"

@@ -20,7 +20,7 @@ certificate is published as roots/tsa-ca.pem. Stamps hold the TSA's time and a r
 so they cannot be made twice: a rebuild (and `--check`) stores the published stamps again,
 each of which must verify for the rebuilt head; `--restamp` asks a new test TSA instead.
 
-It is exported with `capability_anchor.export.export` and a few resolver-2 records made by
+It is exported with `capability_anchor.export.days.export` and a few resolver-2 records made by
 `Log.record` are written to roots/records/. roots/README.md is written by hand, never here.
 
 TEST KEY - NOT SECRET: the signing key's seed is SHA-256 of the public string `TEST_KEY_TEXT`
@@ -46,14 +46,14 @@ from typing import Any
 
 from capability_anchor import head as heads
 from capability_anchor.encoding import b64url_encode
-from capability_anchor.export import export
+from capability_anchor.export.days import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import KEY_FILE, Log
 from capability_anchor.note import Cosigner, parse_note
-from capability_anchor.stamping import TsaConfig, stamp_missing
 from capability_anchor.store import CosignatureRow
 from capability_anchor.timestamp import digest_of, load_cas, verify_reply
-from capability_anchor.witnessing.policyfile import log_vkey
+from capability_anchor.timestamp.scheduler import TsaConfig, stamp_missing
+from capability_anchor.witness.client.policyfile import log_vkey
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOTS = ROOT / "roots"

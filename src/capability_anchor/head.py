@@ -13,7 +13,8 @@ from typing import Any
 
 import rfc8785
 
-from . import jws, strictjson
+from capability_anchor import jws, strictjson
+
 from .encoding import EncodingError, hash_from_hex, parse_day
 from .errors import ClaimsError, MalformedJSON
 from .keys import KeySet, SigningKey

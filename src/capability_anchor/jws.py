@@ -48,7 +48,8 @@ from typing import Any
 
 import rfc8785
 
-from . import strictjson
+from capability_anchor import strictjson
+
 from .encoding import EncodingError, b64url_decode, b64url_encode
 from .errors import (
     ClaimsError,

@@ -23,7 +23,8 @@ from typing import Any, NoReturn
 
 import rfc8785
 
-from . import strictjson
+from capability_anchor import strictjson
+
 from .errors import InvalidRecord, MalformedJSON
 from .merkle import hash_leaf
 from .strictjson import json_type_name

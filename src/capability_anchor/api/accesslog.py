@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-from ..envvars import LOG_FORMAT
-from ..errors import UsageError
-from ..metrics import observe
+from capability_anchor.envvars import LOG_FORMAT
+from capability_anchor.errors import UsageError
+from capability_anchor.metrics.service import observe
 
 FORMATS = ("plain", "json")
 FORMAT_ENV = LOG_FORMAT.name

@@ -16,19 +16,20 @@ from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
-from .. import __version__
-from ..clockguard import ClockGuard
-from ..errors import StoreError
-from ..files import tighten_modes
-from ..log import Log
-from ..metrics import enable, observe, register_state
-from ..published import behind_state, learn
-from ..stamping import Stamper, StampResult, TsaConfig
-from ..store import DB_NAME, Store
-from ..store.damage import refuse_if_damaged
-from ..store.scrub import Scrubber
-from ..witnessing import Witnessing
-from . import accesslog, bodyschema
+from capability_anchor import __version__
+from capability_anchor.api import accesslog, bodyschema
+from capability_anchor.errors import StoreError
+from capability_anchor.files import tighten_modes
+from capability_anchor.log import Log
+from capability_anchor.log.clockguard import ClockGuard
+from capability_anchor.log.published import behind_state, learn
+from capability_anchor.metrics.service import enable, observe, register_state
+from capability_anchor.store import DB_NAME, Store
+from capability_anchor.store.damage import refuse_if_damaged
+from capability_anchor.store.sqlite.scrub import Scrubber
+from capability_anchor.timestamp.scheduler import Stamper, StampResult, TsaConfig
+from capability_anchor.witness.client import Witnessing
+
 from .background import Background
 from .bodies import BodyChecker
 from .edge import AnchorApp
@@ -42,7 +43,7 @@ from .routes import ROUTES
 from .service import Service
 from .settings import Settings
 
-_logger = logging.getLogger("capability_anchor.stamping")
+_logger = logging.getLogger("capability_anchor.timestamp.scheduler")
 
 
 def _log_stamp(result: StampResult) -> None:

@@ -9,9 +9,10 @@ worker with a wrong key or data dir fails before it accepts a connection. Under
 import multiprocessing
 import sys
 
-from .. import metrics
-from ..errors import CapabilityAnchorError
-from ..parentdeath import tie_to_parent
+from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.metrics import service as metrics
+from capability_anchor.parentdeath import tie_to_parent
+
 from .app import create_app
 from .settings import Settings
 

@@ -40,16 +40,16 @@ from pathlib import Path
 
 import anyio
 
-from ..clockguard import ClockGuard
-from ..errors import CapabilityAnchorError, StoreDamaged
-from ..log import Log, utc_day
-from ..metrics import set_state
-from ..published import LEARN_DEADLINE_S, Behind, behind_state, learn
-from ..stamping import Stamper
-from ..store.damage import Damage, describe, found
-from ..store.scrub import Scrubber
-from ..witnessing import Witnessing
-from ..witnessing.episodes import FAILED
+from capability_anchor.errors import CapabilityAnchorError, StoreDamaged
+from capability_anchor.log import Log, utc_day
+from capability_anchor.log.clockguard import ClockGuard
+from capability_anchor.log.published import LEARN_DEADLINE_S, Behind, behind_state, learn
+from capability_anchor.metrics.service import set_state
+from capability_anchor.store.damage import Damage, describe, found
+from capability_anchor.store.sqlite.scrub import Scrubber
+from capability_anchor.timestamp.scheduler import Stamper
+from capability_anchor.witness.client import Witnessing
+from capability_anchor.witness.client.episodes import FAILED
 
 log = logging.getLogger("capability_anchor.background")
 TICK_S = 1.0

@@ -27,9 +27,10 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from ..appendworker import check_and_append
-from ..bodycheck import Outcome, check_body, start_worker, warm_up
-from ..observation import OBSERVATION
+from capability_anchor.record.rule import OBSERVATION
+
+from .appendworker import check_and_append
+from .bodycheck import Outcome, check_body, start_worker, warm_up
 
 _logger = logging.getLogger("capability_anchor.api")
 
@@ -71,9 +72,9 @@ class _Lane:
         # anything else.
         context.set_forkserver_preload(
             [
-                "capability_anchor.forkserver_tie",
-                "capability_anchor.bodycheck",
-                "capability_anchor.appendworker",
+                "capability_anchor.api.forkserver_tie",
+                "capability_anchor.api.bodycheck",
+                "capability_anchor.api.appendworker",
             ]
         )
         return ProcessPoolExecutor(self.workers, mp_context=context, initializer=start_worker)

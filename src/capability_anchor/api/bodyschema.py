@@ -16,7 +16,7 @@ from typing import Any
 from litestar import Litestar
 from litestar.openapi.spec import RequestBody, Schema
 
-from ..observation import JSON_VALUE, json_value_schema, record_schema
+from capability_anchor.record.rule import JSON_VALUE, json_value_schema, record_schema
 
 _JSON = "application/json"
 _REF = "#/components/schemas/"

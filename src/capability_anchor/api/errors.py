@@ -17,8 +17,9 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException
 from litestar.openapi import ResponseSpec
 
-from ..errors import HTTP_STATUS, CapabilityAnchorError
-from ..head import VERSION
+from capability_anchor.errors import HTTP_STATUS, CapabilityAnchorError
+from capability_anchor.head import VERSION
+
 from .bodies import Busy, WorkerLost
 from .edge import ORIGINAL_METHOD, BodyTimeout, OtherSpelling
 from .models import ErrorBody

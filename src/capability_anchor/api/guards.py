@@ -26,9 +26,10 @@ from litestar import Request
 from litestar.dto import AbstractDTO, DTOFieldDefinition
 from litestar.typing import FieldDefinition
 
-from ..appendworker import rebuild, replay
-from ..clockguard import monotonic
-from ..errors import UsageError
+from capability_anchor.errors import UsageError
+from capability_anchor.log.clockguard import monotonic
+
+from .appendworker import rebuild, replay
 from .errors import ApiError
 from .service import Service, service_of
 from .settings import Settings
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from .ratelimit import RateLimiter
 
-_logger = logging.getLogger("capability_anchor.stamping")
+_logger = logging.getLogger("capability_anchor.timestamp.scheduler")
 T = TypeVar("T")
 
 INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove", "size")

@@ -23,10 +23,11 @@ from typing import Any
 from litestar import Request, Response, get
 from litestar.enums import MediaType
 
-from .. import __version__
-from ..errors import CapabilityAnchorError
-from ..note import parse_checkpoint, parse_note
-from ..note.signed import b64encode
+from capability_anchor import __version__
+from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.note import parse_checkpoint, parse_note
+from capability_anchor.note.signed import b64encode
+
 from .caching import cached
 from .pages import CSP, _e, _page
 from .service import service_of

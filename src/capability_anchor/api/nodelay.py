@@ -23,7 +23,7 @@ import socket
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..envvars import HEADER_TIMEOUT
+from capability_anchor.envvars import HEADER_TIMEOUT
 
 DEFAULT_HEADER_TIMEOUT = 10.0
 

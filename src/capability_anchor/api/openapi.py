@@ -27,9 +27,10 @@ from litestar import Request
 from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.params import PathParameter, QueryParameter
 
-from ..merkle.tilepath import MAX_INDEX, MAX_LEVEL
-from ..merkle.tiles import TILE_WIDTH
-from ..reading import MAX_INT
+from capability_anchor.merkle.tilepath import MAX_INDEX, MAX_LEVEL
+from capability_anchor.merkle.tiles import TILE_WIDTH
+from capability_anchor.read.reader import MAX_INT
+
 from .caching import IMMUTABLE, NO_CACHE
 from .models import REQUEST_BODIES, AppendedEntry
 

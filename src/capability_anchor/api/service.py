@@ -15,12 +15,13 @@ from typing import Any, TypeVar
 import anyio
 from litestar import Request
 
-from ..clockguard import ClockGuard
-from ..encoding import parse_day
-from ..errors import StoreDamaged
-from ..log import Log
-from ..metrics import StoreCollector
-from ..store.damage import MARK_FILE, Damage, describe, found
+from capability_anchor.encoding import parse_day
+from capability_anchor.errors import StoreDamaged
+from capability_anchor.log import Log
+from capability_anchor.log.clockguard import ClockGuard
+from capability_anchor.metrics.service import StoreCollector
+from capability_anchor.store.damage import MARK_FILE, Damage, describe, found
+
 from .background import Background
 from .bodies import BodyChecker
 from .ratelimit import RateLimiter

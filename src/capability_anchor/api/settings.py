@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..writer_token import writer_token
+from capability_anchor.log.writer_token import writer_token
+
 from .models import MAX_RECORDS
 
 
@@ -100,7 +101,7 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         """For `uvicorn capability_anchor.api.asgi:app`: every field from the environment."""
-        from .. import envvars as e
+        from capability_anchor import envvars as e
 
         def value(var: e.EnvVar, default: str) -> str:
             return var.get() or default
@@ -127,7 +128,7 @@ class Settings:
     def token(self) -> str:
         """The checked writer token (TokenError when unusable: the service must not start);
         a database restored without its key and token is named as such first."""
-        from ..datafiles import check_restored
+        from capability_anchor.log.datafiles import check_restored
 
         check_restored(self.data_dir)
         return writer_token(self.data_dir, self.writer_token)

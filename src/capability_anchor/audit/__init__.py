@@ -37,14 +37,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .. import head as heads
-from .. import logtrust
-from ..keys import KeySet
-from ..log import Log
-from ..progress import Progress, silent
-from ..rotation import pending_problems
-from ..stamping import TsaConfig
-from ..store import HeadRow
+from capability_anchor import head as heads
+from capability_anchor.keys import KeySet
+from capability_anchor.log import Log
+from capability_anchor.log import trust as logtrust
+from capability_anchor.log.rotation import pending_problems
+from capability_anchor.progress import Progress, silent
+from capability_anchor.store import HeadRow
+from capability_anchor.timestamp.scheduler import TsaConfig
+
 from .cosignatures import audit_cosignatures
 from .day import audit_day
 from .folder import audit_folder

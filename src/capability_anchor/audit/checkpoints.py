@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..errors import CapabilityAnchorError
-from ..keys import KeySet
-from ..merkle import TreeEdge
-from ..note import Checkpoint, NoteVerifier, open_checkpoint, parse_note
-from ..reading_history import HistoryReader
+from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.keys import KeySet
+from capability_anchor.merkle import TreeEdge
+from capability_anchor.note import Checkpoint, NoteVerifier, open_checkpoint, parse_note
+from capability_anchor.read.history import HistoryReader
+
 from .report import AuditReport
 
 

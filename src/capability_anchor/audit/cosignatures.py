@@ -25,13 +25,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..clockguard import TOLERANCE_S
-from ..errors import CapabilityAnchorError, MalformedNote, NoteError
-from ..log import Log
-from ..note import TYPE_ED25519, Policy, format_vkey, parse_note, parse_policy
-from ..note.cosignature import timestamp_of
-from ..policytrust import policies_problems
-from ..store import CosignatureRow
+from capability_anchor.errors import CapabilityAnchorError, MalformedNote, NoteError
+from capability_anchor.log import Log
+from capability_anchor.log.clockguard import TOLERANCE_S
+from capability_anchor.log.policies import policies_problems
+from capability_anchor.note import TYPE_ED25519, Policy, format_vkey, parse_note, parse_policy
+from capability_anchor.note.cosignature import timestamp_of
+from capability_anchor.store import CosignatureRow
+
 from .report import AuditReport
 
 OK = "ok"  # WitnessState.status after a cosignature (witnessing.rounds)

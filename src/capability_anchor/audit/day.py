@@ -7,17 +7,18 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from .. import head as heads
-from ..errors import CapabilityAnchorError
-from ..keys import KeySet
-from ..log import index_watermark, server_keys
-from ..merkle import TILE_WIDTH, TreeEdge, hash_leaf
-from ..progress import Progress
-from ..store import EntryRow, HeadRow, TileRow
+from capability_anchor import head as heads
+from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.keys import KeySet
+from capability_anchor.log import index_watermark, server_keys
+from capability_anchor.merkle import TILE_WIDTH, TreeEdge, hash_leaf
+from capability_anchor.progress import Progress
+from capability_anchor.store import EntryRow, HeadRow, TileRow
+
 from .report import AuditReport
 
 if TYPE_CHECKING:
-    from ..log import Log
+    from capability_anchor.log import Log
 
 _TileKey = tuple[int, int, int]
 

@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import head as heads
-from .. import logtrust
-from ..encoding import parse_day
-from ..errors import CapabilityAnchorError, InvalidKey, MalformedJSON
-from ..keys import KeySet
-from ..progress import Progress, silent
+from capability_anchor import head as heads
+from capability_anchor.encoding import parse_day
+from capability_anchor.errors import CapabilityAnchorError, InvalidKey, MalformedJSON
+from capability_anchor.keys import KeySet
+from capability_anchor.log import trust as logtrust
+from capability_anchor.progress import Progress, silent
+
 from .history_folder import audit_folder_history
 from .index import audit_index
 from .records import audit_records
@@ -25,8 +26,8 @@ from .stamps import audit_folder_stamps
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
-    from ..log import Log
-    from ..note import Policy
+    from capability_anchor.log import Log
+    from capability_anchor.note import Policy
 
 
 def audit_folder(

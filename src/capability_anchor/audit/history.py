@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import CapabilityAnchorError
-from ..keys import KeySet
-from ..log import Log
-from ..merkle import hash_leaf
-from ..store import HeadRow, HistoryLeaf
+from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.keys import KeySet
+from capability_anchor.log import Log
+from capability_anchor.merkle import hash_leaf
+from capability_anchor.store import HeadRow, HistoryLeaf
+
 from .checkpoints import audit_checkpoints
 from .day import TreeCheck
 from .report import AuditReport

@@ -20,12 +20,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import head as heads
-from ..encoding import b64url_decode
-from ..errors import CapabilityAnchorError
-from ..merkle import TILE_HEIGHT, TILE_WIDTH, TiledTree, verify_inclusion
-from ..merkle.tilepath import TileRequest, entry_bundle, parse_tile_path, published_resources
-from ..note import (
+from capability_anchor import head as heads
+from capability_anchor.encoding import b64url_decode
+from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.merkle import TILE_HEIGHT, TILE_WIDTH, TiledTree, verify_inclusion
+from capability_anchor.merkle.tilepath import (
+    TileRequest,
+    entry_bundle,
+    parse_tile_path,
+    published_resources,
+)
+from capability_anchor.note import (
     TYPE_ED25519,
     Checkpoint,
     NoteVerifier,
@@ -36,6 +41,7 @@ from ..note import (
     parse_tlog_proof,
     parse_vkey,
 )
+
 from .report import AuditReport, is_day
 
 

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import rfc8785
 
-from .. import head as heads
+from capability_anchor import head as heads
+
 from .report import AuditReport, read_json
 
 if TYPE_CHECKING:
-    from ..log import Log
+    from capability_anchor.log import Log
 
 
 def audit_index(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import CapabilityAnchorError
-from ..keys import KeySet
-from ..strictjson import is_int
+from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.keys import KeySet
+from capability_anchor.strictjson import is_int
+
 from .report import AuditReport
 
 
@@ -16,8 +17,8 @@ def audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
     through the same verification as `verify-proof`, at the time each was issued (a token
     lives 48 h at most; what an audit can still establish is that it was valid then)."""
     # The verifying path: imported only when there are records.
-    from ..verify import Outcome, verify
-    from ..verify_sources import FolderSources
+    from capability_anchor.verify.record import Outcome, verify
+    from capability_anchor.verify.sources import FolderSources
 
     sources = FolderSources(folder)
 

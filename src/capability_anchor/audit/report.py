@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import head as heads
-from ..encoding import parse_day
-from ..errors import CapabilityAnchorError
-from ..store import HeadRow
+from capability_anchor import head as heads
+from capability_anchor.encoding import parse_day
+from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.store import HeadRow
 
 
 @dataclass

@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import rfc8785
 
-from .. import head as heads
-from ..errors import TimestampError
-from ..export import timestamps_document
-from ..store import HeadRow
+from capability_anchor import head as heads
+from capability_anchor.errors import TimestampError
+from capability_anchor.export.days import timestamps_document
+from capability_anchor.store import HeadRow
+
 from .report import AuditReport, parses, read_json
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
-    from ..log import Log
+    from capability_anchor.log import Log
 
 
 def stamp_problems(
@@ -29,7 +30,7 @@ def stamp_problems(
     be granted, stamp the SHA-256 of exactly that JWS, say the genTime listed beside it, and
     verify (signature, ESS binding, EKU) with a chain to `cas` at genTime; with no `cas`,
     to a self-signed certificate the token carries, which shows integrity but not trust."""
-    from ..timestamp import digest_of, read_reply, verify_reply
+    from capability_anchor.timestamp import digest_of, read_reply, verify_reply
 
     try:
         parsed = read_reply(token)

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, TextIO, cast
 
-from ..errors import EXIT_FAILED, EXIT_USAGE, CapabilityAnchorError
+from capability_anchor.errors import EXIT_FAILED, EXIT_USAGE, CapabilityAnchorError
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import head as heads
-from .. import jws, leaf, merkle
-from ..encoding import hash_from_hex
-from ..errors import InvalidRecord, UsageError
-from ..keys import KeySet, SigningKey, create_key_file, load_key_file
+from capability_anchor import head as heads
+from capability_anchor import jws, leaf, merkle
+from capability_anchor.encoding import hash_from_hex
+from capability_anchor.errors import InvalidRecord, UsageError
+from capability_anchor.keys import KeySet, SigningKey, create_key_file, load_key_file
 
 DEFAULT_ISS = "https://resolver.example"
 RECORD_LIFETIME = 24 * 3600

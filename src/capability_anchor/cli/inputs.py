@@ -2,7 +2,7 @@
 runs (`--at`, `--keys`, `--roots`' key records, `--tsa-ca`, `--head`, `--history-proof`,
 `--policy`, RECORD, URLs).
 
-The library (`capability_anchor.verify`) takes these already loaded. Anything unreadable,
+The library (`capability_anchor.verify.record`) takes these already loaded. Anything unreadable,
 unreachable or malformed here is an InputError (a UsageError: exit 2). Every read is
 bounded as it is read (`boundedread`): a file or a reply by its size limit, a URL by one
 `--deadline` for the whole GET. urllib3 is imported only when a URL is given, so the
@@ -18,19 +18,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import trust
-from ..boundedread import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file, read_stream
-from ..errors import ClaimsError, InputError, InvalidKey, MalformedJSON, UsageError
-from ..keys import KeySet
-from ..keystatements import Revocation
-from ..verify import Result, verify
-from ..verify_anchor import Anchor
-from ..verify_sources import FolderSources, ProofSource, StampSource, no_anchor, proof_limit
+from capability_anchor.bounded.read import (
+    DEFAULT_DEADLINE_S,
+    INPUT_LIMIT,
+    Getter,
+    read_file,
+    read_stream,
+)
+from capability_anchor.errors import ClaimsError, InputError, InvalidKey, MalformedJSON, UsageError
+from capability_anchor.keys import KeySet, trust
+from capability_anchor.keys.statements import Revocation
+from capability_anchor.verify.anchor import Anchor
+from capability_anchor.verify.record import Result, verify
+from capability_anchor.verify.sources import (
+    FolderSources,
+    ProofSource,
+    StampSource,
+    no_anchor,
+    proof_limit,
+)
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
-    from ..note import Policy
+    from capability_anchor.note import Policy
 
 __all__ = [
     "DEFAULT_DEADLINE_S",
@@ -159,7 +170,7 @@ def parse_at(text: str) -> int:
 
 def load_tsa_cas(paths: Sequence[str]) -> list[Certificate]:
     """The `--tsa-ca` certificates; an unreadable file is an InputError (exit 2)."""
-    from ..timestamp import trusted_cas
+    from capability_anchor.timestamp import trusted_cas
 
     return trusted_cas(paths, error=InputError)
 
@@ -168,9 +179,9 @@ def load_policy(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> Policy:
     """`--policy`: a C2SP tlog-policy file (or URL); unreadable or malformed is an
     InputError (exit 2), as a bad --keys is: it is trust, not evidence. Read to at most
     the largest policy `parse_policy` takes."""
-    from ..errors import MalformedPolicy
-    from ..note import parse_policy
-    from ..note.policy import MAX_POLICY_SIZE
+    from capability_anchor.errors import MalformedPolicy
+    from capability_anchor.note import parse_policy
+    from capability_anchor.note.policy import MAX_POLICY_SIZE
 
     data = read_source(source, limit=MAX_POLICY_SIZE, deadline=deadline)
     try:

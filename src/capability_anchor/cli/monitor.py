@@ -13,13 +13,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..boundedread import DEFAULT_DEADLINE_S, check_deadline
-from ..errors import InputError, UsageError
+from capability_anchor.bounded.read import DEFAULT_DEADLINE_S, check_deadline
+from capability_anchor.errors import InputError, UsageError
+
 from .common import EXIT_FAILED, EXIT_OK, emit
 from .inputs import load_keys, load_policy, read_source
 
 if TYPE_CHECKING:
-    from ..monitor import Monitor
+    from capability_anchor.monitor import Monitor
 
 MAX_BACKOFF_S = 300.0
 DEFAULT_MAX_LAG = 3600.0
@@ -68,7 +69,13 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
-    from ..monitor import Monitor, MonitorOptions, alarms, compare_states, open_source
+    from capability_anchor.monitor import (
+        Monitor,
+        MonitorOptions,
+        alarms,
+        compare_states,
+        open_source,
+    )
 
     if args.acknowledge is not None:
         usable = args.state is not None and (

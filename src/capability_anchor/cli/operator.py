@@ -17,7 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import CapabilityAnchorError
+from capability_anchor.errors import CapabilityAnchorError
+
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
 from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
@@ -107,7 +108,7 @@ _data_dir, _add_data, _add_tsa = data_dir, add_data, add_tsa
 
 
 def _version() -> str:
-    from .. import __version__
+    from capability_anchor import __version__
 
     return f"{PROG} {__version__}"
 

@@ -16,7 +16,7 @@ def add_backup_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from ..backup import backup
+    from capability_anchor.log.backup import backup
 
     result = backup(data_dir(args.data), Path(args.dest))
     if args.json:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..envvars import DATA, PUBLISHED
+from capability_anchor.envvars import DATA, PUBLISHED
 
 PROG = "capability-anchor"
 
@@ -17,7 +17,7 @@ def data_dir(value: str | None) -> Path:
 
 
 def open_log(args: argparse.Namespace) -> Any:
-    from ..log import Log
+    from capability_anchor.log import Log
 
     return Log.open(data_dir(args.data))
 
@@ -44,7 +44,7 @@ def published_of(args: argparse.Namespace) -> str | None:
 def refuse_if_behind(log: Any, args: argparse.Namespace) -> None:
     """Before a command signs or submits: learn what was published (`published.learn`)
     and refuse (BehindPublished, exit 1, naming `recover`) when this data dir is behind."""
-    from ..published import learn
+    from capability_anchor.log.published import learn
 
     state = learn(log, published_of(args))
     if state is not None:

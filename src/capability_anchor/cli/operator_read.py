@@ -11,12 +11,12 @@ from .common import EXIT_FAILED, EXIT_OK, emit
 from .operator_base import PROG, data_dir, open_log
 
 if TYPE_CHECKING:
-    from ..audit import AuditReport
+    from capability_anchor.audit import AuditReport
 
 
 def cmd_proof(args: argparse.Namespace) -> int:
-    from ..encoding import hash_from_hex
-    from ..errors import UsageError
+    from capability_anchor.encoding import hash_from_hex
+    from capability_anchor.errors import UsageError
 
     by_index = args.index is not None
     if by_index == (args.leaf_hash is not None) or (by_index and args.day is None):
@@ -37,8 +37,8 @@ def cmd_consistency(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..export import export
-    from ..progress import StderrProgress
+    from capability_anchor.export.days import export
+    from capability_anchor.progress import StderrProgress
 
     progress = StderrProgress()
     with open_log(args) as log:
@@ -51,11 +51,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     import tempfile
 
-    from ..audit import AuditReport, audit_folder
-    from ..auditdb import audit_data_dir
-    from ..keys import KeySet
-    from ..progress import StderrProgress
-    from ..store import Store
+    from capability_anchor.audit import AuditReport, audit_folder
+    from capability_anchor.audit.datadir import audit_data_dir
+    from capability_anchor.keys import KeySet
+    from capability_anchor.progress import StderrProgress
+    from capability_anchor.store import Store
 
     progress = StderrProgress()
     data = data_dir(args.data)
@@ -65,12 +65,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     keys = KeySet.from_json(Path(args.keys).read_bytes()) if args.keys else None
     tsa_ca = None
     if args.tsa_ca:
-        from ..timestamp import trusted_cas
+        from capability_anchor.timestamp import trusted_cas
 
         tsa_ca = trusted_cas(args.tsa_ca)
     policy = None
     if args.policy:
-        from ..note import parse_policy
+        from capability_anchor.note import parse_policy
 
         policy = parse_policy(Path(args.policy).read_bytes())
     roots = None if args.roots is None else Path(args.roots)
@@ -107,7 +107,7 @@ def _keep_damage_mark(data: Path, report: AuditReport) -> None:
     """The one file the audit writes or removes in a data dir: the damage mark
     (`store/damage.py`). Damage the audit finds stops every writer; a passing audit (after a
     restore or repair) is what lets the log be written to again."""
-    from ..store import damage
+    from capability_anchor.store import damage
 
     if report.damage is not None:
         damage.mark(data, f"`capability-anchor audit` found: {report.damage}")

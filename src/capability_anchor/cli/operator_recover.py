@@ -11,7 +11,7 @@ from .operator_base import PROG, open_log
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from ..log.recovery import recover
+    from capability_anchor.log.recovery import recover
 
     with open_log(args) as log:
         done = recover(log, args.source)

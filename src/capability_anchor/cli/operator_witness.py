@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
+from capability_anchor.errors import UsageError
+
 from .common import EXIT_FAILED, EXIT_OK, emit
 from .operator_base import PROG, open_log, refuse_if_behind
 
@@ -42,7 +43,7 @@ def read_policy(name: str) -> bytes:
 
 
 def cmd_policy(args: argparse.Namespace) -> int:
-    from ..witnessing.policyfile import check_policy
+    from capability_anchor.witness.client.policyfile import check_policy
 
     text = read_policy(args.file)
     with open_log(args) as log:
@@ -60,7 +61,7 @@ def cmd_policy(args: argparse.Namespace) -> int:
 
 
 def cmd_cosign(args: argparse.Namespace) -> int:
-    from ..witnessing import check_policy, run_round
+    from capability_anchor.witness.client import check_policy, run_round
 
     with open_log(args) as log:
         # A witness asked for a checkpoint the world has seen superseded would answer 409 and

@@ -8,16 +8,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import leaf
-from ..errors import InvalidRecord
+from capability_anchor import leaf
+from capability_anchor.errors import InvalidRecord
+
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit, sigint_held
 from .operator_base import PROG, data_dir, emit_doc, open_log, refuse_if_behind
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from ..log import Log
-    from ..stamping import TsaConfig
-    from ..writer_token import TOKEN_FILE
+    from capability_anchor.log import Log
+    from capability_anchor.log.writer_token import TOKEN_FILE
+    from capability_anchor.timestamp.scheduler import TsaConfig
 
     data = data_dir(args.data)
     tsa = TsaConfig.from_files(args.tsa, args.tsa_ca)
@@ -63,7 +64,7 @@ def cmd_append(args: argparse.Namespace) -> int:
     """Append, and on Ctrl-C (SIGINT) stop with one line saying how many records are stored
     (exit 130, no traceback). The count is exact: SIGINT is held while a batch's transaction
     runs, so a batch is either stored and counted or not stored at all."""
-    from ..progress import StderrProgress
+    from capability_anchor.progress import StderrProgress
 
     progress = StderrProgress()
     stored: list[int] = []
@@ -81,7 +82,7 @@ def cmd_append(args: argparse.Namespace) -> int:
 
 
 def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
-    from ..log import MAX_BATCH
+    from capability_anchor.log import MAX_BATCH
 
     lines = _read_lines(args.file)
     with open_log(args) as log:
@@ -155,7 +156,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def _tsa_config(args: argparse.Namespace, log: Any) -> Any:
-    from ..stamping import TsaConfig
+    from capability_anchor.timestamp.scheduler import TsaConfig
 
     return TsaConfig.resolve(log.config, args.tsa, args.tsa_ca, args.tsa_deadline)
 
@@ -167,9 +168,9 @@ def _report_stamp(result: Any) -> None:
 def cmd_seal(args: argparse.Namespace) -> int:
     import time
 
-    from .. import head as heads
-    from ..clockguard import acknowledge, iso, monotonic
-    from ..stamping import stamp_missing
+    from capability_anchor import head as heads
+    from capability_anchor.log.clockguard import acknowledge, iso, monotonic
+    from capability_anchor.timestamp.scheduler import stamp_missing
 
     def printed(doc: bytes) -> None:
         # Printed as each day's transaction commits: a printed head is a published head.
@@ -205,8 +206,8 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
 
 def cmd_timestamp(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
-    from ..stamping import stamp_missing
+    from capability_anchor.errors import UsageError
+    from capability_anchor.timestamp.scheduler import stamp_missing
 
     with open_log(args) as log:
         tsa = _tsa_config(args, log)
@@ -228,8 +229,7 @@ def cmd_timestamp(args: argparse.Namespace) -> int:
 
 
 def cmd_rotate_key(args: argparse.Namespace) -> int:
-    from .. import rotation
-    from ..log import Log
+    from capability_anchor.log import Log, rotation
 
     data = data_dir(args.data)
     if args.activate or args.compromised:
@@ -251,7 +251,7 @@ def cmd_rotate_key(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if args.force:
-        from ..errors import UsageError
+        from capability_anchor.errors import UsageError
 
         raise UsageError("--force goes with --activate")
     published = rotation.publish(data, Log.open, args.notice)

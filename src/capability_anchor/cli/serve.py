@@ -23,7 +23,8 @@ PROG = "capability-anchor"
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
-    from ..jws import MAX_RECORD_LIFETIME
+    from capability_anchor.jws import MAX_RECORD_LIFETIME
+
     from .operator import add_data, add_tsa
     from .operator_base import add_published
     from .operator_witness import add_witness_deadline
@@ -106,8 +107,8 @@ def add_metrics_token(p: argparse.ArgumentParser) -> None:
 
 def metrics_token_of(args: argparse.Namespace) -> str | None:
     """The metrics token: the option, else the environment; checked (a usage error)."""
-    from ..api.guards import metrics_token
-    from ..envvars import METRICS_TOKEN
+    from capability_anchor.api.guards import metrics_token
+    from capability_anchor.envvars import METRICS_TOKEN
 
     given = args.metrics_token if args.metrics_token is not None else METRICS_TOKEN.get()
     return metrics_token(given)
@@ -134,7 +135,7 @@ def _bind(host: str, port: int) -> Any:
     import errno
     import socket
 
-    from ..errors import UsageError
+    from capability_anchor.errors import UsageError
 
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -158,8 +159,8 @@ def _bind(host: str, port: int) -> Any:
 def _needs_init(args: argparse.Namespace, data: Path) -> bool:
     """`serve` never creates a log unless told to (`--init`): a mistyped --data would
     otherwise start a new log with a new key and iss, silently forking the resolver."""
-    from ..errors import StoreError
-    from ..store import DB_NAME, Store
+    from capability_anchor.errors import StoreError
+    from capability_anchor.store import DB_NAME, Store
 
     if Store.exists(data):
         if args.iss is not None:
@@ -173,7 +174,7 @@ def _needs_init(args: argparse.Namespace, data: Path) -> bool:
 
 
 def _init_log(args: argparse.Namespace, data: Path) -> None:
-    from ..log import Log
+    from capability_anchor.log import Log
 
     iss = args.iss or f"http://{_url_host(args.host)}:{args.port}"
     Log.init(data, iss=iss, public_url=args.public_url).close()
@@ -181,10 +182,11 @@ def _init_log(args: argparse.Namespace, data: Path) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .. import metrics
-    from ..api import Settings, accesslog, create_app
-    from ..errors import UsageError
-    from ..jws import MAX_RECORD_LIFETIME
+    from capability_anchor.api import Settings, accesslog, create_app
+    from capability_anchor.errors import UsageError
+    from capability_anchor.jws import MAX_RECORD_LIFETIME
+    from capability_anchor.metrics import service as metrics
+
     from .operator import data_dir
     from .operator_base import published_of
 
@@ -241,8 +243,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _token_source(data: Path) -> str:
-    from ..envvars import TOKEN
-    from ..writer_token import TOKEN_FILE
+    from capability_anchor.envvars import TOKEN
+    from capability_anchor.log.writer_token import TOKEN_FILE
 
     return f"env {TOKEN.name}" if TOKEN.is_set() else str(data / TOKEN_FILE)
 
@@ -252,7 +254,7 @@ def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str
     `serve` and `witness serve` both."""
     import uvicorn
 
-    from ..api.nodelay import with_header_timeout
+    from capability_anchor.api.nodelay import with_header_timeout
 
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
@@ -291,7 +293,7 @@ def _server_class() -> Any:
         the level the service runs it)."""
 
         def handle_exit(self, sig: int, frame: Any) -> None:
-            from ..api.accesslog import events
+            from capability_anchor.api.accesslog import events
 
             if not self.should_exit:
                 name = signal.Signals(sig).name

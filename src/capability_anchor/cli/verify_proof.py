@@ -1,7 +1,7 @@
 """`verify-proof`: the offline auditor command (SPEC §9, §12.5).
 
-The checks and their descriptions are `capability_anchor.verify_checks.CHECKS` (the one list;
-`--help` prints it); the verification itself is `capability_anchor.verify.verify` (which
+The checks and their descriptions are `capability_anchor.verify.checks.CHECKS` (the one list;
+`--help` prints it); the verification itself is `capability_anchor.verify.record.verify` (which
 audit reuses), over inputs `cli.inputs` reads. This module only parses arguments and
 prints. Exit codes are `EXIT_CODES` below (SPEC §9).
 """
@@ -15,13 +15,14 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import __version__
-from ..boundedread import DEFAULT_DEADLINE_S, check_deadline
-from ..verify_checks import CHECKS
+from capability_anchor import __version__
+from capability_anchor.bounded.read import DEFAULT_DEADLINE_S, check_deadline
+from capability_anchor.verify.checks import CHECKS
+
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, quiet_broken_pipe
 
 if TYPE_CHECKING:
-    from ..keys import KeySet
+    from capability_anchor.keys import KeySet
 
 PROG = "verify-proof"
 EXIT_CODES = (
@@ -165,8 +166,8 @@ def _origin(origin: str | None) -> str | None:
     """`--origin` must be a signed-note key name (it names the checkpoint's signer)."""
     if origin is None:
         return None
-    from ..errors import MalformedNote, UsageError
-    from ..note.signed import check_key_name
+    from capability_anchor.errors import MalformedNote, UsageError
+    from capability_anchor.note.signed import check_key_name
 
     try:
         return check_key_name(origin)
@@ -182,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     # Imported here so `--help` stays as light as argparse.
-    from ..errors import UsageError
+    from capability_anchor.errors import UsageError
+
     from .inputs import (
         follow_key_records,
         follow_served_records,

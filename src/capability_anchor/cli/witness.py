@@ -18,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..envvars import WITNESS_DATA
-from ..errors import NoteError, UsageError
+from capability_anchor.envvars import WITNESS_DATA
+from capability_anchor.errors import NoteError, UsageError
+
 from .common import EXIT_OK, emit
 from .exitcodes import epilog_of
 from .serve import add_log_format, add_metrics_token
@@ -92,12 +93,12 @@ def cmd_witness(args: argparse.Namespace) -> int:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from ..keys import create_key_file
-    from ..note import Cosigner
-    from ..note.signed import check_key_name
-    from ..store.witness_interface import WITNESS_DB_NAME
-    from ..store.witness_sqlite import SqliteWitnessStore
-    from ..witness.service import KEY_FILE
+    from capability_anchor.keys import create_key_file
+    from capability_anchor.note import Cosigner
+    from capability_anchor.note.signed import check_key_name
+    from capability_anchor.store.sqlite.witness import SqliteWitnessStore
+    from capability_anchor.store.witness import WITNESS_DB_NAME
+    from capability_anchor.witness.server.service import KEY_FILE
 
     try:
         check_key_name(args.name)
@@ -123,7 +124,7 @@ def _init(args: argparse.Namespace) -> int:
 
 def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
     """The checked --vkey values (each in its canonical form), after a checked --origin."""
-    from ..note import note_verifier
+    from capability_anchor.note import note_verifier
 
     try:
         vkeys = tuple(note_verifier(v).vkey() for v in args.vkey)
@@ -135,7 +136,7 @@ def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
 
 
 def _add_log(args: argparse.Namespace) -> int:
-    from ..store.witness_sqlite import SqliteWitnessStore
+    from capability_anchor.store.sqlite.witness import SqliteWitnessStore
 
     vkeys = _log_keys(args, "add-log")
     store = SqliteWitnessStore.open(witness_data(args.data))
@@ -148,7 +149,7 @@ def _add_log(args: argparse.Namespace) -> int:
 
 
 def _update_log(args: argparse.Namespace) -> int:
-    from ..store.witness_sqlite import SqliteWitnessStore
+    from capability_anchor.store.sqlite.witness import SqliteWitnessStore
 
     vkeys = _log_keys(args, "update-log")
     if not vkeys:
@@ -177,10 +178,11 @@ def _update_log(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .. import metrics
-    from ..api import accesslog
-    from ..witness.app import create_witness_app
-    from ..witness.service import Witness
+    from capability_anchor.api import accesslog
+    from capability_anchor.metrics import service as metrics
+    from capability_anchor.witness.server.app import create_witness_app
+    from capability_anchor.witness.server.service import Witness
+
     from .serve import _bind, metrics_token_of, run_on
 
     if args.rate_limit < 0:

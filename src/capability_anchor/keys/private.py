@@ -10,15 +10,11 @@ import stat
 import nacl.exceptions
 import nacl.signing
 
-from .. import strictjson
-from ..encoding import EncodingError, b64url_decode, b64url_encode
-from ..errors import (
-    InvalidKey,
-    KeyFileError,
-    MalformedJSON,
-    SignatureMismatch,
-)
-from ..files import write_secret_file
+from capability_anchor import strictjson
+from capability_anchor.encoding import EncodingError, b64url_decode, b64url_encode
+from capability_anchor.errors import InvalidKey, KeyFileError, MalformedJSON, SignatureMismatch
+from capability_anchor.files import write_secret_file
+
 from .public import ED25519_KEY_SIZE, ED25519_SIGNATURE_SIZE, PublicKey
 
 # A private key file is a few hundred bytes; refuse to read more than this so a wrong path

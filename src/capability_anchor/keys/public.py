@@ -11,9 +11,9 @@ import nacl.exceptions
 import nacl.signing
 import rfc8785
 
-from .. import strictjson
-from ..encoding import EncodingError, b64url_decode, b64url_encode
-from ..errors import (
+from capability_anchor import strictjson
+from capability_anchor.encoding import EncodingError, b64url_decode, b64url_encode
+from capability_anchor.errors import (
     InvalidKey,
     MalformedJSON,
     MalformedKeySet,

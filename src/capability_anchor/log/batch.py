@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import leaf, observation
-from ..errors import InvalidRecord
-from ..merkle import hash_leaf
+from capability_anchor import leaf
+from capability_anchor.errors import InvalidRecord
+from capability_anchor.merkle import hash_leaf
+from capability_anchor.record import rule as observation
+
 from .serverindex import server_keys
 
 # (leaf hash, leaf bytes, /record index keys) of one validated record.

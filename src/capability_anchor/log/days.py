@@ -6,7 +6,7 @@ import datetime as dt
 import math
 from collections.abc import Callable
 
-from ..encoding import format_day, parse_day
+from capability_anchor.encoding import format_day, parse_day
 
 Clock = Callable[[], float]
 

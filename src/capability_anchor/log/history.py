@@ -16,13 +16,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import Conflict
-from ..merkle import TreeEdge, hash_leaf
-from ..note import Checkpoint, NoteSigner, origin_from_url, sign_checkpoint
-from ..store import HISTORY_ORIGIN, HeadRow, HistoryLeaf, Store
+from capability_anchor.errors import Conflict
+from capability_anchor.merkle import TreeEdge, hash_leaf
+from capability_anchor.note import Checkpoint, NoteSigner, origin_from_url, sign_checkpoint
+from capability_anchor.store import HISTORY_ORIGIN, HeadRow, HistoryLeaf, Store
 
 if TYPE_CHECKING:
-    from ..keys import SigningKey
+    from capability_anchor.keys import SigningKey
 
 _events = logging.getLogger("capability_anchor.heads")
 

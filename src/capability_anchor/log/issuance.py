@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .. import jws
-from ..canonical import canonical_url
-from ..errors import NotFound, StoreError, UsageError
-from ..observation import token_problem
-from ..published import check_not_behind
-from ..recordnote import not_found_note
+from capability_anchor import jws
+from capability_anchor.errors import NotFound, StoreError, UsageError
+from capability_anchor.read.recordnote import not_found_note
+from capability_anchor.record.rule import token_problem
+from capability_anchor.record.urls import canonical_url
+
 from .days import day_end, prev_day
+from .published import check_not_behind
 from .serverindex import SERVER_MEMBERS, index_watermark
 
 if TYPE_CHECKING:

@@ -10,24 +10,27 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import head as heads
-from .. import logtrust, observation, policytrust, trust
-from ..canonical import check_base_url, check_origin
-from ..datafiles import KEY_FILE, check_restored
-from ..envvars import TOKEN
-from ..errors import CapabilityAnchorError, Conflict, StartupCheckFailed, StoreError
-from ..files import tighten_modes
-from ..keys import KeySet, SigningKey, create_key_file, load_key_file
-from ..merkle import TreeEdge
-from ..note import origin_from_url
-from ..reading import LogReader
-from ..store import HISTORY_ORIGIN, HeadRow, Store
-from ..writer_token import TOKEN_FILE, create_token_file, read_token_file, writer_token
+from capability_anchor import head as heads
+from capability_anchor.envvars import TOKEN
+from capability_anchor.errors import CapabilityAnchorError, Conflict, StartupCheckFailed, StoreError
+from capability_anchor.files import tighten_modes
+from capability_anchor.keys import KeySet, SigningKey, create_key_file, load_key_file, trust
+from capability_anchor.log import policies as policytrust
+from capability_anchor.log import trust as logtrust
+from capability_anchor.merkle import TreeEdge
+from capability_anchor.note import origin_from_url
+from capability_anchor.read.reader import LogReader
+from capability_anchor.record import rule as observation
+from capability_anchor.record.urls import check_base_url, check_origin
+from capability_anchor.store import HISTORY_ORIGIN, HeadRow, Store
+
 from .batch import AppendResult, Prepared, prepare_records
+from .datafiles import KEY_FILE, check_restored
 from .days import Clock, utc_day
 from .history import sign_missing
 from .issuance import DEFAULT_LIFETIME, issue_record
 from .writer import LogWriter
+from .writer_token import TOKEN_FILE, create_token_file, read_token_file, writer_token
 
 __all__ = ["KEY_FILE", "Log"]
 
@@ -109,13 +112,13 @@ class Log:
         if Store.exists(data_dir):
             raise Conflict(f"a log already exists in {data_dir}; refusing to overwrite it")
         if policy is not None:
-            from ..note import parse_policy
+            from capability_anchor.note import parse_policy
 
             parse_policy(policy)  # a malformed policy is refused before anything is made
         key = _key_and_token(data_dir)
         now = clock()
         if policy is not None:
-            from ..witnessing.policyfile import check_policy, log_vkey
+            from capability_anchor.witness.client.policyfile import check_policy, log_vkey
 
             check_policy(policy, log_vkey(public_url or iss, key))
 

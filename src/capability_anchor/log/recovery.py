@@ -40,20 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import head as heads
-from .. import jws
-from ..errors import CapabilityAnchorError, Conflict, InputError, VerificationError
-from ..merkle import TILE_WIDTH, TreeEdge, hash_leaf
-from ..monitor.source import FolderSource, LogSource, read_bundles
-from ..published import (
-    BEHIND,
-    Seen,
-    behind_state,
-    clear_behind,
-    open_published,
-    verified_checkpoint,
-)
-from ..store import CosignatureRow, HeadRow
+from capability_anchor import head as heads
+from capability_anchor import jws
+from capability_anchor.errors import CapabilityAnchorError, Conflict, InputError, VerificationError
+from capability_anchor.merkle import TILE_WIDTH, TreeEdge, hash_leaf
+from capability_anchor.monitor.source import FolderSource, LogSource, read_bundles
+from capability_anchor.store import CosignatureRow, HeadRow
+
+from .published import BEHIND, Seen, behind_state, clear_behind, open_published, verified_checkpoint
 
 if TYPE_CHECKING:
     from .lifecycle import Log
@@ -325,9 +319,9 @@ def _cosignatures(log: Log, note: bytes, size: int) -> int:
     """Store the cosignatures of the published checkpoint of `size` by the policy's witnesses
     that verify over it (others are ignored, as in an add-checkpoint answer), so that
     `/history/checkpoint` serves it with its quorum at once. Returns how many were new."""
-    from ..note import parse_note
-    from ..note.cosignature import timestamp_of
-    from ..witnessing import stored_policy
+    from capability_anchor.note import parse_note
+    from capability_anchor.note.cosignature import timestamp_of
+    from capability_anchor.witness.client import stored_policy
 
     policy = stored_policy(log)
     if policy is None:

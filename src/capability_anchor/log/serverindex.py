@@ -14,9 +14,9 @@ import contextlib
 import json
 from dataclasses import dataclass
 
-from ..canonical import canonical_url
-from ..errors import StoreError, UsageError
-from ..store import Store
+from capability_anchor.errors import StoreError, UsageError
+from capability_anchor.record.urls import canonical_url
+from capability_anchor.store import Store
 
 # Entries are indexed for /record in sorted runs of at most this many (`index_watermark`).
 INDEX_CHUNK = 32768

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import head as heads
-from ..errors import StoreError, VerificationError
-from ..merkle import TreeEdge
-from ..published import check_not_behind
-from ..store import HeadRow, Store
+from capability_anchor import head as heads
+from capability_anchor.errors import StoreError, VerificationError
+from capability_anchor.merkle import TreeEdge
+from capability_anchor.store import HeadRow, Store
+
 from .days import prev_day
 from .history import append_head, check_order, sign_history_checkpoint
+from .published import check_not_behind
 from .serverindex import Pending, ServerIndex
 
 if TYPE_CHECKING:

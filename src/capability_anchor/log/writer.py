@@ -15,14 +15,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import head as heads
-from ..errors import Conflict
-from ..merkle import TILE_WIDTH, TreeEdge
-from ..metrics import observe
-from ..published import check_not_behind
-from ..store import StampRow
+from capability_anchor import head as heads
+from capability_anchor.errors import Conflict
+from capability_anchor.merkle import TILE_WIDTH, TreeEdge
+from capability_anchor.metrics.service import observe
+from capability_anchor.store import StampRow
+
 from .batch import AppendResult, Prepared
 from .days import next_day, utc_day
+from .published import check_not_behind
 from .serverindex import Pending, ServerIndex
 from .signing import HeadSigner
 

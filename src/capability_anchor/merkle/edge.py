@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from capability_anchor.errors import UsageError
+
 from .hashing import EMPTY_ROOT, HASH_SIZE
 from .nodes import fold, range_nodes
 from .tiles import TILE_HEIGHT, TILE_WIDTH, TileID, subtree_hash

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from ..errors import UsageError
+from capability_anchor.errors import UsageError
+
 from .hashing import EMPTY_ROOT, hash_children
 
 NodeID = tuple[int, int]

@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..errors import MalformedProof, UsageError
+from capability_anchor.errors import MalformedProof, UsageError
+
 from .tiles import TILE_HEIGHT, TILE_WIDTH, tile_path
 
 MAX_LEVEL = 63

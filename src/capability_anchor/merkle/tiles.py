@@ -19,7 +19,8 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
 
-from ..errors import MalformedProof, UsageError
+from capability_anchor.errors import MalformedProof, UsageError
+
 from .hashing import HASH_SIZE
 
 TILE_HEIGHT = 8

@@ -15,15 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from hashlib import sha256
 
-from ..errors import UsageError
+from capability_anchor.errors import UsageError
+
 from .hashing import EMPTY_ROOT, HASH_SIZE
-from .nodes import (
-    consistency_nodes,
-    fold,
-    inclusion_nodes,
-    resolve,
-    root_nodes,
-)
+from .nodes import consistency_nodes, fold, inclusion_nodes, resolve, root_nodes
 from .tiles import TILE_HEIGHT, TILE_WIDTH, TileID, tiles_changed, tiles_for_size
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import MalformedProof, RootMismatch
-from ..strictjson import is_int
+from capability_anchor.errors import MalformedProof, RootMismatch
+from capability_anchor.strictjson import is_int
+
 from .hashing import HASH_SIZE, hash_children
 from .nodes import consistency_path_length, inclusion_path_length
 

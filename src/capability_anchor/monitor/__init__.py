@@ -6,7 +6,8 @@ this monitor saw, then reads the new history leaves (the heads, SPEC §12.1) fro
 bundles and checks every §4 rule on them. Findings are JSON lines; an alarm is named.
 """
 
-from . import alarms
+from capability_anchor.monitor import alarms
+
 from .compare import compare_states
 from .follow import Monitor, MonitorOptions, RunResult
 from .source import LogSource, open_source

@@ -30,8 +30,8 @@ from typing import Any
 
 import rfc8785
 
-from ..errors import InputError
-from ..files import fsync_dir
+from capability_anchor.errors import InputError
+from capability_anchor.files import fsync_dir
 
 EVENTS_FILE = "alarms.jsonl"
 EVIDENCE_DIR = "evidence"

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..merkle import HASH_SIZE
-from . import state as states
+from capability_anchor.errors import InputError
+from capability_anchor.merkle import HASH_SIZE
+from capability_anchor.monitor import state as states
 
 
 def compare_states(first: Path, second: Path) -> list[dict[str, Any]]:

@@ -37,24 +37,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CapabilityAnchorError, InputError
-from ..keys import KeySet
-from ..merkle import (
+from capability_anchor.errors import CapabilityAnchorError, InputError
+from capability_anchor.keys import KeySet
+from capability_anchor.keys.trust import TrustChain
+from capability_anchor.merkle import (
     TILE_WIDTH,
     TiledTree,
     TileNodes,
     consistency_nodes,
     verify_consistency,
 )
-from ..merkle.nodes import resolve
-from ..merkle.tiles import tiles_for_size
-from ..note import Checkpoint, Policy, check_cosignatures, open_checkpoint
-from ..note.checkpoint import origin_from_url, parse_checkpoint
-from ..note.signed import b64encode, parse_note
-from ..trust import TrustChain
-from ..verify_history import log_verifiers
-from . import alarms, staleness
-from . import state as states
+from capability_anchor.merkle.nodes import resolve
+from capability_anchor.merkle.tiles import tiles_for_size
+from capability_anchor.monitor import alarms, staleness
+from capability_anchor.monitor import state as states
+from capability_anchor.note import Checkpoint, Policy, check_cosignatures, open_checkpoint
+from capability_anchor.note.checkpoint import origin_from_url, parse_checkpoint
+from capability_anchor.note.signed import b64encode, parse_note
+from capability_anchor.verify.history import log_verifiers
+
 from .heads import Finding, HeadRules, changed, check_chunk, parse_leaves
 from .rotations import checkpoint_alarm, follow_keys
 from .signatures import Signatures

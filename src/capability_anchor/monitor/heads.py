@@ -31,10 +31,10 @@ from typing import Any
 
 import rfc8785
 
-from .. import head as heads
-from .. import strictjson
-from ..errors import CapabilityAnchorError, InputError, VerificationError
-from ..merkle import (
+from capability_anchor import head as heads
+from capability_anchor import strictjson
+from capability_anchor.errors import CapabilityAnchorError, InputError, VerificationError
+from capability_anchor.merkle import (
     HASH_SIZE,
     TILE_WIDTH,
     TileCache,
@@ -43,7 +43,8 @@ from ..merkle import (
     consistency_nodes,
     verify_consistency,
 )
-from ..merkle.nodes import resolve
+from capability_anchor.merkle.nodes import resolve
+
 from .signatures import Item, Problem
 from .source import LogSource, read_bundles, read_tile
 from .state import DayEdge, LastHead, MonitorState

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import trust
-from ..errors import CapabilityAnchorError, ClaimsError, InputError
-from ..keys import KeySet
-from ..verify_history import revoked_checkpoint
+from capability_anchor.errors import CapabilityAnchorError, ClaimsError, InputError
+from capability_anchor.keys import KeySet, trust
+from capability_anchor.verify.history import revoked_checkpoint
+
 from .heads import Evidence, Finding, leaf_claims
 from .source import LogSource
 from .state import MonitorState
 
 if TYPE_CHECKING:
-    from ..note import Note
+    from capability_anchor.note import Note
 
 KEY_RECORDS_PATH = "keys/records"
 

@@ -16,12 +16,13 @@ import multiprocessing
 from collections.abc import Generator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 
-from .. import jws, strictjson
-from ..errors import CapabilityAnchorError, InputError
-from ..keys import KeySet
-from ..keystatements import Revocation, voided
-from ..parentdeath import watch_parent
-from ..strictjson import is_int
+from capability_anchor import jws, strictjson
+from capability_anchor.errors import CapabilityAnchorError, InputError
+from capability_anchor.keys import KeySet
+from capability_anchor.keys.statements import Revocation, voided
+from capability_anchor.parentdeath import watch_parent
+from capability_anchor.strictjson import is_int
+
 from .source import LogSource, open_source
 
 Problem = tuple[str, str, bytes | None] | None  # (alarm, detail, what was served) or None

@@ -12,10 +12,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
-from ..boundedread import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file
-from ..errors import InputError
-from ..merkle import HASH_SIZE, TILE_HEIGHT, TILE_WIDTH, tile_path
-from ..merkle.tilepath import entries_path
+from capability_anchor.bounded.read import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file
+from capability_anchor.errors import InputError
+from capability_anchor.merkle import HASH_SIZE, TILE_HEIGHT, TILE_WIDTH, tile_path
+from capability_anchor.merkle.tilepath import entries_path
 
 HTTP_PARALLEL = 8  # requests in flight, each on its own kept-alive connection
 READ_AHEAD = 256  # fetched but not yet checked, at most (about 150 kB of head documents)

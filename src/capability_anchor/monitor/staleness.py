@@ -8,10 +8,11 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from ..errors import CapabilityAnchorError
-from ..merkle import TILE_WIDTH
-from ..merkle.tilepath import entries_path
-from . import state as states
+from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.merkle import TILE_WIDTH
+from capability_anchor.merkle.tilepath import entries_path
+from capability_anchor.monitor import state as states
+
 from .heads import leaf_claims
 from .source import FolderSource, LogSource, split_bundle
 

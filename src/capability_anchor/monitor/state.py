@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..files import fsync_dir
-from ..merkle import HASH_SIZE, TreeEdge
+from capability_anchor.errors import InputError
+from capability_anchor.files import fsync_dir
+from capability_anchor.merkle import HASH_SIZE, TreeEdge
 
 STATE_FILE = "state.json"
 LEAVES_FILE = "leaves"

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..errors import MalformedNote, UsageError
+from capability_anchor.errors import MalformedNote, UsageError
+
 from .signed import (
     Note,
     NoteSigner,

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import MalformedNote, MalformedVKey, NoteSignatureError, SignatureMismatch
-from ..keys import ED25519_SIGNATURE_SIZE, PublicKey, SigningKey
+from capability_anchor.errors import (
+    MalformedNote,
+    MalformedVKey,
+    NoteSignatureError,
+    SignatureMismatch,
+)
+from capability_anchor.keys import ED25519_SIGNATURE_SIZE, PublicKey, SigningKey
+
 from .signed import (
     TYPE_COSIGNATURE_V1,
     TYPE_ED25519,

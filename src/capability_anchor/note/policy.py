@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import MalformedNote, MalformedPolicy, MalformedVKey, QuorumNotMet
+from capability_anchor.errors import MalformedNote, MalformedPolicy, MalformedVKey, QuorumNotMet
+
 from .checkpoint import parse_size
 from .cosignature import CosignatureVerifier, cosignature_verifier
 from .signed import NoteVerifier, note_verifier

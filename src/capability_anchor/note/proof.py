@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import MalformedNote
-from ..merkle.nodes import inclusion_path_length
+from capability_anchor.errors import MalformedNote
+from capability_anchor.merkle.nodes import inclusion_path_length
+
 from .checkpoint import ROOT_SIZE, Checkpoint, parse_checkpoint, parse_size
 from .signed import MAX_NOTE_SIZE, Note, b64decode, b64encode, parse_note
 

@@ -16,8 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..errors import MalformedNote, MalformedVKey, NoteSignatureError, SignatureMismatch
-from ..keys import ED25519_KEY_SIZE, PublicKey, SigningKey
+from capability_anchor.errors import (
+    MalformedNote,
+    MalformedVKey,
+    NoteSignatureError,
+    SignatureMismatch,
+)
+from capability_anchor.keys import ED25519_KEY_SIZE, PublicKey, SigningKey
 
 TYPE_ED25519 = 0x01
 TYPE_COSIGNATURE_V1 = 0x04

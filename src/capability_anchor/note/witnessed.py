@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import NoteError, NoteSignatureError
+from capability_anchor.errors import NoteError, NoteSignatureError
+
 from .cosignature import timestamp_of
 from .policy import Policy
 from .signed import Note

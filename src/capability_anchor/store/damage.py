@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import StoreDamaged
+from capability_anchor.errors import StoreDamaged
 
 MARK_FILE = "damaged"
 

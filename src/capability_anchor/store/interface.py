@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from .interface_witnessed import StoreWitnessed
+from .checkpoints import StoreWitnessed
 from .rows import EntryRow, HeadRow, HistoryLeaf, StampRow, TileRow
 
 

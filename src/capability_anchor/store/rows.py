@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..encoding import EncodingError, b64url_decode
-from ..errors import StoreError
+from capability_anchor.encoding import EncodingError, b64url_decode
+from capability_anchor.errors import StoreError
 
 DB_NAME = "log.sqlite3"
 SCHEMA_VERSION = 4

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..boundedread import read_file
-from ..errors import CapabilityAnchorError, TimestampError, UsageError
+from capability_anchor.bounded.read import read_file
+from capability_anchor.errors import CapabilityAnchorError, TimestampError, UsageError
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate

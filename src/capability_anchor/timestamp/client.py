@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..boundedpost import Peer, post
-from ..errors import TimestampError, UsageError
+from capability_anchor.bounded.post import Peer, post
+from capability_anchor.errors import TimestampError, UsageError
+
 from .verify import Verified, check_digest, digest_of, verify_reply
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from ..errors import TimestampError
+from capability_anchor.errors import TimestampError
 
 __all__ = [
     "children",

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..errors import TimestampError, UsageError
+from capability_anchor.errors import TimestampError, UsageError
+
 from .der import encode, ess_cert_id, gen_time, granted_token, sort_certificates
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
-"""A C2SP tlog-witness server (`capability-anchor witness`, issue #14): it cosigns the
-checkpoints of any C2SP log it is configured for, once they are consistent with the last one
-it cosigned.
+"""Both sides of c2sp.org/tlog-witness (SPEC §12.3).
 
-`protocol`: the `add-checkpoint` body and its checks, pure; `service`: one witness (its
-store and key) and the check-and-persist step; `app`: the HTTP service.
+`client/`: the log asking the witnesses of its policy to cosign its checkpoints (rounds,
+schedule, answers, episodes); `server/`: `capability-anchor witness`, a witness that
+cosigns any C2SP log it is configured for. Both share the note and cosignature code of the
+kernel's `note/`; the server keeps its state through the store's `WitnessStore` interface.
 """

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import entries, history, keys, metrics, proofs, roots, writes
+from capability_anchor.api.routes import (
+    entries,
+    history,
+    keys,
+    metrics,
+    proofs,
+    roots,
+    writes,
+)
 
 ROUTES: list[Any] = [
     keys.healthz,

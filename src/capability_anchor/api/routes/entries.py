@@ -7,12 +7,12 @@ from typing import Annotated, Any
 from litestar import Request, Response, get
 from litestar.params import QueryParameter
 
-from ...head import VERSION
-from ..caching import NO_CACHE, cached, canonical_json
-from ..errors import CACHED_READ_ERRORS, READ_ERRORS
-from ..models import EntriesListing, ServerRecord, success
-from ..openapi import HTTPS_URL_PATTERN, Day, count
-from ..service import day_param, service_of
+from capability_anchor.api.caching import NO_CACHE, cached, canonical_json
+from capability_anchor.api.errors import CACHED_READ_ERRORS, READ_ERRORS
+from capability_anchor.api.models import EntriesListing, ServerRecord, success
+from capability_anchor.api.openapi import HTTPS_URL_PATTERN, Day, count
+from capability_anchor.api.service import day_param, service_of
+from capability_anchor.head import VERSION
 
 
 @get(

@@ -9,15 +9,15 @@ from typing import Annotated, Any
 
 from litestar import Request, Response, get
 
-from ...encoding import hash_from_hex
-from ...errors import NotFound, UsageError
-from ...merkle.tilepath import parse_tile_path
-from ...reading import MAX_INT
-from ..caching import cached
-from ..errors import CACHED_READ_ERRORS
-from ..models import success
-from ..openapi import LeafHash, TilePath, count, path_count
-from ..service import service_of
+from capability_anchor.api.caching import cached
+from capability_anchor.api.errors import CACHED_READ_ERRORS
+from capability_anchor.api.models import success
+from capability_anchor.api.openapi import LeafHash, TilePath, count, path_count
+from capability_anchor.api.service import service_of
+from capability_anchor.encoding import hash_from_hex
+from capability_anchor.errors import NotFound, UsageError
+from capability_anchor.merkle.tilepath import parse_tile_path
+from capability_anchor.read.reader import MAX_INT
 
 OCTETS = "application/octet-stream"
 TILE = success(

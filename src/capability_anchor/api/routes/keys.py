@@ -6,13 +6,14 @@ from typing import Any
 
 from litestar import Request, Response, get
 
-from ... import __version__, trust
-from ...head import VERSION
-from ...published import behind_state
-from ..caching import cached
-from ..errors import PUBLIC_ERRORS, documented
-from ..models import Health, Jwks, KeyRecords, success
-from ..service import service_of
+from capability_anchor import __version__
+from capability_anchor.api.caching import cached
+from capability_anchor.api.errors import PUBLIC_ERRORS, documented
+from capability_anchor.api.models import Health, Jwks, KeyRecords, success
+from capability_anchor.api.service import service_of
+from capability_anchor.head import VERSION
+from capability_anchor.keys import trust
+from capability_anchor.log.published import behind_state
 
 
 @get("/healthz", summary="Liveness", responses=PUBLIC_ERRORS)

@@ -10,10 +10,10 @@ from typing import Any
 import anyio.to_thread
 from litestar import Request, Response, get
 
-from ... import metrics
-from ..errors import documented
-from ..models import success
-from ..service import service_of
+from capability_anchor.api.errors import documented
+from capability_anchor.api.models import success
+from capability_anchor.api.service import service_of
+from capability_anchor.metrics import service as metrics
 
 METRICS_SECURITY: list[dict[str, list[str]]] = [{"metrics": []}, {}]
 """Bearer with the metrics token when the service has one, else nothing."""

@@ -7,13 +7,13 @@ from typing import Annotated, Any
 
 from litestar import Request, Response, get
 
-from ...encoding import hash_from_hex
-from ...errors import UsageError
-from ..caching import cached, proof_json
-from ..errors import CACHED_READ_ERRORS
-from ..models import ConsistencyAnswer, ProofAnswer, success
-from ..openapi import OptionalDay, OptionalLeafHash, QueryDay, count
-from ..service import day_param, service_of
+from capability_anchor.api.caching import cached, proof_json
+from capability_anchor.api.errors import CACHED_READ_ERRORS
+from capability_anchor.api.models import ConsistencyAnswer, ProofAnswer, success
+from capability_anchor.api.openapi import OptionalDay, OptionalLeafHash, QueryDay, count
+from capability_anchor.api.service import day_param, service_of
+from capability_anchor.encoding import hash_from_hex
+from capability_anchor.errors import UsageError
 
 _EITHER = "give either day and index, or leaf_hash (and optionally day)"
 

@@ -6,15 +6,16 @@ from typing import Annotated, Any
 
 from litestar import Request, Response, get
 
-from ...errors import NotFound, UsageError
-from ...export import timestamps_document
-from ...merkle.tilepath import parse_tile_path
-from ...reading import MAX_INT
-from ..caching import cached, canonical_json
-from ..errors import CACHED_READ_ERRORS
-from ..models import HeadDocument, RootsListing, TimestampsDocument, success
-from ..openapi import BeforeDay, Day, TilePath, count, path_count
-from ..service import day_param, service_of
+from capability_anchor.api.caching import cached, canonical_json
+from capability_anchor.api.errors import CACHED_READ_ERRORS
+from capability_anchor.api.models import HeadDocument, RootsListing, TimestampsDocument, success
+from capability_anchor.api.openapi import BeforeDay, Day, TilePath, count, path_count
+from capability_anchor.api.service import day_param, service_of
+from capability_anchor.errors import NotFound, UsageError
+from capability_anchor.export.days import timestamps_document
+from capability_anchor.merkle.tilepath import parse_tile_path
+from capability_anchor.read.reader import MAX_INT
+
 from .history import TILE, TILE_PATH, tile_response
 
 _HEAD = success(HeadDocument, "the head document, as signed and stored")

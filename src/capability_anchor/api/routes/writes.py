@@ -13,12 +13,10 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.params import Body
 
-from ...head import VERSION
-from ...log import Prepared
-from ..caching import proof_json
-from ..errors import READ_ERRORS, WRITE_ERRORS
-from ..guards import Appended, CheckedBody
-from ..models import (
+from capability_anchor.api.caching import proof_json
+from capability_anchor.api.errors import READ_ERRORS, WRITE_ERRORS
+from capability_anchor.api.guards import Appended, CheckedBody
+from capability_anchor.api.models import (
     HeadDocument,
     ProofAnswer,
     ProveBody,
@@ -27,8 +25,10 @@ from ..models import (
     RecordsBody,
     success,
 )
-from ..openapi import count
-from ..service import service_of
+from capability_anchor.api.openapi import count
+from capability_anchor.api.service import service_of
+from capability_anchor.head import VERSION
+from capability_anchor.log import Prepared
 
 _WRITER_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
 _ENCODER = msgspec.json.Encoder()

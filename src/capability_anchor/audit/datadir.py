@@ -1,0 +1,343 @@
+"""The data-dir audit as a whole: the database is opened read-only, everything is read in one
+snapshot, and the store's own structures (worded by `store.sqlite_audit`, reported here) and
+the unsigned columns are checked before and beside
+the re-derivation of `audit.audit_store` (the numbers are those of `audit`'s list):
+
+ 0. the file: the store's own integrity check (SQLite's integrity_check: every b-tree, every
+    index against its table, free pages, NOT NULL, CHECK and STRICT types), each failure
+    naming its table or index; a file SQLite cannot read at all (not a database, a zeroed or
+    truncated page) is a finding;
+ 5. the schema: the schema version is a known one, and every table, index and trigger the
+    store holds is as the migrations up to that version define it: a dropped, changed or
+    added object is named;
+ 6. the indexes: each one re-derived from its table (the dedupe index `entries_by_hash`
+    among them), and the `/record` index's key b-tree searched for every row a scan finds;
+ 7. the unsigned columns: `heads.kid` is the kid of the head's JWS header; each entry's
+    `accepted_at` falls on its day; each stamp's `tsa` is an http(s) URL, one of the
+    stored config's TSAs when it lists any, no token is stored twice, `stamps.added` is
+    after the end of the stamped day, and every certificate a token carries (outside its
+    signature) is a trusted CA or signed by one at hand.
+
+    with tempfile.TemporaryDirectory() as scratch:
+        report = audit_data_dir(Path("data"), Path(scratch), roots=Path("public"))
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from capability_anchor import head as heads
+from capability_anchor.audit import AuditReport, audit_folder, audit_store
+from capability_anchor.encoding import b64url_decode, parse_day
+from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreError, TimestampError
+from capability_anchor.keys import KeySet, SigningKey, load_key_file
+from capability_anchor.log import KEY_FILE, Log
+from capability_anchor.log.datafiles import check_restored
+from capability_anchor.progress import Progress, silent
+from capability_anchor.store import SCHEMA_VERSION, HeadRow, Store
+from capability_anchor.timestamp.scheduler import TsaConfig
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Certificate
+
+    from capability_anchor.note import Policy
+
+
+def audit_data_dir(
+    data_dir: Path,
+    scratch: Path,
+    *,
+    keys: KeySet | None = None,
+    tsa_ca: Sequence[Certificate] | None = None,
+    roots: Path | None = None,
+    progress: Progress = silent,
+    policy: Policy | None = None,
+) -> AuditReport:
+    """Audit a data dir (and `roots`, cross-checked against it) without writing to it.
+    `scratch` is a private folder the read-only opening may copy the database into (see
+    `Store.open_readonly`). Damage is reported, not raised; I/O errors and a key file that
+    cannot be read raise as elsewhere (exit 2)."""
+    # A file opened as immutable (nothing had the log open) may be checkpointed into by a
+    # process that opens the log during the audit; what was read then is no one moment of
+    # the log, damage included, so the audit reads again (by then the opener's lock file
+    # makes the next opening a shared one) rather than report it.
+    for attempt in range(1, IMMUTABLE_ATTEMPTS + 1):
+        report, changed = _audit_once(data_dir, scratch, keys, tsa_ca, roots, progress, policy)
+        if changed is None or attempt == IMMUTABLE_ATTEMPTS:
+            break
+    if changed is not None:
+        raise changed
+    return report
+
+
+IMMUTABLE_ATTEMPTS = 3
+
+
+def _audit_once(
+    data_dir: Path,
+    scratch: Path,
+    keys: KeySet | None,
+    tsa_ca: Sequence[Certificate] | None,
+    roots: Path | None,
+    progress: Progress,
+    policy: Policy | None = None,
+) -> tuple[AuditReport, StoreError | None]:
+    """One read of the data dir: the report, and the error saying the file changed under
+    an immutable read (the report then means nothing)."""
+    report = AuditReport()
+    try:
+        store = Store.open_readonly(data_dir, scratch)
+    except StoreCorrupt as exc:
+        report.problems.append(f"the database cannot be read: {exc}")
+        report.damage = report.problems[-1]
+        return report, None
+    try:
+        check_restored(data_dir)
+        key = load_key_file(data_dir / KEY_FILE)
+        with store.snapshot():
+            damaged, version = _check_structure(report, store)
+            if damaged:
+                report.damage = report.problems[0] if report.problems else "damaged structure"
+            if version != 0:
+
+                def run() -> None:
+                    _audit_log(report, store, key, keys, tsa_ca, roots, progress, policy)
+
+                # An older schema's queries may fail as a damaged one's would.
+                _guarded(report, damaged or version != SCHEMA_VERSION, run)
+            bad = sorted(set(store.invalid_text()))
+            if bad:
+                report.problems.append(
+                    f"{len(bad)} text value(s) in the database are not UTF-8, e.g. {bad[0]!r}"
+                )
+    except StoreCorrupt as exc:
+        if report.problems:
+            report.problems.append(f"the audit stopped on the damage: {exc}")
+        else:
+            report.problems.append(f"the database cannot be read: {exc}")
+        report.damage = report.damage or report.problems[-1]
+    except CapabilityAnchorError:
+        # Whatever a torn read made fail is not the log's fault if the file changed.
+        if not store.changed_under_read():
+            raise
+    finally:
+        store.close()
+    try:
+        store.check_unchanged()
+    except StoreError as exc:
+        return report, exc
+    return report, None
+
+
+def _guarded(report: AuditReport, damaged: bool, run: Callable[[], None]) -> None:
+    """Run the logical audit. Once the file is known to be damaged, or its schema is not
+    the one its version defines, any value or query may fail, so whatever then stops the
+    audit is reported, not raised: the verdict stands either way."""
+    try:
+        run()
+    except StoreCorrupt as exc:
+        report.problems.append(f"the database cannot be read further: {exc}")
+    except StoreError as exc:
+        if not damaged:
+            raise  # I/O, locks: exit 2 as elsewhere
+        report.problems.append(f"the audit stopped on the damage: {exc}")
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"the audit stopped on what the store holds: {exc}")
+    except Exception as exc:  # only once the structure checks failed: see the docstring
+        if not damaged:
+            raise
+        report.problems.append(f"the audit stopped on a damaged value: {type(exc).__name__}: {exc}")
+
+
+def _audit_log(
+    report: AuditReport,
+    store: Store,
+    key: SigningKey,
+    keys: KeySet | None,
+    tsa_ca: Sequence[Certificate] | None,
+    roots: Path | None,
+    progress: Progress,
+    policy: Policy | None = None,
+) -> None:
+    try:
+        log = Log(store.path.parent, store, key, time.time)
+    except ValueError as exc:  # the stored config is not JSON
+        report.problems.append(f"meta: the stored config is not valid JSON: {exc}")
+        return
+    except StoreError as exc:  # no iss or first_day: nothing to audit the log against
+        report.problems.append(f"meta: {exc}")
+        return
+    try:
+        log.self_check()
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"start-up check: {exc}")
+    found = audit_store(log, progress, keys, tsa_ca)
+    report.problems += found.problems
+    for what, n in found.checked.items():
+        report.count(what, n)
+    _check_head_kids(report, store.all_heads())
+    _check_accepted_at(report, store)
+    _check_stamp_rows(report, store, log.config)
+    cas = tsa_ca  # as audit_store: --tsa-ca, else the CAs stored by init
+    if cas is None:
+        cas = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
+    _check_carried_certificates(report, store, cas)
+    if roots is not None:
+        folder = audit_folder(roots, keys, log, progress, tsa_ca or (), policy)
+        report.problems += folder.problems
+        for what, n in folder.checked.items():
+            report.count(f"roots_{what}", n)
+
+
+# --- 0, 5, 6: the file, the schema, the indexes --------------------------------------------------
+
+
+def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
+    """Items 0, 5 and 6: whether they found the file damaged (integrity_check, the schema,
+    the indexes), and the schema version (0: not a log, nothing more to audit)."""
+    for line in store.integrity_problems():
+        report.problems.append(f"integrity_check: {line}")
+    report.count("integrity_check")
+    version = store.user_version()
+    if version == 0:
+        report.problems.append("schema version 0: not a capability-anchor log")
+        return True, version
+    _check_schema(report, store, version)
+    try:
+        report.problems += store.index_mismatches()
+    except StoreCorrupt:
+        raise
+    except StoreError as exc:  # e.g. a column renamed in the damaged schema's text
+        if not report.problems:
+            raise
+        report.problems.append(f"the index checks stopped on the damage: {exc}")
+    report.count("indexes_rederived")
+    damaged = bool(report.problems)
+    if version != SCHEMA_VERSION:
+        # A problem, but not damage: an older schema is migrated at a writer's open, and
+        # must not leave the damage mark that refuses every open (store/damage.py).
+        report.problems.append(
+            f"schema version {version}: this program creates and audits version {SCHEMA_VERSION}"
+        )
+    return damaged, version
+
+
+def _check_schema(report: AuditReport, store: Store, version: int) -> None:
+    problems, objects = store.schema_problems(version)
+    report.problems += problems
+    report.count("schema_objects", objects)
+
+
+# --- 7: the columns no signature covers ------------------------------------------------------
+
+
+def _jws_kid(row: HeadRow) -> str | None:
+    try:
+        header = json.loads(b64url_decode(heads.parse_document(row.doc).jws.split(".")[0]))
+    except (CapabilityAnchorError, ValueError):
+        return None  # an unreadable head is reported by the head checks
+    kid = header.get("kid") if isinstance(header, dict) else None
+    return kid if isinstance(kid, str) else None
+
+
+def _check_head_kids(report: AuditReport, rows: Sequence[HeadRow]) -> None:
+    for row in rows:
+        kid = _jws_kid(row)
+        if kid is not None and kid != row.kid:
+            state = "sealed" if row.sealed else "unsealed"
+            report.problems.append(
+                f"head {row.day} size {row.tree_size} {state}: the kid column says {row.kid!r}, "
+                f"its JWS header {kid!r}"
+            )
+
+
+def _check_accepted_at(report: AuditReport, store: Store) -> None:
+    """An entry's day is the UTC day of the moment it was accepted (`Log.append_prepared`
+    takes both from one clock reading). Not checked: order within a day, since writers in
+    several processes read the clock before they queue for the write lock."""
+    for day, index, at in store.entries_accepted_off_day():
+        report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
+
+
+def _check_stamp_rows(report: AuditReport, store: Store, config: Mapping[str, Any]) -> None:
+    listed = config.get("tsa")
+    stored_tsas = {str(u) for u in listed} if isinstance(listed, list) else set()
+    by_token: dict[bytes, list[tuple[str, str]]] = {}
+    for day, tsa, token, added in store.stamp_rows():
+        where = f"day {day}: the stamp by {tsa}"
+        by_token.setdefault(token, []).append((day, tsa))
+        parts = urlsplit(tsa)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            report.problems.append(f"{where}: the TSA name is not an http(s) URL")
+        elif stored_tsas and tsa not in stored_tsas:
+            report.problems.append(
+                f"{where}: this TSA is not one of the stored config's {sorted(stored_tsas)}"
+            )
+        try:
+            end = dt.datetime.combine(
+                parse_day(day) + dt.timedelta(days=1), dt.time(), dt.UTC
+            ).timestamp()
+        except CapabilityAnchorError:
+            continue  # a stamp of no valid day has no sealed head: reported by the audit
+        if added < end:
+            report.problems.append(
+                f"{where} was stored at {added}, before its day ended (it stamps the sealed head)"
+            )
+    for names in by_token.values():
+        if len(names) > 1:
+            report.problems.append(
+                "one stamp token is stored "
+                f"{len(names)} times: {', '.join(f'{d} by {t}' for d, t in names)}"
+            )
+
+
+def _check_carried_certificates(
+    report: AuditReport, store: Store, cas: Sequence[Certificate]
+) -> None:
+    """A reply's certificates are outside its signature, and verification builds the chain
+    from the trusted CAs first: a changed copy of the CA inside the token would verify as
+    well as the original. So each certificate it carries must be one of the trusted CAs, or
+    be signed by a certificate at hand (carried or trusted). With no trusted CA at all, a
+    certificate whose issuer is not carried (a TSA that sends only its own) is left alone."""
+    from capability_anchor.timestamp import carried_certificates
+
+    for day, tsa, token, _ in store.stamp_rows():
+        try:
+            carried = carried_certificates(token)
+        except TimestampError:
+            continue  # an unreadable token is reported by the stamp checks
+        at_hand = [(c, _subject(c)) for c in (*carried, *cas)]
+        for cert in carried:
+            if cert in cas:
+                continue
+            issuers = [c for c, subject in at_hand if subject == cert.issuer]
+            if not issuers and not cas:
+                continue
+            if not any(_issued_by(cert, issuer) for issuer in issuers):
+                report.problems.append(
+                    f"day {day}: the stamp by {tsa} carries a certificate "
+                    f"({cert.subject.rfc4514_string()}) that no certificate at hand signed"
+                )
+
+
+def _subject(cert: Certificate) -> object:
+    try:
+        return cert.subject
+    except ValueError:  # a damaged name (parsed when first read) matches no issuer
+        return None
+
+
+def _issued_by(cert: Certificate, issuer: Certificate) -> bool:
+    from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+
+    try:
+        cert.verify_directly_issued_by(issuer)
+    except (ValueError, TypeError, InvalidSignature, UnsupportedAlgorithm):
+        return False
+    return True

@@ -1,0 +1,156 @@
+"""One HTTP POST bounded by a deadline and a size cap: the exchange the TSA client
+(`timestamp.client`) and the witness client (`witnessing.client`) share.
+
+    reply = post(url, body, headers, deadline=10.0, cap=65536, peer=Peer(url, ...))
+    reply.status, reply.media_type, reply.body
+
+The deadline bounds the whole exchange (connect, send, every byte of the answer), not each
+read, so a peer that drips a byte at a time or stalls mid-answer cannot hold its caller
+longer. The exchange runs on asyncio, so the deadline can cancel it wherever it is, on a
+daemon thread with its own event loop joined for at most the deadline (plus a grace for the
+loop's own cancellation): asyncio.run waits for the resolver thread of a hanging DNS lookup
+when it shuts down, the join does not, and it works from a thread that already runs an event
+loop (the service). httpx and asyncio are imported inside the functions that use them: the
+offline verifying path imports the TSA client's package and never loads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from capability_anchor.errors import CapabilityAnchorError, UsageError
+
+if TYPE_CHECKING:
+    from httpx import AsyncClient, Response
+
+_GRACE_S = 0.5
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP answer: the status, the media type (lowercase, without parameters) and the
+    body exactly as received."""
+
+    status: int
+    media_type: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Whom the exchange is with, for its error messages: `name` ("the TSA at <url>"),
+    `kind` ("TSA"), `noun` ("reply"), and the error class to raise."""
+
+    url: str
+    name: str
+    kind: str
+    noun: str
+    error: type[CapabilityAnchorError]
+
+
+def post(body: bytes, headers: dict[str, str], *, deadline: float, cap: int, peer: Peer) -> Reply:
+    """POST `body` to `peer.url`; its answer, whatever its status. Unreachable, too slow, a
+    broken exchange, an answer over `cap` bytes or compressed: `peer.error`."""
+    if not deadline > 0 or not cap > 0:
+        raise UsageError("deadline and cap must be positive")
+    import asyncio
+    import threading
+
+    outcome: list[Reply | BaseException] = []
+
+    def exchange() -> None:
+        try:
+            outcome.append(asyncio.run(_post(body, headers, deadline, cap, peer)))
+        except BaseException as e:  # handed to the caller's thread below
+            outcome.append(e)
+
+    worker = threading.Thread(target=exchange, name=f"{peer.kind.lower()}-post", daemon=True)
+    worker.start()
+    worker.join(deadline + _GRACE_S)
+    if not outcome:
+        raise peer.error(_timed_out(peer, deadline))
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+async def _post(
+    body: bytes, headers: dict[str, str], deadline: float, cap: int, peer: Peer
+) -> Reply:
+    import httpx
+
+    async with httpx.AsyncClient(timeout=deadline, follow_redirects=False) as client:
+        return await post_async(client, body, headers, deadline=deadline, cap=cap, peer=peer)
+
+
+async def post_async(
+    client: AsyncClient,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    deadline: float,
+    cap: int,
+    peer: Peer,
+) -> Reply:
+    """`post` on the caller's event loop with the caller's client (no redirects followed):
+    many exchanges at once hold no thread each (the service's witness submissions)."""
+    import asyncio
+
+    import httpx
+
+    try:
+        async with (
+            asyncio.timeout(deadline),
+            client.stream(
+                "POST",
+                peer.url,
+                content=body,
+                headers={**headers, "Accept-Encoding": "identity"},
+                timeout=deadline,
+            ) as response,
+        ):
+            return await _read(response, cap, peer)
+    # InvalidURL is no HTTPError: named on its own.
+    except (TimeoutError, httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, OSError) as e:
+        raise peer.error(_failure(e, peer, deadline)) from None
+
+
+async def _read(response: Response, cap: int, peer: Peer) -> Reply:
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":
+        raise peer.error(
+            f"{peer.name} sent a {encoding!r}-encoded {peer.noun}; only identity is read"
+        )
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        raise peer.error(f"{peer.name} announced a {declared}-byte {peer.noun}; the cap is {cap}")
+    body = bytearray()
+    async for chunk in response.aiter_raw():
+        body += chunk
+        if len(body) > cap:
+            raise peer.error(f"{peer.name} sent more than {cap} bytes; reading stopped")
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return Reply(response.status_code, media, bytes(body))
+
+
+def _timed_out(peer: Peer, deadline: float) -> str:
+    return f"{peer.name} sent no complete {peer.noun} within the {deadline:g} s deadline"
+
+
+def _failure(e: Exception, peer: Peer, deadline: float) -> str:
+    """What went wrong, for the exception `e` (checked in this order: a timeout is also an
+    OSError, a ConnectError also an HTTPError)."""
+    import httpx
+
+    if isinstance(e, TimeoutError | httpx.TimeoutException):
+        return _timed_out(peer, deadline)
+    if isinstance(e, httpx.ConnectError):
+        return f"cannot connect to {peer.name}: {e}"
+    if isinstance(e, httpx.RemoteProtocolError):
+        return f"{peer.name} broke the HTTP exchange (no or partial {peer.noun}): {e}"
+    if isinstance(e, httpx.UnsupportedProtocol):
+        return f"the {peer.kind} URL {peer.url!r} is not http:// or https://"
+    if isinstance(e, httpx.InvalidURL):
+        return f"the {peer.kind} URL {peer.url!r} is invalid: {e}"
+    return f"the exchange with {peer.name} failed: {e}"

@@ -1,0 +1,315 @@
+"""Which keys a log's statements are trusted with, and the signed statement of its settings.
+
+Pure functions over tokens and keys (no storage): the log, the audit and `verify-proof` share
+them. Proposed for the SPEC; the byte-level format is in `roots/README.md`.
+
+Key rotation record: a compact JWS (`jws.sign_claims`, so its payload is JCS bytes) with the
+header `{"alg":"EdDSA","kid":<signer's kid>,"typ":"capability-anchor-key+jws"}` and exactly
+the claims `{"v":"0.2","iss":<the log's iss>,"kid":<endorsed kid>,"jwk":<endorsed public JWK,
+exactly as keys.json lists it>,"iat":<epoch seconds>}`. It says: the signer vouches that the
+endorsed key signs for this log.
+
+The trusted set is the closure of the anchor (the key file's key for the log; `--keys` or
+keys.json for an auditor) over rotation records: a record is followed only once its signer is
+already trusted, so no record can vouch for itself, and a key that nobody trusted endorses
+stays untrusted however many records name it.
+
+Settings statement: a compact JWS with `typ` `capability-anchor-settings+jws` and exactly the
+claims `{"v","iss","first_day","public_url","config","reason","iat"}`, where `public_url` is
+the stored one or null, `config` the stored configuration object (TSA URLs and CA PEM), and
+`reason` why it was made (`init`, `upgrade`, `rotate-key`). The log's newest statement must
+be signed by the key file's key and equal what the database stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import rfc8785
+
+from capability_anchor import jws, strictjson
+from capability_anchor.errors import (
+    CapabilityAnchorError,
+    ClaimsError,
+    InvalidKey,
+    IssuerMismatch,
+    MalformedJSON,
+    UnknownKeyError,
+)
+from capability_anchor.head import VERSION
+from capability_anchor.keys import KeySet, PublicKey, SigningKey
+from capability_anchor.strictjson import is_int
+
+from .statements import Revocation, exact_members, is_revocation, verify_revocation, voided
+
+__all__ = [
+    "KEY_RECORDS_FILE",
+    "KEY_TYP",
+    "SETTINGS_CLAIMS",
+    "SETTINGS_REASONS",
+    "SETTINGS_TYP",
+    "KeyRecord",
+    "TrustChain",
+    "closure",
+    "key_records_document",
+    "make_key_record",
+    "published_keys",
+    "read_key_records",
+    "settings_claims",
+    "settings_differences",
+    "sign_settings",
+    "verify_key_record",
+    "verify_settings",
+]
+
+KEY_TYP = "capability-anchor-key+jws"
+SETTINGS_TYP = "capability-anchor-settings+jws"
+KEY_CLAIMS = ("v", "iss", "kid", "jwk", "iat")
+SETTINGS_CLAIMS = ("v", "iss", "first_day", "public_url", "config", "reason", "iat")
+SETTINGS_REASONS = ("init", "upgrade", "rotate-key")
+# The meta values a settings statement covers, as the claims name them.
+_SETTINGS_META = ("iss", "first_day", "public_url", "config")
+
+
+def _exact_members(claims: Mapping[str, Any], names: Sequence[str], what: str) -> None:
+    exact_members(claims, names, what)
+    iat = claims["iat"]
+    if not is_int(iat) or iat < 0:
+        raise ClaimsError(f"{what}: iat must be a non-negative integer")
+
+
+# --- key rotation records --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """A rotation record that verified: `signer` vouches for `key`."""
+
+    signer: str
+    key: PublicKey
+    iat: int
+    token: str
+
+
+def make_key_record(signer: SigningKey, endorsed: PublicKey, *, iss: str, iat: int) -> str:
+    """`signer` endorses `endorsed` for the log `iss`."""
+    claims = {"v": VERSION, "iss": iss, "kid": endorsed.kid, "jwk": endorsed.jwk(), "iat": iat}
+    return jws.sign_claims(claims, signer, KEY_TYP)
+
+
+def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
+    """Verify a rotation record whose signer must be in `trusted` (UnknownKeyError if not):
+    header and signature (`jws.verify`), exact claims, `iss`, and a `jwk` that is exactly the
+    published form of the key its `kid` names."""
+    verified = jws.verify(token, trusted, KEY_TYP)
+    try:
+        claims = strictjson.loads(verified.payload)
+    except MalformedJSON as exc:
+        raise ClaimsError(f"key record: the payload is not valid JSON: {exc}") from None
+    if not isinstance(claims, dict):
+        raise ClaimsError("key record: the payload is not a JSON object")
+    _exact_members(claims, KEY_CLAIMS, "key record")
+    if claims["iss"] != iss:
+        raise IssuerMismatch(f"key record: iss is {claims['iss']!r}, expected {iss!r}")
+    jwk = claims["jwk"]
+    try:
+        key = KeySet.from_jwks({"keys": [jwk]}, require_thumbprints=True).get(str(claims["kid"]))
+    except (InvalidKey, UnknownKeyError) as exc:
+        raise ClaimsError(f"key record: jwk and kid do not name one Ed25519 key: {exc}") from None
+    if jwk != key.jwk():
+        # One spelling per key: what is endorsed is byte for byte what keys.json publishes.
+        raise ClaimsError(f"key record: jwk of {key.kid} is not its published form")
+    if key.kid == verified.kid:
+        raise ClaimsError(f"key record: key {key.kid} endorses itself")
+    return KeyRecord(verified.kid, key, int(claims["iat"]), token)
+
+
+@dataclass
+class TrustChain:
+    """The closure of `anchors` over rotation records (by position in the list given), and
+    the revocations among them (`keystatements`), by revoked kid."""
+
+    keys: KeySet
+    records: dict[int, KeyRecord] = field(default_factory=dict)
+    problems: dict[int, str] = field(default_factory=dict)
+    revocations: dict[str, Revocation] = field(default_factory=dict)
+
+
+def closure(anchors: Iterable[PublicKey], tokens: Sequence[str], *, iss: str) -> TrustChain:
+    """Follow rotation records from `anchors` until nothing changes. A record whose signer
+    never becomes trusted, or that fails any check once it is, lands in `problems`.
+
+    Revocations (told apart by their `typ`) are verified with the resulting set, in list
+    order; one signed by a key an earlier one revoked counts for nothing. A record signed by
+    a revoked key at or after its revocation time is not followed (the closure is taken
+    again without it): a stolen key cannot vouch for a key of the thief's."""
+    anchors = list(anchors)
+    skipped: dict[int, str] = {}
+    while True:
+        found = _follow(anchors, tokens, iss, skipped)
+        late = {
+            i: f"signed by {gone.describe()}"
+            for i, record in found.records.items()
+            if (gone := voided(found.revocations, record.signer, record.iat)) is not None
+        }
+        if not late:
+            found.problems.update(skipped)
+            return found
+        skipped.update(late)
+
+
+def _follow(
+    anchors: Sequence[PublicKey], tokens: Sequence[str], iss: str, skipped: Mapping[int, str]
+) -> TrustChain:
+    trusted = {k.kid: k for k in anchors}
+    records: dict[int, KeyRecord] = {}
+    problems: dict[int, str] = {}
+    revoking = [i for i, token in enumerate(tokens) if is_revocation(token)]
+    pending = [i for i in range(len(tokens)) if i not in skipped and i not in set(revoking)]
+    unknown: dict[int, str] = {}
+    changed = True
+    while pending and changed:
+        changed = False
+        keyset = KeySet(trusted.values())
+        waiting: list[int] = []
+        for i in pending:
+            try:
+                record = verify_key_record(tokens[i], keyset, iss=iss)
+            except UnknownKeyError as exc:
+                waiting.append(i)
+                unknown[i] = str(exc)
+                continue
+            except CapabilityAnchorError as exc:
+                problems[i] = str(exc)
+                continue
+            records[i] = record
+            if record.key.kid not in trusted:
+                trusted[record.key.kid] = record.key
+                keyset = KeySet(trusted.values())  # later records in this pass may use it
+                changed = True
+        pending = waiting
+    for i in pending:
+        problems[i] = f"signed by a key no trusted key endorses ({unknown[i]})"
+    keys = KeySet(trusted.values())
+    revocations: dict[str, Revocation] = {}
+    for i in revoking:
+        try:
+            revocation = verify_revocation(tokens[i], keys, iss=iss)
+        except CapabilityAnchorError as exc:
+            problems[i] = str(exc)
+            continue
+        if revocation.signer in revocations:
+            problems[i] = f"signed by {revocations[revocation.signer].describe()}"
+            continue
+        revocations.setdefault(revocation.kid, revocation)
+    return TrustChain(keys, records, problems, revocations)
+
+
+def published_keys(chain: TrustChain) -> KeySet:
+    """What `/keys` and keys.json list: the trusted set without the revoked keys."""
+    return KeySet(k for k in chain.keys if k.kid not in chain.revocations)
+
+
+# --- the settings statement ------------------------------------------------------------------
+
+
+def settings_claims(meta: Mapping[str, str]) -> dict[str, Any]:
+    """What a settings statement says about the stored `meta` (no `reason`, no `iat`)."""
+    config = meta.get("config", "{}")
+    try:
+        parsed = strictjson.loads(config)
+    except MalformedJSON as exc:
+        raise ClaimsError(f"the stored config is not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ClaimsError("the stored config is not a JSON object")
+    return {
+        "v": VERSION,
+        "iss": meta.get("iss"),
+        "first_day": meta.get("first_day"),
+        "public_url": meta.get("public_url") or None,
+        "config": parsed,
+    }
+
+
+def sign_settings(meta: Mapping[str, str], key: SigningKey, *, reason: str, iat: int) -> str:
+    if reason not in SETTINGS_REASONS:
+        raise ClaimsError(f"settings reason {reason!r} is not one of {SETTINGS_REASONS}")
+    claims = {**settings_claims(meta), "reason": reason, "iat": iat}
+    return jws.sign_claims(claims, key, SETTINGS_TYP)
+
+
+def verify_settings(token: str, keys: KeySet) -> dict[str, Any]:
+    """A settings statement signed by one of `keys`; its claims (exact members)."""
+    claims = jws.verify_claims(token, keys, SETTINGS_TYP)
+    _exact_members(claims, SETTINGS_CLAIMS, "settings statement")
+    if claims["reason"] not in SETTINGS_REASONS:
+        raise ClaimsError(f"settings statement: reason {claims['reason']!r} is unknown")
+    if not isinstance(claims["config"], dict):
+        raise ClaimsError("settings statement: config is not a JSON object")
+    return claims
+
+
+def settings_differences(signed: Mapping[str, Any], meta: Mapping[str, str]) -> list[str]:
+    """Each stored setting that differs from the signed statement, named (`meta.public_url`,
+    `meta.config.tsa_ca`, ...)."""
+    try:
+        stored = settings_claims(meta)
+    except ClaimsError as exc:
+        return [f"meta.config: {exc}"]
+    found: list[str] = []
+    for name in _SETTINGS_META:
+        if name == "config":
+            config, want = stored["config"], signed["config"]
+            for member in sorted(set(config) | set(want)):
+                if config.get(member) != want.get(member):
+                    found.append(
+                        f"meta.config.{member} differs from the signed settings "
+                        f"({_describe(want.get(member))} signed, {_describe(config.get(member))}"
+                        " stored)"
+                    )
+        elif stored[name] != signed[name]:
+            found.append(
+                f"meta.{name} is {stored[name]!r}, the signed settings say {signed[name]!r}"
+            )
+    return found
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, str) and "-----BEGIN CERTIFICATE-----" in value:
+        n = value.count("-----BEGIN CERTIFICATE-----")
+        return f"{n} certificate{'s' if n != 1 else ''}"
+    if value is None:
+        return "nothing"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --- key-records.json (export) -----------------------------------------------------------------
+
+KEY_RECORDS_FILE = "key-records.json"
+
+
+def key_records_document(iss: str, tokens: Sequence[str]) -> bytes:
+    """`key-records.json`: `{"v","iss","records":[compact JWS, ...]}` as JCS bytes, records in
+    the order the log stored them."""
+    return bytes(rfc8785.dumps({"v": VERSION, "iss": iss, "records": list(tokens)}))
+
+
+def read_key_records(data: bytes) -> tuple[str, list[str]]:
+    """(iss, records) of a `key-records.json`; ClaimsError when it is not one."""
+    try:
+        doc = strictjson.loads(data)
+    except MalformedJSON as exc:
+        raise ClaimsError(f"{KEY_RECORDS_FILE} is not valid JSON: {exc}") from None
+    if (
+        not isinstance(doc, dict)
+        or set(doc) != {"v", "iss", "records"}
+        or doc["v"] != VERSION
+        or not isinstance(doc["iss"], str)
+        or not isinstance(doc["records"], list)
+        or not all(isinstance(r, str) for r in doc["records"])
+    ):
+        raise ClaimsError(f"{KEY_RECORDS_FILE} is not {{v: {VERSION!r}, iss, records: [JWS]}}")
+    return doc["iss"], list(doc["records"])

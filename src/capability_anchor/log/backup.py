@@ -1,0 +1,179 @@
+"""`backup DEST`: a consistent copy of a live data dir, every file a restore needs.
+
+    result = backup(Path("data"), Path("/var/backups/anchor-2026-12-02"))
+    print(result.history_size, result.history_root.hex(), result.days)
+
+The database is copied with SQLite's online backup API in one step (`Store.copy_to`): one
+read transaction, so the copy is the database at one commit, while writers in other
+processes go on.
+
+Every record acknowledged before the backup began is in the copy (its commit preceded the
+read transaction); records acknowledged after it began may or may not be, and a restore
+from the copy lacks every record acknowledged after the copy's moment (docs/operations.md).
+
+What a restore needs beside the database is `datafiles`' list: every `signing-key*` file
+(the current key, the retired ones rotate-key kept, a pending next key) and the writer
+token. They are read before and after the database is copied; if one changed meanwhile (a
+rotate-key ran) the whole copy is taken again, so the keys and the database match.
+
+DEST is a new or empty folder, mode 0700; every file is written 0600 under a temporary
+name (`.NAME.partial`), fsynced and renamed; the database is renamed last, so a backup cut
+short has no `log.sqlite3` and is never taken for a log.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from capability_anchor.errors import StoreError, UsageError
+from capability_anchor.files import fsync_dir, write_secret_file
+from capability_anchor.keys import load_key_file
+from capability_anchor.log import datafiles
+from capability_anchor.store import DB_NAME, Store
+
+from .writer_token import TOKEN_FILE
+
+ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    dest: Path
+    history_size: int
+    history_root: bytes
+    days: dict[str, int]
+    files: list[str]
+    bytes: int
+    seconds: float
+    not_copied: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dest": str(self.dest),
+            "history_size": self.history_size,
+            "history_root": self.history_root.hex(),
+            "days": self.days,
+            "records": sum(self.days.values()),
+            "files": self.files,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "not_copied": self.not_copied,
+        }
+
+    def text(self) -> str:
+        lines = [
+            f"backup in {self.dest}: history size {self.history_size}, "
+            f"root {self.history_root.hex()}",
+            *(f"  day {day}: {size} records" for day, size in self.days.items()),
+            f"  {len(self.files)} files, {self.bytes} bytes, {self.seconds:.1f} s",
+        ]
+        lines += [f"  not copied: {name}" for name in self.not_copied]
+        return "\n".join(lines)
+
+
+def _side_files(data_dir: Path) -> dict[str, bytes]:
+    """The files beside the database, by name, with their bytes; a missing one is an error."""
+    missing = datafiles.missing_files(data_dir)
+    if missing:
+        raise UsageError(
+            f"{data_dir} lacks {', '.join(missing)}: a backup without it cannot be restored"
+        )
+    names = [p.name for p in datafiles.key_files(data_dir)]
+    if (data_dir / TOKEN_FILE).exists():
+        names.append(TOKEN_FILE)
+    return {name: (data_dir / name).read_bytes() for name in names}
+
+
+def _not_copied(data_dir: Path, copied: dict[str, bytes]) -> list[str]:
+    """What else is in the data dir (none of it a restore needs; runtime files unnamed)."""
+    return sorted(
+        p.name
+        for p in data_dir.iterdir()
+        if p.name not in copied and p.name != DB_NAME and not datafiles.is_runtime(p.name)
+    )
+
+
+def _prepare_dest(dest: Path) -> None:
+    if dest.exists():
+        if not dest.is_dir():
+            raise UsageError(f"{dest} exists and is not a folder; refusing to back up into it")
+        if any(dest.iterdir()):
+            raise UsageError(f"{dest} is not empty; a backup goes into a new or empty folder")
+    else:
+        dest.mkdir(mode=0o700, parents=True)
+    os.chmod(dest, 0o700)
+
+
+def _partial(dest: Path, name: str) -> Path:
+    return dest / f".{name}.partial"
+
+
+def _write_file(dest: Path, name: str, data: bytes) -> None:
+    tmp = _partial(dest, name)
+    tmp.unlink(missing_ok=True)
+    write_secret_file(tmp, data)
+    os.rename(tmp, dest / name)
+
+
+def _summary(dest: Path) -> tuple[int, bytes, dict[str, int]]:
+    """The history size and root, and each day's size, of the copy."""
+    from capability_anchor.log import Log
+
+    with tempfile.TemporaryDirectory(prefix="capability-anchor-backup-") as scratch:
+        store = Store.open_readonly(dest, Path(scratch))
+        try:
+            log = Log(dest, store, load_key_file(dest / datafiles.KEY_FILE), time.time)
+            with store.snapshot():
+                days = {day: log.read.day_size(day) for day in log.read.entry_days()}
+                return log.read.history.size(), log.read.history.root(), days
+        finally:
+            store.close()
+
+
+def backup(data_dir: Path, dest: Path) -> BackupResult:
+    """Copy the log in `data_dir` to `dest` (a new or empty folder): see the module
+    docstring. Raises UsageError (exit 2) for a non-empty DEST or a missing file."""
+    started = time.monotonic()
+    db = data_dir / DB_NAME
+    if not db.exists():
+        raise StoreError(f"no log at {db} (nothing to back up)")
+    _prepare_dest(dest)
+    tmp = _partial(dest, DB_NAME)
+    for _attempt in range(ATTEMPTS):
+        before = _side_files(data_dir)
+        tmp.unlink(missing_ok=True)
+        Store.copy_to(data_dir, tmp)
+        if _side_files(data_dir) == before:
+            break
+    else:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(
+            f"the key files in {data_dir} changed during each of {ATTEMPTS} copies (a "
+            "rotate-key running?); run backup again when it is done"
+        )
+    for name, data in before.items():
+        _write_file(dest, name, data)
+    fsync_dir(dest)
+    os.rename(tmp, dest / DB_NAME)  # last: only now does DEST look like a log
+    fsync_dir(dest)
+    size, root, days = _summary(dest)
+    files = [DB_NAME, *before]
+    total = sum((dest / name).stat().st_size for name in files)
+    return BackupResult(
+        dest,
+        size,
+        root,
+        days,
+        files,
+        total,
+        time.monotonic() - started,
+        _not_copied(data_dir, before),
+    )
+
+
+__all__ = ["BackupResult", "backup"]

@@ -1,0 +1,260 @@
+"""Wall-clock sanity for the running service: a jump of the wall clock never seals a day
+that has not ended, and never puts entries on a day that has not begun.
+
+The log's days come from the wall clock (`time.time`), which an operator, a broken NTP
+source or a virtualisation host can move at any moment. The monotonic clock cannot be
+moved. At start the guard records one reading of each (the *baseline*); afterwards the wall
+clock should read `baseline wall + monotonic time elapsed`, the *expected* time. Their
+difference is the *skew*:
+
+- |skew| <= TOLERANCE_S (5 minutes): the clocks agree. The service's time is the earlier of
+  the wall clock and the expected time, so a forward jump smaller than the tolerance delays
+  nothing and seals nothing early either: the service's time never runs ahead of what the
+  monotonic clock has measured since the baseline.
+- |skew| > TOLERANCE_S: the clocks disagree. Reading the time raises `ClockDisagrees`, so
+  nothing that needs the time happens: no append (HTTP 503 `unavailable`, nothing stored),
+  no checkpoint, no seal, no stamp stored, no `/record` token signed. The first refusal of
+  an episode is logged as a warning, and so is its end.
+- The episode ends when the clocks agree again (the wall clock was put back), or when an
+  operator acknowledges the wall clock as it is by running `capability-anchor seal`: the
+  CLI writes `DIR/clock-ack` with one reading of both clocks (and the boot's id), and the
+  guard, finding a new acknowledgement while the clocks disagree, takes that reading as its
+  new baseline. An acknowledgement says "the wall clock was right when I read it", so one
+  older than a later jump does not excuse that jump, and one from another boot (another
+  monotonic clock) is ignored.
+
+The monotonic clock is CLOCK_BOOTTIME where there is one (Linux): it keeps counting while the
+machine is suspended, so a laptop waking up is not a clock jump.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from capability_anchor.errors import ClockDisagrees
+from capability_anchor.metrics.service import observe
+
+ACK_FILE = "clock-ack"
+TOLERANCE_S = 300.0
+
+log = logging.getLogger("capability_anchor.clock")
+_ACK_VERSION = 1
+T = TypeVar("T")
+_MAX_ACK_FILE = 4096
+
+
+def monotonic() -> float:
+    """Seconds on a clock nobody can set, counting suspended time where the OS can."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    if boottime is not None:
+        return time.clock_gettime(boottime)
+    return time.monotonic()
+
+
+def boot_id() -> str:
+    """This boot's id (Linux), else "": monotonic readings compare only within one boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def _span(seconds: float) -> str:
+    """A signed duration for people: +19d 00:00:02, -7m 30s, +0.4 s."""
+    left = abs(seconds)
+    sign = "+" if seconds >= 0 or left < 0.05 else "-"
+    if left < 60:
+        return f"{sign}{left:.1f} s"
+    whole = round(left)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{sign}{days}d {hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{sign}{hours}h {minutes:02d}m {secs:02d}s"
+    return f"{sign}{minutes}m {secs:02d}s"
+
+
+def iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def acknowledge(data_dir: Path, wall: float | None = None, mono: float | None = None) -> Path:
+    """Record that the operator takes the wall clock as right (at the reading `wall`,
+    `mono`, default now), for a running service to re-baseline on (see the module's doc).
+    Written to a temporary file and renamed, so a reader never sees half of it."""
+    reading = {
+        "v": _ACK_VERSION,
+        "wall": time.time() if wall is None else wall,
+        "mono": monotonic() if mono is None else mono,
+        "boot_id": boot_id(),
+    }
+    path = Path(data_dir) / ACK_FILE
+    tmp = path.with_name(f".{ACK_FILE}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(json.dumps(reading, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+class ClockGuard:
+    """The service's clock (`now`, given to its `Log`s as their clock) and its sanity check.
+    Thread-safe: the writer's worker threads and the event loop read it at once."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        wall: Callable[[], float] = time.time,
+        mono: Callable[[], float] = monotonic,
+        tolerance: float = TOLERANCE_S,
+    ) -> None:
+        self._wall = wall
+        self._mono = mono
+        self.tolerance = tolerance
+        self.ack_path = Path(data_dir) / ACK_FILE
+        self._boot = boot_id()
+        self._lock = threading.Lock()
+        self._base = (wall(), mono())
+        self._since: float | None = None  # monotonic time the current episode began
+        # An acknowledgement already there at start is the past (the baseline is newer).
+        self._ack_seen: tuple[int, int, int] | None = self._ack_signature()
+        self.episodes = 0
+        self._pins = threading.local()
+        observe().clock_disagrees.set(0)
+
+    def _ack_signature(self) -> tuple[int, int, int] | None:
+        try:
+            info = os.stat(self.ack_path)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_mtime_ns, info.st_size)
+
+    # --- reading the time -------------------------------------------------------------------
+
+    def pinned(self, call: Callable[[], T]) -> Callable[[], T]:
+        """`call` with one verdict: the first reading of the time in it decides, and later
+        ones in the same call (same thread) continue that reading by the monotonic clock.
+        For work that must not fail halfway on a jump: `POST /records?prove=1` appends,
+        then checkpoints, and a refusal after the append would be a 503 for a stored batch."""
+
+        def run() -> T:
+            self._pins.active, self._pins.reading = True, None
+            try:
+                return call()
+            finally:
+                self._pins.active, self._pins.reading = False, None
+
+        return run
+
+    def now(self) -> float:
+        """The service's time: the earlier of the wall clock and the expected time, while
+        they agree; ClockDisagrees while they do not."""
+        if getattr(self._pins, "active", False):
+            if self._pins.reading is not None:
+                t, at = self._pins.reading
+                return float(t + self._mono() - at)
+            t = self._now()
+            self._pins.reading = (t, self._mono())
+            return t
+        return self._now()
+
+    def _now(self) -> float:
+        wall, mono = self._wall(), self._mono()
+        with self._lock:
+            expected = self._base[0] + mono - self._base[1]
+            if abs(wall - expected) > self.tolerance and self._take_ack(mono):
+                expected = self._base[0] + mono - self._base[1]
+            skew = wall - expected
+            if abs(skew) <= self.tolerance:
+                if self._since is not None:
+                    observe().clock_disagrees.set(0)
+                    log.warning(
+                        "the wall clock agrees with the monotonic clock again (skew %s, "
+                        "after %s): appends, checkpoints and sealing resume",
+                        _span(skew),
+                        _span(mono - self._since).lstrip("+"),
+                    )
+                    self._since = None
+                return min(wall, expected)
+            if self._since is None:
+                self._since = mono
+                self.episodes += 1
+                observe().clock_disagrees.set(1)
+                log.warning(
+                    "the wall clock (%s) disagrees with the monotonic clock by %s, more than "
+                    "%d s: appends, checkpoints and sealing are paused until they agree again "
+                    "or an operator runs `capability-anchor seal`",
+                    iso(wall),
+                    _span(skew),
+                    int(self.tolerance),
+                )
+        raise ClockDisagrees(
+            f"the service's wall clock ({iso(wall)}) disagrees with its monotonic clock by "
+            f"{_span(skew)} (more than {int(self.tolerance)} s): appends and sealing are "
+            "paused until the clocks agree again or an operator runs `capability-anchor seal`"
+        )
+
+    def agrees(self) -> bool:
+        """Whether the clocks agree now (an episode's start and end are logged as by `now`)."""
+        try:
+            self.now()
+        except ClockDisagrees:
+            return False
+        return True
+
+    # --- the operator's acknowledgement ---------------------------------------------------------
+
+    def _take_ack(self, mono: float) -> bool:
+        """Adopt a new acknowledgement's reading as the baseline; whether one was adopted.
+        Called with the lock held, only while the clocks disagree (so a stat per refused
+        request, and a read only when the file changed)."""
+        signature = self._ack_signature()
+        if signature is None or signature == self._ack_seen:
+            return False
+        self._ack_seen = signature
+        try:
+            with open(self.ack_path, "rb") as handle:
+                ack = json.loads(handle.read(_MAX_ACK_FILE))
+            wall, ack_mono, boot = float(ack["wall"]), float(ack["mono"]), str(ack["boot_id"])
+            if ack["v"] != _ACK_VERSION or not (math.isfinite(wall) and math.isfinite(ack_mono)):
+                raise ValueError("unknown version or a reading that is not a number")
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            log.warning("ignoring the clock acknowledgement %s: %s", self.ack_path, exc)
+            return False
+        if boot != self._boot:
+            log.warning(
+                "ignoring the clock acknowledgement %s: written on another boot or machine "
+                "(its monotonic clock is not this one's); restart the service instead",
+                self.ack_path,
+            )
+            return False
+        if not self._base[1] < ack_mono <= mono:
+            return False  # from before the baseline (already in force), or not yet taken
+        self._base = (wall, ack_mono)
+        log.warning(
+            "the operator acknowledged the wall clock at %s (capability-anchor seal): the "
+            "service takes it as its new baseline",
+            iso(wall),
+        )
+        return True
+
+
+__all__ = ["ACK_FILE", "TOLERANCE_S", "ClockGuard", "acknowledge", "iso", "monotonic"]

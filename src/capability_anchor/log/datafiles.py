@@ -1,0 +1,69 @@
+"""What a log's data dir holds, and which of its files a restore needs (`backup`).
+
+    log.sqlite3                 the database: entries, heads, tiles, stamps, keys, the signed
+                                settings and config (meta), the witness policies, the
+                                checkpoints, cosignatures and witness state
+    signing-key.jwk             the signing key (the root of the log's trust, `logtrust`)
+    signing-key.<kid>.jwk       each key `rotate-key` retired
+    signing-key*                any other key file (an interrupted or pending rotation)
+    writer-token                the writer token (unless env CAPABILITY_ANCHOR_TOKEN is used)
+
+Not needed and not copied: the -wal and -shm files (the backup is one consistent database
+file), `background.lock` and `witness-*.lock` (flocks of running processes) and `clock-ack`
+(an acknowledgement tied to one boot's monotonic clock, `clockguard`). This module imports
+only the file names, so the log's opening and the audit can say what is missing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from capability_anchor.envvars import TOKEN
+from capability_anchor.errors import KeyFileError
+from capability_anchor.store import DB_NAME
+
+from .writer_token import TOKEN_FILE
+
+KEY_FILE = "signing-key.jwk"
+KEY_PREFIX = "signing-key"
+RUNTIME_FILES = ("background.lock", "clock-ack")
+
+
+def key_files(data_dir: Path) -> list[Path]:
+    """Every signing-key file of the data dir (the current key, retired and pending ones)."""
+    return sorted(p for p in data_dir.iterdir() if p.name.startswith(KEY_PREFIX) and p.is_file())
+
+
+def token_needed() -> bool:
+    """The token file is part of the data dir unless the token comes from the environment."""
+    return not TOKEN.is_set()
+
+
+def missing_files(data_dir: Path, *, token: bool = True) -> list[str]:
+    """The files a log needs beside its database that `data_dir` lacks (`token`: count the
+    writer token too, for a process that takes writes)."""
+    wanted = [KEY_FILE] + ([TOKEN_FILE] if token and token_needed() else [])
+    return [name for name in wanted if not (data_dir / name).exists()]
+
+
+def check_restored(data_dir: Path) -> None:
+    """Refuse (exit 2) a data dir that has the database but not its key file, naming every
+    file it lacks: a database restored alone, without the files a backup holds."""
+    missing = missing_files(data_dir)
+    if KEY_FILE in missing and (data_dir / DB_NAME).exists():
+        raise KeyFileError(
+            f"{data_dir} holds {DB_NAME} but not {', '.join(missing)}: the database alone "
+            "cannot be restored; restore every file of the backup (`capability-anchor backup "
+            "DEST --data DIR` copies the database, every signing-key* file and the "
+            "writer-token)"
+        )
+
+
+def is_runtime(name: str) -> bool:
+    """A file of a running process, not of the log (never copied)."""
+    if name in RUNTIME_FILES or name.startswith(f"{DB_NAME}-"):
+        return True
+    return name.startswith("witness-") and name.endswith(".lock")
+
+
+__all__ = ["KEY_FILE", "check_restored", "is_runtime", "key_files", "missing_files"]

@@ -1,0 +1,375 @@
+"""What the log learns about its own published state, and the *behind* state it keeps
+(SPEC §13.3: never fork, also after a restore).
+
+A data dir restored from an older backup holds a history smaller than the one the world has
+seen. Signing anything from it (a head of a day at a size already published with other
+entries, a checkpoint of a published history size with another root, a seal) would be a
+fork. So, before the service signs anything at start, and again before each background
+checkpoint, the log asks what was published:
+
+- each policy witness's monitoring view (`GET <url>/<hex sha256(origin)>/checkpoint`, the
+  newest checkpoint it cosigned for this origin: our `witness serve` and aics-witness serve
+  it; c2sp.org/tlog-witness defines no such endpoint, so a witness without one answers 404
+  and is simply not a source);
+- with `--published URL|DIR`, the public mirror (a serving log or a static export over
+  HTTP) or an export folder: its `history/checkpoint`.
+
+A checkpoint is believed only if its log signature verifies with one of the log's trusted
+keys under the log's origin: a forged "you are behind" (a mirror or witness serving a note
+the log never signed) must not stop the log, so it is logged and ignored. A checkpoint that
+a witness cosigned but the log's keys do not verify is ignored the same way (no witness
+can cosign what the log did not sign). A witness's 409 naming a size above ours
+(`witnessing.rounds`) is not signed: it makes the log read that witness's monitoring view at
+once, and only what that shows is believed (`witness_ahead`).
+
+Believed and larger than our history, or of a size we hold with another root: the log is
+*behind*. The state is a file in the data dir (`behind-published.json`), so every process
+of the log sees it (uvicorn workers, the CLI) and it survives a restart; it is created once
+(`os.link` of a complete file), so one event line is written per episode, however many
+processes learn it. While it exists `LogWriter` signs nothing and appends are refused with
+`BehindPublished` (HTTP 503); `/healthz` answers `degraded` naming it. `recover` clears it.
+
+`behind_state(data_dir)` is what metrics read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from capability_anchor.errors import BehindPublished, CapabilityAnchorError
+from capability_anchor.files import fsync_dir
+
+if TYPE_CHECKING:
+    from capability_anchor.log import Log
+    from capability_anchor.monitor.source import LogSource
+    from capability_anchor.note import PolicyWitness
+
+BEHIND_FILE = "behind-published.json"
+LEARN_DEADLINE_S = 10.0
+LEARN_PARALLEL = 16
+
+_events = logging.getLogger("capability_anchor.log.published")
+# (source, problem) already logged by this process: learning runs every checkpoint interval,
+# and a witness without a monitoring view would otherwise say the same thing each time.
+_said: set[tuple[str, str]] = set()
+
+
+def _warn_once(where: str, problem: str) -> None:
+    if (where, problem) not in _said:
+        _said.add((where, problem))
+        _events.warning("learning what was published: %s: %s", where, problem)
+
+
+BEHIND, CONFLICT = "behind", "conflict"
+
+
+@dataclass(frozen=True)
+class Behind:
+    """Why the log signs nothing: `kind` is BEHIND (a larger history was published) or
+    CONFLICT (a history of a size we hold was published with another root: this data dir
+    already forked, recover cannot fix it)."""
+
+    kind: str
+    source: str
+    published_size: int
+    our_size: int
+    since: int
+    detail: str
+
+    def reason(self) -> str:
+        return (
+            f"{self.source} shows history size {self.published_size}, this data dir holds "
+            f"{self.our_size}: {self.detail}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "source": self.source,
+            "published_size": self.published_size,
+            "our_size": self.our_size,
+            "since": self.since,
+            "detail": self.detail,
+        }
+
+    def error(self) -> BehindPublished:
+        fix = (
+            "run `capability-anchor recover --from URL|DIR` (the public mirror or an export)"
+            if self.kind == BEHIND
+            else "this data dir already conflicts with what was published: do not serve it; "
+            "restore a backup the published history extends, then `capability-anchor "
+            "recover --from URL|DIR`"
+        )
+        return BehindPublished(f"behind what was published: {self.reason()}; {fix}")
+
+
+def behind_state(data_dir: Path) -> Behind | None:
+    """The data dir's behind state, or None (the metrics engineer's reader). A state file that
+    cannot be read is still a state: the log stays stopped rather than guess."""
+    path = Path(data_dir) / BEHIND_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return Behind(CONFLICT, str(path), 0, 0, 0, f"the state file is unreadable: {exc}")
+    try:
+        obj = json.loads(raw)
+        return Behind(
+            str(obj["kind"]),
+            str(obj["source"]),
+            int(obj["published_size"]),
+            int(obj["our_size"]),
+            int(obj["since"]),
+            str(obj["detail"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        return Behind(CONFLICT, str(path), 0, 0, 0, "the state file is malformed")
+
+
+def check_not_behind(data_dir: Path) -> None:
+    """Raise BehindPublished while the data dir is behind what was published."""
+    state = behind_state(data_dir)
+    if state is not None:
+        raise state.error()
+
+
+def mark_behind(data_dir: Path, state: Behind) -> bool:
+    """Enter the behind state; True if this call entered it (and wrote the one event line),
+    False if it was already set (by this process or another)."""
+    data_dir = Path(data_dir)
+    path = data_dir / BEHIND_FILE
+    if path.exists():
+        return False
+    tmp = data_dir / f".{BEHIND_FILE}.tmp-{os.getpid()}-{time.monotonic_ns()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(state.to_json(), sort_keys=True).encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # fails if another process entered it first
+        except FileExistsError:
+            return False
+        fsync_dir(data_dir)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _events.error(
+        "behind what was published: signing stopped, appends refused: %s; operator: %s",
+        state.reason(),
+        state.error().action,
+    )
+    return True
+
+
+def clear_behind(data_dir: Path) -> Behind | None:
+    """Leave the behind state (after `recover`); the state that was cleared, if any."""
+    state = behind_state(data_dir)
+    path = Path(data_dir) / BEHIND_FILE
+    path.unlink(missing_ok=True)
+    fsync_dir(Path(data_dir))
+    if state is not None:
+        _events.info("caught up with what was published: signing resumes (%s)", state.reason())
+    return state
+
+
+# --- learning ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A checkpoint of this log that a source serves, its log signature verified."""
+
+    source: str
+    size: int
+    root: bytes
+    note: bytes
+
+
+def monitoring_path(origin: str) -> str:
+    """The witness monitoring view of `origin`, relative to the witness's URL prefix."""
+    return f"{hashlib.sha256(origin.encode('utf-8')).hexdigest()}/checkpoint"
+
+
+def open_published(where: str, deadline: float = LEARN_DEADLINE_S) -> LogSource:
+    """A URL (a serving log, or a static export over HTTP) or an export folder."""
+    from capability_anchor.monitor.source import open_source
+
+    return open_source(where, deadline=deadline)
+
+
+def verified_checkpoint(log: Log, source: str, note: bytes) -> Seen:
+    """The checkpoint `note` if the log's trusted keys sign it under the log's origin; else a
+    CapabilityAnchorError saying why it is not believed."""
+    from capability_anchor.note import NoteVerifier, open_checkpoint
+
+    origin = log.read.history.origin()
+    verifiers = [NoteVerifier(origin, key.raw) for key in log.keyset()]
+    opened = open_checkpoint(note, list(verifiers), origin=origin)
+    return Seen(source, opened.checkpoint.size, opened.checkpoint.root, note)
+
+
+def _read_checkpoint(log: Log, where: str, path: str, deadline: float) -> Seen | None:
+    source = open_published(where, deadline)
+    try:
+        note = source.read(path)
+    finally:
+        source.close()
+    if note is None:
+        return None
+    return verified_checkpoint(log, f"{where.rstrip('/')}/{path}", note)
+
+
+def judge(log: Log, seen: Seen) -> Behind | None:
+    """Behind (or conflicting) if `seen` is larger than our history, or of a size we hold
+    with another root (SPEC §13.3's conflicts: the history's root covers every head)."""
+    with log.store.read():
+        ours = log.store.checkpoint_size()
+        root = log.read.history.root(seen.size) if 0 < seen.size <= ours else None
+    now = int(time.time())
+    if seen.size > ours:
+        return Behind(
+            BEHIND,
+            seen.source,
+            seen.size,
+            ours,
+            now,
+            "a history larger than this data dir's was published (a restored backup?)",
+        )
+    if root is not None and root != seen.root:
+        return Behind(
+            CONFLICT,
+            seen.source,
+            seen.size,
+            ours,
+            now,
+            f"the published root at size {seen.size} is {seen.root.hex()}, ours {root.hex()}",
+        )
+    return None
+
+
+def _sources(log: Log, published: str | None, skip_failing: bool) -> list[tuple[str, str]]:
+    """(where, path) of each source: the `--published` one, then each policy witness's
+    monitoring view; with SKIP_FAILING, not the views of witnesses the submissions hold in
+    their backoff (a hanging witness would cost every checkpoint a deadline, and hold a
+    connection beside the submissions' bound: it is asked again once its backoff ends)."""
+    sources: list[tuple[str, str]] = []
+    if published:
+        sources.append((published, "history/checkpoint"))
+    try:
+        from capability_anchor.witness.client import stored_policy
+
+        policy = stored_policy(log)
+    except CapabilityAnchorError as exc:
+        _warn_once("the stored policy", str(exc))
+        policy = None
+    origin = log.read.history.origin()
+    now = int(log.clock())
+    with log.store.read():  # one snapshot for every witness's state, not one each
+        for witness in policy.witnesses if policy is not None else ():
+            if witness.url is None:
+                continue
+            if skip_failing:
+                state = log.store.witness_state(witness.name)
+                if state is not None and state.failures > 0 and state.retry_at > now:
+                    continue
+            sources.append((witness.url, monitoring_path(origin)))
+    return sources
+
+
+def learn(
+    log: Log,
+    published: str | None = None,
+    *,
+    deadline: float = LEARN_DEADLINE_S,
+    skip_failing: bool = False,
+) -> Behind | None:
+    """Ask every source (module docstring) what was published, enter the behind state when
+    one shows more or other than this data dir holds, and return the state (None: not
+    behind). A source that cannot be read, or serves what the log's keys do not verify, is
+    logged and ignored: learning never stops the log by itself failing."""
+    state = behind_state(log.data_dir)
+    if state is not None:
+        return state
+    sources = _sources(log, published, skip_failing)
+    if not sources:
+        return None
+    pool = ThreadPoolExecutor(min(LEARN_PARALLEL, len(sources)), thread_name_prefix="learn")
+    futures = {
+        pool.submit(_read_checkpoint, log, where, path, deadline): where for where, path in sources
+    }
+    # One deadline for all of them: a source still reading then ends on its own deadline.
+    done, late = wait(futures, timeout=deadline + 1.0)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for future in late:
+        _warn_once(futures[future], "did not answer in time")
+    for future in done:
+        where = futures[future]
+        try:
+            seen = future.result()
+        except CapabilityAnchorError as exc:
+            _warn_once(where, f"not believed: {exc}")
+            continue
+        except OSError as exc:
+            _warn_once(where, str(exc))
+            continue
+        if seen is None:
+            continue
+        state = judge(log, seen)
+        if state is not None:
+            mark_behind(log.data_dir, state)
+            return behind_state(log.data_dir)
+    return None
+
+
+def witness_ahead(log: Log, witness: PolicyWitness, size: int, ours: int) -> Behind | None:
+    """A policy witness answered 409 naming `size` > `ours` (SPEC §12.3). A 409 is not signed,
+    so it is checked like every other source: that witness's monitoring view must show a
+    checkpoint the log's keys signed that is larger than (or conflicts with) ours. Believed,
+    the log enters the behind state; otherwise the witness is only stopped (rounds.py)."""
+    where = witness.url or ""
+    try:
+        seen = _read_checkpoint(log, where, monitoring_path(log.read.history.origin()), 10.0)
+    except (CapabilityAnchorError, OSError) as exc:
+        seen = None
+        problem = f"its monitoring view cannot be read: {exc}"
+    else:
+        problem = "it has no monitoring view (404)"
+    state = judge(log, seen) if seen is not None else None
+    if state is None:
+        _warn_once(
+            f"witness {witness.name}",
+            f"HTTP 409 naming size {size} (ours {ours}) not believed: {problem}"
+            if seen is None
+            else f"HTTP 409 naming size {size} (ours {ours}) not believed: its monitoring view "
+            f"shows size {seen.size}, which this data dir holds",
+        )
+        return None
+    mark_behind(log.data_dir, state)
+    return behind_state(log.data_dir)
+
+
+__all__ = [
+    "BEHIND_FILE",
+    "Behind",
+    "Seen",
+    "behind_state",
+    "check_not_behind",
+    "clear_behind",
+    "judge",
+    "learn",
+    "mark_behind",
+    "monitoring_path",
+    "open_published",
+    "verified_checkpoint",
+    "witness_ahead",
+]

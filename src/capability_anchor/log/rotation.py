@@ -1,0 +1,331 @@
+"""`rotate-key` in two phases (SPEC §13.2, CR 0.2 §11), and `--compromised`.
+
+Phase 1 (`rotate-key [--notice SECONDS]`) publishes the next key and signs nothing with it:
+1. the next key is written to `signing-key.jwk.new` (0600), or taken from there;
+2. one write transaction stores its `keys` row, "current endorses next" (so `/keys` and
+   the key records list it) and the pending rotation (`keystatements`, signed by the
+   current key: when it was published, from when it may sign).
+
+Phase 2 (`rotate-key --activate [--force]`), refused before the pending rotation's time:
+1. the current key file is hard-linked to `signing-key.<kid>.jwk` (kept for ever);
+2. one write transaction stores "next endorses current", the stored witness policy with a
+   `log` line for the next note key beside the current one, the settings signed by the next
+   key, and clears the pending rotation;
+3. `signing-key.jwk.new` replaces `signing-key.jwk`.
+Every running process signs with the key the newest settings statement is signed by
+(`logtrust.current_key`), so from the commit of 2 on nothing is signed by the old key, and
+between 2 and 3 they take the next key from `signing-key.jwk.new`.
+
+`--compromised` does both at once, and in the same transaction a revocation of the old key
+signed by the next key; the old key's `log` line leaves the policy. Each step survives a
+crash: a rerun of the same command resumes (an activation whose commit is done only swaps
+the file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from capability_anchor.errors import CapabilityAnchorError, Conflict, KeyFileError, NotFound
+from capability_anchor.files import fsync_dir
+from capability_anchor.keys import (
+    KeySet,
+    PublicKey,
+    SigningKey,
+    create_key_file,
+    load_key_file,
+    trust,
+)
+from capability_anchor.keys.statements import (
+    PendingRotation,
+    make_pending_rotation,
+    make_revocation,
+    rfc3339,
+    verify_pending_rotation,
+)
+from capability_anchor.log import policies as policytrust
+from capability_anchor.note import TYPE_ED25519, format_vkey, origin_from_url, parse_policy
+from capability_anchor.store import HISTORY_ORIGIN, Store
+
+from .trust import KEY_FILE, NEW_KEY_FILE, backup_name, sign_settings
+
+if TYPE_CHECKING:
+    from capability_anchor.log import Log
+
+PENDING = "pending_rotation"  # the meta row holding the pending rotation's JWS
+DEFAULT_NOTICE = 3600
+
+Opener = Callable[[Path], "Log"]
+
+
+@dataclass(frozen=True)
+class Published:
+    """Phase 1 done: `kid` is published and may sign from `activate_at` on."""
+
+    current_kid: str
+    kid: str
+    vkey: str
+    published: int
+    activate_at: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "phase": "published",
+            "current_kid": self.current_kid,
+            "kid": self.kid,
+            "vkey": self.vkey,
+            "published": rfc3339(self.published),
+            "activate_at": rfc3339(self.activate_at),
+        }
+
+
+@dataclass(frozen=True)
+class Activated:
+    """Phase 2 done: `kid` signs; `old_kid` is kept in `backup` (and revoked when
+    `revoked_at` is set)."""
+
+    old_kid: str
+    kid: str
+    vkey: str
+    backup: Path
+    revoked_at: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "phase": "activated",
+            "old_kid": self.old_kid,
+            "kid": self.kid,
+            "vkey": self.vkey,
+            "backup": str(self.backup),
+        }
+        if self.revoked_at is not None:
+            out["revoked"] = self.old_kid
+            out["revoked_at"] = rfc3339(self.revoked_at)
+        return out
+
+
+# --- reading the state -----------------------------------------------------------------------
+
+
+def pending_rotation(log: Log) -> PendingRotation | None:
+    """The stored pending rotation, verified with the key file's key (a row someone wrote
+    without it raises a VerificationError), or None."""
+    token = log.read.meta().get(PENDING)
+    if token is None:
+        return None
+    return verify_pending_rotation(token, KeySet.of(log.key.public), iss=log.iss)
+
+
+def pending_problems(log: Log) -> list[str]:
+    """What the audit reports about the pending rotation: its statement must verify with
+    the key file's key and name a key the log trusts (endorsed by the current key)."""
+    try:
+        found = pending_rotation(log)
+    except CapabilityAnchorError as exc:
+        return [
+            f"meta.{PENDING}: the pending rotation is not signed by the key file's key "
+            f"{log.key.kid} or is malformed: {exc}"
+        ]
+    if found is not None and found.kid not in log.keyset():
+        return [f"meta.{PENDING}: it names key {found.kid}, which the key records do not endorse"]
+    return []
+
+
+def note_vkey(log: Log, key: PublicKey) -> str:
+    origin = log.read.meta().get(HISTORY_ORIGIN) or origin_from_url(log.public_url)
+    return format_vkey(origin, TYPE_ED25519, key.raw)
+
+
+def _has_record(log: Log, signer: str, kid: str) -> bool:
+    return any((s, k) == (signer, kid) for _, s, k, _ in log.store.key_records())
+
+
+def _add_record(log: Log, signer: SigningKey, endorsed: PublicKey, now: int) -> None:
+    if not _has_record(log, signer.kid, endorsed.kid):
+        token = trust.make_key_record(signer, endorsed, iss=log.iss, iat=now)
+        log.store.add_key_record(signer.kid, endorsed.kid, token, now)
+
+
+def _next_key(data_dir: Path, expected: str | None) -> SigningKey:
+    """The next key from `signing-key.jwk.new`; a file no stored row names yet (left by a
+    crash, perhaps half written) is replaced, since nothing was published with it."""
+    path = data_dir / NEW_KEY_FILE
+    try:
+        found: SigningKey | None = load_key_file(path) if path.exists() else None
+    except KeyFileError:
+        if expected is not None:
+            raise
+        found = None
+    if expected is not None:
+        if found is None or found.kid != expected:
+            raise KeyFileError(
+                f"{path} does not hold the pending next key {expected}; restore it from a "
+                "backup, or publish another one with `capability-anchor rotate-key --compromised`"
+            )
+        return found
+    if found is not None:
+        return found
+    path.unlink(missing_ok=True)
+    return create_key_file(path)
+
+
+# --- phase 1 ---------------------------------------------------------------------------------
+
+
+def publish(data_dir: Path, log_open: Opener, notice: int = DEFAULT_NOTICE) -> Published:
+    """Phase 1: publish the next key (see the module's doc). A rerun while a rotation is
+    pending reports that one and changes nothing."""
+    if notice < 0:
+        raise CapabilityAnchorError("--notice must be 0 or more seconds")
+    log = log_open(Path(data_dir))
+    try:
+        found = pending_rotation(log)
+        if found is None:
+            current = log.key
+            nxt = _next_key(log.data_dir, None)
+            now = int(log.clock())
+            token = make_pending_rotation(
+                current, nxt.kid, iss=log.iss, iat=now, activate_at=now + notice
+            )
+            with log.store.write():
+                log.store.add_key(nxt.kid, json.dumps(nxt.public.jwk(), sort_keys=True), now)
+                _add_record(log, current, nxt.public, now)
+                log.store.set_meta(PENDING, token)
+            found = verify_pending_rotation(token, KeySet.of(current.public), iss=log.iss)
+        nxt_public = log.keyset().get(found.kid)
+        return Published(
+            log.key.kid, found.kid, note_vkey(log, nxt_public), found.published, found.activate_at
+        )
+    finally:
+        log.close()
+
+
+# --- phase 2 ---------------------------------------------------------------------------------
+
+
+def activate(
+    data_dir: Path, log_open: Opener, *, force: bool = False, compromised: bool = False
+) -> Activated:
+    """Phase 2 (or, `compromised`, both phases and the revocation): see the module's doc."""
+    data_dir = Path(data_dir)
+    finished = _finish_swap(data_dir)
+    if finished is not None:
+        return finished
+    log = log_open(data_dir)
+    try:
+        found = pending_rotation(log)
+        now = int(log.clock())
+        if found is None and not compromised:
+            raise NotFound("no rotation is pending: run `capability-anchor rotate-key` first")
+        if found is not None and not (force or compromised) and now < found.activate_at:
+            raise Conflict(
+                f"activation is allowed from {rfc3339(found.activate_at)} (in "
+                f"{found.activate_at - now} s; notice given at {rfc3339(found.published)}); "
+                "wait until then, or override with --force"
+            )
+        old = log.key
+        nxt = _next_key(data_dir, found.kid if found is not None else None)
+        backup = data_dir / backup_name(old.kid)
+        _link_backup(data_dir / KEY_FILE, backup, old)
+        old_vkey, new_vkey = note_vkey(log, old.public), note_vkey(log, nxt.public)
+        with log.store.write():
+            log.store.add_key(nxt.kid, json.dumps(nxt.public.jwk(), sort_keys=True), now)
+            _add_record(log, old, nxt.public, now)
+            _add_record(log, nxt, old.public, now)
+            if compromised:
+                token = make_revocation(nxt, old.kid, iss=log.iss, revoked_at=now)
+                log.store.add_key_record(nxt.kid, old.kid, token, now)
+            policy = log.store.policy()
+            if policy is not None:
+                drop = old_vkey if compromised else None
+                updated = policy_with(
+                    policy, new_vkey, keep=None if compromised else old_vkey, drop=drop
+                )
+                # Every stored policy is vouched for by the key that signs from now on (so
+                # a revoked key's statement of them is replaced at once).
+                if updated != policy:
+                    policytrust.store_policy(log.store, nxt, log.iss, updated, now)
+                else:
+                    policytrust.sign_policies(log.store, nxt, log.iss, now)
+            sign_settings(log, nxt, "rotate-key")
+            log.store.clear_meta(PENDING)
+    finally:
+        log.close()
+    # Durable from here: the database names the next key as current. Only now is it the file.
+    _swap(data_dir)
+    return Activated(old.kid, nxt.kid, new_vkey, backup, now if compromised else None)
+
+
+def _link_backup(key_file: Path, backup: Path, old: SigningKey) -> None:
+    if backup.exists():
+        if load_key_file(backup).kid != old.kid:
+            raise KeyFileError(f"{backup} exists and holds another key; refusing to rotate")
+        return
+    # A hard link: the same inode, so the same 0600 mode and bytes, never re-written.
+    os.link(key_file, backup)
+
+
+def _swap(data_dir: Path) -> None:
+    os.replace(data_dir / NEW_KEY_FILE, data_dir / KEY_FILE)
+    fsync_dir(data_dir)
+
+
+def _finish_swap(data_dir: Path) -> Activated | None:
+    """An activation whose transaction committed but whose key file was not swapped yet
+    (the log refuses to open in that state): finish it. None when there is none."""
+    new_file = data_dir / NEW_KEY_FILE
+    if not new_file.exists():
+        return None
+    old = load_key_file(data_dir / KEY_FILE)
+    try:
+        nxt = load_key_file(new_file)
+    except KeyFileError:
+        return None  # a half-written next key from phase 1: `_next_key` deals with it
+    store = Store.open(data_dir)
+    try:
+        statements = store.settings_statements()
+        meta = store.meta()
+    finally:
+        store.close()
+    if not statements or statements[-1][1] != nxt.kid:
+        return None
+    try:
+        trust.verify_settings(statements[-1][2], KeySet.of(nxt.public))
+    except CapabilityAnchorError:
+        return None
+    backup = data_dir / backup_name(old.kid)
+    _link_backup(data_dir / KEY_FILE, backup, old)
+    _swap(data_dir)
+    origin = meta.get(HISTORY_ORIGIN) or origin_from_url(meta.get("public_url") or meta["iss"])
+    return Activated(old.kid, nxt.kid, format_vkey(origin, TYPE_ED25519, nxt.public.raw), backup)
+
+
+# --- the witness policy ----------------------------------------------------------------------
+
+
+def policy_with(text: bytes, add: str, *, keep: str | None, drop: str | None) -> bytes:
+    """The policy `text` with a `log` line for `add` (after its last `log` line, else first),
+    one for `keep` if it has none, and without the line of `drop`. Every other line is kept
+    byte for byte."""
+    lines = text.split(b"\n")
+
+    def vkey_of(line: bytes) -> str | None:
+        items = line.replace(b"\t", b" ").split()
+        return items[1].decode() if len(items) >= 2 and items[0] == b"log" else None
+
+    positions = [i for i, line in enumerate(lines) if vkey_of(line) is not None]
+    at = positions[-1] + 1 if positions else 0
+    if drop is not None:
+        at -= sum(1 for i in positions if vkey_of(lines[i]) == drop)
+        lines = [line for line in lines if vkey_of(line) != drop]
+    present = {vkey_of(line) for line in lines}
+    wanted = [v for v in (keep, add) if v is not None and v not in present]
+    lines[at:at] = [f"log {v}".encode() for v in wanted]
+    updated = b"\n".join(lines)
+    parse_policy(updated)  # never store a policy that does not parse
+    return updated

@@ -1,0 +1,287 @@
+"""Key trust and signed settings of a log in a data dir: the trusted set, the start-up check
+of the settings statement, `rotate-key`, and what the audit reports about them.
+
+Trust comes only from the key file (`signing-key.jwk`). The database's `keys` table lists
+keys, but a row there is trusted only when a chain of rotation records (`trust.py`) leads to
+it from the key file's key: whoever can write `log.sqlite3` but cannot read the key file can
+add rows, never trust.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from capability_anchor import strictjson
+from capability_anchor.encoding import b64url_decode
+from capability_anchor.errors import CapabilityAnchorError, StartupCheckFailed
+from capability_anchor.keys import KeySet, PublicKey, SigningKey, load_key_file, trust
+from capability_anchor.store import SETTINGS_UNSIGNED
+
+if TYPE_CHECKING:
+    from capability_anchor.log import Log
+    from capability_anchor.read.reader import LogReader
+
+KEY_FILE = "signing-key.jwk"
+NEW_KEY_FILE = "signing-key.jwk.new"
+_events = logging.getLogger("capability_anchor.heads")  # who signs them
+
+
+def backup_name(kid: str) -> str:
+    """Where `rotate-key` keeps a retired private key (mode 0600, as the key file was)."""
+    return f"signing-key.{kid}.jwk"
+
+
+def chain(read: LogReader, anchor: PublicKey, iss: str) -> trust.TrustChain:
+    """The closure of `anchor` over the stored rotation records (positions = list order)."""
+    return trust.closure([anchor], [token for _, _, _, token in read.key_records()], iss=iss)
+
+
+def trusted_chain(log: Log) -> trust.TrustChain:
+    """The key file's key closed over the stored records: `Log.keyset()` is its keys (every
+    key the log ever signed with, revoked ones included, so what they signed before their
+    revocation still verifies) and `Log.published_keys()` those not revoked. Cached until
+    the stored records or the key change (records are append-only)."""
+    records = log.read.key_records()
+    cached = log._trust_cache
+    marker = (log.key.kid, len(records), records[-1][0] if records else 0)
+    if cached is not None and cached[0] == marker:
+        return cached[1]
+    found = trust.closure([log.key.public], [r[3] for r in records], iss=log.iss)
+    log._trust_cache = (marker, found)
+    return found
+
+
+def trusted_keys(log: Log) -> KeySet:
+    return trusted_chain(log).keys
+
+
+# --- which key signs now ---------------------------------------------------------------------
+
+
+def current_key(log: Log) -> SigningKey:
+    """The key this process signs with now, asked before every signature: the one the
+    store's newest settings statement is signed by. When another process (`rotate-key
+    --activate`) made that a new key, it is adopted here (from the key file, or from
+    `signing-key.jwk.new` in the instant before the file is swapped), once it verifies that
+    statement: a row written by someone without the key file moves nothing. A key the store
+    does not name is never used; with none to use, nothing is signed (StartupCheckFailed)."""
+    statements = log.store.settings_statements()  # one statement: one snapshot of its own
+    if not statements or statements[-1][1] == log.key.kid:
+        return log.key
+    _, kid, token = statements[-1]
+    with log._key_lock:
+        if log.key.kid == kid:
+            return log.key
+        for name in (KEY_FILE, NEW_KEY_FILE):
+            try:
+                candidate = load_key_file(log.data_dir / name)
+            except (OSError, CapabilityAnchorError):
+                continue
+            if candidate.kid != kid:
+                continue
+            try:
+                trust.verify_settings(token, KeySet.of(candidate.public))
+            except CapabilityAnchorError:
+                break
+            _events.info("key rotation: this process now signs with %s (was %s)", kid, log.key.kid)
+            log.key = candidate
+            return candidate
+    raise StartupCheckFailed(
+        f"the log's newest settings statement is signed by key {kid}, which this process "
+        f"cannot load (its key is {log.key.kid}); nothing is signed until "
+        "`capability-anchor rotate-key --activate` has finished"
+    )
+
+
+# --- the settings statement ------------------------------------------------------------------
+
+
+def settings_problems(log: Log) -> list[str]:
+    """What is wrong with the stored settings statements: none, the newest not signed by
+    the key file's key or differing from the stored meta, an older one signed by no trusted
+    key."""
+    statements = log.read.settings_statements()
+    if not statements:
+        return ["the log has no signed settings statement (meta is not vouched for)"]
+    problems: list[str] = []
+    *older, (newest_id, _, newest) = statements
+    try:
+        signed = trust.verify_settings(newest, KeySet.of(log.key.public))
+    except CapabilityAnchorError as exc:
+        problems.append(
+            f"settings statement #{newest_id} (the newest) is not signed by the key file's "
+            f"key {log.key.kid}: {exc}"
+        )
+    else:
+        problems += [
+            f"settings statement #{newest_id}: {d}"
+            for d in trust.settings_differences(signed, log.read.meta())
+        ]
+    keys = log.keyset()
+    for number, _, token in older:
+        try:
+            trust.verify_settings(token, keys)
+        except CapabilityAnchorError as exc:
+            problems.append(f"settings statement #{number}: {exc}")
+    return problems
+
+
+def sign_settings(log: Log, key: SigningKey, reason: str) -> None:
+    """Store a settings statement of the current meta signed by `key` (inside a write)."""
+    meta = log.store.meta()
+    now = int(log.clock())  # one reading: the row's `added` is the statement's `iat`
+    token = trust.sign_settings(meta, key, reason=reason, iat=now)
+    log.store.add_settings(key.kid, token, now)
+
+
+def check_settings(log: Log) -> None:
+    """Start-up: the newest settings statement is the key file's and says what meta says.
+    A log upgraded from before statements existed (`SETTINGS_UNSIGNED`, set by its
+    migration) gets one now, from the key-file holder: it vouches for the settings as they
+    are at this open (README, Decisions). Only that mark signs unsigned settings."""
+    if SETTINGS_UNSIGNED in log.read.meta():
+        with log.store.write():
+            if not log.store.settings_statements():
+                sign_settings(log, log.key, "upgrade")
+            log.store.clear_meta(SETTINGS_UNSIGNED)
+    problems = settings_problems(log)
+    if problems:
+        hint = ""
+        if (log.data_dir / NEW_KEY_FILE).exists():
+            hint = (
+                " (a key rotation was interrupted: run `capability-anchor rotate-key --activate`)"
+            )
+        raise StartupCheckFailed("; ".join(problems) + hint)
+
+
+# --- what the audit reports ------------------------------------------------------------------
+
+
+def trust_problems(log: Log) -> list[str]:
+    """The data dir's trust: every `keys` row a valid key with an endorsement chain from the
+    key file's key, every rotation record valid and reachable, every trusted key listed in
+    `keys`, and the settings statements (`settings_problems`)."""
+    problems: list[str] = []
+    found = chain(log.read, log.key.public, log.iss)
+    records = log.read.key_records()
+    for position, message in sorted(found.problems.items()):
+        number = records[position][0]
+        problems.append(f"key record #{number}: {message}")
+    for position, record in sorted(found.records.items()):
+        number, signer, kid, _ = records[position]
+        if (signer, kid) != (record.signer, record.key.kid):
+            problems.append(
+                f"key record #{number}: stored as {signer} -> {kid}, it says "
+                f"{record.signer} -> {record.key.kid}"
+            )
+    listed: set[str] = set()
+    for kid, jwk in log.read.signing_keys():
+        listed.add(kid)
+        try:
+            key = KeySet.from_jwks({"keys": [json.loads(jwk)]}, require_thumbprints=True).get(kid)
+        except (ValueError, CapabilityAnchorError) as exc:
+            problems.append(f"keys table: the key stored as {kid} is not a valid JWK: {exc}")
+            continue
+        if key.kid not in found.keys:
+            problems.append(
+                f"keys table: key {kid} has no endorsement chain from the key file's key "
+                f"{log.key.kid} (not trusted, not served, not exported)"
+            )
+    for kid in found.keys.kids:
+        if kid not in listed:
+            problems.append(f"keys table: trusted key {kid} is not listed")
+    problems += settings_problems(log)
+    problems += _added_problems(log)
+    return problems
+
+
+def _added_problems(log: Log) -> list[str]:
+    """Beside each settings statement and rotation record the store keeps `added`, which
+    nothing else vouches for; it is written from the same clock reading as the `iat` signed
+    inside, so it must equal it."""
+    problems: list[str] = []
+    added = log.read.added_times()
+    signed = {
+        "settings": [(i, token) for i, _, token in log.read.settings_statements()],
+        "key_records": [(i, token) for i, _, _, token in log.read.key_records()],
+    }
+    for table, rows in signed.items():
+        for number, token in rows:
+            try:
+                iat = strictjson.loads(b64url_decode(token.split(".")[1]))["iat"]
+            except (IndexError, KeyError, TypeError, ValueError, CapabilityAnchorError):
+                continue  # an unreadable token is reported by the checks of its own
+            if added[table].get(number) != iat:
+                problems.append(
+                    f"{table} #{number}: stored as added at {added[table].get(number)}, "
+                    f"signed at iat {iat}"
+                )
+    return problems
+
+
+# --- an exported folder ----------------------------------------------------------------------
+
+
+def audit_key_records(problems: list[str], folder: Path, keys: KeySet) -> KeySet:
+    """The folder's `key-records.json`, if any: each record verifies and is reachable from
+    `keys` (keys.json, or the auditor's `--keys`), and every key they lead to is listed in
+    keys.json. Returns `keys` extended by the records, which is what the folder's heads are
+    then checked with (an auditor holding only an old key follows its rotation)."""
+    path = folder / trust.KEY_RECORDS_FILE
+    if not path.exists():
+        return keys
+    try:
+        iss, tokens = trust.read_key_records(path.read_bytes())
+    except CapabilityAnchorError as exc:
+        problems.append(f"{path}: {exc}")
+        return keys
+    found = trust.closure(keys, tokens, iss=iss)
+    for position, message in sorted(found.problems.items()):
+        problems.append(f"{path}: record {position}: {message}")
+    try:
+        index_iss = json.loads((folder / "index.json").read_bytes()).get("iss")
+    except (OSError, ValueError, AttributeError):
+        index_iss = None  # index.json's own problems are reported by its check
+    if index_iss is not None and index_iss != iss:
+        problems.append(f"{path}: iss {iss!r} is not index.json's {index_iss!r}")
+    try:
+        published = KeySet.from_json((folder / "keys.json").read_bytes())
+    except (OSError, CapabilityAnchorError):
+        return found.keys
+    unlisted = [k for k in found.keys.kids if k not in published and k not in found.revocations]
+    if unlisted:
+        problems.append(f"{path} endorses key(s) {unlisted} that keys.json does not list")
+    return found.keys
+
+
+def folder_trust_problems(folder: Path, log: Log) -> list[str]:
+    """With the data dir: keys.json is exactly the log's trusted set (an extra key is one the
+    log never vouched for), and key-records.json is the log's records (or an earlier part)."""
+    problems: list[str] = []
+    trusted = log.keyset()
+    try:
+        published = KeySet.from_json((folder / "keys.json").read_bytes())
+    except (OSError, CapabilityAnchorError):
+        published = None  # reported by the folder's own checks
+    if published is not None:
+        extra = [kid for kid in published.kids if kid not in trusted]
+        if extra:
+            problems.append(
+                f"{folder / 'keys.json'} holds key(s) {extra} that the log does not trust "
+                f"(no endorsement chain from the key file's key {log.key.kid})"
+            )
+    path = folder / trust.KEY_RECORDS_FILE
+    tokens = [token for _, _, _, token in log.read.key_records()]
+    if path.exists():
+        try:
+            iss, published_tokens = trust.read_key_records(path.read_bytes())
+        except CapabilityAnchorError:
+            return problems  # reported by audit_key_records
+        if iss != log.iss or published_tokens != tokens[: len(published_tokens)]:
+            problems.append(f"{path} differs from the log's key rotation records")
+    elif tokens and published == trusted:  # keys.json is current, its records are not
+        problems.append(f"{path} is missing (the log has key rotation records)")
+    return problems

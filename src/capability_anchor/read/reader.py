@@ -1,0 +1,281 @@
+"""The read side of a log: what has been published, as `api/`, `export` and `audit` see it,
+and the answers built from it (SPEC §6 head selection, inclusion and consistency proofs from
+stored tiles, listings).
+
+Readers never write and never see an uncommitted row (each thread reads through its own
+`query_only` connection of the store). They go through this object rather than the store
+so that the storage package stays the only owner of how rows are kept. Inside the writer's
+transaction (`append_and_prove`) the same methods read the writer's own rows, which is what
+the answer it returns before its commit must cover.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from capability_anchor import head as heads
+from capability_anchor.encoding import parse_day
+from capability_anchor.errors import NotFound, UsageError
+from capability_anchor.head import proof_json
+from capability_anchor.merkle import TileCache, TileNodes, consistency_nodes, inclusion_nodes
+from capability_anchor.merkle.nodes import resolve
+from capability_anchor.store import EntryRow, HeadRow, StampRow, Store, TileRow
+from capability_anchor.strictjson import is_int
+
+from .history import HistoryReader
+from .tiles import PublishedTiles, stored_tiles
+
+if TYPE_CHECKING:
+    from capability_anchor.keys import KeySet, SigningKey
+
+MAX_INT = 2**63 - 1  # SQLite's integers
+
+
+class Origin(Protocol):
+    """Whose log this is: read at each use, since an embedding program may set `public_url`
+    after opening (the service does, from its settings)."""
+
+    iss: str
+    public_url: str
+    key: SigningKey  # whose note key signs the history's checkpoints
+
+    def signing_key(self) -> SigningKey: ...  # the key that signs now (after a rotation)
+
+    def published_keys(self) -> KeySet: ...  # every key not revoked
+
+
+def bounded(value: int, what: str) -> int:
+    """Indices and sizes as SQLite can hold them: beyond that it is a bad request."""
+    if not is_int(value) or not 0 <= value <= MAX_INT:
+        raise UsageError(f"{what} must be an integer 0..{MAX_INT}, got {value!r}")
+    return value
+
+
+class LogReader:
+    """Published heads, entries, tiles, stamps and key records of one log, and the proofs
+    and listings over them."""
+
+    def __init__(self, store: Store, origin: Origin) -> None:
+        self._store = store
+        self._origin = origin
+        # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
+        self._tile_cache = TileCache()
+        self.history = HistoryReader(store, self._tile_cache, signer=origin)
+        self.tiles = PublishedTiles(store)
+
+    # --- heads -------------------------------------------------------------------------------
+
+    def all_heads(self) -> list[HeadRow]:
+        return self._store.all_heads()
+
+    def head(self, day: str, tree_size: int, sealed: bool) -> HeadRow | None:
+        return self._store.head(day, tree_size, sealed)
+
+    def newest_head(self, day: str) -> HeadRow | None:
+        return self._store.newest_head(day)
+
+    def newest_unsealed(self, day: str) -> HeadRow | None:
+        return self._store.newest_unsealed(day)
+
+    def newest_published(self) -> HeadRow | None:
+        return self._store.newest_published()
+
+    def newest_covering(self, day: str, leaf_index: int) -> HeadRow | None:
+        return self._store.newest_covering(day, leaf_index)
+
+    def sealed_head(self, day: str) -> HeadRow | None:
+        return self._store.sealed_head(day)
+
+    def sealed_heads(self, before: str | None = None, limit: int | None = None) -> list[HeadRow]:
+        """Sealed heads, newest first."""
+        return self._store.sealed_heads(before, limit)
+
+    def last_sealed_day(self) -> str | None:
+        return self._store.last_sealed_day()
+
+    def head_for(self, day: str, tree_size: int | None = None) -> HeadRow:
+        """SPEC §6 head selection: without a size the newest head of the day (the sealed one
+        once sealed); with a size the unsealed head of that size, else the sealed one."""
+        parse_day(day)
+        if tree_size is not None:
+            bounded(tree_size, "tree size")
+        if tree_size is None:
+            found = self._store.newest_head(day)
+        else:
+            found = self._store.head(day, tree_size, False) or self._store.head(
+                day, tree_size, True
+            )
+        if found is None:
+            what = f"day {day}" if tree_size is None else f"day {day} at size {tree_size}"
+            raise NotFound(f"no published head for {what}")
+        return found
+
+    def anchor(self, row: HeadRow) -> dict[str, Any]:
+        return {
+            "day": row.day,
+            "root": row.root.hex(),
+            "url": heads.anchor_url(self._origin.public_url, row.day, row.tree_size, row.sealed),
+        }
+
+    # --- entries, tiles, the server index ------------------------------------------------------
+
+    def entry_days(self) -> list[str]:
+        return self._store.entry_days()
+
+    def day_size(self, day: str) -> int:
+        return self._store.day_size(day)
+
+    def entry(self, day: str, leaf_index: int) -> EntryRow | None:
+        return self._store.entry(day, leaf_index)
+
+    def entries_containing(self, day: str, start: int, needle: str, limit: int) -> list[EntryRow]:
+        return self._store.entries_containing(day, start, needle, limit)
+
+    def accepted_at(self, day: str, leaf_index: int) -> int | None:
+        return self._store.accepted_at(day, leaf_index)
+
+    def entry_rows(self, day: str, start: int, limit: int) -> list[EntryRow]:
+        return self._store.entries(day, start, limit)
+
+    def iter_entries(self, day: str) -> Iterator[EntryRow]:
+        return self._store.iter_entries(day)
+
+    def iter_tiles(self, day: str) -> Iterator[TileRow]:
+        return self._store.iter_tiles(day)
+
+    def iter_servers(self, day: str) -> Iterator[tuple[int, str]]:
+        return self._store.iter_servers(day)
+
+    def server_entries(self, key: str) -> list[tuple[str, int]]:
+        """(day, leaf index) of the indexed entries of a server key, newest first."""
+        return self._store.server_entries(key)
+
+    # --- stamps and trust ----------------------------------------------------------------------
+
+    def stamps(self, day: str) -> list[StampRow]:
+        return self._store.stamps(day)
+
+    def key_records(self) -> list[tuple[int, str, str, str]]:
+        return self._store.key_records()
+
+    def signing_keys(self) -> list[tuple[str, str]]:
+        return self._store.signing_keys()
+
+    def settings_statements(self) -> list[tuple[int, str, str]]:
+        return self._store.settings_statements()
+
+    def added_times(self) -> dict[str, dict[int, int]]:
+        return self._store.added_times()
+
+    def meta(self) -> dict[str, str]:
+        return self._store.meta()
+
+    # --- proofs --------------------------------------------------------------------------------
+
+    def tile_getter(self, day: str, size: int) -> Callable[[int, int], bytes]:
+        """The stored tiles of `day`'s tree at `size`, uncached: inside a write transaction
+        rows it read must not outlive a rollback in a shared cache."""
+
+        def fetch(level: int, index: int, min_width: int) -> bytes | None:
+            return self._store.tile(day, level, index, min_width)
+
+        return stored_tiles(fetch, size, f"day {day}")
+
+    def _tiles(self, day: str, size: int) -> TileNodes:
+        return TileNodes(self.tile_getter(day, size), cache=self._tile_cache, namespace=day)
+
+    def proof(self, day: str, leaf_index: int, tree_size: int | None = None) -> dict[str, Any]:
+        """`{v, anchor, proof}` for entry `leaf_index` of `day` in the selected head."""
+        bounded(leaf_index, "leaf index")
+        row = self.head_for(day, tree_size)
+        if leaf_index >= row.tree_size:
+            raise NotFound(
+                f"entry {leaf_index} of {day} is not covered by the head of size {row.tree_size}"
+            )
+        source = self._tiles(day, row.tree_size)
+        path = resolve(inclusion_nodes(leaf_index, row.tree_size), source.node)
+        return {
+            "v": heads.VERSION,
+            "anchor": self.anchor(row),
+            "proof": proof_json(leaf_index, row.tree_size, path),
+        }
+
+    def uncached_proofs(self, row: HeadRow, leaf_indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The inclusion proofs of entries in `row`, read without the shared tile cache: the
+        writer's `append_and_prove` reads them inside its uncommitted transaction, and rows
+        read there must not outlive a rollback."""
+        source = TileNodes(self.tile_getter(row.day, row.tree_size))
+        return [
+            proof_json(i, row.tree_size, resolve(inclusion_nodes(i, row.tree_size), source.node))
+            for i in leaf_indices
+        ]
+
+    def proof_by_leaf_hash(
+        self, leaf_hash: bytes, day: str | None = None, tree_size: int | None = None
+    ) -> dict[str, Any]:
+        """Proof for a leaf hash: in `day`, else the newest day in which a published head
+        covers it."""
+        for found_day, index in self._store.find_leaf(leaf_hash):
+            if day is not None and found_day != day:
+                continue
+            covering = self._store.newest_covering(found_day, index)
+            if covering is not None:
+                return self.proof(found_day, index, tree_size)
+        raise NotFound(f"no published head covers leaf {leaf_hash.hex()}")
+
+    def consistency(self, day: str, first: int, second: int) -> dict[str, Any]:
+        bounded(first, "first")
+        bounded(second, "second")
+        if first < 1:
+            raise UsageError(f"consistency needs first >= 1, got {first}")
+        newest = self.head_for(day)
+        if not first <= second <= newest.tree_size:
+            # Each size is well formed; the pair names no proof the log has (yet): 404.
+            raise NotFound(
+                f"no consistency proof from {first} to {second} in {day}: it needs first <= "
+                f"second <= {newest.tree_size} (the size of its newest head)"
+            )
+        source = self._tiles(day, newest.tree_size)
+        path = resolve(consistency_nodes(first, second), source.node)
+        return {
+            "v": heads.VERSION,
+            "day": day,
+            "first": first,
+            "second": second,
+            "path": [p.hex() for p in path],
+        }
+
+    # --- listings ------------------------------------------------------------------------------
+
+    def entries(self, day: str, start: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        parse_day(day)
+        bounded(start, "start")
+        bounded(limit, "limit")
+        return [
+            {
+                "leaf_index": e.leaf_index,
+                "leaf_hash": e.leaf_hash.hex(),
+                "claims": json.loads(e.claims),
+            }
+            for e in self._store.entries(day, start, limit)
+        ]
+
+    def roots(self, before: str | None = None, limit: int = 100) -> dict[str, Any]:
+        if before is not None:
+            parse_day(before)
+        rows = self._store.sealed_heads(before, limit)
+        return {
+            "v": heads.VERSION,
+            "iss": self._origin.iss,
+            "days": [
+                {
+                    "day": r.day,
+                    "tree_size": r.tree_size,
+                    "root": r.root.hex(),
+                    "url": heads.anchor_url(self._origin.public_url, r.day, r.tree_size, True),
+                }
+                for r in rows
+            ],
+        }

@@ -1,0 +1,54 @@
+"""URL rules: Capability Resolution §4 canonical server URLs, and the log's own origin and
+public URL (SPEC §1)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from capability_anchor.errors import UsageError
+
+
+def canonical_url(url: object) -> str:
+    """https only, no credentials, lower-case host without a leading `www.`, no `:443`, no
+    query, fragment or trailing slashes. Raises UsageError for anything else."""
+    if not isinstance(url, str):
+        raise UsageError("a server URL must be a string")
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"not a URL: {exc}") from None
+    if parts.scheme.lower() != "https":
+        raise UsageError("a server URL must use https")
+    if parts.username is not None or parts.password is not None:
+        raise UsageError("a server URL must not carry credentials")
+    host = (parts.hostname or "").lower().removeprefix("www.")
+    if not host:  # also `https://www.`: nothing is left once the www. is gone
+        raise UsageError("a server URL needs a host")
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    netloc = host if port in (None, 443) else f"{host}:{port}"
+    return f"https://{netloc}{parts.path.rstrip('/')}"
+
+
+def check_origin(iss: str) -> None:
+    """`iss` is `scheme://host[:port]` with no path (SPEC §1)."""
+    parts = urlsplit(iss)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username
+        or parts.password
+        or iss != f"{parts.scheme}://{parts.netloc}"
+    ):
+        raise UsageError(f"iss must be an origin scheme://host[:port] with no path, got {iss!r}")
+
+
+def check_base_url(url: str) -> None:
+    """The public URL anchors point at: http(s), no query or fragment (a path is allowed)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise UsageError(f"public URL must be an http(s) URL without query, got {url!r}")

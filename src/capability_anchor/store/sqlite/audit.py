@@ -1,0 +1,245 @@
+"""SQLite's own structures, for the data-dir audit (`auditdb`): read-only, one snapshot, and
+every finding worded here, so that nothing outside this package reads a pragma, a page
+number or `sqlite_master`. Introspection goes through sqlite-utils where it has the call
+(`Database.table_names`, `Table.pks`); what it has no call for (integrity_check, dbstat,
+`INDEXED BY` plans) stays SQL."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+
+from capability_anchor.errors import StoreCorrupt, StoreError
+
+from .base import SqliteBase
+from .errors import quoted, read_error
+from .schema import SchemaRow, database, expected_schema, schema_problems, schema_rows
+
+_TREE = re.compile(r"\b(?:Tree|tree|root) (\d+)\b")
+_PAGE = re.compile(r"\bpage (\d+)\b")
+
+
+class SqliteAudit(SqliteBase):
+    def _raw(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+        """A statement on the read-only connection with SQLite's own errors: the audit reads
+        damage as findings, so it wants them as SQLite reports them (`read_error`)."""
+        return self._conn.execute(sql, params)
+
+    def changed_under_read(self) -> bool:
+        """After reading a file opened as immutable (nothing had the log open): a process
+        that opened it meanwhile may have checkpointed into it under our reads, and then
+        nothing read can be trusted to be one moment of the log."""
+        if self._immutable is None:
+            return False
+        st = self.path.stat()
+        return (st.st_ino, st.st_size, st.st_mtime_ns) != self._immutable
+
+    def check_unchanged(self) -> None:
+        if self.changed_under_read():
+            raise StoreError(
+                f"{self.path} changed while it was read as a file nothing had open (a process "
+                "opened the log during the audit): run the audit again"
+            )
+
+    def invalid_text(self) -> list[bytes]:
+        """TEXT values read so far that were not UTF-8 (only on a read-only opening)."""
+        return list(self._invalid_text)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction around everything inside (a WAL snapshot: concurrent commits
+        are invisible to it), with every SQLite error raised inside as a StoreError
+        (StoreCorrupt when SQLite says the file is damaged)."""
+        try:
+            self._conn.execute("BEGIN")
+            # A deferred BEGIN takes its snapshot at the first read: take it now.
+            self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise read_error(self.path, exc) from None
+        # A `read()` inside (the log's key lookups during the audit) joins this snapshot.
+        self._local.reading = True
+        try:
+            yield
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            # UnicodeDecodeError: Python cannot even decode SQLite's message (it quotes a
+            # damaged name from the schema).
+            raise read_error(self.path, exc) from None
+        finally:
+            self._local.reading = False
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def user_version(self) -> int:
+        return int(self._raw("PRAGMA user_version").fetchone()[0])
+
+    # --- 0: the file -----------------------------------------------------------------------
+
+    def integrity_problems(self) -> list[str]:
+        """`PRAGMA integrity_check`: every b-tree, every index against its table, free pages,
+        NOT NULL and CHECK constraints, one problem a line with the table or index it names
+        by page added. Empty when SQLite finds nothing wrong."""
+        problems = self._integrity_lines()
+        if not problems:
+            return []
+        trees = self._tree_names()
+        pages = self._page_owners(
+            sorted({int(n) for line in problems for n in _PAGE.findall(line)})[:50]
+        )
+        return [_name_places(line, trees, pages) for line in problems]
+
+    def _integrity_lines(self) -> list[str]:
+        try:
+            rows = [str(r[0]) for r in self._raw("PRAGMA integrity_check(1000)")]
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            # Some damage (a zeroed page) stops the whole check at once: then each table is
+            # checked with its indexes on its own, so the report still names where it is.
+            if not isinstance(read_error(self.path, exc), StoreCorrupt):
+                raise
+            return self._integrity_by_table() or [
+                f"stopped, and no table checked alone names the damage: {exc}"
+            ]
+        if rows == ["ok"]:
+            return []
+        # One problem a line; the first line of such a report names the database only.
+        lines = [line for row in rows for line in row.splitlines()]
+        return [line for line in lines if line != "*** in database main ***"]
+
+    def _integrity_by_table(self) -> list[str]:
+        rows: list[str] = []
+        for name in database(self._conn).table_names():
+            try:
+                found = [str(r[0]) for r in self._raw(f"PRAGMA integrity_check({quoted(name)})")]
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as inner:
+                found = [str(inner)]
+            if found != ["ok"]:
+                rows += [f"table {name} or one of its indexes: {line}" for line in found]
+        return rows
+
+    def _tree_names(self) -> dict[int, str]:
+        """Each b-tree's name by its root page (integrity_check names trees by root page)."""
+        try:
+            rows = self._raw("SELECT rootpage, type, name FROM sqlite_master").fetchall()
+        except (sqlite3.Error, ValueError):  # ValueError: a name that is not UTF-8
+            return {}
+        return {int(str(r)): str(n) for r, _, n in rows if str(r).isdigit()}
+
+    def _page_owners(self, pages: Iterable[int]) -> dict[int, str]:
+        """Which table or index each page belongs to (`dbstat`), for naming damage that
+        integrity_check reports by page; empty where that cannot be read."""
+        owners: dict[int, str] = {}
+        for page in pages:
+            try:
+                row = self._raw("SELECT name FROM dbstat WHERE pageno = ?", (page,)).fetchone()
+            except (sqlite3.Error, UnicodeDecodeError):
+                return owners  # no dbstat, or the damage stops it too
+            if row is not None:
+                owners[page] = str(row[0])
+        return owners
+
+    # --- 5: the schema ---------------------------------------------------------------------
+
+    def schema(self) -> list[SchemaRow]:
+        """(type, name, tbl_name, sql) of every schema object, by name."""
+        return schema_rows(self._conn)
+
+    @staticmethod
+    def expected_schema(version: int) -> list[SchemaRow]:
+        """What `schema()` returns for a log created at schema `version` by this program."""
+        return expected_schema(version)
+
+    def schema_problems(self, version: int) -> tuple[list[str], int]:
+        got = self.schema()
+        return schema_problems(got, version), len(got)
+
+    # --- 6: the indexes --------------------------------------------------------------------
+
+    def index_mismatches(self) -> list[str]:
+        """Every index of a rowid table re-derived from its table: each row (read by a table
+        scan, NOT INDEXED) must be found through the index (INDEXED BY) with the same
+        columns and rowid, and the index must hold no more entries than the table has rows.
+        A WITHOUT ROWID table is its primary key's b-tree: every row a scan finds must also
+        be found by a seek on that key (what `/record` lookups do)."""
+        problems: list[str] = []
+        for name, table in self._raw(
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY name"
+        ).fetchall():
+            problems += self._index_mismatches(str(name), str(table))
+        for (table,) in self._raw(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%WITHOUT ROWID%'"
+        ).fetchall():
+            problems += self._key_mismatches(str(table))
+        return problems
+
+    def _index_mismatches(self, name: str, table: str) -> list[str]:
+        columns = [str(r[2]) for r in self._raw(f"PRAGMA index_info({quoted(name)})")]
+        if not columns or any(c == "None" for c in columns):
+            return []  # an expression index: none in the schema, flagged there if added
+        t, i = quoted(table), quoted(name)
+        same = " AND ".join(f"i.{quoted(c)} IS t.{quoted(c)}" for c in columns)
+        missing_sql = (
+            f"SELECT count(*) FROM {t} AS t NOT INDEXED WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {t} AS i INDEXED BY {i} WHERE {same} AND i.rowid = t.rowid)"
+        )
+        # count(*) would be answered from whichever b-tree is smallest, whatever INDEXED
+        # BY says; counting a column read from the index makes SQLite walk this one.
+        entries_sql = f"SELECT count(i.{quoted(columns[0])} IS NULL) FROM {t} AS i INDEXED BY {i}"
+        for query in (missing_sql, entries_sql):
+            plan = " ".join(str(r[-1]) for r in self._raw(f"EXPLAIN QUERY PLAN {query}"))
+            if f"INDEX {name}" not in plan:
+                raise StoreError(f"SQLite will not read index {name} for the audit: {plan}")
+        (missing,) = self._raw(missing_sql).fetchone()
+        (rows,) = self._raw(f"SELECT count(*) FROM {t} NOT INDEXED").fetchone()
+        (entries,) = self._raw(entries_sql).fetchone()
+        problems: list[str] = []
+        if missing:
+            problems.append(f"index {name}: {missing} row(s) of {table} are not found through it")
+        if entries != rows:
+            problems.append(f"index {name} holds {entries} entries, {table} has {rows} rows")
+        return problems
+
+    def _key_mismatches(self, table: str) -> list[str]:
+        key = database(self._conn).table(table).pks
+        t = quoted(table)
+        same = " AND ".join(f"s.{quoted(c)} = t.{quoted(c)}" for c in key)
+        (missing,) = self._raw(
+            f"SELECT count(*) FROM {t} AS t WHERE NOT EXISTS (SELECT 1 FROM {t} AS s WHERE {same})"
+        ).fetchone()
+        if missing:
+            return [f"table {table}: {missing} row(s) found by a scan are not found by key"]
+        return []
+
+    # --- 7: the columns no signature covers ------------------------------------------------
+
+    def entries_accepted_off_day(self) -> list[tuple[str, int, int]]:
+        """(day, leaf_index, accepted_at) of every entry whose accepted_at is not a time on
+        its UTC day (`date(.., 'unixepoch')` is the day `log.utc_day` gives; NULL, so
+        reported, for a time SQLite cannot date)."""
+        return [
+            (str(d), int(i), int(a))
+            for d, i, a in self._raw(
+                "SELECT day, leaf_index, accepted_at FROM entries "
+                "WHERE date(accepted_at, 'unixepoch') IS NOT day ORDER BY day, leaf_index"
+            )
+        ]
+
+    def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
+        """(day, tsa, token, added) of every stamp, in the order they were stored."""
+        return [
+            (str(d), str(t), bytes(tok), int(a))
+            for d, t, tok, a in self._raw(
+                "SELECT day, tsa, token, added FROM stamps ORDER BY rowid"
+            )
+        ]
+
+
+def _name_places(line: str, trees: dict[int, str], pages: dict[int, str]) -> str:
+    """integrity_check names b-trees by root page ("Tree 4 page 9 ...") and damage by page
+    ("Multiple uses for byte 3795 of page 34"): add whose they are."""
+    found = [trees[int(m)] for m in _TREE.findall(line) if int(m) in trees]
+    found += [pages[int(m)] for m in _PAGE.findall(line) if int(m) in pages]
+    return f"{line} (in {', '.join(dict.fromkeys(found))})" if found else line

@@ -1,0 +1,255 @@
+"""The SQLite implementation's connections and transactions (the write discipline).
+
+Durability, as `interface.Store` promises it, in SQLite's terms: `write()` takes SQLite's
+write lock first (`BEGIN IMMEDIATE`) and commits once; WAL with `synchronous=FULL` makes an
+acknowledged write survive power loss. Append-only is enforced by triggers that abort
+(`sqlite_schema`); `INSERT OR REPLACE` deletes the old row without firing DELETE triggers on a
+connection without `recursive_triggers`, so it gets its own guard and the writer turns
+`recursive_triggers` on. Several processes may open one store: writers queue on the lock
+(busy timeout), readers never block in WAL mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreError
+from capability_anchor.store import damage
+from capability_anchor.store.interface import Store
+from capability_anchor.store.rows import DB_NAME
+
+from .errors import store_error
+
+BUSY_TIMEOUT_MS = 30_000
+CACHE_KIB = 16 * 1024
+CHECKPOINT_INTERVAL_S = 0.02
+READER_CACHE_KIB = 4 * 1024
+
+
+class SqliteBase(Store):
+    """One SQLite database in a data dir.
+
+    Connections (the write discipline): exactly one connection per process writes, and only
+    inside `write()`, which holds `_write_lock` for the whole transaction. Every other read,
+    on any thread, goes to that thread's own reader connection (`query_only`), so no SQLite
+    connection is ever used by two threads at once, and no reader ever sees a write
+    transaction's uncommitted rows (a proof or a head computed from those could outlive a
+    rollback). Inside `write()` the writing thread reads through the writer connection: the
+    transaction's own rows are what a head it signs must cover.
+    """
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._writer = conn
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        # A read-only opening (the audit) has one connection, for reads on its one thread.
+        self._only: sqlite3.Connection | None = None
+        self._checkpointer: tuple[threading.Event, threading.Thread] | None = None
+        # Set by a read-only opening (sqlite_open): the file's identity when it was opened
+        # as immutable, and the TEXT values read that were not UTF-8.
+        self._immutable: tuple[int, int, int] | None = None
+        self._invalid_text: list[bytes] = []
+
+    def _failed(self, exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
+        """The project's error for `exc`; damage found in a log's database is also kept as
+        the data dir's damage mark (`damage.py`), so that every process stops writing."""
+        error = store_error(exc, context)
+        if isinstance(error, StoreCorrupt) and self._only is None and self.path.name == DB_NAME:
+            damage.mark(self.path.parent, f"{context}: {exc}")
+        return error
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The connection this thread may use now: the writer inside `write()`, else its own
+        reader."""
+        if self._only is not None:
+            return self._only
+        local = self._local
+        if getattr(local, "writing", False):
+            return self._writer
+        conn: sqlite3.Connection | None = getattr(local, "reader", None)
+        if conn is None:
+            conn = self._open_reader()
+            local.reader = conn
+        return conn
+
+    def _open_reader(self) -> sqlite3.Connection:
+        with self._readers_lock:
+            if self._closed:
+                raise StoreError(f"the log at {self.path} is closed")
+            try:
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=BUSY_TIMEOUT_MS / 1000,
+                    isolation_level=None,
+                    # Closed by `close()`, which may run on another thread.
+                    check_same_thread=False,
+                )
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA query_only = ON")
+                conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
+            except sqlite3.Error as exc:
+                raise self._failed(exc, f"cannot open a reader of the log at {self.path}") from None
+            self._readers.append(conn)
+            return conn
+
+    def start_checkpointer(self) -> None:
+        """Copy the WAL back into the database from a thread of its own.
+
+        Every commit dirties pages all over the dedupe index; SQLite's automatic checkpoint
+        would then copy them back on the appending thread, doubling each commit's I/O. A
+        passive checkpoint on another connection does that work beside the writer (sqlite3
+        releases the GIL) and never blocks readers or writers. Durability is unchanged: a
+        commit is durable once its WAL frames are fsynced, before any checkpoint.
+        """
+        if self._checkpointer is not None:
+            return
+        stop = threading.Event()
+        conn = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA synchronous = FULL")
+
+        def run() -> None:
+            try:
+                while not stop.wait(CHECKPOINT_INTERVAL_S):
+                    with contextlib.suppress(sqlite3.OperationalError):
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            finally:
+                conn.close()
+
+        thread = threading.Thread(target=run, name="capability-anchor-wal", daemon=True)
+        thread.start()
+        self._checkpointer = (stop, thread)
+        # The writer's own automatic checkpoints become a rarely needed safety net.
+        self._writer.execute("PRAGMA wal_autocheckpoint = 100000")
+
+    def close(self) -> None:
+        if self._checkpointer is not None:
+            stop, thread = self._checkpointer
+            stop.set()
+            thread.join()
+            self._checkpointer = None
+        with self._readers_lock:
+            self._closed = True
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
+        self._writer.close()
+
+    # --- transactions ----------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One durable, atomic write transaction under SQLite's write lock.
+
+        Durability point: when this returns, everything written inside is committed and
+        fsynced. If anything inside raises, or the commit fails, the transaction is rolled
+        back and the original error propagates (a failing ROLLBACK never hides it): nothing
+        of it is stored. Another process holding the lock is waited for up to the busy
+        timeout, then `StoreBusy`.
+        """
+        local = self._local
+        if getattr(local, "writing", False):
+            raise StoreError("a write transaction is already open on this thread")
+        if self.path.name == DB_NAME:
+            # Before the lock: a log some process found damaged is written to by no one.
+            damage.refuse_if_damaged(self.path.parent)
+        with self._write_lock:
+            local.writing = True
+            try:
+                self._rollback()  # a transaction left open by a failure never absorbs this one
+                try:
+                    self._writer.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise self._failed(exc, "cannot take the log's write lock") from None
+                try:
+                    yield
+                    if not self._writer.in_transaction:
+                        raise StoreError("SQLite rolled the write transaction back")
+                    self._writer.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    raise self._failed(exc, "the commit failed") from None
+                except BaseException:
+                    self._rollback()
+                    raise
+            finally:
+                local.writing = False
+
+    def _rollback(self) -> None:
+        if self._writer.in_transaction:
+            # SQLite may already have rolled back (disk full, I/O error): that is not an error
+            # of its own, and the error that got us here is the one to report.
+            with contextlib.suppress(sqlite3.Error):
+                self._writer.execute("ROLLBACK")
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """One consistent snapshot for several reads on this thread (WAL readers never block
+        writers). Inside `write()` or another `read()` it adds nothing: those are already
+        one snapshot."""
+        local = self._local
+        if getattr(local, "writing", False) or getattr(local, "reading", False):
+            yield
+            return
+        conn = self._conn
+        try:
+            conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "cannot start a read") from None
+        local.reading = True
+        try:
+            yield
+        finally:
+            local.reading = False
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
+
+    def _exec(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        conn = self._checked_conn()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "a statement failed") from None
+
+    def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
+        rows = self._exec(sql, params)
+        return rows[0] if rows else None
+
+    def _iter(self, sql: str, params: Sequence[object] = ()) -> Iterator[Any]:
+        """Rows one at a time (for results too large to fetch at once)."""
+        conn = self._checked_conn()
+        try:
+            yield from conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "a read failed") from None
+
+    def _execmany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        conn = self._checked_conn()
+        try:
+            conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "a write failed") from None
+
+    def _checked_conn(self) -> sqlite3.Connection:
+        conn = self._conn
+        if (
+            conn is self._writer
+            and not conn.in_transaction
+            and getattr(self._local, "writing", False)
+        ):
+            # SQLite ended the transaction on its own (disk full, I/O error): a statement run
+            # now would commit by itself, outside the batch it belongs to.
+            raise StoreError("SQLite rolled the write transaction back")
+        return conn

@@ -1,0 +1,1 @@
+"""The SQLite schema's migrations, one module per version after the first."""

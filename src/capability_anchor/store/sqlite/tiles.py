@@ -1,0 +1,121 @@
+"""The tile tables of the SQLite store: one SQL per operation for every tree that keeps
+tlog-tiles, the day trees (`tiles`, keyed by day) and the history tree (`history_tiles`, one
+tree per log), so both are written, read and rebuilt by the same code.
+
+A tree's stored tiles are its full tiles (width 256, with their root) and, at every
+published size, its partial tiles; `edge_partials` rebuilds the right edge at any size from
+the last leaf hashes and the roots of the last full tiles below each level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from capability_anchor.errors import StoreError
+from capability_anchor.merkle import TILE_HEIGHT, partial_counts
+from capability_anchor.store.rows import TileRow
+
+from .base import SqliteBase
+
+TileValues = tuple[int, int, int, bytes, bytes | None]  # (level, index, width, hashes, root)
+
+
+@dataclass(frozen=True, slots=True)
+class TileTable:
+    """A tile table: its name, and the columns before `level` that name one tree in it."""
+
+    name: str
+    key: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        return "".join(f"{k} = ? AND " for k in self.key)
+
+    @property
+    def insert(self) -> str:
+        cols = ", ".join((*self.key, "level", "idx", "width", "hashes", "root"))
+        marks = ", ".join("?" * (len(self.key) + 5))
+        # An identical tile already stored is left alone (tiles are deterministic from the
+        # leaves); a different one is refused by the table's no_replace trigger.
+        return f"INSERT INTO {self.name} ({cols}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+
+
+DAY_TILES = TileTable("tiles", ("day",))
+HISTORY_TILES = TileTable("history_tiles", ())
+
+
+class SqliteTiles(SqliteBase):
+    """Tile reads and writes over any `TileTable`; `key` holds the values of its key columns."""
+
+    def _insert_tiles_in(
+        self, table: TileTable, key: tuple[str, ...], rows: Iterable[TileValues]
+    ) -> None:
+        self._execmany(table.insert, ((*key, *row) for row in rows))
+
+    def _tile_in(
+        self, table: TileTable, key: tuple[str, ...], level: int, index: int, min_width: int
+    ) -> bytes | None:
+        row = self._one(
+            f"SELECT hashes FROM {table.name} WHERE {table.where}level = ? AND idx = ? "
+            "AND width >= ? ORDER BY width LIMIT 1",
+            (*key, level, index, min_width),
+        )
+        return None if row is None else bytes(row[0])
+
+    def _full_tile_roots_in(
+        self, table: TileTable, key: tuple[str, ...], level: int, first: int, count: int
+    ) -> list[bytes]:
+        return [
+            bytes(r)
+            for (r,) in self._exec(
+                f"SELECT root FROM {table.name} WHERE {table.where}level = ? AND width = 256 "
+                "AND idx >= ? AND idx < ? ORDER BY idx",
+                (*key, level, first, first + count),
+            )
+        ]
+
+    def _iter_tiles_in(
+        self, table: TileTable, key: tuple[str, ...], label: str
+    ) -> Iterator[TileRow]:
+        for level, idx, width, hashes, root in self._iter(
+            f"SELECT level, idx, width, hashes, root FROM {table.name} WHERE {table.where}1 "
+            "ORDER BY level, idx, width",
+            key,
+        ):
+            yield TileRow(
+                label,
+                int(level),
+                int(idx),
+                int(width),
+                bytes(hashes),
+                None if root is None else bytes(root),
+            )
+
+
+def edge_partials(
+    size: int,
+    leaf_hashes: Callable[[int, int], list[bytes]],
+    full_tile_roots: Callable[[int, int, int], list[bytes]],
+    what: str,
+) -> list[bytes]:
+    """The partial tile of each level at tree `size`, from the stored leaf hashes
+    (`leaf_hashes(start, end)`) and full tile roots (`full_tile_roots(level, first, count)`)."""
+    partials: list[bytes] = []
+    for level, count in enumerate(partial_counts(size)):
+        if count == 0:
+            partials.append(b"")
+            continue
+        at_level = size >> (TILE_HEIGHT * level)
+        first = at_level - count  # index of the first hash of the partial tile
+        if level == 0:
+            hashes = leaf_hashes(first, at_level)
+        else:
+            hashes = full_tile_roots(level - 1, first, count)
+        if len(hashes) != count:
+            raise StoreError(
+                f"{what}: level {level} of the tree at size {size} needs {count} "
+                f"hashes, the store has {len(hashes)} (missing leaves or tiles)"
+            )
+        partials.append(b"".join(hashes))
+    return partials

@@ -1,0 +1,222 @@
+"""Stamping sealed heads with RFC 3161 TSAs (SPEC §7): configuration, one pass over what
+is missing, and the retry schedule of the service.
+
+    config = TsaConfig.resolve(log.config, urls=["https://tsa.example/"], ca_files=[pem])
+    for result in stamp_missing(log, config):
+        print(result.to_json())
+
+Failing open is the rule: a TSA that is down, slow or wrong costs at most its deadline per
+pass, never a sealed head. What a TSA replied is stored only after `timestamp.verify_reply`
+accepted it (with the nonce we sent), and then never changes; failures are returned (with
+their reason) for the caller to report and retry.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from capability_anchor.errors import CapabilityAnchorError, TimestampError, UsageError
+from capability_anchor.timestamp import DEFAULT_DEADLINE_S, cas_of_pem, pem_of, trusted_cas
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Certificate
+
+    from capability_anchor.log import Log
+
+# Service retries per TSA after a failure: 30 s, doubling, at most an hour, with jitter so
+# that several logs do not hammer a recovering TSA in step.
+RETRY_FIRST_S = 30.0
+RETRY_MAX_S = 3600.0
+# How often the service looks for sealed heads without stamps when nothing failed.
+POLL_S = 60.0
+
+
+@dataclass(frozen=True)
+class TsaConfig:
+    """Which TSAs stamp sealed heads and which CAs their tokens must chain to."""
+
+    urls: tuple[str, ...] = ()
+    ca_pem: str = ""
+    """The trusted TSA CA certificates as PEM, each once (duplicates across files dropped)."""
+    deadline: float = DEFAULT_DEADLINE_S
+
+    @classmethod
+    def from_files(
+        cls, urls: Sequence[str], ca_files: Sequence[str | Path], deadline: float | None = None
+    ) -> TsaConfig:
+        """From `--tsa` and `--tsa-ca` (checked: see `check`)."""
+        pem = _pem_of(ca_files) if ca_files else ""
+        config = cls(tuple(urls), pem, DEFAULT_DEADLINE_S if deadline is None else deadline)
+        config.check()
+        return config
+
+    @classmethod
+    def resolve(
+        cls,
+        stored: Mapping[str, Any],
+        urls: Sequence[str] = (),
+        ca_files: Sequence[str | Path] = (),
+        deadline: float | None = None,
+    ) -> TsaConfig:
+        """The data dir's stored configuration (from `init`), each part replaced by what the
+        command line gives (SPEC §7: stored ones unless given on the command line)."""
+        stored_urls = stored.get("tsa", [])
+        stored_pem = stored.get("tsa_ca", "")
+        if not isinstance(stored_urls, list) or not all(isinstance(u, str) for u in stored_urls):
+            raise UsageError("the data dir's stored TSA list is malformed")
+        if not isinstance(stored_pem, str):
+            raise UsageError("the data dir's stored TSA CA certificates are malformed")
+        config = cls(
+            tuple(urls) if urls else tuple(stored_urls),
+            _pem_of(ca_files) if ca_files else stored_pem,
+            DEFAULT_DEADLINE_S if deadline is None else deadline,
+        )
+        config.check()
+        return config
+
+    def to_config(self) -> dict[str, Any]:
+        """What `init` stores in the data dir's config."""
+        return {"tsa": list(self.urls), "tsa_ca": self.ca_pem}
+
+    def check(self) -> None:
+        """Usage errors, found before anything is sealed (SPEC §7): a TSA URL that is not
+        http(s), a TSA with no trusted CA, a deadline that is not positive."""
+        for url in self.urls:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise UsageError(f"--tsa {url!r} is not an http:// or https:// URL")
+        if len(set(self.urls)) != len(self.urls):
+            raise UsageError("a TSA is given twice")
+        if self.urls and not self.ca_pem:
+            raise UsageError("a TSA needs a trusted CA: give --tsa-ca PEM")
+        if not 0 < self.deadline <= 600:
+            raise UsageError("--tsa-deadline must be more than 0 and at most 600 seconds")
+        if self.ca_pem:
+            self.cas()
+
+    def cas(self) -> list[Certificate]:
+        return cas_of_pem(self.ca_pem)
+
+
+def _pem_of(files: Sequence[str | Path]) -> str:
+    return pem_of(trusted_cas(files))
+
+
+@dataclass(frozen=True)
+class StampResult:
+    """One TSA's answer for one sealed day: stored (gen_time) or failed (error)."""
+
+    day: str
+    tsa: str
+    gen_time: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def describe(self) -> str:
+        """One line for a person (stderr, the service's log)."""
+        if self.error is None:
+            return f"{self.day} stamped by {self.tsa} at {self.gen_time}"
+        return f"{self.day} not stamped by {self.tsa}: {self.error}"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is None:
+            return {"day": self.day, "tsa": self.tsa, "gen_time": self.gen_time}
+        return {"day": self.day, "tsa": self.tsa, "error": self.error}
+
+
+def stamp_day(log: Log, day: str, jws: bytes, url: str, config: TsaConfig) -> StampResult:
+    """Ask one TSA to stamp one sealed head; store the reply if it verifies."""
+    from capability_anchor.timestamp import stamp
+
+    try:
+        reply, verified = stamp(url, jws, config.cas(), deadline=config.deadline)
+    except TimestampError as exc:
+        return StampResult(day, url, error=str(exc))
+    try:
+        log.add_stamp(day, url, reply, verified.gen_time)
+    except CapabilityAnchorError as exc:  # e.g. the database is busy: retried like a TSA fault
+        return StampResult(day, url, error=f"the verified stamp could not be stored: {exc}")
+    return StampResult(day, url, gen_time=verified.gen_time)
+
+
+def stamp_missing(
+    log: Log,
+    config: TsaConfig,
+    days: Collection[str] | None = None,
+    tsas: Collection[str] | None = None,
+    on_result: Callable[[StampResult], None] | None = None,
+) -> list[StampResult]:
+    """For each TSA, stamp every sealed head (of `days`, default all) it has not stamped yet,
+    oldest first. After a TSA's first failure its remaining days wait for the next pass,
+    so a hanging TSA costs one deadline per pass, not one per day."""
+    results: list[StampResult] = []
+    targets = [t for t in log.stamp_targets() if days is None or t[0] in days]
+    for url in config.urls:
+        if tsas is not None and url not in tsas:
+            continue
+        for day, jws, stamped_by in targets:
+            if url in stamped_by:
+                continue
+            result = stamp_day(log, day, jws, url, config)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+            if not result.ok:
+                break
+    return results
+
+
+@dataclass
+class Stamper:
+    """The service's stamping schedule: a pass when something may be missing, and per TSA
+    a growing, jittered delay after each failure (reset by a success)."""
+
+    log: Log
+    config: TsaConfig
+    retry_first: float = RETRY_FIRST_S
+    clock: Callable[[], float] = time.monotonic
+    report: Callable[[StampResult], None] = lambda result: None
+    _next: dict[str, float] = field(default_factory=dict)
+    _failures: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wake(self) -> None:
+        """Something was sealed: TSAs that are not backing off try at the next pass."""
+        with self._lock:
+            for url in self.config.urls:
+                if not self._failures.get(url):
+                    self._next[url] = 0.0
+
+    def due(self) -> bool:
+        now = self.clock()
+        with self._lock:
+            return any(self._next.get(url, 0.0) <= now for url in self.config.urls)
+
+    def run_once(self) -> list[StampResult]:
+        now = self.clock()
+        with self._lock:
+            ready = [u for u in self.config.urls if self._next.get(u, 0.0) <= now]
+        results = stamp_missing(self.log, self.config, tsas=ready, on_result=self.report)
+        failed = {r.tsa for r in results if not r.ok}
+        now = self.clock()
+        with self._lock:
+            for url in ready:
+                if url in failed:
+                    n = self._failures.get(url, 0) + 1
+                    self._failures[url] = n
+                    delay = min(RETRY_MAX_S, self.retry_first * 2 ** (n - 1))
+                    self._next[url] = now + delay * random.uniform(0.8, 1.2)  # noqa: S311 (jitter)
+                else:
+                    self._failures[url] = 0
+                    self._next[url] = now + POLL_S
+        return results

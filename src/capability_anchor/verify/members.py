@@ -1,0 +1,97 @@
+"""A record file's plain members against its signed claims (`record_signature`).
+
+A `/record` answer (SPEC §6) is the record token's claims, written out beside the token
+(`jws`) and `expires`. Verification uses only the signed claims, but a reader of the file
+sees the plain members, so a file whose plain members say something the token does not
+misleads every reader: it fails, as a head document whose claims differ from its JWS does.
+
+- Every top-level member other than `jws` and `expires` must be a signed claim, and every
+  signed claim must be present. Values compare as parsed JSON, exactly: the same members
+  and array elements, the same strings, `true`/`false`/`null` only equal themselves, and
+  numbers by value (`1` equals `1.0`, as their RFC 8785 forms do; `true` is not `1`).
+- `expires` is not signed; it restates `exp` (SPEC §6: "RFC 3339 of exp"). When present it
+  must be an RFC 3339 date-time with a zone naming exactly the second `exp` names (any zone
+  offset or spelling of that instant is the same statement). Should a token sign an
+  `expires` claim itself, the plain one is compared with it like any other claim.
+
+Differences are named by JSON path (`name`, `proof.leaf_index`, `proof.path[0]`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from capability_anchor.strictjson import is_int
+
+__all__ = ["differences"]
+
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+_MAX_NAMED = 20
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b  # exact: Python compares int and float by value without rounding
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _diff(plain: Any, signed: Any, where: str, out: list[str]) -> None:
+    if _same(plain, signed):
+        return
+    if isinstance(plain, dict) and isinstance(signed, dict):
+        for name in sorted(set(plain) | set(signed)):
+            path = f"{where}.{name}" if where else name
+            if name not in signed:
+                out.append(f"{path} (not signed)")
+            elif name not in plain:
+                out.append(f"{path} (signed, missing beside jws)")
+            else:
+                _diff(plain[name], signed[name], path, out)
+    elif isinstance(plain, list) and isinstance(signed, list) and len(plain) == len(signed):
+        for i, (p, s) in enumerate(zip(plain, signed, strict=True)):
+            _diff(p, s, f"{where}[{i}]", out)
+    else:
+        out.append(where)
+
+
+def _expires_problem(value: Any, exp: Any) -> str | None:
+    """None when `value` is an RFC 3339 date-time naming the second `exp` names."""
+    if not is_int(exp):
+        return "expires (no integer exp is signed)"
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        return "expires (not an RFC 3339 date-time with a zone)"
+    try:
+        when = dt.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:
+        return "expires (not a real date-time)"
+    if when.timestamp() != exp:
+        return "expires (not the signed exp)"
+    return None
+
+
+def differences(plain: Mapping[str, Any], signed: Mapping[str, Any]) -> list[str]:
+    """The JSON paths where the record file `plain` (its `jws` aside) says something other
+    than the token's `signed` claims; empty when they agree."""
+    out: list[str] = []
+    members = {k: v for k, v in plain.items() if k != "jws"}
+    if "expires" in members and "expires" not in signed:
+        problem = _expires_problem(members.pop("expires"), signed.get("exp"))
+        if problem is not None:
+            out.append(problem)
+    _diff(members, dict(signed), "", out)
+    if len(out) > _MAX_NAMED:
+        out[_MAX_NAMED:] = [f"and {len(out) - _MAX_NAMED} more"]
+    return out

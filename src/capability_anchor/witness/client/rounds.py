@@ -1,0 +1,398 @@
+"""Submitting the history's newest checkpoint to one witness, and what is stored afterwards
+(SPEC §12.3).
+
+    outcome = submit(log, witness, deadline=10.0)      # one exchange (two after a 409)
+    print(json.dumps(outcome.to_json()))               # {witness, old, size, result, detail}
+
+One submission, in three steps, so that no lock is held while the network is used:
+
+1. *read*: the witness's stored state (the size it last cosigned, M), the newest stored
+   checkpoint (size N) and the consistency proof M → N, in one read snapshot;
+2. *exchange*: `POST <url>/add-checkpoint` under the deadline (`client.post`); after a 409
+   naming M' ≤ N, once more from M';
+3. *store*: in one short write transaction, the verified cosignatures (append-only: at most
+   one per witness and size is kept, the first) and the witness's new state.
+
+If the process dies between 2 and 3 the witness has cosigned a size we did not record; the
+next submission, from the old M, gets a 409 naming that size and retries from it, so
+nothing is lost and nothing false is stored. At most one request per witness is in flight
+across processes: a submission holds `DIR/witness-<id>.lock` (an flock) from 1 to 3.
+
+`submit` does it all in the caller's thread (`cosign`); `submit_async` runs the exchange on
+the caller's event loop and steps 1 and 3 through OFFLOAD (the service's small thread pool),
+so a witness that hangs holds a socket, not a thread.
+
+After a rotation (SPEC §13.2) a witness that still knows only the old key answers 403 until
+its operator adds the new one (`witness update-log`). Such a 403 (the witness cosigned
+checkpoints signed by another of our keys) is retried at the next checkpoint interval, not
+after the hour SPEC §12.3 gives a witness that does not know the log at all: cosignatures
+resume within an interval of the witness learning the key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from capability_anchor.errors import MalformedNote, WitnessError
+from capability_anchor.log.published import witness_ahead
+from capability_anchor.metrics.service import observe
+from capability_anchor.note import PolicyWitness, parse_note
+from capability_anchor.store import CosignatureRow, WitnessState
+
+from .answers import COSIGNED, FAILED, RETRY_FROM, STOP, UNKNOWN, Sent, Verdict, judge
+from .client import DEFAULT_DEADLINE_S, Answer, post, post_async, request_body
+from .episodes import REFUSED, UNREACHABLE
+
+if TYPE_CHECKING:
+    from httpx import AsyncClient
+
+    from capability_anchor.log import Log
+
+Offload = Callable[..., Awaitable[Any]]
+"""Runs a blocking function off the event loop: `await offload(fn, *args)`."""
+
+log = logging.getLogger("capability_anchor.witness.client")
+
+# After a failure: 30 s, doubling, at most an hour, with jitter (several logs must not
+# hammer a recovering witness in step). A witness that does not know the log: an hour.
+RETRY_FIRST_S = 30.0
+RETRY_MAX_S = 3600.0
+UNKNOWN_RETRY_S = 3600.0
+
+# WitnessState.status
+OK, RETRY, STOPPED = "ok", "retry", "stopped"
+# Outcome.result: cosigned now, nothing to submit, failed (retried later), stopped.
+CURRENT, STOPPED_RESULT = "current", "stopped"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one submission did, as `cosign` prints it."""
+
+    witness: str
+    old: int
+    size: int
+    result: str
+    detail: str
+    problem: str | None = None
+    """When it failed: the kind of problem (`episodes.REFUSED` or `UNREACHABLE`)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.result in (COSIGNED, CURRENT)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "witness": self.witness,
+            "old": self.old,
+            "size": self.size,
+            "result": self.result,
+            "detail": self.detail,
+        }
+
+
+def submit(
+    log_: Log,
+    witness: PolicyWitness,
+    *,
+    deadline: float = DEFAULT_DEADLINE_S,
+    resume: bool = False,
+    wait: bool = True,
+) -> Outcome:
+    """Submit the newest checkpoint to WITNESS (see the module docstring). A stopped
+    witness is skipped unless RESUME (the operator acts); with WAIT false, a witness another
+    process is submitting to right now is skipped rather than waited for."""
+    with _exclusive(log_, witness.name, wait) as mine:
+        if not mine:
+            return _busy(witness)
+        begun = _begin(log_, witness, resume)
+        if isinstance(begun, Outcome):
+            return begun
+        state, sent = begun
+        verdict = _ask(
+            log_, sent, lambda body: post(sent.witness.url or "", body, deadline=deadline)
+        )
+        again = _again(verdict, sent)
+        if again is not None:
+            sent = again
+            verdict = _twice(
+                _ask(log_, sent, lambda b: post(sent.witness.url or "", b, deadline=deadline))
+            )
+        outcome, stored = _store(log_, state, sent, verdict)
+    _report(outcome, stored)
+    return outcome
+
+
+async def submit_async(
+    log_: Log,
+    witness: PolicyWitness,
+    client: AsyncClient,
+    offload: Offload,
+    *,
+    deadline: float = DEFAULT_DEADLINE_S,
+) -> Outcome:
+    """`submit` (WAIT false, no RESUME) with the exchange on this event loop and CLIENT,
+    and the store's steps through OFFLOAD. Nothing is logged: the caller reports."""
+    with _exclusive(log_, witness.name, False) as mine:  # non-blocking: fine on the loop
+        if not mine:
+            return _busy(witness)
+        begun = await offload(_begin, log_, witness, False)
+        if isinstance(begun, Outcome):
+            return begun
+        state, sent = begun
+        verdict = await _ask_async(log_, sent, client, offload, deadline)
+        again = _again(verdict, sent)
+        if again is not None:
+            sent = again
+            verdict = _twice(await _ask_async(log_, sent, client, offload, deadline))
+        outcome, _ = await offload(_store, log_, state, sent, verdict)
+        return outcome  # type: ignore[no-any-return]
+
+
+def _busy(witness: PolicyWitness) -> Outcome:
+    return Outcome(witness.name, 0, 0, FAILED, "another process is submitting to it")
+
+
+def _begin(log_: Log, witness: PolicyWitness, resume: bool) -> tuple[WitnessState, Sent] | Outcome:
+    """Step 1: the witness's state and the request to send, or the outcome without one."""
+    state = _state(log_, witness.name)
+    if state.status == STOPPED and not resume:
+        return Outcome(witness.name, state.size, state.size, STOPPED_RESULT, state.detail)
+    sent = _prepare(log_, witness, state.size)
+    if sent is None:
+        size = _newest_size(log_)
+        if state.size > size:
+            # Never stored by a submission (a 409's size is kept only up to ours): the
+            # store was changed. Said, not taken for "cosigned", which would end the
+            # submissions to this witness silently.
+            detail = _BEYOND.format(old=state.size, size=size)
+            log.error("witness %s: %s", witness.name, detail)
+            return Outcome(witness.name, state.size, size, FAILED, detail)
+        return Outcome(witness.name, state.size, size, CURRENT, f"cosigned size {size}")
+    return state, sent
+
+
+_BEYOND = (
+    "the stored state says it cosigned size {old}, beyond the newest checkpoint {size}: the "
+    "store was changed (run `capability-anchor audit`); nothing is submitted to it"
+)
+
+
+@contextlib.contextmanager
+def _exclusive(log_: Log, name: str, wait: bool) -> Iterator[bool]:
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+    fd = os.open(log_.data_dir / f"witness-{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _state(log_: Log, name: str) -> WitnessState:
+    with log_.store.read():
+        state = log_.store.witness_state(name)
+    if state is None:
+        return WitnessState(name, 0, OK, 0, 0, "never submitted to", 0)
+    return state
+
+
+def _newest_size(log_: Log) -> int:
+    with log_.store.read():
+        return log_.store.checkpoint_size()
+
+
+def _prepare(log_: Log, witness: PolicyWitness, old: int) -> Sent | None:
+    """The request to send from OLD, in one read snapshot; None when the witness already
+    cosigned the newest checkpoint (or there is none yet)."""
+    with log_.store.read():
+        size = log_.store.checkpoint_size()
+        if size == 0 or old >= size:
+            return None
+        return Sent(witness, old, size, log_.read.history.checkpoint(size))
+
+
+def _proof(log_: Log, sent: Sent) -> list[bytes]:
+    if sent.old == 0:
+        return []  # tlog-witness: the proof is empty from size 0
+    return log_.read.history.consistency(sent.old, sent.size)
+
+
+def _again(verdict: Verdict, sent: Sent) -> Sent | None:
+    """The request to send once more after a 409 naming M' <= N, else None."""
+    if verdict.kind == RETRY_FROM and verdict.witness_size is not None:
+        return Sent(sent.witness, verdict.witness_size, sent.size, sent.checkpoint)
+    return None
+
+
+def _twice(verdict: Verdict) -> Verdict:
+    if verdict.kind == RETRY_FROM:  # retried once: a second 409 is a failure
+        return Verdict(FAILED, verdict.detail + " (again)", (), verdict.witness_size)
+    return verdict
+
+
+def _judge(answer: Answer, sent: Sent, now: int) -> Verdict:
+    return judge(answer, sent, now=now)
+
+
+def _request(log_: Log, sent: Sent) -> bytes:
+    return request_body(sent.old, _proof(log_, sent), sent.checkpoint)
+
+
+def _counted(sent: Sent, verdict: Verdict, started: float) -> Verdict:
+    # Witness names come from the stored policy: a bounded set of labels.
+    m = observe()
+    name = sent.witness.name
+    m.witness_requests.labels(name, verdict.kind).inc()
+    m.witness_seconds.labels(name).observe(time.monotonic() - started)
+    return verdict
+
+
+def _ask(log_: Log, sent: Sent, send: Callable[[bytes], Answer]) -> Verdict:
+    body = _request(log_, sent)
+    started = time.monotonic()
+    try:
+        answer = send(body)
+    except WitnessError as exc:
+        return _counted(sent, Verdict(FAILED, str(exc), answered=False), started)
+    return _counted(sent, judge(answer, sent, now=int(log_.clock())), started)
+
+
+async def _ask_async(
+    log_: Log, sent: Sent, client: AsyncClient, offload: Offload, deadline: float
+) -> Verdict:
+    body = await offload(_request, log_, sent)
+    started = time.monotonic()
+    try:
+        answer = await post_async(client, sent.witness.url or "", body, deadline=deadline)
+    except WitnessError as exc:
+        return _counted(sent, Verdict(FAILED, str(exc), answered=False), started)
+    verdict: Verdict = await offload(_judge, answer, sent, int(log_.clock()))
+    return _counted(sent, verdict, started)
+
+
+def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> tuple[Outcome, int]:
+    """Step 3: the verdict's cosignatures and the witness's new state, in one short
+    transaction; the outcome and how many cosignatures were stored."""
+    now = int(log_.clock())
+    name = sent.witness.name
+    stored = 0
+    with log_.writer.lock, log_.store.write():
+        if not _in_stored_policy(log_, sent.witness):
+            outcome = Outcome(name, sent.old, sent.size, FAILED, _UNSTORED.format(name=name))
+            log.error("witness %s: %s", name, outcome.detail)
+            return outcome, 0
+        rekeyed = verdict.kind == UNKNOWN and _rekeyed(log_, before.size, sent.checkpoint)
+        state = _next_state(before, sent, verdict, now, rekeyed)
+        if verdict.kind == COSIGNED:
+            stored = _insert(log_, name, sent.size, verdict, now)
+        log_.store.set_witness_state(state)
+    if verdict.kind == STOP and (verdict.witness_size or 0) > sent.size:
+        # It cosigned more of this log than this data dir holds: sign nothing more.
+        witness_ahead(log_, sent.witness, verdict.witness_size or 0, sent.size)
+    problem = None
+    if verdict.kind != COSIGNED:
+        problem = REFUSED if verdict.answered else UNREACHABLE
+    outcome = Outcome(name, sent.old, sent.size, _result(verdict), verdict.detail, problem)
+    return outcome, stored
+
+
+# `cosign --policy FILE` asks witnesses the stored policy may not list. What they answer
+# is not stored: the audit checks every cosignature against the stored policy in force when
+# it was stored, and could not verify one by a witness (or a key) that policy does not list.
+_UNSTORED = (
+    "answered, but nothing is stored: the stored policy does not list witness {name} with "
+    "this key (store the policy first: `capability-anchor policy FILE`)"
+)
+
+
+def _in_stored_policy(log_: Log, witness: PolicyWitness) -> bool:
+    stored = log_.read.history.parsed_policy()
+    listed = None if stored is None else stored.witness(witness.name)
+    return listed is not None and listed.verifier.vkey() == witness.verifier.vkey()
+
+
+def _rekeyed(log_: Log, cosigned: int, checkpoint: bytes) -> bool:
+    """Whether CHECKPOINT is signed by another of our keys than the checkpoint of size
+    COSIGNED that the witness last cosigned (a rotation the witness has not learned yet)."""
+    if cosigned == 0:
+        return False
+    older = log_.store.checkpoint_note(cosigned)
+    try:
+        return older is not None and _key_id(older) != _key_id(checkpoint)
+    except MalformedNote:
+        return False
+
+
+def _key_id(note: bytes) -> bytes:
+    return parse_note(note).signatures[0].key_id
+
+
+def _insert(log_: Log, name: str, size: int, verdict: Verdict, now: int) -> int:
+    """The first verified line of the witness for SIZE, unless one is stored already (a
+    second cosignature of one size would only differ in its timestamp)."""
+    store = log_.store
+    kid = verdict.cosignatures[0][0].key_id
+    if any(c.witness == name and c.key_id == kid for c in store.cosignatures(size)):
+        return 0
+    line, timestamp = verdict.cosignatures[0]
+    row = CosignatureRow(name, line.key_id, size, timestamp, line.line().rstrip("\n"))
+    return int(store.insert_cosignature(row, now))
+
+
+def _next_state(
+    before: WitnessState, sent: Sent, verdict: Verdict, now: int, rekeyed: bool = False
+) -> WitnessState:
+    name = sent.witness.name
+    known = verdict.witness_size if verdict.witness_size is not None else before.size
+    if verdict.kind == COSIGNED:
+        return WitnessState(name, sent.size, OK, 0, 0, verdict.detail, now)
+    failures = before.failures + 1
+    if verdict.kind == STOP:
+        return WitnessState(name, before.size, STOPPED, 0, failures, verdict.detail, now)
+    if rekeyed:
+        delay = 0.0  # at the next interval (the schedule's limit): see the module docstring
+    elif verdict.kind == UNKNOWN:
+        delay = UNKNOWN_RETRY_S
+    else:
+        delay = retry_delay(failures)
+    # A size the witness named (a 409) is where the next submission starts.
+    size = known if known <= sent.size else before.size
+    return WitnessState(name, size, RETRY, now + round(delay), failures, verdict.detail, now)
+
+
+def retry_delay(failures: int) -> float:
+    """30 s after the first failure, doubling, at most an hour, jittered by ±20%."""
+    delay = RETRY_FIRST_S * float(1 << min(max(failures, 1) - 1, 20))
+    return min(RETRY_MAX_S, delay * random.uniform(0.8, 1.2))  # noqa: S311 (jitter)
+
+
+def _result(verdict: Verdict) -> str:
+    if verdict.kind == COSIGNED:
+        return COSIGNED
+    if verdict.kind == STOP:
+        return STOPPED_RESULT
+    return FAILED
+
+
+def _report(outcome: Outcome, stored: int) -> None:
+    where = f"witness {outcome.witness} (old {outcome.old}, size {outcome.size})"
+    if outcome.result == COSIGNED:
+        log.info("%s: %s, %d cosignature(s) stored", where, outcome.detail, stored)
+    elif outcome.result == STOPPED_RESULT:
+        log.error("%s: %s", where, outcome.detail)
+    else:
+        log.warning("%s: %s; retried later", where, outcome.detail)
