@@ -146,7 +146,8 @@ def stored_tiles(
 ) -> Callable[[int, int], bytes]:
     """The one tile getter of the day trees' and the history's proofs: `get(level, index)`
     over `fetch(level, index, min_width)` for a tree of `size`: each tile at least as wide as
-    that size makes it (a wider, later version holds the same hashes first). A tile the store lacks is a store inconsistency."""
+    that size makes it (a wider, later version holds the same hashes first).
+    A tile the store lacks is a store inconsistency."""
 
     def get(level: int, index: int) -> bytes:
         at_level = size >> (TILE_HEIGHT * level)
