@@ -204,6 +204,9 @@ def test_ctrl_c_during_append_says_how_many_are_stored_and_exits_130(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        # A shell's background job starts with SIGINT ignored, and Python then installs no
+        # KeyboardInterrupt handler: give the child the default a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdin is not None and proc.stdout is not None

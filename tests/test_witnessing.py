@@ -594,8 +594,8 @@ def test_a_problem_is_logged_once_when_it_starts_and_once_when_it_ends(
 
     from capability_anchor.witness.client.episodes import REFUSED, UNREACHABLE, Episodes
 
-    problems = Episodes(logging.getLogger("capability_anchor.witness.client"))
-    with caplog.at_level(logging.INFO, "capability_anchor.witness.client"):
+    problems = Episodes(logging.getLogger("capability_anchor.witnessing"))
+    with caplog.at_level(logging.INFO, "capability_anchor.witnessing"):
         for _ in range(50):  # fifty ticks of the same problem
             problems.seen("w1", UNREACHABLE, "cannot connect")
         problems.seen("w1", REFUSED, "HTTP 403")  # another kind: the first episode ends
@@ -622,7 +622,7 @@ def test_attack_a_policy_without_the_current_key_stops_submissions_logged_once(
     with new_log(tmp_path) as log, TestWitness("witness.test/w1", log.read.history.vkey()) as w:
         witnessing = Witnessing(log, 60.0)
         set_policy(log, f"log {other}\n".encode() + policy_of(w))
-        with caplog.at_level(logging.INFO, "capability_anchor.witness.client"):
+        with caplog.at_level(logging.INFO, "capability_anchor.witnessing"):
             for _ in range(5):  # five ticks
                 assert witnessing.due() == []
             set_policy(log, f"log {log.read.history.vkey()}\n".encode() + policy_of(w))

@@ -43,7 +43,7 @@ from .routes import ROUTES
 from .service import Service
 from .settings import Settings
 
-_logger = logging.getLogger("capability_anchor.timestamp.scheduler")
+_logger = logging.getLogger("capability_anchor.stamping")
 
 
 def _log_stamp(result: StampResult) -> None:

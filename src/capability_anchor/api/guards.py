@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from .ratelimit import RateLimiter
 
-_logger = logging.getLogger("capability_anchor.timestamp.scheduler")
+_logger = logging.getLogger("capability_anchor.stamping")
 T = TypeVar("T")
 
 INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove", "size")

@@ -56,7 +56,7 @@ BEHIND_FILE = "behind-published.json"
 LEARN_DEADLINE_S = 10.0
 LEARN_PARALLEL = 16
 
-_events = logging.getLogger("capability_anchor.log.published")
+_events = logging.getLogger("capability_anchor.published")
 # (source, problem) already logged by this process: learning runs every checkpoint interval,
 # and a witness without a monitoring view would otherwise say the same thing each time.
 _said: set[tuple[str, str]] = set()

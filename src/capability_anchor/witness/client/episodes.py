@@ -2,7 +2,7 @@
 never one per tick or per failed submission (issue #21: "witnessing skipped this tick" was
 logged once a second for as long as the policy named an old key).
 
-    problems = Episodes(logging.getLogger("capability_anchor.witness.client"))
+    problems = Episodes(logging.getLogger("capability_anchor.witnessing"))
     problems.seen("w1", UNREACHABLE, "cannot connect to the witness at ...")   # logged once
     problems.seen("w1", UNREACHABLE, "...")                                    # counted only
     problems.cleared("w1")                                 # one line: the episode has ended

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 Offload = Callable[..., Awaitable[Any]]
 """Runs a blocking function off the event loop: `await offload(fn, *args)`."""
 
-log = logging.getLogger("capability_anchor.witness.client")
+log = logging.getLogger("capability_anchor.witnessing")
 
 # After a failure: 30 s, doubling, at most an hour, with jitter (several logs must not
 # hammer a recovering witness in step). A witness that does not know the log: an hour.

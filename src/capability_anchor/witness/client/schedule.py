@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from capability_anchor.log import Log
 
-_logger = logging.getLogger("capability_anchor.witness.client")
+_logger = logging.getLogger("capability_anchor.witnessing")
 
 MAX_PARALLEL = 16  # witnesses asked at once by `cosign`
 MAX_IN_FLIGHT = 64

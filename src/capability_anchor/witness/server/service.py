@@ -24,7 +24,7 @@ from capability_anchor.store.witness import Cosigned, WitnessStore
 from .protocol import Refusal, check_signature, check_state, cosign, parse_request
 
 KEY_FILE = "witness-key.jwk"
-log = logging.getLogger("capability_anchor.witness.server")
+log = logging.getLogger("capability_anchor.witness")
 
 
 @dataclass
