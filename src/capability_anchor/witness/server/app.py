@@ -6,6 +6,10 @@ line, 409 `text/x.tlog.size` with the latest cosigned size); every other refusal
 error of the edge, is `{v, error, note}` JSON with the protocol's status, as the log's API
 answers. `GET /<hex sha256(origin)>/checkpoint` is the monitoring view; `/healthz` says
 the service is up.
+
+Store reads: every one runs on a worker thread (the cosigning and the monitoring view read
+and write the witness store and sign or verify), none on the event loop; `/healthz` and
+`/metrics` read no store (docs/explanation/api-reads.md).
 """
 
 from __future__ import annotations
