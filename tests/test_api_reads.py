@@ -1,12 +1,13 @@
 """A store read that stalls stalls its own request, not the server: every read the handlers
 do not answer on the event loop by design (docs/explanation/api-reads.md) is made to block
 on an event inside the reader's real store, and while it blocks the same server answers
-`/healthz` and a head document (a read bounded by design, on the loop). No timing is
-asserted: the stalled request is still waiting when the others have been answered, and it
-completes once released."""
+`/healthz` and a head document (a read bounded by design, on the loop); the witness server
+likewise. No timing is asserted: the stalled request is still waiting when the others have
+been answered, and it completes once released."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +22,9 @@ from litestar.testing import TestClient
 from apikit import build_history, insert_stamp
 from capability_anchor.api.app import create_app
 from capability_anchor.api.settings import Settings
+from capability_anchor.witness.server.app import create_witness_app
+from capability_anchor.witness.server.service import Witness
+from witnesskit import witness_cli
 
 HANG_GUARD_S = 60.0
 """Only so a broken server fails the test instead of hanging it; nothing is timed."""
@@ -113,3 +117,23 @@ def test_a_stalled_store_read_leaves_the_server_answering(
             slow.join(HANG_GUARD_S)
         assert not slow.is_alive(), url
         assert slow_out["response"].status_code == 200, (url, slow_out["response"].text)
+
+
+def test_a_stalled_witness_store_read_leaves_the_witness_answering(tmp_path: Path) -> None:
+    """The witness server reads its store only on worker threads, too."""
+    data = tmp_path / "witness"
+    assert witness_cli(data, "init", "--name", "witness.test/ours").returncode == 0
+    witness = Witness.open(data)
+    url = f"/{hashlib.sha256(b'log.test/none').hexdigest()}/checkpoint"
+    with TestClient(create_witness_app(witness, rate_limit=0)) as client:
+        with stalled(witness.store, "log_by_hash") as (entered, release):
+            slow, slow_out = _in_thread(partial(client.get, url))
+            assert entered.wait(HANG_GUARD_S), "the monitoring view never read the store"
+            health = _answered(partial(client.get, "/healthz"))
+            assert health is not None, "/healthz waited for the stalled monitoring view"
+            assert slow.is_alive() and "response" not in slow_out
+            assert health.status_code == 200 and health.text == "ok\n"
+            release.set()
+            slow.join(HANG_GUARD_S)
+        assert not slow.is_alive()
+        assert slow_out["response"].status_code == 404  # no checkpoint cosigned for it

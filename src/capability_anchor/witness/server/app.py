@@ -15,11 +15,12 @@ and write the witness store and sign or verify), none on the event loop; `/healt
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import anyio.to_thread
 import msgspec
 from litestar import Request, Response, get, post
+from litestar.params import PathParameter
 
 from capability_anchor.api import accesslog
 from capability_anchor.api.edge import AnchorApp
@@ -83,7 +84,9 @@ async def add_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 @get("/{hex_origin:str}/checkpoint", media_type=TEXT)
-async def checkpoint(request: Request[Any, Any, Any], hex_origin: str) -> Response[bytes]:
+async def checkpoint(
+    request: Request[Any, Any, Any], hex_origin: Annotated[str, PathParameter()]
+) -> Response[bytes]:
     note = await anyio.to_thread.run_sync(_witness(request).monitoring, hex_origin)
     return Response(note, media_type=TEXT)
 
