@@ -468,7 +468,8 @@ def test_proof_answers_are_rfc8785_bytes(tmp_path: Path) -> None:
     must not change."""
     import rfc8785
 
-    from capability_anchor.api.caching import proof_json as _proof_json
+    from capability_anchor.api.caching import answer as _answer
+    from capability_anchor.api.models import ConsistencyAnswer, ProofAnswer
 
     with Log.init(tmp_path / "data", iss="https://resolver.example", records="any") as log:
         log.public_url = "https://r\u00e9solver.example/anchor"
@@ -478,7 +479,8 @@ def test_proof_answers_are_rfc8785_bytes(tmp_path: Path) -> None:
         answers.append(log.proof_by_leaf_hash(results[5].leaf_hash))
         answers.append(log.consistency(results[0].day, 7, 300))
     for answer in answers:
-        assert _proof_json(answer) == rfc8785.dumps(answer)
+        model = ConsistencyAnswer if "first" in answer else ProofAnswer
+        assert _answer(model, answer) == rfc8785.dumps(answer)
 
 
 # --- one spelling per path -------------------------------------------------------------------

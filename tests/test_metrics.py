@@ -544,7 +544,7 @@ def test_the_quorum_search_is_bounded_and_says_at_least_how_old(
 
 _PREPARE = (
     "import sys\n"
-    "from capability_anchor import metrics\n"
+    "from capability_anchor.metrics import service as metrics\n"
     "from capability_anchor.errors import UsageError\n"
     "try:\n"
     "    print(metrics.prepare(own=True))\n"

@@ -30,14 +30,14 @@ from multiprocessing import util
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from capability_anchor import errors
 from capability_anchor.errors import CapabilityAnchorError, InvalidRecord, StoreError
 from capability_anchor.log import Log
 from capability_anchor.log.clockguard import monotonic
 
 from .bodycheck import Outcome, check_body
+from .caching import ordered_answer
+from .models import AppendedEntry, ProvedEntry
 
 _logs: dict[Path, Log] = {}
 EVENTS = "capability_anchor"  # the Log's event loggers are below it
@@ -119,13 +119,15 @@ def check_and_append(
         log.clock = clock
         with _events_kept() as events:
             if prove:
-                out = log.append_and_prove(value)
+                out = ordered_answer(list[ProvedEntry], log.append_and_prove(value))
             else:
-                out = [r.to_json() for r in log.append_prepared(value)]
-        # Encoded here: bytes cross the pipe and are unpickled (under the service's GIL)
-        # far faster than 1,000 dicts. The Log's event lines (a head published for
-        # `prove=1`) go back too: the service's log is where an operator reads them.
-        return ("ok", (msgspec.json.encode(out), events))
+                entries = [r.to_json() for r in log.append_prepared(value)]
+                out = ordered_answer(list[AppendedEntry], entries)
+        # Encoded here, from the answer's Structs: bytes cross the pipe and are unpickled
+        # (under the service's GIL) far faster than 1,000 dicts. The Log's event lines (a
+        # head published for `prove=1`) go back too: the service's log is where an operator
+        # reads them.
+        return ("ok", (out, events))
     except CapabilityAnchorError as exc:
         if isinstance(exc, StoreError) and not exc.retryable:
             # A damaged or replaced database: open it afresh next time, not a stale handle.

@@ -11,6 +11,10 @@ worker (`appendworker.py`), so the service process does not decode that body at 
 
 A rejected request changes nothing stored: all input is validated before the writer is
 called, and a batch is one transaction.
+
+Store reads: none. What `before` needs of the log (its iss, record rule, id namespace) is
+held in memory by the writer `Log`; the damage mark is one `stat` of the data dir, and
+bodies are checked (and `POST /records` appended) in worker processes.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ Everything taken from the store is HTML-escaped, and a store that cannot answer 
 (no checkpoint yet, a clock the guard distrusts) leaves that part saying so, never a 500.
 Links are relative ("roots", not "/roots"): they stay right when the service is mounted
 under a path prefix.
+
+The page's reads (the newest sealed day, the newest head, the served checkpoint, which is
+searched for) run together on a worker thread (`Service.read`), not on the event loop.
 """
 
 from __future__ import annotations
@@ -184,12 +187,15 @@ def home_state(log: Any) -> tuple[NewestHead | None, ServedCheckpoint | None, st
     return head, checkpoint, today
 
 
+def _front_page_bytes(reader: Any) -> bytes:
+    head, checkpoint, today = home_state(reader)
+    return front_page_html(reader.roots(None, 1), head, checkpoint, today)
+
+
 @get("/", include_in_schema=False, media_type=MediaType.HTML)
 async def front_page(request: Request[Any, Any, Any]) -> Response[bytes]:
-    reader = service_of(request).reader
-    listing = reader.roots(None, 1)
-    head, checkpoint, today = home_state(reader)
-    page = front_page_html(listing, head, checkpoint, today)
+    service = service_of(request)
+    page = await service.read(_front_page_bytes, service.reader)
     response = cached(request, page, immutable=False, media_type=MediaType.HTML)
     response.headers["Content-Security-Policy"] = CSP
     return response

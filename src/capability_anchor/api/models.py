@@ -2,10 +2,17 @@
 
 Request bodies are checked strictly, off the event loop, before any handler runs (SPEC §2:
 duplicate names, lone surrogates, depth and number range; `api/guards.py`); their Structs
-say what that check accepts, for the OpenAPI document. Answers are bytes made once (a head
-document is served as stored and signed, other documents are RFC 8785 or sorted JSON, see
-`api/caching.py`); their Structs name every member those bytes hold, so the OpenAPI document
-gives each success body exactly. Frozen, like the bytes they describe.
+say what that check accepts, for the OpenAPI document.
+
+Each answer's Struct is its one definition: the OpenAPI document is generated from it and
+the route encodes it (`answer`, `canonical_answer`, `ordered_answer`), so a member the
+Struct does not name cannot be sent, and one it names cannot be missing. Closed answers
+forbid unknown fields, so a reader that grew a member fails loudly (a 500 in the tests)
+instead of the member being dropped. The exceptions are bytes made once and served as they
+are: a head document as stored and signed, checkpoint notes, tiles and stamps, the JWK Set
+and key records as the export writes them (their Structs still describe them, and
+tests/test_api_shapes.py decodes each real answer strictly into its Struct). Frozen, like
+the bytes they describe.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (RecordsBody, ProveBody)
 (`bodycheck.check_body` refuses any other member); `openapi.finish` says so."""
 
 
-class ErrorBody(msgspec.Struct, frozen=True):
+class ErrorBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Every error answer (SPEC §6): a stable `error` code and a note for people."""
 
     v: str
@@ -44,7 +51,7 @@ class ErrorBody(msgspec.Struct, frozen=True):
     note: str
 
 
-class Health(msgspec.Struct, frozen=True, omit_defaults=True):
+class Health(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
     """`status` is `ok`, or `degraded` with the `reason` (a log behind what it published
     refuses appends and signs nothing, SPEC §13.3; reads are still answered)."""
 
@@ -54,7 +61,7 @@ class Health(msgspec.Struct, frozen=True, omit_defaults=True):
     reason: str | None = None
 
 
-class Anchor(msgspec.Struct, frozen=True):
+class Anchor(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """The head an inclusion proof is against (SPEC §5): its day, root and URL."""
 
     day: str
@@ -62,7 +69,7 @@ class Anchor(msgspec.Struct, frozen=True):
     url: str
 
 
-class InclusionProof(msgspec.Struct, frozen=True):
+class InclusionProof(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """An RFC 9162 inclusion proof (`type` is "rfc9162-sha256"; `path` in hex)."""
 
     type: str
@@ -71,7 +78,7 @@ class InclusionProof(msgspec.Struct, frozen=True):
     path: list[str]
 
 
-class HeadDocument(msgspec.Struct, frozen=True):
+class HeadDocument(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A signed head (SPEC §4): its claims in RFC 8785 order plus the compact JWS over them;
     the bytes are served exactly as stored."""
 
@@ -86,14 +93,14 @@ class HeadDocument(msgspec.Struct, frozen=True):
     v: str
 
 
-class SealedDay(msgspec.Struct, frozen=True):
+class SealedDay(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     day: str
     root: str
     tree_size: int
     url: str
 
 
-class RootsListing(msgspec.Struct, frozen=True):
+class RootsListing(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """`GET /roots`: sealed days, newest first."""
 
     days: list[SealedDay]
@@ -101,7 +108,7 @@ class RootsListing(msgspec.Struct, frozen=True):
     v: str
 
 
-class Timestamp(msgspec.Struct, frozen=True):
+class Timestamp(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """An RFC 3161 stamp of a sealed head: its TSA, its generation time, the token (base64)."""
 
     gen_time: str
@@ -109,13 +116,13 @@ class Timestamp(msgspec.Struct, frozen=True):
     tsa: str
 
 
-class TimestampsDocument(msgspec.Struct, frozen=True):
+class TimestampsDocument(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     day: str
     timestamps: list[Timestamp]
     v: str
 
 
-class ProofAnswer(msgspec.Struct, frozen=True):
+class ProofAnswer(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """`GET /proof`, `POST /prove`: an entry's inclusion proof and the head it is against."""
 
     anchor: Anchor
@@ -123,7 +130,7 @@ class ProofAnswer(msgspec.Struct, frozen=True):
     v: str
 
 
-class ConsistencyAnswer(msgspec.Struct, frozen=True):
+class ConsistencyAnswer(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """`GET /consistency`: the RFC 9162 consistency path (hex) between two sizes of a day."""
 
     day: str
@@ -144,7 +151,7 @@ RecordClaims = Annotated[
 """A record is the writer's JSON object: the log fixes its rules, not its member list."""
 
 
-class Entry(msgspec.Struct, frozen=True):
+class Entry(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """An entry of a day: its index, leaf hash (hex) and the record's claims as stored."""
 
     claims: RecordClaims
@@ -152,7 +159,7 @@ class Entry(msgspec.Struct, frozen=True):
     leaf_index: int
 
 
-class EntriesListing(msgspec.Struct, frozen=True):
+class EntriesListing(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     day: str
     entries: list[Entry]
     v: str
@@ -185,7 +192,7 @@ class ServerRecord(msgspec.Struct, frozen=True):
     v: str
 
 
-class Jwk(msgspec.Struct, frozen=True):
+class Jwk(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """An Ed25519 public key as a JWK (RFC 8037)."""
 
     kty: str
@@ -196,13 +203,13 @@ class Jwk(msgspec.Struct, frozen=True):
     alg: str
 
 
-class Jwks(msgspec.Struct, frozen=True):
+class Jwks(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """`GET /keys`: every key the log has signed with, sorted by `kid`."""
 
     keys: list[Jwk]
 
 
-class KeyRecords(msgspec.Struct, frozen=True):
+class KeyRecords(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """`GET /keys/records`: the log's key rotation records and revocations (compact JWS,
     told apart by their `typ`), in the order it stored them."""
 
@@ -220,7 +227,7 @@ class AppendedEntry(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     duplicate: bool
 
 
-class ProvedEntry(msgspec.Struct, frozen=True):
+class ProvedEntry(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """An entry of `POST /records?prove=1`: as `AppendedEntry`, with its anchor and proof."""
 
     day: str
@@ -231,14 +238,14 @@ class ProvedEntry(msgspec.Struct, frozen=True):
     proof: InclusionProof
 
 
-class RecordsAnswer(msgspec.Struct, frozen=True):
+class RecordsAnswer(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """`POST /records`: one entry per record, in order."""
 
     v: str
     entries: list[AppendedEntry]
 
 
-class ProvedRecordsAnswer(msgspec.Struct, frozen=True):
+class ProvedRecordsAnswer(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """`POST /records?prove=1`: one entry per record, in order, each with its proof."""
 
     v: str

@@ -1,16 +1,21 @@
 """What every handler reaches the log through: the `Service` on the app's state.
 
-Two `Log` handles per process: a *reader* used only on the event loop (reads are short:
-a head, a tile or two; SQLite's WAL lets them run while a write is in progress), and a
-*writer* used only from worker threads, serialised by the Log's own lock (a 1,000-record
-batch is ~50 ms of hashing and fsync that must not stall the loop).
+Two `Log` handles per process: a *reader* and a *writer*. The writer is used only from
+worker threads (`write`), serialised by the Log's own lock (a 1,000-record batch is ~50 ms
+of hashing and fsync that must not stall the loop). The reader answers on the event loop
+only the reads that are bounded by design (a row looked up by its key, a tile per tree
+level); every other read (a listing, a scan, a signature to make or check) goes through
+`read`, on a worker thread, so that a slow or stalled store stalls that request, not the
+others (`/healthz` among them). Each thread reads through its own connection of the store
+(`store/`), so reads in threads never see an uncommitted row either. Which read is which,
+and why: docs/explanation/api-reads.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 import anyio
 from litestar import Request
@@ -28,6 +33,11 @@ from .ratelimit import RateLimiter
 from .settings import Settings
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+READ_THREADS = 8
+"""Reads in worker threads at once per process: their own limit, apart from anyio's default
+one that `write` uses, so reads stalled on the store cannot hold every thread a write needs."""
 
 
 @dataclass
@@ -45,6 +55,7 @@ class Service:
     """The log's state as gauges for `/metrics`, read from the reader's store at scrape time."""
 
     _damaged: bool = False
+    _reads: anyio.CapacityLimiter | None = None
 
     def __post_init__(self) -> None:
         self.collector = StoreCollector(self.reader, self.settings.clock)
@@ -61,6 +72,12 @@ class Service:
     async def write(self, call: Callable[[], T]) -> T:
         """Run a writer call on a worker thread (the Log serialises writers itself)."""
         return await anyio.to_thread.run_sync(call)
+
+    async def read(self, call: Callable[[*Ts], T], *args: *Ts) -> T:
+        """Run a reader call on a worker thread: for the reads not bounded by design."""
+        if self._reads is None:  # made in the event loop it limits
+            self._reads = anyio.CapacityLimiter(READ_THREADS)
+        return await anyio.to_thread.run_sync(call, *args, limiter=self._reads)
 
     def close(self) -> None:
         self.reader.close()

@@ -1,13 +1,17 @@
-"""A day's entries and a server's signed resolver-2 record (SPEC §6 `/entries`, `/record`)."""
+"""A day's entries and a server's signed resolver-2 record (SPEC §6 `/entries`, `/record`).
+
+Both read the store on a worker thread (`Service.read`): a listing is up to 1,000 entries,
+and a record looks up every entry of a server and signs a token."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
 from litestar import Request, Response, get
 from litestar.params import QueryParameter
 
-from capability_anchor.api.caching import NO_CACHE, cached, canonical_json
+from capability_anchor.api.caching import NO_CACHE, cached, canonical_answer, canonical_json
 from capability_anchor.api.errors import CACHED_READ_ERRORS, READ_ERRORS
 from capability_anchor.api.models import EntriesListing, ServerRecord, success
 from capability_anchor.api.openapi import HTTPS_URL_PATTERN, Day, count
@@ -27,8 +31,10 @@ async def entries(
     limit: Annotated[int, count(1, 1000)] = 100,
 ) -> Response[bytes]:
     day = day_param(day)
-    listed = service_of(request).reader.entries(day, start, limit)
-    body = canonical_json({"v": VERSION, "day": day, "entries": listed})
+    service = service_of(request)
+    listed = await service.read(service.reader.entries, day, start, limit)
+    # Claims are the writer's object (any member name, any number): RFC 8785 itself.
+    body = canonical_answer(EntriesListing, {"v": VERSION, "day": day, "entries": listed})
     return cached(request, body, immutable=False)
 
 
@@ -49,7 +55,10 @@ async def record(
     ] = None,
 ) -> Response[bytes]:
     service = service_of(request)
-    answer = service.reader.record(sub=id, url=url, lifetime=service.settings.record_lifetime)
+    lifetime = service.settings.record_lifetime
+    answer = await service.read(partial(service.reader.record, sub=id, url=url, lifetime=lifetime))
+    # Open (`ServerRecord`): a record carries what its writer gave it besides the documented
+    # members, so it is not shaped by the Struct; tests/test_api_shapes.py holds its members.
     # A fresh token per request (its own iat and exp): never cached.
     return Response(
         canonical_json(answer), media_type="application/json", headers={"Cache-Control": NO_CACHE}

@@ -1,11 +1,18 @@
 """The history tree and its witnesses' view of it (SPEC §12.4 `/history/...`): C2SP
 tlog-tiles of the history, and (with the checkpoints) the signed checkpoint, tlog-proofs,
-the log's note key and the witness policy."""
+the log's note key and the witness policy.
+
+Store reads: a tile (one row by its primary key) and the policy (one row) stay on the event
+loop, bounded by design. The checkpoints (the newest meeting the quorum is searched for,
+with its cosignatures), the tlog-proofs and the vkey (the current key, adopted from the
+store after a rotation) run on a worker thread (`Service.read`).
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from litestar import Request, Response, get
 
@@ -19,6 +26,7 @@ from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.merkle.tilepath import parse_tile_path
 from capability_anchor.read.reader import MAX_INT
 
+T = TypeVar("T")
 OCTETS = "application/octet-stream"
 TILE = success(
     bytes,
@@ -60,6 +68,10 @@ def text_response(request: Request[Any, Any, Any], body: bytes) -> Response[byte
     return cached(request, body, immutable=False, media_type=TEXT)
 
 
+async def _read(request: Request[Any, Any, Any], call: Callable[..., T], *args: Any) -> T:
+    return await service_of(request).read(call, *args)
+
+
 def _text(description: str) -> dict[int, Any]:
     return success(str, description, "text/plain")
 
@@ -75,7 +87,8 @@ def _text(description: str) -> dict[int, Any]:
     responses={**_text("a C2SP checkpoint note with its cosignatures"), **CACHED_READ_ERRORS},
 )
 async def history_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return text_response(request, service_of(request).reader.read.history.served_checkpoint())
+    history = service_of(request).reader.read.history
+    return text_response(request, await _read(request, history.served_checkpoint))
 
 
 @get(
@@ -90,7 +103,8 @@ async def history_checkpoint_size(
         raise UsageError("the history size is a positive integer written in digits")
     if int(size) > MAX_INT:
         raise UsageError(f"the history size is at most {MAX_INT}")
-    note = service_of(request).reader.read.history.served_checkpoint(int(size))
+    history = service_of(request).reader.read.history
+    note = await _read(request, history.served_checkpoint, int(size))
     return text_response(request, note)
 
 
@@ -111,7 +125,8 @@ async def history_proof(
     size: Annotated[int | None, count(1)] = None,
 ) -> Response[bytes]:
     h = hash_from_hex(leaf_hash, "leaf_hash")
-    return text_response(request, service_of(request).reader.read.history.tlog_proof(h, size))
+    history = service_of(request).reader.read.history
+    return text_response(request, await _read(request, history.tlog_proof, h, size))
 
 
 @get(
@@ -120,7 +135,7 @@ async def history_proof(
     responses={**_text("<origin>+<key id>+<base64 key>, and a newline"), **CACHED_READ_ERRORS},
 )
 async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
-    vkey = service_of(request).reader.read.history.vkey()
+    vkey = await _read(request, service_of(request).reader.read.history.vkey)
     return text_response(request, vkey.encode("utf-8") + b"\n")
 
 

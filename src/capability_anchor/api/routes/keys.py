@@ -1,4 +1,11 @@
-"""The service itself: liveness, and the JWKS of every key the log has signed with."""
+"""The service itself: liveness, and the JWKS of every key the log has signed with.
+
+`/healthz` reads no store (the behind state is one small file of the data dir, read on the
+event loop). The JWKS and the key records read every key record and check the chain of
+signatures: on a worker thread (`Service.read`). Their bytes are the export's (keys.json,
+key-records.json), made by `keys/`; `Jwks` and `KeyRecords` describe them, and
+tests/test_api_shapes.py decodes the real answers strictly into them.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +38,9 @@ async def healthz(request: Request[Any, Any, Any]) -> Health:
     responses={**success(Jwks, "the JWK Set, RFC 8785"), **documented(304), **PUBLIC_ERRORS},
 )
 async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return cached(request, service_of(request).reader.published_keys().to_json(), immutable=False)
+    service = service_of(request)
+    keyset = await service.read(service.reader.published_keys)
+    return cached(request, keyset.to_json(), immutable=False)
 
 
 @get(
@@ -47,7 +56,8 @@ async def key_records(request: Request[Any, Any, Any]) -> Response[bytes]:
     """What an export writes to key-records.json (SPEC §13.2): every rotation record and
     revocation, so a client holding an old key follows the log to its current one and
     learns which key was revoked when. Empty `records` until the log has rotated."""
-    reader = service_of(request).reader
-    tokens = [token for _, _, _, token in reader.read.key_records()]
-    body = trust.key_records_document(reader.iss, tokens)
+    service = service_of(request)
+    rows = await service.read(service.reader.read.key_records)
+    tokens = [token for _, _, _, token in rows]
+    body = trust.key_records_document(service.reader.iss, tokens)
     return cached(request, body, immutable=False)

@@ -1,5 +1,13 @@
 """Inclusion and consistency proofs (SPEC §6 `/proof`, `/consistency`): the hot read path,
-answered with `proof_json` (byte-identical to RFC 8785 for these documents, and faster)."""
+encoded from `ProofAnswer` and `ConsistencyAnswer` by `caching.answer` (RFC 8785 bytes).
+
+Store reads: `/proof?day&index` and `/consistency` stay on the event loop, bounded by
+design: one head looked up by its key (the day's heads in the primary key, at most one a
+checkpoint interval, one document read), then one or two tiles for every 8 levels of the
+tree, each by its primary key, most answered by the shared tile cache. `/proof?leaf_hash`
+is not bounded (a leaf hash is in as many days as it was appended on, each tried in turn):
+it runs on a worker thread (`Service.read`). docs/explanation/api-reads.md has the table.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ from typing import Annotated, Any
 
 from litestar import Request, Response, get
 
-from capability_anchor.api.caching import cached, proof_json
+from capability_anchor.api.caching import answer, cached
 from capability_anchor.api.errors import CACHED_READ_ERRORS
 from capability_anchor.api.models import ConsistencyAnswer, ProofAnswer, success
 from capability_anchor.api.openapi import OptionalDay, OptionalLeafHash, QueryDay, count
@@ -33,19 +41,19 @@ async def proof(
     tree_size: Annotated[int | None, count(0)] = None,
     leaf_hash: OptionalLeafHash = None,
 ) -> Response[bytes]:
-    reader = service_of(request).reader
+    service = service_of(request)
+    reader = service.reader
     if leaf_hash is not None:
         if index is not None:
             raise UsageError(_EITHER)
         h = hash_from_hex(leaf_hash, "leaf_hash")
-        answer = reader.proof_by_leaf_hash(
-            h, day_param(day) if day is not None else None, tree_size
-        )
+        in_day = day_param(day) if day is not None else None
+        found = await service.read(reader.proof_by_leaf_hash, h, in_day, tree_size)
     else:
         if day is None or index is None:
             raise UsageError(_EITHER)
-        answer = reader.proof(day_param(day), index, tree_size)
-    return cached(request, proof_json(answer), immutable=False)
+        found = reader.proof(day_param(day), index, tree_size)
+    return cached(request, answer(ProofAnswer, found), immutable=False)
 
 
 @get(
@@ -59,5 +67,5 @@ async def consistency(
     first: Annotated[int, count(1)],
     second: Annotated[int, count(1)],
 ) -> Response[bytes]:
-    answer = service_of(request).reader.consistency(day_param(day), first, second)
-    return cached(request, proof_json(answer), immutable=False)
+    found = service_of(request).reader.consistency(day_param(day), first, second)
+    return cached(request, answer(ConsistencyAnswer, found), immutable=False)

@@ -1,4 +1,13 @@
-"""Sealed days, head documents and their stamps (SPEC §6 `/roots...`)."""
+"""Sealed days, head documents and their stamps (SPEC §6 `/roots...`).
+
+Head documents, stamps and tiles are served as stored and signed. Store reads: the
+listings (`/roots`, up to 1,000 heads; `/roots/latest`, which passes over every head since
+the newest sealed day), and a day's stamps (every stamp stored for it) run on a worker
+thread (`Service.read`). The head of `/roots/{day}` and `/roots/{day}/{tree_size}` and a
+tile stay on the event loop, bounded by design: the heads of one day in the primary key
+(day, tree_size, sealed), at most one a checkpoint interval, one document read; a tile is
+one row by its primary key.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +15,7 @@ from typing import Annotated, Any
 
 from litestar import Request, Response, get
 
-from capability_anchor.api.caching import cached, canonical_json
+from capability_anchor.api.caching import answer, cached
 from capability_anchor.api.errors import CACHED_READ_ERRORS
 from capability_anchor.api.models import HeadDocument, RootsListing, TimestampsDocument, success
 from capability_anchor.api.openapi import BeforeDay, Day, TilePath, count, path_count
@@ -32,8 +41,9 @@ async def roots(
     limit: Annotated[int, count(1, 1000)] = 100,
 ) -> Response[bytes]:
     service = service_of(request)
-    listing = service.reader.roots(day_param(before) if before is not None else None, limit)
-    return cached(request, canonical_json(listing), immutable=False)
+    bound = day_param(before) if before is not None else None
+    listing = await service.read(service.reader.roots, bound, limit)
+    return cached(request, answer(RootsListing, listing), immutable=False)
 
 
 @get(
@@ -42,7 +52,8 @@ async def roots(
     responses={**_HEAD, **CACHED_READ_ERRORS},
 )
 async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
-    rows = service_of(request).reader.read.sealed_heads(None, 1)
+    service = service_of(request)
+    rows = await service.read(service.reader.read.sealed_heads, None, 1)
     if not rows:
         raise NotFound("no day is sealed yet")
     return cached(request, rows[0].doc, immutable=False)
@@ -81,11 +92,12 @@ async def roots_day_size(
     },
 )
 async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
-    reader = service_of(request).reader
+    service = service_of(request)
     day = day_param(day)
-    if reader.read.sealed_head(day) is None:
+    if service.reader.read.sealed_head(day) is None:
         raise NotFound(f"day {day} is not sealed")
-    body = canonical_json(timestamps_document(day, reader.read.stamps(day)))
+    stamps = await service.read(service.reader.read.stamps, day)
+    body = answer(TimestampsDocument, timestamps_document(day, stamps))
     return cached(request, body, immutable=False)
 
 
@@ -98,7 +110,8 @@ async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Respons
     },
 )
 async def roots_timestamp(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
-    stamps = service_of(request).reader.read.stamps(day_param(day))
+    service = service_of(request)
+    stamps = await service.read(service.reader.read.stamps, day_param(day))
     if not stamps:
         raise NotFound(f"no stamp for {day}")
     return cached(

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Request, Response, post
 from litestar.params import Body
 
-from capability_anchor.api.caching import proof_json
+from capability_anchor.api.caching import answer, ordered_answer
 from capability_anchor.api.errors import READ_ERRORS, WRITE_ERRORS
 from capability_anchor.api.guards import Appended, CheckedBody
 from capability_anchor.api.models import (
@@ -31,7 +30,6 @@ from capability_anchor.head import VERSION
 from capability_anchor.log import Prepared
 
 _WRITER_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
-_ENCODER = msgspec.json.Encoder()
 
 
 @post(
@@ -48,8 +46,9 @@ _ENCODER = msgspec.json.Encoder()
 )
 async def prove(request: Request[Any, Any, Any], data: Annotated[bytes, Body()]) -> Response[bytes]:
     """`data`: the record's leaf hash."""
-    answer = service_of(request).reader.proof_by_leaf_hash(data)
-    return Response(proof_json(answer), media_type="application/json")
+    service = service_of(request)
+    found = await service.read(service.reader.proof_by_leaf_hash, data)
+    return Response(answer(ProofAnswer, found), media_type="application/json")
 
 
 @post(
@@ -73,6 +72,8 @@ async def post_records(
     ] = 0,
 ) -> Response[bytes]:
     if isinstance(data, Appended):  # by a worker process, in guards.before
+        # Its entries were encoded there from `AppendedEntry`/`ProvedEntry`; this is the
+        # envelope of `RecordsAnswer` around them, its members in the Struct's order.
         body = b'{"v":"' + VERSION.encode() + b'","entries":' + data.entries + b"}"
         return Response(body, media_type="application/json")
     service = service_of(request)
@@ -89,7 +90,9 @@ async def post_records(
     # checkpoint refuse (a 503 for a stored batch); see ClockGuard.pinned.
     out = await service.write(service.clock.pinned(run))
     # Not a signed document, so no need for canonical JSON: msgspec is ~50x faster here.
-    return Response(_ENCODER.encode({"v": VERSION, "entries": out}), media_type="application/json")
+    model = ProvedRecordsAnswer if prove else RecordsAnswer
+    body = ordered_answer(model, {"v": VERSION, "entries": out})
+    return Response(body, media_type="application/json")
 
 
 @post(

@@ -6,16 +6,21 @@ line, 409 `text/x.tlog.size` with the latest cosigned size); every other refusal
 error of the edge, is `{v, error, note}` JSON with the protocol's status, as the log's API
 answers. `GET /<hex sha256(origin)>/checkpoint` is the monitoring view; `/healthz` says
 the service is up.
+
+Store reads: every one runs on a worker thread (the cosigning and the monitoring view read
+and write the witness store and sign or verify), none on the event loop; `/healthz` and
+`/metrics` read no store (docs/explanation/api-reads.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import anyio.to_thread
 import msgspec
 from litestar import Request, Response, get, post
+from litestar.params import PathParameter
 
 from capability_anchor.api import accesslog
 from capability_anchor.api.edge import AnchorApp
@@ -79,7 +84,9 @@ async def add_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 @get("/{hex_origin:str}/checkpoint", media_type=TEXT)
-async def checkpoint(request: Request[Any, Any, Any], hex_origin: str) -> Response[bytes]:
+async def checkpoint(
+    request: Request[Any, Any, Any], hex_origin: Annotated[str, PathParameter()]
+) -> Response[bytes]:
     note = await anyio.to_thread.run_sync(_witness(request).monitoring, hex_origin)
     return Response(note, media_type=TEXT)
 
