@@ -24,7 +24,11 @@ def _tool(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(TOOLS))  # the tools import their shared modules as scripts do
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(TOOLS))
     return module
 
 

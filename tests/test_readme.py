@@ -85,6 +85,16 @@ def _today() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
 
 
+def test_the_readme_is_short_and_shows_the_two_commands_first() -> None:
+    """Issue #22: at most 200 lines, the two commands on the first screen, links for the rest."""
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 200, len(lines)
+    first_screen = "\n".join(lines[:20])
+    assert "python3 tools/dev.py run " in first_screen
+    assert "python3 tools/dev.py test " in first_screen
+    assert "](docs/README.md)" in README.read_text()
+
+
 def test_dev_run_is_serve_init() -> None:
     sys.path.insert(0, str(ROOT / "tools"))
     try:

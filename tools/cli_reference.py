@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import docgen
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "reference" / "cli.md"
 WIDTH = "100"  # argparse reads $COLUMNS; a fixed width makes the page the same everywhere
@@ -42,7 +44,8 @@ def _commands(
 
 
 def _parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
-    sys.path.insert(0, str(ROOT / "src"))
+    if str(ROOT / "src") not in sys.path:  # run as a script, without the venv's install
+        sys.path.insert(0, str(ROOT / "src"))
     from capability_anchor.cli import operator, verify_proof
 
     yield from _commands(operator.build_parser(), "capability-anchor")
@@ -66,10 +69,7 @@ def reference() -> str:
 
 
 def main() -> int:
-    text = reference()
-    if not DOC.exists() or DOC.read_text() != text:
-        DOC.write_text(text)
-        print(f"{DOC.relative_to(ROOT)}: rewritten from the parsers", file=sys.stderr)
+    docgen.rewrite(DOC, reference(), "the parsers")
     return 0
 
 

@@ -13,6 +13,8 @@ import re
 import sys
 from pathlib import Path
 
+import docgen
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "reference" / "errors.md"
 
@@ -42,7 +44,8 @@ def _meaning(cls: type) -> str:
 
 def table() -> str:
     """The whole page, from this checkout's `errors.py`."""
-    sys.path.insert(0, str(ROOT / "src"))
+    if str(ROOT / "src") not in sys.path:  # run as a script, without the venv's install
+        sys.path.insert(0, str(ROOT / "src"))
     from capability_anchor import errors
 
     base = errors.CapabilityAnchorError
@@ -67,10 +70,7 @@ def table() -> str:
 
 
 def main() -> int:
-    text = table()
-    if not DOC.exists() or DOC.read_text() != text:
-        DOC.write_text(text)
-        print(f"{DOC.relative_to(ROOT)}: rewritten from errors.py", file=sys.stderr)
+    docgen.rewrite(DOC, table(), "errors.py")
     return 0
 
 
