@@ -180,7 +180,8 @@ def uvicorn_argv(port: int, workers: int, args: Sequence[str] = ()) -> list[str]
         str(port),
         "--workers",
         str(workers),
-        # The README's production form: TCP_NODELAY on every connection (see api/nodelay.py).
+        # The operations guide's production form: TCP_NODELAY on every connection (see
+        # api/nodelay.py).
         "--http",
         "capability_anchor.api.nodelay:NoDelayH11Protocol",
         "--log-level",

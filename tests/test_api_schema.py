@@ -439,7 +439,8 @@ ALL_PHASES = "examples,coverage,fuzzing,stateful"
 # schemathesis's coverage phase draws boundary values from each member's pattern and does not
 # use registered formats, so for a record it pairs any first_seen with any checked_at: the one
 # rule between two members (first_seen <= the day of checked_at) that no JSON Schema can say.
-# The record bodies run every other phase, with the formats' generators (README Decisions).
+# The record bodies run every other phase, with the formats' generators
+# (docs/explanation/decisions.md).
 RECORD_PHASES = "examples,fuzzing,stateful"
 # The record schema's own formats, registered as a schema-driven client would (crkit).
 HOOKS = {

@@ -1,5 +1,5 @@
-"""Concurrent writers as production runs them: the README's production form (uvicorn, two
-workers, background checkpoints every second) on one data dir, four HTTP clients posting
+"""Concurrent writers as production runs them: the operations guide's production form (uvicorn,
+two workers, background checkpoints every second) on one data dir, four HTTP clients posting
 50-record batches with `?prove=1` back to back, and two CLI `append` processes beside them,
 for 30 s, with the audit run during the load and after it.
 

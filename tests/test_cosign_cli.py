@@ -1,9 +1,9 @@
-"""The log's `capability-anchor cosign` against our own witness, every part a real process
-as an operator runs them (README "Running a witness"): `witness init` / `add-log` (with the
-vkey the log's `serve` publishes at `/history/vkey`) / `serve`; `init`, `append`,
-`checkpoint`, `policy`, `cosign` and `export` on the log; `serve` to read what it publishes;
-`verify-proof --policy` on a record. The cosignatures are checked with `note`, from the
-witness's vkey alone."""
+"""The log's `capability-anchor cosign` against our own witness, every part a real process as
+an operator runs them (docs/how-to/witness.md, "Running a witness"): `witness init` /
+`add-log` (with the vkey the log's `serve` publishes at `/history/vkey`) / `serve`; `init`,
+`append`, `checkpoint`, `policy`, `cosign` and `export` on the log; `serve` to read what it
+publishes; `verify-proof --policy` on a record. The cosignatures are checked with `note`,
+from the witness's vkey alone."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""HTTP details against a real server process on 127.0.0.1 (`capability-anchor serve`, and
-the README's production form `uvicorn ... --workers 2`): HEAD, bounded error notes, bodies
-read before answering, header and body timeouts, WWW-Authenticate, and the event loop kept
-free while hostile bodies arrive at the rate limit."""
+"""HTTP details against a real server process on 127.0.0.1 (`capability-anchor serve`, and the
+operations guide's production form `uvicorn ... --workers 2`): HEAD, bounded error notes,
+bodies read before answering, header and body timeouts, WWW-Authenticate, and the event loop
+kept free while hostile bodies arrive at the rate limit."""
 
 from __future__ import annotations
 

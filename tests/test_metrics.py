@@ -40,7 +40,8 @@ PROMETHEUS = Path("/usr/bin/prometheus")
 ALERTS = ROOT / "docs" / "alerts.yml"
 TOKEN = "metrics-token-for-the-scraper-0123456789"
 SCRAPE = {"Authorization": f"Bearer {TOKEN}"}
-# Every metric README lists, by the name of its family (histograms and counters by theirs).
+# Every metric docs/how-to/monitor.md lists, by the name of its family (histograms and
+# counters by theirs).
 REQUIRED = {
     "capability_anchor_http_requests",
     "capability_anchor_http_request_duration_seconds",

@@ -1,4 +1,5 @@
-"""The operations guide (docs/operations.md, issue #21 item 7) and what ships beside it: the
+"""The operations guide (docs/how-to/operate.md, issue #21 item 7; docs/operations.md before
+issue #22) and what ships beside it in docs/: the
 systemd unit passes `systemd-analyze verify` (the real tool, when the machine has it), every
 environment variable the code reads is in the guide's table, generated from the one list,
 and README links the guide near its top."""
@@ -17,7 +18,7 @@ from capability_anchor import envvars
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-GUIDE = DOCS / "operations.md"
+GUIDE = DOCS / "how-to" / "operate.md"
 UNIT = DOCS / "capability-anchor.service"
 INSTALLED = "/opt/capability-anchor/venv"  # the unit's venv; this test's own stands in
 
@@ -83,11 +84,11 @@ def test_the_guide_covers_what_the_issue_asks() -> None:
     ):
         assert named in guide, named
     for link in ("capability-anchor.service", "nginx-capability-anchor.conf", "alerts.yml"):
-        assert f"]({link})" in guide, link
+        assert f"](../{link})" in guide, link
         if link != "alerts.yml":  # docs/alerts.yml is i21-metrics' file
             assert (DOCS / link).exists(), link
 
 
 def test_the_readme_links_the_guide_on_its_first_screen() -> None:
     first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:40])
-    assert "](docs/operations.md)" in first_screen
+    assert "](docs/how-to/operate.md)" in first_screen

@@ -170,7 +170,9 @@ def test_append_of_one_pretty_printed_document_says_json_lines(
     path = tmp_path / "pretty.json"
     path.write_text(text)
     done = run_cli("append", "--data", data, path)
-    assert done.returncode == 2  # malformed JSON is exit 2 in every command (README)
+    assert (
+        done.returncode == 2
+    )  # malformed JSON is exit 2 in every command (docs/explanation/decisions.md)
     assert done.stdout == ""
     assert done.stderr.startswith("capability-anchor: line 1: invalid JSON")
     assert done.stderr.rstrip().endswith("; input is JSON Lines: one object per line")
@@ -180,7 +182,9 @@ def test_a_bad_line_of_real_json_lines_gets_no_such_hint(data: Path, tmp_path: P
     path = tmp_path / "bad.jsonl"
     path.write_text('{"v": "0.2", "sub": \n' + json.dumps(_record(2)) + "\n")
     done = run_cli("append", "--data", data, path)
-    assert done.returncode == 2  # malformed JSON is exit 2 in every command (README)
+    assert (
+        done.returncode == 2
+    )  # malformed JSON is exit 2 in every command (docs/explanation/decisions.md)
     assert "line 1: invalid JSON" in done.stderr
     assert "JSON Lines" not in done.stderr
 

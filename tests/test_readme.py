@@ -1,4 +1,4 @@
-"""The README's examples, run as written, so the README and the code cannot drift apart.
+"""The documentation's examples, run as written, so the docs and the code cannot drift apart.
 
 - "The first five minutes": the service is started as `tools/dev.py run` starts it
   (`capability-anchor serve --init`, checked below), in an empty folder holding a link to
@@ -6,8 +6,9 @@
   (so `TOKEN` and the activated venv carry over). Each must exit 0 and print exactly the
   lines shown, where `…` stands for any text. Only two things are substituted: the port
   (8000 may be taken here) and the README's fixed date 2026-12-01 (today's UTC day).
-- "Embedding the log in a Python resolver": the marked block runs in an empty folder.
-- Every monitor, verify-proof, audit and `openssl ts` command of README.md and
+- "Embedding the log in a Python resolver" (docs/how-to/embed.md): the marked block runs in
+  an empty folder.
+- Every monitor, verify-proof, audit and `openssl ts` command of README.md, docs/**/*.md and
   roots/README.md that reads a folder runs on the shipped sample (`roots/`), exit 0.
 """
 
@@ -26,13 +27,16 @@ from serverkit import clean_env, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+EMBEDDING = ROOT / "docs" / "how-to" / "embed.md"
+# README.md and every page of docs/: where the commands run on the sample are looked for.
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 README_DAY = "2026-12-01"
 README_PORT = "8000"
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
 
 
-def _block(marker: str) -> str:
-    text = README.read_text()
+def _block(marker: str, page: Path = README) -> str:
+    text = page.read_text()
     at = text.index(f"<!-- {marker}")
     fence = text.index("```", at)
     body = text.index("\n", fence) + 1
@@ -79,6 +83,16 @@ def _match_streams(expected: list[str], out: list[str], err: list[str]) -> None:
 
 def _today() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+
+
+def test_the_readme_is_short_and_shows_the_two_commands_first() -> None:
+    """Issue #22: at most 200 lines, the two commands on the first screen, links for the rest."""
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 200, len(lines)
+    first_screen = "\n".join(lines[:20])
+    assert "python3 tools/dev.py run " in first_screen
+    assert "python3 tools/dev.py test " in first_screen
+    assert "](docs/README.md)" in README.read_text()
 
 
 def test_dev_run_is_serve_init() -> None:
@@ -154,7 +168,7 @@ def test_the_first_five_minutes(tmp_path: Path) -> None:
 
 
 def test_the_embedding_example(tmp_path: Path) -> None:
-    code = _block("embedding")
+    code = _block("embedding", EMBEDDING)
     check = "\nassert served['sub'] == 'example:1' and served['jws']\nprint('ok')\n"
     done = subprocess.run(
         [sys.executable, "-c", code + check],
@@ -176,7 +190,7 @@ SAMPLE = ROOT / "roots"
 SAMPLE_IAT = "1793797200"  # the sample's records were issued then (roots/README.md)
 COMMAND = re.compile(r"(capability-anchor (monitor|audit)|verify-proof|openssl ts)\b")
 # Not about a folder: they name the log's URL or files the sample has no copy of.
-ELSEWHERE = ("https://", "token.jws", "--keys keys.json", "monitor compare")
+ELSEWHERE = ("https://", "token.jws", "--keys keys.json", "monitor compare", "forged.json")
 
 
 def _commands(readme: Path) -> list[str]:
@@ -213,14 +227,15 @@ def _on_the_sample(command: str, state: Path, empty: Path) -> list[str]:
 
 
 def test_every_readme_command_on_the_shipped_sample_passes(tmp_path: Path) -> None:
-    """README.md's and roots/README.md's monitor, verify-proof, audit and `openssl ts`
-    commands, each on the shipped sample: exit 0. roots/README.md's commands that name the
-    folder `.` are run from the checkout's root with `roots/` for it, as the rest are."""
+    """README.md's, docs/'s and roots/README.md's monitor, verify-proof, audit and `openssl
+    ts` commands, each on the shipped sample: exit 0. roots/README.md's commands that name
+    the folder `.` are run from the checkout's root with `roots/` for it, as the rest are."""
     env = clean_env({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
     empty = tmp_path / "empty"
     empty.mkdir()
     runs: list[tuple[str, Path]] = []
-    for readme, cwd in ((README, ROOT), (SAMPLE / "README.md", None)):
+    pages: list[tuple[Path, Path | None]] = [(page, ROOT) for page in PAGES]
+    for readme, cwd in (*pages, (SAMPLE / "README.md", None)):
         for command in _commands(readme):
             if any(marker in command for marker in ELSEWHERE):
                 continue

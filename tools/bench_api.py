@@ -77,6 +77,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import benchdoc
 import serverkit
 from benchkit import ISS, default_base, loadavg, ms, print_table, quantile, record, say
 from capability_anchor import merkle
@@ -995,4 +996,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     with contextlib.suppress(KeyboardInterrupt):
-        sys.exit(main())
+        sys.exit(benchdoc.run("api", main))

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import httpx
 
+import benchdoc
 import serverkit
 from benchkit import default_base, loadavg, record, say
 from capability_anchor.log import Log
@@ -165,4 +166,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(benchdoc.run("backup", main))

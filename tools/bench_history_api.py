@@ -48,6 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import benchdoc
 import serverkit
 from bench_api import Meter, Phase, RawClient, closed_loop, open_loop
 from benchkit import ISS, default_base, loadavg, print_table, say
@@ -267,4 +268,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     with contextlib.suppress(KeyboardInterrupt):
-        sys.exit(main())
+        sys.exit(benchdoc.run("history_api", main))

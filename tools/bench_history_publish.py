@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import benchdoc
 from benchkit import FixedClock, default_base, loadavg, ms, print_table, quantile, record, say
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,4 +134,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchdoc.run("history_publish", main))

@@ -21,9 +21,11 @@ import gc
 import platform
 import random
 import statistics
+import sys
 import time
 from hashlib import sha256
 
+import benchdoc
 from capability_anchor import merkle
 
 
@@ -150,4 +152,4 @@ def bench_proofs(big: int, count: int, node_us: float, rng: random.Random) -> No
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchdoc.run("kernel", main))

@@ -60,6 +60,7 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
+import benchdoc
 from benchkit import (
     ISS,
     FixedClock,
@@ -745,4 +746,4 @@ def run(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(benchdoc.run("log", main))

@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import httpx
 
+import benchdoc
 import serverkit
 from bench_history_api import build
 from benchkit import ISS, say
@@ -179,4 +180,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(benchdoc.run("monitor", main))

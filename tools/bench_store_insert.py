@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+import benchdoc
 from capability_anchor.store.sqlite import SqliteStore
 from capability_anchor.store.sqlite.schema import database
 
@@ -83,4 +85,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchdoc.run("store_insert", main))

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchdoc
 from capability_anchor.export.days import export
 from capability_anchor.log import Log
 
@@ -85,4 +86,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchdoc.run("verify", main))

@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchdoc
 from capability_anchor import head as heads
 from capability_anchor.export.days import export
 from capability_anchor.keys import SigningKey
@@ -152,4 +153,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchdoc.run("verify_history", main))

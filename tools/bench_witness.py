@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import benchdoc  # noqa: E402
 from benchkit import default_base, loadavg, ms, print_table, quantile, say  # noqa: E402
 from capability_anchor.keys import SigningKey  # noqa: E402
 from capability_anchor.merkle.tree import TiledTree  # noqa: E402
@@ -138,4 +139,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(benchdoc.run("witness", main))

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+import benchdoc  # noqa: E402
 from capability_anchor.api.background import Background  # noqa: E402
 from capability_anchor.log import Log  # noqa: E402
 from capability_anchor.witness.client import Witnessing  # noqa: E402
@@ -113,4 +114,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchdoc.run("witnessing", main))

@@ -1,11 +1,12 @@
 """Every environment variable the package reads: one list, each with its default and meaning.
 
 Code reads a variable only through its `EnvVar` here (`DATA.get()`), never `os.environ`
-directly, and README's "Environment variables" table is generated from `VARIABLES`
-(`python3 tools/env_table.py` rewrites it; tests/test_envvars.py keeps the two equal and
-finds any name used elsewhere in the sources but missing here). The proxy variables are read
-by the HTTP clients (httpx; urllib for the monitor), not by this code, and are listed so the
-table is the whole story. This module imports nothing of the package: every layer may use it.
+directly, and the "Environment variables" tables of docs/reference/environment.md and the
+operations guide are generated from `VARIABLES` (`python3 tools/env_table.py` rewrites
+them; tests/test_envvars.py keeps them equal and finds any name used elsewhere in the
+sources but missing here). The proxy variables are read by the HTTP clients (httpx; urllib
+for the monitor), not by this code, and are listed so the table is the whole story. This
+module imports nothing of the package: every layer may use it.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ VARIABLES: tuple[EnvVar, ...] = (
 
 
 def markdown_table() -> str:
-    """README's table of `VARIABLES`, as tools/env_table.py writes it."""
+    """The docs' table of `VARIABLES`, as tools/env_table.py writes it."""
     rows = ["| variable | default (unset) | meaning | read by |", "|---|---|---|---|"]
     rows += [f"| `{v.name}` | {v.default} | {v.meaning} | {v.read_by} |" for v in VARIABLES]
     return "\n".join(rows) + "\n"

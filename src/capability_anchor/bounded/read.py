@@ -101,7 +101,7 @@ class Getter:
     Redirects are followed (a CDN, http -> https) within the same deadline; nothing is
     retried: a failed read is exit 2, and the caller (`monitor --watch`) owns the backoff.
     urllib3, not httpx: a monitor's catch-up is one GET per head, and urllib3 spends less
-    than half httpx's CPU per GET (README Performance)."""
+    than half httpx's CPU per GET (docs/explanation/performance.md)."""
 
     def __init__(self, base: str, *, deadline: float = DEFAULT_DEADLINE_S, parallel: int = 1):
         import urllib3  # lazily: reading files needs no HTTP client

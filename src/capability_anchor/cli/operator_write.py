@@ -94,7 +94,7 @@ def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
             try:
                 records.append(leaf.parse_json(line))
             except InvalidRecord as exc:
-                # Malformed JSON is exit 2 in every command (README, Decisions).
+                # Malformed JSON is exit 2 in every command (docs/explanation/decisions.md).
                 hint = _json_lines_hint(lines) if not records else ""
                 print(f"{PROG}: line {number}: {exc}{hint}", file=sys.stderr)
                 return EXIT_USAGE

@@ -1,6 +1,6 @@
 """The log, in six stages: append -> checkpoint -> seal -> stamp -> publish -> verify.
 
-These names are used with these meanings everywhere (code, comments, README):
+These names are used with these meanings everywhere (code, comments, docs):
 
 - *append*: a batch of records is validated (`log.batch`), given contiguous leaf indices in
   the current UTC day, and stored with the tiles it completed and the /record index runs it

@@ -9,7 +9,7 @@ processes go on.
 
 Every record acknowledged before the backup began is in the copy (its commit preceded the
 read transaction); records acknowledged after it began may or may not be, and a restore
-from the copy lacks every record acknowledged after the copy's moment (docs/operations.md).
+from the copy lacks every record acknowledged after the copy's moment (docs/how-to/operate.md).
 
 What a restore needs beside the database is `datafiles`' list: every `signing-key*` file
 (the current key, the retired ones rotate-key kept, a pending next key) and the writer
