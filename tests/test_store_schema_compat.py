@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from capability_anchor.log import Log
-from capability_anchor.store import DB_NAME, SCHEMA_VERSION
+from capability_anchor.store import SCHEMA_VERSION
+from capability_anchor.store.sqlite import DB_NAME
 from capability_anchor.store.sqlite.schema import (
     HISTORIC_SQL,
     MIGRATIONS,

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-WITNESS_DB_NAME = "witness.sqlite3"
 WITNESS_SCHEMA_VERSION = 3
 
 
