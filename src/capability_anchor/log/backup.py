@@ -142,8 +142,8 @@ def backup(data_dir: Path, dest: Path) -> BackupResult:
     if not stores.exists(data_dir):
         raise StoreError(f"no log at {stores.describe(data_dir)} (nothing to back up)")
     _prepare_dest(dest)
-    name = stores.copy_name(data_dir)
-    tmp = _partial(dest, name)
+    db_name = stores.copy_name(data_dir)
+    tmp = _partial(dest, db_name)
     for _attempt in range(ATTEMPTS):
         before = _side_files(data_dir)
         tmp.unlink(missing_ok=True)
@@ -159,10 +159,10 @@ def backup(data_dir: Path, dest: Path) -> BackupResult:
     for name, data in before.items():
         _write_file(dest, name, data)
     fsync_dir(dest)
-    os.rename(tmp, dest / name)  # last: only now does DEST look like a log
+    os.rename(tmp, dest / db_name)  # last: only now does DEST look like a log
     fsync_dir(dest)
     size, root, days = _summary(dest)
-    files = [name, *before]
+    files = [db_name, *before]
     total = sum((dest / name).stat().st_size for name in files)
     return BackupResult(
         dest,

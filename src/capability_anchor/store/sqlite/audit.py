@@ -17,7 +17,14 @@ from capability_anchor.store.interface import EngineFindings
 
 from .base import SqliteBase
 from .errors import quoted, read_error
-from .schema import SchemaRow, database, expected_schema, schema_problems, schema_rows
+from .schema import (
+    SchemaRow,
+    database,
+    expected_schema,
+    schema_problems,
+    schema_rows,
+    structure_problems,
+)
 
 _TREE = re.compile(r"\b(?:Tree|tree|root) (\d+)\b")
 _PAGE = re.compile(r"\bpage (\d+)\b")
@@ -174,8 +181,13 @@ class SqliteAudit(SqliteBase):
         return expected_schema(version)
 
     def schema_problems(self, version: int) -> tuple[list[str], int]:
+        """The texts against the frozen migrations', and, when every text is accepted, the
+        structure SQLite reads from them (sqlite-utils' introspection)."""
         got = self.schema()
-        return schema_problems(got, version), len(got)
+        problems = schema_problems(got, version)
+        if not problems:
+            problems = structure_problems(self._conn, version)
+        return problems, len(got)
 
     # --- 6: the indexes --------------------------------------------------------------------
 
