@@ -287,16 +287,16 @@ class StoreAudit(ABC):
     @abstractmethod
     def snapshot(self) -> AbstractContextManager[None]:
         """One read snapshot around everything inside; engine errors raised inside become
-        `StoreError` (`StoreCorrupt` when the engine says the file is damaged)."""
+        `StoreError` (`StoreCorrupt` when the engine says the data is damaged)."""
 
     @abstractmethod
     def changed_under_read(self) -> bool:
-        """Whether the files read changed under the audit's reads (then nothing read is
+        """Whether the stored data changed under the audit's reads (then nothing read is
         one moment of the log)."""
 
     @abstractmethod
     def check_unchanged(self) -> None:
-        """Raise `StoreError` if the files read changed under the audit's reads."""
+        """Raise `StoreError` if the stored data changed under the audit's reads."""
 
     @abstractmethod
     def engine_findings(self, after_reads: bool = False) -> EngineFindings:
