@@ -193,8 +193,12 @@ class SqliteOpening(SqliteBase):
         else:
             scratch = Path(tempfile.mkdtemp(prefix="capability-anchor-audit-"))
             copy = scratch / DB_NAME
-            shutil.copyfile(path, copy)
-            shutil.copyfile(wal, copy.with_name(DB_NAME + "-wal"))
+            try:
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, copy.with_name(DB_NAME + "-wal"))
+            except BaseException:
+                _discard(None, scratch)
+                raise
             uri = f"{copy.resolve().as_uri()}?mode=ro"
         conn: sqlite3.Connection | None = None
         try:
