@@ -28,7 +28,7 @@ from pathlib import Path
 
 from capability_anchor import head as heads
 from capability_anchor.log import Log
-from capability_anchor.store import DB_NAME
+from capability_anchor.store.sqlite import DB_NAME
 
 ISS = "https://resolver.example"
 DAY1, DAY2, DAY3, DAY4, DAY5 = (f"2026-03-0{n}" for n in range(1, 6))

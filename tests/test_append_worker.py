@@ -22,7 +22,7 @@ from capability_anchor.api.appendworker import check_and_append, rebuild
 from capability_anchor.errors import Conflict, InvalidRecord, StoreBusy, StoreError
 from capability_anchor.log import Log
 from capability_anchor.log.clockguard import monotonic
-from capability_anchor.store import DB_NAME
+from capability_anchor.store.sqlite import DB_NAME
 from serverkit import Server, holders, serving
 from test_api_e2e import record, verify_entry_proof
 from test_http_edge import children

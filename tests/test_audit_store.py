@@ -25,7 +25,9 @@ import pytest
 from capability_anchor.audit import datadir as auditdb
 from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
-from capability_anchor.store import DB_NAME, SCHEMA_VERSION
+from capability_anchor.store import SCHEMA_VERSION
+from capability_anchor.store import open as stores
+from capability_anchor.store.sqlite import DB_NAME
 from capability_anchor.store.sqlite import SqliteStore as Store
 from capability_anchor.timestamp.scheduler import stamp_missing
 from logkit import CLI, DAY5, History, build_history, record, run_cli
@@ -288,10 +290,10 @@ def test_a_log_opened_while_it_is_read_as_immutable_is_not_given_a_verdict(
     that starts meanwhile and checkpoints into that file could change pages under the
     reads: then the audit refuses to conclude (exit 2, "run the audit again")."""
     copy = history.copy(tmp_path / "copy")
-    store = Store.open_readonly(copy.data, tmp_path)
+    store = stores.open_readonly(copy.data)
     try:
         with store.snapshot():
-            assert store.user_version() == SCHEMA_VERSION
+            assert store.engine_findings().version == SCHEMA_VERSION
             with copy.open() as log:  # another writer: appends, then its close checkpoints
                 log.append([record(DAY5, 1)])
             with pytest.raises(StoreError, match="run the audit again"):
@@ -319,8 +321,7 @@ def test_the_audit_reads_again_when_a_writer_opened_the_log_under_an_immutable_r
         return found
 
     monkeypatch.setattr(auditdb, "_check_structure", then_a_writer)
-    with tempfile.TemporaryDirectory() as scratch:
-        report = auditdb.audit_data_dir(copy.data, Path(scratch))
+    report = auditdb.audit_data_dir(copy.data)
     assert wrote
     assert report.ok, report.problems
 

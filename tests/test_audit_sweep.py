@@ -18,7 +18,7 @@ from typing import Any
 from capability_anchor.audit.datadir import audit_data_dir
 from capability_anchor.errors import StoreError
 from capability_anchor.log import KEY_FILE, Log, utc_day
-from capability_anchor.store import DB_NAME
+from capability_anchor.store.sqlite import DB_NAME
 from capability_anchor.timestamp.scheduler import stamp_missing
 from logkit import DAY1, DAY2, DAY3, ISS, Clock, at, record, run_cli
 from test_stamping import config_for
@@ -170,7 +170,7 @@ def test_every_meaningful_single_bit_flip_is_flagged(tmp_path: Path, tsa_ec: Tes
     pristine = (clean / DB_NAME).read_bytes()
     before = content(clean / DB_NAME)
     assert before is not None and integrity_ok(clean / DB_NAME)
-    assert audit_data_dir(clean, tmp_path).ok
+    assert audit_data_dir(clean).ok
     work = tmp_path / "work"
     work.mkdir()
     (work / KEY_FILE).write_bytes((clean / KEY_FILE).read_bytes())
@@ -193,7 +193,7 @@ def test_every_meaningful_single_bit_flip_is_flagged(tmp_path: Path, tsa_ec: Tes
         if after is None:
             columns = {"(unreadable)"}
         try:
-            report = audit_data_dir(work, tmp_path)
+            report = audit_data_dir(work)
             refused = None
         except StoreError as exc:  # exit 2: a schema version this program does not know
             report, refused = None, str(exc)

@@ -25,7 +25,7 @@ from capability_anchor.keys import KeySet, SigningKey, load_key_file
 from capability_anchor.leaf import leaf_bytes
 from capability_anchor.log import KEY_FILE
 from capability_anchor.merkle import hash_leaf
-from capability_anchor.store import DB_NAME
+from capability_anchor.store.sqlite import DB_NAME
 from logkit import DAY1, DAY2, DAY3, DAY4, DAY5, DAYS, History, build_history, raw, record, run_cli
 
 FAKE = hashlib.sha256(b"forged").hexdigest()

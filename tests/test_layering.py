@@ -232,3 +232,37 @@ def test_no_module_outside_the_store_imports_sqlite() -> None:
     assert {p: names for p, names in found.items() if names} == {}
     inside = [p for p in STORAGE_PACKAGE.rglob("*.py") if _engine_imports(p)]
     assert STORAGE_PACKAGE / "base.py" in inside  # the walk sees an import that is there
+
+
+# --- engines are reached only through `store/open.py` -------------------------------------------
+STORE_PACKAGE = SRC / PACKAGE / "store"
+ENGINE_MODULE = f"{PACKAGE}.store.sqlite"
+
+
+def _module_name(path: Path) -> tuple[str, bool]:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    is_package = parts[-1] == "__init__"
+    return ".".join(parts[:-1] if is_package else parts), is_package
+
+
+def _engine_package_imports(path: Path) -> list[str]:
+    module, is_package = _module_name(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return [
+        target
+        for node, _ in _imports(tree)
+        for target in _targets(module, is_package, node)
+        if target == ENGINE_MODULE or target.startswith(ENGINE_MODULE + ".")
+    ]
+
+
+def test_nothing_outside_the_store_imports_an_engine() -> None:
+    """Lazily or not: outside `store/` nothing imports `store.sqlite` (its classes, its file
+    names); every store and witness store is opened through `store.open`, so a second engine
+    plugs in there and nowhere else."""
+    outside = [p for p in (SRC / PACKAGE).rglob("*.py") if STORE_PACKAGE not in p.parents]
+    assert len(outside) > 30
+    found = {str(p.relative_to(SRC)): _engine_package_imports(p) for p in outside}
+    assert {p: names for p, names in found.items() if names} == {}
+    # The walk sees such an import where there is one: the registry's engine imports it.
+    assert _engine_package_imports(STORE_PACKAGE / "sqlite" / "engine.py")

@@ -313,10 +313,10 @@ def test_init_resumes_after_a_crash_before_the_database_existed(tmp_path: Path) 
 
 def test_a_database_without_meta_is_refused_cleanly(tmp_path: Path) -> None:
     from capability_anchor.errors import StoreError
-    from capability_anchor.store import Store
+    from capability_anchor.store import open as stores
 
     data = tmp_path / "d"
-    Store.create(data, lambda store: None)
+    stores.create(data, lambda store: None)
     keys.create_key_file(data / "signing-key.jwk")
     with pytest.raises(StoreError, match="not a complete log"):
         Log.open(data)

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from capability_anchor.log import Log
-from capability_anchor.store import DB_NAME, SCHEMA_VERSION
+from capability_anchor.store import SCHEMA_VERSION
+from capability_anchor.store.sqlite import DB_NAME
 from capability_anchor.store.sqlite.schema import (
     HISTORIC_SQL,
     MIGRATIONS,
-    database,
     expected_schema,
 )
 from logkit import DAY1, DAY5, Clock, History, at, build_history, record, run_cli
@@ -452,7 +452,7 @@ def made_by_version(source: Path, dest: Path, version: int) -> Path:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("BEGIN")
         for n in range(version):
-            MIGRATIONS[n](database(conn), conn.execute)
+            MIGRATIONS[n](conn, conn.execute)
         conn.execute("ATTACH DATABASE ? AS made_now", (str(source / DB_NAME),))
         _copy_rows(conn, ordered)
         if version < 4:

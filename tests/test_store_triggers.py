@@ -19,7 +19,9 @@ from capability_anchor.errors import Conflict, StoreError
 from capability_anchor.leaf import leaf_bytes
 from capability_anchor.log import Log
 from capability_anchor.merkle import hash_leaf
-from capability_anchor.store import DB_NAME, SCHEMA_VERSION, Store
+from capability_anchor.store import SCHEMA_VERSION
+from capability_anchor.store import open as stores
+from capability_anchor.store.sqlite import DB_NAME
 from logkit import DAY1, DAY2, DAY3, DAY5, History, build_history, raw, record
 
 DAY6 = "2026-03-06"
@@ -549,7 +551,7 @@ def test_a_newer_schema_is_refused(today: History) -> None:
 def test_a_store_without_schema_version_is_refused(today: History) -> None:
     _set_user_version(today.data, 0)
     with pytest.raises(StoreError, match="is not a capability-anchor log"):
-        Store.open(today.data)
+        stores.open(today.data)
     gc.collect()
 
 
@@ -594,15 +596,15 @@ def test_a_refused_database_is_left_untouched(tmp_path: Path, kind: str) -> None
         _foreign_sqlite(data / DB_NAME)
     before = (data / DB_NAME).read_bytes()
     with pytest.raises(StoreError):
-        Store.open(data)
-    gc.collect()  # the refused connection is not closed by Store._connect; let GC close it
+        stores.open(data)
+    gc.collect()  # the refused connection is not closed by _connect; let GC close it
     assert (data / DB_NAME).read_bytes() == before
     assert sorted(p.name for p in data.iterdir()) == [DB_NAME]
 
 
 def test_no_store_is_refused_and_init_never_overwrites(today: History, tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no log at"):
-        Store.open(tmp_path / "nothing")
+        stores.open(tmp_path / "nothing")
     before = dump(today.data)
     with pytest.raises(Conflict, match="refusing to overwrite"):
         Log.init(today.data, iss="https://other.example")

@@ -24,8 +24,9 @@ from capability_anchor.note import (
     format_vkey,
     sign_checkpoint,
 )
-from capability_anchor.store.sqlite.witness import MIGRATIONS, SqliteWitnessStore
-from capability_anchor.store.witness import WITNESS_DB_NAME, WITNESS_SCHEMA_VERSION
+from capability_anchor.store import open as stores
+from capability_anchor.store.sqlite.witness import MIGRATIONS, WITNESS_DB_NAME
+from capability_anchor.store.witness import WITNESS_SCHEMA_VERSION
 from capability_anchor.witness.server.protocol import Refusal
 from capability_anchor.witness.server.service import KEY_FILE, Witness
 from serverkit import CLI, free_port, start
@@ -111,7 +112,7 @@ def test_a_version_1_store_is_migrated_with_a_hash_for_every_log(tmp_path: Path)
     origins = [f"log{n}.example/history" for n in range(5)]
     v1_store(tmp_path / "w", origins)
     for _ in range(2):  # the second open finds the newest version and changes nothing
-        store = SqliteWitnessStore.open(tmp_path / "w")
+        store = stores.open_witness(tmp_path / "w")
         try:
             for origin in origins:
                 found = store.log_by_hash(hashed(origin))

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -44,10 +45,10 @@ def write_secret_file(path: str | os.PathLike[str], data: bytes) -> None:
 _modes_log = logging.getLogger("capability_anchor.files")
 
 
-def tighten_modes(data_dir: Path, db_name: str = "log.sqlite3") -> list[tuple[Path, int, int]]:
-    """Take every group and other permission bit off the data dir and the database files
-    (`db_name` and its -wal and -shm), and return (path, old mode, new mode) of each one
-    changed, each also logged as a warning.
+def tighten_modes(data_dir: Path, store_files: Iterable[str]) -> list[tuple[Path, int, int]]:
+    """Take every group and other permission bit off the data dir and the store's files in
+    it (`store_files`, from `store.open.own_files`), and return (path, old mode, new mode)
+    of each one changed, each also logged as a warning.
 
     Logs made before 0.2 left the data dir 0755 and the database 0644 (the umask's
     defaults); nothing needs group or other access to them (readers use HTTP or an export),
@@ -57,7 +58,7 @@ def tighten_modes(data_dir: Path, db_name: str = "log.sqlite3") -> list[tuple[Pa
     changed (not the owner, a read-only copy) is left as it is, with a warning.
     """
     changed: list[tuple[Path, int, int]] = []
-    paths = [data_dir] + [data_dir / f"{db_name}{suffix}" for suffix in ("", "-wal", "-shm")]
+    paths = [data_dir] + [data_dir / name for name in store_files]
     for path in paths:
         try:
             mode = stat.S_IMODE(os.stat(path).st_mode)

@@ -24,9 +24,8 @@ from capability_anchor.log import Log
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.published import behind_state, learn
 from capability_anchor.metrics.service import enable, observe, register_state
-from capability_anchor.store import DB_NAME, Store
+from capability_anchor.store import open as stores
 from capability_anchor.store.damage import refuse_if_damaged
-from capability_anchor.store.sqlite.scrub import Scrubber
 from capability_anchor.timestamp.scheduler import Stamper, StampResult, TsaConfig
 from capability_anchor.witness.client import Witnessing
 
@@ -66,16 +65,16 @@ def _guard_clocks(settings: Settings, *logs: Log) -> ClockGuard:
 def _open_service(settings: Settings) -> Service:
     # A missing or mistyped data dir is named as the CLI names it, before the token is looked
     # for in it: "no log at DIR", not a missing token file that is only a consequence.
-    if not Store.exists(settings.data_dir):
+    if not stores.exists(settings.data_dir):
         raise StoreError(
-            f"no log at {settings.data_dir / DB_NAME} (run `capability-anchor init` first)"
+            f"no log at {stores.describe(settings.data_dir)} (run `capability-anchor init` first)"
         )
     # Refused before the log is opened: a service with an unusable token must not start, nor
     # one on a log some process found damaged (store/damage.py names the fix).
     token = settings.token()
     metrics_token(settings.metrics_token)
     refuse_if_damaged(settings.data_dir)
-    tighten_modes(settings.data_dir)
+    tighten_modes(settings.data_dir, stores.own_files(settings.data_dir))
     writer = Log.open(settings.data_dir, clock=settings.clock)
     try:
         reader = Log.open(settings.data_dir, clock=settings.clock, background_checkpoints=False)
@@ -111,7 +110,7 @@ def _open_service(settings: Settings) -> Service:
             witnessing,
             published=settings.published,
             learn_deadline=settings.witness_deadline,
-            scrubber=Scrubber(settings.data_dir),
+            scrubber=stores.scrubber(settings.data_dir),
         )
     return service
 

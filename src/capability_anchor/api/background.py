@@ -9,7 +9,7 @@ other (a damaged database, an inconsistent store) is fatal to the background wor
 line naming the operator's action, and checkpoints, seals and stamps stop until the service
 restarts. Neither stops the service: reads are answered as before, unless the error is the
 damage mark's (`store/damage.py`: then every request is 503). The background work also
-scrubs the database (`store/scrub.py`) so damage no request reads is found. The lock stays
+scrubs the database (`store.open.scrubber`) so damage no request reads is found. The lock stays
 held after a fatal error, so another worker does not take over only to fail the same way.
 
 Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
@@ -45,8 +45,8 @@ from capability_anchor.log import Log, utc_day
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.published import LEARN_DEADLINE_S, Behind, behind_state, learn
 from capability_anchor.metrics.service import set_state
+from capability_anchor.store import Scrub
 from capability_anchor.store.damage import Damage, describe, found
-from capability_anchor.store.sqlite.scrub import Scrubber
 from capability_anchor.timestamp.scheduler import Stamper
 from capability_anchor.witness.client import Witnessing
 from capability_anchor.witness.client.episodes import FAILED
@@ -69,7 +69,7 @@ class Background:
         *,
         published: str | None = None,
         learn_deadline: float = LEARN_DEADLINE_S,
-        scrubber: Scrubber | None = None,
+        scrubber: Scrub | None = None,
     ) -> None:
         self.writer = writer
         self.data_dir = data_dir
@@ -215,7 +215,7 @@ class Background:
             )
 
     def _maybe_scrub(self) -> None:
-        """Start a scrub (`store/scrub.py`) in a thread when one is due."""
+        """Start a scrub (`store.open.scrubber`) in a thread when one is due."""
         scrubber = self.scrubber
         if scrubber is None or self._stopping.is_set():
             return
@@ -226,7 +226,7 @@ class Background:
                 self._scrub(scrubber), name="capability-anchor-scrub"
             )
 
-    async def _scrub(self, scrubber: Scrubber) -> None:
+    async def _scrub(self, scrubber: Scrub) -> None:
         """A scrub that found damage (now the data dir's damage mark) stops the background
         work at once, saying so."""
         finding = await anyio.to_thread.run_sync(scrubber.run_once)

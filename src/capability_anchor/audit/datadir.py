@@ -18,8 +18,7 @@ the re-derivation of `audit.audit_store` (the numbers are those of `audit`'s lis
     after the end of the stamped day, and every certificate a token carries (outside its
     signature) is a trusted CA or signed by one at hand.
 
-    with tempfile.TemporaryDirectory() as scratch:
-        report = audit_data_dir(Path("data"), Path(scratch), roots=Path("public"))
+    report = audit_data_dir(Path("data"), roots=Path("public"))
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from capability_anchor.log import KEY_FILE, Log
 from capability_anchor.log.datafiles import check_restored
 from capability_anchor.progress import Progress, silent
 from capability_anchor.store import SCHEMA_VERSION, HeadRow, Store
+from capability_anchor.store import open as stores
 from capability_anchor.timestamp.scheduler import TsaConfig
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 def audit_data_dir(
     data_dir: Path,
-    scratch: Path,
     *,
     keys: KeySet | None = None,
     tsa_ca: Sequence[Certificate] | None = None,
@@ -59,16 +58,15 @@ def audit_data_dir(
     progress: Progress = silent,
     policy: Policy | None = None,
 ) -> AuditReport:
-    """Audit a data dir (and `roots`, cross-checked against it) without writing to it.
-    `scratch` is a private folder the read-only opening may copy the database into (see
-    `Store.open_readonly`). Damage is reported, not raised; I/O errors and a key file that
-    cannot be read raise as elsewhere (exit 2)."""
+    """Audit a data dir (and `roots`, cross-checked against it) without writing to it (the
+    store is opened read-only, `store.open.open_readonly`). Damage is reported, not raised;
+    I/O errors and a key file that cannot be read raise as elsewhere (exit 2)."""
     # A file opened as immutable (nothing had the log open) may be checkpointed into by a
     # process that opens the log during the audit; what was read then is no one moment of
     # the log, damage included, so the audit reads again (by then the opener's lock file
     # makes the next opening a shared one) rather than report it.
     for attempt in range(1, IMMUTABLE_ATTEMPTS + 1):
-        report, changed = _audit_once(data_dir, scratch, keys, tsa_ca, roots, progress, policy)
+        report, changed = _audit_once(data_dir, keys, tsa_ca, roots, progress, policy)
         if changed is None or attempt == IMMUTABLE_ATTEMPTS:
             break
     if changed is not None:
@@ -81,7 +79,6 @@ IMMUTABLE_ATTEMPTS = 3
 
 def _audit_once(
     data_dir: Path,
-    scratch: Path,
     keys: KeySet | None,
     tsa_ca: Sequence[Certificate] | None,
     roots: Path | None,
@@ -92,7 +89,7 @@ def _audit_once(
     an immutable read (the report then means nothing)."""
     report = AuditReport()
     try:
-        store = Store.open_readonly(data_dir, scratch)
+        store = stores.open_readonly(data_dir)
     except StoreCorrupt as exc:
         report.problems.append(f"the database cannot be read: {exc}")
         report.damage = report.problems[-1]
@@ -107,15 +104,11 @@ def _audit_once(
             if version != 0:
 
                 def run() -> None:
-                    _audit_log(report, store, key, keys, tsa_ca, roots, progress, policy)
+                    _audit_log(report, data_dir, store, key, keys, tsa_ca, roots, progress, policy)
 
                 # An older schema's queries may fail as a damaged one's would.
                 _guarded(report, damaged or version != SCHEMA_VERSION, run)
-            bad = sorted(set(store.invalid_text()))
-            if bad:
-                report.problems.append(
-                    f"{len(bad)} text value(s) in the database are not UTF-8, e.g. {bad[0]!r}"
-                )
+            report.problems += store.engine_findings(after_reads=True).problems
     except StoreCorrupt as exc:
         if report.problems:
             report.problems.append(f"the audit stopped on the damage: {exc}")
@@ -157,6 +150,7 @@ def _guarded(report: AuditReport, damaged: bool, run: Callable[[], None]) -> Non
 
 def _audit_log(
     report: AuditReport,
+    data_dir: Path,
     store: Store,
     key: SigningKey,
     keys: KeySet | None,
@@ -166,7 +160,7 @@ def _audit_log(
     policy: Policy | None = None,
 ) -> None:
     try:
-        log = Log(store.path.parent, store, key, time.time)
+        log = Log(data_dir, store, key, time.time)
     except ValueError as exc:  # the stored config is not JSON
         report.problems.append(f"meta: the stored config is not valid JSON: {exc}")
         return
@@ -201,14 +195,16 @@ def _audit_log(
 def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
     """Items 0, 5 and 6: whether they found the file damaged (integrity_check, the schema,
     the indexes), and the schema version (0: not a log, nothing more to audit)."""
-    for line in store.integrity_problems():
-        report.problems.append(f"integrity_check: {line}")
-    report.count("integrity_check")
-    version = store.user_version()
+    found = store.engine_findings()
+    report.problems += found.problems
+    for what, n in found.checked.items():
+        report.count(what, n)
+    if found.stopped is not None:
+        raise found.stopped
+    version = found.version
     if version == 0:
         report.problems.append("schema version 0: not a capability-anchor log")
         return True, version
-    _check_schema(report, store, version)
     try:
         report.problems += store.index_mismatches()
     except StoreCorrupt:
@@ -226,12 +222,6 @@ def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
             f"schema version {version}: this program creates and audits version {SCHEMA_VERSION}"
         )
     return damaged, version
-
-
-def _check_schema(report: AuditReport, store: Store, version: int) -> None:
-    problems, objects = store.schema_problems(version)
-    report.problems += problems
-    report.count("schema_objects", objects)
 
 
 # --- 7: the columns no signature covers ------------------------------------------------------

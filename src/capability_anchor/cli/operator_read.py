@@ -49,13 +49,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    import tempfile
-
     from capability_anchor.audit import AuditReport, audit_folder
     from capability_anchor.audit.datadir import audit_data_dir
     from capability_anchor.keys import KeySet
     from capability_anchor.progress import StderrProgress
-    from capability_anchor.store import Store
+    from capability_anchor.store import open as stores
 
     progress = StderrProgress()
     data = data_dir(args.data)
@@ -76,18 +74,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     roots = None if args.roots is None else Path(args.roots)
     if roots is not None and not roots.is_dir():
         raise OSError(f"--roots {args.roots} is not a folder")
-    if Store.exists(data):
-        # The data dir is only read; a copy the read-only opening may need goes here.
-        with tempfile.TemporaryDirectory(prefix="capability-anchor-audit-") as scratch:
-            report = audit_data_dir(
-                data,
-                Path(scratch),
-                keys=keys,
-                tsa_ca=tsa_ca,
-                roots=roots,
-                progress=progress,
-                policy=policy,
-            )
+    if stores.exists(data):
+        # The data dir is only read (a copy the read-only opening needs is the store's own).
+        report = audit_data_dir(
+            data, keys=keys, tsa_ca=tsa_ca, roots=roots, progress=progress, policy=policy
+        )
         _keep_damage_mark(data, report)
     elif roots is None:
         raise OSError(f"no log at {data} and no --roots folder to audit")

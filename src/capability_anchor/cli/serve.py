@@ -160,15 +160,16 @@ def _needs_init(args: argparse.Namespace, data: Path) -> bool:
     """`serve` never creates a log unless told to (`--init`): a mistyped --data would
     otherwise start a new log with a new key and iss, silently forking the resolver."""
     from capability_anchor.errors import StoreError
-    from capability_anchor.store import DB_NAME, Store
+    from capability_anchor.store import open as stores
 
-    if Store.exists(data):
+    if stores.exists(data):
         if args.iss is not None:
             print(f"{PROG}: --iss ignored: a log exists in {data}", file=sys.stderr)
         return False
     if not args.init:
         raise StoreError(
-            f"no log at {data / DB_NAME} (run `capability-anchor init` first, or `serve --init`)"
+            f"no log at {stores.describe(data)} (run `capability-anchor init` first, or "
+            "`serve --init`)"
         )
     return True
 

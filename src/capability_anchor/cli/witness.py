@@ -96,8 +96,7 @@ def _init(args: argparse.Namespace) -> int:
     from capability_anchor.keys import create_key_file
     from capability_anchor.note import Cosigner
     from capability_anchor.note.signed import check_key_name
-    from capability_anchor.store.sqlite.witness import SqliteWitnessStore
-    from capability_anchor.store.witness import WITNESS_DB_NAME
+    from capability_anchor.store import open as stores
     from capability_anchor.witness.server.service import KEY_FILE
 
     try:
@@ -107,14 +106,13 @@ def _init(args: argparse.Namespace) -> int:
     data = witness_data(args.data)
     data.mkdir(mode=0o700, parents=True, exist_ok=True)
     # The store first: it refuses an existing witness before a second key could be made.
-    store = SqliteWitnessStore.create(data, args.name)
+    store = stores.create_witness(data, args.name)
     store.close()
     try:
         key = create_key_file(data / KEY_FILE)
     except BaseException:
         # A store without its key could never serve, and would block the next init.
-        for suffix in ("", "-wal", "-shm"):
-            (data / (WITNESS_DB_NAME + suffix)).unlink(missing_ok=True)
+        stores.remove_witness(data)
         raise
     vkey = Cosigner(args.name, key).verifier.vkey()
     emit({"name": args.name, "vkey": vkey, "data": str(data)})
@@ -136,10 +134,10 @@ def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
 
 
 def _add_log(args: argparse.Namespace) -> int:
-    from capability_anchor.store.sqlite.witness import SqliteWitnessStore
+    from capability_anchor.store import open as stores
 
     vkeys = _log_keys(args, "add-log")
-    store = SqliteWitnessStore.open(witness_data(args.data))
+    store = stores.open_witness(witness_data(args.data))
     try:
         store.add_log(args.origin, vkeys, int(time.time()))
     finally:
@@ -149,7 +147,7 @@ def _add_log(args: argparse.Namespace) -> int:
 
 
 def _update_log(args: argparse.Namespace) -> int:
-    from capability_anchor.store.sqlite.witness import SqliteWitnessStore
+    from capability_anchor.store import open as stores
 
     vkeys = _log_keys(args, "update-log")
     if not vkeys:
@@ -159,7 +157,7 @@ def _update_log(args: argparse.Namespace) -> int:
         )
     if len(set(vkeys)) != len(vkeys):
         raise UsageError("update-log: a --vkey is given twice")
-    store = SqliteWitnessStore.open(witness_data(args.data))
+    store = stores.open_witness(witness_data(args.data))
     try:
         old = store.update_log(args.origin, vkeys, int(time.time()))
     finally:

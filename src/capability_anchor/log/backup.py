@@ -3,9 +3,9 @@
     result = backup(Path("data"), Path("/var/backups/anchor-2026-12-02"))
     print(result.history_size, result.history_root.hex(), result.days)
 
-The database is copied with SQLite's online backup API in one step (`Store.copy_to`): one
-read transaction, so the copy is the database at one commit, while writers in other
-processes go on.
+The database is copied by its engine (`store.open.copy_to`; SQLite: its online backup API
+in one step): one read transaction, so the copy is the database at one commit, while
+writers in other processes go on.
 
 Every record acknowledged before the backup began is in the copy (its commit preceded the
 read transaction); records acknowledged after it began may or may not be, and a restore
@@ -24,7 +24,6 @@ short has no `log.sqlite3` and is never taken for a log.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,7 @@ from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.files import fsync_dir, write_secret_file
 from capability_anchor.keys import load_key_file
 from capability_anchor.log import datafiles
-from capability_anchor.store import DB_NAME, Store
+from capability_anchor.store import open as stores
 
 from .writer_token import TOKEN_FILE
 
@@ -94,7 +93,9 @@ def _not_copied(data_dir: Path, copied: dict[str, bytes]) -> list[str]:
     return sorted(
         p.name
         for p in data_dir.iterdir()
-        if p.name not in copied and p.name != DB_NAME and not datafiles.is_runtime(p.name)
+        if p.name not in copied
+        and p.name != stores.copy_name(data_dir)
+        and not datafiles.is_runtime(data_dir, p.name)
     )
 
 
@@ -124,30 +125,29 @@ def _summary(dest: Path) -> tuple[int, bytes, dict[str, int]]:
     """The history size and root, and each day's size, of the copy."""
     from capability_anchor.log import Log
 
-    with tempfile.TemporaryDirectory(prefix="capability-anchor-backup-") as scratch:
-        store = Store.open_readonly(dest, Path(scratch))
-        try:
-            log = Log(dest, store, load_key_file(dest / datafiles.KEY_FILE), time.time)
-            with store.snapshot():
-                days = {day: log.read.day_size(day) for day in log.read.entry_days()}
-                return log.read.history.size(), log.read.history.root(), days
-        finally:
-            store.close()
+    store = stores.open_readonly(dest)
+    try:
+        log = Log(dest, store, load_key_file(dest / datafiles.KEY_FILE), time.time)
+        with store.snapshot():
+            days = {day: log.read.day_size(day) for day in log.read.entry_days()}
+            return log.read.history.size(), log.read.history.root(), days
+    finally:
+        store.close()
 
 
 def backup(data_dir: Path, dest: Path) -> BackupResult:
     """Copy the log in `data_dir` to `dest` (a new or empty folder): see the module
     docstring. Raises UsageError (exit 2) for a non-empty DEST or a missing file."""
     started = time.monotonic()
-    db = data_dir / DB_NAME
-    if not db.exists():
-        raise StoreError(f"no log at {db} (nothing to back up)")
+    if not stores.exists(data_dir):
+        raise StoreError(f"no log at {stores.describe(data_dir)} (nothing to back up)")
     _prepare_dest(dest)
-    tmp = _partial(dest, DB_NAME)
+    db_name = stores.copy_name(data_dir)
+    tmp = _partial(dest, db_name)
     for _attempt in range(ATTEMPTS):
         before = _side_files(data_dir)
         tmp.unlink(missing_ok=True)
-        Store.copy_to(data_dir, tmp)
+        stores.copy_to(data_dir, tmp)
         if _side_files(data_dir) == before:
             break
     else:
@@ -159,10 +159,10 @@ def backup(data_dir: Path, dest: Path) -> BackupResult:
     for name, data in before.items():
         _write_file(dest, name, data)
     fsync_dir(dest)
-    os.rename(tmp, dest / DB_NAME)  # last: only now does DEST look like a log
+    os.rename(tmp, dest / db_name)  # last: only now does DEST look like a log
     fsync_dir(dest)
     size, root, days = _summary(dest)
-    files = [DB_NAME, *before]
+    files = [db_name, *before]
     total = sum((dest / name).stat().st_size for name in files)
     return BackupResult(
         dest,

@@ -8,10 +8,11 @@
     signing-key*                any other key file (an interrupted or pending rotation)
     writer-token                the writer token (unless env CAPABILITY_ANCHOR_TOKEN is used)
 
-Not needed and not copied: the -wal and -shm files (the backup is one consistent database
-file), `background.lock` and `witness-*.lock` (flocks of running processes) and `clock-ack`
-(an acknowledgement tied to one boot's monotonic clock, `clockguard`). This module imports
-only the file names, so the log's opening and the audit can say what is missing.
+Not needed and not copied: the store's runtime files (SQLite's -wal and -shm: the backup is
+one consistent database file; `store.open.is_runtime` names them), `background.lock` and
+`witness-*.lock` (flocks of running processes) and `clock-ack` (an acknowledgement tied to
+one boot's monotonic clock, `clockguard`). The store's own file names are its engine's
+(`store.open`), so the log's opening and the audit can say what is missing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from capability_anchor.envvars import TOKEN
 from capability_anchor.errors import KeyFileError
-from capability_anchor.store import DB_NAME
+from capability_anchor.store import open as stores
 
 from .writer_token import TOKEN_FILE
 
@@ -50,18 +51,19 @@ def check_restored(data_dir: Path) -> None:
     """Refuse (exit 2) a data dir that has the database but not its key file, naming every
     file it lacks: a database restored alone, without the files a backup holds."""
     missing = missing_files(data_dir)
-    if KEY_FILE in missing and (data_dir / DB_NAME).exists():
+    if KEY_FILE in missing and stores.exists(data_dir):
         raise KeyFileError(
-            f"{data_dir} holds {DB_NAME} but not {', '.join(missing)}: the database alone "
+            f"{data_dir} holds {stores.copy_name(data_dir)} but not {', '.join(missing)}: "
+            "the database alone "
             "cannot be restored; restore every file of the backup (`capability-anchor backup "
             "DEST --data DIR` copies the database, every signing-key* file and the "
             "writer-token)"
         )
 
 
-def is_runtime(name: str) -> bool:
+def is_runtime(data_dir: Path, name: str) -> bool:
     """A file of a running process, not of the log (never copied)."""
-    if name in RUNTIME_FILES or name.startswith(f"{DB_NAME}-"):
+    if name in RUNTIME_FILES or stores.is_runtime(data_dir, name):
         return True
     return name.startswith("witness-") and name.endswith(".lock")
 

@@ -23,6 +23,7 @@ from capability_anchor.read.reader import LogReader
 from capability_anchor.record import rule as observation
 from capability_anchor.record.urls import check_base_url, check_origin
 from capability_anchor.store import HISTORY_ORIGIN, HeadRow, Store
+from capability_anchor.store import open as stores
 
 from .batch import AppendResult, Prepared, prepare_records
 from .datafiles import KEY_FILE, check_restored
@@ -42,7 +43,7 @@ def _key_and_token(data_dir: Path) -> SigningKey:
     that token, so they are taken over rather than refused (but checked: a token the service
     would refuse must not become the log's)."""
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tighten_modes(data_dir)
+    tighten_modes(data_dir, stores.own_files(data_dir))
     key_path, token_path = data_dir / KEY_FILE, data_dir / TOKEN_FILE
     key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
     if token_path.exists():
@@ -71,7 +72,7 @@ class Log:
         self.clock = clock
         meta = store.meta()
         if "iss" not in meta or "first_day" not in meta:
-            raise StoreError(f"{store.path} has no iss or first_day: not a complete log")
+            raise StoreError(f"{store.describe()} has no iss or first_day: not a complete log")
         self.iss = meta["iss"]
         self.first_day = meta["first_day"]
         self.public_url = meta.get("public_url") or self.iss
@@ -109,7 +110,7 @@ class Log:
         if public_url is not None:
             check_base_url(public_url)
         data_dir = Path(data_dir)
-        if Store.exists(data_dir):
+        if stores.exists(data_dir):
             raise Conflict(f"a log already exists in {data_dir}; refusing to overwrite it")
         if policy is not None:
             from capability_anchor.note import parse_policy
@@ -140,7 +141,7 @@ class Log:
 
         # Durable when this returns: the database was filled in one transaction under a
         # temporary name and only then linked into place.
-        Store.create(data_dir, fill)
+        stores.create(data_dir, fill)
         return cls.open(data_dir, clock=clock)
 
     @classmethod
@@ -149,11 +150,12 @@ class Log:
     ) -> Log:
         """Open an existing log and run the start-up self-check (refuse to guess).
 
-        `background_checkpoints` copies the SQLite WAL back into the database from a thread
-        of its own (see `Store.start_checkpointer`); it is stopped by `close`.
+        `background_checkpoints`: this process serves the log for long, so the store runs
+        its engine's background upkeep (`store.open.open`'s `upkeep`; SQLite: copying the
+        WAL back into the database from a thread of its own); it is stopped by `close`.
         """
         data_dir = Path(data_dir)
-        store = Store.open(data_dir)
+        store = stores.open(data_dir, upkeep=background_checkpoints)
         try:
             check_restored(data_dir)  # a log's database, without its key file beside it
             key = load_key_file(data_dir / KEY_FILE)
@@ -161,8 +163,6 @@ class Log:
             log.self_check()
             policytrust.vouch_unsigned(log)
             sign_missing(store, log.writer.lock, key, log.public_url)
-            if background_checkpoints:
-                store.start_checkpointer()
         except BaseException:
             store.close()
             raise

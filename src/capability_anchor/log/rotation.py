@@ -50,7 +50,8 @@ from capability_anchor.keys.statements import (
 )
 from capability_anchor.log import policies as policytrust
 from capability_anchor.note import TYPE_ED25519, format_vkey, origin_from_url, parse_policy
-from capability_anchor.store import HISTORY_ORIGIN, Store
+from capability_anchor.store import HISTORY_ORIGIN
+from capability_anchor.store import open as stores
 
 from .trust import KEY_FILE, NEW_KEY_FILE, backup_name, sign_settings
 
@@ -286,7 +287,7 @@ def _finish_swap(data_dir: Path) -> Activated | None:
         nxt = load_key_file(new_file)
     except KeyFileError:
         return None  # a half-written next key from phase 1: `_next_key` deals with it
-    store = Store.open(data_dir)
+    store = stores.open(data_dir)
     try:
         statements = store.settings_statements()
         meta = store.meta()

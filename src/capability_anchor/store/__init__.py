@@ -1,14 +1,19 @@
-"""The log's storage: an interface (`interface.Store`, the contract in prose and types) and
-its one implementation, SQLite (`sqlite.SqliteStore`, the only code in the project that
-touches SQLite or sqlite-utils). `Store.open(data_dir)` and the other factories open the
-SQLite store; callers type against `Store`, so another engine can follow without touching
-the log, the API, the audit or export."""
+"""The log's storage, as a seam: the contract (`interface.Store`, `witness.WitnessStore`,
+the row types of `rows`), the one way to open a store (`open`: by data dir or URL, through
+the engine registry), the damage mark (`damage`), and the engines, one package each
+(`sqlite/`, the only code in the project that imports SQLite or sqlite-utils).
+
+Callers outside `store/` type against the contract and open through `open` (`from
+capability_anchor.store import open as stores`); none imports an engine package
+(tests/test_layering.py). The contract modules import only the project's kernel
+(`errors`, `encoding`, `merkle`) and `files`; an engine may import anything of `store/`
+and its own driver. See docs/explanation/store.md.
+"""
 
 from __future__ import annotations
 
-from .interface import Store
+from .interface import EngineFindings, Scrub, Store
 from .rows import (
-    DB_NAME,
     HISTORY_ORIGIN,
     SCHEMA_VERSION,
     SETTINGS_UNSIGNED,
@@ -22,14 +27,15 @@ from .rows import (
 )
 
 __all__ = [
-    "DB_NAME",
     "HISTORY_ORIGIN",
     "SCHEMA_VERSION",
     "SETTINGS_UNSIGNED",
     "CosignatureRow",
+    "EngineFindings",
     "EntryRow",
     "HeadRow",
     "HistoryLeaf",
+    "Scrub",
     "StampRow",
     "Store",
     "TileRow",

@@ -1,8 +1,9 @@
 """The store as a contract: what the log, the read side, the audit and export may ask of it.
 
-Nothing here names a storage engine. The one implementation is SQLite (`sqlite.SqliteStore`);
-the factories below open it, so `Store.open(data_dir)` keeps working for every caller. A
-second engine implements every abstract method with the same promises.
+Nothing here names a storage engine, a file, a row id or an engine's own mechanics. Stores
+are opened by `store.open` (by data dir or URL, through the engine registry); the one
+engine so far is SQLite (`store/sqlite/`). A second engine implements every abstract
+method with the same promises, and `tests/store_contract/` holds it to them.
 
 Durability (what holds when a call returns):
 - Writes happen only inside `write()`, one atomic transaction under the store's write lock;
@@ -22,55 +23,20 @@ Durability (what holds when a call returns):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from capability_anchor.errors import StoreError
 
 from .checkpoints import StoreWitnessed
 from .rows import EntryRow, HeadRow, HistoryLeaf, StampRow, TileRow
 
 
 class StoreLifecycle(ABC):
-    """Opening, transactions, closing."""
-
-    path: Path
-
-    @classmethod
-    def exists(cls, data_dir: Path) -> bool:
-        from .sqlite import SqliteStore
-
-        return SqliteStore.exists(data_dir)
-
-    @classmethod
-    def create(cls, data_dir: Path, fill: Callable[[Store], None]) -> None:
-        """Create the store atomically, `fill` running inside its first write transaction:
-        a crash leaves either no log or a complete one. `Conflict` if one exists."""
-        from .sqlite import SqliteStore
-
-        SqliteStore.create(data_dir, fill)
-
-    @classmethod
-    def open(cls, data_dir: Path) -> Store:
-        """Open (and migrate) an existing store for reading and writing."""
-        from .sqlite import SqliteStore
-
-        return SqliteStore.open(data_dir)
-
-    @classmethod
-    def open_readonly(cls, data_dir: Path, scratch: Path) -> Store:
-        """Open for reading only, never creating or changing a file in `data_dir` (the audit);
-        `scratch` is a private folder the opening may copy into."""
-        from .sqlite import SqliteStore
-
-        return SqliteStore.open_readonly(data_dir, scratch)
-
-    @classmethod
-    def copy_to(cls, data_dir: Path, dest: Path) -> None:
-        """Copy the live store to the new file `dest` (mode 0600, fsynced) as of one commit,
-        while writers in other processes go on; nothing in `data_dir` is changed (`backup`)."""
-        from .sqlite import SqliteStore
-
-        SqliteStore.copy_to(data_dir, dest)
+    """Transactions, closing, and where the store is. Opening is `store.open`'s: an engine's
+    stores are made by its `open.Engine`, never by a factory of this type."""
 
     @abstractmethod
     def write(self) -> AbstractContextManager[None]:
@@ -81,8 +47,8 @@ class StoreLifecycle(ABC):
         """One consistent snapshot for several reads on this thread."""
 
     @abstractmethod
-    def start_checkpointer(self) -> None:
-        """Background upkeep for a long-running writer (the service); durability unchanged."""
+    def describe(self) -> str:
+        """Where the store is, for messages (never parsed: not an address to open)."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -300,41 +266,44 @@ class StoreHistory(ABC):
     def iter_history_tiles(self) -> Iterator[TileRow]: ...
 
 
+@dataclass(frozen=True)
+class EngineFindings:
+    """What `StoreAudit.engine_findings` found: each problem one line, in the order found;
+    `checked` the audit's counts of what was checked, by name; `version` the schema version
+    the store records (0: not a capability-anchor log; -1 when not read); `stopped` the
+    error that kept the engine from finishing, once `problems` were found (the audit adds
+    them, then raises it)."""
+
+    problems: list[str]
+    checked: dict[str, int] = field(default_factory=dict)
+    version: int = -1
+    stopped: StoreError | None = None
+
+
 class StoreAudit(ABC):
-    """What the data-dir audit (`auditdb`) asks of a read-only opening: findings and plain
-    data, each check worded by the store in its engine's terms."""
+    """What the data-dir audit (`audit/datadir`) asks of a read-only opening: the engine's
+    own diagnostics in one call, and engine-neutral reads of plain data."""
 
     @abstractmethod
     def snapshot(self) -> AbstractContextManager[None]:
         """One read snapshot around everything inside; engine errors raised inside become
-        `StoreError` (`StoreCorrupt` when the engine says the file is damaged)."""
+        `StoreError` (`StoreCorrupt` when the engine says the data is damaged)."""
 
     @abstractmethod
     def changed_under_read(self) -> bool:
-        """Whether the files read changed under the audit's reads (then nothing read is
+        """Whether the stored data changed under the audit's reads (then nothing read is
         one moment of the log)."""
 
     @abstractmethod
     def check_unchanged(self) -> None:
-        """Raise `StoreError` if the files read changed under the audit's reads."""
+        """Raise `StoreError` if the stored data changed under the audit's reads."""
 
     @abstractmethod
-    def invalid_text(self) -> list[bytes]:
-        """Text values read so far that were not UTF-8."""
-
-    @abstractmethod
-    def user_version(self) -> int:
-        """The schema version the store records (0: not a capability-anchor log)."""
-
-    @abstractmethod
-    def integrity_problems(self) -> list[str]:
-        """The engine's own consistency check, one problem a line, each naming the table or
-        index it is in where that can be found; empty when it finds nothing wrong."""
-
-    @abstractmethod
-    def schema_problems(self, version: int) -> tuple[list[str], int]:
-        """Every schema object that is missing, added or not as schema `version` defines it,
-        and how many objects the store holds."""
+    def engine_findings(self, after_reads: bool = False) -> EngineFindings:
+        """The engine's own diagnostics, worded in its terms: before the audit's reads
+        (`after_reads` False) its consistency check, the schema version it records and
+        every schema object that is not as that version defines it; after them, what the
+        reads met that the engine could not store correctly (text that is not UTF-8)."""
 
     @abstractmethod
     def index_mismatches(self) -> list[str]:
@@ -349,12 +318,27 @@ class StoreAudit(ABC):
         """(day, tsa, token, added) of every stamp, in the order they were stored."""
 
 
+class Scrub(Protocol):
+    """An engine's background check for damage no read meets (`open.scrubber`): the service
+    runs `run_once` in a thread whenever `due`, and `interrupt`s it at shutdown."""
+
+    def due(self) -> bool: ...
+
+    def run_once(self) -> str | None:
+        """The finding if the store is damaged (then marked, `damage.py`), else None."""
+        ...
+
+    def interrupt(self) -> None: ...
+
+
 class Store(StoreLifecycle, StoreWrites, StoreReads, StoreHistory, StoreWitnessed, StoreAudit):
     """A log's storage: the lifecycle, writes, reads, history and audit parts above, in one
     type."""
 
 
 __all__ = [
+    "EngineFindings",
+    "Scrub",
     "Store",
     "StoreAudit",
     "StoreHistory",

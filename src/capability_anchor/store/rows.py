@@ -1,5 +1,5 @@
 """What the store holds, as plain values: the row types every caller reads, and the names
-and numbers that are part of the data dir's format (not of any one storage engine)."""
+and numbers that are part of the log's format (not of any one storage engine)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from capability_anchor.encoding import EncodingError, b64url_decode
 from capability_anchor.errors import StoreError
 
-DB_NAME = "log.sqlite3"
 SCHEMA_VERSION = 4
 # The history's origin (SPEC §12.2), set once when the history is created, never changed.
 HISTORY_ORIGIN = "history_origin"

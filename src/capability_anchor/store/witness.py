@@ -1,10 +1,11 @@
 """The witness's own storage (`capability-anchor witness`, c2sp.org/tlog-witness): the logs it
 witnesses and, per log, every checkpoint it cosigned, append-only.
 
-A witness database is its own file in the witness's data dir, never the log's: a resolver
-that runs both keeps two histories that share nothing. The newest cosigned row of a log is
-the witness's "latest cosigned checkpoint"; rows are only ever added, and a row never goes
-back in size or changes the root of a size (the schema's triggers refuse it).
+A witness store is its own, in the witness's data dir, never the log's: a resolver that runs
+both keeps two histories that share nothing. It is opened and created through `store.open`
+(`open_witness`, `create_witness`). The newest cosigned row of a log is the witness's
+"latest cosigned checkpoint"; rows are only ever added, and a row never goes back in size
+or changes the root of a size (the store refuses it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-WITNESS_DB_NAME = "witness.sqlite3"
 WITNESS_SCHEMA_VERSION = 3
 
 

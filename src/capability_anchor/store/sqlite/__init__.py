@@ -1,11 +1,16 @@
-"""The SQLite store: one database file in a data dir (`rows.DB_NAME`), the one implementation
-of `interface.Store`. Its parts, each a mixin over `sqlite_base.SqliteBase` (connections and
-transactions): `sqlite_open` (create, open and migrate, open read-only), `sqlite_rows`
-(reads and writes), `sqlite_history` (the history tree's leaves and tiles; both it and
-`sqlite_rows` keep tiles through `sqlite_tiles`), `sqlite_checkpoints` (checkpoints,
-cosignatures, policies, witness state), `sqlite_audit` (SQLite's structures, for
-the audit); `sqlite_schema` holds the migrations and `sqlite_errors` maps SQLite's errors
-to the project's.
+"""The SQLite engine: one database file in a data dir (`base.DB_NAME`), an implementation of
+`interface.Store`, reached only through `store.open` (`engine.SqliteEngine` is the registry's
+`sqlite` entry). This package is the only one in the project that imports `sqlite3` or
+`sqlite_utils` (tests/test_layering.py); it may import the rest of `store/` and the kernel,
+and nothing outside `store/` imports it.
+
+Its parts, each a mixin over `base.SqliteBase` (connections and transactions): `open`
+(create, open and migrate, open read-only), `rows` (reads and writes), `history` (the
+history tree's leaves and tiles; both it and `rows` keep tiles through `tiles`),
+`checkpoints` (checkpoints, cosignatures, policies, witness state), `audit` (SQLite's
+structures, for the audit's `engine_findings`); `schema` and `migrations/` hold the
+migrations, `errors` maps SQLite's errors to the project's, `scrub` is the background
+damage check and `witness` the witness's own database.
 
 Tiles are stored when they become full (width 256, with their root, the hash one tile level
 up) and, at every published head's size, the partial tiles of that size. Any tree size up
@@ -18,6 +23,7 @@ from __future__ import annotations
 from capability_anchor.store.interface import Store
 
 from .audit import SqliteAudit
+from .base import DB_NAME
 from .checkpoints import SqliteCheckpoints
 from .history import SqliteHistory
 from .open import SqliteOpening
@@ -30,7 +36,7 @@ class SqliteStore(
     """One SQLite database in a data dir (see `sqlite_base.SqliteBase` for the connections)."""
 
 
-__all__ = ["SqliteStore"]
+__all__ = ["DB_NAME", "SqliteStore"]
 
 # Checked by mypy: only a class with no abstract method left may be assigned here.
 _IMPLEMENTS: type[Store] = SqliteStore

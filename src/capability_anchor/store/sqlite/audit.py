@@ -13,10 +13,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from capability_anchor.errors import StoreCorrupt, StoreError
+from capability_anchor.store.interface import EngineFindings
 
 from .base import SqliteBase
 from .errors import quoted, read_error
-from .schema import SchemaRow, database, expected_schema, schema_problems, schema_rows
+from .schema import (
+    SchemaRow,
+    database,
+    expected_schema,
+    schema_problems,
+    schema_rows,
+    structure_problems,
+)
 
 _TREE = re.compile(r"\b(?:Tree|tree|root) (\d+)\b")
 _PAGE = re.compile(r"\bpage (\d+)\b")
@@ -44,9 +52,32 @@ class SqliteAudit(SqliteBase):
                 "opened the log during the audit): run the audit again"
             )
 
-    def invalid_text(self) -> list[bytes]:
-        """TEXT values read so far that were not UTF-8 (only on a read-only opening)."""
-        return list(self._invalid_text)
+    def engine_findings(self, after_reads: bool = False) -> EngineFindings:
+        """Before the reads: integrity_check (item 0), `user_version` and the schema against
+        the migrations of that version (item 5); after them: the TEXT values read that were
+        not UTF-8 (only a read-only opening counts them)."""
+        if after_reads:
+            bad = sorted(set(self._invalid_text))
+            if not bad:
+                return EngineFindings([])
+            return EngineFindings(
+                [f"{len(bad)} text value(s) in the database are not UTF-8, e.g. {bad[0]!r}"]
+            )
+        problems = [f"integrity_check: {line}" for line in self.integrity_problems()]
+        checked = {"integrity_check": 1}
+        version = -1
+        try:
+            version = int(self._raw("PRAGMA user_version").fetchone()[0])
+            if version != 0:
+                found, objects = self.schema_problems(version)
+                problems += found
+                checked["schema_objects"] = objects
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            # What integrity_check found stays reported, beside what stopped the rest.
+            return EngineFindings(problems, checked, version, read_error(self.path, exc))
+        except StoreError as exc:
+            return EngineFindings(problems, checked, version, exc)
+        return EngineFindings(problems, checked, version)
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -73,9 +104,6 @@ class SqliteAudit(SqliteBase):
             self._local.reading = False
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-
-    def user_version(self) -> int:
-        return int(self._raw("PRAGMA user_version").fetchone()[0])
 
     # --- 0: the file -----------------------------------------------------------------------
 
@@ -153,8 +181,13 @@ class SqliteAudit(SqliteBase):
         return expected_schema(version)
 
     def schema_problems(self, version: int) -> tuple[list[str], int]:
+        """The texts against the frozen migrations', and, when every text is accepted, the
+        structure SQLite reads from them (sqlite-utils' introspection)."""
         got = self.schema()
-        return schema_problems(got, version), len(got)
+        problems = schema_problems(got, version)
+        if not problems:
+            problems = structure_problems(self._conn, version)
+        return problems, len(got)
 
     # --- 6: the indexes --------------------------------------------------------------------
 

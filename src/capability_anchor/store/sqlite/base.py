@@ -12,6 +12,7 @@ connection without `recursive_triggers`, so it gets its own guard and the writer
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,10 +23,10 @@ from typing import Any
 from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreError
 from capability_anchor.store import damage
 from capability_anchor.store.interface import Store
-from capability_anchor.store.rows import DB_NAME
 
 from .errors import store_error
 
+DB_NAME = "log.sqlite3"  # the database, in the data dir (its -wal and -shm beside it)
 BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
@@ -59,6 +60,11 @@ class SqliteBase(Store):
         # as immutable, and the TEXT values read that were not UTF-8.
         self._immutable: tuple[int, int, int] | None = None
         self._invalid_text: list[bytes] = []
+        # A private copy a read-only opening had to read (sqlite_open), removed at close.
+        self._scratch: Path | None = None
+
+    def describe(self) -> str:
+        return str(self.path)
 
     def _failed(self, exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
         """The project's error for `exc`; damage found in a log's database is also kept as
@@ -103,7 +109,7 @@ class SqliteBase(Store):
             self._readers.append(conn)
             return conn
 
-    def start_checkpointer(self) -> None:
+    def _start_checkpointer(self) -> None:
         """Copy the WAL back into the database from a thread of its own.
 
         Every commit dirties pages all over the dedupe index; SQLite's automatic checkpoint
@@ -146,6 +152,9 @@ class SqliteBase(Store):
         for conn in readers:
             conn.close()
         self._writer.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     # --- transactions ----------------------------------------------------------------------
 

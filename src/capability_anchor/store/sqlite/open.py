@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Self
@@ -13,9 +14,9 @@ from capability_anchor.errors import Conflict, StoreCorrupt, StoreError
 from capability_anchor.files import fsync_dir
 from capability_anchor.store import damage
 from capability_anchor.store.interface import Store
-from capability_anchor.store.rows import DB_NAME, SCHEMA_VERSION
+from capability_anchor.store.rows import SCHEMA_VERSION
 
-from .base import BUSY_TIMEOUT_MS, CACHE_KIB, SqliteBase
+from .base import BUSY_TIMEOUT_MS, CACHE_KIB, DB_NAME, SqliteBase
 from .errors import read_error, store_error
 from .schema import migrate
 
@@ -163,7 +164,7 @@ class SqliteOpening(SqliteBase):
             os.close(fd)
 
     @classmethod
-    def open_readonly(cls, data_dir: Path, scratch: Path) -> Self:
+    def open_readonly(cls, data_dir: Path) -> Self:
         """Open the log for reading only, never creating or changing a file in `data_dir`.
 
         - a `-shm` exists (a process has the log open, or a copy kept it): `mode=ro` shares
@@ -172,7 +173,8 @@ class SqliteOpening(SqliteBase):
           reads the main file alone and needs no lock file;
         - WAL frames but no `-shm` (a copy without it, in a folder we cannot write):
           `immutable=1` would silently skip the frames, so the database and its WAL are
-          copied into `scratch` (a private temporary folder) and read there.
+          copied into a private temporary folder of its own, read there and removed at
+          `close`.
         """
         path = data_dir / DB_NAME
         if not path.exists():
@@ -181,6 +183,7 @@ class SqliteOpening(SqliteBase):
         shm = path.with_name(DB_NAME + "-shm")
         wal_size = wal.stat().st_size if wal.exists() else 0
         immutable: tuple[int, int, int] | None = None
+        scratch: Path | None = None
         if shm.exists():
             uri = f"{path.resolve().as_uri()}?mode=ro"
         elif wal_size == 0:
@@ -188,9 +191,14 @@ class SqliteOpening(SqliteBase):
             st = path.stat()
             immutable = (st.st_ino, st.st_size, st.st_mtime_ns)
         else:
+            scratch = Path(tempfile.mkdtemp(prefix="capability-anchor-audit-"))
             copy = scratch / DB_NAME
-            shutil.copyfile(path, copy)
-            shutil.copyfile(wal, copy.with_name(DB_NAME + "-wal"))
+            try:
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, copy.with_name(DB_NAME + "-wal"))
+            except BaseException:
+                _discard(None, scratch)
+                raise
             uri = f"{copy.resolve().as_uri()}?mode=ro"
         conn: sqlite3.Connection | None = None
         try:
@@ -204,14 +212,13 @@ class SqliteOpening(SqliteBase):
                     f"{SCHEMA_VERSION} (upgrade capability-anchor)"
                 )
         except (sqlite3.Error, UnicodeDecodeError) as exc:
-            if conn is not None:
-                conn.close()
+            _discard(conn, scratch)
             raise read_error(path, exc) from None
         except BaseException:
-            if conn is not None:
-                conn.close()
+            _discard(conn, scratch)
             raise
         store = cls(path, conn)
+        store._scratch = scratch
         store._only = conn
         store._immutable = immutable
         # SQLite hands back a TEXT value's bytes as stored; one that is not UTF-8 (a flipped
@@ -228,3 +235,10 @@ class SqliteOpening(SqliteBase):
 
         conn.text_factory = text
         return store
+
+
+def _discard(conn: sqlite3.Connection | None, scratch: Path | None) -> None:
+    if conn is not None:
+        conn.close()
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -21,9 +21,8 @@ from pathlib import Path
 
 from capability_anchor.errors import StoreCorrupt
 from capability_anchor.store import damage
-from capability_anchor.store.rows import DB_NAME
 
-from .base import BUSY_TIMEOUT_MS
+from .base import BUSY_TIMEOUT_MS, DB_NAME
 from .errors import store_error
 
 SCRUB_EVERY_S = 1.0

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from capability_anchor.errors import Conflict, StoreError, UsageError
 from capability_anchor.store.witness import (
-    WITNESS_DB_NAME,
     WITNESS_SCHEMA_VERSION,
     Cosigned,
     Step,
@@ -29,6 +28,7 @@ from capability_anchor.store.witness import (
 
 from .errors import store_error
 
+WITNESS_DB_NAME = "witness.sqlite3"
 _BUSY_TIMEOUT_MS = 30_000
 
 # Version 1. Append-only: no UPDATE or DELETE on any table; a cosigned row never goes back

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from capability_anchor.keys import load_key_file
 from capability_anchor.note import Cosigner
-from capability_anchor.store.sqlite.witness import SqliteWitnessStore
+from capability_anchor.store import open as stores
 from capability_anchor.store.witness import Cosigned, WitnessStore
 
 from .protocol import Refusal, check_signature, check_state, cosign, parse_request
@@ -36,7 +36,7 @@ class Witness:
 
     @classmethod
     def open(cls, data_dir: Path) -> Witness:
-        store = SqliteWitnessStore.open(data_dir)
+        store = stores.open_witness(data_dir)
         try:
             key = load_key_file(data_dir / KEY_FILE)
             return cls(store, Cosigner(store.name(), key))

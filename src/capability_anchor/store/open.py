@@ -1,0 +1,242 @@
+"""The one way to open a store, and the engine registry (docs/explanation/store.md).
+
+A store is named by `where`:
+
+- a data dir, as a `Path` or a string without `://` (`data`, `/var/lib/anchor`): the
+  default engine, SQLite, keeps its database in that folder;
+- a URL, `scheme://...`: the engine registered for `scheme`. `sqlite:///var/lib/anchor`
+  (three slashes: no host, then the absolute path of the data dir) is the same store as
+  the path `/var/lib/anchor`; a relative path or a host in a `sqlite:` URL is refused.
+
+Everything outside `store/` opens, creates and copies stores through the functions below,
+never through an engine's class: a second engine (issue #24) is one line of `_ENGINES` and
+a package of `store/`. Engines are imported when first asked for, so importing the store's
+contract loads no database driver.
+
+    from capability_anchor.store import open as stores
+    store = stores.open(data_dir)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from capability_anchor.errors import UsageError
+
+if TYPE_CHECKING:
+    from .interface import Scrub, Store
+    from .witness import WitnessStore
+
+Where = Path | str
+"""A data dir, or a URL naming a store (the module docstring)."""
+
+DEFAULT_SCHEME = "sqlite"
+
+
+def _sqlite() -> type[Engine]:
+    # Imported when first asked for: the contract alone loads no driver.
+    from .sqlite.engine import SqliteEngine
+
+    return SqliteEngine
+
+
+# scheme -> a function that imports and returns its engine's class (issue #24 adds
+# "postgresql" here).
+_ENGINES: dict[str, Callable[[], type[Engine]]] = {"sqlite": _sqlite}
+_loaded: dict[str, Engine] = {}
+
+
+class Engine(ABC):
+    """What an engine provides beside `interface.Store` itself: opening, creating and
+    copying its stores, the witness's store, and what it keeps in a data dir."""
+
+    scheme: str
+
+    @abstractmethod
+    def location(self, where: Where) -> Where:
+        """`where` as this engine addresses it (SQLite: the data dir's `Path`); refuses
+        (UsageError) a URL it cannot use."""
+
+    @abstractmethod
+    def exists(self, where: Where) -> bool: ...
+
+    @abstractmethod
+    def create(self, where: Where, fill: Callable[[Store], None]) -> None:
+        """Create the store atomically, `fill` running inside its first write transaction:
+        a crash leaves either no log or a complete one. `Conflict` if one exists."""
+
+    @abstractmethod
+    def open(self, where: Where, *, upkeep: bool) -> Store:
+        """Open (and migrate) an existing store for reading and writing; `upkeep`: this
+        process serves the log for long, so the engine runs its own background upkeep
+        (durability unchanged), stopped by `close`."""
+
+    @abstractmethod
+    def open_readonly(self, where: Where) -> Store:
+        """Open for reading only, never creating or changing anything of the store (the
+        audit, a backup's summary); any private copy it needs is the engine's, removed at
+        `close`."""
+
+    @abstractmethod
+    def copy_to(self, where: Where, dest: Path) -> None:
+        """Copy the live store to the new file `dest` (mode 0600, fsynced) as of one commit,
+        while writers in other processes go on; nothing of the store is changed."""
+
+    @abstractmethod
+    def copy_name(self, where: Where) -> str:
+        """The file name a copy (`copy_to`) has in a data dir: a backup folder names it so,
+        and a data dir holding it is a log's."""
+
+    @abstractmethod
+    def own_files(self, where: Where) -> list[str]:
+        """Every file name the store may keep in the data dir (present or not)."""
+
+    @abstractmethod
+    def is_runtime(self, name: str) -> bool:
+        """Whether a data dir's file `name` belongs to the store's running processes (never
+        copied: a copy is whole without it)."""
+
+    @abstractmethod
+    def describe(self, where: Where) -> str:
+        """Where the store is, for messages ("no log at ...")."""
+
+    @abstractmethod
+    def scrubber(self, where: Where) -> Scrub | None:
+        """The background check for damage no read meets (None: the engine needs none)."""
+
+    @abstractmethod
+    def create_witness(self, where: Where, name: str) -> WitnessStore:
+        """A new witness store holding the key name `name`; an existing one is `Conflict`."""
+
+    @abstractmethod
+    def open_witness(self, where: Where) -> WitnessStore: ...
+
+    @abstractmethod
+    def remove_witness(self, where: Where) -> None:
+        """Remove a witness store `init` just made (its key could not be written)."""
+
+
+def register(scheme: str, loader: Callable[[], type[Engine]]) -> None:
+    """Register the engine whose class `loader` returns for URLs of `scheme`."""
+    _ENGINES[scheme.lower()] = loader
+    _loaded.pop(scheme.lower(), None)
+
+
+def schemes() -> list[str]:
+    """Every registered scheme (the contract suite runs against each)."""
+    return sorted(_ENGINES)
+
+
+def engine(scheme: str) -> Engine:
+    """The engine registered for `scheme` (UsageError for an unknown one)."""
+    scheme = scheme.lower()
+    found = _loaded.get(scheme)
+    if found is not None:
+        return found
+    loader = _ENGINES.get(scheme)
+    if loader is None:
+        known = ", ".join(f"{s}://" for s in schemes())
+        raise UsageError(f"no storage engine for {scheme}:// (this program knows {known})")
+    made = loader()()
+    _loaded[scheme] = made
+    return made
+
+
+def resolve(where: Where) -> tuple[Engine, Where]:
+    """The engine of `where`, and `where` as that engine addresses it."""
+    if isinstance(where, Path) or "://" not in where:
+        chosen = engine(DEFAULT_SCHEME)
+        return chosen, chosen.location(Path(where))
+    chosen = engine(where.split("://", 1)[0])
+    return chosen, chosen.location(where)
+
+
+def exists(where: Where) -> bool:
+    eng, loc = resolve(where)
+    return eng.exists(loc)
+
+
+def create(where: Where, fill: Callable[[Store], None]) -> None:
+    eng, loc = resolve(where)
+    eng.create(loc, fill)
+
+
+def open(where: Where, *, upkeep: bool = False) -> Store:
+    eng, loc = resolve(where)
+    return eng.open(loc, upkeep=upkeep)
+
+
+def open_readonly(where: Where) -> Store:
+    eng, loc = resolve(where)
+    return eng.open_readonly(loc)
+
+
+def copy_to(where: Where, dest: Path) -> None:
+    eng, loc = resolve(where)
+    eng.copy_to(loc, dest)
+
+
+def copy_name(where: Where) -> str:
+    eng, loc = resolve(where)
+    return eng.copy_name(loc)
+
+
+def own_files(where: Where) -> list[str]:
+    eng, loc = resolve(where)
+    return eng.own_files(loc)
+
+
+def is_runtime(where: Where, name: str) -> bool:
+    return resolve(where)[0].is_runtime(name)
+
+
+def describe(where: Where) -> str:
+    eng, loc = resolve(where)
+    return eng.describe(loc)
+
+
+def scrubber(where: Where) -> Scrub | None:
+    eng, loc = resolve(where)
+    return eng.scrubber(loc)
+
+
+def create_witness(where: Where, name: str) -> WitnessStore:
+    eng, loc = resolve(where)
+    return eng.create_witness(loc, name)
+
+
+def open_witness(where: Where) -> WitnessStore:
+    eng, loc = resolve(where)
+    return eng.open_witness(loc)
+
+
+def remove_witness(where: Where) -> None:
+    eng, loc = resolve(where)
+    eng.remove_witness(loc)
+
+
+__all__ = [
+    "DEFAULT_SCHEME",
+    "Engine",
+    "Where",
+    "copy_name",
+    "copy_to",
+    "create",
+    "create_witness",
+    "describe",
+    "engine",
+    "exists",
+    "is_runtime",
+    "open",
+    "open_readonly",
+    "open_witness",
+    "own_files",
+    "register",
+    "remove_witness",
+    "resolve",
+    "schemes",
+    "scrubber",
+]
