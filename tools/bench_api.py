@@ -78,6 +78,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import serverkit
+
 from benchkit import ISS, default_base, loadavg, ms, print_table, quantile, record, say
 from capability_anchor import merkle
 from capability_anchor.leaf import leaf_hash

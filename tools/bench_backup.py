@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import httpx
-
 import serverkit
+
 from benchkit import default_base, loadavg, record, say
 from capability_anchor.log import Log
 

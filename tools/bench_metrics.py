@@ -36,8 +36,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import benchkit
 import serverkit
+
+import benchkit
 from capability_anchor.log import Log
 
 TOKEN = "bench-metrics-token-0123456789abcdef"

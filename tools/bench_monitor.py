@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import httpx
-
 import serverkit
+
 from bench_history_api import build
 from benchkit import ISS, say
 from capability_anchor.log import MAX_BATCH, Log

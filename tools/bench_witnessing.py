@@ -23,10 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from witnesskit import TestWitness  # noqa: E402
+
 from capability_anchor.api.background import Background  # noqa: E402
 from capability_anchor.log import Log  # noqa: E402
 from capability_anchor.witness.client import Witnessing  # noqa: E402
-from witnesskit import TestWitness  # noqa: E402
 
 ISS = "https://resolver.example"
 

@@ -36,7 +36,7 @@ from capability_anchor.errors import VerificationError
 from capability_anchor.keys import create_key_file
 from capability_anchor.leaf import leaf_hash
 from capability_anchor.log import Log
-from serverkit import (
+from tests.kit.serverkit import (
     Server,
     accepts_connections,
     free_port,

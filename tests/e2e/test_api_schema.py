@@ -39,8 +39,16 @@ from litestar.testing import TestClient
 from schemathesis import GenerationMode
 from schemathesis.python import asgi
 
-import schemathesis_hooks  # noqa: F401  (the record formats' generators, in process too)
-from apikit import (
+from capability_anchor.api.app import create_app
+from capability_anchor.api.settings import Settings
+from capability_anchor.log import Log
+
+# The record formats' generators, registered in process too.
+from tests.kit import (
+    paths,
+    schemathesis_hooks,  # noqa: F401
+)
+from tests.kit.apikit import (
     History,
     assert_error_parts,
     build_history,
@@ -49,12 +57,7 @@ from apikit import (
     snapshot,
     wait_clear_of_midnight,
 )
-from capability_anchor.api.app import create_app
-from capability_anchor.api.settings import Settings
-from capability_anchor.log import Log
-from serverkit import clean_env, serving
-
-TESTS = Path(__file__).resolve().parent
+from tests.kit.serverkit import clean_env, serving
 
 MAX_EXAMPLES = 30
 
@@ -443,8 +446,8 @@ ALL_PHASES = "examples,coverage,fuzzing,stateful"
 RECORD_PHASES = "examples,fuzzing,stateful"
 # The record schema's own formats, registered as a schema-driven client would (crkit).
 HOOKS = {
-    "SCHEMATHESIS_HOOKS": "schemathesis_hooks",
-    "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
+    "SCHEMATHESIS_HOOKS": "tests.kit.schemathesis_hooks",
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(paths.ROOT), os.environ.get("PYTHONPATH")])),
 }
 
 

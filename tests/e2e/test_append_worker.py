@@ -16,16 +16,16 @@ from typing import Any
 
 import httpx
 
-from apikit import wait_clear_of_midnight
 from capability_anchor.api import appendworker
 from capability_anchor.api.appendworker import check_and_append, rebuild
 from capability_anchor.errors import Conflict, InvalidRecord, StoreBusy, StoreError
 from capability_anchor.log import Log
 from capability_anchor.log.clockguard import monotonic
 from capability_anchor.store import DB_NAME
-from serverkit import Server, holders, serving
-from test_api_e2e import record, verify_entry_proof
-from test_http_edge import children
+from tests.e2e.test_api_e2e import record, verify_entry_proof
+from tests.e2e.test_http_edge import children
+from tests.kit.apikit import wait_clear_of_midnight
+from tests.kit.serverkit import Server, holders, serving
 
 LOST_NOTE = (
     "the writer process stopped before answering: the batch may or may not be stored; "

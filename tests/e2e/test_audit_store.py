@@ -28,9 +28,10 @@ from capability_anchor.log import Log
 from capability_anchor.store import DB_NAME, SCHEMA_VERSION
 from capability_anchor.store.sqlite import SqliteStore as Store
 from capability_anchor.timestamp.scheduler import stamp_missing
-from logkit import CLI, DAY5, History, build_history, record, run_cli
-from test_stamping import config_for, past_log
-from tsakit import TestTsa
+from tests.e2e.test_stamping import config_for, past_log
+from tests.kit import paths
+from tests.kit.logkit import CLI, DAY5, History, build_history, record, run_cli
+from tests.kit.tsakit import TestTsa
 
 
 def audit(data: Path, *extra: str | Path) -> subprocess.CompletedProcess[str]:
@@ -330,10 +331,9 @@ def test_the_audit_reads_again_when_a_writer_opened_the_log_under_an_immutable_r
 WRITER = """
 import sys, time
 from pathlib import Path
-sys.path.insert(0, sys.argv[3])  # the tests folder, for obskit
 from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
-from obskit import observation
+from tests.kit.obskit import observation
 
 data, seconds = Path(sys.argv[1]), float(sys.argv[2])
 end = time.monotonic() + seconds
@@ -354,7 +354,9 @@ def test_audits_pass_while_another_process_appends(tmp_path: Path) -> None:
     init = run_cli("init", "--data", data, "--iss", "https://resolver.example")
     assert init.returncode == 0, init.stderr
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(data), "8", str(Path(__file__).parent)],
+        [sys.executable, "-c", WRITER, str(data), "8"],
+        # The repository root, for tests.kit.obskit.
+        env={**os.environ, "PYTHONPATH": str(paths.ROOT)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -20,9 +20,9 @@ from capability_anchor.errors import StoreError
 from capability_anchor.log import KEY_FILE, Log, utc_day
 from capability_anchor.store import DB_NAME
 from capability_anchor.timestamp.scheduler import stamp_missing
-from logkit import DAY1, DAY2, DAY3, ISS, Clock, at, record, run_cli
-from test_stamping import config_for
-from tsakit import TestTsa
+from tests.e2e.test_stamping import config_for
+from tests.kit.logkit import DAY1, DAY2, DAY3, ISS, Clock, at, record, run_cli
+from tests.kit.tsakit import TestTsa
 
 SEED = 20261201
 FLIPS = 600

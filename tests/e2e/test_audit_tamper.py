@@ -26,7 +26,19 @@ from capability_anchor.leaf import leaf_bytes
 from capability_anchor.log import KEY_FILE
 from capability_anchor.merkle import hash_leaf
 from capability_anchor.store import DB_NAME
-from logkit import DAY1, DAY2, DAY3, DAY4, DAY5, DAYS, History, build_history, raw, record, run_cli
+from tests.kit.logkit import (
+    DAY1,
+    DAY2,
+    DAY3,
+    DAY4,
+    DAY5,
+    DAYS,
+    History,
+    build_history,
+    raw,
+    record,
+    run_cli,
+)
 
 FAKE = hashlib.sha256(b"forged").hexdigest()
 

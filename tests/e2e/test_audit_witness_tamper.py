@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from capability_anchor.log import Log
-from logkit import raw, run_cli
-from obskit import observation
-from witnesskit import TestWitness
+from tests.kit.logkit import raw, run_cli
+from tests.kit.obskit import observation
+from tests.kit.witnesskit import TestWitness
 
 ISS = "https://resolver.example"
 

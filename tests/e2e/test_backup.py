@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from logkit import run_cli
-from obskit import observation
-from serverkit import serving
+from tests.kit.logkit import run_cli
+from tests.kit.obskit import observation
+from tests.kit.serverkit import serving
 
 WRITERS = 4
 BATCH = 20

@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tomllib
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.kit import paths
+
+ROOT = paths.ROOT
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -13,7 +13,7 @@ import pytest
 
 from capability_anchor import leaf, merkle
 from capability_anchor.log import Log
-from obskit import observation
+from tests.kit.obskit import observation
 
 CLI = str(Path(sys.executable).parent / "capability-anchor")
 ISS = "https://resolver.example"

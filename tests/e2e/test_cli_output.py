@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from capability_anchor.log import Log
-from obskit import observation
+from tests.kit import paths
+from tests.kit.obskit import observation
 
 BIN = Path(sys.executable).parent
-ROOTS = Path(__file__).resolve().parent.parent / "roots"
+ROOTS = paths.ROOT / "roots"
 SAMPLE = ROOTS / "records" / "2026-11-01-calendar.json"
 SAMPLE_AT = "1793797200"
 ISS = "https://resolver.example"

@@ -28,13 +28,14 @@ from capability_anchor.api.background import Background
 from capability_anchor.errors import ClockDisagrees
 from capability_anchor.log import Log
 from capability_anchor.log.clockguard import ACK_FILE, TOLERANCE_S, ClockGuard, acknowledge
-from logkit import CLI, raw
-from obskit import observation
-from serverkit import Server, clean_env, serving
-from systools import ensure_tool
+from tests.kit import paths
+from tests.kit.logkit import CLI, raw
+from tests.kit.obskit import observation
+from tests.kit.serverkit import Server, clean_env, serving
+from tests.kit.systools import ensure_tool
 
 ISS = "https://resolver.example"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 DAY = 86400.0
 T0 = dt.datetime(2026, 11, 2, 23, 58, 0, tzinfo=dt.UTC).timestamp()

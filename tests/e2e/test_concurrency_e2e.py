@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 
-from obskit import observation, verify_answered_proof
-from serverkit import CLI, clean_env, free_port, serving, uvicorn_argv
+from tests.kit.obskit import observation, verify_answered_proof
+from tests.kit.serverkit import CLI, clean_env, free_port, serving, uvicorn_argv
 
 DURATION_S = 30.0
 BATCH = 50

@@ -24,9 +24,9 @@ from capability_anchor.note import (
     open_note,
     parse_note,
 )
-from logkit import CLI, run_cli
-from obskit import observation
-from serverkit import Server, free_port, serving, start
+from tests.kit.logkit import CLI, run_cli
+from tests.kit.obskit import observation
+from tests.kit.serverkit import Server, free_port, serving, start
 
 ISS = "https://resolver.example"
 ORIGIN = "resolver.example/history"

@@ -36,10 +36,10 @@ from capability_anchor.log import Log
 from capability_anchor.log import trust as logtrust
 from capability_anchor.record import rule as obs
 from capability_anchor.record.urls import canonical_url
-from logkit import CLI, Clock, raw
-from obskit import observation
-from serverkit import clean_env, serving
-from systools import ensure_tool
+from tests.kit.logkit import CLI, Clock, raw
+from tests.kit.obskit import observation
+from tests.kit.serverkit import clean_env, serving
+from tests.kit.systools import ensure_tool
 
 ISS = "https://resolver.example"
 T = int(dt.datetime(2026, 11, 3, 12, 0, tzinfo=dt.UTC).timestamp())
@@ -579,7 +579,7 @@ def test_what_schemathesis_generates_from_the_body_the_door_accepts(
     OpenAPI body (with crkit's strategies for the two formats) passes SPEC §2 and the rule."""
     import schemathesis
 
-    import crkit
+    from tests.kit import crkit
 
     for name, strategy in crkit.formats().items():
         schemathesis.openapi.format(name, strategy)

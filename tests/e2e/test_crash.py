@@ -21,7 +21,7 @@ from capability_anchor.audit import audit_store
 from capability_anchor.errors import Conflict
 from capability_anchor.leaf import leaf_hash
 from capability_anchor.log import AppendResult, Log, utc_day
-from crashkit import (
+from tests.kit.crashkit import (
     EMPTY_ROOT,
     ISS,
     SCENARIOS,

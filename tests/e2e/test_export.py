@@ -17,7 +17,7 @@ from capability_anchor import head as heads
 from capability_anchor.audit import audit_folder
 from capability_anchor.export.days import export as export_folder
 from capability_anchor.keys import KeySet, SigningKey
-from logkit import (
+from tests.kit.logkit import (
     CHECKPOINT_SIZES,
     DAY1,
     DAY2,

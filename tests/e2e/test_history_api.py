@@ -21,14 +21,14 @@ import pytest
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from apikit import IMMUTABLE, assert_error, wait_clear_of_midnight
-from c2spkit import ensure_venv, run_peer
 from capability_anchor.merkle import verify_inclusion
 from capability_anchor.note import parse_tlog_proof
-from logkit import ISS, record
-from naive_rfc9162 import Naive
-from serverkit import Server, serving
-from tilekit import (
+from tests.kit.apikit import IMMUTABLE, assert_error, wait_clear_of_midnight
+from tests.kit.c2spkit import ensure_venv, run_peer
+from tests.kit.logkit import ISS, record
+from tests.kit.naive_rfc9162 import Naive
+from tests.kit.serverkit import Server, serving
+from tests.kit.tilekit import (
     D1_SIZES,
     D2_HEADS,
     Built,

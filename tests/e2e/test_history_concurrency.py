@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from capability_anchor.log import Log
-from logkit import CLI, ISS, Clock, at, raw
-from test_history import audit, check_history, stored_leaves
+from tests.integration.test_history import audit, check_history, stored_leaves
+from tests.kit.logkit import CLI, ISS, Clock, at, raw
 
 WORKER = r"""
 import json, sys, time

@@ -25,9 +25,9 @@ from capability_anchor.keys import SigningKey
 from capability_anchor.log import Log
 from capability_anchor.note import Cosigner, parse_note, parse_tlog_proof
 from capability_anchor.store import CosignatureRow
-from logkit import CLI
-from naive_rfc9162 import Naive
-from tilekit import Built, TileClient, build, head_key, payload
+from tests.kit.logkit import CLI
+from tests.kit.naive_rfc9162 import Naive
+from tests.kit.tilekit import Built, TileClient, build, head_key, payload
 
 WITNESS = Cosigner("witness.example/w1", SigningKey.from_seed(hashlib.sha256(b"w1").digest()))
 OTHER = Cosigner("witness.example/w2", SigningKey.from_seed(hashlib.sha256(b"w2").digest()))

@@ -20,8 +20,8 @@ from litestar.testing import TestClient
 
 from capability_anchor.api import Settings, create_app
 from capability_anchor.log import Log, utc_day
-from obskit import observation
-from serverkit import HOST, Server, serving, uvicorn_argv
+from tests.kit.obskit import observation
+from tests.kit.serverkit import HOST, Server, serving, uvicorn_argv
 
 
 @pytest.fixture(scope="module")
@@ -316,7 +316,7 @@ def test_healthz_stays_fast_while_hostile_bodies_arrive(tmp_path: Path, form: st
 
 
 def _uvicorn(data: Path) -> Any:
-    from serverkit import free_port
+    from tests.kit.serverkit import free_port
 
     port = free_port()
     return serving(
@@ -393,7 +393,7 @@ def test_a_killed_body_worker_is_replaced(tmp_path: Path) -> None:
 def test_the_production_form_takes_its_timeouts_from_the_environment(tmp_path: Path) -> None:
     data = tmp_path / "data"
     Log.init(data, iss="https://resolver.example").close()
-    from serverkit import free_port
+    from tests.kit.serverkit import free_port
 
     port = free_port()
     env = {

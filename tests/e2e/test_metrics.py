@@ -23,17 +23,17 @@ import pytest
 from litestar.testing import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from apikit import ISS, build_history
 from capability_anchor.api.app import create_app
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
 from capability_anchor.metrics import defs as metricdefs
 from capability_anchor.metrics import service as metrics
 from capability_anchor.store import CosignatureRow
-from obskit import observation
-from serverkit import CLI, HOST, free_port, serving, start, uvicorn_argv
-from systools import ROOT, ensure_tool
-from witnesskit import TestWitness
+from tests.kit.apikit import ISS, build_history
+from tests.kit.obskit import observation
+from tests.kit.serverkit import CLI, HOST, free_port, serving, start, uvicorn_argv
+from tests.kit.systools import ROOT, ensure_tool
+from tests.kit.witnesskit import TestWitness
 
 PROMTOOL = Path("/usr/bin/promtool")
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -596,15 +596,14 @@ def test_a_cli_process_counts_nothing_and_loads_no_metrics_client(tmp_path: Path
         "import sys\n"
         "from capability_anchor.log import Log\n"
         f"log = Log.init({str(tmp_path / 'd')!r}, iss={ISS!r})\n"
-        "from obskit import observation\n"
+        "from tests.kit.obskit import observation\n"
         "log.append([observation(1)]); log.checkpoint(); log.close()\n"
         "print('prometheus_client' in sys.modules)\n"
     )
     environ = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    tests = str(Path(__file__).resolve().parent)
     out = subprocess.run(
         [sys.executable, "-c", code],
-        env={**environ, "PYTHONPATH": tests},
+        env={**environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         check=True,

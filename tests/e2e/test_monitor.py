@@ -16,9 +16,9 @@ import pytest
 
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.note import Cosigner, parse_note
-from logkit import CLI, History, build_history, run_cli
-from monitorkit import DAY1, DAY2, DAY3, HandLog, good_log
-from serverkit import free_port, serving
+from tests.kit.logkit import CLI, History, build_history, run_cli
+from tests.kit.monitorkit import DAY1, DAY2, DAY3, HandLog, good_log
+from tests.kit.serverkit import free_port, serving
 
 
 def monitor(

@@ -38,8 +38,8 @@ from capability_anchor.log.lifecycle import KEY_FILE
 from capability_anchor.monitor.source import FETCH_LIMIT
 from capability_anchor.note import NoteSigner, parse_note, sign_checkpoint
 from capability_anchor.note.checkpoint import parse_checkpoint
-from logkit import CLI, ISS, raw, record, run_cli
-from serverkit import Server, ThreadServer, serving
+from tests.kit.logkit import CLI, ISS, raw, record, run_cli
+from tests.kit.serverkit import Server, ThreadServer, serving
 
 ORIGIN = "resolver.example/history"  # logkit.ISS without its scheme, plus /history
 SERVE_ARGS = ("--rate-limit", "0", "--body-workers", "0")

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from capability_anchor.log import Log
-from logkit import CLI, ISS
-from serverkit import Server, ThreadServer, free_port, serving
-from test_monitor_http import ORIGIN, SERVE_ARGS, grow
+from tests.e2e.test_monitor_http import ORIGIN, SERVE_ARGS, grow
+from tests.kit.logkit import CLI, ISS
+from tests.kit.serverkit import Server, ThreadServer, free_port, serving
 
 
 class ForwardProxy:

@@ -19,11 +19,12 @@ from capability_anchor.log import Log
 from capability_anchor.note import Cosigner, open_checkpoint, parse_note
 from capability_anchor.verify.history import log_verifiers
 from capability_anchor.witness.client.policyfile import log_vkey
-from logkit import ISS, build_history, record, run_cli
-from monitorkit import DAY1, DAY2, ORIGIN, HandLog, good_log
-from serverkit import serving
+from tests.kit import paths
+from tests.kit.logkit import ISS, build_history, record, run_cli
+from tests.kit.monitorkit import DAY1, DAY2, ORIGIN, HandLog, good_log
+from tests.kit.serverkit import serving
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 SAMPLE = ROOT / "roots"
 
 

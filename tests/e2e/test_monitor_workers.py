@@ -13,9 +13,9 @@ from capability_anchor.errors import InputError
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.monitor import Monitor, MonitorOptions, RunResult, open_source, signatures
 from capability_anchor.monitor import state as states
-from monitorkit import HandLog
-from obskit import observation
-from serverkit import serving
+from tests.kit.monitorkit import HandLog
+from tests.kit.obskit import observation
+from tests.kit.serverkit import serving
 
 DAY = "2026-03-01"
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from c2spkit import ensure_venv, run_peer
 from capability_anchor.errors import NoteSignatureError
 from capability_anchor.keys import SigningKey
 from capability_anchor.note import (
@@ -26,6 +25,7 @@ from capability_anchor.note import (
     parse_note,
     sign_checkpoint,
 )
+from tests.kit.c2spkit import ensure_venv, run_peer
 
 ORIGIN = "resolver.example/history"
 TIME = 1_793_797_200

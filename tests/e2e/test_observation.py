@@ -20,9 +20,9 @@ from capability_anchor.errors import InvalidRecord, NotFound, StartupCheckFailed
 from capability_anchor.log import Log
 from capability_anchor.log import trust as logtrust
 from capability_anchor.record.rule import Observation, check_record, rule_of
-from logkit import Clock, raw
-from obskit import observation
-from serverkit import serving
+from tests.kit.logkit import Clock, raw
+from tests.kit.obskit import observation
+from tests.kit.serverkit import serving
 
 ISS = "https://resolver.example"
 CLI = Path(sys.executable).parent / "capability-anchor"

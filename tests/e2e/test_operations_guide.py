@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from capability_anchor import envvars
+from tests.kit import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 DOCS = ROOT / "docs"
 GUIDE = DOCS / "operations.md"
 UNIT = DOCS / "capability-anchor.service"

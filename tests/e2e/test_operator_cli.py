@@ -15,8 +15,8 @@ import pytest
 from capability_anchor import __version__
 from capability_anchor.cli.exitcodes import EXIT_CODES_OF
 from capability_anchor.cli.operator import build_parser
-from logkit import CLI, raw, run_cli
-from obskit import observation
+from tests.kit.logkit import CLI, raw, run_cli
+from tests.kit.obskit import observation
 
 NO_DEFAULT = (None, False, [], argparse.SUPPRESS)
 

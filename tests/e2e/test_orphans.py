@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from logkit import run_cli
-from obskit import observation
-from serverkit import (
+from tests.kit.logkit import run_cli
+from tests.kit.obskit import observation
+from tests.kit.serverkit import (
     Server,
     command_line,
     descendants,

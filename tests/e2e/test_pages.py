@@ -32,7 +32,6 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from apikit import ISS, build_history, noon_today, wait_clear_of_midnight
 from capability_anchor.api.app import create_app
 from capability_anchor.api.home import (
     NewestHead,
@@ -45,13 +44,15 @@ from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
 from capability_anchor.note import parse_policy
 from capability_anchor.witness.client import submit
-from obskit import observation
-from pngkit import Image, encode
-from serverkit import Server, serving
-from systools import ensure_tool
-from witnesskit import TestWitness
+from tests.kit import paths
+from tests.kit.apikit import ISS, build_history, noon_today, wait_clear_of_midnight
+from tests.kit.obskit import observation
+from tests.kit.pngkit import Image, encode
+from tests.kit.serverkit import Server, serving
+from tests.kit.systools import ensure_tool
+from tests.kit.witnesskit import TestWitness
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 CHROMIUM = Path("/usr/bin/chromium")
 WINDOW = (1280, 2000)
 

@@ -22,9 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-from serverkit import clean_env, free_port
+from tests.kit import paths
+from tests.kit.serverkit import clean_env, free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 README = ROOT / "README.md"
 README_DAY = "2026-12-01"
 README_PORT = "8000"
@@ -82,11 +83,7 @@ def _today() -> str:
 
 
 def test_dev_run_is_serve_init() -> None:
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import dev
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    dev = paths.tool("dev")
     saved = os.environ.pop("CAPABILITY_ANCHOR_DATA", None)
     try:
         argv = dev.run_argv([])

@@ -36,10 +36,10 @@ from capability_anchor.log import Log
 from capability_anchor.log.published import BEHIND_FILE, behind_state, monitoring_path
 from capability_anchor.note import Checkpoint, NoteSigner, sign_checkpoint
 from capability_anchor.witness.client import run_round
-from logkit import run_cli
-from obskit import observation
-from serverkit import Server, free_port, serve_argv, start, uvicorn_argv
-from witnesskit import Running, start_witness
+from tests.kit.logkit import run_cli
+from tests.kit.obskit import observation
+from tests.kit.serverkit import Server, free_port, serve_argv, start, uvicorn_argv
+from tests.kit.witnesskit import Running, start_witness
 
 WAIT_S = 90.0  # an upper bound on background work, never a measured duration
 

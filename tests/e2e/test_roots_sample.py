@@ -31,8 +31,9 @@ from capability_anchor.jws import HEAD_TYP, verify_record_token
 from capability_anchor.keys import KeySet
 from capability_anchor.leaf import leaf_hash
 from capability_anchor.merkle import verify_inclusion
+from tests.kit import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 ROOTS = ROOT / "roots"
 RECORDS = ROOTS / "records"
 ISS = "https://resolver.example"

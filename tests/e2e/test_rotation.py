@@ -20,8 +20,8 @@ from capability_anchor.errors import Conflict, NotFound, VerificationError
 from capability_anchor.keys import KeySet, SigningKey, load_key_file, trust
 from capability_anchor.log import Log, rotation
 from capability_anchor.note import TYPE_ED25519, Cosigner, format_vkey, parse_policy
-from logkit import Clock, raw
-from rotationkit import (
+from tests.kit.logkit import Clock, raw
+from tests.kit.rotationkit import (
     append,
     cli,
     kid_file,
@@ -32,7 +32,7 @@ from rotationkit import (
     signed_kids,
     token_kid,
 )
-from serverkit import clean_env, free_port, serving, uvicorn_argv
+from tests.kit.serverkit import clean_env, free_port, serving, uvicorn_argv
 
 ISS = "https://resolver.example"
 
@@ -369,8 +369,8 @@ def test_activation_after_the_notice_under_libfaketime(data: Path) -> None:
     notice ends, accepted once it has."""
     import subprocess
 
-    from serverkit import CLI
-    from systools import ensure_tool
+    from tests.kit.serverkit import CLI
+    from tests.kit.systools import ensure_tool
 
     lib = ensure_tool(LIBFAKETIME, "faketime", "libfaketime", timeout=600)
     published = ok("rotate-key", "--data", data, "--notice", "3600")

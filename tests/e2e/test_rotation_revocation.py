@@ -22,10 +22,10 @@ from capability_anchor.keys import KeySet, load_key_file, trust
 from capability_anchor.keys import statements as keystatements
 from capability_anchor.log import Log, rotation
 from capability_anchor.store import HeadRow
-from logkit import Clock
-from obskit import observation
-from rotationkit import append, cli, kid_file, ok, served_kids, signed_kids
-from serverkit import serving
+from tests.kit.logkit import Clock
+from tests.kit.obskit import observation
+from tests.kit.rotationkit import append, cli, kid_file, ok, served_kids, signed_kids
+from tests.kit.serverkit import serving
 
 ISS = "https://resolver.example"
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"

@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 
 from capability_anchor.log import Log
-from logkit import CLI, run_cli
-from obskit import observation
-from serverkit import Server, start
-from witnesskit import AicsWitness, start_witness, witness_cli
+from tests.kit.logkit import CLI, run_cli
+from tests.kit.obskit import observation
+from tests.kit.serverkit import Server, start
+from tests.kit.witnesskit import AicsWitness, start_witness, witness_cli
 
 ISS = "https://resolver.example"
 ORIGIN = "resolver.example/history"

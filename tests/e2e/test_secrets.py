@@ -22,9 +22,9 @@ import pytest
 from capability_anchor.errors import TokenError
 from capability_anchor.log import Log
 from capability_anchor.log.writer_token import TOKEN_ENV, writer_token
-from logkit import CLI, run_cli
-from obskit import observation
-from serverkit import HOST, accepts_connections, clean_env, free_port, launch, serving
+from tests.kit.logkit import CLI, run_cli
+from tests.kit.obskit import observation
+from tests.kit.serverkit import HOST, accepts_connections, clean_env, free_port, launch, serving
 
 ISS = "https://resolver.example"
 GOOD = "g" * 32

@@ -17,9 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from logkit import run_cli
-from obskit import observation
-from serverkit import (
+from tests.kit import paths
+from tests.kit.logkit import run_cli
+from tests.kit.obskit import observation
+from tests.kit.serverkit import (
     CLI,
     HOST,
     accepts_connections,
@@ -31,7 +32,7 @@ from serverkit import (
     uvicorn_argv,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 DEV = ROOT / "tools" / "dev.py"
 
 
@@ -202,11 +203,7 @@ def test_dev_run_forwards_signals_and_exits_with_the_servers_code(
 
 
 def test_dev_run_passes_init_only_for_the_default_data_dir() -> None:
-    sys.path.insert(0, str(DEV.parent))
-    try:
-        import dev
-    finally:
-        sys.path.remove(str(DEV.parent))
+    dev = paths.tool("dev")
     env = os.environ.pop("CAPABILITY_ANCHOR_DATA", None)
     try:
         assert dev.run_argv([])[1:] == ["serve", "--init"]
@@ -344,7 +341,7 @@ def test_published_and_sealed_heads_are_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from capability_anchor.log import Log
-    from logkit import DAY1, DAY2, ISS, Clock, at
+    from tests.kit.logkit import DAY1, DAY2, ISS, Clock, at
 
     caplog.set_level(logging.INFO, "capability_anchor.heads")
     clock = Clock(at(DAY1, 60))

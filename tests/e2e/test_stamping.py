@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-import serverkit
 from capability_anchor import head as heads
 from capability_anchor.api.background import Background
 from capability_anchor.audit import audit_folder, audit_store
@@ -26,9 +25,10 @@ from capability_anchor.export.days import export
 from capability_anchor.log import Log
 from capability_anchor.timestamp import load_cas
 from capability_anchor.timestamp.scheduler import Stamper, TsaConfig, stamp_missing
-from obskit import observation
-from test_cli_log import run
-from tsakit import (
+from tests.e2e.test_cli_log import run
+from tests.kit import serverkit
+from tests.kit.obskit import observation
+from tests.kit.tsakit import (
     Pki,
     TestTsa,
     test_tsa,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from obskit import observation
-from serverkit import CLI, clean_env, serving
+from tests.kit.obskit import observation
+from tests.kit.serverkit import CLI, clean_env, serving
 
 ISS = "https://resolver.example"
 

@@ -34,7 +34,7 @@ from capability_anchor import timestamp as ts
 from capability_anchor.errors import CapabilityAnchorError, TimestampError, UsageError
 from capability_anchor.timestamp import der as ts_der
 from capability_anchor.timestamp import verify as ts_verify
-from tsakit import (
+from tests.kit.tsakit import (
     OPENSSL,
     Pki,
     TestTsa,

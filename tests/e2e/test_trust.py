@@ -30,8 +30,9 @@ from capability_anchor.errors import (
 from capability_anchor.keys import KeySet, SigningKey, load_key_file, trust
 from capability_anchor.log import Log
 from capability_anchor.merkle import hash_leaf, inclusion_path, root_hash
-from logkit import DAY3, DAY4, DAY5, ISS, History, at, build_history, raw, record, run_cli
-from serverkit import serving
+from tests.kit import paths
+from tests.kit.logkit import DAY3, DAY4, DAY5, ISS, History, at, build_history, raw, record, run_cli
+from tests.kit.serverkit import serving
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 
@@ -652,7 +653,7 @@ def test_closure_follows_records_in_any_order_and_never_from_an_untrusted_key() 
 
 def test_the_rotation_record_in_roots_readme_verifies() -> None:
     """roots/README.md's example: the sample's test key endorses the example key."""
-    roots = Path(__file__).resolve().parent.parent / "roots"
+    roots = paths.ROOT / "roots"
     text = (roots / "README.md").read_text(encoding="utf-8")
     section = text[text.index("## Key rotation records") :]
     token = next(line for line in section.splitlines() if line.startswith("eyJ"))

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tsakit import (  # noqa: F401  (fixtures)
+from tests.kit import paths
+from tests.kit.tsakit import (  # noqa: F401  (fixtures)
     OPENSSL,
     QUERY_TYPE,
     REPLY_TYPE,
@@ -41,7 +42,7 @@ from tsakit import (  # noqa: F401  (fixtures)
     verify_query,
 )
 
-TOOL = Path(__file__).resolve().parent.parent / "tools" / "test_tsa.py"
+TOOL = paths.ROOT / "tools" / "test_tsa.py"
 
 
 @pytest.fixture(params=["rsa", "ec"])

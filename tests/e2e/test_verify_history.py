@@ -50,7 +50,7 @@ from capability_anchor.verify.anchor import Anchor
 from capability_anchor.verify.checks import CHECK_NAMES
 from capability_anchor.verify.history import check_history, check_witnesses, head_payload
 from capability_anchor.verify.sources import ProofSource, StampSource
-from logkit import Clock, at
+from tests.kit.logkit import Clock, at
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 ISS = "https://resolver.example"
@@ -846,7 +846,7 @@ def test_against_the_real_service(tmp_path: Path) -> None:
     (iss and public URL http://127.0.0.1:<port>, so the origin follows from the anchor's
     base): history PASSes once the service answers /history/proof (SPEC §12.4), and SKIPs,
     saying the server answered 404, while it has no such route."""
-    import serverkit
+    from tests.kit import serverkit
 
     with serverkit.serving(tmp_path / "data") as srv, srv.client() as client:
         observation = {**server("live", DAY1), "iss": srv.url, "checked_at": "2026-12-01T09:00:00Z"}

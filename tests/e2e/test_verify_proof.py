@@ -36,7 +36,8 @@ from capability_anchor.export.days import export
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.log import Log
 from capability_anchor.verify.checks import CHECK_NAMES, CHECKS
-from tsa_server import Pki
+from tests.kit import paths
+from tests.kit.tsa_server import Pki
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 ISS = "https://resolver.example"
@@ -246,7 +247,7 @@ def test_unsigned_record_skips_the_record_checks_and_says_nothing_vouches(world:
 
 def test_tsa_ca_without_stamps_skips_and_a_bad_ca_file_is_an_input_error(world: World) -> None:
     path = world.write("tsa.json", json.dumps(world.record))
-    sample_ca = Path(__file__).resolve().parent.parent / "roots" / "tsa-ca.pem"
+    sample_ca = paths.ROOT / "roots" / "tsa-ca.pem"
     base = [path, "--roots", world.folder, "--at", str(world.record_at)]
     result = run(*base, "--tsa-ca", sample_ca)
     assert result.returncode == 0
@@ -307,7 +308,7 @@ def test_parse_at() -> None:
 
 # --- plain members beside jws must equal the signed claims --------------------------------------
 
-ROOTS = Path(__file__).resolve().parent.parent / "roots"
+ROOTS = paths.ROOT / "roots"
 SAMPLE = ROOTS / "records" / "2026-11-01-calendar.json"
 SAMPLE_AT = "1793797200"
 

@@ -28,7 +28,7 @@ from capability_anchor.store.sqlite.witness import MIGRATIONS, SqliteWitnessStor
 from capability_anchor.store.witness import WITNESS_DB_NAME, WITNESS_SCHEMA_VERSION
 from capability_anchor.witness.server.protocol import Refusal
 from capability_anchor.witness.server.service import KEY_FILE, Witness
-from serverkit import CLI, free_port, start
+from tests.kit.serverkit import CLI, free_port, start
 
 
 def hashed(origin: str) -> str:

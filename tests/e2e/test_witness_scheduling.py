@@ -24,9 +24,9 @@ from pathlib import Path
 from capability_anchor.log import Log
 from capability_anchor.log.published import LEARN_PARALLEL
 from capability_anchor.witness.client.schedule import MAX_IN_FLIGHT
-from obskit import observation
-from serverkit import Server, start
-from witnesskit import HangingServer, TestWitness, cosignature_vkey
+from tests.kit.obskit import observation
+from tests.kit.serverkit import Server, start
+from tests.kit.witnesskit import HangingServer, TestWitness, cosignature_vkey
 
 ISS = "https://resolver.example"
 

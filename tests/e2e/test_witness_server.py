@@ -29,17 +29,18 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from c2spkit import ensure_venv, run_peer
 from capability_anchor.export.days import export
 from capability_anchor.log import Log
 from capability_anchor.witness.client import run_round
-from naive_rfc9162 import Naive, leaf
-from obskit import observation
-from serverkit import CLI, free_port, start
-from witnesskit import AicsWitness, Running, start_witness, witness_cli
+from tests.kit import paths
+from tests.kit.c2spkit import ensure_venv, run_peer
+from tests.kit.naive_rfc9162 import Naive, leaf
+from tests.kit.obskit import observation
+from tests.kit.serverkit import CLI, free_port, start
+from tests.kit.witnesskit import AicsWitness, Running, start_witness, witness_cli
 
 EM = "\u2014"
-VECTORS = Path(__file__).parent / "vectors" / "transparency-dev-witness" / "monkeys.json"
+VECTORS = paths.TESTS / "vectors" / "transparency-dev-witness" / "monkeys.json"
 
 
 def b64(data: bytes) -> str:

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from c2spkit import ensure_venv, run_peer
 from capability_anchor.api.background import Background
 from capability_anchor.audit import audit_store
 from capability_anchor.export.days import export
@@ -33,10 +32,11 @@ from capability_anchor.log import Log, utc_day
 from capability_anchor.note import NoteSigner, check_cosignatures, parse_note, parse_policy
 from capability_anchor.witness.client import Witnessing, run_round, submit
 from capability_anchor.witness.client.rounds import RETRY_MAX_S, retry_delay
-from logkit import CLI, run_cli
-from obskit import observation
-from serverkit import serving
-from witnesskit import AicsWitness, TestWitness
+from tests.kit.c2spkit import ensure_venv, run_peer
+from tests.kit.logkit import CLI, run_cli
+from tests.kit.obskit import observation
+from tests.kit.serverkit import serving
+from tests.kit.witnesskit import AicsWitness, TestWitness
 
 ISS = "https://resolver.example"
 ORIGIN = "resolver.example/history"

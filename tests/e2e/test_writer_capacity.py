@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 
 from capability_anchor.api.bodies import PUBLIC_BUSY_NOTE
-from obskit import observation
-from serverkit import Server, serving
+from tests.kit.obskit import observation
+from tests.kit.serverkit import Server, serving
 
 CONNECTIONS = 32
 ADDRESSES = 16

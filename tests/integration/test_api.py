@@ -26,7 +26,15 @@ import pytest
 from litestar import Request
 from litestar.testing import TestClient
 
-from apikit import (
+from capability_anchor import head as heads
+from capability_anchor import leaf, merkle
+from capability_anchor.api.app import create_app
+from capability_anchor.api.guards import MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE
+from capability_anchor.api.settings import Settings
+from capability_anchor.errors import StartupCheckFailed
+from capability_anchor.keys import KeySet, create_key_file
+from capability_anchor.log import Log, utc_day
+from tests.kit.apikit import (
     IMMUTABLE,
     ISS,
     NO_CACHE,
@@ -46,14 +54,6 @@ from apikit import (
     snapshot,
     unchanged,
 )
-from capability_anchor import head as heads
-from capability_anchor import leaf, merkle
-from capability_anchor.api.app import create_app
-from capability_anchor.api.guards import MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE
-from capability_anchor.api.settings import Settings
-from capability_anchor.errors import StartupCheckFailed
-from capability_anchor.keys import KeySet, create_key_file
-from capability_anchor.log import Log, utc_day
 
 MAX_BODY = 4 * 1024 * 1024
 BIG = 2**63  # one past SQLite's INTEGER range

@@ -16,7 +16,7 @@ import pytest
 from capability_anchor.api.background import Background
 from capability_anchor.errors import StoreCorrupt
 from capability_anchor.log import Log
-from obskit import observation
+from tests.kit.obskit import observation
 
 ISS = "https://resolver.example"
 T0 = dt.datetime(2026, 11, 2, 23, 59, 0, tzinfo=dt.UTC).timestamp()

@@ -21,9 +21,9 @@ from capability_anchor.errors import Conflict, StoreError
 from capability_anchor.log import Log
 from capability_anchor.merkle import verify_consistency, verify_inclusion
 from capability_anchor.store import SCHEMA_VERSION
-from logkit import DAY1, DAY3, DAY5, History, build_history, raw, record, run_cli
-from naive_rfc9162 import Naive
-from test_store_schema_compat import as_0x_wrote_it
+from tests.integration.test_store_schema_compat import as_0x_wrote_it
+from tests.kit.logkit import DAY1, DAY3, DAY5, History, build_history, raw, record, run_cli
+from tests.kit.naive_rfc9162 import Naive
 
 HistoryKey = tuple[str, bool, int]
 

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.kit import paths
+
 FORBIDDEN = ("sqlite3", "sqlite_utils", "litestar", "httpx", "uvicorn", "msgspec", "rfc3161ng")
 # The verifying path, as package prefixes: the kernel, the offline verifier and its command.
 VERIFYING_PREFIXES = (
@@ -26,7 +28,7 @@ VERIFYING_PREFIXES = (
     "capability_anchor.cli.verify_proof",
     "capability_anchor.cli.inputs",
 )
-SRC = Path(__file__).resolve().parent.parent / "src"
+SRC = paths.ROOT / "src"
 
 
 def _modules_under(prefixes: tuple[str, ...]) -> tuple[str, ...]:
@@ -56,7 +58,7 @@ def test_verifying_path_imports_no_server_or_storage_code() -> None:
 def test_an_offline_timestamp_check_loads_no_http_or_storage_code() -> None:
     """verify-proof with --tsa-ca on the sample folder: rfc3161-client and cryptography are
     loaded to check the stamp, never an HTTP client, SQLite or the request builder."""
-    roots = Path(__file__).resolve().parent.parent / "roots"
+    roots = paths.ROOT / "roots"
     record = roots / "records" / "2026-11-01-calendar.json"
     code = (
         "import sys, json\n"

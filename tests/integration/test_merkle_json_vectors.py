@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from capability_anchor import merkle
 from capability_anchor.errors import VerificationError
+from tests.kit import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 DOC = json.loads((ROOT / "tests" / "vectors" / "rfc9162.json").read_text())
 
 

@@ -13,7 +13,7 @@ from capability_anchor.audit import audit_store
 from capability_anchor.errors import NotFound
 from capability_anchor.log import Log
 from capability_anchor.log import serverindex as log_module
-from test_record import ISS, Clock, server
+from tests.integration.test_record import ISS, Clock, server
 
 CHUNK = 4
 

@@ -11,7 +11,7 @@ from capability_anchor.log import Log
 from capability_anchor.store import Store
 from capability_anchor.store.interface import StoreAudit, StoreLifecycle, StoreReads, StoreWrites
 from capability_anchor.store.sqlite import SqliteStore
-from logkit import DAY1, ISS, Clock, at, record
+from tests.kit.logkit import DAY1, ISS, Clock, at, record
 
 # What the SQLite store offers beyond the contract: raw SQL for the tests that play the
 # attacker, and sqlite_master as it is and as the migrations write it (the audit's tests).

@@ -23,7 +23,7 @@ from capability_anchor.store.sqlite.schema import (
     database,
     expected_schema,
 )
-from logkit import DAY1, DAY5, Clock, History, at, build_history, record, run_cli
+from tests.kit.logkit import DAY1, DAY5, Clock, History, at, build_history, record, run_cli
 
 # The v1 schema as capability-anchor 0.x wrote it: its migration 1, verbatim (the f-string
 # loop over the immutable tables expanded).

@@ -20,7 +20,7 @@ from capability_anchor.leaf import leaf_bytes
 from capability_anchor.log import Log
 from capability_anchor.merkle import hash_leaf
 from capability_anchor.store import DB_NAME, SCHEMA_VERSION, Store
-from logkit import DAY1, DAY2, DAY3, DAY5, History, build_history, raw, record
+from tests.kit.logkit import DAY1, DAY2, DAY3, DAY5, History, build_history, raw, record
 
 DAY6 = "2026-03-06"
 HASH_A = bytes(range(32))

@@ -23,8 +23,8 @@ from capability_anchor.witness.client.answers import (
     judge,
 )
 from capability_anchor.witness.client.client import Answer, post, request_body
-from naive_rfc9162 import Naive, leaf
-from witnesskit import TestWitness, consistent
+from tests.kit.naive_rfc9162 import Naive, leaf
+from tests.kit.witnesskit import TestWitness, consistent
 
 ORIGIN = "resolver.example/history"
 KEY = SigningKey.from_seed(hashlib.sha256(b"witness-answers").digest())

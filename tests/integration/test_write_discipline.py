@@ -24,8 +24,8 @@ from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
 from capability_anchor.merkle import TreeEdge, hash_leaf, root_hash
 from capability_anchor.store.sqlite import SqliteStore as Store
-from logkit import ISS, Clock, at
-from obskit import observation, verify_answered_proof
+from tests.kit.logkit import ISS, Clock, at
+from tests.kit.obskit import observation, verify_answered_proof
 
 DAY = "2026-03-01"
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .paths import ROOT
+
 VENV = ROOT / ".venv-c2sp"
 PEER = Path(__file__).resolve().parent / "c2sp_peer.py"
 REQUIREMENTS = ("aics-tlog", "cryptography>=50.0.2")

@@ -14,8 +14,9 @@ import httpx
 from capability_anchor import jws
 from capability_anchor.keys import KeySet, load_key_file
 from capability_anchor.note import TYPE_ED25519, key_id, parse_note
-from logkit import run_cli
-from obskit import observation
+
+from .logkit import run_cli
+from .obskit import observation
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .paths import ROOT
 
 
 def ensure_tool(path: Path, command: str, what: str, timeout: float) -> Path:

@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from apikit import Clock, day_start, shift_day, wait_clear_of_midnight
 from capability_anchor.log import Log
-from logkit import ISS, record
+
+from .apikit import Clock, day_start, shift_day, wait_clear_of_midnight
+from .logkit import ISS, record
 
 WIDTH = 256
 HASH = 32

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-import tsa_server as test_tsa
+from . import tsa_server as test_tsa
 
 Pki = test_tsa.Pki
 TestTsa = test_tsa.TestTsa

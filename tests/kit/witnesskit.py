@@ -35,11 +35,10 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from c2spkit import third_party_venv
-from serverkit import CLI, Server, free_port, start
+from .c2spkit import third_party_venv
+from .serverkit import CLI, Server, free_port, start
 
 EM = "\u2014"
-ROOT = Path(__file__).resolve().parent.parent
 MODES = (
     None,  # behave as the spec says
     "hang",  # read the request, never answer (until the witness is closed)

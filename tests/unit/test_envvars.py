@@ -11,8 +11,9 @@ import pytest
 
 from capability_anchor import envvars
 from capability_anchor.api.settings import Settings
+from tests.kit import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 SRC = ROOT / "src" / "capability_anchor"
 NAMES = {v.name for v in envvars.VARIABLES}
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "capability_anchor"
+from tests.kit import paths
+
+SRC = paths.ROOT / "src" / "capability_anchor"
 MAX_FILE_LINES = 400
 MAX_CLASS_LINES = 250
 

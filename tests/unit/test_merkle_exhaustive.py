@@ -9,7 +9,7 @@ import hashlib
 import pytest
 
 from capability_anchor import merkle
-from naive_rfc9162 import Naive, leaf
+from tests.kit.naive_rfc9162 import Naive, leaf
 
 MAX = 256
 HASHES = [leaf(hashlib.sha256(i.to_bytes(4, "big")).digest()) for i in range(MAX)]

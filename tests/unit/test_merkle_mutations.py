@@ -19,7 +19,7 @@ import pytest
 
 from capability_anchor import merkle
 from capability_anchor.errors import VerificationError
-from naive_rfc9162 import Naive, leaf
+from tests.kit.naive_rfc9162 import Naive, leaf
 
 MAX = 48
 HASHES = [leaf(hashlib.sha256(b"m" + i.to_bytes(4, "big")).digest()) for i in range(MAX)]

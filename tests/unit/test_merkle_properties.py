@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capability_anchor import merkle
-from naive_rfc9162 import Naive, leaf
+from tests.kit.naive_rfc9162 import Naive, leaf
 
 leaves = st.lists(st.binary(max_size=40), min_size=1, max_size=300)
 

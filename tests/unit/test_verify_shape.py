@@ -23,8 +23,9 @@ from capability_anchor.verify.anchor import Anchor
 from capability_anchor.verify.checks import CHECK_NAMES, CHECKS, Check
 from capability_anchor.verify.record import Outcome, verify
 from capability_anchor.verify.sources import FolderSources, ProofSource, StampSource
+from tests.kit import paths
 
-ROOTS = Path(__file__).resolve().parent.parent / "roots"
+ROOTS = paths.ROOT / "roots"
 RECORD = ROOTS / "records" / "2026-11-01-calendar.json"
 AT = 1793797200  # the sample record's iat
 # The sample's history check passes once the sample ships tlog-proofs (SPEC §12.4), and
