@@ -75,9 +75,9 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
 
-import serverkit
+from tests.kit import serverkit
 
 from benchkit import ISS, default_base, loadavg, ms, print_table, quantile, record, say
 from capability_anchor import merkle

@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
 
 import httpx
-import serverkit
+from tests.kit import serverkit
 
 from benchkit import default_base, loadavg, record, say
 from capability_anchor.log import Log

@@ -33,10 +33,10 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import serverkit
+from tests.kit import serverkit
 
 import benchkit
 from capability_anchor.log import Log

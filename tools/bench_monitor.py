@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
 
 import httpx
-import serverkit
+from tests.kit import serverkit
 
 from bench_history_api import build
 from benchkit import ISS, say

@@ -26,9 +26,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # repo root: tests.kit
 
-from serverkit import CLI, free_port, start  # noqa: E402
+from tests.kit.serverkit import CLI, free_port, start  # noqa: E402
 
 from benchkit import default_base, loadavg, ms, print_table, quantile, say  # noqa: E402
 from capability_anchor.keys import SigningKey  # noqa: E402

@@ -1,6 +1,6 @@
 """Rewrite the "Environment variables" tables of README.md and docs/operations.md from
-`capability_anchor.envvars.VARIABLES`, the one list in the code (tests/test_envvars.py and
-tests/test_operations_guide.py fail while they differ).
+`capability_anchor.envvars.VARIABLES`, the one list in the code (tests/unit/test_envvars.py and
+tests/e2e/test_operations_guide.py fail while they differ).
 
     .venv/bin/python tools/env_table.py
 """

@@ -248,7 +248,7 @@ def test_a_different_keys_json_that_is_not_a_key_set_is_an_error(
 
 def test_keys_json_is_exactly_the_trusted_set(history: History, tmp_path: Path) -> None:
     """keys.json is the log's trusted set; it only grows because that set does (rotation:
-    tests/test_trust.py, where a keys.json lacking a trusted key gets it back)."""
+    tests/e2e/test_trust.py, where a keys.json lacking a trusted key gets it back)."""
     out = tmp_path / "roots"
     exported(history, out)
     with history.open() as log:

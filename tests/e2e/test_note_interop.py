@@ -1,5 +1,5 @@
 """An independent implementation reads what `note/` writes, and `note/` reads what it writes:
-aics-tlog (PyPI, its own venv; see tests/c2spkit.py) verifies our signed checkpoints and
+aics-tlog (PyPI, its own venv; see tests/kit/c2spkit.py) verifies our signed checkpoints and
 cosignatures, and we verify checkpoints it signs and cosigns. Our code never runs in its
 venv; its code never runs in ours."""
 

@@ -186,7 +186,7 @@ def test_genuine_record_passes_with_roots(world: World, form: str) -> None:
     result = run(*args, "--at", str(world.record_at), stdin=path.read_text())
     assert result.returncode == 0, result.stdout + result.stderr
     got = outcome(result)
-    # check 8 reads the tlog-proof export writes beside the head (tests/test_verify_history.py)
+    # check 8 reads the tlog-proof export writes beside the head (tests/e2e/test_verify_history.py)
     proved = (world.folder / f"{DAY1}.tlog-proof").exists()
     assert got == {
         **dict.fromkeys(NAMES, "PASS"),

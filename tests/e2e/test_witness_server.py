@@ -584,7 +584,7 @@ def test_witness_serve_writes_the_logs_services_access_and_event_lines(
     assert "Traceback" not in text
     host = "127.0.0.1"
     if fmt == "plain":
-        # The very format of `serve` (tests/test_serve_lifecycle.py): one line per request.
+        # The very format of `serve` (tests/e2e/test_serve_lifecycle.py): one line per request.
         assert re.search(rf'Z info {host} "GET /healthz" 200 [0-9.]+ ms\n', text), text
         assert f' warning {host} "GET /add-checkpoint" 405 ' in text
         assert f' info {host} "POST /add-checkpoint" 200 ' in text

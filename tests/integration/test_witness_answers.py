@@ -1,4 +1,4 @@
-"""The witness client's pieces against the in-test witness (`tests/witnesskit.py`, written
+"""The witness client's pieces against the in-test witness (`tests/kit/witnesskit.py`, written
 from the C2SP texts): the test witness's own consistency check agrees with the naive RFC 9162
 tree, one HTTP exchange under a deadline (`witnessing.client`), and what each answer means
 (`witnessing.answers`) for real answers of a real loopback witness."""

@@ -1,4 +1,4 @@
-"""Run in `.venv-c2sp` (tests/c2spkit.py), never imported by the tests: one JSON request on
+"""Run in `.venv-c2sp` (tests/kit/c2spkit.py), never imported by the tests: one JSON request on
 stdin, one JSON answer on stdout, using only aics-tlog (an independent C2SP implementation)
 and the standard library.
 

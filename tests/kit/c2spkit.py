@@ -5,7 +5,7 @@ aics-tlog declares Python >= 3.12 but runs on 3.11, so it is installed with
 `--ignore-requires-python`; it needs cryptography >= 50.0.2. If it cannot be installed the
 test fails with pip's own error: interop is a requirement, not an optional extra.
 
-`run_peer(request)` runs `tests/c2sp_peer.py` in that venv with one JSON request on stdin
+`run_peer(request)` runs `tests/kit/c2sp_peer.py` in that venv with one JSON request on stdin
 and returns its JSON answer; the script uses only aics-tlog and the standard library.
 """
 

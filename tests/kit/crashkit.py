@@ -1,7 +1,7 @@
 """Crash safety with real processes: run the `capability-anchor` CLI, SIGKILL it at a random
 moment, and check what survived.
 
-Shared by `tests/test_crash.py` (a few dozen kills) and `tools/crash_soak.py` (thousands).
+Shared by `tests/e2e/test_crash.py` (a few dozen kills) and `tools/crash_soak.py` (thousands).
 
 What a killed run promises, and what is checked after every kill:
 - each complete JSON line printed by `append` is an acknowledged entry: it is stored, at that
