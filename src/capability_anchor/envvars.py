@@ -2,7 +2,7 @@
 
 Code reads a variable only through its `EnvVar` here (`DATA.get()`), never `os.environ`
 directly, and README's "Environment variables" table is generated from `VARIABLES`
-(`python3 tools/env_table.py` rewrites it; tests/test_envvars.py keeps the two equal and
+(`python3 tools/env_table.py` rewrites it; tests/unit/test_envvars.py keeps the two equal and
 finds any name used elsewhere in the sources but missing here). The proxy variables are read
 by the HTTP clients (httpx; urllib for the monitor), not by this code, and are listed so the
 table is the whole story. This module imports nothing of the package: every layer may use it.
