@@ -24,8 +24,8 @@ from capability_anchor.log import Log
 from capability_anchor.merkle import verify_inclusion
 from capability_anchor.note import Cosigner, cosignature_verifier, parse_note, parse_tlog_proof
 from capability_anchor.store import CosignatureRow
-from tests.integration.test_history import audit, heads_in_order, table
-from tests.integration.test_store_schema_compat import as_0x_wrote_it
+from tests.e2e.test_history import audit, heads_in_order, table
+from tests.e2e.test_store_schema_compat import as_0x_wrote_it
 from tests.kit.c2spkit import ensure_venv, run_peer
 from tests.kit.logkit import DAY5, ISS, History, build_history, raw, record
 from tests.kit.naive_rfc9162 import Naive

@@ -21,7 +21,7 @@ from capability_anchor.errors import Conflict, StoreError
 from capability_anchor.log import Log
 from capability_anchor.merkle import verify_consistency, verify_inclusion
 from capability_anchor.store import SCHEMA_VERSION
-from tests.integration.test_store_schema_compat import as_0x_wrote_it
+from tests.e2e.test_store_schema_compat import as_0x_wrote_it
 from tests.kit.logkit import DAY1, DAY3, DAY5, History, build_history, raw, record, run_cli
 from tests.kit.naive_rfc9162 import Naive
 

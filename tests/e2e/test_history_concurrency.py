@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from capability_anchor.log import Log
-from tests.integration.test_history import audit, check_history, stored_leaves
+from tests.e2e.test_history import audit, check_history, stored_leaves
 from tests.kit.logkit import CLI, ISS, Clock, at, raw
 
 WORKER = r"""
