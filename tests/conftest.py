@@ -1,11 +1,13 @@
-import sys
+"""Every test gets the marker of its tier, from its folder (`-m unit`, `-m "not e2e"`...), and
+the RFC 3161 test TSA's fixtures (tsakit) without an import in each module."""
+
+from __future__ import annotations
+
 from pathlib import Path
 
-# The naive RFC 9162 reference and other test helpers live beside the tests.
-sys.path.insert(0, str(Path(__file__).parent))
+import pytest
 
-# The RFC 3161 test TSA's fixtures (tsakit), for every test module without an import each.
-from tsakit import (  # noqa: F401
+from tests.kit.tsakit import (  # noqa: F401
     other_pki_ec,
     other_pki_rsa,
     pki_ec,
@@ -13,3 +15,23 @@ from tsakit import (  # noqa: F401
     tsa_ec,
     tsa_rsa,
 )
+
+TIERS = ("unit", "integration", "e2e")
+# The store's contract suite keeps its own folder (every engine runs it); its tier:
+FOLDER_TIER = {"store_contract": "integration"}
+HERE = Path(__file__).resolve().parent
+
+
+def tier_of(path: Path) -> str:
+    """The tier folder a test file sits in; a test anywhere else is a layout error, not a
+    test that silently runs in no lane."""
+    parts = path.resolve().relative_to(HERE).parts
+    tier = FOLDER_TIER.get(parts[0], parts[0]) if len(parts) > 1 else ""
+    if tier not in TIERS:
+        raise pytest.UsageError(f"{path}: a test belongs in tests/unit, integration or e2e")
+    return tier
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(getattr(pytest.mark, tier_of(item.path)))

@@ -75,10 +75,11 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
+
+from tests.kit import serverkit
 
 import benchdoc
-import serverkit
 from benchkit import ISS, default_base, loadavg, ms, print_table, quantile, record, say
 from capability_anchor import merkle
 from capability_anchor.leaf import leaf_hash

@@ -31,12 +31,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
 
 import httpx
+from tests.kit import serverkit
 
 import benchdoc
-import serverkit
 from benchkit import default_base, loadavg, record, say
 from capability_anchor.log import Log
 

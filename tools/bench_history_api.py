@@ -46,10 +46,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
+
+from tests.kit import serverkit
 
 import benchdoc
-import serverkit
 from bench_api import Meter, Phase, RawClient, closed_loop, open_loop
 from benchkit import ISS, default_base, loadavg, print_table, say
 from capability_anchor.keys import KeySet

@@ -33,12 +33,13 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tests.kit import serverkit
 
 import benchdoc
 import benchkit
-import serverkit
 from capability_anchor.log import Log
 
 TOKEN = "bench-metrics-token-0123456789abcdef"

@@ -32,12 +32,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
 
 import httpx
+from tests.kit import serverkit
 
 import benchdoc
-import serverkit
 from bench_history_api import build
 from benchkit import ISS, say
 from capability_anchor.log import MAX_BATCH, Log

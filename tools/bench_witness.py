@@ -26,7 +26,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # repo root: tests.kit
+
+from tests.kit.serverkit import CLI, free_port, start  # noqa: E402
 
 import benchdoc  # noqa: E402
 from benchkit import default_base, loadavg, ms, print_table, quantile, say  # noqa: E402
@@ -34,7 +36,6 @@ from capability_anchor.keys import SigningKey  # noqa: E402
 from capability_anchor.merkle.tree import TiledTree  # noqa: E402
 from capability_anchor.note import Checkpoint, NoteSigner, sign_checkpoint  # noqa: E402
 from capability_anchor.note.signed import b64encode  # noqa: E402
-from serverkit import CLI, free_port, start  # noqa: E402
 
 
 def chain(origin: str, signer: NoteSigner, n: int) -> list[bytes]:

@@ -5,7 +5,7 @@
 
 The service's own background work (`api.background.Background` with `witnessing.Witnessing`,
 as `serve` builds them) runs on a real data dir against the in-test witness of
-`tests/witnesskit.py` on 127.0.0.1, while records are appended all the time. For every
+`tests/kit/witnesskit.py` on 127.0.0.1, while records are appended all the time. For every
 history size a checkpoint published, the latency is the time from the commit of that head
 to the first stored cosignature covering it (of that size or a later one).
 """
@@ -21,13 +21,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # repo root: tests.kit
+
+from tests.kit.witnesskit import TestWitness  # noqa: E402
 
 import benchdoc  # noqa: E402
 from capability_anchor.api.background import Background  # noqa: E402
 from capability_anchor.log import Log  # noqa: E402
 from capability_anchor.witness.client import Witnessing  # noqa: E402
-from witnesskit import TestWitness  # noqa: E402
 
 ISS = "https://resolver.example"
 

@@ -1,7 +1,7 @@
 """Write docs/reference/cli.md from the commands' own argparse parsers: the `--help` of
 `capability-anchor`, of each of its commands (and the witness's subcommands) and of
 `verify-proof`, at a fixed width, so the reference says what the installed commands say
-(tests/test_docs_generated.py fails while they differ).
+(tests/unit/test_docs_generated.py fails while they differ).
 
     .venv/bin/python tools/cli_reference.py
 """

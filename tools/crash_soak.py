@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Crash soak: SIGKILL the `capability-anchor` CLI thousands of times during append,
-checkpoint, seal and export, and check after every kill what `tests/test_crash.py` checks
-(the scenarios live in `tests/crashkit.py`).
+checkpoint, seal and export, and check after every kill what `tests/e2e/test_crash.py` checks
+(the scenarios live in `tests/kit/crashkit.py`).
 
     .venv/bin/python tools/crash_soak.py --iterations 2000 --seed 7
     .venv/bin/python tools/crash_soak.py --commands seal,export --iterations 300
@@ -29,11 +29,10 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: tests.kit
 
-import crashkit
-import serverkit
-from obskit import observation
+from tests.kit import crashkit, serverkit
+from tests.kit.obskit import observation
 
 
 def serve_loop(iterations: int) -> int:

@@ -3,6 +3,7 @@
 
     python3 tools/dev.py run     # the HTTP service on its embedded default (SQLite in ./data)
     python3 tools/dev.py test    # ruff, mypy --strict on src/, and the whole pytest suite
+    python3 tools/dev.py test --fast  # the same, but unit and integration only (-m "not e2e")
     python3 tools/dev.py faketime   # install libfaketime (the clock-jump tests need it)
     python3 tools/dev.py prometheus # install Prometheus and promtool (the /metrics tests)
     python3 tools/dev.py chromium   # install headless Chromium (the docs-page tests need it)
@@ -11,8 +12,8 @@ Both create `.venv` beside `pyproject.toml` and install the project into it (wit
 test extras) the first time, and again whenever `pyproject.toml` changes. `test` also
 installs libfaketime, Chromium and Prometheus (Debian's `faketime`, `chromium` and
 `prometheus`) when they are missing and this runs as root, quietly; the tests that need
-them skip, saying why, only where that is impossible. Standard library only, so it runs
-before anything is installed.
+them skip, saying why, only where that is impossible (`--fast` skips this: only tests/e2e
+needs them). Standard library only, so it runs before anything is installed.
 """
 
 from __future__ import annotations
@@ -107,8 +108,12 @@ def _run(argv: list[str]) -> int:
 
 
 def cmd_test(extra: list[str]) -> int:
+    """`--fast` leaves out tests/e2e (real processes, browsers, third-party tools), and with it
+    the system packages only e2e needs; any other argument goes to pytest."""
     py = str(_bin("python"))
-    for package, why in ensure_system(*SYSTEM_PACKAGES).items():
+    fast = "--fast" in extra
+    extra = [a for a in extra if a != "--fast"]
+    for package, why in ({} if fast else ensure_system(*SYSTEM_PACKAGES)).items():
         print(f"note: {why}; {_NEEDED_BY[package]} will skip", file=sys.stderr)
     for step in (
         [py, "-m", "ruff", "check", "src", "tests", "tools"],
@@ -118,7 +123,8 @@ def cmd_test(extra: list[str]) -> int:
         if rc != 0:
             return rc
     # Warnings are errors (pyproject's filterwarnings); exit 5 ("no tests ran") is a failure.
-    return _run([py, "-m", "pytest", "-W", "error", *extra])
+    lane = ["-m", "not e2e"] if fast else []
+    return _run([py, "-m", "pytest", "-W", "error", *lane, *extra])
 
 
 def _cmd_system(package: str) -> Callable[[list[str]], int]:
@@ -180,6 +186,9 @@ def cmd_run(extra: list[str]) -> int:
 def main() -> int:
     commands = {"test": cmd_test, "run": cmd_run}
     commands.update({package: _cmd_system(package) for package in SYSTEM_PACKAGES})
+    if sys.argv[1:2] in (["--help"], ["-h"], ["help"]):
+        print(__doc__)
+        return 0
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """Rewrite the "Environment variables" tables of docs/reference/environment.md and of the
 operations guide (docs/how-to/operate.md) from `capability_anchor.envvars.VARIABLES`, the
-one list in the code (tests/test_envvars.py and tests/test_operations_guide.py fail while
+one list in the code (tests/unit/test_envvars.py and tests/e2e/test_operations_guide.py fail while
 they differ).
 
     .venv/bin/python tools/env_table.py

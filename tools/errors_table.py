@@ -1,7 +1,7 @@
 """Write docs/reference/errors.md from `capability_anchor.errors`: every class of the one
 exception tree with its `code`, its SPEC §6 `error` member and HTTP status (`HTTP_STATUS`,
 the one table), its exit code, whether background work retries it, and its docstring's
-first sentence (tests/test_docs_generated.py fails while they differ).
+first sentence (tests/unit/test_docs_generated.py fails while they differ).
 
     .venv/bin/python tools/errors_table.py
 """

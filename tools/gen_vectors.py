@@ -4,7 +4,7 @@
     .venv/bin/python tools/gen_vectors.py           # (re)write the file
     .venv/bin/python tools/gen_vectors.py --check   # exit 1 if the file is not what it makes
 
-The vectors come from the naive recursive reference in tests/naive_rfc9162.py, not from the
+The vectors come from the naive recursive reference in tests/kit/naive_rfc9162.py, not from the
 package, so other implementations (and ours) are checked against the RFC's definitions.
 Invalid vectors carry the mutation that makes them fail; every one of them must be rejected.
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # repo root: tests.kit
 
-from naive_rfc9162 import Naive, leaf  # noqa: E402
+from tests.kit.naive_rfc9162 import Naive, leaf  # noqa: E402
 
 OUT = ROOT / "tests" / "vectors" / "rfc9162.json"
 REFERENCE_INPUTS = [

@@ -3,7 +3,7 @@
 Code reads a variable only through its `EnvVar` here (`DATA.get()`), never `os.environ`
 directly, and the "Environment variables" tables of docs/reference/environment.md and the
 operations guide are generated from `VARIABLES` (`python3 tools/env_table.py` rewrites
-them; tests/test_envvars.py keeps them equal and finds any name used elsewhere in the
+them; tests/unit/test_envvars.py keeps them equal and finds any name used elsewhere in the
 sources but missing here). The proxy variables are read by the HTTP clients (httpx; urllib
 for the monitor), not by this code, and are listed so the table is the whole story. This
 module imports nothing of the package: every layer may use it.

@@ -15,7 +15,7 @@ never by an `isinstance` ladder of their own:
   is fatal to it: one error line naming `action`, the operator's next step, and the loop
   stops (the service keeps answering reads).
 
-`tests/test_errors_table.py` checks every class against a list of its own, so a new class
+`tests/unit/test_errors_table.py` checks every class against a list of its own, so a new class
 is placed deliberately, never by inheriting a mapping by accident.
 """
 

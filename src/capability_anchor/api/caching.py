@@ -64,7 +64,7 @@ def answer(model: type[T], value: Any) -> bytes:
     """RFC 8785 bytes of an answer whose member names are ASCII and whose values are
     strings, integers, booleans and lists and Structs of them: for these the sorted member
     order is RFC 8785's and msgspec writes each string as RFC 8785 does (every code point:
-    tests/test_api_shapes.py), several times faster than `rfc8785.dumps` on the hot read
+    tests/integration/test_api_shapes.py), several times faster than `rfc8785.dumps` on the hot read
     path (`/proof`, `/consistency`), where every microsecond on the event loop is one
     readers queue behind."""
     return _SORTED.encode(shaped(model, value))

@@ -11,8 +11,8 @@ forbid unknown fields, so a reader that grew a member fails loudly (a 500 in the
 instead of the member being dropped. The exceptions are bytes made once and served as they
 are: a head document as stored and signed, checkpoint notes, tiles and stamps, the JWK Set
 and key records as the export writes them (their Structs still describe them, and
-tests/test_api_shapes.py decodes each real answer strictly into its Struct). Frozen, like
-the bytes they describe.
+tests/integration/test_api_shapes.py decodes each real answer strictly into its Struct).
+Frozen, like the bytes they describe.
 """
 
 from __future__ import annotations

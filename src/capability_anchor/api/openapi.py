@@ -7,7 +7,7 @@ Two halves, both used by the routes and by `create_app`:
   request the document allows is never refused as malformed (a day, a tile or a leaf hash
   that does not exist is 404, which is a fact of the log, not of the request). The checks
   themselves stay where they are (`encoding`, `merkle.tilepath`, `guards`); the patterns
-  are written for them, and tests/test_openapi_patterns.py holds each pattern to its check.
+  are written for them, and tests/e2e/test_openapi_patterns.py holds each pattern to its check.
 - What an answer may be: `finish` completes the document Litestar generates, in one place:
   a HEAD operation beside every GET (served by `edge.guard`), the 405 every path answers to
   a method it does not list, the ETag and Cache-Control of every answer that can be a 304,

@@ -7,7 +7,7 @@ another and of every other rule. Over HTTP, one process doing that and the order
 is bound by its interpreter lock (the reads' parsing and the checks take turns), so a
 large chunk is checked by WORKERS processes, each reading with its own connections;
 small chunks (every `--watch` run after the catch-up) are checked inline. Both give the
-same verdicts in the same order (`tests/test_monitor.py`).
+same verdicts in the same order (`tests/e2e/test_monitor.py`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the engine registry), the damage mark (`damage`), and the engines, one package e
 
 Callers outside `store/` type against the contract and open through `open` (`from
 capability_anchor.store import open as stores`); none imports an engine package
-(tests/test_layering.py). The contract modules import only the project's kernel
+(tests/integration/test_layering.py). The contract modules import only the project's kernel
 (`errors`, `encoding`, `merkle`) and `files`; an engine may import anything of `store/`
 and its own driver. See docs/explanation/store.md.
 """

@@ -2,7 +2,7 @@
 `read_reply` and `carried_certificates` for the audit, `digest_of` for what is stamped.
 
 Who checks what in `verify_reply` (the library is `rfc3161-client`, its chain and signature
-work is OpenSSL's `PKCS7_verify`; tests/test_timestamp.py proves each line with a reply that
+work is OpenSSL's `PKCS7_verify`; tests/e2e/test_timestamp.py proves each line with a reply that
 breaks exactly that rule):
 
     PKIStatus is granted (0) or grantedWithMods (1) ..... here (the library accepts 0 only)

@@ -10,5 +10,5 @@ input itself); `stamps`: check 7, the RFC 3161 stamp; `history`: checks 8 and 9;
 This package is on the verifying path: it imports only the kernel (`merkle`, `leaf`,
 `head`, `jws`, `keys`, `note`, `errors`, `encoding`, `strictjson`), `bounded.read` and,
 lazily, `timestamp`; never the store, the log, the service or an HTTP client
-(`tests/test_layering.py`).
+(`tests/integration/test_layering.py`).
 """

@@ -58,7 +58,8 @@ async def record(
     lifetime = service.settings.record_lifetime
     answer = await service.read(partial(service.reader.record, sub=id, url=url, lifetime=lifetime))
     # Open (`ServerRecord`): a record carries what its writer gave it besides the documented
-    # members, so it is not shaped by the Struct; tests/test_api_shapes.py holds its members.
+    # members, so it is not shaped by the Struct; tests/integration/test_api_shapes.py holds
+    # its members.
     # A fresh token per request (its own iat and exp): never cached.
     return Response(
         canonical_json(answer), media_type="application/json", headers={"Cache-Control": NO_CACHE}

@@ -4,7 +4,7 @@
 event loop). The JWKS and the key records read every key record and check the chain of
 signatures: on a worker thread (`Service.read`). Their bytes are the export's (keys.json,
 key-records.json), made by `keys/`; `Jwks` and `KeyRecords` describe them, and
-tests/test_api_shapes.py decodes the real answers strictly into them.
+tests/integration/test_api_shapes.py decodes the real answers strictly into them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The SQLite engine: one database file in a data dir (`base.DB_NAME`), an implementation of
 `interface.Store`, reached only through `store.open` (`engine.SqliteEngine` is the registry's
 `sqlite` entry). This package is the only one in the project that imports `sqlite3` or
-`sqlite_utils` (tests/test_layering.py); it may import the rest of `store/` and the kernel,
-and nothing outside `store/` imports it.
+`sqlite_utils` (tests/integration/test_layering.py); it may import the rest of `store/` and
+the kernel, and nothing outside `store/` imports it.
 
 Its parts, each a mixin over `base.SqliteBase` (connections and transactions): `open`
 (create, open and migrate, open read-only), `rows` (reads and writes), `history` (the

@@ -1,0 +1,94 @@
+"""The store is an interface with implementations reached only through `store.open`: `Store`
+(the contract callers type against) and, so far, `SqliteStore` (SQLite, the `sqlite` engine
+of the registry). Opening is the registry's, and the implementation leaves nothing of the
+contract abstract."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+from capability_anchor.errors import UsageError
+from capability_anchor.log import Log
+from capability_anchor.store import Store
+from capability_anchor.store import open as stores
+from capability_anchor.store.interface import StoreAudit, StoreLifecycle, StoreReads, StoreWrites
+from capability_anchor.store.sqlite import SqliteStore
+from tests.kit.logkit import DAY1, ISS, Clock, at, record
+
+# What the SQLite store offers beyond the contract: raw SQL for the tests that play the
+# attacker, and sqlite_master as it is and as the migrations write it (the audit's tests),
+# and the parts of its one diagnostics method (`engine_findings`).
+SQLITE_ONLY = {
+    "execute_raw",
+    "schema",
+    "expected_schema",
+    "integrity_problems",
+    "schema_problems",
+    "copy_to",
+    "create",
+    "exists",
+    "open",
+    "open_readonly",
+}
+
+
+def _public(cls: type) -> set[str]:
+    return {name for name, _ in inspect.getmembers(cls) if not name.startswith("_")}
+
+
+def test_the_sqlite_store_implements_the_whole_interface() -> None:
+    assert SqliteStore.__abstractmethods__ == frozenset()
+    assert issubclass(SqliteStore, Store)
+    for part in (StoreLifecycle, StoreWrites, StoreReads, StoreAudit):
+        assert issubclass(Store, part)
+        assert part.__abstractmethods__  # each part declares what an engine must do
+
+
+def test_the_interface_declares_everything_callers_may_use() -> None:
+    """Every public method of the implementation is part of the contract, except the
+    SQLite-only ones nothing outside `store/` calls (so a second engine need not have
+    them); the contract itself has no factory, path or engine mechanics."""
+    extra = _public(SqliteStore) - _public(Store)
+    assert extra == SQLITE_ONLY
+    assert _public(Store) == set(Store.__abstractmethods__)
+    for leak in ("path", "start_checkpointer", "user_version", "invalid_text", "open"):
+        assert leak not in _public(Store)
+
+
+def test_the_registry_opens_the_sqlite_store(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert not stores.exists(data)
+    clock = Clock(at(DAY1, 60))
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        log.append([record(DAY1, 0)])
+        assert isinstance(log.store, SqliteStore)
+    assert stores.exists(data)
+    assert stores.exists(f"sqlite://{data.resolve()}")
+    store = stores.open(data)
+    try:
+        assert isinstance(store, Store) and isinstance(store, SqliteStore)
+        assert store.day_size(DAY1) == 1
+    finally:
+        store.close()
+    readonly = stores.open_readonly(f"sqlite://{data.resolve()}")
+    try:
+        assert isinstance(readonly, SqliteStore)
+        with readonly.snapshot():
+            assert readonly.day_size(DAY1) == 1
+            assert readonly.engine_findings().problems == []
+    finally:
+        readonly.close()
+
+
+def test_a_store_url_is_spelled_one_way(tmp_path: Path) -> None:
+    assert "sqlite" in stores.schemes()
+    assert stores.resolve(f"sqlite://{tmp_path}")[1] == tmp_path
+    assert stores.resolve(str(tmp_path))[1] == tmp_path
+    for bad in ("sqlite://host/abs", "sqlite://relative/dir", f"sqlite://{tmp_path}?mode=ro"):
+        with pytest.raises(UsageError, match="sqlite"):
+            stores.resolve(bad)
+    with pytest.raises(UsageError, match="no storage engine for nosuch://"):
+        stores.exists("nosuch://somewhere")
