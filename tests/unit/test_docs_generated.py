@@ -4,7 +4,6 @@ benchmark's section of performance.md, which only `tools/benchdoc.py` rewrites."
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -13,23 +12,18 @@ from types import ModuleType
 import pytest
 
 from capability_anchor import errors
+from tests.kit.paths import ROOT, tool
 
-ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 PERFORMANCE = ROOT / "docs" / "explanation" / "performance.md"
 BENCHES = sorted(TOOLS.glob("bench_*.py"))
 
 
 def _tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(TOOLS))  # the tools import their shared modules as scripts do
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(TOOLS))
-    return module
+    # The generators import their shared module as scripts do (`import docgen`): it is
+    # loaded by its path once, instead of putting tools/ on sys.path.
+    sys.modules.setdefault("docgen", tool("docgen"))
+    return tool(name)
 
 
 def test_the_errors_reference_is_the_one_generated_from_errors_py() -> None:

@@ -12,7 +12,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.kit.paths import ROOT
+
 PAGES = sorted([ROOT / "README.md", ROOT / "roots" / "README.md", *(ROOT / "docs").rglob("*.md")])
 FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.S | re.M)
 INLINE_CODE = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
