@@ -47,16 +47,16 @@ def problem_of(
     head document at all (cut off, not JSON) are I/O: an InputError naming `where`/`path`."""
     if data is None:
         return "head_missing", f"{path}: the log does not serve this head", None
-    no_jws = "{what}: not a head document (no `jws` member)"
+    no_jws = "not a head document (no `jws` member)"
     doc = strictjson.load_object(
         data,
         f"{where}/{path}",
         error=InputError,
         invalid="{what}: not a head document ({detail})",
-        not_object=no_jws,
+        not_object="{what}: " + no_jws,
     )
     if not isinstance(doc.get("jws"), str):
-        raise InputError(no_jws.replace("{what}", f"{where}/{path}"))
+        raise InputError(f"{where}/{path}: {no_jws}")
     token = doc.pop("jws")
     try:
         verified = jws.verify(token, keys, jws.HEAD_TYP)
