@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import rfc8785
 
 from capability_anchor import jws, strictjson
 
 from .encoding import EncodingError, hash_from_hex, parse_day
-from .errors import ClaimsError, MalformedJSON
+from .errors import ClaimsError
 from .keys import KeySet, SigningKey
-from .strictjson import is_int
+from .strictjson import canonical, is_int
 
 VERSION = "0.2"
 HEAD_CLAIMS = ("v", "iss", "day", "tree_size", "root", "sealed", "prev", "iat")
@@ -73,13 +71,12 @@ def sign(claims: dict[str, Any], key: SigningKey) -> Head:
 
 def document(claims: dict[str, Any], token: str) -> bytes:
     """The head document: JCS of the claims plus `jws`, no trailing newline."""
-    data: bytes = rfc8785.dumps({**claims, "jws": token})
-    return data
+    return canonical({**claims, "jws": token})
 
 
 def claims_digest(claims: dict[str, Any]) -> str:
     """Hex SHA-256 of the JCS bytes of a head's claims: the next day's `prev`."""
-    return hashlib.sha256(rfc8785.dumps(claims)).hexdigest()
+    return hashlib.sha256(canonical(claims)).hexdigest()
 
 
 def sealed_iat(day: str) -> int:
@@ -89,16 +86,25 @@ def sealed_iat(day: str) -> int:
     return int(end.timestamp())
 
 
+def exact_claims(
+    claims: Mapping[str, Any], names: Sequence[str], *, missing: str, version: str
+) -> None:
+    """Exactly the claims `names`, and `v` this version's: what every document the log signs
+    (heads, key records, statements) is first checked for. `missing` and `version` begin the
+    two messages ("head claims: missing", "head v"), so each keeps its own words."""
+    absent = [name for name in names if name not in claims]
+    extra = sorted(set(claims) - set(names))
+    if absent or extra:
+        raise ClaimsError(f"{missing} {absent}, unexpected {extra}")
+    if claims["v"] != VERSION:
+        raise ClaimsError(f"{version} is {claims['v']!r}, expected {VERSION!r}")
+
+
 def check_claims(claims: object) -> dict[str, Any]:
     """The shape SPEC §4 requires of head claims; raises ClaimsError."""
     if not isinstance(claims, dict):
         raise ClaimsError("head claims must be a JSON object")
-    missing = [c for c in HEAD_CLAIMS if c not in claims]
-    extra = sorted(set(claims) - set(HEAD_CLAIMS))
-    if missing or extra:
-        raise ClaimsError(f"head claims: missing {missing}, unexpected {extra}")
-    if claims["v"] != VERSION:
-        raise ClaimsError(f"head v is {claims['v']!r}, expected {VERSION!r}")
+    exact_claims(claims, HEAD_CLAIMS, missing="head claims: missing", version="head v")
     if not isinstance(claims["iss"], str):
         raise ClaimsError("head iss must be a string")
     try:
@@ -121,12 +127,10 @@ def parse_document(data: bytes) -> Head:
     """Read a head document (or a bare compact JWS) without verifying the signature."""
     text = data.strip()
     if text.startswith(b"{"):
-        try:
-            doc = strictjson.loads(text)
-        except MalformedJSON as exc:
-            raise ClaimsError(f"head document is not valid JSON: {exc}") from None
-        if not isinstance(doc, dict) or not isinstance(doc.get("jws"), str):
-            raise ClaimsError("head document has no `jws` member")
+        no_jws = "head document has no `jws` member"
+        doc = strictjson.load_object(text, "head document", error=ClaimsError, not_object=no_jws)
+        if not isinstance(doc.get("jws"), str):
+            raise ClaimsError(no_jws)
         token = doc.pop("jws")
         return Head(check_claims(doc), token)
     raise ClaimsError("not a head document (expected a JSON object)")

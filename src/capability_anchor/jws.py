@@ -46,8 +46,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import rfc8785
-
 from capability_anchor import strictjson
 
 from .encoding import EncodingError, b64url_decode, b64url_encode
@@ -59,7 +57,6 @@ from .errors import (
     JWSFormatError,
     JWSHeaderError,
     JWSTypeError,
-    MalformedJSON,
     SignatureMismatch,
     TokenExpired,
     TokenLifetimeError,
@@ -67,7 +64,7 @@ from .errors import (
     UsageError,
 )
 from .keys import ED25519_SIGNATURE_SIZE, KeySet, SigningKey
-from .strictjson import is_int, json_type_name
+from .strictjson import canonical, is_int, json_type_name
 
 __all__ = [
     "ALG",
@@ -131,7 +128,7 @@ class VerifiedJWS:
 
 
 def _header_bytes(kid: str, typ: str) -> bytes:
-    return bytes(rfc8785.dumps({"alg": ALG, "kid": kid, "typ": typ}))
+    return canonical({"alg": ALG, "kid": kid, "typ": typ})
 
 
 def sign(payload: bytes, key: SigningKey, typ: str) -> str:
@@ -154,8 +151,8 @@ def sign_claims(claims: Mapping[str, Any], key: SigningKey, typ: str) -> str:
     if not isinstance(claims, Mapping):
         raise UsageError(f"claims must be a JSON object, got {type(claims).__name__}")
     try:
-        payload = bytes(rfc8785.dumps(dict(claims)))
-    except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+        payload = canonical(dict(claims))
+    except (TypeError, ValueError) as exc:
         raise UsageError(f"claims cannot be canonicalized with RFC 8785: {exc}") from None
     return sign(payload, key, typ)
 
@@ -216,14 +213,14 @@ def _decode_segments(segments: list[str]) -> tuple[bytes, bytes, bytes]:
     return decoded[0], decoded[1], decoded[2]
 
 
+_NOT_AN_OBJECT = "{what} is a JSON {type}, not an object"
+
+
 def _parse_header(header_bytes: bytes) -> dict[str, str]:
     """Rules 4-5: a strict JSON object with exactly alg, kid, typ, all strings."""
-    try:
-        header = strictjson.loads(header_bytes)
-    except MalformedJSON as exc:
-        raise JWSEncodingError(f"the header is not valid JSON: {exc}") from None
-    if not isinstance(header, dict):
-        raise JWSEncodingError(f"the header is a JSON {json_type_name(header)}, not an object")
+    header = strictjson.load_object(
+        header_bytes, "the header", error=JWSEncodingError, not_object=_NOT_AN_OBJECT
+    )
     extra = sorted(set(header) - set(_HEADER_MEMBERS))
     if extra:
         raise JWSHeaderError(
@@ -278,13 +275,9 @@ def verify(token: str, keys: KeySet, typ: str) -> VerifiedJWS:
 
 
 def _parse_claims(payload: bytes) -> dict[str, Any]:
-    try:
-        claims = strictjson.loads(payload)
-    except MalformedJSON as exc:
-        raise ClaimsError(f"the payload is not valid JSON: {exc}") from None
-    if not isinstance(claims, dict):
-        raise ClaimsError(f"the payload is a JSON {json_type_name(claims)}, not an object")
-    return claims
+    return strictjson.load_object(
+        payload, "the payload", error=ClaimsError, not_object=_NOT_AN_OBJECT
+    )
 
 
 def verify_claims(token: str, keys: KeySet, typ: str) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Each answer's Struct (`api/models.py`) is its one definition: every real answer decodes
 strictly into it (closed Structs forbid unknown fields, every field is required), and the
-documents that must be RFC 8785 still are. The sorted msgspec encoding `caching.answer`
-uses is RFC 8785's for the values those answers hold: every code point, and generated
-answers of that form."""
+documents that must be RFC 8785 still are. The JCS fast path `caching.answer` uses
+(`strictjson.canonical(plain=True)`) is RFC 8785's for the values those answers hold: every
+code point, and generated answers of that form."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_a_reader_answer_that_grew_a_member_is_refused_not_trimmed() -> None:
     )
 
 
-def test_sorted_msgspec_writes_every_code_point_as_rfc8785() -> None:
+def test_the_answers_fast_path_writes_every_code_point_as_rfc8785() -> None:
     scalars = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     for start in range(0, len(scalars), 0x10000):
         text = "".join(map(chr, scalars[start : start + 0x10000]))
@@ -125,7 +125,7 @@ _VALUES = st.recursive(
 
 @settings(max_examples=300, deadline=None, database=None)
 @given(value=_VALUES)
-def test_sorted_msgspec_is_rfc8785_for_ascii_names_strings_and_safe_integers(value: Any) -> None:
+def test_the_answers_fast_path_is_rfc8785_for_ascii_names_strings_and_integers(value: Any) -> None:
     """The answers `caching.answer` encodes hold ASCII member names and strings, integers,
     booleans and lists (a proof's path, a listing's days): RFC 8785 writes them so too."""
     assert answer(Any, value) == rfc8785.dumps(value)

@@ -83,11 +83,12 @@ def test_a_cached_edge_that_disagrees_with_the_store_signs_nothing(tmp_path: Pat
         log.append(_records("a", 3))
         bogus = TreeEdge(0, [])
         bogus.extend(b"".join(hash_leaf(bytes([n])) for n in range(3)))
-        log._edge, log._edge_day = bogus, DAY
+        # The writer's cache of the day's tree edge (`LogWriter.edge`), made to lie.
+        log.writer.edge, log.writer.edge_day = bogus, DAY
         with pytest.raises(StoreError, match="refusing to sign"):
             log.checkpoint()
         assert log.store.newest_unsealed(DAY) is None
-        log._edge = None
+        log.writer.edge = None
         assert log.checkpoint() is not None
         assert audit_store(log).ok
 

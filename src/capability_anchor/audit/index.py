@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import rfc8785
-
 from capability_anchor import head as heads
+from capability_anchor.strictjson import canonical
 
 from .report import AuditReport, read_json
 
@@ -41,7 +40,7 @@ def audit_index(
 def _against_log(
     report: AuditReport, folder: Path, sealed: dict[str, heads.Head], log: Log
 ) -> None:
-    want = rfc8785.dumps(log.roots(limit=max(1, len(log.read.sealed_heads()))))
+    want = canonical(log.roots(limit=max(1, len(log.read.sealed_heads()))))
     newest_file = max(sealed, default=None)
     newest_log = log.read.last_sealed_day()
     if newest_file == newest_log and (folder / "index.json").read_bytes() != want:

@@ -8,12 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import rfc8785
-
 from capability_anchor import head as heads
 from capability_anchor.errors import TimestampError
 from capability_anchor.export.days import timestamps_document
 from capability_anchor.store import HeadRow
+from capability_anchor.strictjson import canonical
 
 from .report import AuditReport, parses, read_json
 
@@ -133,6 +132,6 @@ def audit_folder_stamps(
     elif tokens:
         report.problems.append(f"{tsr} is missing although {path.name} lists stamps")
     if log is not None:
-        want = rfc8785.dumps(timestamps_document(day, log.read.stamps(day)))
+        want = canonical(timestamps_document(day, log.read.stamps(day)))
         if path.read_bytes() != want:
             report.problems.append(f"{path} differs from the log's stamps of {day}")

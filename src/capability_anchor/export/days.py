@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import rfc8785
-
 from capability_anchor import head as heads
 from capability_anchor.errors import (
     CapabilityAnchorError,
@@ -36,6 +34,7 @@ from capability_anchor.keys import KeySet, trust
 from capability_anchor.log import Log
 from capability_anchor.progress import Progress, silent
 from capability_anchor.store import StampRow
+from capability_anchor.strictjson import canonical
 
 from .history import Made, history_files, tile_files
 
@@ -199,7 +198,7 @@ def _export(log: Log, outdir: Path, progress: Progress, tiles: bool) -> ExportRe
         stamps = store.stamps(row.day)
         if stamps:
             immutable.append((outdir / f"{row.day}.tsr", stamps[0].token))
-        doc = rfc8785.dumps(timestamps_document(row.day, stamps))
+        doc = canonical(timestamps_document(row.day, stamps))
         replaceable.append((outdir / f"{row.day}.timestamps.json", doc))
     for row in unsealed:
         immutable.append((outdir / row.day / f"{row.tree_size}.json", row.doc))
@@ -229,6 +228,6 @@ def _export(log: Log, outdir: Path, progress: Progress, tiles: bool) -> ExportRe
         progress(done, total, "export")
     # Last: index.json never names a day whose files are not all in place.
     index = log.roots(limit=max(1, len(sealed)))
-    write_replaceable(outdir / "index.json", rfc8785.dumps(index), report)
+    write_replaceable(outdir / "index.json", canonical(index), report)
     fsync_dir(outdir)
     return report

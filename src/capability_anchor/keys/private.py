@@ -12,7 +12,7 @@ import nacl.signing
 
 from capability_anchor import strictjson
 from capability_anchor.encoding import EncodingError, b64url_decode, b64url_encode
-from capability_anchor.errors import InvalidKey, KeyFileError, MalformedJSON, SignatureMismatch
+from capability_anchor.errors import InvalidKey, KeyFileError, SignatureMismatch
 from capability_anchor.files import write_secret_file
 
 from .public import ED25519_KEY_SIZE, ED25519_SIGNATURE_SIZE, PublicKey
@@ -160,12 +160,13 @@ def _private_jwk_of(name: str, data: bytes) -> dict[str, object]:
     OKP JWK (its `d` and `x` not yet checked)."""
     if len(data) > _MAX_KEY_FILE_SIZE:
         raise _file_error(name, f"is larger than {_MAX_KEY_FILE_SIZE} bytes; not a key file")
-    try:
-        jwk = strictjson.loads(data)
-    except MalformedJSON as exc:
-        raise _file_error(name, f"is not valid JSON: {exc}") from None
-    if not isinstance(jwk, dict):
-        raise _file_error(name, "is not a JSON object (expected a private OKP JWK)")
+    jwk = strictjson.load_object(
+        data,
+        f"key file {name}",
+        error=KeyFileError,
+        not_object="{what}: is not a JSON object (expected a private OKP JWK)",
+        invalid="{what}: is not valid JSON: {detail}",
+    )
     unknown = sorted(set(jwk) - _KEY_FILE_MEMBERS)
     if unknown:
         raise _file_error(name, f"unexpected member(s) {', '.join(unknown)}")

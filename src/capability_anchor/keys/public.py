@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import nacl.exceptions
 import nacl.signing
-import rfc8785
 
 from capability_anchor import strictjson
 from capability_anchor.encoding import EncodingError, b64url_decode, b64url_encode
@@ -20,6 +19,7 @@ from capability_anchor.errors import (
     SignatureMismatch,
     UnknownKeyError,
 )
+from capability_anchor.strictjson import canonical
 
 ED25519_KEY_SIZE = 32
 ED25519_SIGNATURE_SIZE = 64
@@ -251,7 +251,7 @@ class KeySet:
 
     def to_json(self) -> bytes:
         """The JWK Set as RFC 8785 bytes (no trailing newline)."""
-        return bytes(rfc8785.dumps(self.jwks()))
+        return canonical(self.jwks())
 
     def __contains__(self, kid: object) -> bool:
         return kid in self._keys

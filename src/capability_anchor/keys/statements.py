@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from capability_anchor import jws, strictjson
-from capability_anchor.errors import ClaimsError, IssuerMismatch, JWSError, MalformedJSON
-from capability_anchor.head import VERSION
+from capability_anchor.errors import ClaimsError, IssuerMismatch, JWSError
+from capability_anchor.head import VERSION, exact_claims
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.strictjson import is_int
 
@@ -39,23 +39,12 @@ def rfc3339(t: int) -> str:
 
 
 def _claims(verified: jws.VerifiedJWS, what: str) -> dict[str, Any]:
-    try:
-        claims = strictjson.loads(verified.payload)
-    except MalformedJSON as exc:
-        raise ClaimsError(f"{what}: the payload is not valid JSON: {exc}") from None
-    if not isinstance(claims, dict):
-        raise ClaimsError(f"{what}: the payload is not a JSON object")
-    return claims
+    return strictjson.load_object(verified.payload, f"{what}: the payload", error=ClaimsError)
 
 
 def exact_members(claims: Mapping[str, Any], names: Sequence[str], what: str) -> None:
     """Exactly the claims NAMES, and `v` this version's (every statement the log signs)."""
-    missing = [n for n in names if n not in claims]
-    extra = sorted(set(claims) - set(names))
-    if missing or extra:
-        raise ClaimsError(f"{what}: missing claim(s) {missing}, unexpected {extra}")
-    if claims["v"] != VERSION:
-        raise ClaimsError(f"{what}: v is {claims['v']!r}, expected {VERSION!r}")
+    exact_claims(claims, names, missing=f"{what}: missing claim(s)", version=f"{what}: v")
 
 
 def _check(claims: Mapping[str, Any], names: Sequence[str], what: str, iss: str) -> None:

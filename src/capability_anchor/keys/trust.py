@@ -27,20 +27,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import rfc8785
-
 from capability_anchor import jws, strictjson
 from capability_anchor.errors import (
     CapabilityAnchorError,
     ClaimsError,
     InvalidKey,
     IssuerMismatch,
-    MalformedJSON,
     UnknownKeyError,
 )
 from capability_anchor.head import VERSION
 from capability_anchor.keys import KeySet, PublicKey, SigningKey
-from capability_anchor.strictjson import is_int
+from capability_anchor.strictjson import canonical, is_int
 
 from .statements import Revocation, exact_members, is_revocation, verify_revocation, voided
 
@@ -104,12 +101,7 @@ def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
     header and signature (`jws.verify`), exact claims, `iss`, and a `jwk` that is exactly the
     published form of the key its `kid` names."""
     verified = jws.verify(token, trusted, KEY_TYP)
-    try:
-        claims = strictjson.loads(verified.payload)
-    except MalformedJSON as exc:
-        raise ClaimsError(f"key record: the payload is not valid JSON: {exc}") from None
-    if not isinstance(claims, dict):
-        raise ClaimsError("key record: the payload is not a JSON object")
+    claims = strictjson.load_object(verified.payload, "key record: the payload", error=ClaimsError)
     _exact_members(claims, KEY_CLAIMS, "key record")
     if claims["iss"] != iss:
         raise IssuerMismatch(f"key record: iss is {claims['iss']!r}, expected {iss!r}")
@@ -218,12 +210,7 @@ def published_keys(chain: TrustChain) -> KeySet:
 def settings_claims(meta: Mapping[str, str]) -> dict[str, Any]:
     """What a settings statement says about the stored `meta` (no `reason`, no `iat`)."""
     config = meta.get("config", "{}")
-    try:
-        parsed = strictjson.loads(config)
-    except MalformedJSON as exc:
-        raise ClaimsError(f"the stored config is not valid JSON: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise ClaimsError("the stored config is not a JSON object")
+    parsed = strictjson.load_object(config, "the stored config", error=ClaimsError)
     return {
         "v": VERSION,
         "iss": meta.get("iss"),
@@ -294,22 +281,19 @@ KEY_RECORDS_FILE = "key-records.json"
 def key_records_document(iss: str, tokens: Sequence[str]) -> bytes:
     """`key-records.json`: `{"v","iss","records":[compact JWS, ...]}` as JCS bytes, records in
     the order the log stored them."""
-    return bytes(rfc8785.dumps({"v": VERSION, "iss": iss, "records": list(tokens)}))
+    return canonical({"v": VERSION, "iss": iss, "records": list(tokens)})
 
 
 def read_key_records(data: bytes) -> tuple[str, list[str]]:
     """(iss, records) of a `key-records.json`; ClaimsError when it is not one."""
-    try:
-        doc = strictjson.loads(data)
-    except MalformedJSON as exc:
-        raise ClaimsError(f"{KEY_RECORDS_FILE} is not valid JSON: {exc}") from None
+    shape = f"{KEY_RECORDS_FILE} is not {{v: {VERSION!r}, iss, records: [JWS]}}"
+    doc = strictjson.load_object(data, KEY_RECORDS_FILE, error=ClaimsError, not_object=shape)
     if (
-        not isinstance(doc, dict)
-        or set(doc) != {"v", "iss", "records"}
+        set(doc) != {"v", "iss", "records"}
         or doc["v"] != VERSION
         or not isinstance(doc["iss"], str)
         or not isinstance(doc["records"], list)
         or not all(isinstance(r, str) for r in doc["records"])
     ):
-        raise ClaimsError(f"{KEY_RECORDS_FILE} is not {{v: {VERSION!r}, iss, records: [JWS]}}")
+        raise ClaimsError(shape)
     return doc["iss"], list(doc["records"])

@@ -17,7 +17,6 @@ from capability_anchor.files import tighten_modes
 from capability_anchor.keys import KeySet, SigningKey, create_key_file, load_key_file, trust
 from capability_anchor.log import policies as policytrust
 from capability_anchor.log import trust as logtrust
-from capability_anchor.merkle import TreeEdge
 from capability_anchor.note import origin_from_url
 from capability_anchor.read.reader import LogReader
 from capability_anchor.record import rule as observation
@@ -215,23 +214,6 @@ class Log:
     def writer_token(self) -> str:
         """The checked writer token (see `writer_token`: TokenError when unusable)."""
         return writer_token(self.data_dir)
-
-    # The writer's cached tree edge, under the names the write-discipline tests probe.
-    @property
-    def _edge(self) -> TreeEdge | None:
-        return self.writer.edge
-
-    @_edge.setter
-    def _edge(self, edge: TreeEdge | None) -> None:
-        self.writer.edge = edge
-
-    @property
-    def _edge_day(self) -> str | None:
-        return self.writer.edge_day
-
-    @_edge_day.setter
-    def _edge_day(self, day: str | None) -> None:
-        self.writer.edge_day = day
 
     # --- append, checkpoint, seal, stamp (the writer) -----------------------------------------
 

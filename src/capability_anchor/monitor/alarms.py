@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import rfc8785
-
 from capability_anchor.errors import InputError
 from capability_anchor.files import fsync_dir
+from capability_anchor.strictjson import canonical
 
 EVENTS_FILE = "alarms.jsonl"
 EVIDENCE_DIR = "evidence"
@@ -47,7 +46,7 @@ class Pending:
 
 def alarm_id(findings: list[dict[str, Any]], evidence: dict[str, bytes]) -> str:
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in evidence.items()}
-    body = rfc8785.dumps({"evidence": digests, "findings": findings})
+    body = canonical({"evidence": digests, "findings": findings})
     return hashlib.sha256(body).hexdigest()[:16]
 
 
@@ -99,7 +98,7 @@ def raise_alarm(folder: Path, findings: list[dict[str, Any]], evidence: dict[str
     ident = alarm_id(findings, evidence)
     where = folder / EVIDENCE_DIR / ident
     where.mkdir(parents=True, exist_ok=True)
-    files = {**evidence, FINDINGS_FILE: rfc8785.dumps(findings)}
+    files = {**evidence, FINDINGS_FILE: canonical(findings)}
     for name, data in files.items():
         path = where / name
         if path.exists() and path.read_bytes() == data:

@@ -29,8 +29,6 @@ import hashlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import rfc8785
-
 from capability_anchor import head as heads
 from capability_anchor import strictjson
 from capability_anchor.errors import CapabilityAnchorError, InputError, VerificationError
@@ -44,6 +42,7 @@ from capability_anchor.merkle import (
     verify_consistency,
 )
 from capability_anchor.merkle.nodes import resolve
+from capability_anchor.strictjson import canonical
 
 from .signatures import Item, Problem
 from .source import LogSource, read_bundles, read_tile
@@ -60,7 +59,7 @@ def leaf_claims(leaf: bytes) -> dict[str, Any]:
         claims = heads.check_claims(strictjson.loads(leaf))
     except CapabilityAnchorError as exc:
         raise VerificationError(str(exc)) from None
-    if rfc8785.dumps(claims) != leaf:
+    if canonical(claims) != leaf:
         raise VerificationError("the leaf is not the JCS bytes of its claims")
     return claims
 

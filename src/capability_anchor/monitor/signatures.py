@@ -47,12 +47,16 @@ def problem_of(
     head document at all (cut off, not JSON) are I/O: an InputError naming `where`/`path`."""
     if data is None:
         return "head_missing", f"{path}: the log does not serve this head", None
-    try:
-        doc = strictjson.loads(data)
-    except CapabilityAnchorError as exc:
-        raise InputError(f"{where}/{path}: not a head document ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("jws"), str):
-        raise InputError(f"{where}/{path}: not a head document (no `jws` member)")
+    no_jws = "not a head document (no `jws` member)"
+    doc = strictjson.load_object(
+        data,
+        f"{where}/{path}",
+        error=InputError,
+        invalid="{what}: not a head document ({detail})",
+        not_object="{what}: " + no_jws,
+    )
+    if not isinstance(doc.get("jws"), str):
+        raise InputError(f"{where}/{path}: {no_jws}")
     token = doc.pop("jws")
     try:
         verified = jws.verify(token, keys, jws.HEAD_TYP)

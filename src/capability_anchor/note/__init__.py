@@ -5,7 +5,8 @@ tlog-proof).
 No storage, no HTTP: bytes in, validated objects or a `NoteError` out. The package is on the
 verifying path, so `verify-proof` can read a history without loading server code. Keys are
 the project's own (`keys.SigningKey`, `keys.PublicKey`, PyNaCl); nothing here does Ed25519
-itself.
+itself; the public URL an origin comes from is held to `record.urls`' ladder (pure), the
+one the log's `iss` is held to.
 
 `signed`: key IDs, vkeys, notes, `sign_note`, `open_note`; `checkpoint`: the checkpoint
 body and the origin; `cosignature`: cosignature/v1; `policy`: tlog-policy and quorums;

@@ -9,9 +9,9 @@ checkpoint that has them, and size 0, which SPEC §12.2 never signs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from capability_anchor.errors import MalformedNote, UsageError
+from capability_anchor.record.urls import split_http_url
 
 from .signed import (
     Note,
@@ -124,16 +124,8 @@ def origin_from_url(public_url: str) -> str:
     `https://resolver.example` → `resolver.example/history`; a path is kept
     (`https://x.example/anchor/` → `x.example/anchor/history`). The result is a valid key
     name (it signs the checkpoints), so a URL with a space or `+` in it is refused."""
-    parts = urlsplit(public_url)
-    if (
-        parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or parts.query
-        or parts.fragment
-        or parts.username
-        or parts.password
-        or public_url.endswith(("?", "#"))
-    ):
+    parts = split_http_url(public_url, path=True)
+    if parts is None:
         raise UsageError(f"a public URL is http(s)://host[:port][/path], got {public_url!r}")
     origin = f"{parts.netloc}{parts.path.rstrip('/')}{HISTORY_SUFFIX}"
     try:

@@ -101,7 +101,7 @@ def cosignature_verifier(vkey: str) -> CosignatureVerifier:
 
 @dataclass(frozen=True)
 class Cosigner:
-    """A witness's signing side (for tests and the future witness)."""
+    """A witness's signing side (the witness server's, `capability-anchor witness`)."""
 
     name: str
     key: SigningKey

@@ -3,7 +3,7 @@ public URL (SPEC §1)."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from capability_anchor.errors import UsageError
 
@@ -31,19 +31,30 @@ def canonical_url(url: object) -> str:
     return f"https://{netloc}{parts.path.rstrip('/')}"
 
 
-def check_origin(iss: str) -> None:
-    """`iss` is `scheme://host[:port]` with no path (SPEC §1)."""
-    parts = urlsplit(iss)
+def split_http_url(url: str, *, path: bool) -> SplitResult | None:
+    """The parts of an http(s) URL with a host and no query, fragment or credentials, and
+    with `path=False` nothing after the authority; None for anything else. The one ladder the
+    log's origin (`iss`, SPEC §1) and its public URL (the checkpoint origin, SPEC §12.2) are
+    held to: the two name one log, so they must not disagree on what a URL is."""
+    parts = urlsplit(url)
     if (
         parts.scheme not in ("http", "https")
         or not parts.hostname
-        or parts.path
         or parts.query
         or parts.fragment
         or parts.username
         or parts.password
-        or iss != f"{parts.scheme}://{parts.netloc}"
+        or url.endswith(("?", "#"))
     ):
+        return None
+    if not path and (parts.path or url != f"{parts.scheme}://{parts.netloc}"):
+        return None
+    return parts
+
+
+def check_origin(iss: str) -> None:
+    """`iss` is `scheme://host[:port]` with no path (SPEC §1)."""
+    if split_http_url(iss, path=False) is None:
         raise UsageError(f"iss must be an origin scheme://host[:port] with no path, got {iss!r}")
 
 

@@ -31,7 +31,6 @@ from capability_anchor.errors import (
     CapabilityAnchorError,
     InputError,
     InvalidRecord,
-    MalformedJSON,
     UsageError,
     VerificationError,
 )
@@ -133,12 +132,7 @@ def read_record(record: bytes) -> Record:
     # A byte order mark cannot start a compact JWS (ASCII): it is JSON, and malformed.
     if not (text[:1] in (b"{", b"[", b'"') or text.startswith(b"\xef\xbb\xbf")):
         return Record(token_text(record))
-    try:
-        obj = strictjson.loads(text)
-    except MalformedJSON as exc:
-        raise InputError(f"RECORD is not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise InputError("RECORD is not a JSON object")
+    obj = strictjson.load_object(text, "RECORD", error=InputError)
     if "jws" in obj:
         if not isinstance(obj["jws"], str):
             raise InputError("RECORD's jws member is not a string")
