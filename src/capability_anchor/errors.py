@@ -233,7 +233,7 @@ class TimestampError(CapabilityAnchorError):
 class WitnessError(CapabilityAnchorError):
     """A witness exchange (SPEC §12.3) failed: the witness is unreachable, too slow, or its
     answer is malformed. The message is the human reason; no httpx exception escapes
-    `witnessing.client`. Retryable: the schedule tries again later (the log never waits)."""
+    `witness.client.client`. Retryable: the schedule tries again later (the log never waits)."""
 
     code = "witness_failed"
     retryable = True

@@ -7,7 +7,7 @@ different values), no NaN/Infinity, no number that overflows a double, and no lo
 unless the caller validates strings itself with a better location (records do).
 `load_object` is the parse every reader of a JSON object uses, with its own error and words.
 
-`canonical` is the project's only way to write RFC 8785 (JCS) bytes, and the only module that
+`record.urls` is the project's only way to write RFC 8785 (JCS) bytes, and the only module that
 imports `rfc8785`: a fast path that must stay byte-identical to it sits behind one name, and
 `tests/test_jcs.py` proves the two equal over generated JSON values.
 

@@ -14,13 +14,13 @@ held after a fatal error, so another worker does not take over only to fail the 
 
 Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
 checkpoint or a seal (SPEC §7: fail open); each TSA that failed is retried with a growing
-delay (`stamping.Stamper`). Witnessing (SPEC §12.3) runs the same way, one task per witness
-due (`witnessing.Witnessing`: at most `MAX_IN_FLIGHT` at once, oldest first, each exchange
-waiting on the event loop, not in a thread): a witness that hangs costs its own task one
-deadline, and the checkpoint loop never waits for it. At shutdown the submissions in flight
-get at most one witness deadline to end and are then cancelled (a witness that cosigned a
-size we did not store answers 409 next time, and the submission retries from it), so
-SIGTERM returns within a deadline whatever the number of witnesses.
+delay (`timestamp.scheduler.Stamper`). Witnessing (SPEC §12.3) runs the same way, one task
+per witness due (`witness.client.Witnessing`: at most `MAX_IN_FLIGHT` at once, oldest first,
+each exchange waiting on the event loop, not in a thread): a witness that hangs costs its
+own task one deadline, and the checkpoint loop never waits for it. At shutdown the
+submissions in flight get at most one witness deadline to end and are then cancelled (a
+witness that cosigned a size we did not store answers 409 next time, and the submission
+retries from it), so SIGTERM returns within a deadline whatever the number of witnesses.
 
 With a `ClockGuard` (the service always gives one), a tick runs only while the wall clock
 agrees with the monotonic clock: a jump of the wall clock seals nothing and checkpoints

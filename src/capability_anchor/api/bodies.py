@@ -10,7 +10,7 @@ processes and at most `queue` bodies waiting or running: more get 503 `unavailab
 of unauthenticated `/prove` bodies never takes the capacity writers need. A worker that
 dies is replaced.
 `POST /records` appends in these workers too, body check and append in one call
-(`appendworker.py`), so the append's Python does not hold the service's GIL either.
+(`api/appendworker.py`), so the append's Python does not hold the service's GIL either.
 
 Workers are started by forkserver, never forked from the service: a fork would copy its
 threads' locks and SQLite connections mid-use.
@@ -170,7 +170,7 @@ class BodyChecker:
         at_mono: float,
         public_url: str | None,
     ) -> Outcome:
-        """`appendworker.check_and_append` in a writers' worker (started now if need be). A
+        """`api.appendworker.check_and_append` in a writers' worker (started now if need be). A
         worker that dies meanwhile raises WorkerLost: unlike a body check, its batch may be
         stored."""
         self.writers.start()

@@ -36,7 +36,7 @@ def check_body(
 ) -> Outcome:
     """`kind` "record" (`POST /prove`): the leaf hash. "records" (`POST /records`): the
     prepared batch, `(leaf_hash, leaf_bytes, server_keys)` per record, each checked against
-    the log's record rule and id namespace (`observation.py`) as of the log's clock `now`
+    the log's record rule and id namespace (`record/rule.py`) as of the log's clock `now`
     (the service's, read before the body is sent; this process's clock when None). A bad
     record's note counts from 1, like the CLI's `line N`."""
     try:

@@ -7,7 +7,7 @@ validated in a worker process (`api/bodies.py`): duplicate names, lone surrogate
 number range are SPEC §2 questions with SPEC §2 answers, and a hostile body must never reach
 a recursive decoder. The result is what the handler gets as `data` (`CheckedBody`): Litestar
 never decodes a body itself. `POST /records` is checked and appended in one call to the
-worker (`appendworker.py`), so the service process does not decode that body at all.
+worker (`api/appendworker.py`), so the service process does not decode that body at all.
 
 A rejected request changes nothing stored: all input is validated before the writer is
 called, and a batch is one transaction.
@@ -236,7 +236,7 @@ def prove_flag(request: Request[Any, Any, Any]) -> bool | None:
 async def append_in_worker(
     request: Request[Any, Any, Any], service: Service, prove: bool
 ) -> Appended:
-    """Body check and append in a worker process (`appendworker.py`), so the append holds no
+    """Body check and append in a worker process (`api/appendworker.py`), so the append holds no
     GIL readers need. The time is read here, through the service's ClockGuard: a
     disagreeing clock refuses (503) before the body is even sent."""
     settings = service.settings

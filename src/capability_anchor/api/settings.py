@@ -90,7 +90,7 @@ class Settings:
 
     writer_token: str | None = field(default=None, repr=False)
     """Bearer token for writers; default env CAPABILITY_ANCHOR_TOKEN, else DIR/writer-token
-    (every source checked by `writer_token.writer_token`: at least 32 bytes, file 0600)."""
+    (every source checked by `log.writer_token.writer_token`: at least 32 bytes, file 0600)."""
 
     clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
     """The wall clock (seconds since the epoch) the service's days and `iat`s come from,

@@ -1,6 +1,6 @@
 """`audit`: re-derive everything the log has published and say what does not match.
 
-Data dir (numbered as the report lists them; 0 and 5-7 are in `auditdb`, which opens the
+Data dir (numbered as the report lists them; 0 and 5-7 are in `audit.datadir`, which opens the
 database read-only and reads everything, these included, in one snapshot):
  0. the file: `PRAGMA integrity_check` first, each failure naming its table or index; a file
     SQLite cannot read (not a database, a zeroed or truncated page) is a finding, exit 1;

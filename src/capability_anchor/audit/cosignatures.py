@@ -2,7 +2,7 @@
 policies, the cosignatures and the witness state.
 
 - *Policies*: every stored text parses, names no log key the log does not trust, and the
-  rows are exactly the ones the log signed (`policytrust`: a replaced, added or deleted
+  rows are exactly the ones the log signed (`log.policies`: a replaced, added or deleted
   text, or a changed time, is named).
 - *Cosignatures*: each row's line parses as one cosignature line whose key ID and
   timestamp are the row's, over a stored checkpoint, and it verifies with the key of its

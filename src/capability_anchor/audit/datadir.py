@@ -1,5 +1,5 @@
 """The data-dir audit as a whole: the database is opened read-only, everything is read in one
-snapshot, and the store's own structures (worded by `store.sqlite_audit`, reported here) and
+snapshot, and the store's own structures (worded by `store.sqlite.audit`, reported here) and
 the unsigned columns are checked before and beside
 the re-derivation of `audit.audit_store` (the numbers are those of `audit`'s list):
 

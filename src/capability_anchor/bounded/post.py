@@ -1,5 +1,5 @@
 """One HTTP POST bounded by a deadline and a size cap: the exchange the TSA client
-(`timestamp.client`) and the witness client (`witnessing.client`) share.
+(`timestamp.client`) and the witness client (`witness.client.client`) share.
 
     reply = post(url, body, headers, deadline=10.0, cap=65536, peer=Peer(url, ...))
     reply.status, reply.media_type, reply.body

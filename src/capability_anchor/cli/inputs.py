@@ -4,7 +4,7 @@ runs (`--at`, `--keys`, `--roots`' key records, `--tsa-ca`, `--head`, `--history
 
 The library (`capability_anchor.verify.record`) takes these already loaded. Anything unreadable,
 unreachable or malformed here is an InputError (a UsageError: exit 2). Every read is
-bounded as it is read (`boundedread`): a file or a reply by its size limit, a URL by one
+bounded as it is read (`bounded.read`): a file or a reply by its size limit, a URL by one
 `--deadline` for the whole GET. urllib3 is imported only when a URL is given, so the
 offline path never loads an HTTP client.
 """

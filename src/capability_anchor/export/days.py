@@ -175,7 +175,7 @@ def export(
     """Write the folder. Every file that must never change is compared first: if any
     existing one differs, nothing at all is written (a half-published folder would list
     days that index.json does not, or the other way round). `tiles`: also each day's
-    tlog-tiles under `<day>/tile/` (the history's are always written, `export_history`)."""
+    tlog-tiles under `<day>/tile/` (the history's are always written, `export.history`)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(outdir)

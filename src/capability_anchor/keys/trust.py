@@ -121,7 +121,7 @@ def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
 @dataclass
 class TrustChain:
     """The closure of `anchors` over rotation records (by position in the list given), and
-    the revocations among them (`keystatements`), by revoked kid."""
+    the revocations among them (`keys.statements`), by revoked kid."""
 
     keys: KeySet
     records: dict[int, KeyRecord] = field(default_factory=dict)

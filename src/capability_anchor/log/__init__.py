@@ -13,10 +13,10 @@ These names are used with these meanings everywhere (code, comments, docs):
 - *seal*: every day before today that has no sealed head gets one (empty days included),
   chained by `prev` (`LogWriter.seal`). Sealed heads are dated the end of their day, so
   sealing is deterministic and a rerun after a crash produces the same bytes.
-- *stamp*: RFC 3161 timestamps of sealed heads are fetched (`stamping`, `timestamp/`) and
+- *stamp*: RFC 3161 timestamps of sealed heads are fetched (`timestamp.scheduler`, `timestamp/`) and
   stored (`LogWriter.add_stamp`).
 - *publish*: what is stored is served as stored (`api/`, through the read side
-  `reading.LogReader`) and written as files (`export`). Publishing never signs: a head is
+  `read.reader.LogReader`) and written as files (`export`). Publishing never signs: a head is
   signed by *checkpoint* or *seal*, and is served from the next read after its commit.
 - *verify*: anyone checks what was published, offline (`verify`, `cli/verify_proof.py`), and
   the operator re-derives the whole store (`audit`).

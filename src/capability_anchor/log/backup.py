@@ -11,7 +11,7 @@ Every record acknowledged before the backup began is in the copy (its commit pre
 read transaction); records acknowledged after it began may or may not be, and a restore
 from the copy lacks every record acknowledged after the copy's moment (docs/how-to/operate.md).
 
-What a restore needs beside the database is `datafiles`' list: every `signing-key*` file
+What a restore needs beside the database is `log.datafiles`' list: every `signing-key*` file
 (the current key, the retired ones rotate-key kept, a pending next key) and the writer
 token. They are read before and after the database is copied; if one changed meanwhile (a
 rotate-key ran) the whole copy is taken again, so the keys and the database match.

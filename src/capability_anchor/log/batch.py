@@ -1,7 +1,7 @@
 """What the *append* stage takes and gives back: prepared records and their results.
 
 Preparing (validation, RFC 8785 leaf bytes, leaf hash, server keys) is pure and needs only
-the log's issuer and record rule, so a worker process can run it (`appendworker`); storing
+the log's issuer and record rule, so a worker process can run it (`api.appendworker`); storing
 the prepared batch is the writer's (`writer.LogWriter.append_prepared`).
 """
 
@@ -49,7 +49,7 @@ def prepare_records(
     now: float,
 ) -> list[Prepared]:
     """`Log.prepare` given only the log's issuer, record rule and pinned id namespace
-    (`observation`), and the log's clock `now`: pure, so a worker process can run it. SPEC §2
+    (`record.rule`), and the log's clock `now`: pure, so a worker process can run it. SPEC §2
     first, then the issuer, then the record rule. The batch is stored at a reading of the
     clock no earlier than `now`, so a record accepted here meets the rule's time limit then
     too (a time limit only ever moves later)."""

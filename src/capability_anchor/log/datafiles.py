@@ -3,7 +3,7 @@
     log.sqlite3                 the database: entries, heads, tiles, stamps, keys, the signed
                                 settings and config (meta), the witness policies, the
                                 checkpoints, cosignatures and witness state
-    signing-key.jwk             the signing key (the root of the log's trust, `logtrust`)
+    signing-key.jwk             the signing key (the root of the log's trust, `log.trust`)
     signing-key.<kid>.jwk       each key `rotate-key` retired
     signing-key*                any other key file (an interrupted or pending rotation)
     writer-token                the writer token (unless env CAPABILITY_ANCHOR_TOKEN is used)
@@ -11,7 +11,7 @@
 Not needed and not copied: the store's runtime files (SQLite's -wal and -shm: the backup is
 one consistent database file; `store.open.is_runtime` names them), `background.lock` and
 `witness-*.lock` (flocks of running processes) and `clock-ack` (an acknowledgement tied to
-one boot's monotonic clock, `clockguard`). The store's own file names are its engine's
+one boot's monotonic clock, `log.clockguard`). The store's own file names are its engine's
 (`store.open`), so the log's opening and the audit can say what is missing.
 """
 

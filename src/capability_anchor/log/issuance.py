@@ -34,7 +34,7 @@ def issue_record(
     """`Log.record`: the record of the server given by `sub`, or by canonical `url`, with its
     `expires` time and compact `jws`. NotFound, with a note saying why, when no published
     head covers an entry of it, or when the newest covered one breaks a rule of CR 0.2 tokens
-    (`observation.token_problem`, with the time of acceptance stored with the entry, never
+    (`record.rule.token_problem`, with the time of acceptance stored with the entry, never
     later than the end of its day)."""
     if (sub is None) == (url is None):
         raise UsageError("give exactly one of id and url")

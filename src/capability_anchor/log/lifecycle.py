@@ -76,14 +76,14 @@ class Log:
         self.first_day = meta["first_day"]
         self.public_url = meta.get("public_url") or self.iss
         self.config: dict[str, Any] = json.loads(meta.get("config", "{}"))
-        # What an append accepts beyond SPEC §2 (`observation`), signed with the config.
+        # What an append accepts beyond SPEC §2 (`record.rule`), signed with the config.
         self.records, self.id_namespace = observation.rules_of(self.config)
         # What api/, export and audit read; the store itself stays the write path's.
         self.read = LogReader(store, self)
         self.writer = LogWriter(self)
         # (marker, closure) of `keyset()`, recomputed when the rotation records change.
         self._trust_cache: tuple[object, trust.TrustChain] | None = None
-        # Held while a key another process activated is adopted (`logtrust.current_key`).
+        # Held while a key another process activated is adopted (`log.trust.current_key`).
         self._key_lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -102,7 +102,7 @@ class Log:
         id_namespace: str | None = None,
     ) -> Log:
         """Create a new log (store, Ed25519 key, writer token), never over an existing one. Its
-        config keeps `records` and `id_namespace` (`observation`); `policy` (SPEC §12.3) is
+        config keeps `records` and `id_namespace` (`record.rule`); `policy` (SPEC §12.3) is
         checked against the new key and stored in the first transaction (else MalformedPolicy)."""
         check_origin(iss)
         config = {**(config or {}), **observation.config_of(records, id_namespace)}
@@ -179,7 +179,7 @@ class Log:
     def self_check(self) -> None:
         """The configured key, or a key it trusts through rotation records, must verify the
         newest published head, whose `iss` must be the log's; and the newest settings
-        statement must be the key file's and say what meta says (`logtrust.check_settings`).
+        statement must be the key file's and say what meta says (`log.trust.check_settings`).
         Otherwise the log refuses to run (a wrong key or a copied database would otherwise
         publish heads nobody can chain, a changed meta would redirect anchors)."""
         _check_newest_head(self)
@@ -192,12 +192,12 @@ class Log:
 
     def keyset(self) -> KeySet:
         """The trusted keys: the key file's, and every key a chain of rotation records leads
-        to from it (`logtrust`). A `keys` row without such a chain is not in it."""
+        to from it (`log.trust`). A `keys` row without such a chain is not in it."""
         return logtrust.trusted_keys(self)
 
     def set_policy(self, text: bytes) -> None:
-        """Store a new witness policy, signed with the others (`policytrust`); the caller
-        has checked it (`witnessing.check_policy`)."""
+        """Store a new witness policy, signed with the others (`log.policies`); the caller
+        has checked it (`witness.client.check_policy`)."""
         with self.writer.lock, self.store.write():
             key = self.signing_key()  # a rotation another process activated is followed
             policytrust.store_policy(self.store, key, self.iss, text, int(self.clock()))
@@ -207,12 +207,12 @@ class Log:
         return trust.published_keys(logtrust.trusted_chain(self))
 
     def signing_key(self) -> SigningKey:
-        """The key to sign with now (`logtrust.current_key`: a rotation another process
+        """The key to sign with now (`log.trust.current_key`: a rotation another process
         activated is adopted here, before the next signature)."""
         return logtrust.current_key(self)
 
     def writer_token(self) -> str:
-        """The checked writer token (see `writer_token`: TokenError when unusable)."""
+        """The checked writer token (see `log.writer_token`: TokenError when unusable)."""
         return writer_token(self.data_dir)
 
     # --- append, checkpoint, seal, stamp (the writer) -----------------------------------------

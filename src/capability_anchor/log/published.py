@@ -19,7 +19,7 @@ keys under the log's origin: a forged "you are behind" (a mirror or witness serv
 the log never signed) must not stop the log, so it is logged and ignored. A checkpoint that
 a witness cosigned but the log's keys do not verify is ignored the same way (no witness
 can cosign what the log did not sign). A witness's 409 naming a size above ours
-(`witnessing.rounds`) is not signed: it makes the log read that witness's monitoring view at
+(`witness.client.rounds`) is not signed: it makes the log read that witness's monitoring view at
 once, and only what that shows is believed (`witness_ahead`).
 
 Believed and larger than our history, or of a size we hold with another root: the log is

@@ -3,7 +3,7 @@
 Phase 1 (`rotate-key [--notice SECONDS]`) publishes the next key and signs nothing with it:
 1. the next key is written to `signing-key.jwk.new` (0600), or taken from there;
 2. one write transaction stores its `keys` row, "current endorses next" (so `/keys` and
-   the key records list it) and the pending rotation (`keystatements`, signed by the
+   the key records list it) and the pending rotation (`keys.statements`, signed by the
    current key: when it was published, from when it may sign).
 
 Phase 2 (`rotate-key --activate [--force]`), refused before the pending rotation's time:
@@ -13,7 +13,7 @@ Phase 2 (`rotate-key --activate [--force]`), refused before the pending rotation
    key, and clears the pending rotation;
 3. `signing-key.jwk.new` replaces `signing-key.jwk`.
 Every running process signs with the key the newest settings statement is signed by
-(`logtrust.current_key`), so from the commit of 2 on nothing is signed by the old key, and
+(`log.trust.current_key`), so from the commit of 2 on nothing is signed by the old key, and
 between 2 and 3 they take the next key from `signing-key.jwk.new`.
 
 `--compromised` does both at once, and in the same transaction a revocation of the old key

@@ -200,7 +200,7 @@ class StoreCollector:
         return max(0.0, now - rows[0].iat) if rows else math.inf
 
     def _quorum_size(self, marker: tuple[int, int, int]) -> tuple[int | None, int | None]:
-        """`reading_history.quorum_met_size` over the QUORUM_SEARCH newest cosigned sizes,
+        """`read.history.quorum_met_size` over the QUORUM_SEARCH newest cosigned sizes,
         found once per change of what is stored (`witnessed_marker`)."""
         if self._quorum is not None and self._quorum[0] == marker:
             return self._quorum[1]

@@ -15,7 +15,7 @@
    tile at its size is the tree those leaves give; `key_revoked_signature`: after a
    revocation among the key records (`rotations.py`), a checkpoint covering a head dated
    after it (the leaf at size-1: a checkpoint carries no time) is signed by a key that is
-   not revoked, as `verify-proof` has it (`verify_history.revoked_checkpoint`);
+   not revoked, as `verify-proof` has it (`verify.history.revoked_checkpoint`);
 4. with a policy, its cosignatures meet the quorum, else exit 2 with nothing committed;
 5. every new leaf obeys the head rules (`heads.py`);
 6. `checkpoint_stale` (a warning): the log's heads are past the checkpoint for longer than

@@ -87,7 +87,7 @@ class _InFlight:
 
 
 class HttpSource:
-    """The read API over HTTP(S): `boundedread.Getter` (urllib3, HTTP_PARALLEL kept-alive
+    """The read API over HTTP(S): `bounded.read.Getter` (urllib3, HTTP_PARALLEL kept-alive
     connections), each GET within `deadline` seconds in all and FETCH_LIMIT bytes."""
 
     def __init__(self, base: str, *, deadline: float = DEFAULT_DEADLINE_S) -> None:

@@ -1,10 +1,10 @@
-"""The regexes of a Capability Resolution 0.2 record (`observation.py`): the door's checks and
+"""The regexes of a Capability Resolution 0.2 record (`record/rule.py`): the door's checks and
 the OpenAPI document's patterns are these texts.
 
 Each is read alike by ECMA-262 (JSON Schema, OpenAPI) and Python `re` (msgspec's
 `Meta(pattern=...)`, which calls `re.search`): ASCII classes only, never `\\d` or `\\s`, whose
 sets differ between the two, and `$(?![\\s\\S])` for the end, since Python's `$` also matches
-before a final "\\n". `tests/e2e/test_cr_tokens.py` holds them to `canonical.canonical_url` and to
+before a final "\\n". `tests/e2e/test_cr_tokens.py` holds them to `record.urls.canonical_url` and to
 `datetime` with hypothesis, and to an ECMA-262 engine (jsonschema-rs).
 """
 

@@ -80,7 +80,7 @@ def fetch(
 
     DEADLINE bounds the whole exchange (connect, send, every byte of the reply), not each
     read, so a TSA that drips a byte at a time or stalls mid-reply cannot hold sealing up for
-    longer (`boundedpost`). A reply over CAP bytes, any status but 200, a compressed body, a
+    longer (`bounded.post`). A reply over CAP bytes, any status but 200, a compressed body, a
     refused or dropped connection: TimestampError."""
     peer = Peer(url, f"the TSA at {url}", "TSA", "reply", TimestampError)
     headers = {"Content-Type": QUERY_TYPE, "Accept": "application/timestamp-reply"}

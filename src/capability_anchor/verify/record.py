@@ -1,11 +1,11 @@
 """Offline verification of a resolver-2 record's anchor and proof (SPEC §9, §12.5).
 
 `verify(...)` runs the nine checks of SPEC §9 and §12.5, always all of them, in the order
-and with the names of `verify_checks.CHECKS` (the one list; `--help` prints it). Each check
+and with the names of `verify.checks.CHECKS` (the one list; `--help` prints it). Each check
 returns a `Check` whose outcome is an `Outcome` (PASS, FAIL or SKIP): the first six are
-below, `timestamp` is `verify_stamps`, `history` and `witnesses` are `verify_history`.
+below, `timestamp` is `verify.stamps`, `history` and `witnesses` are `verify.history`.
 `record_signature` also compares a record file's plain members with its signed claims
-(`record_members`): a file whose visible members differ from what the token signs fails.
+(`verify.members`): a file whose visible members differ from what the token signs fails.
 
 A failed check is a result (`Result.ok` is False), never an exception. Conditions that
 stop verification before it can start (an empty or malformed record, an unreadable head or
@@ -13,7 +13,7 @@ stamp file) raise `InputError` (a UsageError: exit 2).
 
 The inputs come loaded: trust only from the `keys` argument (neither the record nor the
 head can supply a key), the TSA CAs as certificates, a parsed tlog-policy, and the head,
-stamps and tlog-proof from a `Sources` (`verify_sources`). Reading command-line arguments,
+stamps and tlog-proof from a `Sources` (`verify.sources`). Reading command-line arguments,
 files and URLs is `cli.inputs`'s job. Only the standard library and the pure kernel are
 imported here.
 """

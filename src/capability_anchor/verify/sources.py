@@ -5,7 +5,7 @@ the history (SPEC §12.5, check 8).
 `verify.verify` asks a `Sources` for them and never opens a file or a URL itself.
 `FolderSources` reads an exported folder (the audit's `--roots`, and `verify-proof --roots`);
 `cli.inputs.CommandLineSources` adds `--head`, `--history-proof` and the anchor's URL.
-Every file is read through `boundedread` (at most its limit, as it is read), which
+Every file is read through `bounded.read` (at most its limit, as it is read), which
 imports nothing beyond the standard library.
 """
 

@@ -1,7 +1,7 @@
 """Check 7 of SPEC §9, `timestamp`: a stored RFC 3161 stamp of the sealed head chains to a
 trusted TSA CA (`--tsa-ca`) at its genTime.
 
-The stamps come from a `Sources` (`verify_sources`): a timestamps document, parsed here, or
+The stamps come from a `Sources` (`verify.sources`): a timestamps document, parsed here, or
 DER replies as stored. rfc3161-client and cryptography are imported only when there is a
 stamp to check.
 """

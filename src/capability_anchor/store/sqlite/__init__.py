@@ -33,7 +33,7 @@ from .rows import SqliteEntries, SqliteHeads
 class SqliteStore(
     SqliteOpening, SqliteEntries, SqliteHeads, SqliteHistory, SqliteCheckpoints, SqliteAudit
 ):
-    """One SQLite database in a data dir (see `sqlite_base.SqliteBase` for the connections)."""
+    """One SQLite database in a data dir (`base.SqliteBase` holds the connections)."""
 
 
 __all__ = ["DB_NAME", "SqliteStore"]

@@ -1,4 +1,4 @@
-"""SQLite's own structures, for the data-dir audit (`auditdb`): read-only, one snapshot, and
+"""SQLite's own structures, for the data-dir audit (`audit.datadir`): read-only, one snapshot, and
 every finding worded here, so that nothing outside this package reads a pragma, a page
 number or `sqlite_master`. Introspection goes through sqlite-utils where it has the call
 (`Database.table_names`, `Table.pks`); what it has no call for (integrity_check, dbstat,

@@ -3,7 +3,7 @@
 Durability, as `interface.Store` promises it, in SQLite's terms: `write()` takes SQLite's
 write lock first (`BEGIN IMMEDIATE`) and commits once; WAL with `synchronous=FULL` makes an
 acknowledged write survive power loss. Append-only is enforced by triggers that abort
-(`sqlite_schema`); `INSERT OR REPLACE` deletes the old row without firing DELETE triggers on a
+(`store.sqlite.schema`); `INSERT OR REPLACE` deletes the old row without firing DELETE triggers on a
 connection without `recursive_triggers`, so it gets its own guard and the writer turns
 `recursive_triggers` on. Several processes may open one store: writers queue on the lock
 (busy timeout), readers never block in WAL mode.

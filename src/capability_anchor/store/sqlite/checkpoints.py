@@ -1,5 +1,5 @@
 """The signed checkpoints, cosignatures, policies and witness state in SQLite (SPEC
-§12.2-§12.3; migration 4, `sqlite_schema_v4`)."""
+§12.2-§12.3; migration 4, `store.sqlite.migrations.v4`)."""
 
 from __future__ import annotations
 

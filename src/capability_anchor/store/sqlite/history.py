@@ -1,7 +1,7 @@
 """The history tree's rows in SQLite (SPEC §12.1): its leaves (`history`, one per published
 head, by index) and its tiles (`history_tiles`, through the same code as the day trees'
-tiles, `sqlite_tiles`). Migration 3 creates both and fills them from the stored heads
-(`sqlite_schema`); the append-only triggers keep the leaves contiguous, in publication
+tiles, `store.sqlite.tiles`). Migration 3 creates both and fills them from the stored heads
+(`store.sqlite.schema`); the append-only triggers keep the leaves contiguous, in publication
 order, and each one a stored head."""
 
 from __future__ import annotations

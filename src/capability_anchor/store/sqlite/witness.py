@@ -1,4 +1,4 @@
-"""The witness store in SQLite (`witness_interface.WitnessStore`).
+"""The witness store in SQLite (`store.witness.WitnessStore`).
 
 One connection, used by one thread at a time (a lock), WAL with `synchronous=FULL`: a
 cosignature is answered only after its row is durable (tlog-witness: "MUST persist the new

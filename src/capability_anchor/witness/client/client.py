@@ -5,7 +5,7 @@ deadline (httpx), and the answer as received.
     answer = post("http://witness.example/w1", body, deadline=10.0)   # Answer or WitnessError
     answer.status, answer.media_type, answer.body
 
-Nothing here judges an answer or touches the store (`witnessing.rounds` does both).
+Nothing here judges an answer or touches the store (`witness.client.rounds` does both).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def post(prefix: str, body: bytes, *, deadline: float = DEFAULT_DEADLINE_S) -> A
     """POST BODY to the witness at the submission PREFIX; its answer, whatever its status.
 
     DEADLINE bounds the whole exchange (connect, send, every byte of the answer), so a
-    witness that stalls or drips cannot hold its caller longer (`boundedpost`, shared with
+    witness that stalls or drips cannot hold its caller longer (`bounded.post`, shared with
     the TSA client). Unreachable, too slow, a broken exchange, an answer over ANSWER_CAP
     bytes or compressed: WitnessError."""
     peer = _peer(prefix, deadline)
