@@ -268,3 +268,75 @@ def test_nothing_outside_the_store_imports_an_engine() -> None:
     assert {p: names for p, names in found.items() if names} == {}
     # The walk sees such an import where there is one: the registry's engine imports it.
     assert _engine_package_imports(STORE_PACKAGE / "sqlite" / "engine.py")
+
+
+# --- which stage may import which -------------------------------------------------------------
+# Each package's docstring says what it may import; these are the edges it must not have, as
+# package prefixes (any import, lazy or not, outside `if TYPE_CHECKING:`).
+_P = "capability_anchor."
+_KERNEL = ("merkle", "note", "keys", "leaf", "head", "jws", "encoding", "strictjson", "errors")
+_UPPER = ("log", "read", "export", "audit", "api", "cli", "store", "monitor", "witness")
+_EDGES = ("api", "cli")
+FORBIDDEN_EDGES: dict[str, tuple[str, ...]] = {
+    **{k: (*_UPPER, "metrics", "timestamp", "verify") for k in _KERNEL},
+    "record": (*_UPPER, "metrics", "timestamp", "verify"),
+    "bounded": (*_UPPER, "metrics", "timestamp", "verify"),
+    "verify": ("log", "read", "export", "audit", "api", "cli", "store", "monitor", "witness"),
+    "store": ("log", "read", "export", "audit", "api", "cli", "monitor", "witness", "verify"),
+    "read": ("log", "export", "audit", "monitor", "witness", *_EDGES),
+    "log": ("audit", "export", *_EDGES),
+    "export": ("audit", "witness", *_EDGES),
+    "audit": _EDGES,
+    "monitor": ("store", "log", "read", "export", "audit", "witness", *_EDGES),
+    "timestamp": ("store", "read", "export", "audit", "monitor", "witness", *_EDGES),
+    "metrics": ("export", "audit", "monitor", "witness", *_EDGES),
+    "witness.client": ("witness.server", "audit", "export", *_EDGES),
+    "witness.server": ("witness.client", "log", "read", "export", "audit", "cli"),
+    "api": ("cli", "audit"),
+}
+
+
+def _package_of(module: str) -> str:
+    rest = module.removeprefix(_P)
+    return next(
+        (p for p in sorted(FORBIDDEN_EDGES, key=len, reverse=True) if rest == p or
+         rest.startswith(p + ".")),
+        rest,
+    )
+
+
+def _edge_problems() -> list[str]:
+    problems = []
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        is_package = parts[-1] == "__init__"
+        module = ".".join(parts[:-1] if is_package else parts)
+        package = _package_of(module)
+        banned = FORBIDDEN_EDGES.get(package, ())
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node, _ in _imports(tree):
+            for target in _targets(module, is_package, node):
+                rest = target.removeprefix(_P)
+                if target.startswith(_P) and any(rest == b or rest.startswith(b + ".")
+                                                 for b in banned):
+                    problems.append(f"{module} ({package}) imports {target}")
+    return problems
+
+
+def test_each_stage_imports_only_what_its_docstring_allows() -> None:
+    assert _edge_problems() == []
+
+
+def test_each_package_docstring_says_what_it_owns_and_may_import() -> None:
+    for init in sorted((SRC / PACKAGE).rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert len(doc) > 80 and "import" in doc.lower(), init.relative_to(SRC)
+
+
+def test_the_edge_check_sees_a_forbidden_edge() -> None:
+    tree = ast.parse("from capability_anchor.log import Log\n")
+    found = [t for node, _ in _imports(tree) for t in _targets("capability_anchor.store", True,
+                                                               node)]
+    assert "capability_anchor.log" in found
+    assert _package_of("capability_anchor.store.sqlite.base") == "store"
+    assert _package_of("capability_anchor.witness.client.rounds") == "witness.client"

@@ -30,6 +30,9 @@ Problems are collected, not raised: the report names all of them at once. Here: 
 walk over days (1, 4); `day` one day's entries, tiles, `/record` index and heads (1-3);
 `history` the history tree (8); `stamps` the stored and exported stamps; `folder`, `index`
 and `records` the exported folder.
+
+May import the kernel, `read/`, `log/`, `export/`, `verify/`, `timestamp/` and the store's
+contract (an engine's own checks through `Store.engine_findings`); never `api/` or `cli/`.
 """
 
 from __future__ import annotations

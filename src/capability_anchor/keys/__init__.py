@@ -22,6 +22,9 @@ Trust comes only from a `KeySet` the caller built from files it chose; nothing i
 or a document adds a key to it.
 
 `public`: thumbprints, `PublicKey`, `KeySet`; `private`: `SigningKey` and the key file.
+
+On the verifying path: may import only the kernel (`errors`, `encoding`, `strictjson`,
+`files`, `head`); never the store, the log, the service or an HTTP client.
 """
 
 from .private import SigningKey, create_key_file, load_key_file

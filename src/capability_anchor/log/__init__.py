@@ -25,6 +25,10 @@ These names are used with these meanings everywhere (code, comments, docs):
 and delegates each stage to its owner (`Log.writer`, `Log.read`, `log.issuance` for
 resolver-2 records). The CLI and the HTTP service are thin edges over it. The clock is
 injectable (tests), never from the CLI.
+
+May import the kernel, `record/`, `read/`, the store's contract (engines only through
+`store.open`), `metrics/`, `witness.client` and `monitor.source` (to read what was
+published); never `api/`, `cli/`, `audit/` or `export/`.
 """
 
 from .batch import MAX_BATCH, AppendResult, Prepared, prepare_records

@@ -3,6 +3,8 @@
 Pure functions over bytes and ints; no I/O. `nodes` says which nodes a proof needs, a
 `NodeSource` (the in-memory `TiledTree`, or `TileNodes` over stored tiles) supplies them,
 and `verify` checks proofs without trusting anything but the root it is given.
+
+The kernel's base: imports only `errors` and `strictjson`.
 """
 
 from .edge import FullTile, TreeEdge, partial_counts

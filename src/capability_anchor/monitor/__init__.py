@@ -4,6 +4,9 @@ Each run reads the log's newest checkpoint (HTTP or an export folder), checks it
 the trusted keys (and a witness policy's quorum), proves it consistent with the last one
 this monitor saw, then reads the new history leaves (the heads, SPEC §12.1) from the entry
 bundles and checks every §4 rule on them. Findings are JSON lines; an alarm is named.
+
+Reads a log only as its users do (HTTP or an export folder): may import the kernel,
+`verify/` and `bounded/`; never the store, the log, the read side or the service.
 """
 
 from capability_anchor.monitor import alarms

@@ -11,6 +11,9 @@ one the log's `iss` is held to.
 `signed`: key IDs, vkeys, notes, `sign_note`, `open_note`; `checkpoint`: the checkpoint
 body and the origin; `cosignature`: cosignature/v1; `policy`: tlog-policy and quorums;
 `proof`: tlog-proof; `witnessed`: a checkpoint's cosignatures against a policy.
+
+Kernel: may import `merkle/`, `keys/`, `errors` and `record.urls` (the one origin ladder);
+nothing with I/O.
 """
 
 from .checkpoint import (

@@ -7,6 +7,9 @@
 - `history`: the history tree's tiles, checkpoints and tlog-proofs (SPEC §12.4);
 - `writes`: the POST operations, `/records`, `/checkpoint` (writers) and `/prove`;
 - `metrics`: `/metrics`, Prometheus (`metrics.py`).
+
+May import what `api/` may; the routes reach the log only through the `Service` on the app's
+state.
 """
 
 from __future__ import annotations

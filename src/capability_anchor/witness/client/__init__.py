@@ -7,6 +7,9 @@ deadline; `answers`: what an answer means; `rounds`: one submission (read, excha
 no lock is held during the exchange); `schedule`: `cosign`'s round and the service's
 schedule. Witnessing never delays appends, checkpoints, seals or stamps: the service runs
 each submission in a thread of its own, and nothing here takes a lock across the network.
+
+May import the kernel, `bounded.post`, the store's contract, `log/` and `metrics/`; never
+`witness.server`, `api/` or `cli/`.
 """
 
 from .client import DEFAULT_DEADLINE_S

@@ -1,7 +1,9 @@
 """The SQLite schema's migrations, one module per version, each its DDL frozen as literal SQL
 (`vN.SQL`): migration n brings `user_version` from n-1 to n. Never change what a shipped
 migration creates: add one. The audit's expected schema is these texts applied to an empty
-database (`schema.expected_schema`), so it does not depend on any library's version."""
+database (`schema.expected_schema`), so it does not depend on any library's version.
+
+Literal SQL only: imports nothing of the package."""
 
 from __future__ import annotations
 
