@@ -78,8 +78,10 @@ from benchkit import (
 )
 
 DAY = "2026-11-30"
-# Noon of DAY (UTC): every append lands in DAY; seal moves the clock to the next day.
-NOON = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC).timestamp()
+# The log's clock: 13:00 of DAY (UTC), so every append lands in DAY, and after the records'
+# `checked_at` (benchkit.CHECKED_AT, 12:34:56), which the record rule refuses from the future
+# (CR 0.2 §9.6); seal moves the clock to the next day.
+NOON = dt.datetime(2026, 11, 30, 13, tzinfo=dt.UTC).timestamp()
 NEXT_DAY = dt.datetime(2026, 12, 1, 0, 0, 5, tzinfo=dt.UTC).timestamp()
 PYMERKLE_CHILD = "--pymerkle-child"
 
