@@ -14,7 +14,7 @@ SCHEMA_VERSION = 4
 HISTORY_ORIGIN = "history_origin"
 # Set by migration 2 in a log upgraded from schema 1 (a new log's meta is still empty when
 # its migrations run), in the migration's own transaction: its settings are not signed yet,
-# and the next open by the key-file holder signs them (logtrust.check_settings; README).
+# and the next open by the key-file holder signs them (`log.trust.check_settings`).
 SETTINGS_UNSIGNED = "settings_unsigned"
 # What a damaged head document can raise on the way to its payload.
 _UNREADABLE = (ValueError, KeyError, TypeError, IndexError, AttributeError, EncodingError)
