@@ -36,7 +36,12 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keys", metavar="FILE", help="the log's trusted JWKS (required to follow)")
     p.add_argument("--policy", metavar="FILE", help="a tlog-policy: require its quorum")
     p.add_argument("--state", metavar="DIR", help="the monitor's state folder (required)")
-    p.add_argument("--origin", metavar="O", help="the checkpoint origin (default: see README)")
+    p.add_argument(
+        "--origin",
+        metavar="O",
+        help="the checkpoint origin (default: the state's, else the policy's log line, else "
+        "<host>/history of the URL)",
+    )
     p.add_argument(
         "--entries", action="store_true", help="also re-derive every day root from its entries"
     )
