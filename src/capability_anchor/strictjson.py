@@ -7,9 +7,9 @@ different values), no NaN/Infinity, no number that overflows a double, and no lo
 unless the caller validates strings itself with a better location (records do).
 `load_object` is the parse every reader of a JSON object uses, with its own error and words.
 
-`record.urls` is the project's only way to write RFC 8785 (JCS) bytes, and the only module that
-imports `rfc8785`: a fast path that must stay byte-identical to it sits behind one name, and
-`tests/test_jcs.py` proves the two equal over generated JSON values.
+`canonical` is the project's only way to write RFC 8785 (JCS) bytes, and this the only module
+that imports `rfc8785`: a fast path that must stay byte-identical to it sits behind one name,
+and `tests/unit/test_jcs.py` proves the two equal over generated JSON values.
 
 Imports only `errors` and the `rfc8785` library: it is the kernel under every other module.
 """

@@ -1,6 +1,6 @@
 """The read side of the history tree (SPEC §12.1): its size, its root at any size, and
 inclusion and consistency proofs, all from the stored history tiles, through the same
-machinery as the day trees' proofs (`merkle.TileNodes` over `read.reader.stored_tiles`).
+machinery as the day trees' proofs (`merkle.TileNodes` over `read.tiles.stored_tiles`).
 
 Every history size from 1 to the current one is a published size (each head makes one), so
 its partial tiles are stored and any size up to the current one can be proven.
