@@ -1,10 +1,11 @@
 """Answer bytes and their caching (SPEC §6): ETags, `If-None-Match`, and which documents
 are immutable (a sealed head, a head at a size, a stamp) and which move (`no-cache`).
 
-An answer built per request is encoded from its Struct (`api/models.py`, the one definition
-the OpenAPI document is generated from too): `answer` for the documents whose RFC 8785 form
-sorted msgspec gives, `canonical_answer` for those holding an open object, `ordered_answer`
-for the one that is not a canonical document (`POST /records`)."""
+An answer built per request is checked against its Struct (`api/models.py`, the one
+definition the OpenAPI document is generated from too) and then encoded: `answer` on JCS's
+fast path for the plain documents, `canonical_answer` in full RFC 8785 for those holding an
+open object, `ordered_answer` in the Struct's order for the one that is not a canonical
+document (`POST /records`)."""
 
 from __future__ import annotations
 
@@ -72,8 +73,11 @@ def answer(model: type[T], value: Any) -> bytes:
 
 def canonical_answer(model: type[T], value: Any) -> bytes:
     """RFC 8785 bytes of an answer holding an open object (a record's claims: any member
-    name, any number), checked against its Struct first."""
-    return canonical_json(msgspec.to_builtins(shaped(model, value)))
+    name, any number), checked against its Struct first. The value itself is encoded: the
+    strict check converts nothing and these Structs have no defaults, so the Struct's own
+    builtins would be the same value, made again."""
+    shaped(model, value)
+    return canonical_json(value)
 
 
 def ordered_answer(model: type[T], value: Any) -> bytes:
