@@ -3,7 +3,8 @@
 migration creates: add one. The audit's expected schema is these texts applied to an empty
 database (`schema.expected_schema`), so it does not depend on any library's version.
 
-Literal SQL only: imports nothing of the package."""
+The DDL is literal SQL; a migration may import `errors`, the kernel's `merkle`, the store's
+rows and its own engine's modules (migration 3 backfills the history from the stored heads)."""
 
 from __future__ import annotations
 
