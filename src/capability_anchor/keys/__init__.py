@@ -24,7 +24,8 @@ or a document adds a key to it.
 `public`: thumbprints, `PublicKey`, `KeySet`; `private`: `SigningKey` and the key file.
 
 On the verifying path: may import only the kernel (`errors`, `encoding`, `strictjson`,
-`files`, `head`); never the store, the log, the service or an HTTP client.
+`files`, and `jws` and `head` for the signed statements of `trust` and `statements`);
+never the store, the log, the service or an HTTP client.
 """
 
 from .private import SigningKey, create_key_file, load_key_file
