@@ -93,6 +93,16 @@ BODY_WORKERS = EnvVar(
     "loop (`--body-workers`)",
     _SERVICE,
 )
+DEFAULT_WRITE_QUEUE = 16384
+"""Records waiting for a commit at most, by default: 256 connections of one-record requests use
+256 of it, 16 batches of 1,000 fill it (`log.sequencer`)."""
+WRITE_QUEUE = EnvVar(
+    "CAPABILITY_ANCHOR_WRITE_QUEUE",
+    f"`{DEFAULT_WRITE_QUEUE}`",
+    "records waiting for the log's sequencer to commit them, at most; a batch that would "
+    "pass it is answered 503 busy with Retry-After (`--write-queue`)",
+    _SERVICE,
+)
 TSA = EnvVar(
     "CAPABILITY_ANCHOR_TSA",
     "the TSAs stored by `init --tsa`",
@@ -167,6 +177,7 @@ VARIABLES: tuple[EnvVar, ...] = (
     BODY_TIMEOUT,
     HEADER_TIMEOUT,
     BODY_WORKERS,
+    WRITE_QUEUE,
     TSA,
     TSA_CA,
     TSA_DEADLINE,

@@ -311,6 +311,15 @@ class StoreBusy(StoreError):
     retryable = True
 
 
+class SequencerLost(StoreError):
+    """The log's sequencer (`log.sequencer`) stopped, or its connection broke, before it
+    answered: the batch may or may not be stored. Re-sending it is safe: what was stored
+    comes back `duplicate: true`, at the index it was given."""
+
+    note = "the log's sequencer stopped before answering; the batch may be stored: resend it"
+    retryable = True
+
+
 class StoreFull(StoreError):
     """The disk (or a quota) is full: the write was rolled back."""
 

@@ -39,6 +39,7 @@ from .openapi import JsonDocument
 from .pages import DocsPage
 from .ratelimit import RateLimiter
 from .routes import ROUTES
+from .sequencing import SequencerLink
 from .service import Service
 from .settings import Settings
 
@@ -87,6 +88,9 @@ def _open_service(settings: Settings) -> Service:
     bodies = BodyChecker(settings.body_workers, settings.body_queue)
     limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
     service = Service(settings, reader, writer, token, bodies, guard, limiter)
+    if settings.body_workers > 0:
+        url = writer.public_url
+        service.sequencer = SequencerLink(settings.data_dir, settings.write_queue, url)
     try:
         # Checked before the port opens: a TSA without a trusted CA is a usage error (SPEC §7).
         tsa = TsaConfig.resolve(writer.config, settings.tsa, settings.tsa_ca, settings.tsa_deadline)
@@ -132,12 +136,17 @@ def create_app(settings: Settings) -> Litestar:
             partial(learn, service.writer, settings.published, deadline=settings.witness_deadline)
         )
         service.bodies.start()
+        if service.sequencer is not None:
+            service.sequencer.start()
         if service.background is not None:
             await service.background.start()
 
     async def shutdown(app: Litestar) -> None:
         if service.background is not None:
             await service.background.stop()
+        if service.sequencer is not None:
+            await service.sequencer.close()
+            service.sequencer.stop()
         service.bodies.stop()
         service.close()
 

@@ -9,8 +9,8 @@ processes and at most `queue` bodies waiting or running: more get 503 `unavailab
 ("busy", Retry-After: 1), so hostile bodies cannot build an unbounded backlog, and a flood
 of unauthenticated `/prove` bodies never takes the capacity writers need. A worker that
 dies is replaced.
-`POST /records` appends in these workers too, body check and append in one call
-(`api/appendworker.py`), so the append's Python does not hold the service's GIL either.
+`POST /records` bodies are checked here and appended by the log's sequencer
+(`api/sequencing.py`), a process of its own, so neither holds the service's GIL.
 
 Workers are started by forkserver, never forked from the service: a fork would copy its
 threads' locks and SQLite connections mid-use.
@@ -24,15 +24,29 @@ import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 from typing import Any
 
 from capability_anchor.record.rule import OBSERVATION
 
-from .appendworker import check_and_append
 from .bodycheck import Outcome, check_body, start_worker, warm_up
 
 _logger = logging.getLogger("capability_anchor.api")
+
+
+def forkserver_context() -> multiprocessing.context.ForkServerContext:
+    """The context every helper process of the service is started in (body workers, the
+    sequencer candidate): one forkserver, which imports what they run before it forks any."""
+    context = multiprocessing.get_context("forkserver")
+    # forkserver_tie first: the forkserver is tied to this process before it imports
+    # anything else.
+    context.set_forkserver_preload(
+        [
+            "capability_anchor.api.forkserver_tie",
+            "capability_anchor.api.bodycheck",
+            "capability_anchor.log.sequencer",
+        ]
+    )
+    return context
 
 
 class Busy(Exception):
@@ -48,6 +62,8 @@ class WorkerLost(Exception):
     been committed. Re-sending it is safe: what was stored is answered `duplicate: true`."""
 
 
+INLINE_BODY = 8192
+"""Bodies of at most this many bytes are checked on the event loop (`BodyChecker.check`)."""
 PUBLIC_BUSY_NOTE = (
     "busy: too many public POST /prove bodies are being checked; try again in a second "
     "(writers have capacity of their own)"
@@ -67,16 +83,7 @@ class _Lane:
         self.pool: ProcessPoolExecutor | None = None
 
     def new_pool(self) -> ProcessPoolExecutor:
-        context = multiprocessing.get_context("forkserver")
-        # forkserver_tie first: the forkserver is tied to this process before it imports
-        # anything else.
-        context.set_forkserver_preload(
-            [
-                "capability_anchor.api.forkserver_tie",
-                "capability_anchor.api.bodycheck",
-                "capability_anchor.api.appendworker",
-            ]
-        )
+        context = forkserver_context()
         return ProcessPoolExecutor(self.workers, mp_context=context, initializer=start_worker)
 
     def start(self) -> None:
@@ -137,11 +144,6 @@ class BodyChecker:
         self.public.stop()
         self.writers.stop()
 
-    @property
-    def appends(self) -> bool:
-        """Whether `POST /records` appends in the workers (`append`), not in the service."""
-        return self.workers > 0
-
     async def check(
         self,
         kind: str,
@@ -154,35 +156,12 @@ class BodyChecker:
         *,
         writer: bool = False,
     ) -> Outcome:
-        """`check_body` in the lane of the caller: `writer` for an authenticated writer."""
-        lane = self.writers if writer else self.public
+        """`check_body` in the lane of the caller: `writer` for an authenticated writer. A
+        body of at most INLINE_BODY bytes is checked here, on the loop: it costs less than
+        the trip to a worker and back (a one-record write is ~50 us of checks), and its size
+        bounds what it can cost."""
         args = (kind, body, iss, max_records, rule, now, namespace)
+        if len(body) <= INLINE_BODY:
+            return check_body(*args)
+        lane = self.writers if writer else self.public
         return await lane.run(Busy(lane.busy_note), check_body, *args)
-
-    async def append(
-        self,
-        body: bytes,
-        iss: str,
-        max_records: int,
-        data_dir: Path,
-        prove: bool,
-        now: float,
-        at_mono: float,
-        public_url: str | None,
-    ) -> Outcome:
-        """`api.appendworker.check_and_append` in a writers' worker (started now if need be). A
-        worker that dies meanwhile raises WorkerLost: unlike a body check, its batch may be
-        stored."""
-        self.writers.start()
-        return await self.writers.run(
-            WorkerLost(),
-            check_and_append,
-            body,
-            iss,
-            max_records,
-            data_dir,
-            prove,
-            now,
-            at_mono,
-            public_url,
-        )

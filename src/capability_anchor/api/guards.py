@@ -3,18 +3,19 @@ spelling per integer, and the body checks and limits (SPEC §2, §6, §10).
 
 `before` runs before Litestar resolves a handler's arguments, so before anything could
 decode a body. A body is read once, its size checked, and then strictly parsed and
-validated in a worker process (`api/bodies.py`): duplicate names, lone surrogates, depth and
-number range are SPEC §2 questions with SPEC §2 answers, and a hostile body must never reach
-a recursive decoder. The result is what the handler gets as `data` (`CheckedBody`): Litestar
-never decodes a body itself. `POST /records` is checked and appended in one call to the
-worker (`api/appendworker.py`), so the service process does not decode that body at all.
+validated (`api/bodies.py`: in a worker process, unless it is small): duplicate names, lone
+surrogates, depth and number range are SPEC §2 questions with SPEC §2 answers, and a hostile
+body must never reach a recursive decoder. The result is what the handler gets as `data`
+(`CheckedBody`): Litestar never decodes a body itself. A checked `POST /records` batch is
+handed to the log's sequencer (`api/sequencing.py`), which commits it with the batches of
+every other writer.
 
 A rejected request changes nothing stored: all input is validated before the writer is
 called, and a batch is one transaction.
 
 Store reads: none. What `before` needs of the log (its iss, record rule, id namespace) is
 held in memory by the writer `Log`; the damage mark is one `stat` of the data dir, and
-bodies are checked (and `POST /records` appended) in worker processes.
+`POST /records` batches are appended by the sequencer, a process of its own.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from litestar.typing import FieldDefinition
 from capability_anchor.errors import UsageError
 from capability_anchor.log.clockguard import monotonic
 
-from .appendworker import rebuild, replay
 from .errors import ApiError
 from .service import Service, service_of
 from .settings import Settings
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from litestar.openapi.spec import Reference, Schema
 
     from .ratelimit import RateLimiter
+    from .sequencing import SequencerLink
 
 _logger = logging.getLogger("capability_anchor.stamping")
 T = TypeVar("T")
@@ -53,7 +54,7 @@ _DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
 
 @dataclass(frozen=True, slots=True)
 class Appended:
-    """A `POST /records` batch a worker process checked and stored: its entries' JSON."""
+    """A `POST /records` batch the log's sequencer stored: its entries' JSON."""
 
     entries: bytes
 
@@ -233,34 +234,30 @@ def prove_flag(request: Request[Any, Any, Any]) -> bool | None:
     return None
 
 
-async def append_in_worker(
-    request: Request[Any, Any, Any], service: Service, prove: bool
+async def append_by_sequencer(
+    request: Request[Any, Any, Any], service: Service, link: SequencerLink, prove: bool
 ) -> Appended:
-    """Body check and append in a worker process (`api/appendworker.py`), so the append holds no
-    GIL readers need. The time is read here, through the service's ClockGuard: a
-    disagreeing clock refuses (503) before the body is even sent."""
+    """The body checked (on the loop when small, else in a writers' worker) and handed to the
+    log's sequencer (`api/sequencing.py`), which answers once the commit holding it returned.
+    The time is read here, through the service's ClockGuard: a disagreeing clock refuses
+    (503) before anything is sent, and the sequencer continues this reading."""
     settings = service.settings
     body = await read_body(request, body_limit(settings, "records"))
     now, at_mono = service.clock.now(), monotonic()
-    code, value = await service.bodies.append(
+    writer = service.writer
+    code, value = await service.bodies.check(
+        "records",
         body,
-        service.writer.iss,
+        writer.iss,
         settings.max_records,
-        settings.data_dir,
-        prove,
+        writer.records,
         now,
-        at_mono,
-        settings.public_url.rstrip("/") if settings.public_url else None,
+        writer.id_namespace,
+        writer=True,
     )
-    if code == "ok":
-        replay(value[1])
-        return Appended(value[0])
-    if code == "error":
-        raise rebuild(value)
-    if code == "crash":
-        _logger.error("appending in a worker process failed:\n%s", value)
-        raise ApiError("unavailable", "the service cannot answer right now")
-    raise ApiError(code, value)
+    if code != "ok":
+        raise ApiError(code, value)
+    return Appended(await link.append(value, prove, now, at_mono))
 
 
 async def before(request: Request[Any, Any, Any]) -> None:
@@ -282,9 +279,11 @@ async def before(request: Request[Any, Any, Any]) -> None:
     check_length(request, body_limit(service.settings, kind))
     if kind is None:
         return
-    worker_prove = prove_flag(request) if kind == "records" else None
-    if worker_prove is not None and service.bodies.appends:
-        request.state.checked_body = await append_in_worker(request, service, worker_prove)
+    handed_prove = prove_flag(request) if kind == "records" else None
+    if handed_prove is not None and service.sequencer is not None:
+        request.state.checked_body = await append_by_sequencer(
+            request, service, service.sequencer, handed_prove
+        )
     else:
         request.state.checked_body = await checked_body(request, service, kind)
 

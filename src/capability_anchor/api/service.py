@@ -30,6 +30,7 @@ from capability_anchor.store.damage import MARK_FILE, Damage, describe, found
 from .background import Background
 from .bodies import BodyChecker
 from .ratelimit import RateLimiter
+from .sequencing import SequencerLink
 from .settings import Settings
 
 T = TypeVar("T")
@@ -51,6 +52,9 @@ class Service:
     """The service's time, read by every Log of it and by the append workers' callers."""
     limiter: RateLimiter | None = None
     background: Background | None = None
+    sequencer: SequencerLink | None = None
+    """The link to the log's sequencer, which commits `POST /records` (None: this process
+    commits them itself, `--body-workers 0`)."""
     collector: StoreCollector = field(init=False)
     """The log's state as gauges for `/metrics`, read from the reader's store at scrape time."""
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from capability_anchor.log.sequencer import DEFAULT_QUEUE_RECORDS
 from capability_anchor.log.writer_token import writer_token
 
 from .models import MAX_RECORDS
@@ -53,6 +54,12 @@ class Settings:
 
     body_queue: int = 16
     """Bodies being checked or waiting at once, per lane; more get 503 `unavailable` (busy)."""
+
+    write_queue: int = DEFAULT_QUEUE_RECORDS
+    """Records waiting for the log's sequencer to commit them, at most (`--write-queue`, env
+    CAPABILITY_ANCHOR_WRITE_QUEUE); a batch that would pass it gets 503 busy, Retry-After 1.
+    With body workers (the default) the service starts a sequencer candidate
+    (`api/sequencing.py`); with none, appends are group-committed in this process."""
 
     max_records: int = MAX_RECORDS
     """Records per `POST /records` (SPEC §6)."""
@@ -116,6 +123,7 @@ class Settings:
             body_timeout=float(value(e.BODY_TIMEOUT, "30")),
             header_timeout=float(value(e.HEADER_TIMEOUT, "10")),
             body_workers=int(value(e.BODY_WORKERS, "1")),
+            write_queue=int(value(e.WRITE_QUEUE, str(DEFAULT_QUEUE_RECORDS))),
             # Space-separated lists: URLs and paths with spaces are not supported here.
             tsa=tuple(value(e.TSA, "").split()),
             tsa_ca=tuple(Path(p) for p in value(e.TSA_CA, "").split()),

@@ -23,6 +23,7 @@ PROG = "capability-anchor"
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    from capability_anchor.envvars import DEFAULT_WRITE_QUEUE
     from capability_anchor.jws import MAX_RECORD_LIFETIME
 
     from .operator import add_data, add_tsa
@@ -88,7 +89,15 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         metavar="N",
         help="processes checking request bodies, per lane: public (/prove) and writers "
-        "(0: on the event loop)",
+        "(0: on the event loop, and appends committed in this process, without a sequencer)",
+    )
+    p.add_argument(
+        "--write-queue",
+        type=int,
+        default=DEFAULT_WRITE_QUEUE,
+        metavar="N",
+        help="records waiting for the log's sequencer to commit them, at most; a batch that "
+        "would pass it is answered 503 busy, with Retry-After",
     )
     add_metrics_token(p)
     add_log_format(p)
@@ -203,6 +212,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     if not (args.header_timeout > 0 and args.body_timeout > 0 and args.body_workers >= 0):
         raise UsageError("--header-timeout and --body-timeout must be > 0, --body-workers >= 0")
+    from capability_anchor.log import MAX_BATCH
+
+    if args.write_queue < MAX_BATCH:
+        raise UsageError(f"--write-queue must be at least {MAX_BATCH} (one batch)")
     if args.iss is not None and not args.init:
         raise UsageError("--iss is only for --init (a log keeps the iss it was made with)")
     accesslog.configure(args.log_format)
@@ -228,6 +241,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             header_timeout=args.header_timeout,
             body_timeout=args.body_timeout,
             body_workers=args.body_workers,
+            write_queue=args.write_queue,
             metrics_token=token,
         )
         # Before the log opens anything that counts: this process's metrics, and those of

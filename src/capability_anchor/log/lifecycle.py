@@ -64,7 +64,9 @@ class Log:
     >>> log.proof(day, 0)          # {"v", "anchor", "proof"} for resolver-2 records
     """
 
-    def __init__(self, data_dir: Path, store: Store, key: SigningKey, clock: Clock) -> None:
+    def __init__(
+        self, data_dir: Path, store: Store, key: SigningKey, clock: Clock, handoff: bool = False
+    ) -> None:
         self.data_dir = data_dir
         self.store = store
         self.key = key
@@ -80,7 +82,7 @@ class Log:
         self.records, self.id_namespace = observation.rules_of(self.config)
         # What api/, export and audit read; the store itself stays the write path's.
         self.read = LogReader(store, self)
-        self.writer = LogWriter(self)
+        self.writer = LogWriter(self, handoff)
         # (marker, closure) of `keyset()`, recomputed when the rotation records change.
         self._trust_cache: tuple[object, trust.TrustChain] | None = None
         # Held while a key another process activated is adopted (`log.trust.current_key`).
@@ -145,20 +147,28 @@ class Log:
 
     @classmethod
     def open(
-        cls, data_dir: Path, *, clock: Clock = time.time, background_checkpoints: bool = True
+        cls,
+        data_dir: Path,
+        *,
+        clock: Clock = time.time,
+        background_checkpoints: bool = True,
+        handoff: bool = True,
     ) -> Log:
         """Open an existing log and run the start-up self-check (refuse to guess).
 
         `background_checkpoints`: this process serves the log for long, so the store runs
         its engine's background upkeep (`store.open.open`'s `upkeep`; SQLite: copying the
         WAL back into the database from a thread of its own); it is stopped by `close`.
+
+        `handoff`: appends, checkpoints and seals go to the log's sequencer when one is live
+        (`log.handoff`), so they share its commits; False only for the sequencer itself.
         """
         data_dir = Path(data_dir)
         store = stores.open(data_dir, upkeep=background_checkpoints)
         try:
             check_restored(data_dir)  # a log's database, without its key file beside it
             key = load_key_file(data_dir / KEY_FILE)
-            log = cls(data_dir, store, key, clock)
+            log = cls(data_dir, store, key, clock, handoff)
             log.self_check()
             policytrust.vouch_unsigned(log)
             sign_missing(store, log.writer.lock, key, log.public_url)
@@ -168,6 +178,7 @@ class Log:
         return log
 
     def close(self) -> None:
+        self.writer.handoff.close()
         self.store.close()
 
     def __enter__(self) -> Log:

@@ -23,6 +23,8 @@ from capability_anchor.store import StampRow
 
 from .batch import AppendResult, Prepared
 from .days import next_day, utc_day
+from .groupcommit import GroupCommit, Submission
+from .handoff import Handoffs
 from .published import check_not_behind
 from .serverindex import Pending, ServerIndex
 from .signing import HeadSigner
@@ -58,32 +60,34 @@ class LogWriter(HeadSigner):
     the current day's tree and the /record keys not indexed yet, only ever hold committed
     state; the stored rows are the truth and every cache is checked against them."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, handoff: bool = False) -> None:
         self._log = log
+        # The log's sequencer, when one is live and this writer is not it (`log.handoff`).
+        self.handoff = Handoffs(log.data_dir if handoff else None)
         self._store = log.store
         self.lock = threading.RLock()
         self.edge: TreeEdge | None = None
         self.edge_day: str | None = None
         self._index = ServerIndex(log.store)
+        # Concurrent appends of this process share commits (`log.groupcommit`).
+        self.group = GroupCommit(self.commit_group)
 
     # --- append ----------------------------------------------------------------------------
 
     def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
+        """Store a batch, sharing its durable commit with whatever other writers append
+        meanwhile: through the log's sequencer when one is live (`log.handoff`), else with
+        the other threads of this process (`log.groupcommit`). Returns once that commit
+        returned."""
         if not prepared:
             return []
-        with self.lock:
-            # A log behind what it published takes no entries: they would be sequenced after
-            # a size the world saw with other entries (SPEC §13.3).
-            check_not_behind(self._log.data_dir)
-            now = self._log.clock()
-            # The transaction begins: SQLite's write lock is held from here to the commit.
-            with self._store.write():
-                batch = self._sequence(prepared, now)
-            # Durable from here on: the commit returned. Only now are the edge and the
-            # unindexed keys kept (a rolled-back batch leaves them to be re-read).
-            self._keep(batch)
-            _count(batch)
-            return batch.results
+        handed: list[AppendResult] | None = self.handoff.call(
+            lambda h: h.append(list(prepared), False, self._log.clock())
+        )
+        if handed is not None:
+            return handed
+        result: list[AppendResult] = self.group.run(Submission(prepared))
+        return result
 
     def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
         """Append a batch and sign a head covering it, in ONE write transaction, and return
@@ -92,38 +96,97 @@ class LogWriter(HeadSigner):
         The head's root and every proof are computed inside the transaction from what it read
         and wrote, and the answer is complete before the commit: if the commit fails, nothing
         was stored and no head exists; once it returns, all of it is durable. Past days are
-        sealed first (each in its own transaction), as for a checkpoint."""
+        sealed first (each in its own transaction), as for a checkpoint. The transaction may
+        hold other callers' batches too (group commit): the head then covers them as well."""
         if not prepared:
             return []
+        handed: list[dict[str, Any]] | None = self.handoff.call(
+            lambda h: h.append(list(prepared), True, self._log.clock())
+        )
+        if handed is not None:
+            return handed
+        result: list[dict[str, Any]] = self.group.run(Submission(prepared, prove=True))
+        return result
+
+    def commit_group(self, subs: Sequence[Submission]) -> None:
+        """Commit every submission of `subs` in ONE write transaction, as of one reading of
+        the clock (so in one day), and set each one's result; if anything fails, every one
+        gets the error and nothing of any of them is stored. With a `prove` submission among
+        them, the transaction also signs one head covering the whole group, and each `prove`
+        submission's result carries that head's anchor and its entries' proofs."""
+        try:
+            answers = self._commit_group(subs)
+        except Exception as exc:
+            for sub in subs:
+                sub.error = exc
+            return
+        for sub, answer in zip(subs, answers, strict=True):
+            sub.result = answer
+
+    def _commit_group(self, subs: Sequence[Submission]) -> list[Any]:
+        prepared = [p for sub in subs for p in sub.prepared]
+        if not prepared:
+            return [[] for _ in subs]
+        prove = any(sub.prove for sub in subs)
         with self.lock:
+            # A log behind what it published takes no entries: they would be sequenced after
+            # a size the world saw with other entries (SPEC §13.3).
             check_not_behind(self._log.data_dir)
-            self.seal()
+            if prove:
+                self.seal()
             now = self._log.clock()
+            # The transaction begins: the store's write lock is held from here to the commit.
             with self._store.write():
                 batch = self._sequence(prepared, now)
-                size = batch.edge.size
-                newest = self._store.newest_unsealed(batch.day)
-                if newest is not None and newest.tree_size == size:
-                    row = newest  # the whole batch was duplicates of a signed size
-                else:
-                    row = self.sign_head(batch.day, size, False, int(now), batch.pending)
-                    batch = _Batch(
-                        batch.day, batch.results, batch.edge, Pending(batch.day, size, ())
+                proved = self._prove(batch, subs, now) if prove else None
+            # Durable from here on: the entries, the head and what the answers name. Only now
+            # are the edge and the unindexed keys kept (a rolled-back batch leaves them to be
+            # re-read).
+            if proved is not None:
+                if proved[0] is not batch:  # it signed a head
+                    _events.info(
+                        "prove: published a head of %s at tree size %d", batch.day, batch.edge.size
                     )
-                # Read inside the transaction: the proofs cover the rows it wrote.
-                read = self._log.read
-                anchor = read.anchor(row)
-                proofs = read.uncached_proofs(row, [r.leaf_index for r in batch.results])
-                out = [
-                    {**r.to_json(), "anchor": anchor, "proof": p}
-                    for r, p in zip(batch.results, proofs, strict=True)
-                ]
-            # Durable from here on: the entries, the head and what the answer names.
-            if row is not newest:
-                _events.info("prove: published a head of %s at tree size %d", batch.day, size)
+                batch = proved[0]
             self._keep(batch)
             _count(batch)
-            return out
+        answers: list[Any] = []
+        at = 0
+        for sub in subs:
+            results = batch.results[at : at + len(sub.prepared)]
+            if sub.prove and proved is not None:
+                answers.append(proved[1][at : at + len(sub.prepared)])
+            else:
+                answers.append(results)
+            at += len(sub.prepared)
+        return answers
+
+    def _prove(
+        self, batch: _Batch, subs: Sequence[Submission], now: float
+    ) -> tuple[_Batch, list[dict[str, Any] | None]]:
+        """Inside the group's transaction: a head covering the batch (unless one of its size is
+        signed already), and the entries of the `prove` submissions with its anchor and their
+        proofs, read inside the transaction so they cover the rows it wrote."""
+        size = batch.edge.size
+        newest = self._store.newest_unsealed(batch.day)
+        if newest is not None and newest.tree_size == size:
+            row = newest  # the whole group was duplicates of a signed size
+        else:
+            row = self.sign_head(batch.day, size, False, int(now), batch.pending)
+            batch = _Batch(batch.day, batch.results, batch.edge, Pending(batch.day, size, ()))
+        wanted: list[int] = []
+        at = 0
+        for sub in subs:
+            if sub.prove:
+                wanted.extend(range(at, at + len(sub.prepared)))
+            at += len(sub.prepared)
+        read = self._log.read
+        anchor = read.anchor(row)
+        proofs = read.uncached_proofs(row, [batch.results[i].leaf_index for i in wanted])
+        out: list[dict[str, Any] | None] = [None] * len(batch.results)
+        for i, proof in zip(wanted, proofs, strict=True):
+            out[i] = {**batch.results[i].to_json(), "anchor": anchor, "proof": proof}
+        return batch, out
 
     def _sequence(self, prepared: Sequence[Prepared], now: float) -> _Batch:
         """Sequence and integrate a batch inside the caller's write transaction: contiguous
@@ -183,7 +246,11 @@ class LogWriter(HeadSigner):
     def checkpoint(self) -> bytes | None:
         """Sign and store an unsealed head of today if the tree grew; return today's newest
         head document, or None when today has no entries. Seals past days first. Refused
-        while the log is behind what it published, even when it would sign nothing."""
+        while the log is behind what it published, even when it would sign nothing. Signed by
+        the log's sequencer when one is live (it signs the heads of what it sequences)."""
+        handed = self.handoff.call(lambda h: [h.checkpoint(self._log.clock())])
+        if handed is not None:
+            return handed[0]
         with self.lock:
             check_not_behind(self._log.data_dir)
             self.seal()
@@ -210,7 +277,13 @@ class LogWriter(HeadSigner):
     def seal(self, on_sealed: Callable[[bytes], None] | None = None) -> list[bytes]:
         """Seal every day before today that is not sealed, oldest first, one transaction
         each (resumable). Returns the newly sealed head documents; `on_sealed` gets each one
-        as soon as its transaction committed."""
+        as soon as its transaction committed. By the log's sequencer when one is live."""
+        handed = self.handoff.call(lambda h: h.seal(self._log.clock()))
+        if handed is not None:
+            for doc in handed:
+                if on_sealed is not None:
+                    on_sealed(doc)
+            return handed
         out: list[bytes] = []
         with self.lock:
             check_not_behind(self._log.data_dir)

@@ -1,0 +1,311 @@
+"""Handing writes to the log's sequencer (SPEC §13.4): the wire, and the blocking client.
+
+One sequencer per log (`log.sequencer`) holds `DIR/sequencer.lock` and listens on the unix
+socket `DIR/sequencer.sock`; any process writing to the log (a uvicorn worker, `serve`, the
+CLI, a library writer) sends it its prepared batches instead of taking the database's write
+lock itself, so concurrent writers share commits instead of waiting for each other's. With no
+sequencer live (no socket, or nobody listening on it), a writer writes itself, as before:
+the sequencer is how writers cooperate, never what makes a write correct (the store's write
+lock and the SPEC §3 to §5 rules in `LogWriter` do that, wherever it runs).
+
+The wire: frames of a 4-byte big-endian length and a msgpack body (msgspec), a request an
+`Append`, `Checkpoint` or `Seal` with the caller's id for it, a `Reply` per request, in any
+order (one connection carries many requests). Times are the caller's reading of the log's
+clock and the monotonic reading it was taken at; the sequencer continues it by the monotonic
+clock (one clock for every process of a boot), so the service's ClockGuard verdict holds for
+what the sequencer commits. The socket is the owner's alone (0600 in the log's data dir):
+whoever can connect could write the database itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from capability_anchor import errors
+from capability_anchor.errors import (
+    CapabilityAnchorError,
+    InvalidRecord,
+    SequencerLost,
+    StoreError,
+)
+
+from .batch import AppendResult, Prepared
+from .clockguard import monotonic
+
+LOCK_NAME = "sequencer.lock"
+SOCKET_NAME = "sequencer.sock"
+MAX_FRAME = 64 << 20
+"""A frame bigger than this is refused: far above a batch of MAX_BATCH records as prepared."""
+_LEN = struct.Struct(">I")
+T = TypeVar("T")
+BUSY_WAIT_S = 60.0
+"""How long a blocking writer (the CLI, a library) keeps re-sending a batch the sequencer's
+full queue refused before it gives up with StoreBusy: it has no client to pass a 503 to."""
+
+
+class Append(msgspec.Struct, tag="append", array_like=True):
+    id: int
+    prepared: list[tuple[bytes, bytes, tuple[str, ...]]]
+    prove: bool
+    now: float
+    at_mono: float
+
+
+class Checkpoint(msgspec.Struct, tag="checkpoint", array_like=True):
+    id: int
+    now: float
+    at_mono: float
+
+
+class Seal(msgspec.Struct, tag="seal", array_like=True):
+    id: int
+    now: float
+    at_mono: float
+
+
+Request = Append | Checkpoint | Seal
+
+
+class Reply(msgspec.Struct, array_like=True):
+    """`code`: "ok" (`value` the answer), "error" (`value` (class, message, position) of a
+    CapabilityAnchorError), "busy" (the queue is full: nothing was queued), or "crash"
+    (`value` a traceback). `events`: the lines the sequencer's log logged for it."""
+
+    id: int
+    code: str
+    value: Any
+    events: list[tuple[str, int, str]] = []
+
+
+_encoder = msgspec.msgpack.Encoder()
+request_decoder = msgspec.msgpack.Decoder(Request)
+reply_decoder = msgspec.msgpack.Decoder(Reply)
+
+
+def frame(message: msgspec.Struct) -> bytes:
+    body = _encoder.encode(message)
+    return _LEN.pack(len(body)) + body
+
+
+def frame_length(head: bytes) -> int:
+    (length,) = _LEN.unpack(head)
+    if length > MAX_FRAME:
+        raise ValueError(f"a frame of {length} bytes is over the {MAX_FRAME} allowed")
+    return int(length)
+
+
+@contextlib.contextmanager
+def address(data_dir: Path) -> Iterator[str]:
+    """The socket's path to bind or connect to. A unix socket path has at most 107 bytes; a
+    longer data dir is reached through a descriptor of it (`/proc/self/fd/N/...`, Linux)."""
+    path = str(Path(data_dir) / SOCKET_NAME)
+    if len(os.fsencode(path)) < 100 or not Path("/proc/self/fd").is_dir():
+        yield path
+        return
+    fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{SOCKET_NAME}"
+    finally:
+        os.close(fd)
+
+
+def rebuild(described: Any) -> CapabilityAnchorError:
+    """The exception the sequencer described, of its own class where that class is in
+    `errors` and can be built from a message (else a StoreError, answered 503)."""
+    name, message, position = described
+    cls = getattr(errors, str(name), None)
+    if isinstance(cls, type) and issubclass(cls, InvalidRecord):
+        return cls(str(message), position=position)
+    if isinstance(cls, type) and issubclass(cls, CapabilityAnchorError):
+        try:
+            return cls(str(message))
+        except TypeError:
+            pass
+    return StoreError(str(message))
+
+
+def describe(exc: CapabilityAnchorError) -> tuple[str, str, int | None]:
+    position = exc.position if isinstance(exc, InvalidRecord) else None
+    return (type(exc).__name__, str(exc), position)
+
+
+def replay(events: Iterable[tuple[str, int, str]]) -> None:
+    """The sequencer's event lines, as if this process's log had logged them."""
+    for name, level, message in events:
+        logging.getLogger(str(name)).log(int(level), "%s", message)
+
+
+def results_of(prepared: list[Prepared], value: Any) -> list[AppendResult]:
+    """The AppendResults of an "ok" answer to a non-proving Append: (day, [(index, dup)])."""
+    day, placed = value
+    return [
+        AppendResult(str(day), int(index), p[0], bool(dup))
+        for p, (index, dup) in zip(prepared, placed, strict=True)
+    ]
+
+
+class Handoff:
+    """A blocking connection to a live sequencer (one request at a time)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._next = 0
+
+    @classmethod
+    def connect(cls, data_dir: Path) -> Handoff | None:
+        """A connection to the log's sequencer, or None when none is live."""
+        if not (Path(data_dir) / SOCKET_NAME).exists():
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with address(data_dir) as where:
+                sock.connect(where)
+        except OSError:  # a socket left by a sequencer that is gone: nobody listens
+            sock.close()
+            return None
+        return cls(sock)
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def open(self) -> bool:
+        """Whether the sequencer still holds this connection open (a kept connection to one
+        that is gone would turn a batch never sent into "may be stored")."""
+        try:
+            return self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+
+    def _call(self, message: Request) -> Reply:
+        try:
+            self._sock.sendall(frame(message))
+            head = self._recv(_LEN.size)
+            reply = reply_decoder.decode(self._recv(frame_length(head)))
+        except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
+            raise SequencerLost(f"the sequencer's connection broke: {exc}") from None
+        replay(reply.events)
+        return reply
+
+    def _recv(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self._sock.recv(min(n, 1 << 20))
+            if not chunk:
+                raise EOFError("the sequencer closed the connection")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def _answer(self, build: Any) -> Any:
+        """Send the request `build(id)` makes, re-sending while the sequencer is busy."""
+        give_up = time.monotonic() + BUSY_WAIT_S
+        pause = 0.01
+        while True:
+            self._next += 1
+            reply = self._call(build(self._next))
+            if reply.code == "ok":
+                return reply.value
+            if reply.code == "error":
+                raise rebuild(reply.value)
+            if reply.code != "busy" or time.monotonic() > give_up:
+                raise errors.StoreBusy(f"the sequencer answered {reply.code}: {reply.value}")
+            time.sleep(pause)
+            pause = min(1.0, pause * 2)
+
+    def append(self, prepared: list[Prepared], prove: bool, now: float) -> Any:
+        """The batch appended by the sequencer: AppendResults, or with `prove` the entries
+        with their anchor and proof (as `LogWriter.append_and_prove`)."""
+        mono = monotonic()
+        value = self._answer(lambda i: Append(i, prepared, prove, now, mono))
+        return value if prove else results_of(prepared, value)
+
+    def checkpoint(self, now: float) -> bytes | None:
+        mono = monotonic()
+        value = self._answer(lambda i: Checkpoint(i, now, mono))
+        return None if value is None else bytes(value)
+
+    def seal(self, now: float) -> list[bytes]:
+        mono = monotonic()
+        return [bytes(d) for d in self._answer(lambda i: Seal(i, now, mono))]
+
+
+class Handoffs:
+    """A writer's connections to its log's sequencer: one per thread at a time, kept for the
+    next call. `call(use)` is `use(connection)`, or None when no sequencer is live (the
+    writer then writes itself)."""
+
+    def __init__(self, data_dir: Path | None) -> None:
+        self._dir = data_dir
+        self._idle: list[Handoff] = []
+        self._lock = threading.Lock()
+
+    def call(self, use: Callable[[Handoff], T]) -> T | None:
+        if self._dir is None:
+            return None
+        handoff = self._take()
+        if handoff is None:
+            return None
+        try:
+            out = use(handoff)
+        except CapabilityAnchorError as exc:
+            if isinstance(exc, SequencerLost):
+                handoff.close()
+            else:
+                self._give_back(handoff)
+            raise
+        except BaseException:
+            handoff.close()
+            raise
+        self._give_back(handoff)
+        return out
+
+    def _take(self) -> Handoff | None:
+        with self._lock:
+            while self._idle:
+                kept = self._idle.pop()
+                if kept.open():
+                    return kept
+                kept.close()
+        assert self._dir is not None
+        return Handoff.connect(self._dir)
+
+    def _give_back(self, handoff: Handoff) -> None:
+        with self._lock:
+            self._idle.append(handoff)
+
+    def close(self) -> None:
+        with self._lock:
+            for handoff in self._idle:
+                handoff.close()
+            self._idle.clear()
+
+
+__all__ = [
+    "LOCK_NAME",
+    "SOCKET_NAME",
+    "Append",
+    "Checkpoint",
+    "Handoff",
+    "Handoffs",
+    "Reply",
+    "Request",
+    "Seal",
+    "SequencerLost",
+    "address",
+    "frame",
+    "rebuild",
+    "replay",
+]
