@@ -29,6 +29,7 @@ from litestar.testing import TestClient
 from capability_anchor import head as heads
 from capability_anchor import leaf, merkle
 from capability_anchor.api.app import create_app
+from capability_anchor.api.bodies import INLINE_BODY
 from capability_anchor.api.guards import MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE
 from capability_anchor.api.settings import Settings
 from capability_anchor.errors import StartupCheckFailed
@@ -1230,9 +1231,9 @@ def test_integers_beyond_sqlite_are_bad_requests(reads: Api, template: str) -> N
 def test_bodies_are_decoded_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
-    """A POST body is parsed by the strict check only (in this process with no body
-    workers, else in a worker, where `POST /records` is also appended): Litestar never
-    decodes one, and the handler's `data` is what the check made of it."""
+    """A POST body is parsed by the strict check only (in this process when it is small or
+    there are no body workers, else in a worker): Litestar never decodes one, and the
+    handler's `data` is what the check made of it."""
     h = build_history(tmp_path / "data")
     parsed: list[bytes] = []
     decoded: list[str] = []
@@ -1256,8 +1257,11 @@ def test_bodies_are_decoded_once(
                 f"/records?prove={prove}", json={"records": [rec("once", prove)]}, headers=api.auth
             )
             assert r.status_code == 200 and r.json()["entries"][0]["duplicate"] is False
+        big = {"record": {**h.x, "pad": "x" * INLINE_BODY}}
+        assert api.client.post("/prove", json=big).status_code == 404
     assert decoded == []
-    assert len(parsed) == (3 if workers == 0 else 0)  # a worker's parses are its own
+    # Small bodies are checked on the loop; a worker's parses (the big body's) are its own.
+    assert len(parsed) == (4 if workers == 0 else 3)
 
 
 def _log_on(tmp_path: Path, clock: SteadyClock, today: str) -> History:

@@ -54,6 +54,7 @@ EXPECTED: dict[str, tuple[str, int, int, bool]] = {
     "StoreError": ("unavailable", 503, 2, False),
     "StoreBusy": ("unavailable", 503, 2, True),
     "StoreFull": ("unavailable", 503, 2, True),
+    "SequencerLost": ("unavailable", 503, 2, True),
     "StoreReadOnly": ("unavailable", 503, 2, True),
     "StoreIOError": ("unavailable", 503, 2, True),
     "StoreCorrupt": ("unavailable", 503, 2, False),

@@ -138,7 +138,7 @@ class LogWriter(HeadSigner):
             # The transaction begins: the store's write lock is held from here to the commit.
             with self._store.write():
                 batch = self._sequence(prepared, now)
-                proved = self._prove(batch, subs, now) if prove else None
+                proved = _prove(self, batch, subs, now) if prove else None
             # Durable from here on: the entries, the head and what the answers name. Only now
             # are the edge and the unindexed keys kept (a rolled-back batch leaves them to be
             # re-read).
@@ -150,43 +150,7 @@ class LogWriter(HeadSigner):
                 batch = proved[0]
             self._keep(batch)
             _count(batch)
-        answers: list[Any] = []
-        at = 0
-        for sub in subs:
-            results = batch.results[at : at + len(sub.prepared)]
-            if sub.prove and proved is not None:
-                answers.append(proved[1][at : at + len(sub.prepared)])
-            else:
-                answers.append(results)
-            at += len(sub.prepared)
-        return answers
-
-    def _prove(
-        self, batch: _Batch, subs: Sequence[Submission], now: float
-    ) -> tuple[_Batch, list[dict[str, Any] | None]]:
-        """Inside the group's transaction: a head covering the batch (unless one of its size is
-        signed already), and the entries of the `prove` submissions with its anchor and their
-        proofs, read inside the transaction so they cover the rows it wrote."""
-        size = batch.edge.size
-        newest = self._store.newest_unsealed(batch.day)
-        if newest is not None and newest.tree_size == size:
-            row = newest  # the whole group was duplicates of a signed size
-        else:
-            row = self.sign_head(batch.day, size, False, int(now), batch.pending)
-            batch = _Batch(batch.day, batch.results, batch.edge, Pending(batch.day, size, ()))
-        wanted: list[int] = []
-        at = 0
-        for sub in subs:
-            if sub.prove:
-                wanted.extend(range(at, at + len(sub.prepared)))
-            at += len(sub.prepared)
-        read = self._log.read
-        anchor = read.anchor(row)
-        proofs = read.uncached_proofs(row, [batch.results[i].leaf_index for i in wanted])
-        out: list[dict[str, Any] | None] = [None] * len(batch.results)
-        for i, proof in zip(wanted, proofs, strict=True):
-            out[i] = {**batch.results[i].to_json(), "anchor": anchor, "proof": proof}
-        return batch, out
+        return _split(subs, batch.results, None if proved is None else proved[1])
 
     def _sequence(self, prepared: Sequence[Prepared], now: float) -> _Batch:
         """Sequence and integrate a batch inside the caller's write transaction: contiguous
@@ -337,3 +301,47 @@ class LogWriter(HeadSigner):
                 return False
             self._store.insert_stamp(StampRow(day, tsa, token, gen_time), int(self._log.clock()))
             return True
+
+
+def _prove(
+    writer: LogWriter, batch: _Batch, subs: Sequence[Submission], now: float
+) -> tuple[_Batch, list[dict[str, Any] | None]]:
+    """Inside the group's transaction: a head covering the batch (unless one of its size is
+    signed already), and the entries of the `prove` submissions with its anchor and their
+    proofs, read inside the transaction so they cover the rows it wrote."""
+    size = batch.edge.size
+    newest = writer._store.newest_unsealed(batch.day)
+    if newest is not None and newest.tree_size == size:
+        row = newest  # the whole group was duplicates of a signed size
+    else:
+        row = writer.sign_head(batch.day, size, False, int(now), batch.pending)
+        batch = _Batch(batch.day, batch.results, batch.edge, Pending(batch.day, size, ()))
+    wanted: list[int] = []
+    at = 0
+    for sub in subs:
+        if sub.prove:
+            wanted.extend(range(at, at + len(sub.prepared)))
+        at += len(sub.prepared)
+    read = writer._log.read
+    anchor = read.anchor(row)
+    proofs = read.uncached_proofs(row, [batch.results[i].leaf_index for i in wanted])
+    out: list[dict[str, Any] | None] = [None] * len(batch.results)
+    for i, proof in zip(wanted, proofs, strict=True):
+        out[i] = {**batch.results[i].to_json(), "anchor": anchor, "proof": proof}
+    return batch, out
+
+
+def _split(
+    subs: Sequence[Submission],
+    results: list[AppendResult],
+    proved: list[dict[str, Any] | None] | None,
+) -> list[Any]:
+    """Each submission's part of the group's results (its entries with their proofs, for a
+    `prove` submission)."""
+    answers: list[Any] = []
+    at = 0
+    for sub in subs:
+        end = at + len(sub.prepared)
+        answers.append(proved[at:end] if sub.prove and proved is not None else results[at:end])
+        at = end
+    return answers
