@@ -278,6 +278,9 @@ def main(data_dir: str, queue_records: int, public_url: str | None = None) -> No
     """A sequencer candidate (a process of its own): wait for the lease, then sequence the
     log until SIGTERM or the death of the process that started it."""
     tie_to_parent()
+    # A Ctrl-C at the terminal reaches the whole process group: the service decides when its
+    # candidate stops (SIGTERM, after the requests it answers), not the keyboard.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     folder = Path(data_dir)
     lease = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(lease, fcntl.LOCK_EX)  # a standby waits here, for as long as the leader lives
