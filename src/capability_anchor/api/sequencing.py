@@ -149,8 +149,13 @@ class SequencerLink:
         self._next += 1
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending[self._next] = future
-        writer.write(frame(build(self._next)))
-        await writer.drain()
+        try:
+            writer.write(frame(build(self._next)))
+            await writer.drain()
+        except OSError:  # the connection broke as the batch left: it may have arrived
+            self._pending.pop(self._next, None)
+            self._broken()
+            raise WorkerLost() from None
         reply = await future
         replay(reply.events)
         return reply
