@@ -70,7 +70,7 @@ function response(status, hdrs, body)
   local key = tostring(status)
   statuses[key] = (statuses[key] or 0) + 1
   if mode ~= "post" or status ~= 200 then return end
-  if body:find('"duplicate"%s*:%s*false') then
+  if not body:find('"duplicate"%s*:%s*true') then
     acked = acked + 1
     seen = seen + 1
     if (seen == 1 or seen % every == 0) and nsamples < most then
@@ -134,7 +134,7 @@ class Sample:
 class WrkResult:
     duration: float = 0.0  # s
     requests: int = 0
-    acknowledged: int = 0  # 200 answers that were not duplicates
+    acknowledged: int = 0  # 200 answers that do not say `"duplicate": true`
     duplicates: int = 0
     socket_errors: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
@@ -157,6 +157,14 @@ class WrkResult:
     @property
     def accepted_rate(self) -> float:
         return self.acknowledged / self.duration if self.duration else 0.0
+
+    def describe(self, what: str) -> str:
+        return (
+            f"{what}: {self.requests:,} answers in {self.duration:.1f} s ({self.rate:,.0f}/s), "
+            f"statuses {dict(self.statuses)}, socket errors {dict(self.socket_errors) or 0}; "
+            f"latency p50 {self.p50 * 1e3:.1f} ms, p99 {self.p99 * 1e3:.1f} ms, max "
+            f"{self.max * 1e3:.0f} ms"
+        )
 
     @property
     def other(self) -> int:
