@@ -79,6 +79,7 @@ async def run_probe(
     """Probe until `stop` is set, then wait up to `grace(interval)` s for the last heads."""
     probe = Probe()
     pending: list[tuple[float, str, int]] = []  # (acked at, day, leaf_index)
+    posted = asyncio.Event()  # the last post has its answer: nothing more will be pending
 
     async def post() -> None:
         began = time.monotonic()
@@ -88,7 +89,7 @@ async def run_probe(
             status, answer = await ask(poster, "POST", "/records", body, headers)
             if status == 200:
                 entry = json.loads(answer)["entries"][0]
-                if not entry["duplicate"]:
+                if entry.get("duplicate") is not True:
                     probe.acked += 1
                     pending.append((time.monotonic(), entry["day"], entry["leaf_index"]))
             else:
@@ -97,11 +98,12 @@ async def run_probe(
             with_stop = asyncio.create_task(stop.wait())
             await asyncio.wait({with_stop}, timeout=max(0.0, due - time.monotonic()))
             with_stop.cancel()
+        posted.set()
 
     async def poll() -> None:
         ends: float | None = None
         while True:
-            if stop.is_set() and ends is None:
+            if posted.is_set() and ends is None:
                 ends = time.monotonic() + grace(interval)
             if ends is not None and (not pending or time.monotonic() > ends):
                 return
