@@ -73,6 +73,7 @@ P99_GOAL_S = 0.250
 UVICORN_VS_SERVE_GOAL = 1.0
 SERVE_VS_FLOOR_GOAL = 0.8
 PROOF_P99_GOAL_S = 0.010
+MIN_PROBES = 20
 SERVE, UVICORN = "serve", "uvicorn x2"
 
 
@@ -267,7 +268,7 @@ def one_run(form: str, n: int, args: argparse.Namespace, base: Path) -> Run:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=30.0, help="seconds per phase")
+    parser.add_argument("--duration", type=int, default=30, help="seconds per phase (wrk: whole)")
     parser.add_argument("--connections", type=int, default=256, help="wrk's connections")
     parser.add_argument("--rounds", type=int, default=1, help="serve, uvicorn pairs")
     parser.add_argument("--phases", default=",".join(PHASES), help="comma-separated subset")
@@ -303,11 +304,6 @@ def main(argv: list[str] | None = None) -> int:
 # --- the report ---------------------------------------------------------------------------------
 
 
-def load(run: Run, phase: str) -> str:
-    start, end = run.loads.get(phase, ("", ""))
-    return f"{start.split()[0]} -> {end.split()[0]}" if start else ""
-
-
 def rows(run: Run) -> list[tuple[str, str, str, str]]:
     """(phase, figure, load average start -> end, server CPU) lines of one run."""
     out: list[tuple[str, str]] = []  # (phase, figure); the phase's load on its first line
@@ -332,8 +328,9 @@ def rows(run: Run) -> list[tuple[str, str, str, str]]:
         p99 = r.quantiles()[1]
         out.append(("reads", f"/proof p99 {p99 * 1e3:.1f} ms at {r.throughput:,.0f}/s"))
         out.append(("", f"beside {run.reads_load.accepted_rate:,.0f} accepted writes/s"))
+    loads = {k: f"{a.split()[0]} -> {b.split()[0]}" for k, (a, b) in run.loads.items()}
     cpu = {k: f"{v:.0%}" for k, v in run.cpu.items()}
-    return [(ph, fig, load(run, ph) if ph else "", cpu.get(ph, "")) for ph, fig in out]
+    return [(ph, fig, loads.get(ph, ""), cpu.get(ph, "")) for ph, fig in out]
 
 
 Goal = tuple[str, str, bool]  # (what, figure, met)
@@ -357,7 +354,8 @@ def run_goals(run: Run) -> list[Goal]:
             (f"{name} every acknowledged record stored", stored, all_there),
         ]
     if p is not None:
-        met = p.p99() <= 2 * INTERVAL and p.uncovered == 0 and p.acked > 0
+        # A p99 of a handful of probes (the others refused) is their max: judged from 20 up.
+        met = p.p99() <= 2 * INTERVAL and p.uncovered == 0 and p.acked >= MIN_PROBES
         figure = f"{p.p99():.2f} s ({p.acked} acknowledged, {p.uncovered} never covered)"
         found.append((f"{name} ack to head p99 <= {2 * INTERVAL:g} s", figure, met))
     if r is not None:

@@ -204,7 +204,7 @@ def argv(url: str, script: Path, duration: float, connections: int, *script_args
         str(WRK if WRK.exists() else shutil.which("wrk")),
         f"-t{threads}",
         f"-c{connections}",
-        f"-d{max(1, round(duration))}s",
+        f"-d{max(1, round(duration))}s",  # whole seconds
         f"--timeout={TIMEOUT}",
         "--latency",
         "-s",
