@@ -7,13 +7,14 @@
     python3 tools/dev.py faketime   # install libfaketime (the clock-jump tests need it)
     python3 tools/dev.py prometheus # install Prometheus and promtool (the /metrics tests)
     python3 tools/dev.py chromium   # install headless Chromium (the docs-page tests need it)
+    python3 tools/dev.py wrk        # install wrk (the write benchmark and its smoke test)
 
 Both create `.venv` beside `pyproject.toml` and install the project into it (with its
 test extras) the first time, and again whenever `pyproject.toml` changes. `test` also
-installs libfaketime, Chromium and Prometheus (Debian's `faketime`, `chromium` and
-`prometheus`) when they are missing and this runs as root, quietly; the tests that need
-them skip, saying why, only where that is impossible (`--fast` skips this: only tests/e2e
-needs them). Standard library only, so it runs before anything is installed.
+installs libfaketime, Chromium, Prometheus and wrk (Debian's `faketime`, `chromium`,
+`prometheus` and `wrk`) when they are missing and this runs as root, quietly; the tests
+that need them skip, saying why, only where that is impossible (`--fast` skips this: only
+tests/e2e needs them). Standard library only, so it runs before anything is installed.
 """
 
 from __future__ import annotations
@@ -31,17 +32,19 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".capability-anchor-installed"
 # Debian package -> a file it installs: the clock-jump tests need libfaketime, the docs-page
-# tests a headless Chromium.
+# tests a headless Chromium, the write benchmark wrk.
 SYSTEM_PACKAGES = {
     "faketime": Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"),
     "chromium": Path("/usr/bin/chromium"),
     # Debian's `prometheus` gives both /usr/bin/prometheus and /usr/bin/promtool.
     "prometheus": Path("/usr/bin/promtool"),
+    "wrk": Path("/usr/bin/wrk"),
 }
 _NEEDED_BY = {
     "faketime": "the clock-jump tests",
     "chromium": "the docs-page browser tests",
     "prometheus": "the /metrics tests (promtool, a real Prometheus)",
+    "wrk": "the write benchmark (tools/bench_writes.py)",
 }
 
 
