@@ -144,6 +144,8 @@ OVERLONG = b'{"v": "0.2", "pad": "' + b"p" * (2**20 + 1) + b'"}\n'
         (b"\n\n" + REFUSED, 2503, "status: must be one of", 1),  # blank lines are counted
         (b'{"v": "0.2", "sub": \n', 2501, "invalid JSON", 2),
         (OVERLONG, 2501, "longer than 1048576 bytes", 1),
+        # The first refused line is the one said, also when a longer one follows it.
+        (REFUSED + OVERLONG, 2501, "status: must be one of", 1),
         # Malformed JSON anywhere is exit 2, also after a refused record: the rest is parsed.
         (REFUSED + b"".join(GOOD_LINES[:3]) + b"[1,\n" + GOOD, 2505, "invalid JSON", 2),
         (OVERLONG + b"NaN\n", 2502, "invalid JSON", 2),

@@ -107,14 +107,11 @@ def _validate(log: Log, lines: _Lines, spool: _Spool, progress: Any, size: int) 
     """The first pass: every line parsed, every record prepared into the spool. Gives the
     number of records, or minus the exit code once the first bad line was said. Malformed
     JSON anywhere is exit 2 even after a refused record (1): the rest is still parsed."""
-    chunk: list[object] = []
-    numbers: list[int] = []
-    refused: tuple[int, InvalidRecord] | None = None
-    count = 0
+    batches = _Batches(log, spool, size)
     for line in lines:
         if line is None:
             over = f"the line is longer than {LINE_LIMIT} bytes: no record is (SPEC §2)"
-            refused = refused or (lines.number, InvalidRecord(over))
+            batches.refuse(lines.number, InvalidRecord(over))
             continue
         if not line.strip():
             continue  # blank lines are skipped but counted
@@ -125,37 +122,60 @@ def _validate(log: Log, lines: _Lines, spool: _Spool, progress: Any, size: int) 
             hint = _json_lines_hint(line, lines) if lines.first_content else ""
             print(f"{PROG}: line {lines.number}: {exc}{hint}", file=sys.stderr)
             return -EXIT_USAGE
-        if refused is not None:
-            continue
-        chunk.append(record)
-        numbers.append(lines.number)
-        if len(chunk) == size:
-            refused = _prepare(log, chunk, numbers, spool)
-            count += len(chunk)
-            chunk, numbers = [], []
+        if batches.add(record, lines.number):
             progress(lines.number, None, "validate (lines)")
-    if chunk and refused is None:
-        refused = _prepare(log, chunk, numbers, spool)
-        count += len(chunk)
-    if refused is not None:
-        print(f"{PROG}: line {refused[0]}: {refused[1]}", file=sys.stderr)
+    batches.flush()
+    if batches.refused is not None:
+        print(f"{PROG}: line {batches.refused[0]}: {batches.refused[1]}", file=sys.stderr)
         return -EXIT_FAILED
-    return count
+    return batches.count
 
 
-def _prepare(
-    log: Log, chunk: list[object], numbers: list[int], spool: _Spool
-) -> tuple[int, InvalidRecord] | None:
-    """Prepare one batch into the spool, or say which line was refused (nothing spooled).
-    Prepared at the clock of now: each batch is stored at a later reading, and the record
-    rule's only time limit (`checked_at` no later than acceptance + 300 s) moves later with
-    the clock, so what passes here passes then."""
-    try:
-        prepared = log.prepare(chunk)
-    except InvalidRecord as exc:
-        return (numbers[exc.position] if exc.position is not None else 0), exc
-    spool.write(prepared)
-    return None
+class _Batches:
+    """Records gathered into batches of `size`, each prepared into the spool when full;
+    after the first refused line (`refused`), records are no longer prepared."""
+
+    def __init__(self, log: Log, spool: _Spool, size: int) -> None:
+        self._log, self._spool, self._size = log, spool, size
+        self._records: list[object] = []
+        self._numbers: list[int] = []
+        self.count = 0
+        self.refused: tuple[int, InvalidRecord] | None = None
+
+    def add(self, record: object, number: int) -> bool:
+        """Add a record; True when that filled and prepared a batch."""
+        if self.refused is not None:
+            return False
+        self._records.append(record)
+        self._numbers.append(number)
+        if len(self._records) < self._size:
+            return False
+        self.flush()
+        return True
+
+    def refuse(self, number: int, error: InvalidRecord) -> None:
+        """A line refused before it was parsed: the records before it are prepared first,
+        so that the first refused line is the one said."""
+        self.flush()
+        if self.refused is None:
+            self.refused = (number, error)
+
+    def flush(self) -> None:
+        """Prepare the gathered records into the spool. Prepared at the clock of now: each
+        batch is stored at a later reading, and the record rule's one time limit
+        (`checked_at` no later than acceptance + 300 s) only moves later with the clock, so
+        what passes here passes then too."""
+        records, numbers = self._records, self._numbers
+        self._records, self._numbers = [], []
+        if not records or self.refused is not None:
+            return
+        try:
+            prepared = self._log.prepare(records)
+        except InvalidRecord as exc:
+            self.refused = (numbers[exc.position] if exc.position is not None else 0), exc
+            return
+        self._spool.write(prepared)
+        self.count += len(prepared)
 
 
 class _Lines:
