@@ -5,10 +5,10 @@ refused operation, 2 usage or I/O error. Every subcommand takes `--data DIR` (de
 CAPABILITY_ANCHOR_DATA, else ./data). The log's clock is the system clock: there is no way
 to set it from here (tests inject it through the library).
 
-Here: the parser and the dispatch; the commands are in `operator_write` (init, append,
-checkpoint, seal, timestamp, rotate-key), `operator_witness` (policy, cosign),
-`operator_read` (proof, consistency, export, audit, demo) and `operator_backup` (backup),
-what they share in `operator_base`, `serve` in its own module.
+Here: the parser and the dispatch; the commands are in `operator_write` (init,
+checkpoint, seal, timestamp, rotate-key), `operator_append` (append), `operator_witness`
+(policy, cosign), `operator_read` (proof, consistency, export, audit, demo) and
+`operator_backup` (backup), what they share in `operator_base`, `serve` in its own module.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from capability_anchor.errors import CapabilityAnchorError
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
 from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
+from .operator_append import cmd_append
 from .operator_backup import add_backup_arguments, cmd_backup
 from .operator_base import PROG, add_published, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
 from .operator_recover import cmd_recover
 from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
 from .operator_write import (
-    cmd_append,
     cmd_checkpoint,
     cmd_init,
     cmd_rotate_key,

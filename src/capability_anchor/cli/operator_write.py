@@ -1,17 +1,14 @@
-"""The operator commands that write the log: init, append, checkpoint, seal, timestamp,
-rotate-key (each imports what it needs when it runs, so `--help` stays fast)."""
+"""The operator commands that write the log: init, checkpoint, seal, timestamp, rotate-key
+(each imports what it needs when it runs, so `--help` stays fast); append is
+`operator_append`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from capability_anchor import leaf
-from capability_anchor.errors import InvalidRecord
-
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit, sigint_held
+from .common import EXIT_FAILED, EXIT_OK, emit
 from .operator_base import PROG, data_dir, emit_doc, open_log, refuse_if_behind
 
 
@@ -52,90 +49,6 @@ def cmd_init(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
-
-
-def _read_lines(name: str) -> list[bytes]:
-    if name == "-":
-        return sys.stdin.buffer.read().split(b"\n")
-    return Path(name).read_bytes().split(b"\n")
-
-
-def cmd_append(args: argparse.Namespace) -> int:
-    """Append, and on Ctrl-C (SIGINT) stop with one line saying how many records are stored
-    (exit 130, no traceback). The count is exact: SIGINT is held while a batch's transaction
-    runs, so a batch is either stored and counted or not stored at all."""
-    from capability_anchor.progress import StderrProgress
-
-    progress = StderrProgress()
-    stored: list[int] = []
-    try:
-        return _append(args, progress, stored)
-    except KeyboardInterrupt:
-        progress.close()
-        # Spelled as issue #20 gives it, without the program prefix: the one line to read.
-        print(
-            f"interrupted: {sum(stored)} records stored; rerun the same input to continue "
-            "(stored ones come back as duplicates)",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
-
-
-def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
-    from capability_anchor.log import MAX_BATCH
-
-    lines = _read_lines(args.file)
-    with open_log(args) as log:
-        records: list[object] = []
-        line_of: list[int] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue  # blank lines are skipped but counted
-            try:
-                records.append(leaf.parse_json(line))
-            except InvalidRecord as exc:
-                # Malformed JSON is exit 2 in every command (docs/explanation/decisions.md).
-                hint = _json_lines_hint(lines) if not records else ""
-                print(f"{PROG}: line {number}: {exc}{hint}", file=sys.stderr)
-                return EXIT_USAGE
-            line_of.append(number)
-        # Everything is validated before anything is stored: one bad line stores nothing.
-        try:
-            prepared = log.prepare(records)
-        except InvalidRecord as exc:
-            number = line_of[exc.position] if exc.position is not None else 0
-            print(f"{PROG}: line {number}: {exc}", file=sys.stderr)
-            return EXIT_FAILED
-        for start in range(0, len(prepared), MAX_BATCH):
-            # Each batch is one durable transaction; it is counted once its commit returned,
-            # and its lines are printed only then: every line printed is an acknowledged
-            # entry. A Ctrl-C while lines are printed (a slow reader) stops at once.
-            with sigint_held() as interrupted:
-                results = log.append_prepared(prepared[start : start + MAX_BATCH])
-            stored.append(len(results))
-            for result in results:
-                emit(result.to_json())
-            sys.stdout.flush()
-            progress(min(start + MAX_BATCH, len(prepared)), len(prepared), "append")
-            if interrupted:
-                raise KeyboardInterrupt
-        progress.close()
-    return EXIT_OK
-
-
-def _json_lines_hint(lines: list[bytes]) -> str:
-    """A hint when the first record does not parse because the input is one JSON document
-    spread over several lines (a pretty-printed object or an array), not JSON Lines."""
-    content = [line for line in lines if line.strip()]
-    if len(content) < 2:
-        return ""
-    first = content[0].strip()
-    if first not in (b"{", b"["):
-        try:
-            leaf.parse_json(b"\n".join(lines))
-        except InvalidRecord:
-            return ""
-    return "; input is JSON Lines: one object per line"
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
