@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from hashlib import sha256
 from typing import Any
+
+import msgspec
 
 from capability_anchor import leaf
 from capability_anchor.errors import InvalidRecord
-from capability_anchor.merkle import hash_leaf
 from capability_anchor.record import rule as observation
 
 from .serverindex import server_keys
@@ -22,6 +24,11 @@ from .serverindex import server_keys
 Prepared = tuple[bytes, bytes, tuple[str, ...]]
 
 MAX_BATCH = 1000
+
+# msgspec's sorted encoder writes a plain value (`strictjson.is_plain`) byte for byte as
+# RFC 8785 does, ~7x faster than sorted json.dumps; `leaf.plain_leaf_bytes` hands it only
+# plain values, and tests/unit/test_prepare_fast.py holds it to rfc8785.
+_ENCODE = msgspec.json.Encoder(order="sorted").encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +61,15 @@ def prepare_records(
     clock no earlier than `now`, so a record accepted here meets the rule's time limit then
     too (a time limit only ever moves later)."""
     prepared: list[Prepared] = []
+    append = prepared.append
+    check = observation.check_record
     for position, record in enumerate(records):
         try:
-            data = leaf.leaf_bytes(record)
+            data = leaf.plain_leaf_bytes(record, _ENCODE) or leaf.leaf_bytes(record)
             if isinstance(record, dict) and "iss" in record and record["iss"] != iss:
                 raise InvalidRecord(f"iss {record['iss']!r} is not this log's issuer {iss!r}")
-            observation.check_record(record, rule, now=now, namespace=namespace)
+            check(record, rule, now=now, namespace=namespace)
         except InvalidRecord as exc:
             raise InvalidRecord(str(exc), position=position) from None
-        prepared.append((hash_leaf(data), data, server_keys(record)))
+        append((sha256(b"\x00" + data).digest(), data, server_keys(record)))
     return prepared
