@@ -340,8 +340,11 @@ def leaf_claims(record: object) -> dict[str, Any]:
 def leaf_bytes(record: object) -> bytes:
     """RFC 8785 canonical UTF-8 of the record's leaf claims (SPEC §2)."""
     fast = plain_leaf_bytes(record)
-    if fast is not None:
-        return fast
+    return fast if fast is not None else walked_leaf_bytes(record)
+
+
+def walked_leaf_bytes(record: object) -> bytes:
+    """`leaf_bytes` through the exact walk: every record, and every refusal's message."""
     plain = _walk(record, _EARLY_STOP_BYTES)
     claims = leaf_claims(record)
     try:

@@ -7,7 +7,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from capability_anchor.errors import UsageError
 
-from .fast import URL_SEARCH
+from .fast import url_matches
 
 
 def canonical_url(url: object) -> str:
@@ -17,7 +17,7 @@ def canonical_url(url: object) -> str:
     A URL the §4 pattern accepts is its own canonical form (`tests/e2e/test_cr_tokens.py`
     proves it over generated URLs), so that check, a third of urllib's cost, answers for
     the common URL; anything else goes through `urllib_canonical_url`."""
-    if type(url) is str and URL_SEARCH(url):
+    if type(url) is str and url_matches(url):
         return url
     return urllib_canonical_url(url)
 
