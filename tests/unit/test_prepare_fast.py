@@ -24,8 +24,7 @@ from capability_anchor.log.batch import _ENCODE, prepare_records
 from capability_anchor.log.serverindex import server_keys
 from capability_anchor.record import rule
 from capability_anchor.record.urls import urllib_canonical_url
-from tests.unit.test_jcs import ANY_JSON, ASCII_TEXT, PLAIN_JSON, TEXT
-from tests.unit.test_record_fast import NOW, records
+from tests.kit.recordgen import ANY_JSON, ASCII_TEXT, NOW, PLAIN_JSON, TEXT, records
 
 ISS = "https://resolver.example"
 RESERVED = st.sampled_from(sorted(leaf.RESERVED_MEMBERS))
