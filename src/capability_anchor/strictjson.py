@@ -7,9 +7,12 @@ different values), no NaN/Infinity, no number that overflows a double, and no lo
 unless the caller validates strings itself with a better location (records do).
 `load_object` is the parse every reader of a JSON object uses, with its own error and words.
 
-`canonical` is the project's only way to write RFC 8785 (JCS) bytes, and this the only module
+`canonical` is the project's way to write RFC 8785 (JCS) bytes, and this the only module
 that imports `rfc8785`: a fast path that must stay byte-identical to it sits behind one name,
-and `tests/unit/test_jcs.py` proves the two equal over generated JSON values.
+and `tests/unit/test_jcs.py` proves the two equal over generated JSON values. The one other
+writer is `plain_canonical`'s caller-given encoder for plain records (`log.batch` passes
+msgspec's sorted one, off the verifying path), which `tests/unit/test_prepare_fast.py` holds
+to `rfc8785` the same way.
 
 Imports only `errors` and the `rfc8785` library: it is the kernel under every other module.
 """
