@@ -24,7 +24,7 @@ from capability_anchor import strictjson
 
 from .errors import InvalidRecord, MalformedJSON
 from .merkle import hash_leaf
-from .strictjson import MAX_SAFE_INTEGER, json_type_name
+from .strictjson import MAX_SAFE_INTEGER, Encoder, json_type_name
 
 __all__ = [
     "MAX_DEPTH",
@@ -339,6 +339,12 @@ def leaf_claims(record: object) -> dict[str, Any]:
 
 def leaf_bytes(record: object) -> bytes:
     """RFC 8785 canonical UTF-8 of the record's leaf claims (SPEC §2)."""
+    fast = plain_leaf_bytes(record)
+    return fast if fast is not None else walked_leaf_bytes(record)
+
+
+def walked_leaf_bytes(record: object) -> bytes:
+    """`leaf_bytes` through the exact walk: every record, and every refusal's message."""
     plain = _walk(record, _EARLY_STOP_BYTES)
     claims = leaf_claims(record)
     try:
@@ -353,6 +359,13 @@ def leaf_bytes(record: object) -> bytes:
             f"leaf bytes are {len(data)} bytes long, over the limit of {MAX_LEAF_BYTES}"
         )
     return data
+
+
+def plain_leaf_bytes(record: object, encode: Encoder | None = None) -> bytes | None:
+    """`leaf_bytes` of the common record, one the walk would accept and call plain, at C speed
+    (`strictjson.plain_canonical`, with `encode` if given); None for any other record."""
+    limits = {"max_depth": MAX_DEPTH, "max_bytes": MAX_LEAF_BYTES}
+    return strictjson.plain_canonical(record, omit=RESERVED_MEMBERS, encode=encode, **limits)
 
 
 def leaf_hash(record: object) -> bytes:

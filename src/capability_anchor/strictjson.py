@@ -7,9 +7,12 @@ different values), no NaN/Infinity, no number that overflows a double, and no lo
 unless the caller validates strings itself with a better location (records do).
 `load_object` is the parse every reader of a JSON object uses, with its own error and words.
 
-`canonical` is the project's only way to write RFC 8785 (JCS) bytes, and this the only module
+`canonical` is the project's way to write RFC 8785 (JCS) bytes, and this the only module
 that imports `rfc8785`: a fast path that must stay byte-identical to it sits behind one name,
-and `tests/unit/test_jcs.py` proves the two equal over generated JSON values.
+and `tests/unit/test_jcs.py` proves the two equal over generated JSON values. The one other
+writer is `plain_canonical`'s caller-given encoder for plain records (`log.batch` passes
+msgspec's sorted one, off the verifying path), which `tests/unit/test_prepare_fast.py` holds
+to `rfc8785` the same way.
 
 Imports only `errors` and the `rfc8785` library: it is the kernel under every other module.
 """
@@ -20,7 +23,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeGuard
+from typing import Any, Final, NoReturn, TypeGuard
 
 import rfc8785
 
@@ -178,9 +181,7 @@ def canonical(value: Any, *, plain: bool = False) -> bytes:
     make that promise; everyone else takes the general path. Raises ValueError (rfc8785's
     CanonicalizationError is one) or TypeError for what JCS cannot write."""
     if plain:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-            "utf-8"
-        )
+        return _dumps_plain(value)
     data: bytes = rfc8785.dumps(value)
     return data
 
@@ -213,6 +214,78 @@ def is_plain(value: Any) -> bool:
         elif item is not None and kind is not bool:
             return False
     return True
+
+
+Encoder = Callable[[Any], bytes]
+
+
+def plain_canonical(
+    value: object,
+    *,
+    omit: frozenset[str],
+    max_depth: int,
+    max_bytes: int,
+    encode: Encoder | None = None,
+) -> bytes | None:
+    """The JCS bytes of `value` less its top-level members `omit`, when all of `value`
+    (omitted members too) is plain (`is_plain`), no container is nested deeper than
+    `max_depth` (`value` is depth 1) and the bytes are at most `max_bytes`; None for anything
+    else, or any doubt (over 2 * `max_bytes` values to look at): the caller's exact walk then
+    decides and explains. One Python call per container and none per scalar: the append
+    path's check. `encode` writes plain values as RFC 8785 does and raises
+    UnicodeEncodeError at a lone surrogate (sorted `json.dumps` then UTF-8, the default, or
+    msgspec's sorted encoder; `tests/unit/test_prepare_fast.py` holds both to `rfc8785`)."""
+    if type(value) is not dict or _plain_shape(value, 1, max_depth, 2 * max_bytes) < 0:
+        return None
+    write = _dumps_plain if encode is None else encode
+    try:
+        if omit.isdisjoint(value):
+            data = write(value)
+        else:
+            write([value[k] for k in omit if k in value])  # refuses a lone surrogate there
+            data = write({k: v for k, v in value.items() if k not in omit})
+    except UnicodeEncodeError:
+        return None
+    return data if len(data) <= max_bytes else None
+
+
+def _dumps_plain(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8"
+    )
+
+
+_STR: Final = frozenset({str})
+
+
+def _plain_shape(value: Any, depth: int, max_depth: int, budget: int) -> int:
+    """`budget` less the values in the container `value` (at `depth`) and below it, when all
+    are plain but for lone surrogates and no container is deeper than `max_depth`; else -1."""
+    if depth > max_depth:
+        return -1
+    if type(value) is dict:
+        if not _STR.issuperset(map(type, value)) or not "".join(value).isascii():
+            return -1
+        items = value.values()
+    else:
+        items = value
+    budget -= len(value)
+    if budget < 0:
+        return -1
+    for item in items:
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                continue
+            return -1
+        if kind is dict or kind is list:
+            budget = _plain_shape(item, depth + 1, max_depth, budget)
+            if budget >= 0:
+                continue
+        return -1
+    return budget
 
 
 def _encodes(text: str) -> bool:

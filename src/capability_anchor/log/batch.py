@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from hashlib import sha256
+from typing import Any, cast
+
+import msgspec
 
 from capability_anchor import leaf
 from capability_anchor.errors import InvalidRecord
-from capability_anchor.merkle import hash_leaf
 from capability_anchor.record import rule as observation
+from capability_anchor.record.fast import accepts
 
 from .serverindex import server_keys
 
@@ -22,6 +25,11 @@ from .serverindex import server_keys
 Prepared = tuple[bytes, bytes, tuple[str, ...]]
 
 MAX_BATCH = 1000
+
+# msgspec's sorted encoder writes a plain value (`strictjson.is_plain`) byte for byte as
+# RFC 8785 does, ~7x faster than sorted json.dumps; `leaf.plain_leaf_bytes` hands it only
+# plain values, and tests/unit/test_prepare_fast.py holds it to rfc8785.
+_ENCODE = msgspec.json.Encoder(order="sorted").encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +62,31 @@ def prepare_records(
     clock no earlier than `now`, so a record accepted here meets the rule's time limit then
     too (a time limit only ever moves later)."""
     prepared: list[Prepared] = []
+    append = prepared.append
+    observed = rule == observation.OBSERVATION
+    second = int(now)
     for position, record in enumerate(records):
         try:
-            data = leaf.leaf_bytes(record)
+            data = leaf.plain_leaf_bytes(record, _ENCODE)
+            plain = data is not None
+            if data is None:
+                data = leaf.walked_leaf_bytes(record)
             if isinstance(record, dict) and "iss" in record and record["iss"] != iss:
                 raise InvalidRecord(f"iss {record['iss']!r} is not this log's issuer {iss!r}")
-            observation.check_record(record, rule, now=now, namespace=namespace)
+            if observed and accepts(record, second, namespace, names_checked=plain):
+                # The fast rule held `url` to the §4 pattern: it is its own canonical form,
+                # so these are `server_keys(record)` without matching it again.
+                keys = _accepted_keys(cast(dict[str, str], record))
+            else:
+                observation.check_record(record, rule, now=now, namespace=namespace)
+                keys = server_keys(record)
         except InvalidRecord as exc:
             raise InvalidRecord(str(exc), position=position) from None
-        prepared.append((hash_leaf(data), data, server_keys(record)))
+        append((sha256(b"\x00" + data).digest(), data, keys))
     return prepared
+
+
+def _accepted_keys(record: dict[str, str]) -> tuple[str, ...]:
+    if "iss" not in record:  # the one member /record needs that the rule does not
+        return ()
+    return ("sub:" + record["sub"], "url:" + record["url"])

@@ -10,9 +10,9 @@ size rounded down to INDEX_CHUNK) (`index_watermark`; the audit holds the index 
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass
+from operator import itemgetter
 
 from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.record.urls import canonical_url
@@ -23,6 +23,7 @@ INDEX_CHUNK = 32768
 
 # The members a record needs to be served by /record (SPEC §6); others are not indexed.
 SERVER_MEMBERS = ("v", "iss", "sub", "url", "status", "checked_at", "evidence")
+_SERVER_MEMBERS = frozenset(SERVER_MEMBERS)
 
 
 def index_watermark(newest_head_size: int, day_size: int) -> int:
@@ -33,15 +34,15 @@ def index_watermark(newest_head_size: int, day_size: int) -> int:
 
 def server_keys(record: object) -> tuple[str, ...]:
     """Index keys of a server record (one with every member `/record` needs), else none."""
-    if not isinstance(record, dict) or any(m not in record for m in SERVER_MEMBERS):
+    if not isinstance(record, dict) or not record.keys() >= _SERVER_MEMBERS:
         return ()
-    keys = []
-    if isinstance(record["sub"], str):
-        keys.append(f"sub:{record['sub']}")
-    # A url that is not an https server URL is left out: that server is found by id only.
-    with contextlib.suppress(UsageError):
-        keys.append(f"url:{canonical_url(record['url'])}")
-    return tuple(keys)
+    sub = record["sub"]
+    try:
+        url = f"url:{canonical_url(record['url'])}"
+    except UsageError:
+        # A url that is not an https server URL is left out: that server is found by id only.
+        return (f"sub:{sub}",) if isinstance(sub, str) else ()
+    return (f"sub:{sub}", url) if isinstance(sub, str) else (url,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +94,12 @@ class ServerIndex:
         if upto <= pending.start:
             return pending
         done = upto - pending.start
+        # Sorted by key alone: the rows are made in index order and the sort is stable, so
+        # equal keys stay in index order, as sorting the (key, index) pairs would put them,
+        # without a tuple comparison per step.
         rows = sorted(
-            (k, pending.start + n) for n, ks in enumerate(pending.keys[:done]) for k in ks
+            [(k, pending.start + n) for n, ks in enumerate(pending.keys[:done]) for k in ks],
+            key=itemgetter(0),
         )
         self._store.insert_servers(pending.day, rows)
         return Pending(pending.day, upto, pending.keys[done:])

@@ -14,6 +14,12 @@ import re
 from typing import Final
 
 LOCAL_MAX: Final = 128
+# The rule's other data, here so that `rule` and its fast path (`fast`) read one copy.
+STATUSES: Final = ("ok", "sign_in", "down", "unknown")
+FORBIDDEN: Final = ("need", "constraints")
+# CR 0.2 §9.6 "MUST NOT sign a checked_at later than the observation", with the clock skew
+# CR §8 allows a token's iat.
+CHECKED_AT_SKEW: Final = 300
 
 # `$` alone would also match before a final "\n" in Python (msgspec calls `re.search`); the
 # lookahead after it makes the end the end in both dialects. ASCII classes only, never `\d`

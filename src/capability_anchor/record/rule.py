@@ -41,11 +41,15 @@ import msgspec
 
 from capability_anchor.errors import InvalidRecord, UsageError
 
+from .fast import accepts, whole_second
 from .patterns import (
     CHECKED_AT_PATTERN,
+    CHECKED_AT_SKEW,
     DAY_PATTERN,
+    FORBIDDEN,
     LOCAL_MAX,
     NAMESPACE_PATTERN,
+    STATUSES,
     URL_PATTERN,
     sub_pattern,
 )
@@ -60,11 +64,6 @@ NAMESPACE_KEY: Final = "id_namespace"
 # whose writers must not start being refused by an upgrade.
 LEGACY_RULE: Final = ANY
 
-STATUSES: Final = ("ok", "sign_in", "down", "unknown")
-FORBIDDEN: Final = ("need", "constraints")
-# CR 0.2 §9.6 "MUST NOT sign a checked_at later than the observation", with the clock skew
-# CR §8 allows a token's iat.
-CHECKED_AT_SKEW: Final = 300
 CHECKED_AT_FORMAT: Final = "cr-checked-at"
 FIRST_SEEN_FORMAT: Final = "cr-first-seen"
 
@@ -228,7 +227,18 @@ def token_problem(
     record: object, *, accepted_at: float, namespace: str | None = None
 ) -> str | None:
     """Why a token signing `record` (accepted at `accepted_at`) would not be a CR 0.2 token
-    (SPEC §13.1), or None: the door's check, and `/record`'s for stored entries."""
+    (SPEC §13.1), or None: the door's check, and `/record`'s for stored entries. The common
+    well-formed record is accepted by `fast.accepts`; every other one, and every message,
+    comes from `exact_problem`."""
+    if accepts(record, int(accepted_at), namespace):
+        return None
+    return exact_problem(record, accepted_at=accepted_at, namespace=namespace)
+
+
+def exact_problem(
+    record: object, *, accepted_at: float, namespace: str | None = None
+) -> str | None:
+    """`token_problem` without the fast path: msgspec's Struct, then the time rules."""
     if isinstance(record, dict):
         present = [m for m in FORBIDDEN if m in record]
         if present:
@@ -346,9 +356,7 @@ def _rfc3339(seconds: int) -> str:
 
 def _time_problem(checked: Observation, accepted_at: int) -> str | None:
     """The two time rules; `accepted_at` is the whole second the log stores (`accepted_at`)."""
-    whole = int(
-        dt.datetime.fromisoformat(checked.checked_at[:19]).replace(tzinfo=dt.UTC).timestamp()
-    )
+    whole = whole_second(checked.checked_at[:19])
     fraction = checked.checked_at[20:-1].strip("0")
     latest = accepted_at + CHECKED_AT_SKEW
     if whole > latest or (whole == latest and fraction):
