@@ -49,6 +49,7 @@ REQUIRED = {
     "capability_anchor_records_duplicate",
     "capability_anchor_writes_rejected",
     "capability_anchor_batch_size_records",
+    "capability_anchor_commit_batches",
     "capability_anchor_day_tree_size",
     "capability_anchor_newest_head_age_seconds",
     "capability_anchor_newest_checkpoint_age_seconds",

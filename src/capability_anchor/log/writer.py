@@ -46,11 +46,14 @@ class _Batch:
     pending: Pending
 
 
-def _count(batch: _Batch) -> None:
-    """A committed batch in the metrics: its size, and its new and duplicate records."""
+def _count(batch: _Batch, subs: Sequence[Submission]) -> None:
+    """A committed group in the metrics: each batch's size, the batches it held, and its new
+    and duplicate records."""
     m = observe()
     duplicates = sum(1 for r in batch.results if r.duplicate)
-    m.batch_size.observe(len(batch.results))
+    for sub in subs:
+        m.batch_size.observe(len(sub.prepared))
+    m.commit_batches.observe(len(subs))
     m.appended.inc(len(batch.results) - duplicates)
     m.duplicates.inc(duplicates)
 
@@ -149,7 +152,7 @@ class LogWriter(HeadSigner):
                     )
                 batch = proved[0]
             self._keep(batch)
-            _count(batch)
+            _count(batch, subs)
         return _split(subs, batch.results, None if proved is None else proved[1])
 
     def _sequence(self, prepared: Sequence[Prepared], now: float) -> _Batch:

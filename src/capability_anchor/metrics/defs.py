@@ -22,6 +22,7 @@ PREFIX = "capability_anchor"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 # Records per POST /records (at most 1,000, SPEC §6).
 BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+COMMIT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Metrics:
     duplicates: Counter
     rejected: Counter
     batch_size: Histogram
+    commit_batches: Histogram
     witness_requests: Counter
     witness_seconds: Histogram
     seals: Counter
@@ -73,6 +75,11 @@ def make() -> Metrics:
             f"{p}_batch_size_records",
             "records per appended batch (POST /records)",
             buckets=BATCH_BUCKETS,
+        ),
+        commit_batches=Histogram(
+            f"{p}_commit_batches",
+            "batches per durable commit (group commit: concurrent writers share one)",
+            buckets=COMMIT_BUCKETS,
         ),
         witness_requests=Counter(
             f"{p}_witness_requests_total",
