@@ -31,6 +31,7 @@ BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
 READER_CACHE_KIB = 4 * 1024
+PAGE_SIZE = 8192  # of a log created now; one made before keeps its own (VACUUM changes it)
 # The WAL's bound under steady writes (docs/explanation/store.md): the background checkpointer
 # truncates it past WAL_TRUNCATE_BYTES, the writer itself past WAL_LIMIT_BYTES; either waits
 # at most WAL_WAIT_MS for readers still on older frames.
