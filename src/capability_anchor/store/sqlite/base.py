@@ -67,6 +67,7 @@ class SqliteBase(Store):
         self._checkpointer: tuple[threading.Event, threading.Thread] | None = None
         # The hard WAL limit `_bound_wal` keeps, set with the checkpointer (upkeep only).
         self._wal_limit: int | None = None
+        self._wal_commit_max = 0  # the most one commit has added to the WAL, in bytes
         # Set by a read-only opening (sqlite_open): the file's identity when it was opened
         # as immutable, and the TEXT values read that were not UTF-8.
         self._immutable: tuple[int, int, int] | None = None
@@ -173,12 +174,17 @@ class SqliteBase(Store):
     def _wal_path(self) -> Path:
         return self.path.with_name(self.path.name + "-wal")
 
-    def _bound_wal(self) -> None:
-        """After a commit: a WAL past the hard limit (the background checkpoint fell behind,
-        or a long read held it) is truncated by the writer itself before it writes on. Only
-        the writing thread waits, and at most `WAL_WAIT_MS` for readers; it is no error
+    def _bound_wal(self, before: int) -> None:
+        """After a commit that found the WAL at `before` bytes: when one more commit as large
+        as the largest yet would take it past the hard limit (the background checkpoint fell
+        behind, or a long read held it), the writer truncates it itself before it writes on.
+        Only the writing thread waits, and at most `WAL_WAIT_MS` for readers; it is no error
         when it cannot (the next commit tries again)."""
-        if self._wal_limit is None or _size(self._wal_path()) < self._wal_limit:
+        if self._wal_limit is None:
+            return
+        after = _size(self._wal_path())
+        self._wal_commit_max = max(self._wal_commit_max, after - before)
+        if after + self._wal_commit_max < self._wal_limit:
             return
         # After a passive checkpoint running now: SQLite answers a second one busy at once.
         with self._checkpoint_lock, contextlib.suppress(sqlite3.Error):
@@ -230,12 +236,14 @@ class SqliteBase(Store):
                     self._writer.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:
                     raise self._failed(exc, "cannot take the log's write lock") from None
+                # Under SQLite's write lock no one else can add frames or truncate.
+                wal_before = 0 if self._wal_limit is None else _size(self._wal_path())
                 try:
                     yield
                     if not self._writer.in_transaction:
                         raise StoreError("SQLite rolled the write transaction back")
                     self._writer.execute("COMMIT")
-                    self._bound_wal()
+                    self._bound_wal(wal_before)
                 except sqlite3.Error as exc:
                     self._rollback()
                     raise self._failed(exc, "the commit failed") from None
