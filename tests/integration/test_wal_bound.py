@@ -69,7 +69,8 @@ def test_the_wal_stays_bounded_under_steady_writes_and_reads(
         log.close()
     assert not read_errors
     assert sizes
-    # The writer truncates after any commit that passed the limit, so the file holds at most
-    # the limit and one commit's frames (about 0.6 MiB here, at 8 KiB pages; 2 MiB leaves a
-    # truncation that once had to wait for a reader its turn). Unbounded, it passes 40 MiB.
+    # The writer truncates when one more commit as large as its largest would pass the
+    # limit: the file stays under it (2 MiB of slack leaves a truncation that once had to
+    # wait for a reader, or a commit larger than all before, their turn). Unbounded, the
+    # same run passes 40 MiB.
     assert max(sizes) <= LIMIT + 2 * 2**20, max(sizes)
