@@ -322,7 +322,9 @@ class SqliteBase(Store):
 
 
 def _size(path: Path) -> int:
+    """The file's size; 0 when it is absent or cannot be read (the bound is upkeep, never a
+    reason for a write to fail)."""
     try:
         return path.stat().st_size
-    except FileNotFoundError:
+    except OSError:
         return 0
