@@ -184,7 +184,9 @@ class SqliteBase(Store):
             return
         after = _size(self._wal_path())
         self._wal_commit_max = max(self._wal_commit_max, after - before)
-        if after + self._wal_commit_max < self._wal_limit:
+        # A transaction larger than the limit cannot be kept under it (the /record index's
+        # runs can be one): it must not make every later commit wait for a truncation.
+        if after + min(self._wal_commit_max, self._wal_limit // 4) < self._wal_limit:
             return
         # After a passive checkpoint running now: SQLite answers a second one busy at once.
         with self._checkpoint_lock, contextlib.suppress(sqlite3.Error):
