@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from capability_anchor.log import Log
-from capability_anchor.store.sqlite import DB_NAME, base
+from capability_anchor.store.sqlite import DB_NAME, wal
 from tests.kit.logkit import ISS, Clock, at, record
 
 DAY = "2026-03-01"
@@ -28,20 +28,20 @@ RECORDS = 12_000
 def test_the_wal_stays_bounded_under_steady_writes_and_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(base, "WAL_LIMIT_BYTES", LIMIT)
-    monkeypatch.setattr(base, "WAL_TRUNCATE_BYTES", SOFT)
+    monkeypatch.setattr(wal, "WAL_LIMIT_BYTES", LIMIT)
+    monkeypatch.setattr(wal, "WAL_TRUNCATE_BYTES", SOFT)
     clock = Clock(at(DAY, 10))
     data = tmp_path / "data"
     log = Log.init(data, iss=ISS, clock=clock)
-    wal = data / f"{DB_NAME}-wal"
+    wal_file = data / f"{DB_NAME}-wal"
     done = threading.Event()
     sizes: list[int] = []
     read_errors: list[BaseException] = []
 
     def sample() -> None:
         while not done.wait(0.002):
-            if wal.exists():
-                sizes.append(wal.stat().st_size)
+            if wal_file.exists():
+                sizes.append(wal_file.stat().st_size)
 
     def read() -> None:
         try:
@@ -60,8 +60,8 @@ def test_the_wal_stays_bounded_under_steady_writes_and_reads(
     try:
         for first in range(0, RECORDS, BATCH):
             log.append([record(DAY, n) for n in range(first, first + BATCH)])
-            if wal.exists():
-                sizes.append(wal.stat().st_size)
+            if wal_file.exists():
+                sizes.append(wal_file.stat().st_size)
     finally:
         done.set()
         for thread in threads:

@@ -24,6 +24,7 @@ from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreE
 from capability_anchor.store import damage
 from capability_anchor.store.interface import Store
 
+from . import wal
 from .errors import store_error
 
 DB_NAME = "log.sqlite3"  # the database, in the data dir (its -wal and -shm beside it)
@@ -32,12 +33,6 @@ CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
 READER_CACHE_KIB = 4 * 1024
 PAGE_SIZE = 8192  # of a log created now; one made before keeps its own (VACUUM changes it)
-# The WAL's bound under steady writes (docs/explanation/store.md): the background checkpointer
-# truncates it past WAL_TRUNCATE_BYTES, the writer itself past WAL_LIMIT_BYTES; either waits
-# at most WAL_WAIT_MS for readers still on older frames.
-WAL_LIMIT_BYTES = 64 * 2**20
-WAL_TRUNCATE_BYTES = 32 * 2**20
-WAL_WAIT_MS = 250
 
 
 class SqliteBase(Store):
@@ -65,9 +60,8 @@ class SqliteBase(Store):
         # A read-only opening (the audit) has one connection, for reads on its one thread.
         self._only: sqlite3.Connection | None = None
         self._checkpointer: tuple[threading.Event, threading.Thread] | None = None
-        # The hard WAL limit `_bound_wal` keeps, set with the checkpointer (upkeep only).
-        self._wal_limit: int | None = None
-        self._wal_commit_max = 0  # the most one commit has added to the WAL, in bytes
+        # The WAL bound the writer keeps, set with the checkpointer (upkeep only).
+        self._wal: wal.WalBound | None = None
         # Set by a read-only opening (sqlite_open): the file's identity when it was opened
         # as immutable, and the TEXT values read that were not UTF-8.
         self._immutable: tuple[int, int, int] | None = None
@@ -122,79 +116,20 @@ class SqliteBase(Store):
             return conn
 
     def _start_checkpointer(self) -> None:
-        """Copy the WAL back into the database from a thread of its own, and keep it bounded.
-
-        Every commit dirties pages all over the dedupe index; SQLite's automatic checkpoint
-        would then copy them back on the appending thread, doubling each commit's I/O. A
-        passive checkpoint on another connection does that work beside the writer (sqlite3
-        releases the GIL) and never blocks readers or writers. Durability is unchanged: a
-        commit is durable once its WAL frames are fsynced, before any checkpoint.
-
-        A passive checkpoint never makes the WAL start over while the writer keeps
-        committing, so under steady writes the file only grew (234 MB at 2,000,000
-        records). Once it passes `WAL_TRUNCATE_BYTES` a TRUNCATE checkpoint follows the
-        passive one: it only has the frames since that one left to copy, holds new writers
-        back for that long (readers go on), and gives up after `WAL_WAIT_MS` if a long read
-        pins the WAL. The writer's own check after each commit (`_bound_wal`) is the hard
-        limit behind it.
-        """
+        """Copy the WAL back into the database from a thread of its own, and keep it bounded
+        (`wal.py` says how and why)."""
         if self._checkpointer is not None:
             return
-        stop = threading.Event()
-        conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        self._checkpointer = wal.start_checkpointer(
+            self.path,
+            CHECKPOINT_INTERVAL_S,
+            BUSY_TIMEOUT_MS,
+            self._write_lock,
+            self._checkpoint_lock,
         )
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute(f"PRAGMA busy_timeout = {WAL_WAIT_MS}")
-        wal = self._wal_path()
-        soft = WAL_TRUNCATE_BYTES
-
-        def run() -> None:
-            try:
-                while not stop.wait(CHECKPOINT_INTERVAL_S):
-                    with contextlib.suppress(sqlite3.OperationalError):
-                        with self._checkpoint_lock:
-                            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                        if _size(wal) >= soft:
-                            # The writer's lock first (the order `write` takes them in): a
-                            # writer of this process that keeps committing would otherwise
-                            # win SQLite's write lock back every time.
-                            with self._write_lock, self._checkpoint_lock:
-                                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                conn.close()
-
-        thread = threading.Thread(target=run, name="capability-anchor-wal", daemon=True)
-        thread.start()
-        self._checkpointer = (stop, thread)
         # The writer's own automatic checkpoints become a rarely needed safety net.
         self._writer.execute("PRAGMA wal_autocheckpoint = 100000")
-        self._wal_limit = WAL_LIMIT_BYTES
-
-    def _wal_path(self) -> Path:
-        return self.path.with_name(self.path.name + "-wal")
-
-    def _bound_wal(self, before: int) -> None:
-        """After a commit that found the WAL at `before` bytes: when one more commit as large
-        as the largest yet would take it past the hard limit (the background checkpoint fell
-        behind, or a long read held it), the writer truncates it itself before it writes on.
-        Only the writing thread waits, and at most `WAL_WAIT_MS` for readers; it is no error
-        when it cannot (the next commit tries again)."""
-        if self._wal_limit is None:
-            return
-        after = _size(self._wal_path())
-        self._wal_commit_max = max(self._wal_commit_max, after - before)
-        # A transaction larger than the limit cannot be kept under it (the /record index's
-        # runs can be one): it must not make every later commit wait for a truncation.
-        if after + min(self._wal_commit_max, self._wal_limit // 4) < self._wal_limit:
-            return
-        # After a passive checkpoint running now: SQLite answers a second one busy at once.
-        with self._checkpoint_lock, contextlib.suppress(sqlite3.Error):
-            self._writer.execute(f"PRAGMA busy_timeout = {WAL_WAIT_MS}")
-            try:
-                self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                self._writer.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._wal = wal.WalBound(self.path, self._checkpoint_lock)
 
     def close(self) -> None:
         if self._checkpointer is not None:
@@ -239,13 +174,14 @@ class SqliteBase(Store):
                 except sqlite3.Error as exc:
                     raise self._failed(exc, "cannot take the log's write lock") from None
                 # Under SQLite's write lock no one else can add frames or truncate.
-                wal_before = 0 if self._wal_limit is None else _size(self._wal_path())
+                wal_before = 0 if self._wal is None else self._wal.size()
                 try:
                     yield
                     if not self._writer.in_transaction:
                         raise StoreError("SQLite rolled the write transaction back")
                     self._writer.execute("COMMIT")
-                    self._bound_wal(wal_before)
+                    if self._wal is not None:
+                        self._wal.after_commit(self._writer, wal_before, BUSY_TIMEOUT_MS)
                 except sqlite3.Error as exc:
                     self._rollback()
                     raise self._failed(exc, "the commit failed") from None
@@ -321,12 +257,3 @@ class SqliteBase(Store):
             # now would commit by itself, outside the batch it belongs to.
             raise StoreError("SQLite rolled the write transaction back")
         return conn
-
-
-def _size(path: Path) -> int:
-    """The file's size; 0 when it is absent or cannot be read (the bound is upkeep, never a
-    reason for a write to fail)."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
