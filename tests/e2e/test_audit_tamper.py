@@ -357,14 +357,15 @@ def _leaf_hash(data: Path, day: str, index: int) -> bytes:
 
 
 def dedupe_index_bit_flipped(data: Path) -> None:
-    """The issue's case: one bit of a leaf hash inside the entries_by_hash index. The table
-    row is intact, so the re-derivation of the tree passes; dedupe and --leaf-hash do not."""
+    """The issue's case: one bit of a leaf hash inside the entries_by_hash index (schema 5:
+    its 6-byte prefix). The table row is intact, so the re-derivation of the tree passes;
+    dedupe and --leaf-hash do not."""
     db = _db(data)
-    at, _ = _page_holding(db, _leaf_hash(data, DAY3, 100), 0x0A)
-    # A bit of the hash's last byte: the key keeps its place among its neighbours, so only
+    at, _ = _page_holding(db, _leaf_hash(data, DAY3, 100)[:6], 0x0A)
+    # A bit of the prefix's last byte: the key keeps its place among its neighbours, so only
     # its own row is lost (a flip in the first byte could also misroute a neighbour's search,
     # depending on which hashes the fixture's records happen to have).
-    at += 31
+    at += 5
     content = db.read_bytes()
     db.write_bytes(content[:at] + bytes([content[at] ^ 0x04]) + content[at + 1 :])
 
@@ -608,26 +609,26 @@ STORE_CASES = [
     pytest.param(
         lambda data: drop(data, "entries_no_update", "stamps_no_delete"),
         [
-            "schema: trigger entries_no_update is missing (schema version 4)",
-            "schema: trigger stamps_no_delete is missing (schema version 4)",
+            "schema: trigger entries_no_update is missing (schema version 5)",
+            "schema: trigger stamps_no_delete is missing (schema version 5)",
         ],
         id="append_only_triggers_dropped",
     ),
     pytest.param(
         trigger_changed,
-        ["schema: trigger heads_same_root differs from its definition in schema version 4"],
+        ["schema: trigger heads_same_root differs from its definition in schema version 5"],
         id="append_only_trigger_defused",
     ),
     pytest.param(
         lambda data: sql(data, "DROP INDEX entries_by_hash"),
-        ["schema: index entries_by_hash is missing (schema version 4)"],
+        ["schema: index entries_by_hash is missing (schema version 5)"],
         id="dedupe_index_dropped",
     ),
     pytest.param(
         objects_added,
         [
-            "schema: index entries_by_time on entries is not part of schema version 4",
-            "schema: table notes on notes is not part of schema version 4",
+            "schema: index entries_by_time on entries is not part of schema version 5",
+            "schema: table notes on notes is not part of schema version 5",
         ],
         id="schema_objects_added",
     ),

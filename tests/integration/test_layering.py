@@ -299,8 +299,11 @@ FORBIDDEN_EDGES: dict[str, tuple[str, ...]] = {
 def _package_of(module: str) -> str:
     rest = module.removeprefix(_P)
     return next(
-        (p for p in sorted(FORBIDDEN_EDGES, key=len, reverse=True) if rest == p or
-         rest.startswith(p + ".")),
+        (
+            p
+            for p in sorted(FORBIDDEN_EDGES, key=len, reverse=True)
+            if rest == p or rest.startswith(p + ".")
+        ),
         rest,
     )
 
@@ -317,8 +320,9 @@ def _edge_problems() -> list[str]:
         for node, _ in _imports(tree):
             for target in _targets(module, is_package, node):
                 rest = target.removeprefix(_P)
-                if target.startswith(_P) and any(rest == b or rest.startswith(b + ".")
-                                                 for b in banned):
+                if target.startswith(_P) and any(
+                    rest == b or rest.startswith(b + ".") for b in banned
+                ):
                     problems.append(f"{module} ({package}) imports {target}")
     return problems
 
@@ -335,8 +339,9 @@ def test_each_package_docstring_says_what_it_owns_and_may_import() -> None:
 
 def test_the_edge_check_sees_a_forbidden_edge() -> None:
     tree = ast.parse("from capability_anchor.log import Log\n")
-    found = [t for node, _ in _imports(tree) for t in _targets("capability_anchor.store", True,
-                                                               node)]
+    found = [
+        t for node, _ in _imports(tree) for t in _targets("capability_anchor.store", True, node)
+    ]
     assert "capability_anchor.log" in found
     assert _package_of("capability_anchor.store.sqlite.base") == "store"
     assert _package_of("capability_anchor.witness.client.rounds") == "witness.client"

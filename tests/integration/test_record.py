@@ -15,6 +15,7 @@ from capability_anchor.api import Settings, create_app
 from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.log import Log
 from capability_anchor.record.urls import canonical_url
+from capability_anchor.store import server_key_digest
 
 ISS = "https://resolver.example"
 T0 = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC).timestamp()
@@ -148,13 +149,18 @@ def test_record_over_http(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("tamper", "problem"),
     [
-        ("DELETE FROM servers WHERE key = 'sub:example:1'", "server index has"),
         (
-            "INSERT INTO servers (key, day, leaf_index) VALUES ('sub:example:1', '2026-11-02', 1)",
+            f"DELETE FROM servers WHERE key = '{server_key_digest('sub:example:1')}'",
             "server index has",
         ),
         (
-            "INSERT INTO servers (key, day, leaf_index) VALUES ('sub:x', '2026-11-02', 9)",
+            "INSERT INTO servers (key, day, leaf_index) "
+            f"VALUES ('{server_key_digest('sub:example:1')}', '2026-11-02', 1)",
+            "server index has",
+        ),
+        (
+            "INSERT INTO servers (key, day, leaf_index) "
+            f"VALUES ('{server_key_digest('sub:x')}', '2026-11-02', 9)",
             "which is not stored",
         ),
     ],

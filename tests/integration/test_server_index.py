@@ -13,6 +13,7 @@ from capability_anchor.audit import audit_store
 from capability_anchor.errors import NotFound
 from capability_anchor.log import Log
 from capability_anchor.log import serverindex as log_module
+from capability_anchor.store import server_key_digest
 from tests.integration.test_record import ISS, Clock, server
 
 CHUNK = 4
@@ -33,11 +34,11 @@ def indexed(data: Path) -> list[tuple[str, int]]:
 
 
 def keys_of(*ns: int) -> list[tuple[str, int]]:
-    """Index rows of server(n) stored at leaf index n - 1."""
+    """Index rows of server(n) stored at leaf index n - 1 (schema 5 stores key digests)."""
     return sorted(
-        row
+        (server_key_digest(key), n - 1)
         for n in ns
-        for row in ((f"sub:example:{n}", n - 1), (f"url:https://s{n}.example/mcp", n - 1))
+        for key in (f"sub:example:{n}", f"url:https://s{n}.example/mcp")
     )
 
 
@@ -68,7 +69,11 @@ def test_batches_crossing_several_chunks_and_duplicates(tmp_path: Path) -> None:
         log.append([{"v": "0.2", "iss": ISS, "note": "not a server record"}])
         log.append([server(12)])  # index 11: 12 entries, a chunk boundary again
         assert sorted(indexed(data)) == sorted(
-            [*keys_of(*range(1, 11)), ("sub:example:12", 11), ("url:https://s12.example/mcp", 11)]
+            [
+                *keys_of(*range(1, 11)),
+                (server_key_digest("sub:example:12"), 11),
+                (server_key_digest("url:https://s12.example/mcp"), 11),
+            ]
         )
         assert audit_store(log).ok
 
@@ -121,12 +126,12 @@ def test_a_failed_batch_leaves_nothing_pending(tmp_path: Path) -> None:
         assert sorted(indexed(data)) == sorted(
             [
                 *keys_of(1),
-                ("sub:example:5", 1),
-                ("url:https://s5.example/mcp", 1),
-                ("sub:example:6", 2),
-                ("url:https://s6.example/mcp", 2),
-                ("sub:example:7", 3),
-                ("url:https://s7.example/mcp", 3),
+                (server_key_digest("sub:example:5"), 1),
+                (server_key_digest("url:https://s5.example/mcp"), 1),
+                (server_key_digest("sub:example:6"), 2),
+                (server_key_digest("url:https://s6.example/mcp"), 2),
+                (server_key_digest("sub:example:7"), 3),
+                (server_key_digest("url:https://s7.example/mcp"), 3),
             ]
         )
         assert audit_store(log).ok
@@ -139,7 +144,10 @@ def test_audit_accepts_fully_indexed_tails_and_refuses_partial_ones(tmp_path: Pa
     with Log.init(data, iss=ISS, clock=Clock()) as log:
         log.append([server(1), server(2)])
         with log.store.write():  # as the old code did
-            log.store.insert_servers("2026-11-02", keys_of(2))
+            log.store.insert_servers(
+                "2026-11-02",
+                [("sub:example:2", 1), ("url:https://s2.example/mcp", 1)],
+            )
         assert audit_store(log).ok
         with log.store.write():
             log.store.insert_servers("2026-11-02", [("sub:example:1", 0)])

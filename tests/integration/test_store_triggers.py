@@ -524,7 +524,7 @@ def test_wal_and_synchronous_full_on_every_connection(tmp_path: Path) -> None:
 
 
 def test_schema_version_is_recorded(today: History) -> None:
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     with today.open() as log:
         assert log.store.execute_raw("PRAGMA user_version") == [(SCHEMA_VERSION,)]
 

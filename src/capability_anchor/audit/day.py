@@ -13,7 +13,7 @@ from capability_anchor.keys import KeySet
 from capability_anchor.log import index_watermark, server_keys
 from capability_anchor.merkle import TILE_WIDTH, TreeEdge, hash_leaf
 from capability_anchor.progress import Progress
-from capability_anchor.store import EntryRow, HeadRow, TileRow
+from capability_anchor.store import EntryRow, HeadRow, TileRow, server_key_digest
 
 from .report import AuditReport
 
@@ -156,7 +156,7 @@ class _ServerIndexCheck:
         self.pending = next(indexed, None)
 
     def check(self, entry: EntryRow) -> None:
-        want = sorted(_keys_of(entry.claims))
+        want = sorted(server_key_digest(k) for k in _keys_of(entry.claims))
         got: list[str] = []
         while self.pending is not None and self.pending[0] <= entry.leaf_index:
             if self.pending[0] < entry.leaf_index:

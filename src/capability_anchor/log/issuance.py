@@ -20,7 +20,7 @@ from capability_anchor.record.urls import canonical_url
 
 from .days import day_end, prev_day
 from .published import check_not_behind
-from .serverindex import SERVER_MEMBERS, index_watermark
+from .serverindex import SERVER_MEMBERS, index_watermark, server_keys
 
 if TYPE_CHECKING:
     from .lifecycle import Log
@@ -54,6 +54,8 @@ def issue_record(
         if entry is None or accepted_at is None:
             raise StoreError(f"the server index names a missing entry {day}/{index}")
         claims = json.loads(entry.claims)
+        if key not in server_keys(claims):
+            continue  # indexed under the same digest as another key (schema 5 stores digests)
         # Never a token that is not a CR 0.2 token (SPEC §13.1), whatever rule stored the
         # entry, and never an older observation in place of the newest: 404 naming the rule.
         problem = token_problem(

@@ -24,6 +24,7 @@ from .rows import (
     StampRow,
     TileRow,
     WitnessState,
+    server_key_digest,
 )
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "Store",
     "TileRow",
     "WitnessState",
+    "server_key_digest",
 ]

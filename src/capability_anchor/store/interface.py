@@ -115,11 +115,13 @@ class StoreReads(ABC):
 
     @abstractmethod
     def iter_servers(self, day: str) -> Iterator[tuple[int, str]]:
-        """(leaf_index, key) of a day's `/record` index, in index order."""
+        """(leaf_index, `rows.server_key_digest` of the key) of a day's `/record` index, in
+        index order."""
 
     @abstractmethod
     def server_entries(self, key: str, limit: int = 50) -> list[tuple[str, int]]:
-        """(day, leaf_index) of a server's entries, newest first."""
+        """(day, leaf_index) of the entries indexed under `key`'s digest, newest first: a
+        reader compares each entry's own keys (a digest may, rarely, name another's)."""
 
     @abstractmethod
     def leaf_hashes(self, day: str, start: int, end: int) -> list[bytes]: ...

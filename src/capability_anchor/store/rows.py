@@ -3,19 +3,33 @@ and numbers that are part of the log's format (not of any one storage engine).""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from dataclasses import dataclass
 
 from capability_anchor.encoding import EncodingError, b64url_decode
 from capability_anchor.errors import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # The history's origin (SPEC §12.2), set once when the history is created, never changed.
 HISTORY_ORIGIN = "history_origin"
 # Set by migration 2 in a log upgraded from schema 1 (a new log's meta is still empty when
 # its migrations run), in the migration's own transaction: its settings are not signed yet,
 # and the next open by the key-file holder signs them (`log.trust.check_settings`).
 SETTINGS_UNSIGNED = "settings_unsigned"
+SERVER_KEY_DIGEST_BYTES = 9  # 72 bits: 12 characters of base64url
+
+
+def server_key_digest(key: str) -> str:
+    """How the `/record` index stores a key (`sub:<id>`, `url:<canonical url>`): 12
+    characters of base64url over the first 72 bits of its SHA-256, whatever the key's length
+    (schema 5). Whoever reads a hit compares the entry's own keys: a digest names candidates,
+    never a record by itself."""
+    digest = hashlib.sha256(key.encode()).digest()[:SERVER_KEY_DIGEST_BYTES]
+    return base64.urlsafe_b64encode(digest).decode("ascii")
+
+
 # What a damaged head document can raise on the way to its payload.
 _UNREADABLE = (ValueError, KeyError, TypeError, IndexError, AttributeError, EncodingError)
 

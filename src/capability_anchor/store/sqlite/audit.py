@@ -26,6 +26,9 @@ from .schema import (
     structure_problems,
 )
 
+# The expression indexes of the schema, each term with `{}` for the table's alias: the audit
+# re-derives them from their table like any other index (schema 5: the dedupe index).
+INDEX_EXPRESSIONS: dict[str, tuple[str, ...]] = {"entries_by_hash": ("substr({}.leaf_hash, 1, 6)",)}
 _TREE = re.compile(r"\b(?:Tree|tree|root) (\d+)\b")
 _PAGE = re.compile(r"\bpage (\d+)\b")
 
@@ -210,17 +213,21 @@ class SqliteAudit(SqliteBase):
 
     def _index_mismatches(self, name: str, table: str) -> list[str]:
         columns = [str(r[2]) for r in self._raw(f"PRAGMA index_info({quoted(name)})")]
-        if not columns or any(c == "None" for c in columns):
-            return []  # an expression index: none in the schema, flagged there if added
+        # Each term with `{}` for the alias of the table it is read from.
+        terms = [f"{{}}.{quoted(c)}" for c in columns]
+        if name in INDEX_EXPRESSIONS:
+            terms = list(INDEX_EXPRESSIONS[name])
+        elif not columns or any(c == "None" for c in columns):
+            return []  # an expression index the schema has not: flagged there
         t, i = quoted(table), quoted(name)
-        same = " AND ".join(f"i.{quoted(c)} IS t.{quoted(c)}" for c in columns)
+        same = " AND ".join(f"{term.format('i')} IS {term.format('t')}" for term in terms)
         missing_sql = (
             f"SELECT count(*) FROM {t} AS t NOT INDEXED WHERE NOT EXISTS "
             f"(SELECT 1 FROM {t} AS i INDEXED BY {i} WHERE {same} AND i.rowid = t.rowid)"
         )
         # count(*) would be answered from whichever b-tree is smallest, whatever INDEXED
         # BY says; counting a column read from the index makes SQLite walk this one.
-        entries_sql = f"SELECT count(i.{quoted(columns[0])} IS NULL) FROM {t} AS i INDEXED BY {i}"
+        entries_sql = f"SELECT count({terms[0].format('i')} IS NULL) FROM {t} AS i INDEXED BY {i}"
         for query in (missing_sql, entries_sql):
             plan = " ".join(str(r[-1]) for r in self._raw(f"EXPLAIN QUERY PLAN {query}"))
             if f"INDEX {name}" not in plan:

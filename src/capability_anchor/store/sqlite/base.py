@@ -24,6 +24,7 @@ from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreE
 from capability_anchor.store import damage
 from capability_anchor.store.interface import Store
 
+from . import wal
 from .errors import store_error
 
 DB_NAME = "log.sqlite3"  # the database, in the data dir (its -wal and -shm beside it)
@@ -31,6 +32,7 @@ BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
 READER_CACHE_KIB = 4 * 1024
+PAGE_SIZE = 8192  # of a log created now; one made before keeps its own (VACUUM changes it)
 
 
 class SqliteBase(Store):
@@ -49,6 +51,8 @@ class SqliteBase(Store):
         self.path = path
         self._writer = conn
         self._write_lock = threading.Lock()
+        # One checkpoint at a time in this process (taken after `_write_lock`, never before).
+        self._checkpoint_lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -56,6 +60,8 @@ class SqliteBase(Store):
         # A read-only opening (the audit) has one connection, for reads on its one thread.
         self._only: sqlite3.Connection | None = None
         self._checkpointer: tuple[threading.Event, threading.Thread] | None = None
+        # The WAL bound the writer keeps, set with the checkpointer (upkeep only).
+        self._wal: wal.WalBound | None = None
         # Set by a read-only opening (sqlite_open): the file's identity when it was opened
         # as immutable, and the TEXT values read that were not UTF-8.
         self._immutable: tuple[int, int, int] | None = None
@@ -110,35 +116,20 @@ class SqliteBase(Store):
             return conn
 
     def _start_checkpointer(self) -> None:
-        """Copy the WAL back into the database from a thread of its own.
-
-        Every commit dirties pages all over the dedupe index; SQLite's automatic checkpoint
-        would then copy them back on the appending thread, doubling each commit's I/O. A
-        passive checkpoint on another connection does that work beside the writer (sqlite3
-        releases the GIL) and never blocks readers or writers. Durability is unchanged: a
-        commit is durable once its WAL frames are fsynced, before any checkpoint.
-        """
+        """Copy the WAL back into the database from a thread of its own, and keep it bounded
+        (`wal.py` says how and why)."""
         if self._checkpointer is not None:
             return
-        stop = threading.Event()
-        conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        self._checkpointer = wal.start_checkpointer(
+            self.path,
+            CHECKPOINT_INTERVAL_S,
+            BUSY_TIMEOUT_MS,
+            self._write_lock,
+            self._checkpoint_lock,
         )
-        conn.execute("PRAGMA synchronous = FULL")
-
-        def run() -> None:
-            try:
-                while not stop.wait(CHECKPOINT_INTERVAL_S):
-                    with contextlib.suppress(sqlite3.OperationalError):
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            finally:
-                conn.close()
-
-        thread = threading.Thread(target=run, name="capability-anchor-wal", daemon=True)
-        thread.start()
-        self._checkpointer = (stop, thread)
         # The writer's own automatic checkpoints become a rarely needed safety net.
         self._writer.execute("PRAGMA wal_autocheckpoint = 100000")
+        self._wal = wal.WalBound(self.path, self._checkpoint_lock)
 
     def close(self) -> None:
         if self._checkpointer is not None:
@@ -182,11 +173,15 @@ class SqliteBase(Store):
                     self._writer.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:
                     raise self._failed(exc, "cannot take the log's write lock") from None
+                # Under SQLite's write lock no one else can add frames or truncate.
+                wal_before = 0 if self._wal is None else self._wal.size()
                 try:
                     yield
                     if not self._writer.in_transaction:
                         raise StoreError("SQLite rolled the write transaction back")
                     self._writer.execute("COMMIT")
+                    if self._wal is not None:
+                        self._wal.after_commit(self._writer, wal_before, BUSY_TIMEOUT_MS)
                 except sqlite3.Error as exc:
                     self._rollback()
                     raise self._failed(exc, "the commit failed") from None

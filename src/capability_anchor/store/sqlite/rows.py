@@ -11,13 +11,16 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 
-from capability_anchor.store.rows import EntryRow, HeadRow, StampRow, TileRow
+from capability_anchor.store.rows import EntryRow, HeadRow, StampRow, TileRow, server_key_digest
 
 from .base import SqliteBase
 from .errors import store_error
 from .tiles import DAY_TILES, SqliteTiles, edge_partials
 
 HEAD_COLUMNS = "day, tree_size, sealed, root, iat, kid, doc"
+# The dedupe index's key: this many bytes of the leaf hash (schema 5, migrations/v5.py). At
+# 10^9 entries a probe meets another leaf under its prefix about once in 280,000 probes.
+PREFIX = 6
 
 
 def head_row(row: Sequence[object]) -> HeadRow:
@@ -53,15 +56,19 @@ class SqliteEntries(SqliteTiles):
     def existing(self, day: str, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
         """Leaf indices of those hashes already stored in `day` (dedupe)."""
         found: dict[bytes, int] = {}
+        wanted = set(leaf_hashes)
         for start in range(0, len(leaf_hashes), 500):
             chunk = leaf_hashes[start : start + 500]
             marks = ",".join("?" * len(chunk))
+            # The index holds 6-byte prefixes (schema 5): a probe by prefix, then the whole
+            # hash compared here. INDEXED BY: the day's primary key must never be scanned.
             for h, i in self._exec(
-                "SELECT leaf_hash, leaf_index FROM entries "
-                f"WHERE day = ? AND leaf_hash IN ({marks})",
-                (day, *chunk),
+                "SELECT leaf_hash, leaf_index FROM entries INDEXED BY entries_by_hash "
+                f"WHERE substr(leaf_hash, 1, 6) IN ({marks}) AND day = ?",
+                (*(h[:PREFIX] for h in chunk), day),
             ):
-                found[bytes(h)] = int(i)
+                if bytes(h) in wanted:
+                    found[bytes(h)] = int(i)
         return found
 
     def insert_entries(
@@ -77,11 +84,12 @@ class SqliteEntries(SqliteTiles):
         """Index server records by `sub:<id>` and `url:<canonical url>` for `/record`."""
         self._execmany(
             "INSERT OR IGNORE INTO servers (key, day, leaf_index) VALUES (?, ?, ?)",
-            ((key, day, index) for key, index in rows),
+            ((server_key_digest(key), day, index) for key, index in rows),
         )
 
     def iter_servers(self, day: str) -> Iterator[tuple[int, str]]:
-        """(leaf_index, key) of a day's server index, in index order (for the audit)."""
+        """(leaf_index, key digest) of a day's server index, in index order (for the audit;
+        schema 5 stores `server_key_digest` of each key)."""
         for index, key in self._iter(
             "SELECT leaf_index, key FROM servers WHERE day = ? ORDER BY leaf_index, key", (day,)
         ):
@@ -94,7 +102,7 @@ class SqliteEntries(SqliteTiles):
             for d, i in self._exec(
                 "SELECT day, leaf_index FROM servers WHERE key = ? "
                 "ORDER BY day DESC, leaf_index DESC LIMIT ?",
-                (key, limit),
+                (server_key_digest(key), limit),
             )
         ]
 
@@ -145,8 +153,9 @@ class SqliteEntries(SqliteTiles):
         return [
             (str(d), int(i))
             for d, i in self._exec(
-                "SELECT day, leaf_index FROM entries WHERE leaf_hash = ? ORDER BY day DESC",
-                (leaf_hash,),
+                "SELECT day, leaf_index FROM entries INDEXED BY entries_by_hash "
+                "WHERE substr(leaf_hash, 1, 6) = ? AND leaf_hash = ? ORDER BY day DESC",
+                (leaf_hash[:PREFIX], leaf_hash),
             )
         ]
 

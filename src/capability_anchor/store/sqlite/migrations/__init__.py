@@ -38,8 +38,9 @@ def migrations() -> tuple[Migration, ...]:
     from .v2 import migration_2
     from .v3 import migration_3
     from .v4 import migration_4
+    from .v5 import migration_5
 
-    return (migration_1, migration_2, migration_3, migration_4)
+    return (migration_1, migration_2, migration_3, migration_4, migration_5)
 
 
 __all__ = ["Migration", "migrations", "split_sql"]
