@@ -154,3 +154,13 @@ def test_audit_accepts_fully_indexed_tails_and_refuses_partial_ones(tmp_path: Pa
         report = audit_store(log)
     assert not report.ok
     assert any("entry 0: server index has" in p for p in report.problems), report.problems
+
+
+def test_a_log_keeps_the_chunk_it_was_made_with(tmp_path: Path) -> None:
+    """A new log records its chunk (#23: runs small enough to bound the WAL); a log made
+    before has none in its meta and keeps the 32,768 its stored index follows."""
+    with Log.init(tmp_path / "new", iss=ISS) as log:
+        assert log.store.meta()[log_module.INDEX_CHUNK_KEY] == str(CHUNK)
+        assert log.index_chunk == CHUNK
+    assert log_module.chunk_of({}) == log_module.LEGACY_INDEX_CHUNK == 32768
+    assert log_module.chunk_of({"index_chunk": "2048"}) == 2048

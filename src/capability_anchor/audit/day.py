@@ -206,7 +206,7 @@ def audit_day(
     store = log.read
     head_sizes = sorted({h.tree_size for h in day_heads})
     tree = TreeCheck(report, day, store.iter_tiles(day), head_sizes)
-    watermark = index_watermark(max(head_sizes, default=0), store.day_size(day))
+    watermark = index_watermark(max(head_sizes, default=0), store.day_size(day), log.index_chunk)
     servers = _ServerIndexCheck(report, day, store.iter_servers(day), watermark)
     expected = 0
     for entry in store.iter_entries(day):

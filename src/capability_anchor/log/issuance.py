@@ -83,7 +83,12 @@ def issue_record(
     for day in days:
         newest = read.newest_head(day)
         tails.append(
-            (day, index_watermark(0 if newest is None else newest.tree_size, read.day_size(day)))
+            (
+                day,
+                index_watermark(
+                    0 if newest is None else newest.tree_size, read.day_size(day), log.index_chunk
+                ),
+            )
         )
     raise NotFound(
         not_found_note(

@@ -24,6 +24,7 @@ from capability_anchor.record.urls import check_base_url, check_origin
 from capability_anchor.store import HISTORY_ORIGIN, HeadRow, Store
 from capability_anchor.store import open as stores
 
+from . import serverindex
 from .batch import AppendResult, Prepared, prepare_records
 from .datafiles import KEY_FILE, check_restored
 from .days import Clock, utc_day
@@ -76,6 +77,7 @@ class Log:
             raise StoreError(f"{store.describe()} has no iss or first_day: not a complete log")
         self.iss = meta["iss"]
         self.first_day = meta["first_day"]
+        self.index_chunk = serverindex.chunk_of(meta)
         self.public_url = meta.get("public_url") or self.iss
         self.config: dict[str, Any] = json.loads(meta.get("config", "{}"))
         # What an append accepts beyond SPEC §2 (`record.rule`), signed with the config.
@@ -127,6 +129,7 @@ class Log:
         def fill(store: Store) -> None:
             store.set_meta("iss", iss)
             store.set_meta("first_day", utc_day(now))
+            store.set_meta(serverindex.INDEX_CHUNK_KEY, str(serverindex.INDEX_CHUNK))
             store.set_meta("created", str(int(now)))
             if public_url:
                 store.set_meta("public_url", public_url.rstrip("/"))

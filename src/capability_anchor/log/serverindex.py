@@ -2,15 +2,22 @@
 
 Indexing every server record as it is appended costs two B-tree inserts at keys all over the
 index, i.e. a dirty page each per batch. The index is therefore filled in sorted runs: when a
-head is signed (all `/record` serves is covered entries), and whenever INDEX_CHUNK more
-entries accumulated, so that signing a head never has much to do. Which entries are indexed
-follows from stored state alone, in every process: those below max(newest head's size, day
-size rounded down to INDEX_CHUNK) (`index_watermark`; the audit holds the index to it).
+head is signed (all `/record` serves is covered entries), and whenever a chunk more entries
+accumulated, so that signing a head never has much to do. Which entries are indexed follows
+from stored state alone, in every process: those below max(newest head's size, day size
+rounded down to the log's chunk) (`index_watermark`; the audit holds the index to it).
+
+The chunk is the log's own, in its meta (`index_chunk`): INDEX_CHUNK (2,048) for a log made
+since #23, LEGACY_INDEX_CHUNK (32,768) for one made before, whose stored index follows that.
+A run is one transaction, and with key digests spread over the whole index each key dirties
+a page of its own: 4,096 keys are at most 4,096 pages of WAL (32 MiB at 8 KiB), whatever the
+size of the index, where a run of 65,536 keys grew with the index past any WAL bound.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -19,17 +26,26 @@ from capability_anchor.record.urls import canonical_url
 from capability_anchor.store import Store
 
 # Entries are indexed for /record in sorted runs of at most this many (`index_watermark`).
-INDEX_CHUNK = 32768
+INDEX_CHUNK = 2048
+LEGACY_INDEX_CHUNK = 32768
+INDEX_CHUNK_KEY = "index_chunk"
+
+
+def chunk_of(meta: Mapping[str, str]) -> int:
+    """The log's index chunk: its meta's, else the one every log made before #23 used."""
+    value = meta.get(INDEX_CHUNK_KEY)
+    return int(value) if value else LEGACY_INDEX_CHUNK
+
 
 # The members a record needs to be served by /record (SPEC §6); others are not indexed.
 SERVER_MEMBERS = ("v", "iss", "sub", "url", "status", "checked_at", "evidence")
 _SERVER_MEMBERS = frozenset(SERVER_MEMBERS)
 
 
-def index_watermark(newest_head_size: int, day_size: int) -> int:
+def index_watermark(newest_head_size: int, day_size: int, chunk: int) -> int:
     """How many of a day's first entries the /record index holds: all that its newest head
-    covers, and every full run of INDEX_CHUNK (this module's docstring)."""
-    return max(newest_head_size, day_size - day_size % INDEX_CHUNK)
+    covers, and every full run of the log's `chunk` (this module's docstring)."""
+    return max(newest_head_size, day_size - day_size % chunk)
 
 
 def server_keys(record: object) -> tuple[str, ...]:
@@ -68,8 +84,9 @@ class ServerIndex:
     keys of what it appended, so an append need not re-read its own records; that copy is
     taken at the start of each write transaction and given back only after its commit."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, chunk: int) -> None:
         self._store = store
+        self.chunk = chunk
         self._kept: Pending | None = None
 
     def take(self, day: str, size: int) -> Pending:
@@ -78,7 +95,7 @@ class ServerIndex:
         copy is given up here (a rolled-back transaction must leave none behind)."""
         kept, self._kept = self._kept, None
         newest = self._store.newest_head(day)
-        start = index_watermark(0 if newest is None else newest.tree_size, size)
+        start = index_watermark(0 if newest is None else newest.tree_size, size, self.chunk)
         if kept is not None and (kept.day, kept.start, kept.end) == (day, start, size):
             return kept
         keys: list[tuple[str, ...]] = []
@@ -105,9 +122,9 @@ class ServerIndex:
         return Pending(pending.day, upto, pending.keys[done:])
 
     def index_full_runs(self, pending: Pending) -> Pending:
-        """After an append (same transaction): index every full run of INDEX_CHUNK."""
+        """After an append (same transaction): index every full run of the log's chunk."""
         end = pending.end
-        return self.index(pending, end - end % INDEX_CHUNK)
+        return self.index(pending, end - end % self.chunk)
 
     def keep(self, pending: Pending) -> None:
         """After a commit: `pending` is what is stored, this process's copy until the next

@@ -71,7 +71,7 @@ class LogWriter(HeadSigner):
         self.lock = threading.RLock()
         self.edge: TreeEdge | None = None
         self.edge_day: str | None = None
-        self._index = ServerIndex(log.store)
+        self._index = ServerIndex(log.store, log.index_chunk)
         # Concurrent appends of this process share commits (`log.groupcommit`).
         self.group = GroupCommit(self.commit_group)
 
