@@ -27,9 +27,10 @@ from typing import Any
 
 from .batch import MAX_BATCH, Prepared
 
-MAX_GROUP_RECORDS = 16 * MAX_BATCH
-"""Records in one group commit at most: a bound on the transaction's time and memory, so a
-backlog is committed as several groups rather than one that holds the write lock for long."""
+MAX_GROUP_RECORDS = 4 * MAX_BATCH
+"""Records in one group commit at most: a bound on the transaction's time, memory and WAL
+frames (each new record's dedupe-index row can dirty a page of its own in a large log), so
+a backlog is committed as several groups rather than one that holds the write lock long."""
 
 
 @dataclass(slots=True, eq=False)

@@ -7,11 +7,13 @@ accumulated, so that signing a head never has much to do. Which entries are inde
 from stored state alone, in every process: those below max(newest head's size, day size
 rounded down to the log's chunk) (`index_watermark`; the audit holds the index to it).
 
-The chunk is the log's own, in its meta (`index_chunk`): INDEX_CHUNK (2,048) for a log made
+The chunk is the log's own, in its meta (`index_chunk`): INDEX_CHUNK (512) for a log made
 since #23, LEGACY_INDEX_CHUNK (32,768) for one made before, whose stored index follows that.
-A run is one transaction, and with key digests spread over the whole index each key dirties
-a page of its own: 4,096 keys are at most 4,096 pages of WAL (32 MiB at 8 KiB), whatever the
-size of the index, where a run of 65,536 keys grew with the index past any WAL bound.
+A run is part of one transaction, and with key digests spread over the whole index each key
+dirties a page of its own once the index is large: 1,024 keys are at most 1,024 pages of
+WAL (8 MiB at 8 KiB), whatever the size of the index, where a run of 65,536 keys grew with
+the index past any WAL bound. Once the index has more pages than a run has keys, small runs
+cost no more page writes per entry than large ones.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from capability_anchor.record.urls import canonical_url
 from capability_anchor.store import Store
 
 # Entries are indexed for /record in sorted runs of at most this many (`index_watermark`).
-INDEX_CHUNK = 2048
+INDEX_CHUNK = 512
 LEGACY_INDEX_CHUNK = 32768
 INDEX_CHUNK_KEY = "index_chunk"
 
