@@ -70,9 +70,9 @@ def test_kill_9_of_serve_leaves_no_helper_alive(tmp_path: Path, body_workers: in
         tree = descendants(server.pid)
         # The helpers the red team found left behind all exist before the kill.
         assert len(_helpers(tree, "resource_tracker")) == 1, tree
-        # The forkserver and, forked by it, the body workers: N for public bodies, N for
-        # writers.
-        assert len(_helpers(tree, "forkserver")) == 1 + 2 * body_workers, tree
+        # The forkserver and, forked by it, the body workers (N for public bodies, N for
+        # writers) and the sequencer candidate, which leads: it has the database open.
+        assert len(_helpers(tree, "forkserver")) == 1 + 2 * body_workers + 1, tree
         _kill_9(server.pid)
         assert server.wait(30) == -signal.SIGKILL
         left = left_alive(tree, GONE_WITHIN_S)

@@ -110,10 +110,13 @@ def test_a_full_public_lane_leaves_the_writers_lane_free() -> None:
     writer's body is checked all the same."""
     import asyncio
 
-    from capability_anchor.api.bodies import BodyChecker, Busy
+    from capability_anchor.api.bodies import INLINE_BODY, BodyChecker, Busy
 
     slow = b'{"record":{"a":[' + b",".join([b"1"] * 2_000_000) + b"]}}"
-    small = b'{"records":[{"a":1}]}'
+    # Over INLINE_BODY, both: a smaller body is checked on the loop, never queued.
+    pad = b"x" * INLINE_BODY
+    small = b'{"records":[{"a":1,"pad":"' + pad + b'"}]}'
+    second = b'{"record":{"a":1,"pad":"' + pad + b'"}}'
 
     async def run() -> tuple[str, str, str]:
         checker = BodyChecker(workers=1, queue=1)
@@ -122,7 +125,7 @@ def test_a_full_public_lane_leaves_the_writers_lane_free() -> None:
             first = asyncio.create_task(checker.check("record", slow, "https://x.example", 10))
             await asyncio.sleep(0.05)
             try:
-                await checker.check("record", b'{"record":{"a":1}}', "https://x.example", 10)
+                await checker.check("record", second, "https://x.example", 10)
                 public = "checked"
             except Busy as busy:
                 public = busy.note
