@@ -9,6 +9,7 @@ sequencer keep their class and note."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -329,3 +330,49 @@ def test_sequencer_errors_keep_their_class_and_note(tmp_path: Path) -> None:
     # Not an error class of the project, or one that needs more than a message: a 503.
     for described in (("ValueError", "x", None), ("RootMismatch", "x", None)):
         assert type(rebuild(described)) is StoreError
+
+
+def test_a_cli_append_and_http_writes_share_the_sequencers_commits(tmp_path: Path) -> None:
+    """`capability-anchor append` beside `serve` hands its batches to the sequencer: with the
+    database's write lock held while both wait, the CLI's batch and an HTTP write are
+    committed in ONE transaction (a commit of 2 batches in the metrics), and both are
+    answered with their own entries."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wait_clear_of_midnight()
+    lines = tmp_path / "records.jsonl"
+    lines.write_text("".join(json.dumps(observation(n, "cli")) + "\n" for n in range(5)))
+    token = "metrics-token-for-the-scraper-0123456789"
+    args = ("--rate-limit", "0", "--metrics-token", token)
+    with serving(tmp_path / "data", *args) as srv, srv.client() as client:
+        assert post(client, srv, [observation(0, "warm")], False).status_code == 200
+        the_leader(srv)
+        answers: list[httpx.Response] = []
+        with write_lock_held(srv.data):
+            cli = subprocess.Popen(
+                [str(CLI), "append", "--data", str(srv.data), str(lines)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=clean_env(),
+            )
+            time.sleep(3.0)  # the CLI validated its input and handed its batch over
+            sender = threading.Thread(
+                target=lambda: answers.append(post(client, srv, [observation(1, "h")], False))
+            )
+            sender.start()
+            time.sleep(1.0)  # both wait for the commit that waits for the lock
+        out, err = cli.communicate(timeout=60)
+        sender.join(60)
+        assert cli.returncode == 0, err
+        assert len(out.decode().splitlines()) == 5
+        assert answers[0].status_code == 200, answers[0].text
+        text = client.get("/metrics", headers={"Authorization": f"Bearer {token}"}).text
+    buckets = {
+        s.labels["le"]: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "capability_anchor_commit_batches_bucket"
+    }
+    # Three commits at most (the warm-up, perhaps the CLI's alone, the shared one): at least
+    # one of them held more than one batch.
+    assert buckets["+Inf"] - buckets["1.0"] >= 1, buckets
