@@ -332,11 +332,11 @@ def test_sequencer_errors_keep_their_class_and_note(tmp_path: Path) -> None:
         assert type(rebuild(described)) is StoreError
 
 
-def test_a_cli_append_and_http_writes_share_the_sequencers_commits(tmp_path: Path) -> None:
-    """`capability-anchor append` beside `serve` hands its batches to the sequencer: with the
-    database's write lock held while both wait, the CLI's batch and an HTTP write are
-    committed in ONE transaction (a commit of 2 batches in the metrics), and both are
-    answered with their own entries."""
+def test_library_and_cli_writers_share_the_sequencers_commits(tmp_path: Path) -> None:
+    """A `Log` opened beside `serve` hands its batches to the sequencer: with the database's
+    write lock held while both wait, its batch and an HTTP write are committed in ONE
+    transaction (a commit of 2 batches in the metrics), each answered with its own entries.
+    `capability-anchor append` appends through the same `Log` call, beside it."""
     from prometheus_client.parser import text_string_to_metric_families
 
     wait_clear_of_midnight()
@@ -347,25 +347,47 @@ def test_a_cli_append_and_http_writes_share_the_sequencers_commits(tmp_path: Pat
     with serving(tmp_path / "data", *args) as srv, srv.client() as client:
         assert post(client, srv, [observation(0, "warm")], False).status_code == 200
         the_leader(srv)
-        answers: list[httpx.Response] = []
-        with write_lock_held(srv.data):
-            cli = subprocess.Popen(
-                [str(CLI), "append", "--data", str(srv.data), str(lines)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=clean_env(),
-            )
-            time.sleep(3.0)  # the CLI validated its input and handed its batch over
-            sender = threading.Thread(
-                target=lambda: answers.append(post(client, srv, [observation(1, "h")], False))
-            )
-            sender.start()
-            time.sleep(1.0)  # both wait for the commit that waits for the lock
-        out, err = cli.communicate(timeout=60)
-        sender.join(60)
-        assert cli.returncode == 0, err
-        assert len(out.decode().splitlines()) == 5
-        assert answers[0].status_code == 200, answers[0].text
+        answers: list[Any] = []
+        with Log.open(srv.data) as library:
+            prepared = library.prepare([observation(n, "lib") for n in range(3)])
+
+            def http_write(tag: str) -> None:
+                answers.append(post(client, srv, [observation(1, tag)], False))
+
+            def library_write() -> None:
+                answers.append(library.append_prepared(prepared))
+
+            with write_lock_held(srv.data):
+                # The first write's commit waits for the lock; the two sent meanwhile queue
+                # behind it and share the next commit.
+                first = threading.Thread(target=http_write, args=("first",))
+                first.start()
+                time.sleep(1.0)
+                rest = [
+                    threading.Thread(target=library_write),
+                    threading.Thread(target=http_write, args=("h",)),
+                ]
+                for t in rest:
+                    t.start()
+                time.sleep(2.0)  # both handed over, queued behind the first
+            for t in [first, *rest]:
+                t.join(60)
+        assert len(answers) == 3
+        http = [a for a in answers if isinstance(a, httpx.Response)]
+        results = next(a for a in answers if isinstance(a, list))
+        assert [h.status_code for h in http] == [200, 200], [h.text for h in http]
+        assert [r.duplicate for r in results] == [False] * 3
+        indices = {r.leaf_index for r in results}
+        indices |= {h.json()["entries"][0]["leaf_index"] for h in http}
+        assert indices == {1, 2, 3, 4, 5}
+        cli = subprocess.run(
+            [str(CLI), "append", "--data", str(srv.data), str(lines)],
+            capture_output=True,
+            env=clean_env(),
+            timeout=60,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert [json.loads(x)["leaf_index"] for x in cli.stdout.splitlines()] == [6, 7, 8, 9, 10]
         text = client.get("/metrics", headers={"Authorization": f"Bearer {token}"}).text
     buckets = {
         s.labels["le"]: s.value
@@ -373,6 +395,5 @@ def test_a_cli_append_and_http_writes_share_the_sequencers_commits(tmp_path: Pat
         for s in f.samples
         if s.name == "capability_anchor_commit_batches_bucket"
     }
-    # Three commits at most (the warm-up, perhaps the CLI's alone, the shared one): at least
-    # one of them held more than one batch.
+    # The warm-up, the shared commit, the CLI's: one of them held more than one batch.
     assert buckets["+Inf"] - buckets["1.0"] >= 1, buckets
