@@ -18,39 +18,11 @@ from capability_anchor.errors import InvalidRecord
 from tests.kit.paths import ROOT
 
 SRC = ROOT / "src" / "capability_anchor"
-BOUND = strictjson.MAX_SAFE_INTEGER
-
-# Characters where JCS and Python's json could part ways: controls (short and \u00xx escapes),
-# quote and backslash, DEL and C1 controls (not escaped by JCS), the JavaScript line
-# separators, astral characters (UTF-16 order), lone surrogates (refused).
-TRICKY = [chr(c) for c in range(0x20)] + ['"', "\\", "/", "\x7f", "\x85", "\u2028", "\u2029"]
-TRICKY += ["\ufeff", "\uffff", "\U0001f600", "\U0010ffff", "\ud800", "\udfff", "é", "ÿ"]
-CHARS = st.one_of(st.sampled_from(TRICKY), st.characters(), st.integers(0xD800, 0xDFFF).map(chr))
-TEXT = st.text(CHARS, max_size=12)
-ASCII_TEXT = st.text(st.characters(max_codepoint=0x7F), max_size=12)
-SAFE_TEXT = st.text(
-    st.one_of(st.sampled_from(TRICKY[:-4]), st.characters(codec="utf-8")), max_size=12
-)
-INTS = st.one_of(
-    st.integers(-BOUND, BOUND),
-    st.sampled_from([BOUND, -BOUND, BOUND + 1, -BOUND - 1, 2**63, 0]),
-    st.integers(),
-)
-FLOATS = st.floats(allow_nan=False, allow_infinity=False)
-SCALARS = st.one_of(st.none(), st.booleans(), INTS, FLOATS, TEXT)
-ANY_JSON = st.recursive(
-    SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(TEXT, inner, max_size=5)),
-    max_leaves=30,
-)
-# Values the fast path must take: ASCII member names, strings without lone surrogates,
-# integers within the I-JSON range, no floats.
-PLAIN_JSON = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-BOUND, BOUND), SAFE_TEXT),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=5), st.dictionaries(ASCII_TEXT, inner, max_size=5)
-    ),
-    max_leaves=30,
+from tests.kit.recordgen import (  # noqa: E402
+    ANY_JSON,
+    BOUND,
+    PLAIN_JSON,
+    TEXT,
 )
 
 
