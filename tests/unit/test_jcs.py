@@ -16,14 +16,9 @@ from hypothesis import strategies as st
 from capability_anchor import leaf, strictjson
 from capability_anchor.errors import InvalidRecord
 from tests.kit.paths import ROOT
+from tests.kit.recordgen import ANY_JSON, BOUND, PLAIN_JSON, TEXT
 
 SRC = ROOT / "src" / "capability_anchor"
-from tests.kit.recordgen import (  # noqa: E402
-    ANY_JSON,
-    BOUND,
-    PLAIN_JSON,
-    TEXT,
-)
 
 
 def reference(value: Any) -> bytes | None:
