@@ -415,12 +415,14 @@ def test_the_production_form_takes_its_timeouts_from_the_environment(tmp_path: P
 
 def test_a_full_body_queue_answers_busy() -> None:
     """The pool itself (real worker processes): with room for one body, a second one sent
-    while the first is being checked is refused at once, and the next one is checked."""
+    while the first is being checked is refused at once, and the next one is checked. (The
+    second is over INLINE_BODY: a smaller one is checked on the loop, never queued.)"""
     import asyncio
 
-    from capability_anchor.api.bodies import BodyChecker, Busy
+    from capability_anchor.api.bodies import INLINE_BODY, BodyChecker, Busy
 
     slow = b'{"records":[' + b",".join([b'{"a":1}'] * 200_000) + b"]}"
+    big = b'{"record":{"a":1,"pad":"' + b"x" * INLINE_BODY + b'"}}'
 
     async def run() -> tuple[str, str, str]:
         checker = BodyChecker(workers=1, queue=1)
@@ -429,7 +431,7 @@ def test_a_full_body_queue_answers_busy() -> None:
             first = asyncio.create_task(checker.check("records", slow, "https://x.example", 1000))
             await asyncio.sleep(0.05)
             try:
-                await checker.check("record", b'{"record":{"a":1}}', "https://x.example", 1000)
+                await checker.check("record", big, "https://x.example", 1000)
                 second = "checked"
             except Busy:
                 second = "busy"
