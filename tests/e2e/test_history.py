@@ -197,10 +197,10 @@ def test_a_schema_2_data_dir_gets_its_history_in_one_migration(
         assert conn.execute(
             "SELECT count(*) FROM sqlite_master WHERE name = 'history'"
         ).fetchone() == (0,)
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     Log.open(old).close()
     with raw(old) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (5,)
     # Byte for byte the history the write path stored while the heads were published, and
     # the checkpoints it signed (Ed25519 signatures are deterministic).
     assert table(old, "history") == table(made.data, "history")
