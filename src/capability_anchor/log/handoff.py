@@ -105,6 +105,23 @@ def frame_length(head: bytes) -> int:
     return int(length)
 
 
+def read_frame(sock: socket.socket) -> bytes:
+    """The body of the next frame on a blocking socket (EOFError when the peer closed)."""
+    head = _recv_exactly(sock, _LEN.size)
+    return _recv_exactly(sock, frame_length(head))
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("the connection was closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
 @contextlib.contextmanager
 def address(data_dir: Path) -> Iterator[str]:
     """The socket's path to bind or connect to. A unix socket path has at most 107 bytes; a
@@ -192,22 +209,11 @@ class Handoff:
     def _call(self, message: Request) -> Reply:
         try:
             self._sock.sendall(frame(message))
-            head = self._recv(_LEN.size)
-            reply = reply_decoder.decode(self._recv(frame_length(head)))
+            reply = reply_decoder.decode(read_frame(self._sock))
         except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
             raise SequencerLost(f"the sequencer's connection broke: {exc}") from None
         replay(reply.events)
         return reply
-
-    def _recv(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self._sock.recv(min(n, 1 << 20))
-            if not chunk:
-                raise EOFError("the sequencer closed the connection")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
 
     def _answer(self, build: Any) -> Any:
         """Send the request `build(id)` makes, re-sending while the sequencer is busy."""

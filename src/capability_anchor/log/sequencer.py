@@ -54,7 +54,7 @@ from .handoff import (
     address,
     describe,
     frame,
-    frame_length,
+    read_frame,
     request_decoder,
 )
 from .lifecycle import Log
@@ -103,16 +103,6 @@ class _Connection:
             # A writer that went away lost its answer, not the commit.
             self.sock.sendall(frame(reply))
 
-    def recv(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(min(n, 1 << 20))
-            if not chunk:
-                raise EOFError
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
 
 _Item = tuple[_Connection, Request]
 
@@ -136,8 +126,7 @@ class Sequencer:
         conn = _Connection(sock)
         try:
             while True:
-                head = conn.recv(4)
-                self.submit(conn, request_decoder.decode(conn.recv(frame_length(head))))
+                self.submit(conn, request_decoder.decode(read_frame(sock)))
         except (EOFError, OSError, ValueError, msgspec.DecodeError):
             pass  # the writer closed, or sent what no writer sends: drop the connection
         finally:
