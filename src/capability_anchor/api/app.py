@@ -18,9 +18,9 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from capability_anchor import __version__
 from capability_anchor.api import accesslog, bodyschema
-from capability_anchor.errors import StoreError
+from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.files import tighten_modes
-from capability_anchor.log import Log
+from capability_anchor.log import MAX_BATCH, Log
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.published import behind_state, learn
 from capability_anchor.metrics.service import enable, observe, register_state
@@ -74,6 +74,12 @@ def _open_service(settings: Settings) -> Service:
     # one on a log some process found damaged (store/damage.py names the fix).
     token = settings.token()
     metrics_token(settings.metrics_token)
+    if settings.write_queue < MAX_BATCH:
+        # Here for both forms: refused by the sequencer, each new candidate would die alike.
+        raise UsageError(
+            f"--write-queue (env CAPABILITY_ANCHOR_WRITE_QUEUE) must be at least {MAX_BATCH} "
+            "(one batch)"
+        )
     refuse_if_damaged(settings.data_dir)
     tighten_modes(settings.data_dir, stores.own_files(settings.data_dir))
     writer = Log.open(settings.data_dir, clock=settings.clock)

@@ -212,10 +212,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     if not (args.header_timeout > 0 and args.body_timeout > 0 and args.body_workers >= 0):
         raise UsageError("--header-timeout and --body-timeout must be > 0, --body-workers >= 0")
-    from capability_anchor.log import MAX_BATCH
-
-    if args.write_queue < MAX_BATCH:
-        raise UsageError(f"--write-queue must be at least {MAX_BATCH} (one batch)")
     if args.iss is not None and not args.init:
         raise UsageError("--iss is only for --init (a log keeps the iss it was made with)")
     accesslog.configure(args.log_format)
