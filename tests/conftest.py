@@ -1,5 +1,6 @@
 """Every test gets the marker of its tier, from its folder (`-m unit`, `-m "not e2e"`...), and
-the RFC 3161 test TSA's fixtures (tsakit) without an import in each module."""
+the RFC 3161 test TSA's fixtures (tsakit) and the session's PostgreSQL (pgkit) without an
+import in each module."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.kit.pgkit import postgres  # noqa: F401
 from tests.kit.tsakit import (  # noqa: F401
     other_pki_ec,
     other_pki_rsa,

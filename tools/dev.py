@@ -8,11 +8,14 @@
     python3 tools/dev.py prometheus # install Prometheus and promtool (the /metrics tests)
     python3 tools/dev.py chromium   # install headless Chromium (the docs-page tests need it)
     python3 tools/dev.py wrk        # install wrk (the write benchmark and its smoke test)
+    python3 tools/dev.py postgresql-15  # install PostgreSQL 15 (the per-session test server)
+    python3 tools/dev.py nginx      # install nginx (the static read path's tests)
 
 Both create `.venv` beside `pyproject.toml` and install the project into it (with its
 test extras) the first time, and again whenever `pyproject.toml` changes. `test` also
-installs libfaketime, Chromium, Prometheus and wrk (Debian's `faketime`, `chromium`,
-`prometheus` and `wrk`) when they are missing and this runs as root, quietly; the tests
+installs libfaketime, Chromium, Prometheus, wrk, PostgreSQL 15 and nginx (Debian's
+`faketime`, `chromium`, `prometheus`, `wrk`, `postgresql-15` and `nginx`) when they are
+missing and this runs as root, quietly; the tests
 that need them skip, saying why, only where that is impossible (`--fast` skips this: only
 tests/e2e needs them). Standard library only, so it runs before anything is installed.
 """
@@ -39,12 +42,17 @@ SYSTEM_PACKAGES = {
     # Debian's `prometheus` gives both /usr/bin/prometheus and /usr/bin/promtool.
     "prometheus": Path("/usr/bin/promtool"),
     "wrk": Path("/usr/bin/wrk"),
+    # initdb and pg_ctl for one real server per test session (tests/kit/pgkit.py).
+    "postgresql-15": Path("/usr/lib/postgresql/15/bin/pg_ctl"),
+    "nginx": Path("/usr/sbin/nginx"),
 }
 _NEEDED_BY = {
     "faketime": "the clock-jump tests",
     "chromium": "the docs-page browser tests",
     "prometheus": "the /metrics tests (promtool, a real Prometheus)",
     "wrk": "the write benchmark (tools/bench_writes.py)",
+    "postgresql-15": "the PostgreSQL tests (a real server per test session)",
+    "nginx": "the static read path's tests",
 }
 
 
