@@ -1,0 +1,69 @@
+"""Bringing a PostgreSQL database to the current schema, and the grants of the service's role.
+
+Migrations run as the database's owner, each in one transaction with the row that records
+it, under a transaction-level advisory lock: two processes migrating one database at once
+apply each migration once, the second waiting for the first. The service then connects as
+a role of its own, which may read and insert the log's tables and nothing more (SPEC §13.5);
+only `meta` and `witness_state`, the operational state SQLite also rewrites, allow UPDATE
+and DELETE.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from .migrations import MIGRATIONS
+from .migrations.v1 import APPEND_ONLY_TABLES, MUTABLE_TABLES
+
+SCHEMA_VERSION = len(MIGRATIONS)
+# Any constant both sides agree on; it only has to be one no other code of ours takes.
+_MIGRATION_LOCK = 0x63612D6D  # "ca-m"
+
+_LEDGER = """CREATE TABLE IF NOT EXISTS schema_migrations (
+    version integer PRIMARY KEY CHECK (version >= 1),
+    applied timestamptz NOT NULL DEFAULT now()
+)"""
+
+
+def version(conn: psycopg.Connection) -> int:
+    """The schema version of the database `conn` is on (0: none applied)."""
+    exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return 0
+    row = conn.execute("SELECT COALESCE(max(version), 0) FROM schema_migrations").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: psycopg.Connection) -> int:
+    """Apply every migration the database lacks; the version it is on afterwards."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(_LEDGER)
+    while (current := version(conn)) < SCHEMA_VERSION:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            if version(conn) != current:  # another process applied it while we waited
+                continue
+            conn.execute(MIGRATIONS[current].encode())
+            conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (current + 1,))
+    return version(conn)
+
+
+def grant_service_role(conn: psycopg.Connection, role: str) -> None:
+    """Give `role` what the service needs and nothing more, in one transaction."""
+    name = sql.Identifier(role)
+    with conn.transaction():
+        conn.execute(
+            sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(
+                sql.SQL(", ").join(map(sql.Identifier, APPEND_ONLY_TABLES)), name
+            )
+        )
+        conn.execute(
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(
+                sql.SQL(", ").join(map(sql.Identifier, MUTABLE_TABLES)), name
+            )
+        )
+        conn.execute(sql.SQL("GRANT SELECT ON schema_migrations TO {}").format(name))
+        # The identity columns' sequences: an INSERT that takes the default draws from one.
+        conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {}").format(name))
