@@ -23,8 +23,8 @@ H = b"\x11" * 32
 ROWS = {
     "entries": ("(day, leaf_index, leaf_hash, claims, accepted_at)", (DAY, 0, H, b"{}", 1)),
     "heads": (
-        "(day, tree_size, sealed, root, iat, kid, doc)",
-        (DAY, 1, 0, H, 1, "k", b"head"),
+        "(day, tree_size, sealed, root, iat, kid, doc, term)",
+        (DAY, 1, 0, H, 1, "k", b"head", 1),
     ),
     "tiles": ("(day, level, idx, width, hashes, root)", (DAY, 0, 0, 1, H, None)),
     "servers": ("(key, day, leaf_index)", ("abcdefghijkl", DAY, 0)),
@@ -32,7 +32,7 @@ ROWS = {
     "stamps": ("(day, tsa, token, gen_time, added)", (DAY, "tsa", b"t", "20261202", 1)),
     "history": ("(idx, leaf_hash, day, sealed, tree_size)", (0, H, DAY, 0, 1)),
     "history_tiles": ("(level, idx, width, hashes, root)", (0, 0, 1, H, None)),
-    "checkpoints": ("(size, note)", (1, b"note")),
+    "checkpoints": ("(size, note, term)", (1, b"note", 1)),
     "cosignatures": (
         "(witness, key_id, size, timestamp, line, added)",
         ("w", b"abcd", 1, 1, "line", 1),
@@ -55,6 +55,7 @@ def db(postgres: PgServer) -> Iterator[tuple[PgServer, str]]:
     name = postgres.fresh_database("schema")
     with postgres.connect(name) as conn:
         schema.migrate(conn)
+        assert conn.execute("SELECT sequencer_next_term()").fetchone() == (1,)
         for table, (columns, values) in ROWS.items():
             insert(conn, table, columns, values)
     yield postgres, name
@@ -120,10 +121,10 @@ def test_the_owner_cannot_update_delete_or_truncate_a_log_table(
 INSERTS = [
     ("entries", (DAY, 2, b"\x22" * 32, b"{}", 1), "leaf_index is not the next index of its day"),
     ("entries", (DAY, 1, H, b"{}", 1), "this leaf is already stored in this day"),
-    ("heads", (DAY, 1, 0, H, 2, "k", b"other"), "a different head of this size is stored"),
+    ("heads", (DAY, 1, 0, H, 2, "k", b"other", 1), "a different head of this size is stored"),
     (
         "heads",
-        (DAY, 1, 1, b"\x33" * 32, 2, "k", b"s"),
+        (DAY, 1, 1, b"\x33" * 32, 2, "k", b"s", 1),
         "another head of this size has another root",
     ),
     ("tiles", (DAY, 0, 0, 1, b"\x44" * 32, None), "a different tile is stored under this name"),
@@ -131,8 +132,8 @@ INSERTS = [
     ("stamps", (DAY, "tsa", b"u", "20261203", 2), "this TSA already stamped this day"),
     ("history", (2, b"\x55" * 32, DAY, 0, 1), "a history leaf out of publication order"),
     ("history", (1, b"\x55" * 32, DAY, 0, 7), "a history leaf must be a stored head"),
-    ("checkpoints", (3, b"n"), "a checkpoint is only ever of the next size"),
-    ("checkpoints", (2, b"n"), "a checkpoint is of a size the history has"),
+    ("checkpoints", (3, b"n", 1), "a checkpoint is only ever of the next size"),
+    ("checkpoints", (2, b"n", 1), "a checkpoint is of a size the history has"),
     ("cosignatures", ("w", b"abcd", 1, 2, "line", 2), "this cosignature is already stored"),
     ("cosignatures", ("w", b"abcd", 9, 2, "l9", 2), "a cosignature is of a stored checkpoint"),
 ]
@@ -154,12 +155,12 @@ def test_an_insert_that_breaks_a_rule_is_refused_with_sqlites_message(
 def test_an_append_to_a_sealed_day_is_refused(db: tuple[PgServer, str]) -> None:
     server, name = db
     with server.connect(name) as conn:
-        insert(conn, "heads", ROWS["heads"][0], (DAY, 1, 1, H, 2, "k", b"sealed"))
+        insert(conn, "heads", ROWS["heads"][0], (DAY, 1, 1, H, 2, "k", b"sealed", 1))
         row = (DAY, 1, b"\x22" * 32, b"{}", 1)
         with pytest.raises(psycopg.Error) as caught:
             insert(conn, "entries", ROWS["entries"][0], row)
         head = refused(
-            conn, f"INSERT INTO heads VALUES ('{DAY}', 2, 0, '\\x{H.hex()}', 3, 'k', 'd')"
+            conn, f"INSERT INTO heads VALUES ('{DAY}', 2, 0, '\\x{H.hex()}', 3, 'k', 'd', 1)"
         )
     assert str(caught.value).splitlines()[0] == "append-only: the day is sealed"
     assert head == "append-only: the day is sealed"

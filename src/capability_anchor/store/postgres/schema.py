@@ -64,6 +64,9 @@ def grant_service_role(conn: psycopg.Connection, role: str) -> None:
                 sql.SQL(", ").join(map(sql.Identifier, MUTABLE_TABLES)), name
             )
         )
-        conn.execute(sql.SQL("GRANT SELECT ON schema_migrations TO {}").format(name))
+        conn.execute(
+            sql.SQL("GRANT SELECT ON schema_migrations, sequencer_term TO {}").format(name)
+        )
+        conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION sequencer_next_term() TO {}").format(name))
         # The identity columns' sequences: an INSERT that takes the default draws from one.
         conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {}").format(name))

@@ -10,6 +10,15 @@ Where the two engines differ, and why:
 - The insert rules of a table are one BEFORE INSERT function each. A BEFORE ROW trigger
   sees the rows its statement inserted before it (PostgreSQL's rule for volatile
   functions), as SQLite's do.
+- The fencing term (SPEC §13.4): `heads` and `checkpoints` rows carry the term of the lease
+  they were signed under, and their `*_fenced` trigger updates the one `sequencer_term`
+  row where the term is theirs, failing the insert when it is not. Whoever takes the lease
+  takes a new term (`sequencer_next_term()`) in the same way, so a paused former leader
+  writes no head or checkpoint once another has taken the lease, and one that is
+  mid-transaction makes the new term wait for its commit. The row lock also puts every
+  head and checkpoint insert in one order, so the insert rules that follow (triggers fire
+  by name: `fenced` before `insert_rules`) read what the previous one committed. Both
+  functions are SECURITY DEFINER: the service's role can take a term, not set one.
 - Under concurrent transactions a trigger cannot see another's uncommitted rows, so each
   uniqueness rule a trigger states also has a unique index: `entries_by_hash` is UNIQUE on
   (day, leaf_hash), where SQLite's 6-byte prefix index relies on SQLite's single writer.
@@ -41,6 +50,7 @@ CREATE TABLE heads (
     iat bigint NOT NULL,
     kid text NOT NULL,
     doc bytea NOT NULL,
+    term bigint NOT NULL CHECK (term >= 1),
     PRIMARY KEY (day, tree_size, sealed)
 );
 CREATE INDEX heads_by_kind ON heads (day, sealed, tree_size);
@@ -98,7 +108,8 @@ CREATE TABLE history_tiles (
 
 CREATE TABLE checkpoints (
     size bigint PRIMARY KEY CHECK (size >= 1),
-    note bytea NOT NULL
+    note bytea NOT NULL,
+    term bigint NOT NULL CHECK (term >= 1)
 );
 
 CREATE TABLE cosignatures (
@@ -142,6 +153,34 @@ CREATE TABLE settings (
     jws text NOT NULL,
     added bigint NOT NULL
 );
+
+CREATE TABLE sequencer_term (
+    id smallint PRIMARY KEY CHECK (id = 1),
+    term bigint NOT NULL CHECK (term >= 0),
+    signed bigint NOT NULL CHECK (signed >= 0)
+);
+INSERT INTO sequencer_term VALUES (1, 0, 0);
+
+CREATE FUNCTION sequencer_next_term() RETURNS bigint LANGUAGE sql
+    SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    UPDATE sequencer_term SET term = term + 1 WHERE id = 1 RETURNING term;
+$$;
+REVOKE EXECUTE ON FUNCTION sequencer_next_term() FROM PUBLIC;
+
+CREATE FUNCTION fenced_insert() RETURNS trigger LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    UPDATE sequencer_term SET signed = signed + 1 WHERE id = 1 AND term = NEW.term;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fenced: term % is not the sequencer''s term', NEW.term
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER heads_fenced BEFORE INSERT ON heads
+    FOR EACH ROW EXECUTE FUNCTION fenced_insert();
+CREATE TRIGGER checkpoints_fenced BEFORE INSERT ON checkpoints
+    FOR EACH ROW EXECUTE FUNCTION fenced_insert();
 
 CREATE FUNCTION append_only_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
