@@ -1,0 +1,50 @@
+"""The sequencer's lease on PostgreSQL (SPEC §13.4): a session advisory lock, and the fencing
+term taken with it.
+
+The lock belongs to one database session: the server frees it the moment that session ends
+(the process killed, the connection cut by `pg_terminate_backend` or a restart), so a
+standby can take it without waiting for a timeout to pass. Holding the lock is not what
+makes a signature safe: the term is. Whoever takes the lock takes a new term in the same
+step, and every head and checkpoint insert is checked against the current term in its own
+transaction (`migrations/v1.py`, `fenced_insert`), so a leader that lost its session but
+not yet noticed, or was paused, cannot sign once another has a newer term.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+# The key of the lease's advisory lock. Advisory locks are per database, so this only has to
+# be a key no other code of ours takes in the log's database.
+LEASE_KEY = 0x63612D73  # "ca-s"
+
+
+def try_take(conn: psycopg.Connection) -> int | None:
+    """Take the lease on `conn`'s session if nobody holds it: the new term, else None.
+    `conn` must be in autocommit mode: the lock outlives transactions, the term is
+    committed at once."""
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LEASE_KEY,)).fetchone()
+    if not row or not row[0]:
+        return None
+    term = conn.execute("SELECT sequencer_next_term()").fetchone()
+    assert term is not None  # the function always returns the row it updated
+    return int(term[0])
+
+
+def held(conn: psycopg.Connection) -> bool:
+    """Whether `conn`'s session still holds the lease (False also once the session ended)."""
+    try:
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
+            " AND pid = pg_backend_pid() AND classid = 0 AND objid = %s AND objsubid = 1"
+            " AND granted)",
+            (LEASE_KEY,),
+        ).fetchone()
+    except psycopg.OperationalError:
+        return False
+    return bool(row and row[0])
+
+
+def current_term(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT term FROM sequencer_term").fetchone()
+    return int(row[0]) if row else 0
