@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from capability_anchor.store.postgres import schema
 from tests.kit.pgkit import PgServer
+from tests.kit.pglog import migrated_database, service_role
 
 DAY = "2026-12-02"
 
@@ -60,10 +60,7 @@ def wait_until_blocked(server: PgServer, pid: int) -> None:
 
 @pytest.fixture
 def db(postgres: PgServer) -> Iterator[tuple[PgServer, str]]:
-    name = postgres.fresh_database("fence")
-    with postgres.connect(name) as conn:
-        schema.migrate(conn)
-    yield postgres, name
+    yield postgres, migrated_database(postgres, "fence")
 
 
 def test_no_head_is_stored_before_a_term_is_taken(db: tuple[PgServer, str]) -> None:
@@ -138,10 +135,7 @@ def test_the_same_size_with_another_root_is_refused_across_terms(
 
 def test_the_service_role_takes_a_term_but_cannot_set_one(db: tuple[PgServer, str]) -> None:
     server, name = db
-    role = f"svc_{name}"
-    with server.connect(name) as owner:
-        owner.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN").format(psycopg.sql.Identifier(role)))
-        schema.grant_service_role(owner, role)
+    role = service_role(server, name)
     with server.connect(name, user=role) as svc:
         term = take_term(svc)
         head(svc, 0, term)

@@ -11,18 +11,16 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from capability_anchor.store.postgres import lease, schema
+from capability_anchor.store.postgres import lease
 from tests.kit.pgkit import PgServer
+from tests.kit.pglog import migrated_database
 
 TAKEOVER_DEADLINE_S = 10  # issue #24: another replica takes the lease within 10 s
 
 
 @pytest.fixture
 def db(postgres: PgServer) -> Iterator[tuple[PgServer, str]]:
-    name = postgres.fresh_database("lease")
-    with postgres.connect(name) as conn:
-        schema.migrate(conn)
-    yield postgres, name
+    yield postgres, migrated_database(postgres, "lease")
 
 
 def test_one_session_holds_the_lease_and_each_take_is_a_new_term(

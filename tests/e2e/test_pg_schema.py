@@ -16,8 +16,10 @@ from capability_anchor.store.postgres import schema
 from capability_anchor.store.postgres.migrations.v1 import APPEND_ONLY_TABLES
 from capability_anchor.store.sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
 from tests.kit.pgkit import PgServer
+from tests.kit.pglog import service_role
 
 DAY = "2026-12-02"
+ID_ONCE = ("key_records", "policies", "settings")
 H = b"\x11" * 32
 
 ROWS = {
@@ -152,6 +154,17 @@ def test_an_insert_that_breaks_a_rule_is_refused_with_sqlites_message(
     assert count == (1,)
 
 
+@pytest.mark.parametrize("table", ID_ONCE)
+def test_a_row_under_a_taken_id_is_refused(db: tuple[PgServer, str], table: str) -> None:
+    server, name = db
+    columns, values = ROWS[table]
+    with server.connect(name) as conn, pytest.raises(psycopg.Error) as caught:
+        insert(conn, table, "(id, " + columns[1:], (1, *values))
+    assert (
+        str(caught.value).splitlines()[0] == f"append-only: a {table} row is stored under this id"
+    )
+
+
 def test_an_append_to_a_sealed_day_is_refused(db: tuple[PgServer, str]) -> None:
     server, name = db
     with server.connect(name) as conn:
@@ -185,6 +198,8 @@ def test_every_rule_sqlite_enforces_postgresql_enforces_with_the_same_message(
     assert sources is not None
     postgres = set(re.findall(r"'append-only: ([^']+)'", sources[0]))
     postgres |= {f"{t} cannot be {op}" for t in APPEND_ONLY_TABLES for op in ("updated", "deleted")}
+    # id_once_insert_rules names its table through TG_TABLE_NAME:
+    postgres |= {f"a {t} row is stored under this id" for t in ID_ONCE}
     sqlite = _sqlite_messages()
     assert sqlite, "the SQLite migrations' messages were not found"
     assert sqlite - postgres == set()
@@ -192,10 +207,7 @@ def test_every_rule_sqlite_enforces_postgresql_enforces_with_the_same_message(
 
 def test_the_service_role_reads_and_inserts_and_nothing_more(db: tuple[PgServer, str]) -> None:
     server, name = db
-    role = f"svc_{name}"
-    with server.connect(name) as conn:
-        conn.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN").format(psycopg.sql.Identifier(role)))
-        schema.grant_service_role(conn, role)
+    role = service_role(server, name)
     with server.connect(name, user=role) as svc:
         assert svc.execute("SELECT count(*) FROM entries").fetchone() == (1,)
         insert(svc, "entries", ROWS["entries"][0], (DAY, 1, b"\x22" * 32, b"{}", 2))

@@ -349,38 +349,23 @@ END $$;
 CREATE TRIGGER cosignatures_insert_rules BEFORE INSERT ON cosignatures
     FOR EACH ROW EXECUTE FUNCTION cosignatures_insert_rules();
 
-CREATE FUNCTION key_records_insert_rules() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION id_once_insert_rules() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE taken boolean;
 BEGIN
-    IF EXISTS (SELECT 1 FROM key_records WHERE id = NEW.id) THEN
-        RAISE EXCEPTION 'append-only: a key_records row is stored under this id'
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I WHERE id = $1)', TG_TABLE_NAME)
+        INTO taken USING NEW.id;
+    IF taken THEN
+        RAISE EXCEPTION 'append-only: a % row is stored under this id', TG_TABLE_NAME
             USING ERRCODE = 'integrity_constraint_violation';
     END IF;
     RETURN NEW;
 END $$;
 CREATE TRIGGER key_records_insert_rules BEFORE INSERT ON key_records
-    FOR EACH ROW EXECUTE FUNCTION key_records_insert_rules();
-
-CREATE FUNCTION policies_insert_rules() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM policies WHERE id = NEW.id) THEN
-        RAISE EXCEPTION 'append-only: a policies row is stored under this id'
-            USING ERRCODE = 'integrity_constraint_violation';
-    END IF;
-    RETURN NEW;
-END $$;
+    FOR EACH ROW EXECUTE FUNCTION id_once_insert_rules();
 CREATE TRIGGER policies_insert_rules BEFORE INSERT ON policies
-    FOR EACH ROW EXECUTE FUNCTION policies_insert_rules();
-
-CREATE FUNCTION settings_insert_rules() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM settings WHERE id = NEW.id) THEN
-        RAISE EXCEPTION 'append-only: a settings row is stored under this id'
-            USING ERRCODE = 'integrity_constraint_violation';
-    END IF;
-    RETURN NEW;
-END $$;
+    FOR EACH ROW EXECUTE FUNCTION id_once_insert_rules();
 CREATE TRIGGER settings_insert_rules BEFORE INSERT ON settings
-    FOR EACH ROW EXECUTE FUNCTION settings_insert_rules();
+    FOR EACH ROW EXECUTE FUNCTION id_once_insert_rules();
 """
 
 APPEND_ONLY_TABLES = (
