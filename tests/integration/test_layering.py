@@ -215,13 +215,17 @@ STORAGE_ENGINE = ("sqlite3", "sqlite_utils")
 STORAGE_PACKAGE = SRC / PACKAGE / "store" / "sqlite"
 
 
-def _engine_imports(path: Path) -> list[str]:
+POSTGRES_DRIVER = ("psycopg", "psycopg_pool")
+POSTGRES_PACKAGE = SRC / PACKAGE / "store" / "postgres"
+
+
+def _engine_imports(path: Path, drivers: tuple[str, ...] = STORAGE_ENGINE) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     return [
         target
         for node, _ in _imports(tree)
         for target in _targets(PACKAGE, False, node)
-        if target.split(".")[0] in STORAGE_ENGINE
+        if target.split(".")[0] in drivers
     ]
 
 
@@ -234,6 +238,14 @@ def test_no_module_outside_the_store_imports_sqlite() -> None:
     assert {p: names for p, names in found.items() if names} == {}
     inside = [p for p in STORAGE_PACKAGE.rglob("*.py") if _engine_imports(p)]
     assert STORAGE_PACKAGE / "base.py" in inside  # the walk sees an import that is there
+
+
+def test_no_module_outside_the_postgresql_engine_imports_its_driver() -> None:
+    outside = [p for p in (SRC / PACKAGE).rglob("*.py") if POSTGRES_PACKAGE not in p.parents]
+    found = {str(p.relative_to(SRC)): _engine_imports(p, POSTGRES_DRIVER) for p in outside}
+    assert {p: names for p, names in found.items() if names} == {}
+    inside = [p for p in POSTGRES_PACKAGE.rglob("*.py") if _engine_imports(p, POSTGRES_DRIVER)]
+    assert POSTGRES_PACKAGE / "schema.py" in inside
 
 
 # --- engines are reached only through `store/open.py` -------------------------------------------
