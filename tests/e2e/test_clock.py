@@ -36,7 +36,12 @@ from tests.kit.systools import ensure_tool
 
 ISS = "https://resolver.example"
 ROOT = paths.ROOT
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+# The synchronised build: the plain one, re-reading its offset file in every thread
+# (FAKETIME_NO_CACHE), races on a static buffer and hands about one reading in 250 of a
+# many-threaded process the un-offset time (libfaketime issue #151, fixed upstream by PR
+# #547, later than Debian's 0.9.10); the service is many-threaded, so a guard that is right
+# saw its clocks agree for one reading and ended the episode early.
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 DAY = 86400.0
 T0 = dt.datetime(2026, 11, 2, 23, 58, 0, tzinfo=dt.UTC).timestamp()
 
@@ -295,34 +300,9 @@ def stored_days(data: Path) -> tuple[set[str], list[tuple[str, int]]]:
     return entries, heads
 
 
-# libfaketime, re-reading its offset file at every clock reading (FAKETIME_NO_CACHE), now
-# and then hands one thread of a many-threaded process the un-offset time: the service then
-# sees its clocks agree for one reading, ends the episode and starts another a moment later.
-# That is libfaketime, not the guard (a real wall clock does not step back and forth within
-# one reading), so such a run is started again on a fresh data dir; every assertion below
-# holds for the run that is kept.
-_ATTEMPTS = 3
-
-
-def _libfaketime_flapped(stderr: str) -> bool:
-    """The episode ended while the offset file still said +19d."""
-    return "agrees with the monotonic clock again" in stderr
-
-
 def test_a_jump_19_days_ahead_and_back_seals_nothing_and_stores_nothing(
-    faketime: FakeTime, tmp_path: Path
+    server: Server, faketime: FakeTime
 ) -> None:
-    for attempt in range(1, _ATTEMPTS + 1):
-        data = tmp_path / f"data-{attempt}"
-        with serving(data, *SERVER_ARGS, env=faketime.env) as server:
-            if _a_jump_19_days(server, faketime):
-                return
-        faketime.set("+0")
-    pytest.fail(f"libfaketime handed the service the real time in all {_ATTEMPTS} runs")
-
-
-def _a_jump_19_days(server: Server, faketime: FakeTime) -> bool:
-    """The scenario; False (nothing asserted after the jump) when libfaketime flapped."""
     headers = server.writer_headers()
     observed = {
         "v": "0.2",
@@ -353,8 +333,6 @@ def _a_jump_19_days(server: Server, faketime: FakeTime) -> bool:
                 refused += 1
             answers.append(client.post("/checkpoint", headers=headers))
             time.sleep(0.2)
-        if _libfaketime_flapped(server.stderr()):
-            return False
         for answer in answers:
             assert_paused(answer)
         # Reads go on (they need no clock).
@@ -380,7 +358,6 @@ def _a_jump_19_days(server: Server, faketime: FakeTime) -> bool:
     assert "Traceback" not in stderr
     audit = faketime.cli("audit", "--data", server.data)
     assert audit.returncode == 0, audit.stderr
-    return True
 
 
 def test_an_operators_seal_makes_the_service_go_on_with_the_new_time(
