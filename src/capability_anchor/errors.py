@@ -320,6 +320,14 @@ class SequencerLost(StoreError):
     retryable = True
 
 
+class LeaseLost(StoreError):
+    """This process no longer holds the sequencer's lease: another took a newer fencing term
+    (SPEC §13.4), so the head or checkpoint it was signing was refused and rolled back."""
+
+    note = "this replica is no longer the log's sequencer; nothing was signed, try again"
+    retryable = True
+
+
 class StoreFull(StoreError):
     """The disk (or a quota) is full: the write was rolled back."""
 

@@ -1,0 +1,182 @@
+"""The PostgreSQL engine's connections and transactions (the write discipline).
+
+Durability, as `interface.Store` promises it, in PostgreSQL's terms: `write()` is one
+transaction that commits once, with `synchronous_commit` on for it whatever the server's
+default, so an acknowledged write is in the server's fsynced WAL when `write()` returns.
+
+The store's write lock is a transaction-level advisory lock (`WRITE_KEY`), taken before
+anything else in the transaction: writers of every process and every replica queue on it,
+and the next leaf index, read after it under READ COMMITTED, is read from every commit that
+came before. The lock ends with the transaction, so a writer that dies frees it at once.
+
+Connections come from a `psycopg_pool` pool. A connection the server dropped (a restart, a
+`pg_terminate_backend`) is found by the pool's check when it is next taken and replaced, so
+a store outlives a database outage without being reopened: while the server is down, each
+call fails within `CONNECT_TIMEOUT_S` with `StoreIOError` (HTTP 503), and nothing of a write
+that failed is stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import psycopg_pool
+
+from capability_anchor.errors import StoreError
+
+from .errors import store_error
+
+# The write lock's advisory key; the lease's (lease.LEASE_KEY) and the migrations' differ.
+WRITE_KEY = 0x63612D77  # "ca-w"
+CONNECT_TIMEOUT_S = 5.0
+POOL_MAX = 8
+_cursor_names = itertools.count(1)
+
+
+class PostgresBase:
+    """One log's database on a PostgreSQL server, reached through a pool.
+
+    Inside `write()` (and `read()`) the calling thread has one connection of its own, held
+    for the whole transaction; every other call takes a connection for one statement. No
+    connection is used by two threads at once, and no reader outside `write()` sees its
+    uncommitted rows.
+    """
+
+    def __init__(self, conninfo: str, where: str, *, max_size: int = POOL_MAX) -> None:
+        self._where = where
+        self._local = threading.local()
+        self._closed = False
+        self._pool = psycopg_pool.ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"autocommit": True, "connect_timeout": max(1, int(CONNECT_TIMEOUT_S))},
+            check=psycopg_pool.ConnectionPool.check_connection,
+            timeout=CONNECT_TIMEOUT_S,
+            name="capability-anchor",
+            open=False,
+        )
+        # Open without waiting for the first connection: a store opened while the server is
+        # down answers StoreIOError per call and works once the server is back.
+        self._pool.open(wait=False)
+
+    def describe(self) -> str:
+        return self._where
+
+    def close(self) -> None:
+        self._closed = True
+        self._pool.close()
+
+    # --- transactions ----------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One durable, atomic write transaction under the store's write lock.
+
+        When this returns, everything written inside is committed and in the server's WAL on
+        disk. If anything inside raises, or the commit fails, the transaction is rolled back
+        and the original error propagates: nothing of it is stored. A commit whose answer
+        was lost with the connection is reported as `StoreIOError`; whether it landed is
+        for the caller to find by reading (the log re-reads its day, as after a crash).
+        """
+        local = self._local
+        if getattr(local, "conn", None) is not None:
+            raise StoreError("a transaction is already open on this thread")
+        with self._connection() as conn:
+            local.conn = conn
+            try:
+                with conn.transaction():
+                    conn.execute("SET LOCAL synchronous_commit = on")
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_KEY,))
+                    yield
+            except psycopg.Error as exc:
+                raise store_error(exc, "a write to the log failed") from None
+            finally:
+                local.conn = None
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """One consistent snapshot for several reads on this thread (REPEATABLE READ, read
+        only: it never blocks writers). Inside `write()` or another `read()` it adds
+        nothing: those are one snapshot already."""
+        local = self._local
+        if getattr(local, "conn", None) is not None:
+            yield
+            return
+        with self._connection() as conn:
+            local.conn = conn
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield
+            except psycopg.Error as exc:
+                raise store_error(exc, "a read of the log failed") from None
+            finally:
+                local.conn = None
+                if not conn.closed:
+                    # A broken connection: the pool's check replaces it.
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute("COMMIT")
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        if self._closed:
+            raise StoreError(f"the log at {self._where} is closed")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout as exc:
+            raise store_error(exc, f"cannot reach the log at {self._where}") from None
+        except psycopg.Error as exc:
+            # Raised while the pool took or gave back the connection, outside any statement.
+            raise store_error(exc, f"cannot reach the log at {self._where}") from None
+
+    # --- statements --------------------------------------------------------------------------
+
+    def _exec(self, query: str, params: Sequence[object] = ()) -> list[Any]:
+        with self._statement() as conn:
+            cur = conn.execute(query.encode(), params)
+            return cur.fetchall() if cur.description is not None else []
+
+    def _one(self, query: str, params: Sequence[object] = ()) -> Any:
+        rows = self._exec(query, params)
+        return rows[0] if rows else None
+
+    def _iter(self, query: str, params: Sequence[object] = ()) -> Iterator[Any]:
+        """Rows one at a time, from a server-side cursor (for results too large to fetch at
+        once); inside `read()` or `write()` only, where a transaction holds the cursor."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            raise StoreError("a streamed read needs a read() or write() transaction")
+        try:
+            with conn.cursor(name=f"capability_anchor_{next(_cursor_names)}") as cur:
+                cur.execute(query.encode(), params)
+                yield from cur
+        except psycopg.Error as exc:
+            raise store_error(exc, "a read of the log failed") from None
+
+    def _execmany(self, query: str, rows: Iterable[Sequence[object]]) -> None:
+        with self._statement() as conn, conn.cursor() as cur:
+            cur.executemany(query.encode(), rows)
+
+    @contextmanager
+    def _statement(self) -> Iterator[psycopg.Connection[Any]]:
+        """The thread's transaction's connection, else one from the pool for one statement;
+        psycopg's errors become the project's."""
+        conn = getattr(self._local, "conn", None)
+        try:
+            if conn is not None:
+                yield conn
+                return
+            with self._connection() as pooled:
+                yield pooled
+        except psycopg.Error as exc:
+            raise store_error(exc, "a statement failed") from None
+
+
+__all__ = ["CONNECT_TIMEOUT_S", "WRITE_KEY", "PostgresBase"]

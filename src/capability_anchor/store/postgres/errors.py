@@ -1,0 +1,81 @@
+"""PostgreSQL's errors as the project's: the one place that reads SQLSTATEs.
+
+An error is classed by its SQLSTATE (psycopg's `sqlstate`), never by its message, except for
+the schema's own refusals: the triggers of `migrations/v1.py` raise them as
+integrity_constraint_violation (23000), and only their text ("append-only: ...",
+"fenced: ...", SQLite's words) says which rule refused.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import psycopg_pool
+
+from capability_anchor.errors import (
+    CapabilityAnchorError,
+    Conflict,
+    LeaseLost,
+    StoreBusy,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreIOError,
+    StoreReadOnly,
+)
+from capability_anchor.metrics.service import observe
+
+# SQLSTATE classes and codes (PostgreSQL's Appendix A) and what each is for an operator.
+_BY_STATE: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
+    (("53100",), StoreFull, "the database's disk is full"),
+    (("53",), StoreIOError, "the database server is out of a resource"),
+    (("25006",), StoreReadOnly, "the database is read-only (a standby, or read-only mode)"),
+    (("XX001", "XX002"), StoreCorrupt, "the database reports damaged data"),
+    (("40001", "40P01", "55P03"), StoreBusy, "another writer held the log's rows"),
+    (("57P01", "57P02", "57P03", "08"), StoreIOError, "the database server is unavailable"),
+    (("58",), StoreIOError, "the database server reports an I/O error"),
+)
+
+
+def store_error(
+    exc: psycopg.Error | psycopg_pool.PoolTimeout, context: str
+) -> CapabilityAnchorError:
+    """The project's error for a psycopg one."""
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return StoreIOError(f"{context}: no connection to the database in time: {exc}")
+    state = exc.sqlstate or ""
+    if state == "42501":
+        # The service's role may not change stored rows (SPEC §13.5): what the triggers
+        # would refuse, refused one step earlier by the grants.
+        return Conflict(f"append-only: the service's role may not do this: {_first(exc)}")
+    if state.startswith("23"):
+        return _refused(exc)
+    if not state and isinstance(exc, psycopg.OperationalError):
+        # A connection that failed or broke has no SQLSTATE of its own.
+        return StoreIOError(f"{context}: the database server is unavailable: {_first(exc)}")
+    for prefixes, cls, what in _BY_STATE:
+        if state.startswith(prefixes):
+            if cls is StoreBusy:
+                observe().store_busy.inc()
+            return cls(f"{context}: {what}: {_first(exc)}")
+    return StoreError(f"{context}: {_first(exc)} (SQLSTATE {state or 'none'})")
+
+
+def _refused(exc: psycopg.Error) -> CapabilityAnchorError:
+    message = _first(exc)
+    if message.startswith("fenced:"):
+        return LeaseLost(message)
+    if "append-only" in message:
+        return Conflict(message)
+    return StoreError(f"the store refused a write: {message}")
+
+
+def _first(exc: psycopg.Error) -> str:
+    """The server's primary message (psycopg's str() adds context lines)."""
+    primary = exc.diag.message_primary
+    if primary:
+        return primary
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+__all__ = ["store_error"]

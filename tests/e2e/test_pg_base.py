@@ -1,0 +1,203 @@
+"""The PostgreSQL engine's write discipline (store/postgres/base.py) on the session's real
+server, as the service's role: a write is atomic and durable across a crash of the server;
+writers of two stores (two processes' pools) queue on the store's write lock and each reads
+what the other committed; a read is one snapshot; the schema's refusals and the role's
+missing grants are the project's `Conflict`, fencing is `LeaseLost`, and a server that is
+down or cut the connection is `StoreIOError`, after which the same store works again
+without being reopened. Nothing of a refused or failed write is stored."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from capability_anchor.errors import Conflict, LeaseLost, StoreError, StoreIOError
+from capability_anchor.store.postgres.base import PostgresBase
+from tests.kit.pgkit import PgServer
+from tests.kit.pglog import migrated_database, service_role
+
+H = b"\x11" * 32
+DAY = "2026-11-01"
+
+
+class Db:
+    def __init__(self, server: PgServer, name: str, role: str) -> None:
+        self.server, self.name, self.role = server, name, role
+        self.stores: list[PostgresBase] = []
+
+    def store(self) -> PostgresBase:
+        store = PostgresBase(self.server.conninfo(self.name, self.role), f"db {self.name}")
+        self.stores.append(store)
+        return store
+
+    def owner_count(self, table: str) -> int:
+        with self.server.connect(self.name) as conn:
+            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+@pytest.fixture
+def db(postgres: PgServer) -> Iterator[Db]:
+    name = migrated_database(postgres, "base")
+    result = Db(postgres, name, service_role(postgres, name))
+    try:
+        yield result
+    finally:
+        for store in result.stores:
+            store.close()
+
+
+def put_entry(store: PostgresBase, index: int, claims: bytes = b"{}") -> None:
+    store._exec(
+        "INSERT INTO entries (day, leaf_index, leaf_hash, claims, accepted_at)"
+        " VALUES (%s, %s, %s, %s, %s)",
+        (DAY, index, index.to_bytes(32, "big"), claims, 1_793_500_000),
+    )
+
+
+def next_index(store: PostgresBase) -> int:
+    row = store._one("SELECT max(leaf_index) FROM entries WHERE day = %s", (DAY,))
+    return 0 if row[0] is None else int(row[0]) + 1
+
+
+def test_a_committed_write_survives_a_crash_of_the_server(db: Db) -> None:
+    store = db.store()
+    with store.write():
+        put_entry(store, 0)
+        put_entry(store, 1)
+    db.server.restart_immediate()
+    # The same store, not reopened: its pooled connections died with the server.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            assert next_index(store) == 2
+            break
+        except StoreIOError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_a_write_that_raises_stores_nothing_and_its_error_propagates(db: Db) -> None:
+    store = db.store()
+    with pytest.raises(ZeroDivisionError), store.write():
+        put_entry(store, 0)
+        raise ZeroDivisionError
+    assert db.owner_count("entries") == 0
+    with pytest.raises(StoreError, match="already open"), store.write(), store.write():
+        pass
+
+
+def test_writers_of_two_stores_queue_on_the_write_lock_and_read_each_others_commits(
+    db: Db,
+) -> None:
+    """Two pools stand for two replicas: 4 threads each append 25 batches of 3 at the next
+    index read under the lock; every index is taken once, none is skipped."""
+    stores = [db.store(), db.store()]
+    errors: list[BaseException] = []
+
+    def writer(store: PostgresBase) -> None:
+        try:
+            for _ in range(25):
+                with store.write():
+                    first = next_index(store)
+                    for n in range(3):
+                        put_entry(store, first + n)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in stores for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with db.server.connect(db.name) as conn:
+        indexes = [i for (i,) in conn.execute("SELECT leaf_index FROM entries ORDER BY 1")]
+    assert indexes == list(range(4 * 25 * 3))
+
+
+def test_a_read_is_one_snapshot_and_never_sees_an_uncommitted_write(db: Db) -> None:
+    reader, writer = db.store(), db.store()
+    with reader.read():
+        assert next_index(reader) == 0
+        with writer.write():
+            put_entry(writer, 0)
+            assert next_index(reader) == 0  # not yet committed
+        assert next_index(reader) == 0  # committed, but after the snapshot
+    assert next_index(reader) == 1
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE entries SET claims = '\\x00'",
+        "DELETE FROM entries",
+        "TRUNCATE entries",
+    ],
+)
+def test_the_service_role_cannot_change_a_stored_row(db: Db, statement: str) -> None:
+    store = db.store()
+    with store.write():
+        put_entry(store, 0)
+    with pytest.raises(Conflict, match="append-only"), store.write():
+        put_entry(store, 1)
+        store._exec(statement)
+    assert db.owner_count("entries") == 1  # and the entry of the refused write is not stored
+
+
+def test_the_schemas_refusal_is_a_conflict(db: Db) -> None:
+    store = db.store()
+    with pytest.raises(Conflict, match="append-only"), store.write():
+        put_entry(store, 1)  # not the next index of its day (0 is)
+    assert db.owner_count("entries") == 0
+
+
+def test_a_head_of_a_fenced_term_is_lease_lost(db: Db) -> None:
+    store = db.store()
+    assert store._one("SELECT sequencer_next_term()")[0] == 1
+    assert store._one("SELECT sequencer_next_term()")[0] == 2
+    with pytest.raises(LeaseLost, match="fenced"), store.write():
+        store._exec(
+            "INSERT INTO heads (day, tree_size, sealed, root, iat, kid, doc, term)"
+            " VALUES (%s, 0, 0, %s, 1793500000, 'k', '\\x7b7d', 1)",
+            (DAY, H),
+        )
+    assert db.owner_count("heads") == 0
+
+
+def test_a_cut_connection_is_an_io_error_and_the_store_goes_on(db: Db) -> None:
+    store = db.store()
+    with pytest.raises(StoreIOError), store.write():
+        put_entry(store, 0)
+        assert db.server.terminate_backends(db.name) >= 1
+        put_entry(store, 1)
+    assert db.owner_count("entries") == 0
+    with store.write():
+        put_entry(store, 0)
+    assert next_index(store) == 1
+
+
+def test_a_store_opened_while_the_server_is_down_answers_io_errors_then_works(
+    db: Db,
+) -> None:
+    db.server.pg_ctl("-m", "immediate", "stop")
+    try:
+        store = db.store()
+        started = time.monotonic()
+        with pytest.raises(StoreIOError, match="cannot reach"):
+            next_index(store)
+        assert time.monotonic() - started < 30  # bounded by the pool's timeout, not hung
+    finally:
+        db.server.start()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            assert next_index(store) == 0
+            break
+        except StoreIOError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
