@@ -201,3 +201,20 @@ def test_a_store_opened_while_the_server_is_down_answers_io_errors_then_works(
         except StoreIOError:
             assert time.monotonic() < deadline
             time.sleep(0.1)
+
+
+def test_one_store_holds_the_signing_lease_and_a_lost_session_is_a_newer_term(db: Db) -> None:
+    leader, standby = db.store(), db.store()
+    first = leader._signing_term()
+    assert leader._signing_term() == first  # held: the same term, not a new one per head
+    with pytest.raises(LeaseLost, match="another replica holds"):
+        standby._signing_term()
+    # The leader's lease session cut (as a kill -9 of its host would end it): the standby
+    # takes it with a newer term, and the old leader, asking again, is refused.
+    assert db.server.terminate_backends(db.name) >= 1
+    taken = standby._signing_term()
+    assert taken > first
+    with pytest.raises(LeaseLost):
+        leader._signing_term()
+    standby.close()  # a clean close frees the lease at once
+    assert leader._signing_term() > taken

@@ -28,8 +28,9 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from capability_anchor.errors import StoreError
+from capability_anchor.errors import LeaseLost, StoreError
 
+from . import lease
 from .errors import store_error
 
 # The write lock's advisory key; the lease's (lease.LEASE_KEY) and the migrations' differ.
@@ -48,15 +49,28 @@ class PostgresBase:
     uncommitted rows.
     """
 
-    def __init__(self, conninfo: str, where: str, *, max_size: int = POOL_MAX) -> None:
+    def __init__(
+        self, conninfo: str, where: str, *, max_size: int = POOL_MAX, readonly: bool = False
+    ) -> None:
         self._where = where
+        self._conninfo = conninfo
         self._local = threading.local()
         self._closed = False
+        # The sequencer lease's own session (lease.py), taken at the first signed insert.
+        self._lease_lock = threading.Lock()
+        self._lease: tuple[psycopg.Connection[Any], int] | None = None
+        options: dict[str, object] = {
+            "autocommit": True,
+            "connect_timeout": max(1, int(CONNECT_TIMEOUT_S)),
+        }
+        if readonly:
+            # The audit's opening: the server itself refuses any write on its connections.
+            options["options"] = "-c default_transaction_read_only=on"
         self._pool = psycopg_pool.ConnectionPool(
             conninfo,
             min_size=1,
             max_size=max_size,
-            kwargs={"autocommit": True, "connect_timeout": max(1, int(CONNECT_TIMEOUT_S))},
+            kwargs=options,
             check=psycopg_pool.ConnectionPool.check_connection,
             timeout=CONNECT_TIMEOUT_S,
             name="capability-anchor",
@@ -71,7 +85,43 @@ class PostgresBase:
 
     def close(self) -> None:
         self._closed = True
+        with self._lease_lock:
+            if self._lease is not None:
+                self._lease[0].close()  # ends the session: the lease is free at once
+                self._lease = None
         self._pool.close()
+
+    def _signing_term(self) -> int:
+        """The fencing term to write into a head or checkpoint: this store's lease's, taken
+        now if it holds none (or its session ended: a restart, a cut connection, and then a
+        newer term). `LeaseLost` when another replica holds the lease. Holding it here is
+        not what keeps a stale leader from signing: the term check in the insert's own
+        transaction is (lease.py)."""
+        with self._lease_lock:
+            if self._lease is not None:
+                conn, term = self._lease
+                if lease.held(conn):
+                    return term
+                conn.close()
+                self._lease = None
+            try:
+                conn = psycopg.connect(
+                    self._conninfo, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S)
+                )
+            except psycopg.Error as exc:
+                raise store_error(exc, "cannot take the sequencer lease") from None
+            try:
+                taken = lease.try_take(conn)
+            except psycopg.Error as exc:
+                conn.close()
+                raise store_error(exc, "cannot take the sequencer lease") from None
+            if taken is None:
+                conn.close()
+                raise LeaseLost(
+                    f"another replica holds the sequencer lease of the log at {self._where}"
+                )
+            self._lease = (conn, taken)
+            return taken
 
     # --- transactions ----------------------------------------------------------------------
 
@@ -149,10 +199,26 @@ class PostgresBase:
 
     def _iter(self, query: str, params: Sequence[object] = ()) -> Iterator[Any]:
         """Rows one at a time, from a server-side cursor (for results too large to fetch at
-        once); inside `read()` or `write()` only, where a transaction holds the cursor."""
+        once). Inside `read()` or `write()` it reads their snapshot; outside, the generator
+        holds a connection and a read-only snapshot of its own until it is exhausted or
+        closed, so other calls on the thread meanwhile go to other connections."""
         conn = getattr(self._local, "conn", None)
-        if conn is None:
-            raise StoreError("a streamed read needs a read() or write() transaction")
+        if conn is not None:
+            yield from self._cursor(conn, query, params)
+            return
+        with self._connection() as own:
+            try:
+                own.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield from self._cursor(own, query, params)
+            finally:
+                if not own.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        own.execute("COMMIT")
+
+    @staticmethod
+    def _cursor(
+        conn: psycopg.Connection[Any], query: str, params: Sequence[object]
+    ) -> Iterator[Any]:
         try:
             with conn.cursor(name=f"capability_anchor_{next(_cursor_names)}") as cur:
                 cur.execute(query.encode(), params)
