@@ -69,7 +69,7 @@ def opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opened]:
     scheme: str = request.param
     assert scheme in BACKENDS, f"engine {scheme} has no test hooks in store_contract/backends"
     backend = BACKENDS[scheme]
-    where = backend.where(tmp_path)
+    where = backend.where(tmp_path, request)
     assert not stores.exists(where)
     stores.create(where, _fill)
     result = Opened(backend, where, stores.open(where))

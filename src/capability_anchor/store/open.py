@@ -7,10 +7,11 @@ A store is named by `where`:
 - a URL, `scheme://...`: the engine registered for `scheme`. `sqlite:///var/lib/anchor`
   (three slashes: no host, then the absolute path of the data dir) is the same store as
   the path `/var/lib/anchor`; a relative path or a host in a `sqlite:` URL is refused.
+  `postgresql://USER@HOST/DBNAME` is a log in a PostgreSQL database (`store/postgres/`).
 
 Everything outside `store/` opens, creates and copies stores through the functions below,
-never through an engine's class: a second engine (issue #24) is one line of `_ENGINES` and
-a package of `store/`. Engines are imported when first asked for, so importing the store's
+never through an engine's class: an engine is one line of `_ENGINES` and a package of
+`store/`. Engines are imported when first asked for, so importing the store's
 contract loads no database driver.
 
     from capability_anchor.store import open as stores
@@ -43,9 +44,14 @@ def _sqlite() -> type[Engine]:
     return SqliteEngine
 
 
-# scheme -> a function that imports and returns its engine's class (issue #24 adds
-# "postgresql" here).
-_ENGINES: dict[str, Callable[[], type[Engine]]] = {"sqlite": _sqlite}
+def _postgresql() -> type[Engine]:
+    from .postgres.engine import PostgresEngine
+
+    return PostgresEngine
+
+
+# scheme -> a function that imports and returns its engine's class.
+_ENGINES: dict[str, Callable[[], type[Engine]]] = {"sqlite": _sqlite, "postgresql": _postgresql}
 _loaded: dict[str, Engine] = {}
 
 

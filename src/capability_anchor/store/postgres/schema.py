@@ -17,6 +17,16 @@ from .migrations import MIGRATIONS
 from .migrations.v1 import APPEND_ONLY_TABLES, MUTABLE_TABLES
 
 SCHEMA_VERSION = len(MIGRATIONS)
+# The log's schema (store.rows.SCHEMA_VERSION, SQLite's numbering) each migration gives: the
+# audit and the store contract speak of that one, whichever engine keeps it.
+_LOG_SCHEMA = {1: 5}
+
+
+def log_schema_version(version: int) -> int:
+    """The log schema migration `version` implements (0: none; -1: not one of ours)."""
+    return 0 if version == 0 else _LOG_SCHEMA.get(version, -1)
+
+
 # Any constant both sides agree on; it only has to be one no other code of ours takes.
 _MIGRATION_LOCK = 0x63612D6D  # "ca-m"
 

@@ -79,6 +79,8 @@ CREATE TABLE keys (
 );
 
 CREATE TABLE stamps (
+    -- The order stamps were stored in (SQLite's rowid): SPEC §6 names "the earliest stored".
+    id bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
     day text NOT NULL,
     tsa text NOT NULL,
     token bytea NOT NULL,

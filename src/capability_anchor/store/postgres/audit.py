@@ -1,0 +1,226 @@
+"""PostgreSQL's own structures, for the data-dir audit (`audit.datadir`): read-only, one
+REPEATABLE READ snapshot, every finding worded here, so that nothing outside this package
+reads a catalog.
+
+What the engine checks before the audit's reads (`engine_findings`):
+- the migration ledger's version, against this code's migrations;
+- the schema: every table, column, constraint, index, trigger and function of the log,
+  read from the catalogs (`catalog()`), against the catalog a fresh migration gives
+  (`migrations/catalog_v<N>.txt`, written by tools/pg_catalog.py and checked against a
+  real migration by tests): a dropped or disabled trigger, a changed index or rule
+  function, an added column, each is a line that differs;
+- the grants: no role but the tables' owner may UPDATE, DELETE or TRUNCATE a log table
+  (SPEC §13.5), whoever was granted it;
+- every index re-derived from its table (`index_mismatches`): the rows a table scan finds
+  against those the index finds, which is what a damaged page or an index that no longer
+  matches its table breaks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+
+from capability_anchor.errors import StoreError
+from capability_anchor.store.interface import EngineFindings
+
+from . import schema
+from .base import PostgresBase
+from .migrations.v1 import APPEND_ONLY_TABLES, MUTABLE_TABLES
+
+_TABLES = (*APPEND_ONLY_TABLES, *MUTABLE_TABLES, "sequencer_term", "schema_migrations")
+
+# One line per schema object, in a stable order; names, never OIDs.
+_CATALOG = """
+SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+       || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+       || CASE WHEN a.attidentity <> '' THEN ' identity ' || a.attidentity::text ELSE '' END
+       || COALESCE(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+ WHERE c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT 'constraint ' || c.relname || '.' || k.conname || ' ' || pg_get_constraintdef(k.oid)
+  FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+UNION ALL
+SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+UNION ALL
+SELECT 'trigger ' || pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+ WHERE NOT t.tgisinternal
+UNION ALL
+SELECT 'function ' || p.proname || ' ' || md5(pg_get_functiondef(p.oid))
+       || CASE WHEN p.prosecdef THEN ' security definer' ELSE '' END
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace AND n.nspname = 'public'
+UNION ALL
+SELECT 'table ' || c.relname
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+ WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
+ORDER BY 1
+"""
+
+# Roles other than the owner that may change a log table: PUBLIC is grantee 0.
+_CHANGERS = """
+SELECT c.relname, COALESCE(r.rolname, 'PUBLIC'), a.privilege_type
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+  CROSS JOIN LATERAL aclexplode(c.relacl) a
+  LEFT JOIN pg_roles r ON r.oid = a.grantee
+ WHERE c.relname = ANY(%s) AND a.privilege_type IN ('UPDATE', 'DELETE', 'TRUNCATE')
+   AND a.grantee <> c.relowner
+ ORDER BY 1, 2, 3
+"""
+
+_INDEXES = """
+SELECT ic.relname, c.relname,
+       array_agg(quote_ident(a.attname) ORDER BY k.n)
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+  JOIN pg_class ic ON ic.oid = i.indexrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+  CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+  JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+ WHERE c.relname = ANY(%s)
+ GROUP BY ic.relname, c.relname
+ ORDER BY 1
+"""
+
+_BY_INDEX = (
+    "SET LOCAL enable_seqscan = off",
+    "SET LOCAL enable_bitmapscan = off",
+    "SET LOCAL enable_indexscan = on",
+    "SET LOCAL enable_indexonlyscan = on",
+)
+_BY_TABLE = (
+    "SET LOCAL enable_seqscan = on",
+    "SET LOCAL enable_bitmapscan = off",
+    "SET LOCAL enable_indexscan = off",
+    "SET LOCAL enable_indexonlyscan = off",
+)
+
+
+def expected_catalog(version: int) -> list[str]:
+    """The catalog lines a fresh migration to `version` gives (tools/pg_catalog.py)."""
+    text = resources.files(__package__).joinpath(f"migrations/catalog_v{version}.txt")
+    return text.read_text(encoding="utf-8").splitlines()
+
+
+class PostgresAudit(PostgresBase):
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One REPEATABLE READ snapshot around everything inside: commits made meanwhile
+        are invisible to it, so nothing read changes under the audit's reads."""
+        with self.read():
+            yield
+
+    def changed_under_read(self) -> bool:
+        return False  # one snapshot (above): the server keeps it whole
+
+    def check_unchanged(self) -> None:
+        return None
+
+    def catalog(self) -> list[str]:
+        return [str(line) for (line,) in self._exec(_CATALOG)]
+
+    def engine_findings(self, after_reads: bool = False) -> EngineFindings:
+        """Before the reads: the ledger's version, the schema against the migrations, the
+        grants, the indexes against their tables; after them nothing (PostgreSQL refuses
+        text that is not valid UTF-8 when it is written, so no read meets any)."""
+        if after_reads:
+            return EngineFindings([])
+        try:
+            with self.read():
+                version = self._version()
+                problems: list[str] = []
+                checked: dict[str, int] = {}
+                if version != schema.SCHEMA_VERSION:
+                    problems.append(
+                        f"the database's schema is migration {version}; this code's is "
+                        f"{schema.SCHEMA_VERSION}"
+                    )
+                if version >= 1:
+                    problems += self._schema_problems(version, checked)
+                problems += self._grant_problems(checked)
+                mismatches = self.index_mismatches()
+                checked["indexes"] = len(self._exec(_INDEXES, (list(_TABLES),)))
+                problems += mismatches
+        except StoreError as exc:
+            return EngineFindings([], {}, -1, exc)
+        return EngineFindings(problems, checked, schema.log_schema_version(version))
+
+    def _version(self) -> int:
+        row = self._one("SELECT to_regclass('schema_migrations') IS NOT NULL")
+        if not row or not row[0]:
+            return 0
+        return int(self._one("SELECT COALESCE(max(version), 0) FROM schema_migrations")[0])
+
+    def _schema_problems(self, version: int, checked: dict[str, int]) -> list[str]:
+        found = self.catalog()
+        expected = expected_catalog(version)
+        checked["schema_objects"] = len(found)
+        missing = sorted(set(expected) - set(found))
+        extra = sorted(set(found) - set(expected))
+        return [f"schema: missing or changed: {line}" for line in missing] + [
+            f"schema: not made by the migrations: {line}" for line in extra
+        ]
+
+    def _grant_problems(self, checked: dict[str, int]) -> list[str]:
+        rows = self._exec(_CHANGERS, (list(APPEND_ONLY_TABLES),))
+        checked["grants"] = len(APPEND_ONLY_TABLES)
+        return [
+            f"grants: {role} may {privilege} {table} (a log table: SELECT and INSERT only)"
+            for table, role, privilege in rows
+        ]
+
+    def index_mismatches(self) -> list[str]:
+        """Every index re-derived from its table: its columns' values read once through the
+        index (index scans forced) and once by a table scan, compared by count and digest."""
+        problems: list[str] = []
+        for index, table, columns in self._exec(_INDEXES, (list(_TABLES),)):
+            cols = ", ".join(columns)
+            query = f"SELECT row({cols})::text FROM {table} ORDER BY {cols}"
+            by_index = self._digest(query, _BY_INDEX)
+            by_table = self._digest(query, _BY_TABLE)
+            if by_index != by_table:
+                problems.append(
+                    f"index {index} does not match its table {table}: {by_index[0]} row(s) "
+                    f"through the index, {by_table[0]} by a table scan"
+                )
+        return problems
+
+    def _digest(self, query: str, settings: tuple[str, ...]) -> tuple[int, str]:
+        for setting in settings:
+            self._exec(setting)
+        digest = hashlib.sha256()
+        count = 0
+        for (row,) in self._iter(query):
+            digest.update(str(row).encode() + b"\n")
+            count += 1
+        return count, digest.hexdigest()
+
+    def entries_accepted_off_day(self) -> list[tuple[str, int, int]]:
+        """(day, leaf_index, accepted_at) of every entry whose accepted_at is not a time on
+        its UTC day."""
+        return [
+            (str(d), int(i), int(a))
+            for d, i, a in self._exec(
+                "SELECT day, leaf_index, accepted_at FROM entries WHERE "
+                "to_char(to_timestamp(accepted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD') "
+                "IS DISTINCT FROM day ORDER BY day, leaf_index"
+            )
+        ]
+
+    def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
+        """(day, tsa, token, added) of every stamp, in the order they were stored."""
+        return [
+            (str(d), str(t), bytes(tok), int(a))
+            for d, t, tok, a in self._exec("SELECT day, tsa, token, added FROM stamps ORDER BY id")
+        ]
+
+
+__all__ = ["PostgresAudit", "expected_catalog"]
