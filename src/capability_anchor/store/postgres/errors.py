@@ -3,7 +3,8 @@
 An error is classed by its SQLSTATE (psycopg's `sqlstate`), never by its message, except for
 the schema's own refusals: the triggers of `migrations/v1.py` raise them as
 integrity_constraint_violation (23000), and only their text ("append-only: ...",
-"fenced: ...", SQLite's words) says which rule refused.
+"fenced: ...", SQLite's words) says which rule refused; a constraint that is itself a
+rule (`_RULE_CONSTRAINTS`) is named by its constraint.
 """
 
 from __future__ import annotations
@@ -60,7 +61,19 @@ def store_error(
     return StoreError(f"{context}: {_first(exc)} (SQLSTATE {state or 'none'})")
 
 
+# Constraints that state an append-only rule themselves (migration 1), with its message:
+# they are checked as each row is inserted, before the entries rule (once per statement).
+_RULE_CONSTRAINTS = {
+    "entries_by_hash": "append-only: this leaf is already stored in this day",
+    "entries_leaf_index_check": "append-only: leaf_index is not the next index of its day",
+    "entries_pkey": "append-only: leaf_index is not the next index of its day",
+}
+
+
 def _refused(exc: psycopg.Error) -> CapabilityAnchorError:
+    rule = _RULE_CONSTRAINTS.get(exc.diag.constraint_name or "")
+    if rule is not None:
+        return Conflict(rule)
     message = _first(exc)
     if message.startswith("fenced:"):
         return LeaseLost(message)

@@ -103,10 +103,12 @@ class PostgresEntries(PostgresTiles):
     def insert_entries(
         self, day: str, first_index: int, rows: Sequence[tuple[bytes, bytes]], accepted_at: int
     ) -> None:
-        self._execmany(
+        # One statement for the batch: the entries' insert rule runs once per statement.
+        self._exec(
             "INSERT INTO entries (day, leaf_index, leaf_hash, claims, accepted_at) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            ((day, first_index + n, h, claims, accepted_at) for n, (h, claims) in enumerate(rows)),
+            "SELECT %s, %s + t.n - 1, t.h, t.c, %s "
+            "FROM unnest(%s::bytea[], %s::bytea[]) WITH ORDINALITY AS t (h, c, n) ORDER BY t.n",
+            (day, first_index, accepted_at, [h for h, _ in rows], [c for _, c in rows]),
         )
 
     def insert_servers(self, day: str, rows: Iterable[tuple[str, int]]) -> None:
