@@ -44,6 +44,13 @@ DATA = EnvVar(
     "the log's data dir, when `--data` is not given",
     f"every operator command but `demo`; {_SERVICE}",
 )
+STORE = EnvVar(
+    "CAPABILITY_ANCHOR_STORE",
+    "the data dir's `store-url`, else its SQLite database",
+    "the store URL (`postgresql://USER@HOST/DBNAME`), when `--store` is not given: `init` "
+    "binds the data dir to it, every other command checks it is the data dir's",
+    f"every operator command that opens a log; {_SERVICE}",
+)
 TOKEN = EnvVar(
     "CAPABILITY_ANCHOR_TOKEN",
     "the file `DATA/writer-token`",
@@ -169,6 +176,7 @@ NO_PROXY = EnvVar("NO_PROXY", "none", "hosts reached without a proxy", _PROXY)
 
 VARIABLES: tuple[EnvVar, ...] = (
     DATA,
+    STORE,
     TOKEN,
     PUBLIC_URL,
     CHECKPOINT_INTERVAL,

@@ -114,8 +114,13 @@ class Settings:
             return var.get() or default
 
         tsa_deadline = e.TSA_DEADLINE.get()
+        data_dir = Path(value(e.DATA, "data"))
+        if e.STORE.get():
+            from capability_anchor.store import open as stores
+
+            stores.given(data_dir, e.STORE.get() or "")  # the data dir must be bound to it
         return cls(
-            data_dir=Path(value(e.DATA, "data")),
+            data_dir=data_dir,
             public_url=e.PUBLIC_URL.get() or None,
             checkpoint_interval=float(value(e.CHECKPOINT_INTERVAL, "60")),
             record_lifetime=int(value(e.RECORD_LIFETIME, str(24 * 3600))),

@@ -17,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from capability_anchor.envvars import STORE
 from capability_anchor.errors import CapabilityAnchorError
 
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
@@ -74,6 +75,14 @@ def add_data(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         default=None,
         help="data dir (default: $CAPABILITY_ANCHOR_DATA, else ./data)",
+    )
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help="the log's store, postgresql://USER@HOST/DBNAME (no password: ~/.pgpass or "
+        "PGPASSWORD): init binds the data dir to it, any other command checks it is the data "
+        "dir's (default: $CAPABILITY_ANCHOR_STORE, else the data dir's own)",
     )
 
 
@@ -317,9 +326,26 @@ def _main(argv: list[str] | None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
+        _check_store(args)
         return int(COMMANDS[args.command](args))
     except (CapabilityAnchorError, OSError) as exc:  # the edge: a message and an exit code
         return fail(PROG, exc)
+
+
+def _check_store(args: argparse.Namespace) -> None:
+    """`--store` (or $CAPABILITY_ANCHOR_STORE) against the data dir, before the command
+    runs: `args.store` becomes the URL init binds the data dir to, else None."""
+    if "store" not in vars(args):
+        return
+    url = args.store or STORE.get()
+    if not url:
+        args.store = None
+        return
+    from capability_anchor.store import open as stores
+
+    creating = args.command == "init" or bool(getattr(args, "init", False))
+    args.store = stores.given(data_dir(args.data), url, creating=creating)
+    STORE.set(url.strip())  # for the processes the command starts (serve's sequencer, workers)
 
 
 COMMANDS = {

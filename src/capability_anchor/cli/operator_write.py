@@ -33,6 +33,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         records=args.records,
         policy=policy,
         id_namespace=args.id_namespace,
+        store=args.store,
     ) as log:
         emit(
             {

@@ -187,7 +187,7 @@ def _init_log(args: argparse.Namespace, data: Path) -> None:
     from capability_anchor.log import Log
 
     iss = args.iss or f"http://{_url_host(args.host)}:{args.port}"
-    Log.init(data, iss=iss, public_url=args.public_url).close()
+    Log.init(data, iss=iss, public_url=args.public_url, store=args.store).close()
     print(f"{PROG}: initialised a log in {data} (iss {iss})", file=sys.stderr)
 
 

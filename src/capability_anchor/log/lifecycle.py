@@ -104,10 +104,13 @@ class Log:
         clock: Clock = time.time,
         policy: bytes | None = None,
         id_namespace: str | None = None,
+        store: str | None = None,
     ) -> Log:
         """Create a new log (store, Ed25519 key, writer token), never over an existing one. Its
         config keeps `records` and `id_namespace` (`record.rule`); `policy` (SPEC §12.3) is
-        checked against the new key and stored in the first transaction (else MalformedPolicy)."""
+        checked against the new key and stored in the first transaction (else MalformedPolicy).
+        `store`: the URL of the store to create the log in (`store.open.given`), the data dir
+        bound to it; None: the data dir's own SQLite database."""
         check_origin(iss)
         config = {**(config or {}), **observation.config_of(records, id_namespace)}
         if public_url is not None:
@@ -115,11 +118,17 @@ class Log:
         data_dir = Path(data_dir)
         if stores.exists(data_dir):
             raise Conflict(f"a log already exists in {data_dir}; refusing to overwrite it")
+        if store is not None and stores.exists(store):
+            raise Conflict(
+                f"a log already exists at {stores.describe(store)}; refusing to overwrite it"
+            )
         if policy is not None:
             from capability_anchor.note import parse_policy
 
             parse_policy(policy)  # a malformed policy is refused before anything is made
         key = _key_and_token(data_dir)
+        if store is not None:
+            stores.bind(data_dir, store)
         now = clock()
         if policy is not None:
             from capability_anchor.witness.client.policyfile import check_policy, log_vkey

@@ -4,6 +4,7 @@ A store is named by `where`:
 
 - a data dir, as a `Path` or a string without `://` (`data`, `/var/lib/anchor`): the
   default engine, SQLite, keeps its database in that folder;
+- a data dir bound to a store elsewhere (its file `store-url`, `store.binding`): that store;
 - a URL, `scheme://...`: the engine registered for `scheme`. `sqlite:///var/lib/anchor`
   (three slashes: no host, then the absolute path of the data dir) is the same store as
   the path `/var/lib/anchor`; a relative path or a host in a `sqlite:` URL is refused.
@@ -26,6 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from capability_anchor.errors import UsageError
+
+from . import binding
+from .binding import bound
 
 if TYPE_CHECKING:
     from .interface import Scrub, Store
@@ -152,12 +156,64 @@ def engine(scheme: str) -> Engine:
 
 
 def resolve(where: Where) -> tuple[Engine, Where]:
-    """The engine of `where`, and `where` as that engine addresses it."""
+    """The engine of `where`, and `where` as that engine addresses it: a data dir bound to
+    a store elsewhere (`store.binding`) is that store."""
     if isinstance(where, Path) or "://" not in where:
+        url = bound(Path(where))
+        if url is not None:
+            return resolve(url)
         chosen = engine(DEFAULT_SCHEME)
         return chosen, chosen.location(Path(where))
     chosen = engine(where.split("://", 1)[0])
     return chosen, chosen.location(where)
+
+
+def given(data_dir: Path, url: str, *, creating: bool = False) -> str | None:
+    """`--store URL` (or $CAPABILITY_ANCHOR_STORE) given with the data dir `data_dir`: the
+    URL `init` is to bind the data dir to (`creating`; None: the log is the data dir's own
+    SQLite database), else a check that the data dir is bound to exactly `url`. UsageError
+    (exit 2) with the fix otherwise."""
+    url = binding.check_url(url)
+    have = binding.bound_file(data_dir)
+    if url.split("://", 1)[0].lower() == DEFAULT_SCHEME:
+        if Path(resolve(url)[1]).resolve() != data_dir.resolve() or have is not None:
+            raise UsageError(
+                f"--store {url} names a SQLite log in another folder than {data_dir}: a "
+                "SQLite log is its data dir (give it as --data)"
+            )
+        return None
+    resolve(url)  # an unknown scheme or a malformed URL is refused before anything is made
+    if creating:
+        if have not in (None, url) and exists(data_dir):
+            raise UsageError(
+                f"{data_dir} is the data dir of the log at {have}, not of {url}: give that "
+                "URL, or a new data dir for a new log"
+            )
+        if have is None and engine(DEFAULT_SCHEME).exists(data_dir):
+            raise UsageError(
+                f"{data_dir} holds a SQLite log; move it with `capability-anchor migrate "
+                f"--from {data_dir} --to URL` rather than a new init"
+            )
+        return url
+    if have == url:
+        return None
+    if have is not None and binding.same_database(have, url):
+        return None  # the owner, say, to migrate the schema: $CAPABILITY_ANCHOR_STORE
+    if have is not None:
+        raise UsageError(
+            f"{data_dir} is the data dir of the log at {have}, not of {url}: give that URL, "
+            "or the data dir of the log you meant (--data)"
+        )
+    raise UsageError(
+        f"{data_dir} is not bound to {url} (it has no {binding.STORE_FILE}): create the log "
+        f"with `init --data {data_dir} --store URL`, or give a copy of that log's data dir "
+        "(its key files, writer token and store-url); a SQLite log moves with `migrate`"
+    )
+
+
+def bind(data_dir: Path, url: str) -> None:
+    """Bind `data_dir` to the store at `url` (`init`, before the store holds a log)."""
+    binding.bind(data_dir, url)
 
 
 def exists(where: Where) -> bool:
@@ -228,6 +284,7 @@ __all__ = [
     "DEFAULT_SCHEME",
     "Engine",
     "Where",
+    "bind",
     "copy_name",
     "copy_to",
     "create",
@@ -235,6 +292,7 @@ __all__ = [
     "describe",
     "engine",
     "exists",
+    "given",
     "is_runtime",
     "open",
     "open_readonly",
