@@ -67,6 +67,13 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
         0: "DEST holds a complete copy (history size and root printed)",
         2: f"{USAGE}, DEST not empty, or a file a restore needs is missing from DIR",
     },
+    "migrate": {
+        0: "moved: the copy's export equals the source's byte for byte, both audits passed, "
+        "and DIR now opens the new store",
+        1: "refused: a log exists at URL, the copy is not proven, or the log changed meanwhile "
+        "(nothing switched), or the source's self-check failed",
+        2: f"{USAGE}, a service running on DIR, or DIR already moved",
+    },
     "policy": {
         0: "stored the policy",
         1: SELF_CHECK,

@@ -24,7 +24,7 @@ from .common import EXIT_USAGE, fail, quiet_broken_pipe
 from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
 from .operator_append import cmd_append
-from .operator_backup import add_backup_arguments, cmd_backup
+from .operator_backup import add_backup_arguments, cmd_backup, cmd_migrate
 from .operator_base import PROG, add_published, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
 from .operator_recover import cmd_recover
@@ -262,6 +262,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_data(p)
     add_backup_arguments(p)
 
+    p = command(
+        "migrate", "move a SQLite log to PostgreSQL exactly, prove the copy, then switch DIR to it"
+    )
+    p.add_argument(
+        "--from", dest="source", required=True, metavar="DIR", help="the SQLite log's data dir"
+    )
+    p.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        metavar="URL",
+        help="the new store, postgresql://USER@HOST/DBNAME, as its owner (no log there yet)",
+    )
+
     p = command("policy", "set or replace the witness policy (a C2SP tlog-policy file)")
     add_data(p)
     p.add_argument("file", metavar="FILE", help="the tlog-policy file")
@@ -360,6 +374,7 @@ COMMANDS = {
     "export": cmd_export,
     "audit": cmd_audit,
     "backup": cmd_backup,
+    "migrate": cmd_migrate,
     "policy": cmd_policy,
     "cosign": cmd_cosign,
     "recover": cmd_recover,

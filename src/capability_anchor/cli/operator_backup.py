@@ -1,4 +1,5 @@
-"""`backup DEST`: a consistent copy of the data dir that `serve --data DEST` runs from."""
+"""`backup DEST`: a consistent copy of the data dir that `serve --data DEST` runs from; `migrate`,
+which moves a SQLite log into PostgreSQL."""
 
 from __future__ import annotations
 
@@ -27,4 +28,19 @@ def cmd_backup(args: argparse.Namespace) -> int:
         print(
             f"{PROG}: backup: {name} in the data dir is not a log file; not copied", file=sys.stderr
         )
+    return EXIT_OK
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from capability_anchor.log.migrate import migrate
+    from capability_anchor.progress import StderrProgress
+
+    progress = StderrProgress()
+    report = migrate(Path(args.source), args.target, progress)
+    progress.close()
+    emit(report)
+    print(
+        f"{PROG}: moved the log in {args.source} to {report['to']}; {args.source} opens it now",
+        file=sys.stderr,
+    )
     return EXIT_OK

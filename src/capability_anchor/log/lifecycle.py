@@ -55,6 +55,16 @@ def _key_and_token(data_dir: Path) -> SigningKey:
     return key
 
 
+def _refuse_moved(data_dir: Path, store: Store) -> None:
+    """A SQLite log `migrate` moved elsewhere never opens again (it would be a second live
+    copy of the log, signing with its key)."""
+    from .migrate import MOVED_TO, moved_message
+
+    moved = store.meta().get(MOVED_TO)
+    if moved is not None:
+        raise StoreError(moved_message(data_dir, moved))
+
+
 class Log:
     """A capability-anchor log in a data dir.
 
@@ -178,6 +188,7 @@ class Log:
         data_dir = Path(data_dir)
         store = stores.open(data_dir, upkeep=background_checkpoints)
         try:
+            _refuse_moved(data_dir, store)
             check_restored(data_dir)  # a log's database, without its key file beside it
             key = load_key_file(data_dir / KEY_FILE)
             log = cls(data_dir, store, key, clock, handoff)

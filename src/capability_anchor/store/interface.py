@@ -319,6 +319,15 @@ class StoreAudit(ABC):
     def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
         """(day, tsa, token, added) of every stamp, in the order they were stored."""
 
+    @abstractmethod
+    def key_rows(self) -> list[tuple[str, str, int]]:
+        """(kid, jwk json, added) of every stored key, by kid (an exact copy, `migrate`)."""
+
+    @abstractmethod
+    def accepted_runs(self, day: str) -> list[tuple[int, int, int]]:
+        """(first leaf_index, count, accepted_at) of each run of a day's entries accepted in
+        one second, in index order (an exact copy, `migrate`)."""
+
 
 class Scrub(Protocol):
     """An engine's background check for damage no read meets (`open.scrubber`): the service
