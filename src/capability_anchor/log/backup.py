@@ -33,6 +33,7 @@ from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.files import fsync_dir, write_secret_file
 from capability_anchor.keys import load_key_file
 from capability_anchor.log import datafiles
+from capability_anchor.store import Store
 from capability_anchor.store import open as stores
 
 from .writer_token import TOKEN_FILE
@@ -94,7 +95,7 @@ def _not_copied(data_dir: Path, copied: dict[str, bytes]) -> list[str]:
         p.name
         for p in data_dir.iterdir()
         if p.name not in copied
-        and p.name != stores.copy_name(data_dir)
+        and p.name not in stores.own_files(data_dir)
         and not datafiles.is_runtime(data_dir, p.name)
     )
 
@@ -135,6 +136,32 @@ def _summary(dest: Path) -> tuple[int, bytes, dict[str, int]]:
         store.close()
 
 
+def _copy_rows(data_dir: Path, dest: Path, db_name: str) -> None:
+    """A log in another engine (PostgreSQL) is backed up as a SQLite log: every row copied
+    (`log.copy`) from one snapshot of it, so DEST is a data dir `serve` runs from and
+    `migrate` moves back into a database."""
+    import shutil
+
+    from .copy import copy_store
+
+    tmp = _partial(dest, db_name)
+    stage = dest / ".rows.partial"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(mode=0o700)
+    src = stores.open_readonly(data_dir)
+    try:
+
+        def fill(dst: Store) -> None:
+            copy_store(src, dst)
+
+        with src.snapshot():
+            stores.create(stage, fill)
+        os.rename(stage / db_name, tmp)
+    finally:
+        src.close()
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 def backup(data_dir: Path, dest: Path) -> BackupResult:
     """Copy the log in `data_dir` to `dest` (a new or empty folder): see the module
     docstring. Raises UsageError (exit 2) for a non-empty DEST or a missing file."""
@@ -142,12 +169,19 @@ def backup(data_dir: Path, dest: Path) -> BackupResult:
     if not stores.exists(data_dir):
         raise StoreError(f"no log at {stores.describe(data_dir)} (nothing to back up)")
     _prepare_dest(dest)
-    db_name = stores.copy_name(data_dir)
+    engine, _ = stores.resolve(data_dir)
+    own = engine.scheme == stores.DEFAULT_SCHEME
+    db_name = (
+        stores.copy_name(data_dir) if own else stores.engine(stores.DEFAULT_SCHEME).copy_name(dest)
+    )
     tmp = _partial(dest, db_name)
     for _attempt in range(ATTEMPTS):
         before = _side_files(data_dir)
         tmp.unlink(missing_ok=True)
-        stores.copy_to(data_dir, tmp)
+        if own:
+            stores.copy_to(data_dir, tmp)
+        else:
+            _copy_rows(data_dir, dest, db_name)
         if _side_files(data_dir) == before:
             break
     else:
