@@ -141,6 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("init", "create the store, an Ed25519 key and a writer token")
     add_data(p)
+    p.add_argument(
+        "--service-role",
+        metavar="ROLE",
+        default=None,
+        help="with --store (as the database's owner): grant this existing login role only "
+        "what the service needs (SELECT and INSERT on the log's tables) and bind the data dir "
+        "to the URL as ROLE",
+    )
     p.add_argument("--iss", required=True, metavar="ORIGIN", help="the resolver origin (required)")
     p.add_argument("--public-url", metavar="URL", help="base of anchor URLs (default: iss)")
     p.add_argument(

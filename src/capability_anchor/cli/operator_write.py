@@ -25,6 +25,14 @@ def cmd_init(args: argparse.Namespace) -> int:
         from .operator_witness import read_policy
 
         policy = read_policy(args.witness_policy)
+    if args.service_role and not args.store:
+        from capability_anchor.errors import UsageError
+
+        raise UsageError("--service-role is for a log in PostgreSQL (--store URL)")
+    if args.service_role:
+        from capability_anchor.store import open as stores
+
+        stores.grant_service(args.store, args.service_role, check_only=True)
     with Log.init(
         data,
         iss=args.iss,
@@ -35,6 +43,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         id_namespace=args.id_namespace,
         store=args.store,
     ) as log:
+        if args.service_role:
+            from capability_anchor.store import open as stores
+
+            # The data dir then names the service's role: every command and the service
+            # connect with only its grants; the owner's URL is for migrations (--store).
+            stores.bind(data, stores.grant_service(args.store, args.service_role))
         emit(
             {
                 "iss": log.iss,

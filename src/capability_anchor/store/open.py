@@ -124,9 +124,21 @@ class Engine(ABC):
     @abstractmethod
     def open_witness(self, where: Where) -> WitnessStore: ...
 
+    def grant_service(self, where: Where, role: str, *, check_only: bool = False) -> str:
+        """See `grant_service`; an engine without database roles refuses."""
+        raise UsageError(f"a {self.scheme} store has no database roles (--service-role)")
+
     @abstractmethod
     def remove_witness(self, where: Where) -> None:
         """Remove a witness store `init` just made (its key could not be written)."""
+
+
+def grant_service(where: Where, role: str, *, check_only: bool = False) -> str:
+    """Give the database role `role` what the service needs on the log at `where` (as its
+    owner) and nothing more; the URL the service then connects with (`init --service-role`).
+    `check_only`: only refuse a role that cannot be the service's (before `init` makes a log)."""
+    eng, loc = resolve(where)
+    return eng.grant_service(loc, role, check_only=check_only)
 
 
 def register(scheme: str, loader: Callable[[], type[Engine]]) -> None:
@@ -293,6 +305,7 @@ __all__ = [
     "engine",
     "exists",
     "given",
+    "grant_service",
     "is_runtime",
     "open",
     "open_readonly",

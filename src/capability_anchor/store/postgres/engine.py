@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 
@@ -134,6 +134,28 @@ class PostgresEngine(Engine):
                 ) from None
             except psycopg.Error as exc:
                 raise store_error(exc, f"cannot open {redacted(url)}") from None
+
+    def grant_service(self, where: Where, role: str, *, check_only: bool = False) -> str:
+        url = _url(where)
+        with self._connect(url) as conn:
+            try:
+                found = conn.execute(
+                    "SELECT rolcanlogin, rolsuper FROM pg_roles WHERE rolname = %s", (role,)
+                ).fetchone()
+                if found is None or not found[0]:
+                    raise UsageError(
+                        f"no login role {role!r} at {redacted(url)}: create it first "
+                        f"(CREATE ROLE {role} LOGIN), then run init again"
+                    )
+                if found[1]:
+                    raise UsageError(f"{role!r} is a superuser: the service's role must not be")
+                if not check_only:
+                    schema.grant_service_role(conn, role)
+            except psycopg.Error as exc:
+                raise store_error(exc, f"cannot grant {role!r} at {redacted(url)}") from None
+        parts = urlsplit(url)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        return urlunsplit(parts._replace(netloc=f"{quote(role, safe='')}@{host}"))
 
     def _no_files(self, what: str) -> UsageError:
         return UsageError(
