@@ -226,6 +226,18 @@ class PostgresBase:
         except psycopg.Error as exc:
             raise store_error(exc, "a read of the log failed") from None
 
+    def _copy(self, into: str, types: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+        """COPY rows in (binary): several times faster than one INSERT of arrays, and the
+        table's row and statement triggers run as for an INSERT (`into`: "table (cols)")."""
+        with (
+            self._statement() as conn,
+            conn.cursor() as cur,
+            cur.copy(f"COPY {into} FROM STDIN (FORMAT BINARY)".encode()) as copy,
+        ):
+            copy.set_types(list(types))
+            for row in rows:
+                copy.write_row(row)
+
     def _execmany(self, query: str, rows: Iterable[Sequence[object]]) -> None:
         with self._statement() as conn, conn.cursor() as cur:
             cur.executemany(query.encode(), rows)

@@ -104,18 +104,22 @@ class PostgresEntries(PostgresTiles):
         self, day: str, first_index: int, rows: Sequence[tuple[bytes, bytes]], accepted_at: int
     ) -> None:
         # One statement for the batch: the entries' insert rule runs once per statement.
-        self._exec(
-            "INSERT INTO entries (day, leaf_index, leaf_hash, claims, accepted_at) "
-            "SELECT %s, %s + t.n - 1, t.h, t.c, %s "
-            "FROM unnest(%s::bytea[], %s::bytea[]) WITH ORDINALITY AS t (h, c, n) ORDER BY t.n",
-            (day, first_index, accepted_at, [h for h, _ in rows], [c for _, c in rows]),
+        self._copy(
+            "entries (day, leaf_index, leaf_hash, claims, accepted_at)",
+            ("text", "int8", "bytea", "bytea", "int8"),
+            ((day, first_index + i, h, c, accepted_at) for i, (h, c) in enumerate(rows)),
         )
 
     def insert_servers(self, day: str, rows: Iterable[tuple[str, int]]) -> None:
         """Index server records by `sub:<id>` and `url:<canonical url>` for `/record`."""
-        self._execmany(
-            "INSERT INTO servers (key, day, leaf_index) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-            ((server_key_digest(key), day, index) for key, index in rows),
+        keys, indexes = [], []
+        for key, index in rows:
+            keys.append(server_key_digest(key))
+            indexes.append(index)
+        self._exec(
+            "INSERT INTO servers (key, day, leaf_index) SELECT k, %s, i "
+            "FROM unnest(%s::text[], %s::bigint[]) AS t (k, i) ON CONFLICT DO NOTHING",
+            (day, keys, indexes),
         )
 
     def iter_servers(self, day: str) -> Iterator[tuple[int, str]]:
