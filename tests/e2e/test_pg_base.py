@@ -8,6 +8,8 @@ without being reopened. Nothing of a refused or failed write is stored."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -218,3 +220,71 @@ def test_one_store_holds_the_signing_lease_and_a_lost_session_is_a_newer_term(db
         leader._signing_term()
     standby.close()  # a clean close frees the lease at once
     assert leader._signing_term() > taken
+
+
+_HOLDER = """
+import sys
+from capability_anchor.errors import LeaseLost
+from capability_anchor.store.postgres.base import PostgresBase
+store = PostgresBase(sys.argv[1], "holder")
+term = store._signing_term()
+print(term, flush=True)
+for line in sys.stdin:  # after SIGCONT: one line asks it to sign once more
+    try:
+        print("term", store._signing_term(), flush=True)
+    except LeaseLost as exc:
+        print("lost", exc, flush=True)
+    try:
+        with store.write():
+            store._exec(
+                "INSERT INTO heads (day, tree_size, sealed, root, iat, kid, doc, term)"
+                " VALUES (%s, 0, 0, %s, 1793500000, 'k', '\\\\x7b7d', %s)",
+                ("2026-11-01", b"\\x22" * 32, term),
+            )
+        print("signed", flush=True)
+    except LeaseLost as exc:
+        print("fenced", exc, flush=True)
+"""
+
+
+def test_attack_a_paused_leader_loses_the_lease_and_cannot_sign_when_it_resumes(db: Db) -> None:
+    """SIGSTOP of the process holding the lease: its heartbeat stops, the server ends its
+    idle session (lease.IDLE_TIMEOUT_MS), a standby takes a newer term; resumed, the old
+    leader is refused the lease and its head, carrying its old term, is not stored."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, db.server.conninfo(db.name, db.role)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        _paused_leader(db, holder)
+
+
+def _paused_leader(db: Db, holder: subprocess.Popen[str]) -> None:
+    import signal
+
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        first = int(holder.stdout.readline())
+        standby = db.store()
+        with pytest.raises(LeaseLost):
+            standby._signing_term()
+        holder.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                taken = standby._signing_term()
+                break
+            except LeaseLost:
+                assert time.monotonic() < deadline, "the paused leader kept the lease"
+                time.sleep(0.2)
+        assert taken > first
+        holder.send_signal(signal.SIGCONT)
+        holder.stdin.write("sign\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().startswith("lost")
+        assert holder.stdout.readline().startswith("fenced")
+        assert db.owner_count("heads") == 0
+    finally:
+        holder.kill()
+        holder.wait()

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import anyio
 
-from capability_anchor.errors import CapabilityAnchorError, StoreDamaged
+from capability_anchor.errors import CapabilityAnchorError, LeaseLost, StoreDamaged
 from capability_anchor.log import Log, utc_day
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.published import LEARN_DEADLINE_S, Behind, behind_state, learn
@@ -89,6 +89,8 @@ class Background:
         self._stopping = asyncio.Event()
         self._last_checkpoint = 0.0
         self.ticks = 0
+        self.standby = False
+        """Whether the last signature was refused because another replica leads (LeaseLost)."""
         self.stopped_by: CapabilityAnchorError | None = None
         """The fatal error that stopped the background work, if one did."""
 
@@ -166,12 +168,24 @@ class Background:
                 # checkpoint() signs a head only when the tree grew (and seals past days first).
                 await anyio.to_thread.run_sync(writer.checkpoint)
         except CapabilityAnchorError as exc:
-            if not exc.retryable:
-                self._stop_for(exc)
-                return
-            log.warning("background work failed, retrying at the next tick: %s", exc)
+            self._failed(exc)
             return
+        if due:
+            self.standby = False  # a checkpoint went through: the next refusal is news again
         self._witness_now()
+
+    def _failed(self, exc: CapabilityAnchorError) -> None:
+        if isinstance(exc, LeaseLost):
+            # A standby replica: another one signs. Asked again at the next tick (not the
+            # next interval), so the lease is taken within a tick of the leader's end.
+            self._last_checkpoint = 0.0
+            if not self.standby:
+                self.standby = True
+                log.info("standby: %s; heads are signed there until it stops", exc)
+        elif not exc.retryable:
+            self._stop_for(exc)
+        else:
+            log.warning("background work failed, retrying at the next tick: %s", exc)
 
     def _witness_now(self, ended: object = None) -> None:
         """At every tick, and as soon as a submission ENDED (its place in flight goes to the

@@ -59,6 +59,8 @@ class PostgresBase:
         # The sequencer lease's own session (lease.py), taken at the first signed insert.
         self._lease_lock = threading.Lock()
         self._lease: tuple[psycopg.Connection[Any], int] | None = None
+        self._beat_stop = threading.Event()
+        self._beat: threading.Thread | None = None
         options: dict[str, object] = {
             "autocommit": True,
             "connect_timeout": max(1, int(CONNECT_TIMEOUT_S)),
@@ -85,6 +87,9 @@ class PostgresBase:
 
     def close(self) -> None:
         self._closed = True
+        self._beat_stop.set()
+        if self._beat is not None:
+            self._beat.join()
         with self._lease_lock:
             if self._lease is not None:
                 self._lease[0].close()  # ends the session: the lease is free at once
@@ -111,6 +116,9 @@ class PostgresBase:
             except psycopg.Error as exc:
                 raise store_error(exc, "cannot take the sequencer lease") from None
             try:
+                # A paused holder (SIGSTOP, a VM frozen) keeps its session open but stops its
+                # heartbeat: the server ends the idle session, and the lease is free.
+                conn.execute(f"SET idle_session_timeout = {lease.IDLE_TIMEOUT_MS}".encode())
                 taken = lease.try_take(conn)
             except psycopg.Error as exc:
                 conn.close()
@@ -121,7 +129,21 @@ class PostgresBase:
                     f"another replica holds the sequencer lease of the log at {self._where}"
                 )
             self._lease = (conn, taken)
+            if self._beat is None:
+                self._beat = threading.Thread(
+                    target=self._heartbeat, name="capability-anchor-lease", daemon=True
+                )
+                self._beat.start()
             return taken
+
+    def _heartbeat(self) -> None:
+        """Keep the lease's session busy while this process runs, and notice at once when
+        it ended (the next signature then asks for the lease again)."""
+        while not self._beat_stop.wait(lease.HEARTBEAT_S):
+            with self._lease_lock:
+                if self._lease is not None and not lease.held(self._lease[0]):
+                    self._lease[0].close()
+                    self._lease = None
 
     # --- transactions ----------------------------------------------------------------------
 

@@ -18,6 +18,14 @@ import psycopg
 # be a key no other code of ours takes in the log's database.
 LEASE_KEY = 0x63612D73  # "ca-s"
 
+HEARTBEAT_S = 1.0
+"""How often the holder's session runs a statement (and checks it still holds the lease)."""
+
+IDLE_TIMEOUT_MS = 5_000
+"""The lease session's `idle_session_timeout`: a holder that ran nothing for this long (it
+is paused, or its machine is frozen) loses its session, and so the lease, to a standby. Its
+term was already superseded when it resumes: nothing it signs then is stored."""
+
 
 def try_take(conn: psycopg.Connection) -> int | None:
     """Take the lease on `conn`'s session if nobody holds it: the new term, else None.
