@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from capability_anchor.envvars import STORE
-from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.errors import CapabilityAnchorError, UsageError
 
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
 from .exitcodes import ALL, epilog, epilog_of
@@ -359,10 +359,11 @@ def _check_store(args: argparse.Namespace) -> None:
     runs: `args.store` becomes the URL init binds the data dir to, else None."""
     if "store" not in vars(args):
         return
-    url = args.store or STORE.get()
-    if not url:
-        args.store = None
+    url = args.store if args.store is not None else STORE.get()
+    if url is None:
         return
+    if not url.strip():
+        raise UsageError(f"--store (or ${STORE.name}) is set but empty: give the store's URL")
     from capability_anchor.store import open as stores
 
     creating = args.command == "init" or bool(getattr(args, "init", False))

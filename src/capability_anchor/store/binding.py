@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlsplit
 
 from capability_anchor.envvars import STORE
 from capability_anchor.errors import StoreError, UsageError
@@ -32,8 +32,13 @@ def has_password(url: str) -> bool:
 
 
 def check_url(url: str) -> str:
-    """`url` as a store URL may be given: one line, no password."""
+    """`url` as a store URL may be given: one line, no password; its scheme lower-cased, and
+    libpq's short `postgres://` spelled `postgresql://`."""
     url = url.strip()
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        scheme = scheme.lower()
+        url = f"{'postgresql' if scheme == 'postgres' else scheme}://{rest}"
     if not url or "\n" in url or len(url) > _MAX:
         raise UsageError("--store: a store URL is one line, such as postgresql://USER@HOST/DB")
     if "://" not in url:
@@ -53,14 +58,19 @@ def check_url(url: str) -> str:
 def same_database(a: str, b: str) -> bool:
     """Whether two store URLs name one database, perhaps as different users (the owner, who
     migrates, and the service's role)."""
-    x, y = urlsplit(a), urlsplit(b)
-    return (x.scheme.lower(), x.hostname, x.port, x.path, x.query) == (
-        y.scheme.lower(),
+    x, y = urlsplit(check_url(a)), urlsplit(check_url(b))
+    return (x.scheme, x.hostname, x.port, x.path, _params(x.query)) == (
+        y.scheme,
         y.hostname,
         y.port,
         y.path,
-        y.query,
+        _params(y.query),
     )
+
+
+def _params(query: str) -> list[tuple[str, str]]:
+    """A URL's parameters in one order, without `user` (a different user is the point)."""
+    return sorted((k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "user")
 
 
 def bound(data_dir: Path) -> str | None:
@@ -90,9 +100,17 @@ def bound_file(data_dir: Path) -> str | None:
         url = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
         url = ""
-    if not url or "\n" in url or len(raw) > _MAX or "://" not in url or has_password(url):
+    if (
+        not url
+        or "\n" in url
+        or len(raw) > _MAX
+        or "://" not in url
+        or has_password(url)
+        or url.split("://", 1)[0].lower() == "sqlite"
+    ):
         raise StoreError(
-            f"{path} is not one store URL without a password: write the log's URL "
+            f"{path} is not one store URL without a password, of a store outside the data "
+            "dir: write the log's URL "
             "(postgresql://USER@HOST/DBNAME) into it, or remove it if the log is the SQLite "
             "database in this data dir"
         )

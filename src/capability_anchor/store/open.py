@@ -56,6 +56,7 @@ def _postgresql() -> type[Engine]:
 
 # scheme -> a function that imports and returns its engine's class.
 _ENGINES: dict[str, Callable[[], type[Engine]]] = {"sqlite": _sqlite, "postgresql": _postgresql}
+_SPELLED = {"postgres": "postgresql"}  # libpq's short scheme
 _loaded: dict[str, Engine] = {}
 
 
@@ -176,8 +177,10 @@ def resolve(where: Where) -> tuple[Engine, Where]:
             return resolve(url)
         chosen = engine(DEFAULT_SCHEME)
         return chosen, chosen.location(Path(where))
-    chosen = engine(where.split("://", 1)[0])
-    return chosen, chosen.location(where)
+    scheme, rest = where.split("://", 1)
+    scheme = _SPELLED.get(scheme.lower(), scheme.lower())
+    chosen = engine(scheme)
+    return chosen, chosen.location(f"{scheme}://{rest}")
 
 
 def given(data_dir: Path, url: str, *, creating: bool = False) -> str | None:
