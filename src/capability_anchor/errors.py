@@ -328,6 +328,17 @@ class LeaseLost(StoreError):
     retryable = True
 
 
+class Unproven(StoreError):
+    """A standby replica stored the batch, and no head covering it was signed in time:
+    re-sending it returns its entries as duplicates, with their proofs (`log.standby`)."""
+
+    note = (
+        "the records are stored but no head covers them yet; resend the batch for its proofs "
+        "(its records come back as duplicates)"
+    )
+    retryable = True
+
+
 class StoreFull(StoreError):
     """The disk (or a quota) is full: the write was rolled back."""
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from capability_anchor.errors import Conflict, LeaseLost, StoreError, StoreIOError
-from capability_anchor.store.postgres.base import PostgresBase
+from capability_anchor.store.postgres.leader import PostgresLeader
 from tests.kit.pgkit import PgServer
 from tests.kit.pglog import migrated_database, service_role
 
@@ -28,10 +28,10 @@ DAY = "2026-11-01"
 class Db:
     def __init__(self, server: PgServer, name: str, role: str) -> None:
         self.server, self.name, self.role = server, name, role
-        self.stores: list[PostgresBase] = []
+        self.stores: list[PostgresLeader] = []
 
-    def store(self) -> PostgresBase:
-        store = PostgresBase(self.server.conninfo(self.name, self.role), f"db {self.name}")
+    def store(self) -> PostgresLeader:
+        store = PostgresLeader(self.server.conninfo(self.name, self.role), f"db {self.name}")
         self.stores.append(store)
         return store
 
@@ -53,7 +53,7 @@ def db(postgres: PgServer) -> Iterator[Db]:
             store.close()
 
 
-def put_entry(store: PostgresBase, index: int, claims: bytes = b"{}") -> None:
+def put_entry(store: PostgresLeader, index: int, claims: bytes = b"{}") -> None:
     store._exec(
         "INSERT INTO entries (day, leaf_index, leaf_hash, claims, accepted_at)"
         " VALUES (%s, %s, %s, %s, %s)",
@@ -61,7 +61,7 @@ def put_entry(store: PostgresBase, index: int, claims: bytes = b"{}") -> None:
     )
 
 
-def next_index(store: PostgresBase) -> int:
+def next_index(store: PostgresLeader) -> int:
     row = store._one("SELECT max(leaf_index) FROM entries WHERE day = %s", (DAY,))
     return 0 if row[0] is None else int(row[0]) + 1
 
@@ -101,7 +101,7 @@ def test_writers_of_two_stores_queue_on_the_write_lock_and_read_each_others_comm
     stores = [db.store(), db.store()]
     errors: list[BaseException] = []
 
-    def writer(store: PostgresBase) -> None:
+    def writer(store: PostgresLeader) -> None:
         try:
             for _ in range(25):
                 with store.write():
@@ -225,8 +225,8 @@ def test_one_store_holds_the_signing_lease_and_a_lost_session_is_a_newer_term(db
 _HOLDER = """
 import sys
 from capability_anchor.errors import LeaseLost
-from capability_anchor.store.postgres.base import PostgresBase
-store = PostgresBase(sys.argv[1], "holder")
+from capability_anchor.store.postgres.leader import PostgresLeader
+store = PostgresLeader(sys.argv[1], "holder")
 term = store._signing_term()
 print(term, flush=True)
 for line in sys.stdin:  # after SIGCONT: one line asks it to sign once more

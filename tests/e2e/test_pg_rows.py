@@ -24,6 +24,7 @@ from capability_anchor.store import HeadRow, StampRow, Store
 from capability_anchor.store import open as stores
 from capability_anchor.store.postgres import schema
 from capability_anchor.store.postgres.rows import PostgresEntries, PostgresHeads
+from capability_anchor.store.postgres.trust import PostgresTrust
 from tests.kit.pgkit import PgServer
 from tests.kit.pglog import service_role
 
@@ -86,7 +87,7 @@ def leaf_of(day: str, n: int) -> tuple[bytes, bytes]:
     return hashlib.sha256(claims).digest(), claims
 
 
-class Rows(PostgresEntries, PostgresHeads):
+class Rows(PostgresEntries, PostgresHeads, PostgresTrust):
     """The rows of a log on PostgreSQL, alone: the store's other parts are not read here."""
 
 

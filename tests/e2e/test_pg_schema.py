@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from capability_anchor.store.postgres import schema
-from capability_anchor.store.postgres.migrations.v1 import APPEND_ONLY_TABLES
+from capability_anchor.store.postgres.schema import APPEND_ONLY_TABLES
 from capability_anchor.store.sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
 from tests.kit.pgkit import PgServer
 from tests.kit.pglog import service_role

@@ -32,11 +32,12 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from capability_anchor.audit.copies import prove_copy
     from capability_anchor.log.migrate import migrate
     from capability_anchor.progress import StderrProgress
 
     progress = StderrProgress()
-    report = migrate(Path(args.source), args.target, progress)
+    report = migrate(Path(args.source), args.target, prove_copy, progress)
     progress.close()
     emit(report)
     print(

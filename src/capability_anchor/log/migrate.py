@@ -5,7 +5,8 @@ proving the copy before the data dir switches over (docs/how-to/postgresql.md, d
    the sequencer's lock file, so no service runs on it meanwhile (refused if one does).
 2. Every row is copied in one transaction of the new store (`log.copy`): a failure leaves
    no log there.
-3. Proof: both logs are exported (`export --tiles`) and the two folders must be identical
+3. Proof (`audit.copies.prove_copy`, given by the caller: this layer neither exports nor
+   audits): both logs are exported (`export --tiles`) and the two folders must be identical
    byte for byte; both are audited and both audits must pass.
 4. The switch, in one write transaction of the source: its contents are compared once more
    with what was copied (a writer meanwhile is refused, nothing switched), and the SQLite
@@ -20,10 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,13 @@ def moved_message(data_dir: Path, url: str) -> str:
     )
 
 
-def migrate(data_dir: Path, url: str, progress: Progress = silent) -> dict[str, Any]:
+Prove = Callable[[Any, Path, Path, Progress], dict[str, Any]]
+"""(source log, its data dir, the copy's data dir, progress) -> the proof's report; raises
+Conflict when the copy is not proven (`audit.copies.prove_copy`: this layer may not
+export or audit)."""
+
+
+def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent) -> dict[str, Any]:
     """Move the SQLite log in `data_dir` to the new store at `url`; the report printed."""
     from . import Log
 
@@ -84,7 +90,7 @@ def migrate(data_dir: Path, url: str, progress: Progress = silent) -> dict[str, 
             before = fingerprint(log.store)
             copied: list[Any] = []
             stores.create(url, lambda dst: copied.append(copy_store(log.store, dst)))
-        proof = _prove(log, data_dir, url, progress)
+        proof = _staged(log, data_dir, url, prove, progress)
         with log.store.write():
             if fingerprint(log.store) != before:
                 raise Conflict(
@@ -120,61 +126,19 @@ def _no_service(data_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _prove(log: Any, data_dir: Path, url: str, progress: Progress) -> dict[str, Any]:
-    """Export and audit both logs; Conflict (nothing switched) unless the exports are equal
-    byte for byte and both audits pass."""
-    from capability_anchor.audit.datadir import audit_data_dir
-    from capability_anchor.export.days import export
-
-    from . import Log
-
+def _staged(log: Any, data_dir: Path, url: str, prove: Prove, progress: Progress) -> dict[str, Any]:
+    """`prove` run with the copy's data dir as the data dir will be after the switch."""
     staging = data_dir / STAGING
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
     try:
-        # The new log's data dir, as the data dir will be after the switch.
         for path in [*key_files(data_dir), data_dir / TOKEN_FILE]:
             shutil.copy2(path, staging / path.name)
         stores.bind(staging, url)
-        progress(1, 5, "migrate: export the source")
-        export(log, staging / "export-from", tiles=True)
-        progress(2, 5, "migrate: export the copy")
-        with Log.open(staging, background_checkpoints=False, handoff=False) as moved:
-            export(moved, staging / "export-to", tiles=True)
-        left, right = _digest(staging / "export-from"), _digest(staging / "export-to")
-        audits = {}
-        for step, (name, where) in enumerate((("from", data_dir), ("to", staging)), 3):
-            progress(step, 5, f"migrate: audit the {'source' if name == 'from' else 'copy'}")
-            audits[name] = audit_data_dir(where)
-        problems = [f"{n}: {p}" for n, r in audits.items() for p in r.problems]
-        if left != right:
-            problems.insert(0, "the two logs' exports differ")
-        if problems:
-            raise Conflict(
-                "migrate: the copy is not proven, nothing was switched (drop the database at "
-                f"{stores.describe(url)} before trying again): " + "; ".join(problems)
-            )
-        return {
-            "exports_identical": True,
-            "export_files": left[0],
-            "export_sha256": left[1],
-            "audit_from_ok": audits["from"].ok,
-            "audit_to_ok": audits["to"].ok,
-        }
+        return prove(log, data_dir, staging, progress)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         fsync_dir(data_dir)
 
 
-def _digest(folder: Path) -> tuple[int, str]:
-    """(file count, SHA-256 over every file's relative path and bytes, in path order)."""
-    h = hashlib.sha256()
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    for path in files:
-        rel = path.relative_to(folder).as_posix().encode()
-        data = path.read_bytes()
-        h.update(len(rel).to_bytes(8, "big") + rel + len(data).to_bytes(8, "big") + data)
-    return len(files), h.hexdigest()
-
-
-__all__ = ["MOVED_TO", "migrate", "moved_message"]
+__all__ = ["MOVED_TO", "Prove", "migrate", "moved_message"]

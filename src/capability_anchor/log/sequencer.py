@@ -60,6 +60,8 @@ from .handoff import (
 from .lifecycle import Log
 
 DEFAULT_QUEUE_RECORDS = DEFAULT_WRITE_QUEUE  # CAPABILITY_ANCHOR_WRITE_QUEUE, `--write-queue`
+WAKE_S = 0.05
+"""How often an idle sequencer looks for a standby's request to sign."""
 BUSY_NOTE = "busy: the log's write queue is full; try again in a second"
 EVENTS = "capability_anchor"  # the Log's event loggers are below it
 _logger = logging.getLogger("capability_anchor.sequencer")
@@ -151,9 +153,21 @@ class Sequencer:
                 while not self._queue:
                     if self.stopping:
                         return
-                    self._cond.wait(0.25)
-                group = self._take()
-            self._commit(group)
+                    self._cond.wait(WAKE_S)
+                    if not self._queue and self.log.store.signature_wanted():
+                        break
+                group = self._take() if self._queue else []
+            if group:
+                self._commit(group)
+            else:
+                self._sign_for_standby()
+
+    def _sign_for_standby(self) -> None:
+        """A standby replica waits for a head covering what it appended (`log.standby`)."""
+        try:
+            self.log.writer.checkpoint()
+        except CapabilityAnchorError as exc:
+            _logger.warning("a standby asked for a head, and none was signed: %s", exc)
 
     def _take(self) -> list[_Item]:
         """The queue's head: one checkpoint or seal, or the appends after it that fit in one

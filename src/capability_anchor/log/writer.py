@@ -21,6 +21,7 @@ from capability_anchor.merkle import TILE_WIDTH, TreeEdge
 from capability_anchor.metrics.service import observe
 from capability_anchor.store import StampRow
 
+from . import standby
 from .batch import AppendResult, Prepared
 from .days import next_day, utc_day
 from .groupcommit import GroupCommit, Submission
@@ -118,7 +119,7 @@ class LogWriter(HeadSigner):
         them, the transaction also signs one head covering the whole group, and each `prove`
         submission's result carries that head's anchor and its entries' proofs."""
         try:
-            answers = self._commit_group(subs)
+            answers = standby.commit(self, subs)
         except Exception as exc:
             for sub in subs:
                 sub.error = exc

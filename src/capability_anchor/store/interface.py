@@ -53,6 +53,17 @@ class StoreLifecycle(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    @abstractmethod
+    def wake_signer(self) -> None:
+        """Ask whichever process signs this log's heads (the lease holder) to sign soon: a
+        standby replica's proved batch waits for it (`log.standby`). An engine with one
+        writer has no other signer: nothing to do."""
+
+    @abstractmethod
+    def signature_wanted(self) -> bool:
+        """Whether another replica asked this lease holder to sign (`wake_signer`) since the
+        last call; the sequencer then signs a checkpoint at once."""
+
 
 class StoreWrites(ABC):
     """Inserts: each only inside `write()`."""

@@ -22,10 +22,17 @@ from .audit import PostgresAudit
 from .checkpoints import PostgresCheckpoints
 from .history import PostgresHistory
 from .rows import PostgresEntries, PostgresHeads
+from .trust import PostgresTrust
 
 
 class PostgresStore(
-    PostgresEntries, PostgresHeads, PostgresHistory, PostgresCheckpoints, PostgresAudit, Store
+    PostgresEntries,
+    PostgresHeads,
+    PostgresTrust,
+    PostgresHistory,
+    PostgresCheckpoints,
+    PostgresAudit,
+    Store,
 ):
     """One log's database on a PostgreSQL server (`base.PostgresBase` holds the pool)."""
 

@@ -28,7 +28,7 @@ from capability_anchor.store.interface import EngineFindings
 
 from . import schema
 from .base import PostgresBase
-from .migrations.v1 import APPEND_ONLY_TABLES, MUTABLE_TABLES
+from .schema import APPEND_ONLY_TABLES, MUTABLE_TABLES
 
 _TABLES = (*APPEND_ONLY_TABLES, *MUTABLE_TABLES, "sequencer_term", "schema_migrations")
 

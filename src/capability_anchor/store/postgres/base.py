@@ -28,9 +28,8 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from capability_anchor.errors import LeaseLost, StoreError
+from capability_anchor.errors import StoreError
 
-from . import lease
 from .errors import store_error
 
 # The write lock's advisory key; the lease's (lease.LEASE_KEY) and the migrations' differ.
@@ -60,6 +59,8 @@ class PostgresBase:
         self._lease_lock = threading.Lock()
         self._lease: tuple[psycopg.Connection[Any], int] | None = None
         self._beat_stop = threading.Event()
+        self._wanted = threading.Event()
+        self._next_beat = 0.0
         self._beat: threading.Thread | None = None
         options: dict[str, object] = {
             "autocommit": True,
@@ -95,55 +96,6 @@ class PostgresBase:
                 self._lease[0].close()  # ends the session: the lease is free at once
                 self._lease = None
         self._pool.close()
-
-    def _signing_term(self) -> int:
-        """The fencing term to write into a head or checkpoint: this store's lease's, taken
-        now if it holds none (or its session ended: a restart, a cut connection, and then a
-        newer term). `LeaseLost` when another replica holds the lease. Holding it here is
-        not what keeps a stale leader from signing: the term check in the insert's own
-        transaction is (lease.py)."""
-        with self._lease_lock:
-            if self._lease is not None:
-                conn, term = self._lease
-                if lease.held(conn):
-                    return term
-                conn.close()
-                self._lease = None
-            try:
-                conn = psycopg.connect(
-                    self._conninfo, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S)
-                )
-            except psycopg.Error as exc:
-                raise store_error(exc, "cannot take the sequencer lease") from None
-            try:
-                # A paused holder (SIGSTOP, a VM frozen) keeps its session open but stops its
-                # heartbeat: the server ends the idle session, and the lease is free.
-                conn.execute(f"SET idle_session_timeout = {lease.IDLE_TIMEOUT_MS}".encode())
-                taken = lease.try_take(conn)
-            except psycopg.Error as exc:
-                conn.close()
-                raise store_error(exc, "cannot take the sequencer lease") from None
-            if taken is None:
-                conn.close()
-                raise LeaseLost(
-                    f"another replica holds the sequencer lease of the log at {self._where}"
-                )
-            self._lease = (conn, taken)
-            if self._beat is None:
-                self._beat = threading.Thread(
-                    target=self._heartbeat, name="capability-anchor-lease", daemon=True
-                )
-                self._beat.start()
-            return taken
-
-    def _heartbeat(self) -> None:
-        """Keep the lease's session busy while this process runs, and notice at once when
-        it ended (the next signature then asks for the lease again)."""
-        while not self._beat_stop.wait(lease.HEARTBEAT_S):
-            with self._lease_lock:
-                if self._lease is not None and not lease.held(self._lease[0]):
-                    self._lease[0].close()
-                    self._lease = None
 
     # --- transactions ----------------------------------------------------------------------
 

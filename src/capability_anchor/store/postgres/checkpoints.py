@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 
 from capability_anchor.store.rows import CosignatureRow, WitnessState
 
-from .base import PostgresBase
+from .leader import PostgresLeader
 
 _COSIGNATURE_COLUMNS = "witness, key_id, size, timestamp, line"
 _STATE_COLUMNS = "witness, size, status, retry_at, failures, detail, updated"
@@ -33,7 +33,7 @@ def _state(row: Sequence[object]) -> WitnessState:
     )
 
 
-class PostgresCheckpoints(PostgresBase):
+class PostgresCheckpoints(PostgresLeader):
     """Checkpoints by size, cosignatures by size, the policies, the witness state."""
 
     def insert_checkpoint(self, size: int, note: bytes) -> None:

@@ -21,6 +21,10 @@ LEASE_KEY = 0x63612D73  # "ca-s"
 HEARTBEAT_S = 1.0
 """How often the holder's session runs a statement (and checks it still holds the lease)."""
 
+WAKE_CHANNEL = "capability_anchor_sign"
+"""NOTIFY channel a standby wakes the lease holder on (`Store.wake_signer`); the holder's
+lease session LISTENs on it."""
+
 IDLE_TIMEOUT_MS = 5_000
 """The lease session's `idle_session_timeout`: a holder that ran nothing for this long (it
 is paused, or its machine is frozen) loses its session, and so the lease, to a standby. Its
@@ -56,3 +60,12 @@ def held(conn: psycopg.Connection) -> bool:
 def current_term(conn: psycopg.Connection) -> int:
     row = conn.execute("SELECT term FROM sequencer_term").fetchone()
     return int(row[0]) if row else 0
+
+
+def woken(conn: psycopg.Connection) -> bool:
+    """Whether a wake-up (NOTIFY on WAKE_CHANNEL) arrived on the lease session, without
+    waiting; False also once the session ended (the heartbeat finds that)."""
+    try:
+        return bool(list(conn.notifies(timeout=0)))
+    except psycopg.Error:
+        return False

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from capability_anchor.store.rows import EntryRow, HeadRow, StampRow, TileRow, server_key_digest
 
-from .base import PostgresBase
+from .leader import PostgresLeader
 from .tiles import DAY_TILES, PostgresTiles, edge_partials
 
 HEAD_COLUMNS = "day, tree_size, sealed, root, iat, kid, doc"
@@ -267,7 +267,7 @@ class PostgresEntries(PostgresTiles):
         return self._iter_tiles_in(DAY_TILES, (day,), day)
 
 
-class PostgresHeads(PostgresBase):
+class PostgresHeads(PostgresLeader):
     """Heads, stamps and key trust."""
 
     # --- heads -----------------------------------------------------------------------------
@@ -360,46 +360,6 @@ class PostgresHeads(PostgresBase):
                 (day,),
             )
         ]
-
-    # --- key trust: rotation records and signed settings (trust.py, logtrust.py) -------------
-
-    def clear_meta(self, key: str) -> None:
-        self._exec("DELETE FROM meta WHERE key = %s", (key,))
-
-    def add_key_record(self, signer: str, kid: str, token: str, added: int) -> None:
-        self._exec(
-            "INSERT INTO key_records (id, signer, kid, jws, added) "
-            "SELECT COALESCE(max(id), 0) + 1, %s, %s, %s, %s FROM key_records",
-            (signer, kid, token, added),
-        )
-
-    def key_records(self) -> list[tuple[int, str, str, str]]:
-        """(id, signer kid, endorsed kid, compact JWS) of every rotation record, in order."""
-        return [
-            (int(i), str(s), str(k), str(j))
-            for i, s, k, j in self._exec("SELECT id, signer, kid, jws FROM key_records ORDER BY id")
-        ]
-
-    def add_settings(self, kid: str, token: str, added: int) -> None:
-        self._exec(
-            "INSERT INTO settings (id, kid, jws, added) "
-            "SELECT COALESCE(max(id), 0) + 1, %s, %s, %s FROM settings",
-            (kid, token, added),
-        )
-
-    def settings_statements(self) -> list[tuple[int, str, str]]:
-        """(id, signer kid, compact JWS) of every settings statement, oldest first."""
-        return [
-            (int(i), str(k), str(j))
-            for i, k, j in self._exec("SELECT id, kid, jws FROM settings ORDER BY id")
-        ]
-
-    def added_times(self) -> dict[str, dict[int, int]]:
-        """`added` of every settings statement and rotation record, by table and id."""
-        return {
-            table: {int(i): int(a) for i, a in self._exec(f"SELECT id, added FROM {table}")}
-            for table in ("settings", "key_records")
-        }
 
 
 __all__ = ["HEAD_COLUMNS", "PostgresEntries", "PostgresHeads", "head_row"]

@@ -14,7 +14,26 @@ import psycopg
 from psycopg import sql
 
 from .migrations import MIGRATIONS
-from .migrations.v1 import APPEND_ONLY_TABLES, MUTABLE_TABLES
+
+APPEND_ONLY_TABLES = (
+    "entries",
+    "heads",
+    "tiles",
+    "servers",
+    "keys",
+    "stamps",
+    "history",
+    "history_tiles",
+    "checkpoints",
+    "cosignatures",
+    "key_records",
+    "policies",
+    "settings",
+)
+"""The log's tables: the service's role may only read and insert them."""
+
+MUTABLE_TABLES = ("meta", "witness_state")
+"""Operational state the service rewrites (as on SQLite, where they have no triggers)."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # The log's schema (store.rows.SCHEMA_VERSION, SQLite's numbering) each migration gives: the

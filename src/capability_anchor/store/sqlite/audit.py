@@ -276,26 +276,6 @@ class SqliteAudit(SqliteBase):
             )
         ]
 
-    def key_rows(self) -> list[tuple[str, str, int]]:
-        return [
-            (str(k), str(j), int(a))
-            for k, j, a in self._raw("SELECT kid, jwk, added FROM keys ORDER BY kid")
-        ]
-
-    def accepted_runs(self, day: str) -> list[tuple[int, int, int]]:
-        # A run is a stretch of consecutive indices with one accepted_at: its indices less
-        # their rank among that second's entries are one number.
-        return [
-            (int(first), int(count), int(at))
-            for first, count, at in self._raw(
-                "SELECT min(leaf_index), count(*), accepted_at FROM (SELECT leaf_index, "
-                "accepted_at, leaf_index - row_number() OVER (PARTITION BY accepted_at "
-                "ORDER BY leaf_index) AS run FROM entries WHERE day = ?) AS numbered "
-                "GROUP BY accepted_at, run ORDER BY 1",
-                (day,),
-            )
-        ]
-
 
 def _name_places(line: str, trees: dict[int, str], pages: dict[int, str]) -> str:
     """integrity_check names b-trees by root page ("Tree 4 page 9 ...") and damage by page

@@ -345,3 +345,29 @@ class SqliteHeads(SqliteBase):
             table: {int(i): int(a) for i, a in self._exec(f"SELECT id, added FROM {table}")}
             for table in ("settings", "key_records")
         }
+
+    def key_rows(self) -> list[tuple[str, str, int]]:
+        return [
+            (str(k), str(j), int(a))
+            for k, j, a in self._exec("SELECT kid, jwk, added FROM keys ORDER BY kid")
+        ]
+
+    def accepted_runs(self, day: str) -> list[tuple[int, int, int]]:
+        # A run is a stretch of consecutive indices with one accepted_at: its indices less
+        # their rank among that second's entries are one number.
+        return [
+            (int(first), int(count), int(at))
+            for first, count, at in self._exec(
+                "SELECT min(leaf_index), count(*), accepted_at FROM (SELECT leaf_index, "
+                "accepted_at, leaf_index - row_number() OVER (PARTITION BY accepted_at "
+                "ORDER BY leaf_index) AS run FROM entries WHERE day = ?) AS numbered "
+                "GROUP BY accepted_at, run ORDER BY 1",
+                (day,),
+            )
+        ]
+
+    def wake_signer(self) -> None:
+        return None  # one writer, one signer: nobody else to wake
+
+    def signature_wanted(self) -> bool:
+        return False

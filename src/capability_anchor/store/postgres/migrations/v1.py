@@ -394,23 +394,3 @@ CREATE TRIGGER policies_insert_rules BEFORE INSERT ON policies
 CREATE TRIGGER settings_insert_rules BEFORE INSERT ON settings
     FOR EACH ROW EXECUTE FUNCTION id_once_insert_rules();
 """
-
-APPEND_ONLY_TABLES = (
-    "entries",
-    "heads",
-    "tiles",
-    "servers",
-    "keys",
-    "stamps",
-    "history",
-    "history_tiles",
-    "checkpoints",
-    "cosignatures",
-    "key_records",
-    "policies",
-    "settings",
-)
-"""The log's tables: the service's role may only read and insert them."""
-
-MUTABLE_TABLES = ("meta", "witness_state")
-"""Operational state the service rewrites (as on SQLite, where they have no triggers)."""
