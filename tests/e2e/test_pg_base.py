@@ -8,11 +8,13 @@ without being reopened. Nothing of a refused or failed write is stored."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +24,7 @@ from tests.kit.pgkit import PgServer
 from tests.kit.pglog import migrated_database, service_role
 
 H = b"\x11" * 32
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 DAY = "2026-11-01"
 
 
@@ -288,3 +291,42 @@ def _paused_leader(db: Db, holder: subprocess.Popen[str]) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+_SKEWED = """
+import sys
+from capability_anchor.errors import ClockDisagrees
+from capability_anchor.store.postgres.leader import PostgresLeader
+store = PostgresLeader(sys.argv[1], "skewed")
+try:
+    print("term", store._signing_term())
+except ClockDisagrees as exc:
+    print("refused", exc)
+store.close()
+"""
+
+
+def test_attack_a_replica_whose_clock_is_off_never_takes_the_lease(db: Db) -> None:
+    """A replica 10 minutes ahead of the database server (libfaketime, beyond
+    lease.CLOCK_TOLERANCE_S) is refused before it takes the lease, so it never blocks a
+    replica whose clock is right; that one then leads."""
+    from tests.kit.systools import ensure_tool
+
+    lib = ensure_tool(LIBFAKETIME, "faketime", "libfaketime", timeout=600)
+    env = {
+        **os.environ,
+        "LD_PRELOAD": str(lib),
+        "FAKETIME": "+600",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _SKEWED, db.server.conninfo(db.name, db.role)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert out.startswith("refused"), out
+    assert "off the database server's" in out
+    assert db.store()._signing_term() == 1  # the lease was never taken: the first term

@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from typing import Any
 
 import psycopg
 
-from capability_anchor.errors import LeaseLost, StoreError
+from capability_anchor.errors import ClockDisagrees, LeaseLost, StoreError
 
 from . import lease
 from .base import CONNECT_TIMEOUT_S, PostgresBase
@@ -20,37 +21,39 @@ class PostgresLeader(PostgresBase):
     def _signing_term(self) -> int:
         """The fencing term to write into a head or checkpoint: this store's lease's, taken
         now if it holds none (or its session ended: a restart, a cut connection, and then a
-        newer term). `LeaseLost` when another replica holds the lease. Holding it here is
-        not what keeps a stale leader from signing: the term check in the insert's own
-        transaction is (lease.py)."""
+        newer term). `LeaseLost` when another replica holds the lease; `ClockDisagrees`
+        when this machine's clock is off the database server's by more than
+        `lease.CLOCK_TOLERANCE_S` (a lease it held is let go, for a replica whose clock is
+        right). Holding the lease is not what keeps a stale leader from signing: the term
+        check in the insert's own transaction is (lease.py)."""
         with self._lease_lock:
             if self._lease is not None:
                 conn, term = self._lease
                 if lease.held(conn):
+                    try:
+                        self._check_clock(conn)
+                    except ClockDisagrees:
+                        conn.close()  # the lease is free for a replica whose clock is right
+                        self._lease = None
+                        raise
                     return term
                 conn.close()
                 self._lease = None
+            conn = self._lease_session()
             try:
-                conn = psycopg.connect(
-                    self._conninfo, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S)
-                )
-            except psycopg.Error as exc:
-                raise store_error(exc, "cannot take the sequencer lease") from None
-            try:
-                # A paused holder (SIGSTOP, a VM frozen) keeps its session open but stops its
-                # heartbeat: the server ends the idle session, and the lease is free.
-                conn.execute(f"SET idle_session_timeout = {lease.IDLE_TIMEOUT_MS}".encode())
+                self._check_clock(conn)  # before taking it: a replica off the clock never leads
                 taken = lease.try_take(conn)
-                if taken is not None:
-                    conn.execute(f"LISTEN {lease.WAKE_CHANNEL}".encode())
+                if taken is None:
+                    raise LeaseLost(
+                        f"another replica holds the sequencer lease of the log at {self._where}"
+                    )
+                conn.execute(f"LISTEN {lease.WAKE_CHANNEL}".encode())
             except psycopg.Error as exc:
                 conn.close()
                 raise store_error(exc, "cannot take the sequencer lease") from None
-            if taken is None:
+            except BaseException:
                 conn.close()
-                raise LeaseLost(
-                    f"another replica holds the sequencer lease of the log at {self._where}"
-                )
+                raise
             self._lease = (conn, taken)
             if self._beat is None:
                 self._beat = threading.Thread(
@@ -58,6 +61,30 @@ class PostgresLeader(PostgresBase):
                 )
                 self._beat.start()
             return taken
+
+    def _lease_session(self) -> psycopg.Connection[Any]:
+        """A connection of its own for the lease. A paused holder (SIGSTOP, a frozen VM)
+        keeps its session open but stops its heartbeat: the server ends the idle session,
+        and the lease is free."""
+        options = f"-c idle_session_timeout={lease.IDLE_TIMEOUT_MS}"
+        try:
+            return psycopg.connect(
+                self._conninfo,
+                autocommit=True,
+                connect_timeout=int(CONNECT_TIMEOUT_S),
+                options=options,
+            )
+        except psycopg.Error as exc:
+            raise store_error(exc, "cannot take the sequencer lease") from None
+
+    def _check_clock(self, conn: psycopg.Connection[Any]) -> None:
+        skew = time.time() - lease.server_clock(conn)
+        if abs(skew) > lease.CLOCK_TOLERANCE_S:
+            raise ClockDisagrees(
+                f"this machine's clock is {skew:+.0f} s off the database server's (more than "
+                f"{lease.CLOCK_TOLERANCE_S:.0f} s): this replica signs nothing until they "
+                "agree; correct its time (NTP)"
+            )
 
     def _heartbeat(self) -> None:
         """Keep the lease's session busy while this process runs, and notice at once when

@@ -25,6 +25,11 @@ WAKE_CHANNEL = "capability_anchor_sign"
 """NOTIFY channel a standby wakes the lease holder on (`Store.wake_signer`); the holder's
 lease session LISTENs on it."""
 
+CLOCK_TOLERANCE_S = 300.0
+"""A replica whose clock is off the database server's by more than this signs nothing (the
+service's own clock guard's tolerance, `log.clockguard.TOLERANCE_S`): its heads' `iat` and
+days would disagree with the leaders' before and after it."""
+
 IDLE_TIMEOUT_MS = 5_000
 """The lease session's `idle_session_timeout`: a holder that ran nothing for this long (it
 is paused, or its machine is frozen) loses its session, and so the lease, to a standby. Its
@@ -69,3 +74,10 @@ def woken(conn: psycopg.Connection) -> bool:
         return bool(list(conn.notifies(timeout=0)))
     except psycopg.Error:
         return False
+
+
+def server_clock(conn: psycopg.Connection) -> float:
+    """The database server's wall clock, seconds since the epoch."""
+    row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+    assert row is not None
+    return float(row[0])
