@@ -141,6 +141,13 @@ PUBLISHED = EnvVar(
     "signs (`--published`)",
     f"`serve`, `checkpoint`, `seal`, `cosign`, {_SERVICE}",
 )
+PUBLISH = EnvVar(
+    "CAPABILITY_ANCHOR_PUBLISH",
+    "none",
+    "a folder the service exports the static read path into as the log grows (tiles, entry "
+    "bundles, heads, stamps, the checkpoint last), for any web server (`--publish`)",
+    f"`serve`, {_SERVICE}",
+)
 LOG_FORMAT = EnvVar(
     "CAPABILITY_ANCHOR_LOG_FORMAT",
     "`plain`",
@@ -191,6 +198,7 @@ VARIABLES: tuple[EnvVar, ...] = (
     TSA_DEADLINE,
     WITNESS_DEADLINE,
     PUBLISHED,
+    PUBLISH,
     LOG_FORMAT,
     METRICS_TOKEN,
     PROMETHEUS_MULTIPROC_DIR,

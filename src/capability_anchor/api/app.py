@@ -121,6 +121,7 @@ def _open_service(settings: Settings) -> Service:
             published=settings.published,
             learn_deadline=settings.witness_deadline,
             scrubber=stores.scrubber(settings.data_dir),
+            publish=settings.publish,
         )
     return service
 

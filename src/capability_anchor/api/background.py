@@ -41,6 +41,7 @@ from pathlib import Path
 import anyio
 
 from capability_anchor.errors import CapabilityAnchorError, LeaseLost, StoreDamaged
+from capability_anchor.export.days import export
 from capability_anchor.log import Log, utc_day
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.published import LEARN_DEADLINE_S, Behind, behind_state, learn
@@ -70,8 +71,11 @@ class Background:
         published: str | None = None,
         learn_deadline: float = LEARN_DEADLINE_S,
         scrubber: Scrub | None = None,
+        publish: Path | None = None,
     ) -> None:
         self.writer = writer
+        self.publish = publish
+        self._published: tuple[object, ...] | None = None
         self.data_dir = data_dir
         self.published = published
         self.learn_deadline = learn_deadline
@@ -129,6 +133,7 @@ class Background:
         while not self._stopping.is_set() and self.stopped_by is None:
             if self._try_lock() and self._clock_agrees():
                 await self._tick()
+                await self._maybe_publish()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), TICK_S)
 
@@ -173,6 +178,39 @@ class Background:
         if due:
             self.standby = False  # a checkpoint went through: the next refusal is news again
         self._witness_now()
+
+    async def _maybe_publish(self) -> None:
+        """`serve --publish DIR`: the static read path (SPEC §13.6) exported again whenever
+        the log signed or stored something new; a standby publishes too (it reads what the
+        leader signed). Immutable files first, the checkpoint last (`export.days`)."""
+        folder = self.publish
+        if folder is None or self.stopped_by is not None:
+            return
+        try:
+            mark = await anyio.to_thread.run_sync(self._publish_mark)
+            if mark == self._published:
+                return
+            await anyio.to_thread.run_sync(lambda: export(self.writer, folder, tiles=True))
+            self._published = mark
+        except (CapabilityAnchorError, OSError) as exc:
+            if self._published != ("failed", str(exc)):
+                log.error("publish to %s failed, retrying at the next tick: %s", folder, exc)
+            self._published = ("failed", str(exc))
+
+    def _publish_mark(self) -> tuple[object, ...]:
+        """What a publish would change, cheaply: the history, the newest checkpoint and its
+        cosignatures, the newest sealed day and its stamps."""
+        store = self.writer.store
+        with store.read():
+            size = store.checkpoint_size()
+            day = store.last_sealed_day()
+            return (
+                store.history_size(),
+                size,
+                len(store.cosignatures(size)),
+                day,
+                len(store.stamps(day)) if day else 0,
+            )
 
     def _failed(self, exc: CapabilityAnchorError) -> None:
         if isinstance(exc, LeaseLost):

@@ -87,6 +87,10 @@ class Settings:
     folder (`--published`, env CAPABILITY_ANCHOR_PUBLISHED): read at start and before each
     background checkpoint, beside the witnesses' monitoring views, so that a data dir behind
     what was published signs nothing (`published.learn`, SPEC §13.3)."""
+    publish: Path | None = None
+    """`--publish DIR` (env CAPABILITY_ANCHOR_PUBLISH): the static read path, exported into
+    DIR as the log signs and stores (tiles, entry bundles, heads, stamps, checkpoints; the
+    checkpoint last), for any web server or CDN to serve (SPEC §13.6)."""
     metrics_token: str | None = field(default=None, repr=False)
     """Bearer token `/metrics` asks for (`--metrics-token`, env
     CAPABILITY_ANCHOR_METRICS_TOKEN); None: `/metrics` is public."""
@@ -135,6 +139,7 @@ class Settings:
             tsa_deadline=float(tsa_deadline) if tsa_deadline else None,
             witness_deadline=float(value(e.WITNESS_DEADLINE, "10")),
             published=e.PUBLISHED.get() or None,
+            publish=Path(e.PUBLISH.get() or "") if e.PUBLISH.get() else None,
             metrics_token=e.METRICS_TOKEN.get(),
         )
 

@@ -63,6 +63,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     add_witness_deadline(p)
     add_published(p)
     p.add_argument(
+        "--publish",
+        metavar="DIR",
+        default=None,
+        help="export the static read path into DIR as the log grows (tiles, entry bundles, "
+        "heads, stamps, the checkpoint last), for nginx or a CDN (default: "
+        "$CAPABILITY_ANCHOR_PUBLISH, else none)",
+    )
+    p.add_argument(
         "--rate-limit",
         type=int,
         default=100,
@@ -191,6 +199,13 @@ def _init_log(args: argparse.Namespace, data: Path) -> None:
     print(f"{PROG}: initialised a log in {data} (iss {iss})", file=sys.stderr)
 
 
+def _publish_of(args: argparse.Namespace) -> Path | None:
+    from capability_anchor.envvars import PUBLISH
+
+    where = args.publish or PUBLISH.get()
+    return Path(where) if where else None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from capability_anchor.api import Settings, accesslog, create_app
     from capability_anchor.errors import UsageError
@@ -234,6 +249,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tsa_deadline=args.tsa_deadline,
             witness_deadline=args.witness_deadline,
             published=published_of(args),
+            publish=_publish_of(args),
             header_timeout=args.header_timeout,
             body_timeout=args.body_timeout,
             body_workers=args.body_workers,

@@ -203,7 +203,11 @@ def _export(log: Log, outdir: Path, progress: Progress, tiles: bool) -> ExportRe
     for row in unsealed:
         immutable.append((outdir / row.day / f"{row.tree_size}.json", row.doc))
     immutable += tile_files(log, outdir, tiles)
-    replaceable += history_files(log, outdir)
+    history = history_files(log, outdir)
+    # The checkpoint last of all: a tlog-tiles client that reads it finds every tile,
+    # bundle and proof it names already in place.
+    checkpoint = [f for f in history if f[0] == outdir / "history" / "checkpoint"]
+    replaceable += [f for f in history if f not in checkpoint]
     keys = _merged_keys(outdir / "keys.json", log.keyset(), log.published_keys())
     records = [token for _, _, _, token in store.key_records()]
     key_records = _merged_key_records(outdir / trust.KEY_RECORDS_FILE, log.iss, records)
@@ -229,5 +233,7 @@ def _export(log: Log, outdir: Path, progress: Progress, tiles: bool) -> ExportRe
     # Last: index.json never names a day whose files are not all in place.
     index = log.roots(limit=max(1, len(sealed)))
     write_replaceable(outdir / "index.json", canonical(index), report)
+    for path, data in checkpoint:
+        write_replaceable(path, _made(data), report)
     fsync_dir(outdir)
     return report
