@@ -153,7 +153,9 @@ def writing(*writers: Writer) -> Iterator[tuple[Writer, ...]]:
 def check_acknowledged(pg: PgServer, db: str, writers: tuple[Writer, ...]) -> None:
     """Every acknowledged entry is in `entries` at its index with its hash; an index holds one
     hash and a hash one index (a retried batch answers duplicates at the first indexes)."""
-    stored = {(d, i): h for d, i, h in rows(pg, db, "SELECT day, leaf_index, leaf_hash FROM entries")}
+    stored = {
+        (d, i): h for d, i, h in rows(pg, db, "SELECT day, leaf_index, leaf_hash FROM entries")
+    }
     by_index: dict[tuple[str, int], str] = {}
     by_hash: dict[tuple[str, str], int] = {}
     for w in writers:
@@ -236,8 +238,8 @@ def test_two_replicas_serve_one_gapless_log_with_cross_checked_proofs(
 ) -> None:
     db, (a_dir, b_dir) = new_log(postgres, tmp_path)
     with replica(a_dir) as a, replica(b_dir) as b:
-        writers = (Writer(a, "a1"), Writer(a, "a2", prove=True), Writer(b, "b1"))
-        writers += (Writer(b, "b2", prove=True), Writer(b, "b3", prove=False))
+        writers: tuple[Writer, ...] = (Writer(a, "a1"), Writer(a, "a2", prove=True))
+        writers += (Writer(b, "b1"), Writer(b, "b2", prove=True), Writer(b, "b3", prove=False))
         with writing(*writers):
             time.sleep(1.5)
             audit_ok(a_dir)  # while they write

@@ -41,7 +41,6 @@ from pathlib import Path
 import anyio
 
 from capability_anchor.errors import CapabilityAnchorError, LeaseLost, StoreDamaged
-from capability_anchor.export.days import export
 from capability_anchor.log import Log, utc_day
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.published import LEARN_DEADLINE_S, Behind, behind_state, learn
@@ -51,6 +50,8 @@ from capability_anchor.store.damage import Damage, describe, found
 from capability_anchor.timestamp.scheduler import Stamper
 from capability_anchor.witness.client import Witnessing
 from capability_anchor.witness.client.episodes import FAILED
+
+from .publish import Publisher
 
 log = logging.getLogger("capability_anchor.background")
 TICK_S = 1.0
@@ -74,8 +75,7 @@ class Background:
         publish: Path | None = None,
     ) -> None:
         self.writer = writer
-        self.publish = publish
-        self._published: tuple[object, ...] | None = None
+        self.publisher = None if publish is None else Publisher(writer, publish)
         self.data_dir = data_dir
         self.published = published
         self.learn_deadline = learn_deadline
@@ -133,7 +133,8 @@ class Background:
         while not self._stopping.is_set() and self.stopped_by is None:
             if self._try_lock() and self._clock_agrees():
                 await self._tick()
-                await self._maybe_publish()
+                if self.publisher is not None and self.stopped_by is None:
+                    await self.publisher.run_once()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), TICK_S)
 
@@ -178,39 +179,6 @@ class Background:
         if due:
             self.standby = False  # a checkpoint went through: the next refusal is news again
         self._witness_now()
-
-    async def _maybe_publish(self) -> None:
-        """`serve --publish DIR`: the static read path (SPEC §13.6) exported again whenever
-        the log signed or stored something new; a standby publishes too (it reads what the
-        leader signed). Immutable files first, the checkpoint last (`export.days`)."""
-        folder = self.publish
-        if folder is None or self.stopped_by is not None:
-            return
-        try:
-            mark = await anyio.to_thread.run_sync(self._publish_mark)
-            if mark == self._published:
-                return
-            await anyio.to_thread.run_sync(lambda: export(self.writer, folder, tiles=True))
-            self._published = mark
-        except (CapabilityAnchorError, OSError) as exc:
-            if self._published != ("failed", str(exc)):
-                log.error("publish to %s failed, retrying at the next tick: %s", folder, exc)
-            self._published = ("failed", str(exc))
-
-    def _publish_mark(self) -> tuple[object, ...]:
-        """What a publish would change, cheaply: the history, the newest checkpoint and its
-        cosignatures, the newest sealed day and its stamps."""
-        store = self.writer.store
-        with store.read():
-            size = store.checkpoint_size()
-            day = store.last_sealed_day()
-            return (
-                store.history_size(),
-                size,
-                len(store.cosignatures(size)),
-                day,
-                len(store.stamps(day)) if day else 0,
-            )
 
     def _failed(self, exc: CapabilityAnchorError) -> None:
         if isinstance(exc, LeaseLost):

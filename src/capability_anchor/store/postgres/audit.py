@@ -19,6 +19,7 @@ What the engine checks before the audit's reads (`engine_findings`):
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -26,9 +27,11 @@ from importlib import resources
 from capability_anchor.errors import StoreError
 from capability_anchor.store.interface import EngineFindings
 
-from . import schema
+from . import amcheck, schema
 from .base import PostgresBase
 from .schema import APPEND_ONLY_TABLES, MUTABLE_TABLES
+
+_log = logging.getLogger("capability_anchor.audit")
 
 _TABLES = (*APPEND_ONLY_TABLES, *MUTABLE_TABLES, "sequencer_term", "schema_migrations")
 
@@ -59,6 +62,10 @@ UNION ALL
 SELECT 'function ' || p.proname || ' ' || md5(pg_get_functiondef(p.oid))
        || CASE WHEN p.prosecdef THEN ' security definer' ELSE '' END
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace AND n.nspname = 'public'
+ WHERE NOT EXISTS (  -- amcheck's own functions (pg_amcheck's extension) are not the log's
+       SELECT 1 FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+        WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+          AND e.extname = 'amcheck')
 UNION ALL
 SELECT 'table ' || c.relname
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
@@ -146,12 +153,25 @@ class PostgresAudit(PostgresBase):
                 if version >= 1:
                     problems += self._schema_problems(version, checked)
                 problems += self._grant_problems(checked)
+                # pg_amcheck before any read of the rows: damage it finds is named even when
+                # a read that follows cannot go on.
+                problems += self._amcheck(checked)
                 mismatches = self.index_mismatches()
                 checked["indexes"] = len(self._exec(_INDEXES, (list(_TABLES),)))
                 problems += mismatches
         except StoreError as exc:
             return EngineFindings([], {}, -1, exc)
         return EngineFindings(problems, checked, schema.log_schema_version(version))
+
+    def _amcheck(self, checked: dict[str, int]) -> list[str]:
+        with self._statement() as conn:
+            why = amcheck.skipped_because(conn)
+        if why is not None:
+            _log.warning("audit: pg_amcheck skipped: %s", why)
+            checked["pg_amcheck"] = 0
+            return []
+        checked["pg_amcheck"] = 1
+        return amcheck.run(self._conninfo)
 
     def _version(self) -> int:
         row = self._one("SELECT to_regclass('schema_migrations') IS NOT NULL")

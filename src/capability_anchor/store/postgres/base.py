@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from capability_anchor.errors import StoreError
+from capability_anchor.errors import StoreCorrupt, StoreError
 
 from .errors import store_error
 
@@ -197,6 +197,8 @@ class PostgresBase:
             with conn.cursor(name=f"capability_anchor_{next(_cursor_names)}") as cur:
                 cur.execute(query.encode(), params)
                 yield from cur
+        except UnicodeDecodeError as exc:
+            raise _not_text(exc) from None
         except psycopg.Error as exc:
             raise store_error(exc, "a read of the log failed") from None
 
@@ -227,8 +229,16 @@ class PostgresBase:
                 return
             with self._connection() as pooled:
                 yield pooled
+        except UnicodeDecodeError as exc:
+            raise _not_text(exc) from None
         except psycopg.Error as exc:
             raise store_error(exc, "a statement failed") from None
 
 
 __all__ = ["CONNECT_TIMEOUT_S", "WRITE_KEY", "PostgresBase"]
+
+
+def _not_text(exc: UnicodeDecodeError) -> StoreCorrupt:
+    """A text column whose bytes are not UTF-8: PostgreSQL refuses such text when it is
+    written, so a damaged page (or a write past the server) made them."""
+    return StoreCorrupt(f"a row of the log is not valid UTF-8 text ({exc.reason}): damaged data")
