@@ -28,13 +28,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
 
 import benchdoc
 import wrkkit
-from benchkit import loadavg, print_table, record, say
+from benchkit import ISS, loadavg, print_table, record, say
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -84,7 +85,7 @@ def _log(server: PgServer, work: Path, replicas: int) -> list[Path]:
     first = work / "r0"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    argv = [str(CLI), "init", "--data", str(first), "--store", url, "--iss", "https://r.example"]
+    argv = [str(CLI), "init", "--data", str(first), "--store", url, "--iss", ISS]
     subprocess.run(argv, check=True, capture_output=True)
     dirs = [first]
     for n in range(1, replicas):
@@ -116,11 +117,15 @@ def _throughput(server: PgServer, work: Path, seconds: float) -> list[list[str]]
             rates[count] = rate
             worst = max(r.p99 for r in results)
             others = sum(r.other for r in results)
-            rows.append([str(count), f"{rate:,.0f}", f"{worst * 1e3:.1f}", str(others)])
+            statuses = sum((r.statuses for r in results), start=Counter())
+            rows.append(
+                [str(count), f"{rate:,.0f}", f"{worst * 1e3:.1f}", str(others), str(dict(statuses))]
+            )
         finally:
             for replica in replicas:
                 replica.stop()
-    rows.append(["2 / 1", f"{rates[2] / rates[1]:.2f} (goal >= 1.5)", "", ""])
+    ratio = rates[2] / rates[1] if rates[1] else float("nan")
+    rows.append(["2 / 1", f"{ratio:.2f} (goal >= 1.5)", "", "", ""])
     return rows
 
 
@@ -172,7 +177,7 @@ def main() -> int:
         say(f"load average before: {loadavg()}")
         say(f"POST /records, one new record per request, {CONNECTIONS} connections in all:")
         print_table(
-            ["replicas", "acknowledged/s", "worst p99 ms", "other answers"],
+            ["replicas", "acknowledged/s", "worst p99 ms", "other answers", "statuses"],
             _throughput(server, work, args.seconds),
         )
         times = [_failover(server, work) for _ in range(args.failovers)]
