@@ -218,7 +218,7 @@ def _export(log: Log, outdir: Path, progress: Progress, tiles: bool) -> ExportRe
                 "(restore it from the log, or export to a new folder); nothing was written"
             )
     report = ExportReport()
-    total = len(immutable) + len(replaceable)
+    total = len(immutable) + len(replaceable) + len(checkpoint)
     write_replaceable(outdir / "keys.json", keys, report)
     if key_records is not None:
         write_replaceable(outdir / trust.KEY_RECORDS_FILE, key_records, report)
@@ -235,5 +235,6 @@ def _export(log: Log, outdir: Path, progress: Progress, tiles: bool) -> ExportRe
     write_replaceable(outdir / "index.json", canonical(index), report)
     for path, data in checkpoint:
         write_replaceable(path, _made(data), report)
+        progress(total, total, "export")
     fsync_dir(outdir)
     return report
