@@ -39,6 +39,18 @@ POOL_MAX = 8
 _cursor_names = itertools.count(1)
 
 
+def connect(conninfo: str, what: str, *, options: str | None = None) -> psycopg.Connection[Any]:
+    """A connection of its own (autocommit, the store's connect timeout), outside the pool;
+    psycopg's errors become the project's, saying `what` could not be done."""
+    extra: dict[str, Any] = {} if options is None else {"options": options}
+    try:
+        return psycopg.connect(
+            conninfo, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S), **extra
+        )
+    except psycopg.Error as exc:
+        raise store_error(exc, what) from None
+
+
 class PostgresBase:
     """One log's database on a PostgreSQL server, reached through a pool.
 

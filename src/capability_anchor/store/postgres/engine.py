@@ -24,7 +24,7 @@ from capability_anchor.store.open import Engine, Where
 from capability_anchor.store.witness import WitnessStore
 
 from . import PostgresStore, schema
-from .base import CONNECT_TIMEOUT_S
+from .base import connect
 from .errors import store_error
 
 
@@ -61,10 +61,7 @@ class PostgresEngine(Engine):
         return url
 
     def _connect(self, url: str) -> psycopg.Connection:
-        try:
-            return psycopg.connect(url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S))
-        except psycopg.Error as exc:
-            raise store_error(exc, f"cannot connect to {redacted(url)}") from None
+        return connect(url, f"cannot connect to {redacted(url)}")
 
     def _has_log(self, conn: psycopg.Connection) -> bool:
         if schema.version(conn) == 0:

@@ -13,7 +13,7 @@ import psycopg
 from capability_anchor.errors import ClockDisagrees, LeaseLost, StoreError
 
 from . import lease
-from .base import CONNECT_TIMEOUT_S, PostgresBase
+from .base import PostgresBase, connect
 from .errors import store_error
 
 
@@ -66,16 +66,11 @@ class PostgresLeader(PostgresBase):
         """A connection of its own for the lease. A paused holder (SIGSTOP, a frozen VM)
         keeps its session open but stops its heartbeat: the server ends the idle session,
         and the lease is free."""
-        options = f"-c idle_session_timeout={lease.IDLE_TIMEOUT_MS}"
-        try:
-            return psycopg.connect(
-                self._conninfo,
-                autocommit=True,
-                connect_timeout=int(CONNECT_TIMEOUT_S),
-                options=options,
-            )
-        except psycopg.Error as exc:
-            raise store_error(exc, "cannot take the sequencer lease") from None
+        return connect(
+            self._conninfo,
+            "cannot take the sequencer lease",
+            options=f"-c idle_session_timeout={lease.IDLE_TIMEOUT_MS}",
+        )
 
     def _check_clock(self, conn: psycopg.Connection[Any]) -> None:
         skew = time.time() - lease.server_clock(conn)
