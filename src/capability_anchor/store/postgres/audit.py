@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from importlib import resources
 
 from capability_anchor.errors import StoreError
+from capability_anchor.store import queries
 from capability_anchor.store.interface import EngineFindings
 
 from . import amcheck, schema
@@ -243,24 +244,10 @@ class PostgresAudit(PostgresBase):
         ]
 
     def key_rows(self) -> list[tuple[str, str, int]]:
-        return [
-            (str(k), str(j), int(a))
-            for k, j, a in self._exec('SELECT kid, jwk, added FROM keys ORDER BY kid COLLATE "C"')
-        ]
+        return queries.key_rows(self._exec(queries.KEY_ROWS.format(c=' COLLATE "C"')))
 
     def accepted_runs(self, day: str) -> list[tuple[int, int, int]]:
-        # A run is a stretch of consecutive indices with one accepted_at: its indices less
-        # their rank among that second's entries are one number.
-        return [
-            (int(first), int(count), int(at))
-            for first, count, at in self._exec(
-                "SELECT min(leaf_index), count(*), accepted_at FROM (SELECT leaf_index, "
-                "accepted_at, leaf_index - row_number() OVER (PARTITION BY accepted_at "
-                "ORDER BY leaf_index) AS run FROM entries WHERE day = %s) AS numbered "
-                "GROUP BY accepted_at, run ORDER BY 1",
-                (day,),
-            )
-        ]
+        return queries.accepted_runs(self._exec(queries.ACCEPTED_RUNS.format(p="%s"), (day,)))
 
 
 __all__ = ["PostgresAudit", "expected_catalog"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 
+from capability_anchor.store import queries
 from capability_anchor.store.rows import EntryRow, HeadRow, StampRow, TileRow, server_key_digest
 
 from .base import SqliteBase
@@ -347,24 +348,10 @@ class SqliteHeads(SqliteBase):
         }
 
     def key_rows(self) -> list[tuple[str, str, int]]:
-        return [
-            (str(k), str(j), int(a))
-            for k, j, a in self._exec("SELECT kid, jwk, added FROM keys ORDER BY kid")
-        ]
+        return queries.key_rows(self._exec(queries.KEY_ROWS.format(c="")))
 
     def accepted_runs(self, day: str) -> list[tuple[int, int, int]]:
-        # A run is a stretch of consecutive indices with one accepted_at: its indices less
-        # their rank among that second's entries are one number.
-        return [
-            (int(first), int(count), int(at))
-            for first, count, at in self._exec(
-                "SELECT min(leaf_index), count(*), accepted_at FROM (SELECT leaf_index, "
-                "accepted_at, leaf_index - row_number() OVER (PARTITION BY accepted_at "
-                "ORDER BY leaf_index) AS run FROM entries WHERE day = ?) AS numbered "
-                "GROUP BY accepted_at, run ORDER BY 1",
-                (day,),
-            )
-        ]
+        return queries.accepted_runs(self._exec(queries.ACCEPTED_RUNS.format(p="?"), (day,)))
 
     def wake_signer(self) -> None:
         return None  # one writer, one signer: nobody else to wake
