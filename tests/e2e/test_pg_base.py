@@ -330,3 +330,43 @@ def test_attack_a_replica_whose_clock_is_off_never_takes_the_lease(db: Db) -> No
     assert out.startswith("refused"), out
     assert "off the database server's" in out
     assert db.store()._signing_term() == 1  # the lease was never taken: the first term
+
+
+def test_a_read_on_a_connection_the_server_cut_is_sent_again_on_a_live_one(db: Db) -> None:
+    # The connection was used a moment ago, so the pool hands it out untested; the read
+    # fails on it, the pool's idle connections are tested and replaced, and the read is sent
+    # again: the caller sees its answer, not an error.
+    store = db.store()
+    warm_pool(store, 4)
+    assert db.server.terminate_backends(db.name) >= 4
+    assert next_index(store) == 0  # not sent again on another dead one
+
+
+def warm_pool(store: PostgresLeader, count: int) -> None:
+    """`count` connections in the pool, each used just now (so none is tested when taken)."""
+    together = threading.Barrier(count)
+
+    def hold() -> None:
+        with store.read():
+            next_index(store)
+            together.wait(10)
+
+    threads = [threading.Thread(target=hold) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+
+
+def test_a_write_on_a_connection_the_server_cut_stores_nothing_and_the_next_works(
+    db: Db,
+) -> None:
+    store = db.store()
+    warm_pool(store, 4)
+    assert db.server.terminate_backends(db.name) >= 4
+    with pytest.raises(StoreIOError), store.write():  # a write is never sent twice
+        put_entry(store, 0)
+    assert db.owner_count("entries") == 0
+    with store.write():  # at once: the failure had the pool replace its dead connections
+        put_entry(store, 0)
+    assert next_index(store) == 1

@@ -12,6 +12,7 @@ the answer it returns before its commit must cover.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,6 +63,8 @@ class LogReader:
         self._origin = origin
         # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
         self._tile_cache = TileCache()
+        # day -> (its newest head, when read), for engines that let a reader keep it.
+        self._recent: dict[str, tuple[HeadRow, float]] = {}
         self.history = HistoryReader(store, self._tile_cache, signer=origin)
         self.tiles = PublishedTiles(store)
 
@@ -189,7 +192,8 @@ class LogReader:
     def proof(self, day: str, leaf_index: int, tree_size: int | None = None) -> dict[str, Any]:
         """`{v, anchor, proof}` for entry `leaf_index` of `day` in the selected head."""
         bounded(leaf_index, "leaf index")
-        row = self.head_for(day, tree_size)
+        row = self._recent_head(day, leaf_index) if tree_size is None else None
+        row = row or self.head_for(day, tree_size)
         if leaf_index >= row.tree_size:
             raise NotFound(
                 f"entry {leaf_index} of {day} is not covered by the head of size {row.tree_size}"
@@ -201,6 +205,24 @@ class LogReader:
             "anchor": self.anchor(row),
             "proof": proof_json(leaf_index, row.tree_size, path),
         }
+
+    def _recent_head(self, day: str, leaf_index: int) -> HeadRow | None:
+        """The day's newest head as read at most `head_reuse_s` ago (a sealed one for good:
+        it stays the newest), if it covers the entry; else None, and the next is read."""
+        reuse = self._store.head_reuse_s
+        if reuse <= 0:
+            return None
+        kept = self._recent.get(day)
+        now = time.monotonic()
+        if kept is not None:
+            row, read_at = kept
+            if leaf_index < row.tree_size and (row.sealed or now - read_at < reuse):
+                return row
+        row = self.head_for(day)
+        if len(self._recent) >= 64:
+            self._recent.clear()  # days asked for are few; this only bounds a scan of them
+        self._recent[day] = (row, now)
+        return row
 
     def uncached_proofs(self, row: HeadRow, leaf_indices: Sequence[int]) -> list[dict[str, Any]]:
         """The inclusion proofs of entries in `row`, read without the shared tile cache: the

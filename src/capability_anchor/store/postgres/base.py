@@ -9,11 +9,15 @@ anything else in the transaction: writers of every process and every replica que
 and the next leaf index, read after it under READ COMMITTED, is read from every commit that
 came before. The lock ends with the transaction, so a writer that dies frees it at once.
 
-Connections come from a `psycopg_pool` pool. A connection the server dropped (a restart, a
-`pg_terminate_backend`) is found by the pool's check when it is next taken and replaced, so
-a store outlives a database outage without being reopened: while the server is down, each
-call fails within `CONNECT_TIMEOUT_S` with `StoreIOError` (HTTP 503), and nothing of a write
-that failed is stored.
+Connections come from a `psycopg_pool` pool. A connection idle for more than `FRESH_S` is
+tested (an empty query) when it is taken; one in use is not, since a round trip per
+statement doubled the cost of `GET /proof`. A connection the server dropped (a restart, a
+`pg_terminate_backend`) is found by that test, or by the statement that fails on it, which
+then has the pool test every idle connection and replace the dead ones; a read outside a
+transaction that failed so is sent once more, on a live connection. So a store outlives a
+database outage without being reopened: while the server is down, each call fails within
+`CONNECT_TIMEOUT_S` with `StoreIOError` (HTTP 503), and nothing of a write that failed is
+stored.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -28,7 +34,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from capability_anchor.errors import StoreCorrupt, StoreError
+from capability_anchor.errors import StoreCorrupt, StoreError, StoreIOError
 
 from .errors import store_error
 
@@ -36,6 +42,7 @@ from .errors import store_error
 WRITE_KEY = 0x63612D77  # "ca-w"
 CONNECT_TIMEOUT_S = 5.0
 POOL_MAX = 8
+FRESH_S = 2.0
 _cursor_names = itertools.count(1)
 
 
@@ -60,6 +67,10 @@ class PostgresBase:
     uncommitted rows.
     """
 
+    # Every `GET /proof` read the day's newest head, a round trip that waited on a server
+    # busy with the writers' COPY: the reader may keep it this long (store.interface).
+    head_reuse_s = 0.2
+
     def __init__(
         self, conninfo: str, where: str, *, max_size: int = POOL_MAX, readonly: bool = False
     ) -> None:
@@ -74,6 +85,8 @@ class PostgresBase:
         self._wanted = threading.Event()
         self._next_beat = 0.0
         self._beat: threading.Thread | None = None
+        self._used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float]
+        self._used = weakref.WeakKeyDictionary()
         options: dict[str, object] = {
             "autocommit": True,
             "connect_timeout": max(1, int(CONNECT_TIMEOUT_S)),
@@ -86,7 +99,7 @@ class PostgresBase:
             min_size=1,
             max_size=max_size,
             kwargs=options,
-            check=psycopg_pool.ConnectionPool.check_connection,
+            check=self._check_taken,
             timeout=CONNECT_TIMEOUT_S,
             name="capability-anchor",
             open=False,
@@ -159,22 +172,54 @@ class PostgresBase:
                     with contextlib.suppress(psycopg.Error):
                         conn.execute("COMMIT")
 
+    def _check_taken(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's test of a connection it hands out: only of one idle for a while."""
+        used = self._used.get(conn)
+        if used is None or time.monotonic() - used > FRESH_S:
+            psycopg_pool.ConnectionPool.check_connection(conn)
+
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         if self._closed:
             raise StoreError(f"the log at {self._where} is closed")
+        lost = False
         try:
             with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    lost = conn.broken or conn.closed
+                    if not lost:
+                        self._used[conn] = time.monotonic()
         except psycopg_pool.PoolTimeout as exc:
             raise store_error(exc, f"cannot reach the log at {self._where}") from None
         except psycopg.Error as exc:
             # Raised while the pool took or gave back the connection, outside any statement.
             raise store_error(exc, f"cannot reach the log at {self._where}") from None
+        finally:
+            if lost:
+                # The server dropped it, so likely every idle one too (a restart): test them
+                # now rather than fail one statement on each.
+                self._local.lost = True
+                with contextlib.suppress(psycopg.Error, psycopg_pool.PoolClosed):
+                    self._pool.check()
 
     # --- statements --------------------------------------------------------------------------
 
     def _exec(self, query: str, params: Sequence[object] = ()) -> list[Any]:
+        local = self._local
+        local.lost = False
+        try:
+            return self._exec_once(query, params)
+        except StoreIOError:
+            read = query.lstrip("( ").startswith("SELECT")
+            if not (local.lost and read and getattr(local, "conn", None) is None):
+                raise
+        # A read of its own on a connection the server had dropped: the pool now holds
+        # live ones, and a read is safe to send again.
+        return self._exec_once(query, params)
+
+    def _exec_once(self, query: str, params: Sequence[object]) -> list[Any]:
         with self._statement() as conn:
             cur = conn.execute(query.encode(), params)
             return cur.fetchall() if cur.description is not None else []
