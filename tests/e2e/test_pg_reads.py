@@ -11,7 +11,7 @@ from pathlib import Path
 
 from capability_anchor import merkle
 from capability_anchor.log import Log
-from capability_anchor.store.postgres.base import PostgresBase
+from capability_anchor.store.postgres.base import HEAD_REUSE_S
 from tests.kit.obskit import observation
 from tests.kit.pgkit import PgServer
 
@@ -48,5 +48,5 @@ def test_a_kept_head_never_hides_an_entry_and_is_replaced_within_its_time(
         log.append([observation(n, "c") for n in range(5)])
         log.checkpoint()
         assert verified(log, day, 3) in (10, 15)  # the kept head, or the newest
-        time.sleep(PostgresBase.head_reuse_s + 0.05)
+        time.sleep(HEAD_REUSE_S + 0.05)
         assert verified(log, day, 3) == 15

@@ -4,6 +4,7 @@ process appended, and the audit must hold it to exactly that."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -164,3 +165,32 @@ def test_a_log_keeps_the_chunk_it_was_made_with(tmp_path: Path) -> None:
         assert log.index_chunk == CHUNK
     assert log_module.chunk_of({}) == log_module.LEGACY_INDEX_CHUNK == 32768
     assert log_module.chunk_of({"index_chunk": "2048"}) == 2048
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_two_writers_taking_turns_keep_the_index_and_tree_exact(tmp_path: Path, seed: int) -> None:
+    """Replicas take turns at the write lock: each writer's kept keys and tree edge are then
+    behind the store, and are caught up from the other's entries alone (ServerIndex.take,
+    LogWriter._edge_at). After every step the index holds exactly the entries below the
+    watermark, and every head's root is its entries' (the audit recomputes them)."""
+    rng = random.Random(seed)
+    data = tmp_path / "d"
+    clock = Clock()
+    with Log.init(data, iss=ISS, clock=clock) as a, Log.open(data, clock=clock) as b:
+        n = 0
+        size = head = 0
+        for _ in range(40):
+            writer = rng.choice((a, b))
+            if rng.random() < 0.25:
+                writer.checkpoint()
+                head = size
+            else:
+                count = rng.randint(1, 6)
+                writer.append([server(n + i) for i in range(1, count + 1)])
+                n += count
+                size = n
+            below = max(head, size - size % CHUNK)
+            assert sorted(indexed(data)) == keys_of(*range(1, below + 1)), (seed, size, head)
+        a.checkpoint()
+        report = audit_store(a)
+        assert report.ok, report

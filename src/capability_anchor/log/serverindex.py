@@ -93,14 +93,20 @@ class ServerIndex:
 
     def take(self, day: str, size: int) -> Pending:
         """The pending keys of `day` at `size`, inside the write transaction: this process's
-        copy when it is of exactly that state, else re-read from the stored records. The
-        copy is given up here (a rolled-back transaction must leave none behind)."""
+        copy as far as it reaches, and the stored records after it (another writer's, such
+        as another replica's) read. The copy is given up here (a rolled-back transaction
+        must leave none behind)."""
         kept, self._kept = self._kept, None
         newest = self._store.newest_head(day)
         start = index_watermark(0 if newest is None else newest.tree_size, size, self.chunk)
-        if kept is not None and (kept.day, kept.start, kept.end) == (day, start, size):
-            return kept
         keys: list[tuple[str, ...]] = []
+        if kept is not None and kept.day == day and kept.start <= start <= kept.end <= size:
+            # Entries never change, so what was pending of them still is, from the
+            # watermark on. Replicas take turns at the write lock: without this, each of
+            # their commits re-read and parsed up to a chunk of records under the lock.
+            if kept.end == size and kept.start == start:
+                return kept
+            keys = list(kept.keys[start - kept.start :])
         while start + len(keys) < size:
             rows = self._store.entries(day, start + len(keys), 10_000)
             if not rows:

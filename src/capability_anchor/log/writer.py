@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from capability_anchor import head as heads
-from capability_anchor.errors import Conflict
+from capability_anchor.errors import Conflict, StoreError
 from capability_anchor.merkle import TILE_WIDTH, TreeEdge
 from capability_anchor.metrics.service import observe
-from capability_anchor.store import StampRow
+from capability_anchor.store import StampRow, Store
 
 from . import standby
 from .batch import AppendResult, Prepared
@@ -32,6 +32,9 @@ from .signing import HeadSigner
 
 if TYPE_CHECKING:
     from .lifecycle import Log
+
+# How far behind the store this process's edge may be and still be extended, not rebuilt.
+CATCH_UP_MAX = 4096
 
 # Heads, as they commit (the service's event log; the CLI prints them instead).
 _events = logging.getLogger("capability_anchor.heads")
@@ -202,12 +205,9 @@ class LogWriter(HeadSigner):
         self._index.keep(batch.pending)
 
     def _edge_at(self, day: str, size: int) -> TreeEdge:
-        """The right edge of `day`'s tree at `size`: this process's copy when it is of that
-        size (entries are append-only, so an edge of a size never changes), else rebuilt from
-        the store. It is cached only by `_keep`, after a commit."""
-        if self.edge is not None and self.edge_day == day and self.edge.size == size:
-            return self.edge
-        return TreeEdge(size, self._store.edge_partials(day, size))
+        """The right edge of `day`'s tree at `size`, from this process's copy (cached only
+        by `_keep`, after a commit) when it has one of that day (`edge_at`)."""
+        return edge_at(self._store, self.edge if self.edge_day == day else None, day, size)
 
     # --- heads -----------------------------------------------------------------------------
 
@@ -305,6 +305,24 @@ class LogWriter(HeadSigner):
                 return False
             self._store.insert_stamp(StampRow(day, tsa, token, gen_time), int(self._log.clock()))
             return True
+
+
+def edge_at(store: Store, kept: TreeEdge | None, day: str, size: int) -> TreeEdge:
+    """The right edge of `day`'s tree at `size`: `kept` (an edge of that day) when it is of
+    that size, since entries are append-only and an edge of a size never changes; `kept`
+    extended by the entries after it when another writer (a replica) appended since, which
+    reads only those where a rebuild read up to 255 hashes of every level; else rebuilt
+    from the store."""
+    if kept is not None and kept.size == size:
+        return kept
+    if kept is not None and kept.size < size <= kept.size + CATCH_UP_MAX:
+        hashes = store.leaf_hashes(day, kept.size, size)
+        if len(hashes) != size - kept.size:
+            raise StoreError(f"day {day} has {len(hashes)} of entries {kept.size}..{size}")
+        edge = kept.copy()
+        edge.extend(b"".join(hashes))
+        return edge
+    return TreeEdge(size, store.edge_partials(day, size))
 
 
 def _prove(

@@ -38,12 +38,6 @@ class StoreLifecycle(ABC):
     """Transactions, closing, and where the store is. Opening is `store.open`'s: an engine's
     stores are made by its `open.Engine`, never by a factory of this type."""
 
-    # How long a reader may answer `GET /proof` from the newest head of a day it read
-    # before (`read.reader`). 0: read it every time, as an engine in the process does for
-    # microseconds. An engine across the network sets a fraction of a second: a proof
-    # against a head that old is still a true proof with its own anchor.
-    head_reuse_s: float = 0.0
-
     @abstractmethod
     def write(self) -> AbstractContextManager[None]:
         """One durable, atomic write transaction (see the module docstring)."""
@@ -58,6 +52,14 @@ class StoreLifecycle(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def head_reuse_s(self) -> float:
+        """How long a reader may answer `GET /proof` from the newest head of a day it read
+        before (`read.reader`). 0: read it every time, as an engine in the process does in
+        microseconds. An engine across the network gives a fraction of a second: a proof
+        against a head that old is still a true proof, with its own anchor."""
 
     @abstractmethod
     def wake_signer(self) -> None:

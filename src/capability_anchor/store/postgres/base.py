@@ -43,6 +43,9 @@ WRITE_KEY = 0x63612D77  # "ca-w"
 CONNECT_TIMEOUT_S = 5.0
 POOL_MAX = 8
 FRESH_S = 2.0
+# Every `GET /proof` read the day's newest head, a round trip that waited on a server busy
+# with the writers' COPY: a reader may keep it this long (`Store.head_reuse_s`).
+HEAD_REUSE_S = 0.2
 _cursor_names = itertools.count(1)
 
 
@@ -66,10 +69,6 @@ class PostgresBase:
     connection is used by two threads at once, and no reader outside `write()` sees its
     uncommitted rows.
     """
-
-    # Every `GET /proof` read the day's newest head, a round trip that waited on a server
-    # busy with the writers' COPY: the reader may keep it this long (store.interface).
-    head_reuse_s = 0.2
 
     def __init__(
         self, conninfo: str, where: str, *, max_size: int = POOL_MAX, readonly: bool = False
@@ -110,6 +109,10 @@ class PostgresBase:
 
     def describe(self) -> str:
         return self._where
+
+    @property
+    def head_reuse_s(self) -> float:
+        return HEAD_REUSE_S
 
     def close(self) -> None:
         self._closed = True
@@ -292,7 +295,7 @@ class PostgresBase:
             raise store_error(exc, "a statement failed") from None
 
 
-__all__ = ["CONNECT_TIMEOUT_S", "WRITE_KEY", "PostgresBase"]
+__all__ = ["CONNECT_TIMEOUT_S", "HEAD_REUSE_S", "WRITE_KEY", "PostgresBase"]
 
 
 def _not_text(exc: UnicodeDecodeError) -> StoreCorrupt:

@@ -353,6 +353,10 @@ class SqliteHeads(SqliteBase):
     def accepted_runs(self, day: str) -> list[tuple[int, int, int]]:
         return queries.accepted_runs(self._exec(queries.ACCEPTED_RUNS.format(p="?"), (day,)))
 
+    @property
+    def head_reuse_s(self) -> float:
+        return 0.0  # a head read is microseconds in the process
+
     def wake_signer(self) -> None:
         return None  # one writer, one signer: nobody else to wake
 
