@@ -80,7 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # repo root: te
 from tests.kit import serverkit
 
 import benchdoc
-from benchkit import ISS, default_base, loadavg, ms, print_table, quantile, record, say
+from benchkit import ISS, default_base, loadavg, ms, print_table, processes, quantile, record, say
 from capability_anchor import merkle
 from capability_anchor.leaf import leaf_hash
 from capability_anchor.log import MAX_BATCH, Log
@@ -97,20 +97,7 @@ POST_GOAL = 10_000
 def group_cpu_seconds(pgid: int) -> float:
     """User + system CPU seconds of every live process in process group `pgid` (the server and
     its workers: serverkit starts it in a session of its own)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        # fields[0] is state (field 3); pgrp is field 5, utime 14, stime 15.
-        if int(fields[2]) == pgid:
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
+    return sum(cpu for _, group, cpu in processes() if group == pgid)
 
 
 @dataclass

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import resource
 import shutil
@@ -45,7 +44,7 @@ import httpx
 import bench_api
 import benchdoc
 import wrkkit
-from benchkit import ISS, loadavg, ms, print_table, quantile, record, say
+from benchkit import ISS, loadavg, ms, print_table, processes, quantile, record, say
 from capability_anchor import merkle
 from capability_anchor.leaf import leaf_hash
 from capability_anchor.log import MAX_BATCH, Log
@@ -97,21 +96,11 @@ class Replica:
 def _cpu_seconds(replicas: list[Replica]) -> dict[str, float]:
     """CPU seconds used so far by each replica (its process group), by every `postgres`
     process, and by this process (the generator of the read phase)."""
-    tick = os.sysconf("SC_CLK_TCK")
     groups = {r.proc.pid: r.url for r in replicas}
     used: Counter[str] = Counter()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        cpu = (int(fields[11]) + int(fields[12])) / tick
-        if int(fields[2]) in groups:
-            used[groups[int(fields[2])]] += cpu
+    for comm, group, cpu in processes():
+        if group in groups:
+            used[groups[group]] += cpu
         elif comm in ("postgres", "wrk"):
             used[comm] += cpu
     used["generator"] = time.process_time()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import resource
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
@@ -129,3 +129,19 @@ class FixedClock:
 
     def __call__(self) -> float:
         return self.t
+
+
+def processes() -> Iterator[tuple[str, int, float]]:
+    """(command name, process group, user + system CPU seconds) of every live process,
+    from /proc/PID/stat (fields after the name: state, ppid, pgrp, ..., utime 14, stime 15)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # it ended meanwhile
+        fields = stat[stat.rindex(")") + 2 :].split()
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        yield comm, int(fields[2]), (int(fields[11]) + int(fields[12])) / tick
