@@ -256,8 +256,9 @@ def _counted(sent: Sent, verdict: Verdict, started: float) -> Verdict:
     # Witness names come from the stored policy: a bounded set of labels.
     m = observe()
     name = sent.witness.name
-    m.witness_requests.labels(name, verdict.kind).inc()
+    # The duration first: a scrape that sees the exchange counted then sees its duration too.
     m.witness_seconds.labels(name).observe(time.monotonic() - started)
+    m.witness_requests.labels(name, verdict.kind).inc()
     return verdict
 
 
