@@ -95,7 +95,10 @@ class _Formatter(logging.Formatter):
                 f"{fields['ms']} ms{reason}"
             )
         name = record.name.removeprefix(ROOT_LOGGER + ".")
-        return f"{_utc(record.created)} {level} {name}: {record.getMessage()}"
+        message = record.getMessage()
+        if name == record.name:  # a library's (DRIVER_LOGGERS): libpq's notes span lines
+            message = " ".join(message.split())
+        return f"{_utc(record.created)} {level} {name}: {message}"
 
 
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
@@ -107,20 +110,55 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+# Libraries whose warnings the service's log carries, in its format. psycopg_pool reports
+# a lost connection and each failed reconnect on `psycopg.pool`; with no handler there,
+# Python printed them bare on stderr (its last-resort handler), plain text, several lines
+# for one libpq error, in the middle of a JSON Lines log.
+DRIVER_LOGGERS = ("psycopg",)
+
+
+def _attach(handler: logging.Handler, names: tuple[str, ...]) -> None:
+    for name in names:
+        logger = logging.getLogger(name)
+        for old in list(logger.handlers):
+            if isinstance(old, _Stderr):
+                logger.removeHandler(old)
+        logger.addHandler(handler)
+    driver = logging.getLogger(DRIVER_LOGGERS[0])
+    if driver.level == logging.NOTSET:
+        driver.setLevel(logging.WARNING)  # its warnings and errors, not its chatter
+
+
+def _handler(fmt: str) -> logging.Handler:
+    handler = _Stderr()
+    handler.setFormatter(_Formatter(fmt))
+    return handler
+
+
+_chosen: str | None = None
+
+
 def configure(fmt: str | None = None) -> None:
     """Install (or replace) the service's one stderr handler in the given format."""
-    chosen = log_format(fmt)
+    global _chosen
+    _chosen = log_format(fmt)
+    _attach(_handler(_chosen), (ROOT_LOGGER, *DRIVER_LOGGERS))
     root = logging.getLogger(ROOT_LOGGER)
-    for handler in list(root.handlers):
-        if isinstance(handler, _Stderr):
-            root.removeHandler(handler)
-    handler = _Stderr()
-    handler.setFormatter(_Formatter(chosen))
-    root.addHandler(handler)
     if root.level == logging.NOTSET or root.level > logging.INFO:
         root.setLevel(logging.INFO)
     # Ours replaces uvicorn's (a disabled logger drops what it is given).
     logging.getLogger("uvicorn.access").disabled = True
+
+
+def configured_format() -> str | None:
+    """The format `configure` installed in this process (None: not configured)."""
+    return _chosen
+
+
+def configure_drivers(fmt: str) -> None:
+    """In another process of the service's (the sequencer candidate, whose own events the
+    service replays in its log), the drivers' warnings in the service's format."""
+    _attach(_handler(log_format(fmt)), DRIVER_LOGGERS)
 
 
 def _configured() -> bool:

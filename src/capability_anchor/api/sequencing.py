@@ -40,6 +40,7 @@ from capability_anchor.log.handoff import (
 )
 from capability_anchor.log.sequencer import main as sequencer_main
 
+from . import accesslog
 from .bodies import Busy, WorkerLost, forkserver_context
 from .caching import ordered_answer
 from .models import AppendedEntry, ProvedEntry
@@ -54,6 +55,16 @@ STOP_GRACE_S = 10.0
 _ENTRY = b'{"day":"%s","leaf_index":%d,"leaf_hash":"%s","duplicate":%s}'
 # The answer's members in AppendedEntry's order, as `ordered_answer` would give them.
 assert AppendedEntry.__struct_fields__ == ("day", "leaf_index", "leaf_hash", "duplicate")
+
+
+def candidate_main(
+    data_dir: str, queue_records: int, public_url: str | None, log_format: str | None
+) -> None:
+    """The sequencer candidate's process: the database driver's warnings (a lost
+    connection, a failed reconnect) in the service's log format, then `sequencer.main`."""
+    if log_format is not None:
+        accesslog.configure_drivers(log_format)
+    sequencer_main(data_dir, queue_records, public_url)
 
 
 def appended_entries(prepared: list[Prepared], value: Any) -> bytes:
@@ -92,8 +103,13 @@ class SequencerLink:
         if self.candidate is not None:
             self.candidate.join(0)
         candidate = forkserver_context().Process(
-            target=sequencer_main,
-            args=(str(self.data_dir), self.queue_records, self.public_url),
+            target=candidate_main,
+            args=(
+                str(self.data_dir),
+                self.queue_records,
+                self.public_url,
+                accesslog.configured_format(),
+            ),
             name="capability-anchor-sequencer",
             daemon=True,
         )
