@@ -135,14 +135,9 @@ def _handler(fmt: str) -> logging.Handler:
     return handler
 
 
-_chosen: str | None = None
-
-
 def configure(fmt: str | None = None) -> None:
     """Install (or replace) the service's one stderr handler in the given format."""
-    global _chosen
-    _chosen = log_format(fmt)
-    _attach(_handler(_chosen), (ROOT_LOGGER, *DRIVER_LOGGERS))
+    _attach(_handler(log_format(fmt)), (ROOT_LOGGER, *DRIVER_LOGGERS))
     root = logging.getLogger(ROOT_LOGGER)
     if root.level == logging.NOTSET or root.level > logging.INFO:
         root.setLevel(logging.INFO)
@@ -151,8 +146,11 @@ def configure(fmt: str | None = None) -> None:
 
 
 def configured_format() -> str | None:
-    """The format `configure` installed in this process (None: not configured)."""
-    return _chosen
+    """The format of the handler `configure` installed in this process (None: none)."""
+    for handler in logging.getLogger(ROOT_LOGGER).handlers:
+        if isinstance(handler, _Stderr) and isinstance(handler.formatter, _Formatter):
+            return "json" if handler.formatter.json else "plain"
+    return None
 
 
 def configure_drivers(fmt: str) -> None:
@@ -162,7 +160,7 @@ def configure_drivers(fmt: str) -> None:
 
 
 def _configured() -> bool:
-    return any(isinstance(h, _Stderr) for h in logging.getLogger(ROOT_LOGGER).handlers)
+    return configured_format() is not None
 
 
 def _visible(text: str) -> str:
