@@ -91,6 +91,11 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
         "(nothing stored)",
         2: "usage or I/O error (no log at DIR, an unreadable source, a missing tile)",
     },
+    "reindex": {
+        0: "the /record index holds every row the stored entries imply (rows added on stdout)",
+        1: SELF_CHECK,
+        2: USAGE,
+    },
     "monitor": {
         0: "consistent: nothing the log signed contradicts itself",
         1: "an alarm: evidence that the log misbehaved (with --strict, also a stale checkpoint)",

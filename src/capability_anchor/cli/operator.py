@@ -27,7 +27,7 @@ from .operator_append import cmd_append
 from .operator_backup import add_backup_arguments, cmd_backup, cmd_migrate
 from .operator_base import PROG, add_published, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
-from .operator_recover import cmd_recover
+from .operator_recover import cmd_recover, cmd_reindex
 from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
 from .operator_write import (
     cmd_checkpoint,
@@ -318,6 +318,12 @@ def build_parser() -> argparse.ArgumentParser:
         "export folder (`export --tiles`) (required)",
     )
 
+    p = command(
+        "reindex",
+        "rebuild the /record index from the stored entries, adding the rows it lacks (a repair)",
+    )
+    add_data(p)
+
     add_monitor_arguments(command("monitor", "follow a log: check each checkpoint and new head"))
 
     add_serve_arguments(command("serve", "run the HTTP service (SPEC §6) with background work"))
@@ -387,6 +393,7 @@ COMMANDS = {
     "policy": cmd_policy,
     "cosign": cmd_cosign,
     "recover": cmd_recover,
+    "reindex": cmd_reindex,
     "monitor": cmd_monitor,
     "serve": cmd_serve,
     "demo": cmd_demo,

@@ -1,5 +1,6 @@
 """`capability-anchor recover --from URL|DIR` (SPEC §13.3): bring a data dir restored from an
-older backup back to what the log published (`log.recovery`), then resume signing."""
+older backup back to what the log published (`log.recovery`), then resume signing; and
+`reindex`, the repair of what is derived from entries (SPEC §14.1)."""
 
 from __future__ import annotations
 
@@ -30,4 +31,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
             f"{done.root.hex()}; signing resumes",
             file=sys.stderr,
         )
+    return EXIT_OK
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    with open_log(args) as log:
+        days = log.writer.reindex()
+    added = sum(d["added"] for d in days)
+    emit({"added": added, "days": days})
+    print(
+        f"{PROG}: reindex: {added} /record index rows added over {len(days)} days; the index "
+        "holds every row the stored entries imply",
+        file=sys.stderr,
+    )
     return EXIT_OK

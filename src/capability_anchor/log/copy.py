@@ -2,12 +2,14 @@
 it is the same for every pair of engines (`migrate`: SQLite to PostgreSQL).
 
 Every row is copied as stored, with its stored times: meta, keys, the key trust (rotation
-records, settings statements), entries with their accepted times, the `/record` index,
-tiles, heads, the history and its tiles, checkpoints, cosignatures, policies, the witness
-states and stamps. Nothing is signed or recomputed: a head is the bytes the log signed. The
-rows go in the order the target's own rules accept (the entries of a day before any head,
-a head before the history leaf that is it, a checkpoint before its cosignatures), inside
-the one transaction `store.open.create` gives: either no log at the target or a whole copy.
+records, settings statements), entries with their accepted times, tiles, heads, the history
+and its tiles, checkpoints, cosignatures, policies, the witness states and stamps. Nothing is
+signed: a head is the bytes the log signed. What the target derives from entries is derived
+from the entries' bytes as `recover` and `reindex` derive it (SPEC §14.1): each leaf hash,
+and the `/record` index up to each day's watermark (`log.serverindex`). The rows go in the
+order the target's own rules accept (the entries of a day before any head, a head before the
+history leaf that is it, a checkpoint before its cosignatures), inside the one transaction
+`store.open.create` gives: either no log at the target or a whole copy.
 
 `fingerprint` says what a store holds in a few numbers, so a copy can be compared with its
 source once more at the moment the data dir switches over (nothing written meanwhile).
@@ -15,14 +17,14 @@ source once more at the moment the data dir switches over (nothing written meanw
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from capability_anchor.errors import StoreCorrupt
-from capability_anchor.store import EntryRow, StampRow, Store, server_key_digest
+from capability_anchor.merkle import hash_leaf
+from capability_anchor.store import EntryRow, StampRow, Store
 
-from .serverindex import server_keys
+from .serverindex import ServerIndex, chunk_of, stored_watermark
 
 BATCH = 1_000
 """Entries per insert (the target's own batch size for appends)."""
@@ -59,6 +61,11 @@ def copy_store(src: Store, dst: Store) -> Copied:
     heads = sorted(src.all_heads(), key=lambda h: (h.day, h.sealed, h.tree_size))
     for head in heads:
         dst.insert_head(head)
+    # Derived from the copied entries, not copied: a source whose index lacks rows (one
+    # recovered before #35) gives a copy whose index is whole (SPEC §14.1).
+    index = ServerIndex(dst, chunk_of(dst.meta()))
+    for day in days:
+        index.rebuild(day, 0, stored_watermark(dst, day, index.chunk))
     history = 0
     for leaf in src.iter_history():
         dst.insert_history_leaf(leaf)
@@ -85,18 +92,17 @@ def copy_store(src: Store, dst: Store) -> Copied:
 def _copy_day(src: Store, dst: Store, day: str) -> int:
     runs = src.accepted_runs(day)
     rows = src.iter_entries(day)
-    index = _IndexCopy(src, day)
     copied = 0
     for first, count, accepted in runs:
         while count:
             take = min(count, BATCH)
             batch = [_next(rows, day, first + i) for i in range(take)]
-            dst.insert_entries(day, first, [(e.leaf_hash, e.claims) for e in batch], accepted)
-            dst.insert_servers(day, index.keys_of(batch))
+            dst.insert_entries(
+                day, first, [(hash_leaf(e.claims), e.claims) for e in batch], accepted
+            )
             first, count, copied = first + take, count - take, copied + take
     if next(rows, None) is not None or copied != src.day_size(day):
         raise StoreCorrupt(f"{day}: the source's entries are not one run of indices from 0")
-    index.check_done()
     dst.insert_tiles(
         day, ((t.level, t.index, t.width, t.hashes, t.root) for t in src.iter_tiles(day))
     )
@@ -108,42 +114,6 @@ def _next(rows: Iterator[EntryRow], day: str, want: int) -> EntryRow:
     if entry is None or entry.leaf_index != want:
         raise StoreCorrupt(f"{day}: the source has no entry {want} where its times say one is")
     return entry
-
-
-class _IndexCopy:
-    """The source's `/record` index rows of a day, as keys the target's `insert_servers`
-    takes: the store keeps digests of the keys, so each is found again among the keys of
-    the entry it points at (an index row no key of its entry gives is damage)."""
-
-    def __init__(self, src: Store, day: str) -> None:
-        self._day = day
-        self._rows = iter(src.iter_servers(day))
-        self._next = next(self._rows, None)
-
-    def keys_of(self, batch: list[EntryRow]) -> list[tuple[str, int]]:
-        out: list[tuple[str, int]] = []
-        for entry in batch:
-            digests: set[str] = set()
-            while self._next is not None and self._next[0] == entry.leaf_index:
-                digests.add(self._next[1])
-                self._next = next(self._rows, None)
-            if not digests:
-                continue
-            keys = {server_key_digest(k): k for k in server_keys(json.loads(entry.claims))}
-            if not digests <= keys.keys():
-                raise StoreCorrupt(
-                    f"{self._day}/{entry.leaf_index}: the source's /record index names a key "
-                    "its entry does not have (run `capability-anchor audit` on it)"
-                )
-            out += [(keys[d], entry.leaf_index) for d in sorted(digests)]
-        return out
-
-    def check_done(self) -> None:
-        if self._next is not None:
-            raise StoreCorrupt(
-                f"{self._day}: the source's /record index points past its entries "
-                f"(index {self._next[0]})"
-            )
 
 
 def _copy_stamps(src: Store, dst: Store) -> int:

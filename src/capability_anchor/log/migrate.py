@@ -4,7 +4,9 @@ proving the copy before the data dir switches over (docs/how-to/postgresql.md, d
 1. The source is opened as a log (its start-up self-check passes) while this process holds
    the sequencer's lock file, so no service runs on it meanwhile (refused if one does).
 2. Every row is copied in one transaction of the new store (`log.copy`): a failure leaves
-   no log there.
+   no log there. What is derived from entries (the `/record` index) is derived again in the
+   copy, and first completed in the source (`LogWriter.reindex`), whose audit is part of the
+   proof (SPEC §14.1).
 3. Proof (`audit.copies.prove_copy`, given by the caller: this layer neither exports nor
    audits): both logs are exported (`export --tiles`) and the two folders must be identical
    byte for byte; both are audited and both audits must pass.
@@ -85,6 +87,9 @@ def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent)
     ):
         if stores.exists(url):
             raise Conflict(f"a log already exists at {stores.describe(url)}; not replacing it")
+        # The source's own index made whole first (`reindex`): its audit is part of the
+        # proof, and a log recovered before #35 lacks rows its entries imply.
+        reindexed = sum(d["added"] for d in log.writer.reindex())
         progress(0, 5, "migrate: copy")
         with log.store.snapshot():
             before = fingerprint(log.store)
@@ -100,7 +105,13 @@ def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent)
                 )
             log.store.set_meta(MOVED_TO, url)
     stores.bind(data_dir, url)
-    return {"from": str(data_dir), "to": stores.describe(url), **copied[0].to_json(), **proof}
+    return {
+        "from": str(data_dir),
+        "to": stores.describe(url),
+        **copied[0].to_json(),
+        "source_index_rows_added": reindexed,
+        **proof,
+    }
 
 
 def _finish(data_dir: Path, url: str, moved: str) -> dict[str, Any]:

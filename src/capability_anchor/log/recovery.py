@@ -16,7 +16,8 @@ restored backup), byte for byte, verified before anything is stored (SPEC §13.3
 3. *the entries*: each day's entry bundles from its stored size up to its largest new head.
 4. *store*: one write transaction, head by head in the history's order: the entries a head
    first covers (accepted at its `iat`; a sealed head's at the last second of its day,
-   the published data hold no acceptance time), then the head as published
+   the published data hold no acceptance time), stored through `LogWriter.integrate` as an
+   append stores them, with their tiles and `/record` index runs, then the head as published
    (`LogWriter.store_published_head`: its root must be the stored entries', its `prev` the
    stored chain's). Each history size gets its checkpoint, signed as the log signed it then
    (Ed25519 is deterministic); the published cosignatures of P by policy witnesses are
@@ -48,6 +49,7 @@ from capability_anchor.monitor.source import FolderSource, LogSource, read_bundl
 from capability_anchor.store import CosignatureRow, HeadRow
 
 from .published import BEHIND, Seen, behind_state, clear_behind, open_published, verified_checkpoint
+from .serverindex import leaf_keys
 
 if TYPE_CHECKING:
     from .lifecycle import Log
@@ -305,7 +307,9 @@ def _store(
                 leaves = published[have - first : size - first]
                 edge = TreeEdge(have, store.edge_partials(day, have))
                 accepted = h.row.iat - 1 if h.row.sealed else h.row.iat
-                writer.integrate(day, edge, [(hash_leaf(b), b) for b in leaves], accepted)
+                # As an append stores them: with their tiles and /record index runs.
+                new_entries = [(hash_leaf(b), b, leaf_keys(b)) for b in leaves]
+                writer.integrate(day, edge, new_entries, accepted)
                 done.entries += len(leaves)
             writer.store_published_head(h.row)
             done.heads += 1

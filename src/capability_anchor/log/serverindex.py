@@ -14,6 +14,11 @@ dirties a page of its own once the index is large: 1,024 keys are at most 1,024 
 WAL (8 MiB at 8 KiB), whatever the size of the index, where a run of 65,536 keys grew with
 the index past any WAL bound. Once the index has more pages than a run has keys, small runs
 cost no more page writes per entry than large ones.
+
+Entries arrive by `append` and also by `recover` (published entries) and `migrate` (a copy):
+each of them, and the operator's repair (`reindex`), derives the index through this module
+alone: `leaf_keys` gives an entry's keys from its bytes, `ServerIndex.index` stores a run of
+them, and `index_watermark` says how far the index must reach (SPEC §14.1).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from capability_anchor.store import Store
 INDEX_CHUNK = 512
 LEGACY_INDEX_CHUNK = 32768
 INDEX_CHUNK_KEY = "index_chunk"
+READ_RUN = 10_000  # entries read from the store at once to derive their keys
 
 
 def chunk_of(meta: Mapping[str, str]) -> int:
@@ -48,6 +54,22 @@ def index_watermark(newest_head_size: int, day_size: int, chunk: int) -> int:
     """How many of a day's first entries the /record index holds: all that its newest head
     covers, and every full run of the log's `chunk` (this module's docstring)."""
     return max(newest_head_size, day_size - day_size % chunk)
+
+
+def stored_watermark(store: Store, day: str, chunk: int) -> int:
+    """`index_watermark` of `day` as `store` holds it (its newest head and its size)."""
+    newest = store.newest_head(day)
+    size = store.day_size(day)
+    return index_watermark(0 if newest is None else newest.tree_size, size, chunk)
+
+
+def leaf_keys(claims: bytes) -> tuple[str, ...]:
+    """Index keys of a stored entry, from its bytes (none for bytes that are no JSON: the
+    audit's leaf hash check names those)."""
+    try:
+        return server_keys(json.loads(claims))
+    except ValueError:
+        return ()
 
 
 def server_keys(record: object) -> tuple[str, ...]:
@@ -108,10 +130,10 @@ class ServerIndex:
                 return kept
             keys = list(kept.keys[start - kept.start :])
         while start + len(keys) < size:
-            rows = self._store.entries(day, start + len(keys), 10_000)
+            rows = self._store.entries(day, start + len(keys), READ_RUN)
             if not rows:
                 raise StoreError(f"day {day} has no entry {start + len(keys)}")
-            keys += [server_keys(json.loads(r.claims)) for r in rows]
+            keys += [leaf_keys(r.claims) for r in rows]
         return Pending(day, start, tuple(keys[: size - start]))
 
     def index(self, pending: Pending, upto: int) -> Pending:
@@ -128,6 +150,18 @@ class ServerIndex:
         )
         self._store.insert_servers(pending.day, rows)
         return Pending(pending.day, upto, pending.keys[done:])
+
+    def rebuild(self, day: str, start: int, end: int) -> None:
+        """Index `day`'s stored entries `start`..`end - 1` from their bytes, inside the
+        caller's write transaction (`migrate`'s copy, `reindex`); a row the index holds
+        already is kept as it is (the stores ignore an insert of a held row)."""
+        while start < end:
+            rows = self._store.entries(day, start, min(end - start, READ_RUN))
+            if not rows or rows[0].leaf_index != start:
+                raise StoreError(f"day {day} has no entry {start}")
+            keys = tuple(leaf_keys(r.claims) for r in rows)
+            self.index(Pending(day, start, keys), start + len(keys))
+            start += len(keys)
 
     def index_full_runs(self, pending: Pending) -> Pending:
         """After an append (same transaction): index every full run of the log's chunk."""

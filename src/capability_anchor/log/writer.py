@@ -27,7 +27,7 @@ from .days import next_day, utc_day
 from .groupcommit import GroupCommit, Submission
 from .handoff import Handoffs
 from .published import check_not_behind
-from .serverindex import Pending, ServerIndex
+from .serverindex import Pending, ServerIndex, stored_watermark
 from .signing import HeadSigner
 
 if TYPE_CHECKING:
@@ -174,30 +174,40 @@ class LogWriter(HeadSigner):
         edge = self._edge_at(day, size).copy()
         seen = self._store.existing(day, [p[0] for p in prepared])
         results: list[AppendResult] = []
-        new: list[tuple[bytes, bytes]] = []
-        new_keys: list[tuple[str, ...]] = []
-        for h, data, keys in prepared:
+        new: list[Prepared] = []
+        for entry in prepared:
+            h = entry[0]
             if h in seen:
                 results.append(AppendResult(day, seen[h], h, True))
                 continue
             seen[h] = size + len(new)
-            new.append((h, data))
-            new_keys.append(keys)
+            new.append(entry)
             results.append(AppendResult(day, seen[h], h, False))
-        self.integrate(day, edge, new, int(now))
-        pending = self._index.index_full_runs(pending.plus(new_keys))
+        pending = self.integrate(day, edge, new, int(now), pending)
         return _Batch(day, results, edge, pending)
 
     def integrate(
-        self, day: str, edge: TreeEdge, new: Sequence[tuple[bytes, bytes]], accepted_at: int
-    ) -> None:
-        """Store `new` (leaf hash, leaf bytes) after `edge.size` entries of `day`, and the
-        tiles they complete, inside the caller's write transaction; `edge` is extended."""
-        self._store.insert_entries(day, edge.size, new, accepted_at)
-        full = edge.extend(b"".join(h for h, _ in new))
+        self,
+        day: str,
+        edge: TreeEdge,
+        new: Sequence[Prepared],
+        accepted_at: int,
+        pending: Pending | None = None,
+    ) -> Pending:
+        """Store `new` (leaf hash, leaf bytes, /record keys) after `edge.size` entries of
+        `day`, the tiles they complete and the /record index runs they fill, inside the
+        caller's write transaction; `edge` is extended. Every entry arrives here, appended
+        or recovered, so what is derived from entries is derived the same way for both
+        (SPEC §14.1). `pending` is the index's pending keys at `edge.size` (`take`: read
+        from the store when not given); what stays pending is returned."""
+        if pending is None:
+            pending = self._index.take(day, edge.size)
+        self._store.insert_entries(day, edge.size, [(h, b) for h, b, _ in new], accepted_at)
+        full = edge.extend(b"".join(h for h, _, _ in new))
         self._store.insert_tiles(
             day, ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full)
         )
+        return self._index.index_full_runs(pending.plus([k for _, _, k in new]))
 
     def _keep(self, batch: _Batch) -> None:
         """After a commit: this process's caches of what is now durable."""
@@ -208,6 +218,28 @@ class LogWriter(HeadSigner):
         """The right edge of `day`'s tree at `size`, from this process's copy (cached only
         by `_keep`, after a commit) when it has one of that day (`edge_at`)."""
         return edge_at(self._store, self.edge if self.edge_day == day else None, day, size)
+
+    def reindex(self) -> list[dict[str, Any]]:
+        """The operator's repair (`reindex`, SPEC §14.1): every day's `/record` index rebuilt
+        from its stored entries up to its watermark, the rows it lacks added (the table is
+        append-only: a row no entry implies stays, and the audit names it). One write
+        transaction per run of the log's chunk, as an append indexes, so a large repair
+        neither holds the write lock long nor grows the WAL. Returns, per day, how many of its
+        first entries the index covers and how many rows were added."""
+        done: list[dict[str, Any]] = []
+        with self._store.read():
+            days = self._store.entry_days()
+        for day in days:
+            with self._store.read():
+                before = sum(1 for _ in self._store.iter_servers(day))
+                upto = stored_watermark(self._store, day, self._index.chunk)
+            for start in range(0, upto, self._index.chunk):
+                with self.lock, self._store.write():
+                    self._index.rebuild(day, start, min(start + self._index.chunk, upto))
+            with self._store.read():
+                after = sum(1 for _ in self._store.iter_servers(day))
+            done.append({"day": day, "indexed": upto, "added": after - before})
+        return done
 
     # --- heads -----------------------------------------------------------------------------
 
