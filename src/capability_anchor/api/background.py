@@ -220,7 +220,14 @@ class Background:
 
     def _learn(self) -> Behind | None:
         # At start-up every witness is asked (api/app.py); here, not those in their backoff.
-        return learn(self.writer, self.published, deadline=self.learn_deadline, skip_failing=True)
+        folder = None if self.publisher is None else self.publisher.folder
+        return learn(
+            self.writer,
+            self.published,
+            publish=folder,
+            deadline=self.learn_deadline,
+            skip_failing=True,
+        )
 
     def _stop_for(self, exc: CapabilityAnchorError) -> None:
         """A fatal error: say once what the operator must do, and do no more background work
