@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from capability_anchor.api.background import TICK_S
 from capability_anchor.errors import NotCompared
 from capability_anchor.log import Log
 from capability_anchor.log.published import BEHIND_FILE, RESTORED_FILE
@@ -51,6 +52,12 @@ def heads_of(data: Path) -> dict[tuple[str, int, int], bytes]:
     with sqlite3.connect(f"file:{data / 'log.sqlite3'}?mode=ro", uri=True) as db:
         rows = db.execute("SELECT day, tree_size, sealed, root FROM heads").fetchall()
     return {(d, n, s): bytes(r) for d, n, s, r in rows}
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def ok(*args: str | Path) -> str:
@@ -196,9 +203,9 @@ def test_a_restored_copy_compared_with_what_was_published_since_signs_nothing_un
 
 
 def test_serve_compares_a_restored_copy_with_its_publish_folder(story: Story) -> None:
-    """`serve --publish DIR` where the original published: behind, it starts degraded and
-    signs nothing (the mark stays); the folder of the backup's own state passes and clears
-    the mark."""
+    """`serve --publish DIR` where the original published: behind, it starts degraded, signs
+    nothing (the mark stays) and writes nothing older into the folder; the folder of the
+    backup's own state passes and clears the mark."""
     data = story.restored("publish-behind")
     folder = story.tmp / "publish-behind-folder"
     shutil.copytree(story.published, folder)
@@ -212,9 +219,12 @@ def test_serve_compares_a_restored_copy_with_its_publish_folder(story: Story) ->
             assert health["status"] == "degraded" and "behind_published" in health["reason"]
             answer = client.post("/checkpoint", headers=server.writer_headers())
             assert answer.status_code == 503, answer.text
+        time.sleep(3 * TICK_S)  # the background's publish would have run by now
     finally:
         server.stop()
     assert (data / RESTORED_FILE).exists()
+    # Nothing older was written over what the folder published.
+    assert files_of(folder) == files_of(story.published)
     story.no_fork(data)
 
     data = story.restored("publish-same")

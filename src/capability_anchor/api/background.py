@@ -133,7 +133,14 @@ class Background:
         while not self._stopping.is_set() and self.stopped_by is None:
             if self._try_lock() and self._clock_agrees():
                 await self._tick()
-                if self.publisher is not None and self.stopped_by is None:
+                # Behind what was published, the folder may hold more than this data dir (a
+                # restored copy's `--publish` folder): an export would write an older
+                # checkpoint over a newer one.
+                if (
+                    self.publisher is not None
+                    and self.stopped_by is None
+                    and behind_state(self.data_dir) is None
+                ):
                     await self.publisher.run_once()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), TICK_S)
