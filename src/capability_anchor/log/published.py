@@ -206,10 +206,12 @@ class Restored:
     backed_up: int
 
     def describe(self) -> str:
-        return (
-            f"this data dir is a restored copy (a backup of history size {self.history_size}, "
-            f"{RESTORED_FILE})"
+        held = (
+            f"a backup of history size {self.history_size}"
+            if self.history_size >= 0
+            else "its mark is unreadable"
         )
+        return f"this data dir is a restored copy ({held}, {RESTORED_FILE})"
 
 
 def restored_mark(data_dir: Path) -> Restored | None:
@@ -353,7 +355,7 @@ def _sources(
     sources: list[tuple[str, str]] = []
     if published and published != PUBLISHED_NONE:
         sources.append((published, "history/checkpoint"))
-    if publish is not None:
+    if publish is not None and publish.is_dir():  # not made yet: nothing published there
         sources.append((str(publish), "history/checkpoint"))
     try:
         from capability_anchor.witness.client import stored_policy
