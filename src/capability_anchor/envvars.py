@@ -138,7 +138,8 @@ PUBLISHED = EnvVar(
     "CAPABILITY_ANCHOR_PUBLISHED",
     "none",
     "the public mirror (URL) or an export folder the log checks itself against before it "
-    "signs (`--published`)",
+    "signs (`--published`); the value `none` states that nothing was ever published (a "
+    "restored copy then signs without a comparison)",
     f"`serve`, `checkpoint`, `seal`, `cosign`, {_SERVICE}",
 )
 PUBLISH = EnvVar(

@@ -288,6 +288,23 @@ class BehindPublished(CapabilityAnchorError):
         return f"{self.code}: {self}"
 
 
+class NotCompared(UsageError):
+    """A restored copy (`backup` marked it) was not compared with any published reference
+    before signing (SPEC §14.2): nothing is signed until `--published URL|DIR`, a policy
+    witness's view or the `--publish` folder shows what it holds, `--published none` says
+    nothing was published, or `recover` ran. The CLI exits 2; HTTP 503."""
+
+    code = "not_compared"
+    http_error = "unavailable"
+    action = (
+        "compare the restored copy with what was published: `--published URL|DIR` (or "
+        "`--published none` if nothing ever was), or `capability-anchor recover --from URL|DIR`"
+    )
+
+    def http_note(self) -> str:
+        return f"{self.code}: {self}"
+
+
 class StoreError(CapabilityAnchorError):
     """The store is missing, unreadable, of an unknown schema, or inconsistent. Fatal: an
     operator must look before the log runs again. `note` is what an HTTP client is told (the

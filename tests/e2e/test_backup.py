@@ -1,7 +1,7 @@
 """`capability-anchor backup DEST` with real processes: a backup taken while four HTTP writers
 post to a real `serve` holds every record acknowledged before it began; `audit --data DEST`
-passes; `serve --data DEST` runs from it and goes on appending; and a database restored
-alone is refused, naming the files it lacks.
+passes; `serve --data DEST --published none` runs from it and goes on appending; and a
+database restored alone is refused, naming the files it lacks.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from capability_anchor.log.published import RESTORED_FILE
 from tests.kit.logkit import run_cli
 from tests.kit.obskit import observation
 from tests.kit.serverkit import serving
@@ -112,9 +113,14 @@ def test_backup_during_four_writers_holds_every_acknowledged_record(tmp_path: Pa
         assert stat.S_IMODE(os.stat(dest / name).st_mode) == 0o600, name
     assert not [n for n in os.listdir(dest) if n.endswith(".partial")]
 
+    assert (dest / RESTORED_FILE).exists()  # the copy is marked (test_restored_copy.py)
     _audit_ok(dest)
-    # The restore: serve from the copy, append, and the audit still passes.
-    with serving(dest, "--checkpoint-interval", "1") as server, server.client() as client:
+    # The restore: serve from the copy, append, and the audit still passes. Nothing of this
+    # log was published anywhere but by the process the test stopped: the operator says so.
+    with (
+        serving(dest, "--checkpoint-interval", "1", "--published", "none") as server,
+        server.client() as client,
+    ):
         r = client.post(
             "/records",
             json={"records": [observation(n, "after") for n in range(50)]},

@@ -51,6 +51,7 @@ EXPECTED: dict[str, tuple[str, int, int, bool]] = {
     "Conflict": ("conflict", 409, 1, True),
     "ClockDisagrees": ("unavailable", 503, 1, True),
     "BehindPublished": ("unavailable", 503, 1, True),
+    "NotCompared": ("unavailable", 503, 2, False),
     "StoreError": ("unavailable", 503, 2, False),
     "StoreBusy": ("unavailable", 503, 2, True),
     "StoreFull": ("unavailable", 503, 2, True),

@@ -9,9 +9,7 @@ note}`), the operations of `routes/` and the pages of `pages.py`.
 from __future__ import annotations
 
 import logging
-from functools import partial
 
-import anyio
 from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
@@ -90,6 +88,21 @@ def _open_service(settings: Settings) -> Service:
         raise
     if settings.public_url:
         writer.public_url = reader.public_url = settings.public_url.rstrip("/")
+    try:
+        # Before the port listens and anything can sign: a data dir behind what was published
+        # enters the behind state (SPEC §13.3), and a restored copy that nothing could be
+        # compared with is refused, naming `--published` (NotCompared, SPEC §14.2).
+        learn(
+            writer,
+            settings.published,
+            publish=settings.publish,
+            deadline=settings.witness_deadline,
+            before_signing=True,
+        )
+    except BaseException:
+        reader.close()
+        writer.close()
+        raise
     guard = _guard_clocks(settings, writer, reader)
     bodies = BodyChecker(settings.body_workers, settings.body_queue)
     limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
@@ -137,11 +150,6 @@ def create_app(settings: Settings) -> Litestar:
     service = _open_service(settings)
 
     async def startup(app: Litestar) -> None:
-        # Before any request is taken and any background work starts: a data dir behind what
-        # was published enters the behind state here, so nothing is signed (SPEC §13.3).
-        await anyio.to_thread.run_sync(
-            partial(learn, service.writer, settings.published, deadline=settings.witness_deadline)
-        )
         service.bodies.start()
         if service.sequencer is not None:
             service.sequencer.start()

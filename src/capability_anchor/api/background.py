@@ -133,7 +133,14 @@ class Background:
         while not self._stopping.is_set() and self.stopped_by is None:
             if self._try_lock() and self._clock_agrees():
                 await self._tick()
-                if self.publisher is not None and self.stopped_by is None:
+                # Behind what was published, the folder may hold more than this data dir (a
+                # restored copy's `--publish` folder): an export would write an older
+                # checkpoint over a newer one.
+                if (
+                    self.publisher is not None
+                    and self.stopped_by is None
+                    and behind_state(self.data_dir) is None
+                ):
                     await self.publisher.run_once()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), TICK_S)
@@ -220,7 +227,14 @@ class Background:
 
     def _learn(self) -> Behind | None:
         # At start-up every witness is asked (api/app.py); here, not those in their backoff.
-        return learn(self.writer, self.published, deadline=self.learn_deadline, skip_failing=True)
+        folder = None if self.publisher is None else self.publisher.folder
+        return learn(
+            self.writer,
+            self.published,
+            publish=folder,
+            deadline=self.learn_deadline,
+            skip_failing=True,
+        )
 
     def _stop_for(self, exc: CapabilityAnchorError) -> None:
         """A fatal error: say once what the operator must do, and do no more background work

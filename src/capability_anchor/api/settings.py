@@ -86,7 +86,8 @@ class Settings:
     """The log's public mirror (a URL of a serving log or of a static export) or an export
     folder (`--published`, env CAPABILITY_ANCHOR_PUBLISHED): read at start and before each
     background checkpoint, beside the witnesses' monitoring views, so that a data dir behind
-    what was published signs nothing (`published.learn`, SPEC §13.3)."""
+    what was published signs nothing (`published.learn`, SPEC §13.3); a restored copy signs
+    only once a reference showed what it holds, `none` saying nothing was published (§14.2)."""
     publish: Path | None = None
     """`--publish DIR` (env CAPABILITY_ANCHOR_PUBLISH): the static read path, exported into
     DIR as the log signs and stores (tiles, entry bundles, heads, stamps, checkpoints; the

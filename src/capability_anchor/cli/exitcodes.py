@@ -12,6 +12,10 @@ from __future__ import annotations
 
 USAGE = "usage or I/O error (bad arguments, no log at DIR, an unreadable file, a busy store)"
 SELF_CHECK = "the log's start-up self-check failed"
+NOT_COMPARED = (
+    "a restored copy (`backup`'s mark) that no published reference was compared with: "
+    "give --published URL|DIR (or --published none)"
+)
 
 EXIT_CODES_OF: dict[str, dict[int, str]] = {
     "init": {
@@ -28,12 +32,12 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
     "checkpoint": {
         0: "printed today's newest head (null: none yet)",
         1: f"refused: the data dir is behind what was published (run `recover`), or {SELF_CHECK}",
-        2: USAGE,
+        2: f"{USAGE}, or {NOT_COMPARED}",
     },
     "seal": {
         0: "sealed every past day (or there was nothing to seal)",
         1: f"refused: the data dir is behind what was published (run `recover`), or {SELF_CHECK}",
-        2: USAGE,
+        2: f"{USAGE}, or {NOT_COMPARED}",
     },
     "timestamp": {
         0: "every stamp asked for was made",
@@ -64,7 +68,8 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
         2: f"{USAGE}, or no log and no --roots folder",
     },
     "backup": {
-        0: "DEST holds a complete copy (history size and root printed)",
+        0: "DEST holds a complete copy (history size and root printed), marked as a restored "
+        "copy (restored-copy.json)",
         2: f"{USAGE}, DEST not empty, or a file a restore needs is missing from DIR",
     },
     "migrate": {
@@ -83,10 +88,11 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
         0: "every witness cosigned (or there was none to ask)",
         1: f"a witness failed or refused (one JSON line each), the data dir is behind what "
         f"was published (run `recover`), or {SELF_CHECK}",
-        2: USAGE,
+        2: f"{USAGE}, or {NOT_COMPARED}",
     },
     "recover": {
-        0: "the data dir holds everything the source published (what was recovered on stdout)",
+        0: "the data dir holds everything the source published (what was recovered on "
+        "stdout); a restored copy's mark is cleared",
         1: "refused: the published data do not verify, or this data dir conflicts with them "
         "(nothing stored)",
         2: "usage or I/O error (no log at DIR, an unreadable source, a missing tile)",
@@ -104,7 +110,8 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
     "serve": {
         0: "stopped cleanly by SIGTERM or SIGINT (in-flight requests finished)",
         1: SELF_CHECK,
-        2: "usage or I/O error (no log at DIR, a bad writer token, a taken port)",
+        2: "usage or I/O error (no log at DIR, a bad writer token, a taken port), or "
+        f"{NOT_COMPARED}",
     },
     "witness": {
         0: "done",

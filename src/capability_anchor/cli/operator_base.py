@@ -32,8 +32,9 @@ def add_published(p: argparse.ArgumentParser) -> None:
         metavar="URL|DIR",
         default=None,
         help="the log's public mirror (a serving log or a static export) or an export folder: "
-        "nothing is signed if it shows more than this data dir holds (default: "
-        f"${PUBLISHED.name}, else only the policy witnesses are asked)",
+        "nothing is signed if it shows more than this data dir holds; a copy `backup` made "
+        "signs only once one reference showed what it holds; `none`: nothing was ever "
+        f"published (default: ${PUBLISHED.name}, else only the policy witnesses are asked)",
     )
 
 
@@ -43,9 +44,11 @@ def published_of(args: argparse.Namespace) -> str | None:
 
 def refuse_if_behind(log: Any, args: argparse.Namespace) -> None:
     """Before a command signs or submits: learn what was published (`published.learn`)
-    and refuse (BehindPublished, exit 1, naming `recover`) when this data dir is behind."""
+    and refuse (BehindPublished, exit 1, naming `recover`) when this data dir is behind,
+    or (NotCompared, exit 2, naming `--published`) when it is a restored copy that nothing
+    was compared with (SPEC §14.2)."""
     from capability_anchor.log.published import learn
 
-    state = learn(log, published_of(args))
+    state = learn(log, published_of(args), before_signing=True)
     if state is not None:
         raise state.error()

@@ -19,6 +19,11 @@ rotate-key ran) the whole copy is taken again, so the keys and the database matc
 DEST is a new or empty folder, mode 0700; every file is written 0600 under a temporary
 name (`.NAME.partial`), fsynced and renamed; the database is renamed last, so a backup cut
 short has no `log.sqlite3` and is never taken for a log.
+
+The copy is *marked* (`restored-copy.json`, with the history size and root it holds; SPEC
+§14.2): whatever runs from it signs nothing before it was compared with what the log
+published (`published.learn`). The mark is written before the database is renamed, so no
+copy that looks like a log lacks it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from capability_anchor.log import datafiles
 from capability_anchor.store import Store
 from capability_anchor.store import open as stores
 
+from .published import RESTORED_FILE, restored_mark_bytes
 from .writer_token import TOKEN_FILE
 
 ATTEMPTS = 3
@@ -55,6 +61,7 @@ class BackupResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "dest": str(self.dest),
+            "restored_mark": RESTORED_FILE,
             "history_size": self.history_size,
             "history_root": self.history_root.hex(),
             "days": self.days,
@@ -73,6 +80,11 @@ class BackupResult:
             f"  {len(self.files)} files, {self.bytes} bytes, {self.seconds:.1f} s",
         ]
         lines += [f"  not copied: {name}" for name in self.not_copied]
+        lines.append(
+            f"  marked as a restored copy ({RESTORED_FILE}): before it signs, it compares "
+            "itself with what was published (--published URL|DIR, a policy witness, or "
+            "--publish DIR; --published none if nothing ever was)"
+        )
         return "\n".join(lines)
 
 
@@ -95,6 +107,7 @@ def _not_copied(data_dir: Path, copied: dict[str, bytes]) -> list[str]:
         p.name
         for p in data_dir.iterdir()
         if p.name not in copied
+        and p.name != RESTORED_FILE  # a restored copy's own mark: DEST gets one of its own
         and p.name not in stores.own_files(data_dir)
         and not datafiles.is_runtime(data_dir, p.name)
     )
@@ -122,18 +135,28 @@ def _write_file(dest: Path, name: str, data: bytes) -> None:
     os.rename(tmp, dest / name)
 
 
-def _summary(dest: Path) -> tuple[int, bytes, dict[str, int]]:
-    """The history size and root, and each day's size, of the copy."""
+def _summary(dest: Path, db_name: str) -> tuple[int, bytes, dict[str, int]]:
+    """The history size and root, and each day's size, of the copy, read before the copy
+    is renamed (its mark holds them): through a link in a folder of its own."""
+    import shutil
+
     from capability_anchor.log import Log
 
-    store = stores.open_readonly(dest)
+    stage = dest / ".summary.partial"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(mode=0o700)
     try:
-        log = Log(dest, store, load_key_file(dest / datafiles.KEY_FILE), time.time)
-        with store.snapshot():
-            days = {day: log.read.day_size(day) for day in log.read.entry_days()}
-            return log.read.history.size(), log.read.history.root(), days
+        os.link(_partial(dest, db_name), stage / db_name)
+        store = stores.open_readonly(stage)
+        try:
+            log = Log(stage, store, load_key_file(dest / datafiles.KEY_FILE), time.time)
+            with store.snapshot():
+                days = {day: log.read.day_size(day) for day in log.read.entry_days()}
+                return log.read.history.size(), log.read.history.root(), days
+        finally:
+            store.close()
     finally:
-        store.close()
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _copy_rows(data_dir: Path, dest: Path, db_name: str) -> None:
@@ -192,10 +215,11 @@ def backup(data_dir: Path, dest: Path) -> BackupResult:
         )
     for name, data in before.items():
         _write_file(dest, name, data)
+    size, root, days = _summary(dest, db_name)
+    _write_file(dest, RESTORED_FILE, restored_mark_bytes(size, root, int(time.time())))
     fsync_dir(dest)
     os.rename(tmp, dest / db_name)  # last: only now does DEST look like a log
     fsync_dir(dest)
-    size, root, days = _summary(dest)
     files = [db_name, *before]
     total = sum((dest / name).stat().st_size for name in files)
     return BackupResult(

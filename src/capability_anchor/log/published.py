@@ -30,6 +30,15 @@ processes learn it. While it exists `LogWriter` signs nothing and appends are re
 `BehindPublished` (HTTP 503); `/healthz` answers `degraded` naming it. `recover` clears it.
 
 `behind_state(data_dir)` is what metrics read.
+
+A copy `backup` made is *marked* (`restored-copy.json`, SPEC §14.2): learning alone does not
+stop it, since with no source configured nothing is asked and nothing is found. Before a
+marked copy signs anything, `learn` (with `before_signing`) must compare it with at least one
+source whose checkpoint it reads and believes: with no source configured it refuses
+(`NotCompared`, exit 2, naming `--published`), a source that shows more enters the behind
+state as above, and a passing comparison clears the mark. `--published none` is the
+operator's word that nothing was ever published: it clears the mark without asking.
+`sign_head` refuses while the mark is there, whoever calls it.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from capability_anchor.errors import BehindPublished, CapabilityAnchorError
+from capability_anchor.errors import BehindPublished, CapabilityAnchorError, NotCompared
 from capability_anchor.files import fsync_dir
 
 if TYPE_CHECKING:
@@ -53,6 +62,9 @@ if TYPE_CHECKING:
     from capability_anchor.note import PolicyWitness
 
 BEHIND_FILE = "behind-published.json"
+RESTORED_FILE = "restored-copy.json"
+# `--published none`: the operator states that nothing was ever published (SPEC §14.2).
+PUBLISHED_NONE = "none"
 LEARN_DEADLINE_S = 10.0
 LEARN_PARALLEL = 16
 
@@ -182,6 +194,81 @@ def clear_behind(data_dir: Path) -> Behind | None:
     return state
 
 
+# --- the restored copy's mark (SPEC §14.2) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Restored:
+    """The mark `backup` leaves in its copy: the history it holds, and when it was made."""
+
+    history_size: int
+    history_root: str
+    backed_up: int
+
+    def describe(self) -> str:
+        held = (
+            f"a backup of history size {self.history_size}"
+            if self.history_size >= 0
+            else "its mark is unreadable"
+        )
+        return f"this data dir is a restored copy ({held}, {RESTORED_FILE})"
+
+
+def restored_mark(data_dir: Path) -> Restored | None:
+    """The data dir's mark, or None. A mark that cannot be read is still a mark."""
+    path = Path(data_dir) / RESTORED_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return Restored(-1, "", 0)
+    try:
+        obj = json.loads(raw)
+        return Restored(int(obj["history_size"]), str(obj["history_root"]), int(obj["backed_up"]))
+    except (ValueError, KeyError, TypeError):
+        return Restored(-1, "", 0)
+
+
+def restored_mark_bytes(history_size: int, history_root: bytes, backed_up: int) -> bytes:
+    """What `backup` writes as its copy's mark (it writes the file as it writes the keys)."""
+    mark = {
+        "history_size": history_size,
+        "history_root": history_root.hex(),
+        "backed_up": backed_up,
+    }
+    return json.dumps(mark, sort_keys=True).encode() + b"\n"
+
+
+def clear_restored(data_dir: Path, why: str) -> None:
+    """Remove the mark (a passing comparison, `--published none`, `recover`); said once."""
+    mark = restored_mark(data_dir)
+    if mark is None:
+        return
+    (Path(data_dir) / RESTORED_FILE).unlink(missing_ok=True)
+    fsync_dir(Path(data_dir))
+    _events.info("%s: the restored copy's mark is cleared, it may sign", why)
+
+
+_COMPARE_HOW = (
+    "give `--published URL|DIR` (the public mirror or an export folder; env "
+    "CAPABILITY_ANCHOR_PUBLISHED), or `--published none` if nothing was ever published, or "
+    "run `capability-anchor recover --from URL|DIR`"
+)
+
+
+def _not_compared(mark: Restored, why: str) -> NotCompared:
+    return NotCompared(f"{mark.describe()}: {why}; {_COMPARE_HOW}")
+
+
+def check_compared(data_dir: Path) -> None:
+    """Raise NotCompared while the data dir is a restored copy not yet compared with what
+    was published (`sign_head` asks before each signature, whoever calls it)."""
+    mark = restored_mark(data_dir)
+    if mark is not None:
+        raise _not_compared(mark, "it signs nothing until it was compared with what was published")
+
+
 # --- learning ---------------------------------------------------------------------------
 
 
@@ -257,14 +344,19 @@ def judge(log: Log, seen: Seen) -> Behind | None:
     return None
 
 
-def _sources(log: Log, published: str | None, skip_failing: bool) -> list[tuple[str, str]]:
-    """(where, path) of each source: the `--published` one, then each policy witness's
-    monitoring view; with SKIP_FAILING, not the views of witnesses the submissions hold in
-    their backoff (a hanging witness would cost every checkpoint a deadline, and hold a
-    connection beside the submissions' bound: it is asked again once its backoff ends)."""
+def _sources(
+    log: Log, published: str | None, publish: Path | None, skip_failing: bool
+) -> list[tuple[str, str]]:
+    """(where, path) of each source: the `--published` one (not `none`), the `--publish`
+    folder, then each policy witness's monitoring view; with SKIP_FAILING, not the views of
+    witnesses the submissions hold in their backoff (a hanging witness would cost every
+    checkpoint a deadline, and hold a connection beside the submissions' bound: it is asked
+    again once its backoff ends)."""
     sources: list[tuple[str, str]] = []
-    if published:
+    if published and published != PUBLISHED_NONE:
         sources.append((published, "history/checkpoint"))
+    if publish is not None and publish.is_dir():  # not made yet: nothing published there
+        sources.append((str(publish), "history/checkpoint"))
     try:
         from capability_anchor.witness.client import stored_policy
 
@@ -290,19 +382,49 @@ def learn(
     log: Log,
     published: str | None = None,
     *,
+    publish: Path | None = None,
     deadline: float = LEARN_DEADLINE_S,
     skip_failing: bool = False,
+    before_signing: bool = False,
 ) -> Behind | None:
     """Ask every source (module docstring) what was published, enter the behind state when
     one shows more or other than this data dir holds, and return the state (None: not
     behind). A source that cannot be read, or serves what the log's keys do not verify, is
-    logged and ignored: learning never stops the log by itself failing."""
+    logged and ignored: learning never stops the log by itself failing.
+
+    BEFORE_SIGNING (a command or service about to sign): a restored copy's mark must be
+    cleared by a comparison here, else NotCompared (SPEC §14.2, the module docstring)."""
     state = behind_state(log.data_dir)
     if state is not None:
         return state
-    sources = _sources(log, published, skip_failing)
+    mark = restored_mark(log.data_dir) if before_signing else None
+    if mark is not None and published == PUBLISHED_NONE:
+        clear_restored(log.data_dir, "--published none: nothing was ever published")
+        mark = None
+    sources = _sources(log, published, publish, skip_failing and mark is None)
     if not sources:
+        if mark is not None:
+            raise _not_compared(mark, "nothing to compare it with before it signs")
         return None
+    state, holds, problems = _compare(log, sources, deadline)
+    if state is not None or mark is None:
+        return state
+    if not holds:
+        raise _not_compared(
+            mark, f"no published reference could be compared with it ({'; '.join(problems)})"
+        )
+    clear_restored(
+        log.data_dir,
+        f"compared with what was published ({', '.join(holds)}: this data dir holds it)",
+    )
+    return None
+
+
+def _compare(
+    log: Log, sources: list[tuple[str, str]], deadline: float
+) -> tuple[Behind | None, list[str], list[str]]:
+    """Read every source at once: the behind state entered (or None), the sources whose
+    believed checkpoint this data dir holds, and why each other source said nothing."""
     pool = ThreadPoolExecutor(min(LEARN_PARALLEL, len(sources)), thread_name_prefix="learn")
     futures = {
         pool.submit(_read_checkpoint, log, where, path, deadline): where for where, path in sources
@@ -310,25 +432,34 @@ def learn(
     # One deadline for all of them: a source still reading then ends on its own deadline.
     done, late = wait(futures, timeout=deadline + 1.0)
     pool.shutdown(wait=False, cancel_futures=True)
+    holds: list[str] = []
+    problems: list[str] = []
+
+    def unheard(where: str, problem: str) -> None:
+        _warn_once(where, problem)
+        problems.append(f"{where}: {problem}")
+
     for future in late:
-        _warn_once(futures[future], "did not answer in time")
+        unheard(futures[future], "did not answer in time")
     for future in done:
         where = futures[future]
         try:
             seen = future.result()
         except CapabilityAnchorError as exc:
-            _warn_once(where, f"not believed: {exc}")
+            unheard(where, f"not believed: {exc}")
             continue
         except OSError as exc:
-            _warn_once(where, str(exc))
+            unheard(where, str(exc))
             continue
         if seen is None:
+            problems.append(f"{where}: no checkpoint")
             continue
         state = judge(log, seen)
         if state is not None:
             mark_behind(log.data_dir, state)
-            return behind_state(log.data_dir)
-    return None
+            return behind_state(log.data_dir), holds, problems
+        holds.append(seen.source)
+    return None, holds, problems
 
 
 def witness_ahead(log: Log, witness: PolicyWitness, size: int, ours: int) -> Behind | None:
@@ -360,16 +491,23 @@ def witness_ahead(log: Log, witness: PolicyWitness, size: int, ours: int) -> Beh
 
 __all__ = [
     "BEHIND_FILE",
+    "PUBLISHED_NONE",
+    "RESTORED_FILE",
     "Behind",
+    "Restored",
     "Seen",
     "behind_state",
+    "check_compared",
     "check_not_behind",
     "clear_behind",
+    "clear_restored",
     "judge",
     "learn",
     "mark_behind",
     "monitoring_path",
     "open_published",
+    "restored_mark",
+    "restored_mark_bytes",
     "verified_checkpoint",
     "witness_ahead",
 ]

@@ -23,7 +23,7 @@ restored backup), byte for byte, verified before anything is stored (SPEC §13.3
    (Ed25519 is deterministic); the published cosignatures of P by policy witnesses are
    verified and stored. Anything that does not verify rolls everything back.
 5. the behind state is cleared (`published.clear_behind`) once the data dir holds at least
-   what the state named.
+   what the state named, and so is a restored copy's mark (`published.clear_restored`).
 
 Nothing here signs a head: a head is stored only as published and verified, so no fork can
 come out of a recovery.
@@ -48,7 +48,15 @@ from capability_anchor.merkle import TILE_WIDTH, TreeEdge, hash_leaf
 from capability_anchor.monitor.source import FolderSource, LogSource, read_bundles
 from capability_anchor.store import CosignatureRow, HeadRow
 
-from .published import BEHIND, Seen, behind_state, clear_behind, open_published, verified_checkpoint
+from .published import (
+    BEHIND,
+    Seen,
+    behind_state,
+    clear_behind,
+    clear_restored,
+    open_published,
+    verified_checkpoint,
+)
 from .serverindex import leaf_keys
 
 if TYPE_CHECKING:
@@ -114,6 +122,8 @@ def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
                 f"{state.published_size}: still behind; recover from a source that holds it"
             )
         clear_behind(log.data_dir)
+        # A verified comparison with what was published: a restored copy may sign (§14.2).
+        clear_restored(log.data_dir, f"recovered from {where}")
     return done
 
 

@@ -14,7 +14,7 @@ from capability_anchor.store import HeadRow, Store
 
 from .days import prev_day
 from .history import append_head, check_order, sign_history_checkpoint
-from .published import check_not_behind
+from .published import check_compared, check_not_behind
 from .serverindex import Pending, ServerIndex
 
 if TYPE_CHECKING:
@@ -53,8 +53,10 @@ class HeadSigner:
         Its history leaf and checkpoint (`log.history`) are stored in the same transaction;
         a head out of the history's order is refused (`Conflict`) before it is signed, and
         nothing is signed while the log is behind what it published (`BehindPublished`,
-        checked in the transaction that would store it: SPEC §13.3)."""
+        checked in the transaction that would store it: SPEC §13.3), nor by a restored copy
+        not yet compared with what was published (`NotCompared`, SPEC §14.2)."""
         check_not_behind(self._log.data_dir)
+        check_compared(self._log.data_dir)
         check_order(self._store, day, size, sealed)
         edge, root = self._stored_edge(day, size)
         log = self._log
