@@ -232,12 +232,12 @@ def _example_value(body: object) -> object | None:
     if not isinstance(media, Mapping):
         return None
     examples = media.get("examples")
-    if isinstance(examples, Mapping):
-        for example in examples.values():
-            if isinstance(example, Mapping) and "value" in example:
-                return example["value"]
-    example: object | None = media.get("example")
-    return example
+    found: list[object] = [
+        example["value"]
+        for example in (examples.values() if isinstance(examples, Mapping) else ())
+        if isinstance(example, Mapping) and "value" in example
+    ]
+    return found[0] if found else None
 
 
 def _example_request(method: str, path: str, op: Mapping[str, Any]) -> str:
