@@ -23,7 +23,7 @@ from capability_anchor.api.guards import MISSING_METRICS_TOKEN_NOTE, MISSING_TOK
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
 
-METRICS_TOKEN = "m" * 40  # noqa: S105 - a test's own token
+METRICS_TOKEN = "m" * 40
 
 
 @pytest.fixture
