@@ -10,6 +10,7 @@
     python3 tools/dev.py wrk        # install wrk (the write benchmark and its smoke test)
     python3 tools/dev.py postgresql-15  # install PostgreSQL 15 (the per-session test server)
     python3 tools/dev.py nginx      # install nginx (the static read path's tests)
+    python3 tools/dev.py tsa        # a local RFC 3161 TSA (OpenSSL) to try stamping with
 
 Both create `.venv` beside `pyproject.toml` and install the project into it (with its
 test extras) the first time, and again whenever `pyproject.toml` changes. `test` also
@@ -27,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import venv
 from collections.abc import Callable
 from pathlib import Path
@@ -194,8 +196,67 @@ def cmd_run(extra: list[str]) -> int:
     return 128 - code if code < 0 else code
 
 
+TSA_PORT = 3161
+TSA_DIR = ROOT / "data-tsa"
+
+
+def cmd_tsa(extra: list[str]) -> int:
+    """A throwaway RFC 3161 TSA on loopback, for trying stamps by hand: OpenSSL's own
+    `openssl ts -reply` behind a small HTTP server (tests/kit/tsa_server.py, the test TSA,
+    which needs nothing but the standard library and the `openssl` command). Its CA and TSA
+    certificates (timeStamping EKU) are made in --dir on first use and kept, so stamps made
+    before a restart still verify against the same CA. Serves until Ctrl-C."""
+    import argparse
+    import shutil
+
+    p = argparse.ArgumentParser(
+        prog="tools/dev.py tsa", description=(cmd_tsa.__doc__ or "").split("\n\n")[0]
+    )
+    p.add_argument("--port", type=int, default=TSA_PORT, help=f"default {TSA_PORT}; 0: any free")
+    p.add_argument("--dir", type=Path, default=TSA_DIR, help="its CA and keys (default ./data-tsa)")
+    p.add_argument("--key", choices=("rsa", "ec"), default="ec", help="key type (default ec)")
+    args = p.parse_args(extra)
+    sys.path.insert(0, str(ROOT))  # tests.kit: standard library only, like this script
+    from tests.kit import tsa_server
+
+    if shutil.which(tsa_server.OPENSSL) is None:
+        print(f"{tsa_server.OPENSSL} is missing: the TSA is OpenSSL's (apt-get install openssl)")
+        return 1
+    folder = args.dir.resolve()
+    pki = tsa_server.load_pki(folder, args.key)
+    if pki is None:
+        print(f"creating a CA and a TSA certificate in {folder}", file=sys.stderr)
+        pki = tsa_server.make_pki(folder, args.key, name="capability-anchor dev", days=365)
+    try:
+        tsa = tsa_server.TestTsa(pki, port=args.port)
+    except OSError as exc:
+        print(f"port {args.port} on 127.0.0.1 is taken ({exc.strerror}); try --port 0")
+        return 2
+    with tsa:
+        print(
+            f"RFC 3161 TSA at {tsa.url}\n"
+            f"its CA certificate: {pki.ca_cert}\n"
+            "stamp with it (the data dir keeps both when given to init):\n"
+            f"  capability-anchor init --iss https://resolver.example "
+            f"--tsa {tsa.url} --tsa-ca {pki.ca_cert}\n"
+            f"  capability-anchor seal --tsa {tsa.url} --tsa-ca {pki.ca_cert}\n"
+            f"  capability-anchor timestamp --tsa {tsa.url} --tsa-ca {pki.ca_cert}\n"
+            f"  capability-anchor serve --tsa {tsa.url} --tsa-ca {pki.ca_cert}   "
+            "(uvicorn: env CAPABILITY_ANCHOR_TSA, CAPABILITY_ANCHOR_TSA_CA)\n"
+            "Ctrl-C stops it.",
+            flush=True,
+        )
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, lambda *_: stop.set())
+        while not stop.wait(3600):
+            pass
+    print("TSA stopped", file=sys.stderr)
+    return 0
+
+
 def main() -> int:
-    commands = {"test": cmd_test, "run": cmd_run}
+    commands = {"test": cmd_test, "run": cmd_run, "tsa": cmd_tsa}
     commands.update({package: _cmd_system(package) for package in SYSTEM_PACKAGES})
     if sys.argv[1:2] in (["--help"], ["-h"], ["help"]):
         print(__doc__)
@@ -203,7 +264,8 @@ def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
         return 2
-    if sys.argv[1] not in SYSTEM_PACKAGES:  # a system package: no virtualenv needed for it
+    # A system package or the TSA (standard library and openssl): no virtualenv needed.
+    if sys.argv[1] not in (*SYSTEM_PACKAGES, "tsa"):
         ensure_env()
     return commands[sys.argv[1]](sys.argv[2:])
 

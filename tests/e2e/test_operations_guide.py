@@ -7,6 +7,7 @@ and README links the guide near its top."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -93,3 +94,34 @@ def test_the_guide_covers_what_the_issue_asks() -> None:
 def test_the_readme_links_the_guide_on_its_first_screen() -> None:
     first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:40])
     assert "](docs/how-to/operate.md)" in first_screen
+
+
+def test_deploy_and_upgrade_install_from_a_checkout_not_the_package_index() -> None:
+    """Issue #35: `pip install capability-anchor` named a package the index does not have.
+    Every install in the guide and the unit is of a checkout (or a wheel built from one)."""
+    for page in (GUIDE, UNIT):
+        text = page.read_text()
+        installs = re.findall(r"venv/bin/pip install[^\n]*", text)
+        assert installs, page
+        for line in installs:
+            assert re.search(r"/opt/capability-anchor/src\b|\.whl\b", line), (page.name, line)
+    guide = GUIDE.read_text()
+    assert "not on the Python package index" in guide
+    assert "python3 -m pip wheel --no-deps -w dist ." in guide
+    upgrading = guide.split("\n## Upgrading\n", 1)[1].split("\n## ", 1)[0]
+    assert "--force-reinstall --no-deps /opt/capability-anchor/src" in upgrading
+
+
+def test_the_replica_docs_copy_the_new_key_file_to_every_replica_before_activate() -> None:
+    """Issue #35: after `rotate-key --activate` on one replica the others lacked the key."""
+    rotate = (DOCS / "how-to" / "rotate-keys.md").read_text()
+    section = rotate.split("\n## With replicas (PostgreSQL)\n", 1)[1]
+    copy, activate = section.index("signing-key.jwk.new"), section.index("--activate")
+    assert "every other replica before `--activate`" in section and copy < activate
+    postgresql = (DOCS / "how-to" / "postgresql.md").read_text()
+    assert "to every replica **before** `rotate-key\n   --activate`" in postgresql
+    assert "rotate-keys.md#with-replicas-postgresql" in postgresql
+    assert (
+        "rotate-keys.md#with-replicas-postgresql"
+        in (DOCS / "explanation" / "replicas.md").read_text()
+    )

@@ -161,6 +161,15 @@ def make_pki(
     return Pki(d, kind, ca_cert, ca_key, tsa_cert, tsa_key, config)
 
 
+def load_pki(dir: str | os.PathLike[str], kind: str = "rsa") -> Pki | None:
+    """The PKI `make_pki` left in DIR, or None when a file of it is missing: a TSA started
+    again on the same DIR keeps its CA, so what it stamped before still verifies."""
+    d = Path(dir)
+    pki = Pki(d, kind, d / "ca.pem", d / "ca.key", d / "tsa.pem", d / "tsa.key", d / "tsa.cnf")
+    files = (pki.ca_cert, pki.ca_key, pki.tsa_cert, pki.tsa_key, pki.config, d / "tsaserial")
+    return pki if all(f.is_file() for f in files) else None
+
+
 # --- a minimal DER reader, enough to take a TimeStampReq apart ---------------------------
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litestar import Litestar
-from litestar.openapi.spec import RequestBody, Schema
+from litestar.openapi.spec import Example, RequestBody, Schema
 
 from capability_anchor.record.rule import JSON_VALUE, json_value_schema, record_schema
 
@@ -64,10 +64,25 @@ def prove_body(ref: str = _REF) -> dict[str, Any]:
     }
 
 
+def example_record(namespace: str | None) -> dict[str, Any]:
+    """A record every rule accepts (the observation rule's, in the log's id namespace when it
+    pins one; no `iss`, which is optional and else must be the log's): the request example
+    of both bodies, so a user and a schema-driven client have one that is stored as is."""
+    return {
+        "v": "0.2",
+        "sub": f"{namespace or 'example'}:weather",
+        "url": "https://weather.example/mcp",
+        "status": "ok",
+        "checked_at": "2025-01-15T09:30:00Z",
+        "evidence": {"method": "tools/list"},
+        "name": "Weather",
+    }
+
+
 def install(app: Litestar, rule: str, namespace: str | None, max_records: int) -> None:
     """Put the record (a component, so `/schema` lists its members), the two bodies that
-    refer to it and the JSON value it refers to into `app`'s OpenAPI document (built here,
-    once)."""
+    refer to it, each with an example request, and the JSON value it refers to into `app`'s
+    OpenAPI document (built here, once)."""
     openapi = app.openapi_schema
     paths = openapi.paths or {}
     if openapi.components.schemas is None:
@@ -75,11 +90,12 @@ def install(app: Litestar, rule: str, namespace: str | None, max_records: int) -
     components = openapi.components.schemas
     components[JSON_VALUE] = RawSchema(raw=json_value_schema(_REF))
     components[RECORD] = RawSchema(raw=record_schema(rule, namespace, _REF))
+    record = example_record(namespace)
     bodies = {
-        "/records": ("RecordsBody", records_body(max_records)),
-        "/prove": ("ProveBody", prove_body()),
+        "/records": ("RecordsBody", records_body(max_records), {"records": [record]}),
+        "/prove": ("ProveBody", prove_body(), {"record": record}),
     }
-    for path, (name, body) in bodies.items():
+    for path, (name, body, example) in bodies.items():
         components[name] = RawSchema(raw=body)
         item = paths.get(path)
         post = item.post if item is not None else None
@@ -88,3 +104,4 @@ def install(app: Litestar, rule: str, namespace: str | None, max_records: int) -
         media = post.request_body.content.get(_JSON)
         if media is not None:
             media.schema = RawSchema(raw={"$ref": _REF + name})
+            media.examples = {"record": Example(summary="one record", value=example)}

@@ -140,20 +140,18 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
 # --- the OpenAPI side ------------------------------------------------------------------------
 
 
-def documented(*statuses: int) -> dict[int, ResponseSpec]:
-    """OpenAPI entries for the answers other than 200 an operation can give: 304 (no body)
-    and the `{v, error, note}` errors. 405 is every path's, added by `openapi.finish`."""
+def documented(*statuses: int, unavailable: str | None = None) -> dict[int, ResponseSpec]:
+    """OpenAPI entries for the answers an operation's own handler can give besides its 200:
+    304 (no body), 404 and 409 (facts of the log), and a 503 `unavailable` with the reasons
+    this handler adds. What `guards.before` answers instead of the handler (400, 401, 413,
+    429, the plain 503) is derived from the handler's `opt` by `openapi.finish`, and 405 is
+    every path's: neither is listed here."""
     described = {
         304: "not modified: If-None-Match names the answer's current ETag (no body)",
-        400: "bad_request or invalid_record",
-        401: "unauthorized: writers need Authorization: Bearer <token>",
-        404: "not_found",
-        409: "conflict: refused by the log's rules",
-        413: "too_large: the body is over 4 MiB (64 KiB for /prove)",
-        429: "rate_limited (see Retry-After)",
-        503: "unavailable",
+        404: "not_found: the log holds no such thing (yet); the note says what is missing",
+        409: "conflict: refused by the log's rules (a sealed day, a day before the log's first)",
     }
-    return {
+    specs = {
         s: ResponseSpec(
             data_container=None if s == 304 else ErrorBody,
             description=described[s],
@@ -161,24 +159,18 @@ def documented(*statuses: int) -> dict[int, ResponseSpec]:
         )
         for s in statuses
     }
-
-
-# Every request passes `guards.before`: any of them can be a 400 (a malformed integer
-# parameter, a body that did not arrive in time), a 413 (a declared body over the limit)
-# or a 503; the public ones are rate limited (429), the writers are not.
-PUBLIC_ERRORS = documented(400, 413, 429, 503)
-READ_ERRORS = documented(400, 404, 413, 429, 503)
-CACHED_READ_ERRORS = documented(304, 400, 404, 413, 429, 503)
-WRITE_ERRORS = documented(400, 401, 409, 413, 503)
+    if unavailable is not None:
+        specs[503] = ResponseSpec(
+            data_container=ErrorBody,
+            description=f"unavailable: {unavailable}",
+            generate_examples=False,
+        )
+    return specs
 
 
 __all__ = [
-    "CACHED_READ_ERRORS",
     "HANDLERS",
-    "PUBLIC_ERRORS",
-    "READ_ERRORS",
     "WORKER_LOST_NOTE",
-    "WRITE_ERRORS",
     "ApiError",
     "documented",
     "error_response",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -166,7 +166,12 @@ def check_integers(request: Request[Any, Any, Any]) -> None:
     """One spelling per number: Litestar would also take `1.0`, `1e0`, `03` or `+3`, and an
     immutable URL must not have several spellings."""
     query = request.query_params
+    # Only the operation's own parameters: one it does not take is ignored like any other
+    # unknown name, so it cannot make an operation without parameters answer 400.
+    declared = request.route_handler.parsed_fn_signature.parameters
     for name in INT_PARAMS:
+        if name not in declared:
+            continue
         values = query.getall(name, [])
         if len(values) > 1:
             raise UsageError(f"{name} is given more than once")
@@ -276,9 +281,11 @@ async def before(request: Request[Any, Any, Any]) -> None:
         check_rate(request, service.limiter)
     check_integers(request)
     kind = opt.get("body")
-    check_length(request, body_limit(service.settings, kind))
     if kind is None:
+        # Nothing here reads a body: what was sent is drained by `edge.guard` (and the
+        # connection closed past its limit), so no answer of this operation is a 413.
         return
+    check_length(request, body_limit(service.settings, kind))
     handed_prove = prove_flag(request) if kind == "records" else None
     if handed_prove is not None and service.sequencer is not None:
         request.state.checked_body = await append_by_sequencer(
@@ -288,12 +295,72 @@ async def before(request: Request[Any, Any, Any]) -> None:
         request.state.checked_body = await checked_body(request, service, kind)
 
 
+# --- what the guards can answer, for the OpenAPI document ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An answer `before` (or Litestar's parameter checks behind it) gives instead of the
+    handler: its description and the headers that come with it."""
+
+    description: str
+    headers: tuple[str, ...] = ()
+
+
+def _size(limit: int) -> str:
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit % size == 0:
+            return f"{limit // size} {unit}"
+    return f"{limit} bytes"
+
+
+def refusals(opt: Mapping[str, Any], takes_input: bool, settings: Settings) -> dict[int, Refusal]:
+    """What `before` can answer an operation whose handler has `opt`, read off the same
+    branches: 503 for every one (a store fault, the damage mark), 401 for the writers and a
+    `/metrics` with a token, 429 for the rest, 413 and the body checks' 400 for an operation
+    that reads a body, and 400 for one with parameters. `openapi.finish` lists exactly these
+    on each operation, beside the handler's own answers (`errors.documented`). What the
+    settings turn off (no rate limit, no metrics token) is not listed."""
+    found = {
+        503: Refusal(
+            "unavailable: the note says why (a store fault, or the data dir is marked damaged)"
+        )
+    }
+    kind = opt.get("body")
+    if kind is not None:
+        found[400] = Refusal(
+            "bad_request or invalid_record: the note names what is wrong (a parameter, the "
+            "body's JSON, a record's member), or the body did not arrive within "
+            f"{settings.body_timeout:g} s"
+        )
+        found[413] = Refusal(f"too_large: the body is over {_size(body_limit(settings, kind))}")
+    elif takes_input:
+        found[400] = Refusal(
+            "bad_request: a parameter is malformed or out of range; the note names it"
+        )
+    if opt.get("writer"):
+        found[401] = Refusal(f"unauthorized: {MISSING_TOKEN_NOTE}", ("WWW-Authenticate",))
+    elif opt.get("metrics"):
+        if settings.metrics_token is not None:
+            found[401] = Refusal(
+                f"unauthorized: {MISSING_METRICS_TOKEN_NOTE}", ("WWW-Authenticate",)
+            )
+    elif settings.rate_limit > 0:
+        found[429] = Refusal(
+            f"rate_limited: over {settings.rate_limit} requests per second from this address "
+            "(--rate-limit); Retry-After says when to come back",
+            ("Retry-After",),
+        )
+    return found
+
+
 __all__ = [
     "INT_PARAMS",
     "MISSING_TOKEN_NOTE",
     "WRONG_TOKEN_NOTE",
     "Appended",
     "CheckedBody",
+    "Refusal",
     "before",
     "body_limit",
     "check_bearer",
@@ -302,4 +369,5 @@ __all__ = [
     "check_rate",
     "check_writer",
     "metrics_token",
+    "refusals",
 ]

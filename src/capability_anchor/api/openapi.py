@@ -23,7 +23,8 @@ import copy
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request
+from litestar import Litestar, Request
+from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.params import PathParameter, QueryParameter
 
@@ -32,7 +33,9 @@ from capability_anchor.merkle.tiles import TILE_WIDTH
 from capability_anchor.read.reader import MAX_INT
 
 from .caching import IMMUTABLE, NO_CACHE
+from .guards import Refusal, refusals
 from .models import REQUEST_BODIES, AppendedEntry
+from .settings import Settings
 
 # --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
 
@@ -296,15 +299,55 @@ def _closed_bodies(doc: dict[str, Any]) -> None:
             schema["additionalProperties"] = False
 
 
-def finish(generated: dict[str, Any]) -> dict[str, Any]:
-    """The served OpenAPI document made from Litestar's (which is not changed)."""
+def _handlers(app: Litestar) -> dict[tuple[str, str], HTTPRouteHandler]:
+    """Every operation's handler, by (path, method) as the document names them."""
+    found: dict[tuple[str, str], HTTPRouteHandler] = {}
+    for route in app.routes:
+        for handler in getattr(route, "route_handlers", ()):
+            if isinstance(handler, HTTPRouteHandler):
+                for method in handler.http_methods:
+                    found[(route.path_format, str(method).lower())] = handler
+    return found
+
+
+def _refusal(refusal: Refusal) -> dict[str, Any]:
+    headers = {name: {"schema": {"type": "string"}, "required": True} for name in refusal.headers}
+    return {
+        "description": refusal.description,
+        **({"headers": headers} if headers else {}),
+        "content": {"application/json": {"schema": ERROR_REF}},
+    }
+
+
+def _guarded(operation: dict[str, Any], handler: HTTPRouteHandler, settings: Settings) -> None:
+    """Add what `guards.before` can answer this operation instead of its handler: derived
+    from the handler's `opt` (`guards.refusals`, the branches `before` takes), so each
+    operation lists only its own (no 413 without a body, no writer-token 401 on `/metrics`).
+    A status the handler documents itself keeps its fuller description; one Litestar made up
+    (its 400 of a validation error, in a body we never send) is replaced."""
+    takes_input = bool(operation.get("parameters") or operation.get("requestBody"))
+    own = {str(status) for status in handler.responses or {}}
+    responses = operation.setdefault("responses", {})
+    for status, refusal in refusals(handler.opt, takes_input, settings).items():
+        if str(status) not in own:
+            responses[str(status)] = _refusal(refusal)
+
+
+def finish(generated: dict[str, Any], app: Litestar | None = None) -> dict[str, Any]:
+    """The served OpenAPI document made from Litestar's (which is not changed). With `app`
+    (the one serving it), each operation also lists what the guards can answer it."""
     doc = copy.deepcopy(generated)
     _closed_bodies(doc)
+    handlers = _handlers(app) if app is not None else {}
+    settings: Settings | None = app.state.service.settings if app is not None else None
     for path, item in doc.get("paths", {}).items():
         for method in _METHODS:
             operation = item.get(method)
             if operation is None:
                 continue
+            handler = handlers.get((path, method))
+            if handler is not None and settings is not None:
+                _guarded(operation, handler, settings)
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") == "query" and not parameter.get("required"):
                     parameter["schema"] = _plain(parameter["schema"])
@@ -328,7 +371,7 @@ class JsonDocument(JsonRenderPlugin):
 
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
         if self._rendered is None:
-            self._rendered = msgspec.json.encode(finish(openapi_schema))
+            self._rendered = msgspec.json.encode(finish(openapi_schema, request.app))
         return self._rendered
 
 

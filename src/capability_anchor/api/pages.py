@@ -13,6 +13,7 @@ the OpenAPI document is HTML-escaped.
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -61,6 +62,7 @@ th { background: #eef2f6; }
 .get { background: #1f7a3f; } .head { background: #4b6b57; } .post { background: #1d5fa8; }
 .put, .patch { background: #8a5a00; } .delete { background: #a8261d; }
 .note { color: #57606a; }
+pre { background: #f3f5f7; padding: .6em .8em; overflow-x: auto; }
 ul.toc { list-style: none; padding: 0; }
 ul.toc li { margin: .2em 0; }
 """
@@ -204,6 +206,8 @@ def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> st
     if isinstance(body, Mapping):
         required = " (required)" if body.get("required") else ""
         parts.append(f"<h4>Request body{required}</h4><p>{_content(body.get('content'))}</p>")
+    if method not in ("get", "head"):
+        parts.append(_example_request(method, path, op))
     responses = op.get("responses", {})
     if isinstance(responses, Mapping) and responses:
         answers = [
@@ -219,6 +223,35 @@ def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> st
         parts.append(_table(("Status", "Description", "Body"), answers))
     parts.append("</section>")
     return "".join(parts)
+
+
+def _example_value(body: object) -> object | None:
+    """The first example of a JSON request body, if it has one."""
+    content = body.get("content") if isinstance(body, Mapping) else None
+    media = content.get("application/json") if isinstance(content, Mapping) else None
+    if not isinstance(media, Mapping):
+        return None
+    examples = media.get("examples")
+    found: list[object] = [
+        example["value"]
+        for example in (examples.values() if isinstance(examples, Mapping) else ())
+        if isinstance(example, Mapping) and "value" in example
+    ]
+    return found[0] if found else None
+
+
+def _example_request(method: str, path: str, op: Mapping[str, Any]) -> str:
+    """A write as it goes over the wire: the request line, the Authorization its security
+    asks for, and the body's example, if any."""
+    lines = [f"{method.upper()} {path} HTTP/1.1"]
+    names = [name for req in op.get("security", []) for name in req]
+    if names:
+        token = "writer token" if names[0] == "bearer" else f"{names[0]} token"
+        lines.append(f"Authorization: Bearer <{token}>")
+    value = _example_value(op.get("requestBody"))
+    if value is not None:
+        lines += ["Content-Type: application/json", "", json.dumps(value, indent=2)]
+    return f"<h4>Example request</h4><pre><code>{_e(chr(10).join(lines))}</code></pre>"
 
 
 def _parameter_members(schema: object) -> str:
@@ -286,6 +319,6 @@ class DocsPage(OpenAPIRenderPlugin):
 
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
         if self._rendered is None:
-            doc = finish(openapi_schema)
+            doc = finish(openapi_schema, request.app)
             self._rendered = docs_html(doc, self.get_openapi_json_route(request))
         return self._rendered

@@ -12,17 +12,22 @@ from litestar import Request, Response, get
 from litestar.params import QueryParameter
 
 from capability_anchor.api.caching import NO_CACHE, cached, canonical_answer, canonical_json
-from capability_anchor.api.errors import CACHED_READ_ERRORS, READ_ERRORS
+from capability_anchor.api.errors import documented
 from capability_anchor.api.models import EntriesListing, ServerRecord, success
 from capability_anchor.api.openapi import HTTPS_URL_PATTERN, Day, count
 from capability_anchor.api.service import day_param, service_of
 from capability_anchor.head import VERSION
 
+_RECORD_UNAVAILABLE = (
+    "the note says why: a store fault or the damage mark, or the wall and monotonic clocks "
+    "disagree (the clock guard: no token is signed meanwhile)"
+)
+
 
 @get(
     "/entries/{day:str}",
     summary="Entries of a day",
-    responses={**success(EntriesListing, "entries from `start`, in order"), **CACHED_READ_ERRORS},
+    responses={**success(EntriesListing, "entries from `start`, in order"), **documented(304, 404)},
 )
 async def entries(
     request: Request[Any, Any, Any],
@@ -41,7 +46,10 @@ async def entries(
 @get(
     "/record",
     summary="A signed resolver-2 record of a server (Capability Resolution §6.3)",
-    responses={**success(ServerRecord, "the record and its token"), **READ_ERRORS},
+    responses={
+        **success(ServerRecord, "the record and its token"),
+        **documented(404, unavailable=_RECORD_UNAVAILABLE),
+    },
 )
 async def record(
     request: Request[Any, Any, Any],

@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 from litestar import Request, Response, get
 
 from capability_anchor.api.caching import cached
-from capability_anchor.api.errors import CACHED_READ_ERRORS
+from capability_anchor.api.errors import documented
 from capability_anchor.api.models import success
 from capability_anchor.api.openapi import LeafHash, TilePath, count, path_count
 from capability_anchor.api.service import service_of
@@ -49,7 +49,7 @@ def tile_response(request: Request[Any, Any, Any], body: bytes) -> Response[byte
     "/history/tile/{tile:path}",
     summary="A tile or entry bundle of the history tree (C2SP tlog-tiles)",
     description=f"The tile path after tile/: {TILE_PATH}. 404 past the history's size.",
-    responses={**TILE, **CACHED_READ_ERRORS},
+    responses={**TILE, **documented(304, 404)},
 )
 async def history_tile(request: Request[Any, Any, Any], tile: TilePath) -> Response[bytes]:
     wanted = parse_tile_path(tile.removeprefix("/"))
@@ -84,7 +84,7 @@ def _text(description: str) -> dict[int, Any]:
         "cosignature lines, in policy order. With no policy, quorum none, or while no "
         "checkpoint meets the quorum, the newest checkpoint with every stored cosignature."
     ),
-    responses={**_text("a C2SP checkpoint note with its cosignatures"), **CACHED_READ_ERRORS},
+    responses={**_text("a C2SP checkpoint note with its cosignatures"), **documented(304, 404)},
 )
 async def history_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
     history = service_of(request).reader.read.history
@@ -94,7 +94,7 @@ async def history_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]
 @get(
     "/history/checkpoint/{size:str}",
     summary="The checkpoint of one history size, with every stored cosignature",
-    responses={**_text("a C2SP checkpoint note with its cosignatures"), **CACHED_READ_ERRORS},
+    responses={**_text("a C2SP checkpoint note with its cosignatures"), **documented(304, 404)},
 )
 async def history_checkpoint_size(
     request: Request[Any, Any, Any], size: Annotated[str, path_count(1)]
@@ -117,7 +117,7 @@ async def history_checkpoint_size(
         "one /history/checkpoint serves (or the newest, while that does not cover the head "
         "yet), or the checkpoint of `size`."
     ),
-    responses={**_text("a C2SP tlog-proof"), **CACHED_READ_ERRORS},
+    responses={**_text("a C2SP tlog-proof"), **documented(304, 404)},
 )
 async def history_proof(
     request: Request[Any, Any, Any],
@@ -132,7 +132,7 @@ async def history_proof(
 @get(
     "/history/vkey",
     summary="The log's note verifier key (C2SP vkey), one line",
-    responses={**_text("<origin>+<key id>+<base64 key>, and a newline"), **CACHED_READ_ERRORS},
+    responses={**_text("<origin>+<key id>+<base64 key>, and a newline"), **documented(304)},
 )
 async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
     vkey = await _read(request, service_of(request).reader.read.history.vkey)
@@ -142,7 +142,7 @@ async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
 @get(
     "/history/policy",
     summary="The log's witness policy (C2SP tlog-policy), as stored",
-    responses={**_text("the tlog-policy file"), **CACHED_READ_ERRORS},
+    responses={**_text("the tlog-policy file"), **documented(304, 404)},
 )
 async def history_policy(request: Request[Any, Any, Any]) -> Response[bytes]:
     policy = service_of(request).reader.read.history.policy()

@@ -15,7 +15,7 @@ from litestar import Request, Response, get
 
 from capability_anchor import __version__
 from capability_anchor.api.caching import cached
-from capability_anchor.api.errors import PUBLIC_ERRORS, documented
+from capability_anchor.api.errors import documented
 from capability_anchor.api.models import Health, Jwks, KeyRecords, success
 from capability_anchor.api.service import service_of
 from capability_anchor.head import VERSION
@@ -23,7 +23,7 @@ from capability_anchor.keys import trust
 from capability_anchor.log.published import behind_state
 
 
-@get("/healthz", summary="Liveness", responses=PUBLIC_ERRORS)
+@get("/healthz", summary="Liveness")
 async def healthz(request: Request[Any, Any, Any]) -> Health:
     # 200 either way: a degraded log still serves every read, so a load balancer keeps it.
     behind = behind_state(service_of(request).settings.data_dir)
@@ -35,7 +35,7 @@ async def healthz(request: Request[Any, Any, Any]) -> Health:
 @get(
     "/keys",
     summary="JWKS of every key the log has signed with, less the revoked ones",
-    responses={**success(Jwks, "the JWK Set, RFC 8785"), **documented(304), **PUBLIC_ERRORS},
+    responses={**success(Jwks, "the JWK Set, RFC 8785"), **documented(304)},
 )
 async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
     service = service_of(request)
@@ -49,7 +49,6 @@ async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
     responses={
         **success(KeyRecords, "the records in the order stored, RFC 8785"),
         **documented(304),
-        **PUBLIC_ERRORS,
     },
 )
 async def key_records(request: Request[Any, Any, Any]) -> Response[bytes]:

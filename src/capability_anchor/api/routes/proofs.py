@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from litestar import Request, Response, get
 
 from capability_anchor.api.caching import answer, cached
-from capability_anchor.api.errors import CACHED_READ_ERRORS
+from capability_anchor.api.errors import documented
 from capability_anchor.api.models import ConsistencyAnswer, ProofAnswer, success
 from capability_anchor.api.openapi import OptionalDay, OptionalLeafHash, QueryDay, count
 from capability_anchor.api.service import day_param, service_of
@@ -31,7 +31,7 @@ _EITHER = "give either day and index, or leaf_hash (and optionally day)"
     summary="Inclusion proof of an entry in a published head",
     responses={
         **success(ProofAnswer, "the proof and the head it is against"),
-        **CACHED_READ_ERRORS,
+        **documented(304, 404),
     },
 )
 async def proof(
@@ -59,7 +59,7 @@ async def proof(
 @get(
     "/consistency",
     summary="Consistency proof between two sizes of a day",
-    responses={**success(ConsistencyAnswer, "the consistency path"), **CACHED_READ_ERRORS},
+    responses={**success(ConsistencyAnswer, "the consistency path"), **documented(304, 404)},
 )
 async def consistency(
     request: Request[Any, Any, Any],

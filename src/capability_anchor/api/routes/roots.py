@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from litestar import Request, Response, get
 
 from capability_anchor.api.caching import answer, cached
-from capability_anchor.api.errors import CACHED_READ_ERRORS
+from capability_anchor.api.errors import documented
 from capability_anchor.api.models import HeadDocument, RootsListing, TimestampsDocument, success
 from capability_anchor.api.openapi import BeforeDay, Day, TilePath, count, path_count
 from capability_anchor.api.service import day_param, service_of
@@ -33,7 +33,7 @@ _HEAD = success(HeadDocument, "the head document, as signed and stored")
 @get(
     "/roots",
     summary="Sealed days, newest first",
-    responses={**success(RootsListing, "sealed days"), **CACHED_READ_ERRORS},
+    responses={**success(RootsListing, "sealed days"), **documented(304)},
 )
 async def roots(
     request: Request[Any, Any, Any],
@@ -49,7 +49,7 @@ async def roots(
 @get(
     "/roots/latest",
     summary="The newest sealed head document",
-    responses={**_HEAD, **CACHED_READ_ERRORS},
+    responses={**_HEAD, **documented(304, 404)},
 )
 async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
     service = service_of(request)
@@ -62,7 +62,7 @@ async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
 @get(
     "/roots/{day:str}",
     summary="The sealed head of a day, else its newest unsealed head",
-    responses={**_HEAD, **CACHED_READ_ERRORS},
+    responses={**_HEAD, **documented(304, 404)},
 )
 async def roots_day(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
     row = service_of(request).reader.head_for(day_param(day))
@@ -72,7 +72,7 @@ async def roots_day(request: Request[Any, Any, Any], day: Day) -> Response[bytes
 @get(
     "/roots/{day:str}/{tree_size:int}",
     summary="The head of a day at a size",
-    responses={**_HEAD, **CACHED_READ_ERRORS},
+    responses={**_HEAD, **documented(304, 404)},
 )
 async def roots_day_size(
     request: Request[Any, Any, Any], day: Day, tree_size: Annotated[int, path_count(0)]
@@ -88,7 +88,7 @@ async def roots_day_size(
     summary="RFC 3161 stamps of a sealed day",
     responses={
         **success(TimestampsDocument, "every stored stamp of the day"),
-        **CACHED_READ_ERRORS,
+        **documented(304, 404),
     },
 )
 async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
@@ -106,7 +106,7 @@ async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Respons
     summary="The earliest stored stamp (DER)",
     responses={
         **success(bytes, "an RFC 3161 TimeStampResp (DER)", "application/timestamp-reply"),
-        **CACHED_READ_ERRORS,
+        **documented(304, 404),
     },
 )
 async def roots_timestamp(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
@@ -126,7 +126,7 @@ async def roots_timestamp(request: Request[Any, Any, Any], day: Day) -> Response
         f"The tile path after tile/: {TILE_PATH}. Partial tiles exist at the sizes of the "
         "day's published heads; 404 past its newest head."
     ),
-    responses={**TILE, **CACHED_READ_ERRORS},
+    responses={**TILE, **documented(304, 404)},
 )
 async def roots_day_tile(
     request: Request[Any, Any, Any], day: Day, tile: TilePath

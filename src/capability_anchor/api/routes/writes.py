@@ -13,7 +13,7 @@ from litestar import Request, Response, post
 from litestar.params import Body
 
 from capability_anchor.api.caching import answer, ordered_answer
-from capability_anchor.api.errors import READ_ERRORS, WRITE_ERRORS
+from capability_anchor.api.errors import documented
 from capability_anchor.api.guards import Appended, CheckedBody
 from capability_anchor.api.models import (
     HeadDocument,
@@ -30,6 +30,11 @@ from capability_anchor.head import VERSION
 from capability_anchor.log import Prepared
 
 _WRITER_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
+_WRITE_UNAVAILABLE = (
+    "the note says why: a store fault or the damage mark, the wall and monotonic clocks "
+    "disagree (the clock guard), the log is behind what it published, or (with Retry-After) "
+    "the write queue is full or the sequencer was lost"
+)
 
 
 @post(
@@ -41,7 +46,7 @@ _WRITER_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
     return_dto=None,
     responses={
         **success(ProofAnswer, "the proof in the newest head covering the record"),
-        **READ_ERRORS,
+        **documented(404),
     },
 )
 async def prove(request: Request[Any, Any, Any], data: Annotated[bytes, Body()]) -> Response[bytes]:
@@ -60,7 +65,7 @@ async def prove(request: Request[Any, Any, Any], data: Annotated[bytes, Body()])
     return_dto=None,
     responses={
         **success(RecordsAnswer | ProvedRecordsAnswer, "one entry per record, in order"),
-        **WRITE_ERRORS,
+        **documented(409, unavailable=_WRITE_UNAVAILABLE),
     },
     security=_WRITER_SECURITY,
 )
@@ -104,7 +109,7 @@ async def post_records(
         **success(
             HeadDocument | None, "today's newest head document, or null when today has no entries"
         ),
-        **WRITE_ERRORS,
+        **documented(409, unavailable=_WRITE_UNAVAILABLE),
     },
     security=_WRITER_SECURITY,
 )
