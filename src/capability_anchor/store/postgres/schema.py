@@ -38,7 +38,7 @@ MUTABLE_TABLES = ("meta", "witness_state")
 SCHEMA_VERSION = len(MIGRATIONS)
 # The log's schema (store.rows.SCHEMA_VERSION, SQLite's numbering) each migration gives: the
 # audit and the store contract speak of that one, whichever engine keeps it.
-_LOG_SCHEMA = {1: 5}
+_LOG_SCHEMA = {1: 5, 2: 5}
 
 
 def log_schema_version(version: int) -> int:
@@ -96,6 +96,7 @@ def grant_service_role(conn: psycopg.Connection, role: str) -> None:
         conn.execute(
             sql.SQL("GRANT SELECT ON schema_migrations, sequencer_term TO {}").format(name)
         )
-        conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION sequencer_next_term() TO {}").format(name))
+        # A term only as the lease holder: sequencer_next_term() is the owner's (migration 2).
+        conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION sequencer_take_term() TO {}").format(name))
         # The identity columns' sequences: an INSERT that takes the default draws from one.
         conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {}").format(name))
