@@ -64,12 +64,14 @@ def version(conn: psycopg.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def migrate(conn: psycopg.Connection) -> int:
-    """Apply every migration the database lacks; the version it is on afterwards."""
+def migrate(conn: psycopg.Connection, upto: int = SCHEMA_VERSION) -> int:
+    """Apply every migration the database lacks, up to `upto` (a database as an earlier
+    release left it, for the tests of what a migration changes); the version it is on
+    afterwards."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         conn.execute(_LEDGER)
-    while (current := version(conn)) < SCHEMA_VERSION:
+    while (current := version(conn)) < upto:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             if version(conn) != current:  # another process applied it while we waited
