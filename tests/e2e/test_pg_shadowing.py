@@ -41,9 +41,7 @@ def seed(owner: psycopg.Connection) -> None:
     term = owner.execute("SELECT sequencer_next_term()").fetchone()
     assert term is not None
     for n in range(3):
-        owner.execute(
-            "INSERT INTO entries VALUES (%s, %s, %s, '{}', 1)", (DAY, n, leaf(n))
-        )
+        owner.execute("INSERT INTO entries VALUES (%s, %s, %s, '{}', 1)", (DAY, n, leaf(n)))
     owner.execute(
         "INSERT INTO heads VALUES (%s, 3, 0, %s, 1, %s, %s, %s)",
         (DAY, ROOT, HEAD_KID, head_doc(DAY, 3, ROOT), term[0]),
@@ -189,8 +187,9 @@ def test_attack_a_database_at_migration_1_was_shadowable_and_migration_2_protect
     # A database migrated from 1, with the grants that release gave its service role.
     name, role = log_database(postgres, upto=1, then=2)
     assert refused_as_service(postgres, name, role, attack) == message
-    with postgres.connect(name, user=role) as svc, pytest.raises(
-        psycopg.errors.InsufficientPrivilege
+    with (
+        postgres.connect(name, user=role) as svc,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
     ):
         svc.execute("SELECT sequencer_next_term()")
 
@@ -228,8 +227,9 @@ def _pretty(doc: bytes) -> bytes:
 def _other_payload(doc: bytes) -> bytes:
     """This head's plain claims with the JWS of another head (another root)."""
     other = _claims(head_doc(DAY, 5, OTHER_ROOT))
-    return json.dumps({**_claims(doc), "jws": other["jws"]}, separators=(",", ":"),
-                      sort_keys=True).encode()
+    return json.dumps(
+        {**_claims(doc), "jws": other["jws"]}, separators=(",", ":"), sort_keys=True
+    ).encode()
 
 
 def _extra_member(doc: bytes) -> bytes:
