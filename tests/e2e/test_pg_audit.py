@@ -58,6 +58,7 @@ def test_a_log_as_made_has_no_findings_and_says_what_it_checked(
     assert found.problems == [] and found.stopped is None
     assert found.version == 5  # the log schema PostgreSQL migration 1 implements
     assert found.checked["schema_objects"] > 200 and found.checked["indexes"] >= 15
+    assert found.checked["functions"] >= 16
     assert store.index_mismatches() == []
 
 
@@ -77,6 +78,7 @@ def test_a_log_as_made_has_no_findings_and_says_what_it_checked(
         ("GRANT UPDATE ON entries TO PUBLIC", "PUBLIC may UPDATE entries"),
         ("GRANT DELETE ON heads TO svc_{db}", "may DELETE heads"),
         ("GRANT TRUNCATE ON stamps TO svc_{db}", "may TRUNCATE stamps"),
+        ("GRANT EXECUTE ON FUNCTION sequencer_next_term() TO svc_{db}", "sequencer_next_term"),
     ],
 )
 def test_each_change_to_the_schema_or_the_grants_is_a_finding(
@@ -87,6 +89,29 @@ def test_each_change_to_the_schema_or_the_grants_is_a_finding(
         owner.execute(change.replace("{db}", name).encode())
     problems = findings(store)
     assert any(expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "ALTER FUNCTION checkpoints_insert_rules() RESET search_path",
+        "ALTER FUNCTION checkpoints_insert_rules() SET search_path = pg_catalog, public",
+        "ALTER FUNCTION checkpoints_insert_rules() SET search_path = pg_temp, pg_catalog, public",
+    ],
+)
+def test_attack_a_rule_function_left_to_read_temp_tables_is_a_finding(
+    db: tuple[PgServer, str, PostgresAudit], change: str
+) -> None:
+    """An owner (or anyone with its password) undoes migration 2's fixed search_path on one
+    rule: the service's TEMP tables could stand in for the log's again (SPEC §14.3)."""
+    server, name, store = db
+    with server.connect(name) as owner:
+        owner.execute(change.encode())
+    problems = findings(store)
+    assert any(
+        p.startswith("functions: checkpoints_insert_rules does not fix its search_path")
+        for p in problems
+    ), problems
 
 
 def test_an_index_that_no_longer_matches_its_table_is_a_finding(

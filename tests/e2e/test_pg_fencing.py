@@ -13,8 +13,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from capability_anchor.store.postgres import lease
 from tests.kit.pgkit import PgServer
-from tests.kit.pglog import migrated_database, service_role
+from tests.kit.pglog import HEAD_KID, head_doc, migrated_database, service_role
 
 DAY = "2026-12-02"
 
@@ -22,8 +23,8 @@ DAY = "2026-12-02"
 def head(conn: psycopg.Connection, size: int, term: int, root: bytes = b"\x01" * 32) -> None:
     conn.execute(
         "INSERT INTO heads (day, tree_size, sealed, root, iat, kid, doc, term)"
-        " VALUES (%s, %s, 0, %s, 1, 'k', %s, %s)",
-        (DAY, size, root, b"head %d" % size, term),
+        " VALUES (%s, %s, 0, %s, 1, %s, %s, %s)",
+        (DAY, size, root, HEAD_KID, head_doc(DAY, size, root), term),
     )
 
 
@@ -119,11 +120,7 @@ def test_the_same_size_with_another_root_is_refused_across_terms(
     with server.connect(name) as a, server.connect(name) as b:
         head(a, 0, take_term(a))
         term_b = take_term(b)
-        b.execute(
-            "INSERT INTO heads (day, tree_size, sealed, root, iat, kid, doc, term)"
-            " VALUES (%s, 1, 0, %s, 1, 'k', 'x', %s)",
-            (DAY, b"\x02" * 32, term_b),
-        )
+        head(b, 1, term_b, b"\x02" * 32)
         with pytest.raises(psycopg.Error) as caught:
             b.execute(
                 "INSERT INTO heads (day, tree_size, sealed, root, iat, kid, doc, term)"
@@ -137,7 +134,8 @@ def test_the_service_role_takes_a_term_but_cannot_set_one(db: tuple[PgServer, st
     server, name = db
     role = service_role(server, name)
     with server.connect(name, user=role) as svc:
-        term = take_term(svc)
+        term = lease.try_take(svc)  # as the lease holder only (migration 2)
+        assert term is not None
         head(svc, 0, term)
         for statement in (
             "UPDATE sequencer_term SET term = 99",

@@ -26,7 +26,7 @@ from capability_anchor.store.postgres import schema
 from capability_anchor.store.postgres.rows import PostgresEntries, PostgresHeads
 from capability_anchor.store.postgres.trust import PostgresTrust
 from tests.kit.pgkit import PgServer
-from tests.kit.pglog import service_role
+from tests.kit.pglog import HEAD_KID, head_doc, service_role
 
 D0, D1, D2, D3 = "2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03"
 NO_DAY = "2026-12-31"
@@ -140,9 +140,11 @@ def fill(store: Any) -> None:
     store.set_meta("first_day", D1)
 
 
-def head_of(day: str, edge: TreeEdge, sealed: bool, tag: bytes = b"") -> HeadRow:
-    doc = b'{"jws":"e30.%s.c2ln","size":%d%s}' % (day.encode(), edge.size, tag)
-    return HeadRow(day, edge.size, sealed, edge.root(), AT + edge.size, "kid-b", doc)
+def head_of(day: str, edge: TreeEdge, sealed: bool) -> HeadRow:
+    # A signed document of these columns: PostgreSQL stores no other (migration 2).
+    iat = AT + edge.size
+    doc = head_doc(day, edge.size, edge.root(), sealed=sealed, iat=iat)
+    return HeadRow(day, edge.size, sealed, edge.root(), iat, HEAD_KID, doc)
 
 
 def append(pair: Pair, edge: TreeEdge, day: str, count: int, heads: tuple[bool, ...]) -> None:

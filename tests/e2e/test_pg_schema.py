@@ -16,7 +16,7 @@ from capability_anchor.store.postgres import schema
 from capability_anchor.store.postgres.schema import APPEND_ONLY_TABLES
 from capability_anchor.store.sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
 from tests.kit.pgkit import PgServer
-from tests.kit.pglog import service_role
+from tests.kit.pglog import HEAD_KID, head_doc, service_role
 
 DAY = "2026-12-02"
 ID_ONCE = ("key_records", "policies", "settings")
@@ -26,7 +26,7 @@ ROWS = {
     "entries": ("(day, leaf_index, leaf_hash, claims, accepted_at)", (DAY, 0, H, b"{}", 1)),
     "heads": (
         "(day, tree_size, sealed, root, iat, kid, doc, term)",
-        (DAY, 1, 0, H, 1, "k", b"head", 1),
+        (DAY, 1, 0, H, 1, HEAD_KID, head_doc(DAY, 1, H), 1),
     ),
     "tiles": ("(day, level, idx, width, hashes, root)", (DAY, 0, 0, 1, H, None)),
     "servers": ("(key, day, leaf_index)", ("abcdefghijkl", DAY, 0)),
@@ -168,7 +168,8 @@ def test_a_row_under_a_taken_id_is_refused(db: tuple[PgServer, str], table: str)
 def test_an_append_to_a_sealed_day_is_refused(db: tuple[PgServer, str]) -> None:
     server, name = db
     with server.connect(name) as conn:
-        insert(conn, "heads", ROWS["heads"][0], (DAY, 1, 1, H, 2, "k", b"sealed", 1))
+        sealed = head_doc(DAY, 1, H, sealed=True, iat=2)
+        insert(conn, "heads", ROWS["heads"][0], (DAY, 1, 1, H, 2, HEAD_KID, sealed, 1))
         row = (DAY, 1, b"\x22" * 32, b"{}", 1)
         with pytest.raises(psycopg.Error) as caught:
             insert(conn, "entries", ROWS["entries"][0], row)

@@ -10,7 +10,11 @@ What the engine checks before the audit's reads (`engine_findings`):
   real migration by tests): a dropped or disabled trigger, a changed index or rule
   function, an added column, each is a line that differs;
 - the grants: no role but the tables' owner may UPDATE, DELETE or TRUNCATE a log table
-  (SPEC §13.5), whoever was granted it;
+  (SPEC §13.5), whoever was granted it, nor call `sequencer_next_term()` (it fences the
+  leader: the lease takes its term through `sequencer_take_term()`);
+- every function of the log fixes its `search_path` to `pg_catalog, <schema>, pg_temp`
+  (SPEC §14.3): one that does not reads whatever a session's TEMP table of a log table's
+  name holds, in place of the table (migrations/v2.py);
 - every index re-derived from its table (`index_mismatches`): the rows a table scan finds
   against those the index finds, which is what a damaged page or an index that no longer
   matches its table breaks.
@@ -85,6 +89,28 @@ SELECT c.relname, COALESCE(r.rolname, 'PUBLIC'), a.privilege_type
  ORDER BY 1, 2, 3
 """
 
+# Who may take a term at will: NULL proacl is the default, EXECUTE for PUBLIC.
+_TERM_TAKERS = """
+SELECT COALESCE(r.rolname, 'PUBLIC')
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace AND n.nspname = 'public'
+  CROSS JOIN LATERAL aclexplode(COALESCE(p.proacl, acldefault('f', p.proowner))) a
+  LEFT JOIN pg_roles r ON r.oid = a.grantee
+ WHERE p.proname = 'sequencer_next_term' AND a.privilege_type = 'EXECUTE'
+   AND a.grantee <> p.proowner
+ ORDER BY 1
+"""
+
+# Each function of the log (no extension's) and whether it fixes the path migration 2 set.
+_SEARCH_PATHS = """
+SELECT p.proname, array_to_string(p.proconfig, '; '),
+       COALESCE('search_path=pg_catalog, ' || quote_ident(n.nspname) || ', pg_temp'
+                = ANY(p.proconfig), false)
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace AND n.nspname = 'public'
+ WHERE NOT EXISTS (SELECT 1 FROM pg_depend d
+                    WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+ ORDER BY 1
+"""
+
 _INDEXES = """
 SELECT ic.relname, c.relname,
        array_agg(quote_ident(a.attname) ORDER BY k.n)
@@ -154,6 +180,7 @@ class PostgresAudit(PostgresBase):
                 if version >= 1:
                     problems += self._schema_problems(version, checked)
                 problems += self._grant_problems(checked)
+                problems += self._search_path_problems(checked)
                 # pg_amcheck before any read of the rows: damage it finds is named even when
                 # a read that follows cannot go on.
                 problems += self._amcheck(checked)
@@ -196,6 +223,21 @@ class PostgresAudit(PostgresBase):
         return [
             f"grants: {role} may {privilege} {table} (a log table: SELECT and INSERT only)"
             for table, role, privilege in rows
+        ] + [
+            f"grants: {role} may EXECUTE sequencer_next_term() (the owner's alone: it fences "
+            "the leader; the lease holder takes a term through sequencer_take_term())"
+            for (role,) in self._exec(_TERM_TAKERS)
+        ]
+
+    def _search_path_problems(self, checked: dict[str, int]) -> list[str]:
+        rows = self._exec(_SEARCH_PATHS)
+        checked["functions"] = len(rows)
+        return [
+            f"functions: {name} does not fix its search_path to pg_catalog, <schema>, pg_temp "
+            f"(it has {config or 'none'}): a TEMP table of a session could stand in for a log "
+            "table in its rules"
+            for name, config, fixed in rows
+            if not fixed
         ]
 
     def index_mismatches(self) -> list[str]:

@@ -43,7 +43,8 @@ def try_take(conn: psycopg.Connection) -> int | None:
     row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LEASE_KEY,)).fetchone()
     if not row or not row[0]:
         return None
-    term = conn.execute("SELECT sequencer_next_term()").fetchone()
+    # The function checks this session holds the lock just taken (migrations/v2.py).
+    term = conn.execute("SELECT sequencer_take_term()").fetchone()
     assert term is not None  # the function always returns the row it updated
     return int(term[0])
 

@@ -38,7 +38,7 @@ MUTABLE_TABLES = ("meta", "witness_state")
 SCHEMA_VERSION = len(MIGRATIONS)
 # The log's schema (store.rows.SCHEMA_VERSION, SQLite's numbering) each migration gives: the
 # audit and the store contract speak of that one, whichever engine keeps it.
-_LOG_SCHEMA = {1: 5}
+_LOG_SCHEMA = {1: 5, 2: 5}
 
 
 def log_schema_version(version: int) -> int:
@@ -64,12 +64,14 @@ def version(conn: psycopg.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def migrate(conn: psycopg.Connection) -> int:
-    """Apply every migration the database lacks; the version it is on afterwards."""
+def migrate(conn: psycopg.Connection, upto: int = SCHEMA_VERSION) -> int:
+    """Apply every migration the database lacks, up to `upto` (a database as an earlier
+    release left it, for the tests of what a migration changes); the version it is on
+    afterwards."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         conn.execute(_LEDGER)
-    while (current := version(conn)) < SCHEMA_VERSION:
+    while (current := version(conn)) < upto:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             if version(conn) != current:  # another process applied it while we waited
@@ -96,6 +98,7 @@ def grant_service_role(conn: psycopg.Connection, role: str) -> None:
         conn.execute(
             sql.SQL("GRANT SELECT ON schema_migrations, sequencer_term TO {}").format(name)
         )
-        conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION sequencer_next_term() TO {}").format(name))
+        # A term only as the lease holder: sequencer_next_term() is the owner's (migration 2).
+        conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION sequencer_take_term() TO {}").format(name))
         # The identity columns' sequences: an INSERT that takes the default draws from one.
         conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {}").format(name))
