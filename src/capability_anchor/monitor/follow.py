@@ -2,14 +2,19 @@
 
 0. an alarm raised before and not acknowledged (`alarms.py`) is repeated, and nothing else
    is done: the log is not read, so nothing is committed past it;
-1. read `history/checkpoint`: gone after one was seen, `checkpoint_missing`; bytes that are
+1. read `history/checkpoint`: not found (HTTP 404, no file) after one was seen is exit 2
+   naming where, as any unreachable answer, and `checkpoint_missing` once it has lasted
+   longer than `max_lag` since the first run that found it so; bytes that are
    no checkpoint, an origin other than the expected one (the state's, else `--origin`, else
    the policy's `log` names, else the URL's §12.2 origin; a folder's own origin line), or
    no signature by a trusted key under it (`--keys`, the policy's `log` vkeys) are exit 2:
    no statement of the log's, so no evidence against it;
-2. `checkpoint_rollback` / `checkpoint_inconsistent`: it is not smaller than the last one
-   seen, and is consistent with it (a proof built from the history's hash tiles and
-   verified with `merkle`; the same size must have the same root);
+2. a smaller checkpoint than the last one seen whose root is the root of the leaves this
+   monitor proved, at its size, is the `checkpoint_older` warning (a stale mirror or cache:
+   the log's own history, nothing committed); any other smaller one is `checkpoint_rollback`;
+   `checkpoint_inconsistent`: it is consistent with the last one seen (a proof built from
+   the history's hash tiles and verified with `merkle`; the same size must have the same
+   root);
 3. `entries_mismatch`: the new leaves from the entry bundles, appended to the stored tree
    edge, give the checkpoint's root; on the first run, `tile_mismatch`: every history hash
    tile at its size is the tree those leaves give; `key_revoked_signature`: after a
@@ -21,6 +26,9 @@
 6. `checkpoint_stale` (a warning): the log's heads are past the checkpoint for longer than
    `max_lag`.
 
+A warning (`checkpoint_older`, `checkpoint_stale`) is no evidence against the log: it is
+printed, never kept as an alarm, and the next run reads the log again.
+
 A checkpoint alarm (1-3) commits nothing. Once 1-4 pass, the checkpoint and its leaves are
 committed, then each chunk of heads whose rules pass (`state.py`); a head alarm stops the
 run before its chunk is committed. An alarm's evidence is kept in the state folder and
@@ -30,6 +38,7 @@ from its last chunk.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import time
 from collections.abc import Callable
@@ -41,9 +50,11 @@ from capability_anchor.errors import CapabilityAnchorError, InputError
 from capability_anchor.keys import KeySet
 from capability_anchor.keys.trust import TrustChain
 from capability_anchor.merkle import (
+    HASH_SIZE,
     TILE_WIDTH,
     TiledTree,
     TileNodes,
+    TreeEdge,
     consistency_nodes,
     verify_consistency,
 )
@@ -53,13 +64,13 @@ from capability_anchor.monitor import alarms, staleness
 from capability_anchor.monitor import state as states
 from capability_anchor.note import Checkpoint, Policy, check_cosignatures, open_checkpoint
 from capability_anchor.note.checkpoint import origin_from_url, parse_checkpoint
-from capability_anchor.note.signed import b64encode, parse_note
+from capability_anchor.note.signed import b64decode, b64encode, parse_note
 from capability_anchor.verify.history import log_verifiers
 
 from .heads import Finding, HeadRules, changed, check_chunk, parse_leaves
 from .rotations import checkpoint_alarm, follow_keys
 from .signatures import Signatures
-from .source import LogSource, read_bundles, read_tile
+from .source import LogSource, read_bundles, read_tile, where_of
 
 CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
 
@@ -131,18 +142,19 @@ class Monitor:
         data = self.source.read("history/checkpoint")
         if data is None:
             if state.size:  # a log that signed a checkpoint never unpublishes it
-                result.findings.append(
-                    {
-                        "alarm": "checkpoint_missing",
-                        "old_size": state.size,
-                        "detail": "the log no longer serves history/checkpoint (HTTP 404)",
-                    }
-                )
+                self._missing(state, result)
             result.summary = self._summary(state, old_size, 0)
             return
         result.evidence["checkpoint"] = data
         self.chain = follow_keys(self.source, self.options.keys, state, result.findings)
         checkpoint = self._checkpoint(state, data)
+        served_again = state.missing_since is not None
+        state.missing_since = None  # committed with the run: the next 404 starts a new wait
+        if checkpoint.size < state.size and self._older(state, checkpoint, result):
+            if served_again:
+                states.save(self.options.state_dir, state, old_size)
+            result.summary = self._summary(state, old_size, state.size)
+            return
         if self._consistent(state, checkpoint, result):
             self._new_leaves(state, checkpoint, result)
             if old_size == 0 and not result.alarmed:
@@ -221,6 +233,68 @@ class Monitor:
         state.origin = origin
         return opened.checkpoint
 
+    def _missing(self, state: states.MonitorState, result: RunResult) -> None:
+        """No checkpoint served (HTTP 404, no file): exit 2 naming where, as any answer that
+        is not the log's, until it has lasted longer than `max_lag` since the first run that
+        found it so; then `checkpoint_missing`. A 404 is what a misrouted proxy, a mirror
+        being rebuilt or a cache answers too: alone it proves nothing."""
+        now = self.options.now()
+        if state.missing_since is None:
+            state.missing_since = now
+            states.save(self.options.state_dir, state, state.size)
+        since = _iso(state.missing_since)
+        lasted, max_lag = now - state.missing_since, self.options.max_lag
+        if lasted > max_lag:
+            result.findings.append(
+                {
+                    "alarm": "checkpoint_missing",
+                    "old_size": state.size,
+                    "missing_since": since,
+                    "lag_s": int(lasted),
+                    "max_lag_s": int(max_lag),
+                    "detail": "the log has not served history/checkpoint (HTTP 404) for "
+                    "longer than --max-lag, after it served one of this size",
+                }
+            )
+            return
+        where = where_of(self.source, "history/checkpoint")
+        if self.source.where.startswith(("http://", "https://")):
+            where = f"GET {where}: HTTP 404"
+        else:
+            where += ": not found"
+        raise InputError(
+            f"{where}: no checkpoint, since {since} (the last seen had size {state.size}); "
+            f"nothing committed: `checkpoint_missing` if it lasts longer than --max-lag "
+            f"({int(max_lag)} s)"
+        )
+
+    def _older(self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult) -> bool:
+        """A checkpoint smaller than the last one seen whose root is that of the first
+        `size` leaves this monitor proved: the log's own history, as a mirror or cache that
+        lags serves it. The `checkpoint_older` warning, nothing committed; False for any
+        other (`_consistent` alarms `checkpoint_rollback`). Every stored leaf hash was proven
+        under a signed checkpoint, so the root at any smaller size is known exactly."""
+        size = checkpoint.size
+        seen = {int(n): root for n, root in state.seen}
+        if size in seen:
+            root = b64decode(seen[size], "a root in the state")
+        else:
+            edge = TreeEdge()
+            edge.extend(bytes(state.leaf_hashes[: size * HASH_SIZE]))
+            root = edge.root()
+        if root != checkpoint.root:
+            return False
+        result.findings.append(
+            {
+                "warning": "checkpoint_older",
+                "size": size,
+                "seen_size": state.size,
+                "detail": "an older checkpoint of the log's own history, consistent with "
+                "what this monitor saw (a mirror or cache that lags); nothing committed",
+            }
+        )
+        return True
+
     def _consistent(
         self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult
     ) -> bool:
@@ -230,8 +304,12 @@ class Monitor:
             result.findings.append({"alarm": name, "old_size": old, "size": new, "detail": detail})
             return False
 
-        if new < old:
-            return alarm("checkpoint_rollback", "the log shows a smaller checkpoint than before")
+        if new < old:  # `_older` found it is not a prefix of what the monitor saw
+            return alarm(
+                "checkpoint_rollback",
+                "the log shows a smaller checkpoint than before, whose root is not the root "
+                "of the leaves this monitor proved at that size",
+            )
         if old == 0:
             return True
         old_root = state.edge().root()
@@ -323,6 +401,10 @@ class Monitor:
                 states.save(self.options.state_dir, state, state.size)
         finally:
             signatures.close()
+
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(int(t), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _unwitnessed(where: str, policy: Policy | None, data: bytes) -> None:
