@@ -311,7 +311,9 @@ def test_a_stale_mirror_serving_an_older_honest_checkpoint_is_a_warning_not_an_a
         assert run.code == (1 if extra else 0) and run.alarms == [], run
         (warning,) = run.warnings
         assert (warning["warning"], warning["size"], warning["seen_size"]) == (
-            "checkpoint_older", 4, 5
+            "checkpoint_older",
+            4,
+            5,
         ), warning
         assert run.lines[-1]["result"] == "consistent" and run.lines[-1]["size"] == 5, run
         assert committed(state) == before and not (state / "alarms.jsonl").exists()

@@ -141,18 +141,13 @@ class Monitor:
                 return
         data = self.source.read("history/checkpoint")
         if data is None:
-            if state.size:  # a log that signed a checkpoint never unpublishes it
-                self._missing(state, result)
+            self._missing(state, result)
             result.summary = self._summary(state, old_size, 0)
             return
         result.evidence["checkpoint"] = data
         self.chain = follow_keys(self.source, self.options.keys, state, result.findings)
         checkpoint = self._checkpoint(state, data)
-        served_again = state.missing_since is not None
-        state.missing_since = None  # committed with the run: the next 404 starts a new wait
-        if checkpoint.size < state.size and self._older(state, checkpoint, result):
-            if served_again:
-                states.save(self.options.state_dir, state, old_size)
+        if self._older(state, checkpoint, result):
             result.summary = self._summary(state, old_size, state.size)
             return
         if self._consistent(state, checkpoint, result):
@@ -237,7 +232,10 @@ class Monitor:
         """No checkpoint served (HTTP 404, no file): exit 2 naming where, as any answer that
         is not the log's, until it has lasted longer than `max_lag` since the first run that
         found it so; then `checkpoint_missing`. A 404 is what a misrouted proxy, a mirror
-        being rebuilt or a cache answers too: alone it proves nothing."""
+        being rebuilt or a cache answers too: alone it proves nothing. Before any checkpoint
+        was seen there is nothing to miss (a log that signed none yet)."""
+        if not state.size:
+            return
         now = self.options.now()
         if state.missing_since is None:
             state.missing_since = now
@@ -271,10 +269,15 @@ class Monitor:
     def _older(self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult) -> bool:
         """A checkpoint smaller than the last one seen whose root is that of the first
         `size` leaves this monitor proved: the log's own history, as a mirror or cache that
-        lags serves it. The `checkpoint_older` warning, nothing committed; False for any
-        other (`_consistent` alarms `checkpoint_rollback`). Every stored leaf hash was proven
-        under a signed checkpoint, so the root at any smaller size is known exactly."""
+        lags serves it. The `checkpoint_older` warning, nothing committed but the end of a
+        wait for a missing checkpoint; False for any other (`_consistent` alarms a smaller
+        one `checkpoint_rollback`). Every stored leaf hash was proven under a signed
+        checkpoint, so the root at any smaller size is known exactly."""
+        served_again = state.missing_since is not None
+        state.missing_since = None  # committed with the run: the next 404 starts a new wait
         size = checkpoint.size
+        if size >= state.size:
+            return False
         seen = {int(n): root for n, root in state.seen}
         if size in seen:
             root = b64decode(seen[size], "a root in the state")
@@ -293,6 +296,8 @@ class Monitor:
                 "what this monitor saw (a mirror or cache that lags); nothing committed",
             }
         )
+        if served_again:
+            states.save(self.options.state_dir, state, state.size)
         return True
 
     def _consistent(
