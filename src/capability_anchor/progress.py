@@ -21,12 +21,12 @@ def silent(done: int, total: int | None, what: str) -> None:
     """The default: no output."""
 
 
-def labelled(progress: Progress, what: str) -> Progress:
-    """`progress` with every report named `what`: one stage of a longer task, reporting
+def labelled(progress: Progress, label: str) -> Progress:
+    """`progress` with every report named `label`: one stage of a longer task, reporting
     the work of a step that names its reports for itself (`export`)."""
 
-    def report(done: int, total: int | None, _: str) -> None:
-        progress(done, total, what)
+    def report(done: int, total: int | None, what: str) -> None:
+        progress(done, total, label)
 
     return report
 

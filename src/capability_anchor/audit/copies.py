@@ -53,18 +53,18 @@ def prove_copy(log: Log, data_dir: Path, staging: Path, progress: Progress) -> d
 
 
 @contextlib.contextmanager
-def _entries_audited(progress: Progress, what: str, total: int) -> Iterator[Progress]:
+def _entries_audited(progress: Progress, label: str, entries: int) -> Iterator[Progress]:
     """The audit's reports (each day's entries so far, every 100,000) as the log's entries
-    audited of `total`, from 0 at the start to `total` at the end."""
+    audited of `entries`, from 0 at the start to all of them at the end."""
     days: dict[str, int] = {}
-    progress(0, total, what)
+    progress(0, entries, label)
 
-    def report(done: int, _: int | None, day: str) -> None:
-        days[day] = done
-        progress(min(sum(days.values()), total - 1), total, what)
+    def report(done: int, total: int | None, what: str) -> None:
+        days[what] = done  # the audit names each report by its day (`audit.day`)
+        progress(min(sum(days.values()), entries - 1), entries, label)
 
     yield report
-    progress(total, total, what)
+    progress(entries, entries, label)
 
 
 def digest(folder: Path) -> tuple[int, str]:

@@ -56,11 +56,7 @@ def copy_store(src: Store, dst: Store, progress: Progress = silent) -> Copied:
     for sid, kid, token in src.settings_statements():
         dst.add_settings(kid, token, times["settings"][sid])
     days = src.entry_days()
-    total = sum(src.day_size(day) for day in days)
-    entries = 0
-    progress(0, total, "copy")
-    for day in days:
-        entries += _copy_day(src, dst, day, lambda n, at=entries: progress(at + n, total, "copy"))
+    entries = _copy_entries(src, dst, days, progress)
     heads = sorted(src.all_heads(), key=lambda h: (h.day, h.sealed, h.tree_size))
     for head in heads:
         dst.insert_head(head)
@@ -85,6 +81,20 @@ def copy_store(src: Store, dst: Store, progress: Progress = silent) -> Copied:
         dst.set_witness_state(state)
     stamps = _copy_stamps(src, dst)
     return Copied(len(days), entries, len(heads), history, checkpoints, cosignatures, stamps)
+
+
+def _copy_entries(src: Store, dst: Store, days: list[str], progress: Progress) -> int:
+    """Every day's entries, reporting how many of them all were copied."""
+    total = sum(src.day_size(day) for day in days)
+    entries = 0
+    progress(0, total, "copy")
+    for day in days:
+
+        def copying(copied: int, before: int = entries) -> None:
+            progress(before + copied, total, "copy")
+
+        entries += _copy_day(src, dst, day, copying)
+    return entries
 
 
 def _copy_day(src: Store, dst: Store, day: str, copying: Callable[[int], None]) -> int:
