@@ -171,16 +171,19 @@ def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
         raise UsageError(f"{command}: {exc}") from None
     if not args.origin or any(ord(c) < 0x20 for c in args.origin):
         raise UsageError("--origin is one non-empty line without control characters")
-    if command == "update-log":
-        # A log signs its checkpoints under its origin: a key named otherwise verifies none,
-        # and the witness would refuse every checkpoint of the log from then on.
-        for verifier in verifiers:
-            if verifier.name != args.origin:
-                raise UsageError(
-                    f"update-log: the vkey {verifier.vkey()} is named {verifier.name}, not "
-                    f"the log's origin {args.origin}: it would verify none of its checkpoints"
-                )
     return tuple(v.vkey() for v in verifiers)
+
+
+def _named_for(origin: str, vkeys: tuple[str, ...]) -> None:
+    """A log signs its checkpoints under its origin: a key named otherwise verifies none,
+    and the witness would refuse every checkpoint of the log from then on."""
+    for vkey in vkeys:
+        name = vkey.split("+", 1)[0]
+        if name != origin:
+            raise UsageError(
+                f"update-log: the vkey {vkey} is named {name}, not the log's origin "
+                f"{origin}: it would verify none of its checkpoints"
+            )
 
 
 def _add_log(args: argparse.Namespace) -> int:
@@ -209,6 +212,8 @@ def _update_log(args: argparse.Namespace) -> int:
         raise UsageError("update-log: a --vkey is given twice")
     store = stores.open_witness(witness_data(args.data))
     try:
+        if store.log(args.origin) is not None:  # else the store names `add-log`
+            _named_for(args.origin, vkeys)
         old = store.update_log(args.origin, vkeys, int(time.time()))
     finally:
         store.close()
