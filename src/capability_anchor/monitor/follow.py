@@ -38,7 +38,6 @@ from its last chunk.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import time
 from collections.abc import Callable
@@ -50,11 +49,9 @@ from capability_anchor.errors import CapabilityAnchorError, InputError
 from capability_anchor.keys import KeySet
 from capability_anchor.keys.trust import TrustChain
 from capability_anchor.merkle import (
-    HASH_SIZE,
     TILE_WIDTH,
     TiledTree,
     TileNodes,
-    TreeEdge,
     consistency_nodes,
     verify_consistency,
 )
@@ -64,13 +61,13 @@ from capability_anchor.monitor import alarms, staleness
 from capability_anchor.monitor import state as states
 from capability_anchor.note import Checkpoint, Policy, check_cosignatures, open_checkpoint
 from capability_anchor.note.checkpoint import origin_from_url, parse_checkpoint
-from capability_anchor.note.signed import b64decode, b64encode, parse_note
+from capability_anchor.note.signed import b64encode, parse_note
 from capability_anchor.verify.history import log_verifiers
 
 from .heads import Finding, HeadRules, changed, check_chunk, parse_leaves
 from .rotations import checkpoint_alarm, follow_keys
 from .signatures import Signatures
-from .source import LogSource, read_bundles, read_tile, where_of
+from .source import LogSource, read_bundles, read_tile
 
 CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
 
@@ -141,13 +138,20 @@ class Monitor:
                 return
         data = self.source.read("history/checkpoint")
         if data is None:
-            self._missing(state, result)
+            staleness.missing(
+                self.source,
+                state,
+                now=self.options.now(),
+                max_lag=self.options.max_lag,
+                state_dir=self.options.state_dir,
+                findings=result.findings,
+            )
             result.summary = self._summary(state, old_size, 0)
             return
         result.evidence["checkpoint"] = data
         self.chain = follow_keys(self.source, self.options.keys, state, result.findings)
         checkpoint = self._checkpoint(state, data)
-        if self._older(state, checkpoint, result):
+        if staleness.older(state, checkpoint, self.options.state_dir, result.findings):
             result.summary = self._summary(state, old_size, state.size)
             return
         if self._consistent(state, checkpoint, result):
@@ -228,78 +232,6 @@ class Monitor:
         state.origin = origin
         return opened.checkpoint
 
-    def _missing(self, state: states.MonitorState, result: RunResult) -> None:
-        """No checkpoint served (HTTP 404, no file): exit 2 naming where, as any answer that
-        is not the log's, until it has lasted longer than `max_lag` since the first run that
-        found it so; then `checkpoint_missing`. A 404 is what a misrouted proxy, a mirror
-        being rebuilt or a cache answers too: alone it proves nothing. Before any checkpoint
-        was seen there is nothing to miss (a log that signed none yet)."""
-        if not state.size:
-            return
-        now = self.options.now()
-        if state.missing_since is None:
-            state.missing_since = now
-            states.save(self.options.state_dir, state, state.size)
-        since = _iso(state.missing_since)
-        lasted, max_lag = now - state.missing_since, self.options.max_lag
-        if lasted > max_lag:
-            result.findings.append(
-                {
-                    "alarm": "checkpoint_missing",
-                    "old_size": state.size,
-                    "missing_since": since,
-                    "lag_s": int(lasted),
-                    "max_lag_s": int(max_lag),
-                    "detail": "the log has not served history/checkpoint (HTTP 404) for "
-                    "longer than --max-lag, after it served one of this size",
-                }
-            )
-            return
-        where = where_of(self.source, "history/checkpoint")
-        if self.source.where.startswith(("http://", "https://")):
-            where = f"GET {where}: HTTP 404"
-        else:
-            where += ": not found"
-        raise InputError(
-            f"{where}: no checkpoint, since {since} (the last seen had size {state.size}); "
-            f"nothing committed: `checkpoint_missing` if it lasts longer than --max-lag "
-            f"({int(max_lag)} s)"
-        )
-
-    def _older(self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult) -> bool:
-        """A checkpoint smaller than the last one seen whose root is that of the first
-        `size` leaves this monitor proved: the log's own history, as a mirror or cache that
-        lags serves it. The `checkpoint_older` warning, nothing committed but the end of a
-        wait for a missing checkpoint; False for any other (`_consistent` alarms a smaller
-        one `checkpoint_rollback`). Every stored leaf hash was proven under a signed
-        checkpoint, so the root at any smaller size is known exactly."""
-        served_again = state.missing_since is not None
-        state.missing_since = None  # committed with the run: the next 404 starts a new wait
-        size = checkpoint.size
-        if size >= state.size:
-            return False
-        seen = {int(n): root for n, root in state.seen}
-        if size in seen:
-            root = b64decode(seen[size], "a root in the state")
-        else:
-            edge = TreeEdge()
-            edge.extend(bytes(state.leaf_hashes[: size * HASH_SIZE]))
-            root = edge.root()
-        if root != checkpoint.root:
-            return False
-        result.findings.append(
-            {
-                "warning": "checkpoint_older",
-                "size": size,
-                "seen_size": state.size,
-                "detail": "an older checkpoint of the log's own history, consistent with "
-                "what this monitor saw (a mirror or cache that lags); nothing committed",
-            }
-        )
-        if served_again:
-            states.save(self.options.state_dir, state, state.size)
-        return True
-
     def _consistent(
         self, state: states.MonitorState, checkpoint: Checkpoint, result: RunResult
     ) -> bool:
@@ -309,7 +241,7 @@ class Monitor:
             result.findings.append({"alarm": name, "old_size": old, "size": new, "detail": detail})
             return False
 
-        if new < old:  # `_older` found it is not a prefix of what the monitor saw
+        if new < old:  # `staleness.older` found it is not a prefix of what the monitor saw
             return alarm(
                 "checkpoint_rollback",
                 "the log shows a smaller checkpoint than before, whose root is not the root "
@@ -406,10 +338,6 @@ class Monitor:
                 states.save(self.options.state_dir, state, state.size)
         finally:
             signatures.close()
-
-
-def _iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(int(t), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _unwitnessed(where: str, policy: Policy | None, data: bytes) -> None:
