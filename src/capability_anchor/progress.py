@@ -1,7 +1,9 @@
 """Progress for long work, on stderr: a bar on a terminal, a line every few seconds otherwise.
 
 The library reports through a `Progress` callable (done, total, what); the CLI passes a
-`StderrProgress`, the library's default is silence.
+`StderrProgress`, the library's default is silence. A report of known size (a total) whose
+`what` is new is always shown: it starts a stage of a longer task (`migrate`), and a stage
+shorter than the interval would otherwise never be seen.
 """
 
 from __future__ import annotations
@@ -19,6 +21,16 @@ def silent(done: int, total: int | None, what: str) -> None:
     """The default: no output."""
 
 
+def labelled(progress: Progress, label: str) -> Progress:
+    """`progress` with every report named `label`: one stage of a longer task, reporting
+    the work of a step that names its reports for itself (`export`)."""
+
+    def report(done: int, total: int | None, what: str) -> None:
+        progress(done, total, label)
+
+    return report
+
+
 class StderrProgress:
     def __init__(self, stream: TextIO | None = None, interval: float = 2.0) -> None:
         self.stream = stream or sys.stderr
@@ -26,13 +38,17 @@ class StderrProgress:
         self.interval = interval if not self.tty else 0.1
         self._last = 0.0
         self._open_bar = False
+        self._what = ""
 
     def __call__(self, done: int, total: int | None, what: str) -> None:
         now = time.monotonic()
         final = total is not None and done >= total
-        if not final and now - self._last < self.interval:
+        stage = total is not None and what != self._what
+        if not final and not stage and now - self._last < self.interval:
             return
-        self._last = now
+        self._last, self._what = now, what
+        if self.tty and stage:
+            self.close()  # the last stage's bar stays on its own line
         if self.tty:
             if total:
                 width = 30

@@ -27,7 +27,13 @@ import pytest
 from capability_anchor.api.background import Background
 from capability_anchor.errors import ClockDisagrees
 from capability_anchor.log import Log
-from capability_anchor.log.clockguard import ACK_FILE, TOLERANCE_S, ClockGuard, acknowledge
+from capability_anchor.log.clockguard import (
+    ACK_FILE,
+    DISAGREES_FILE,
+    TOLERANCE_S,
+    ClockGuard,
+    acknowledge,
+)
 from tests.kit import paths
 from tests.kit.logkit import CLI, raw
 from tests.kit.obskit import observation
@@ -389,3 +395,33 @@ def test_an_operators_seal_makes_the_service_go_on_with_the_new_time(
     assert stderr.count("agrees with the monotonic clock again") == 1, stderr
     audit = faketime.cli("audit", "--data", server.data)
     assert audit.returncode == 0, audit.stderr
+
+
+def test_seal_speaks_of_the_clock_only_while_the_running_services_clocks_disagree(
+    server: Server, faketime: FakeTime
+) -> None:
+    """Issue #35: every `seal` said the clock was acknowledged "for a running service whose
+    clocks disagree", even when nothing disagreed. It writes DATA/clock-ack, and says so,
+    only while the running service's clocks disagree (its `clock-disagrees`)."""
+    headers = server.writer_headers()
+    ack, episode = server.data / ACK_FILE, server.data / DISAGREES_FILE
+    with server.client() as client:
+        assert client.post("/records", json=batch("agree"), headers=headers).status_code == 200
+        quiet = faketime.cli("seal", "--data", server.data)
+        assert quiet.returncode == 0, quiet.stderr
+        assert "clock" not in quiet.stderr and not ack.exists(), quiet.stderr
+        faketime.set("+19d")
+        assert_paused(client.post("/records", json=batch("during"), headers=headers))
+        assert episode.is_file()
+        sealed = faketime.cli("seal", "--data", server.data)
+        assert sealed.returncode == 0, sealed.stderr
+        assert f"wrote {ack}: the wall clock (" in sealed.stderr
+        assert "whose clocks disagree (by +19d" in sealed.stderr, sealed.stderr
+        answer = client.post("/records", json=batch("after"), headers=headers)
+        assert answer.status_code == 200, answer.text
+        assert not episode.exists()
+        ack.unlink()
+        again = faketime.cli("seal", "--data", server.data)
+        assert again.returncode == 0 and "clock" not in again.stderr, again.stderr
+        assert not ack.exists()
+    assert server.stop() == 0

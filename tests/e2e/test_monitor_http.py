@@ -282,7 +282,7 @@ def test_a_checkpoint_by_an_unknown_key_over_http_is_exit_2(
 class Relay:
     """A loopback HTTP server in a thread, between the monitor and a real `serve`: it passes
     every GET on, except those whose path `marker` (a regex) finds, which it answers as
-    `mode` says: `500`, `garbage` (200, 11 bytes no tile has), `body` (200, `body`),
+    `mode` says: `500`, `404`, `garbage` (200, 11 bytes no tile has), `body` (200, `body`),
     `oversize` (200, one byte
     over the monitor's limit), `flood` (200, FLOOD bytes of no stated length), `hangup`
     (closes the connection, no answer), `stop` (stops the real server first, then passes
@@ -312,6 +312,7 @@ class Relay:
                 return
             status, body = {
                 "500": (500, b"internal error\n"),
+                "404": (404, b"not found\n"),
                 "garbage": (200, b"not a tile\n"),
                 "oversize": (200, bytes(FETCH_LIMIT + 1)),
                 "body": (200, self.body),
@@ -607,3 +608,53 @@ def test_heads_past_a_lagging_checkpoint_over_http_warn_checkpoint_stale(
     assert warning["warning"] == "checkpoint_stale" and warning["size"] == 4, warning
     run = monitor(grown.server.url, tmp_path / "fresh", grown.keys, "--max-lag", "0", "--strict")
     assert run.code == 0 and run.lines[-1]["size"] == 6, run
+
+
+# --- issue #35: alarms stay provable ------------------------------------------------------
+
+
+def test_a_stale_mirror_over_http_shows_an_older_checkpoint_a_warning_not_an_alarm(
+    grown: Grown,
+) -> None:
+    """A cache in front of the log still serving its size-4 checkpoint to a monitor that
+    saw 6: `checkpoint_older`, exit 0, nothing kept; the log itself again: consistent."""
+    assert monitor(grown.server.url, grown.state, grown.keys).code == 0
+    before = state_files(grown.state)
+    with grown.server.client() as client:
+        older = client.get("/history/checkpoint/4").content
+    with relaying(grown.server, CHECKPOINT, "body", older) as relay:
+        run = monitor(relay.url, grown.state, grown.keys)
+    assert run.code == 0 and run.alarms == [], run
+    assert [(w["warning"], w["size"]) for w in run.lines if "warning" in w] == [
+        ("checkpoint_older", 4)
+    ], run
+    assert state_files(grown.state) == before
+    assert not (grown.state / "alarms.jsonl").exists()
+    run = monitor(grown.server.url, grown.state, grown.keys)
+    assert run.code == 0 and run.lines[-1]["size"] == 6, run
+
+
+def test_a_checkpoint_404_is_exit_2_naming_the_url_and_an_alarm_only_past_max_lag(
+    grown: Grown,
+) -> None:
+    """A 404 for history/checkpoint is what a misrouted proxy or a mirror being rebuilt
+    answers too: exit 2 naming the URL, as a 503 or a 410 are, and `checkpoint_missing`
+    only once it has lasted longer than --max-lag since the first run that found it."""
+    before = state_files(grown.state)["leaves"]
+    with relaying(grown.server, CHECKPOINT, "404") as relay:
+        url = f"{relay.url}/history/checkpoint"
+        for _ in range(2):  # within the default --max-lag (an hour)
+            run = monitor(relay.url, grown.state, grown.keys)
+            assert (run.code, run.lines) == (2, []), run
+            assert f"GET {url}: HTTP 404" in run.stderr and "--max-lag" in run.stderr, run
+        assert state_files(grown.state)["leaves"] == before
+    # Served again: the wait is over, and the next 404 starts a new one.
+    assert monitor(grown.server.url, grown.state, grown.keys).code == 0
+    with relaying(grown.server, CHECKPOINT, "404") as relay:
+        run = monitor(relay.url, grown.state, grown.keys, "--max-lag", "0")
+        assert run.code == 2 and f"GET {relay.url}/history/checkpoint" in run.stderr, run
+        run = monitor(relay.url, grown.state, grown.keys, "--max-lag", "0")
+    assert run.code == 1 and run.alarms == ["checkpoint_missing"], run
+    assert run.lines[0]["old_size"] == 6 and run.lines[0]["max_lag_s"] == 0, run
+    again = monitor(grown.server.url, grown.state, grown.keys)  # kept until acknowledged
+    assert again.code == 1 and again.alarms == ["checkpoint_missing"], again

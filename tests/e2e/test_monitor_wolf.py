@@ -7,6 +7,7 @@ on a real `serve` on loopback."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,15 @@ import rfc8785
 
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.log import Log
-from capability_anchor.note import Cosigner, open_checkpoint, parse_note
+from capability_anchor.merkle import TiledTree
+from capability_anchor.note import (
+    Checkpoint,
+    Cosigner,
+    NoteSigner,
+    open_checkpoint,
+    parse_note,
+    sign_checkpoint,
+)
 from capability_anchor.verify.history import log_verifiers
 from capability_anchor.witness.client.policyfile import log_vkey
 from tests.kit import paths
@@ -205,7 +214,7 @@ def test_a_rollback_alarm_is_repeated_against_the_honest_view_until_acknowledged
     good: HandLog, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
-    old = (good.folder / "history" / "checkpoint").read_bytes()
+    old = good.forged_checkpoint(4)  # smaller, and of another history (issue #35)
     good.head(DAY2, 7)
     honest = good.publish()
     assert monitor(good, state).code == 0
@@ -282,6 +291,60 @@ def test_a_head_alarm_keeps_the_leaf_and_the_document_served(good: HandLog, tmp_
     assert kept["leaf-4"] == good.leaves[4]
     assert kept["head-4.json"] == (good.folder / DAY2 / "4.json").read_bytes()
     assert kept["checkpoint.last"] == (good.folder / "history" / "checkpoint").read_bytes()
+
+
+def test_a_stale_mirror_serving_an_older_honest_checkpoint_is_a_warning_not_an_alarm(
+    good: HandLog, tmp_path: Path
+) -> None:
+    """Issue #35: a mirror or cache that lags shows an older checkpoint of the log's own
+    history. That proves nothing against the log: the `checkpoint_older` warning (exit 0,
+    --strict 1), no alarm kept, nothing committed; the honest view again goes on."""
+    state = tmp_path / "state"
+    older = (good.folder / "history" / "checkpoint").read_bytes()  # size 4
+    good.head(DAY2, 7)
+    honest = good.publish()  # size 5
+    assert monitor(good, state).code == 0
+    before = committed(state)
+    (good.folder / "history" / "checkpoint").write_bytes(older)
+    for extra in ((), ("--strict",)):
+        run = monitor(good, state, *extra)
+        assert run.code == (1 if extra else 0) and run.alarms == [], run
+        (warning,) = run.warnings
+        assert (warning["warning"], warning["size"], warning["seen_size"]) == (
+            "checkpoint_older",
+            4,
+            5,
+        ), warning
+        assert run.lines[-1]["result"] == "consistent" and run.lines[-1]["size"] == 5, run
+        assert committed(state) == before and not (state / "alarms.jsonl").exists()
+    (good.folder / "history" / "checkpoint").write_bytes(honest)
+    run = monitor(good, state)
+    assert run.code == 0 and run.lines[-1] == {**run.lines[-1], "old_size": 5, "size": 5}, run
+    # An older checkpoint never seen as such (size 2): its root from the proven leaves.
+    tree = [hashlib.sha256(b"\x00" + leaf).digest() for leaf in good.leaves[:2]]
+    two = sign_checkpoint(
+        Checkpoint(ORIGIN, 2, TiledTree(tree).root()), NoteSigner(ORIGIN, good.key)
+    )
+    (good.folder / "history" / "checkpoint").write_bytes(two)
+    run = monitor(good, state)
+    assert run.code == 0 and [w["size"] for w in run.warnings] == [2], run
+
+
+def test_a_forked_older_checkpoint_is_still_a_lasting_rollback_alarm(
+    good: HandLog, tmp_path: Path
+) -> None:
+    """An older checkpoint that is not a prefix of what the monitor proved: evidence."""
+    state = tmp_path / "state"
+    good.head(DAY2, 7)
+    good.publish()
+    assert monitor(good, state).code == 0
+    honest = (good.folder / "history" / "checkpoint").read_bytes()
+    (good.folder / "history" / "checkpoint").write_bytes(good.forged_checkpoint(2))
+    run = monitor(good, state)
+    assert run.code == 1 and run.alarms == ["checkpoint_rollback"] and not run.warnings, run
+    (good.folder / "history" / "checkpoint").write_bytes(honest)
+    again = monitor(good, state)
+    assert again.code == 1 and again.lines[-1]["pending"] == [run.lines[0]["alarm_id"]], again
 
 
 def test_acknowledging_an_alarm_never_raised_is_exit_2(good: HandLog, tmp_path: Path) -> None:
@@ -376,6 +439,8 @@ def test_an_empty_checkpoint_body_is_io(good: HandLog, tmp_path: Path) -> None:
 
 
 def test_a_checkpoint_gone_after_300_heads_is_an_alarm(tmp_path: Path) -> None:
+    """Gone for longer than --max-lag (issue #35: before that it is exit 2, as any
+    unreachable answer: test_monitor_http)."""
     log = HandLog(tmp_path / "log", SigningKey.generate())
     log.entries(DAY1, 300)
     for size in range(1, 301):
@@ -386,7 +451,10 @@ def test_a_checkpoint_gone_after_300_heads_is_an_alarm(tmp_path: Path) -> None:
     checkpoint = log.folder / "history" / "checkpoint"
     kept = checkpoint.read_bytes()
     checkpoint.unlink()
-    run = monitor(log, state)
+    first = monitor(log, state, "--max-lag", "0")
+    assert first.code == 2 and first.lines == [], first
+    assert f"{checkpoint}: not found: no checkpoint, since" in first.stderr, first
+    run = monitor(log, state, "--max-lag", "0")
     assert run.code == 1 and run.alarms == ["checkpoint_missing"], run
     assert evidence(state, run.lines[0]["alarm_id"])["checkpoint.last"] == kept
     checkpoint.write_bytes(kept)
@@ -398,11 +466,10 @@ def test_a_checkpoint_gone_after_300_heads_is_an_alarm(tmp_path: Path) -> None:
 
 def test_acknowledge_with_the_log_named_records_then_runs(good: HandLog, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    old = (good.folder / "history" / "checkpoint").read_bytes()
     good.head(DAY2, 7)
     honest = good.publish()
     assert monitor(good, state).code == 0
-    (good.folder / "history" / "checkpoint").write_bytes(old)
+    (good.folder / "history" / "checkpoint").write_bytes(good.forged_checkpoint(4))
     ident = monitor(good, state).lines[0]["alarm_id"]
     (good.folder / "history" / "checkpoint").write_bytes(honest)
     run = monitor(good, state, "--acknowledge", ident)

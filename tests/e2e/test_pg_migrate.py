@@ -361,3 +361,29 @@ def test_migrate_refuses_a_url_with_a_password_and_a_sqlite_url(
     assert not has_log(postgres, db)
     assert not Path("/x").exists()
     still_sqlite(data, 5)
+
+
+def test_migrate_reports_progress_as_it_copies_not_only_copy_0_of_5(
+    postgres: PgServer, tmp_path: Path
+) -> None:
+    """Issue #35: `migrate` printed `migrate: copy: 0/5` and nothing after it (its later
+    stages came within the 2 s a non-terminal progress line waits). Now each stage starts
+    and ends with a line: the entries copied, each export's files, each audit's entries."""
+    data = small_log(tmp_path, count=7)
+    done = migrate(data, postgres.url(postgres.fresh_database("progress")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("migrate: ")]
+    stages = list(dict.fromkeys(line.rsplit(": ", 1)[0] for line in lines))
+    assert stages == [
+        "migrate: copy the entries",
+        "migrate: export the source",
+        "migrate: export the copy",
+        "migrate: audit the source",
+        "migrate: audit the copy",
+        "migrate: switched",
+    ], done.stderr
+    assert "migrate: copy the entries: 0/7" in lines and "migrate: copy the entries: 7/7" in lines
+    assert "migrate: audit the copy: 7/7" in lines and lines[-1] == "migrate: switched: 1/1"
+    files = json.loads(done.stdout)["export_files"]
+    assert any(line.startswith("migrate: export the copy: ") for line in lines), lines
+    assert files > 0

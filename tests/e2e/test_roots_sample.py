@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import subprocess
 import sys
@@ -87,6 +88,33 @@ def test_audit_accepts_the_folder(tmp_path: Path) -> None:
     report = json.loads(run.stdout)
     assert report["ok"] is True
     assert report["checked"]["roots_days"] == len(SEALED_DAYS)
+
+
+def test_audit_roots_alone_from_a_folder_with_a_data_log_audits_only_the_sample(
+    tmp_path: Path,
+) -> None:
+    """Issue #35: `audit --roots roots` without --data audited ./data too, so a new user
+    next to their own log saw the shipped sample fail with that log's problems. Alone it
+    audits the folder; with --data, both (the other log's heads are not the sample's)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAPABILITY_ANCHOR_")}
+    made = subprocess.run(
+        [str(CLI), "init", "--iss", "https://other.example"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0 and (tmp_path / "data").is_dir(), made.stderr
+    alone = subprocess.run(
+        [str(CLI), "audit", "--roots", str(ROOTS)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    report = json.loads(alone.stdout)
+    assert report["ok"] is True and report["checked"]["roots_days"] == len(SEALED_DAYS)
+    assert not any(not k.startswith("roots_") for k, v in report["checked"].items() if v)
+    both = subprocess.run(
+        [str(CLI), "audit", "--data", "data", "--roots", str(ROOTS)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert both.returncode == 1, both.stdout + both.stderr
 
 
 def test_keys_json_is_public_only() -> None:

@@ -492,6 +492,75 @@ def test_attack_update_log_refuses_an_empty_set_an_unknown_origin_and_a_bad_vkey
     assert (data / "witness.sqlite3").read_bytes() == before  # nothing stored
 
 
+def vkey_args(vkeys: list[str]) -> list[str]:
+    return [arg for vkey in vkeys for arg in ("--vkey", vkey)]
+
+
+def test_attack_update_log_refuses_a_vkey_named_for_another_origin_and_stores_nothing(
+    witness: Running, log: HandLog
+) -> None:
+    """Issue #35: a vkey named for another log's origin verifies none of this log's
+    checkpoints; once stored, the witness refused every one. Now exit 2, nothing stored,
+    and the log's own key still verifies."""
+    other = HandLog("log.test/other")
+    before = (witness.data / "witness.sqlite3").read_bytes()
+    for vkeys in ([other.vkey], [log.vkey, other.vkey]):
+        done = witness_cli(witness.data, "update-log", "--origin", log.origin, *vkey_args(vkeys))
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert f"named log.test/other, not the log's origin {log.origin}" in done.stderr
+    assert (witness.data / "witness.sqlite3").read_bytes() == before
+    log.grow(3)
+    with httpx.Client(timeout=10) as c:
+        assert witness.post(c, body(0, [], log.note(3))).status_code == 200
+
+
+def test_attack_update_log_refuses_17_keys(tmp_path: Path, log: HandLog) -> None:
+    """Issue #35: 20,000 keys were taken (12.7 s), and every later cosign request parsed
+    them all. A log has at most 16 keys: 17 is exit 2 and nothing is stored; 16 is taken."""
+    data = tmp_path / "w"
+    assert witness_cli(data, "init", "--name", "w.test/x").returncode == 0
+    assert witness_cli(data, "add-log", "--origin", log.origin, "--vkey", log.vkey).returncode == 0
+    keys = [log.vkey] + [HandLog(log.origin).vkey for _ in range(16)]
+    before = (data / "witness.sqlite3").read_bytes()
+    many = witness_cli(data, "update-log", "--origin", log.origin, *vkey_args(keys))
+    assert (many.returncode, many.stdout) == (2, ""), many.stderr
+    assert "17 --vkey given; a log has at most 16 keys" in many.stderr, many.stderr
+    assert (data / "witness.sqlite3").read_bytes() == before
+    added = witness_cli(data, "add-log", "--origin", "log.test/many", *vkey_args(keys))
+    assert added.returncode == 2, added.stderr
+    sixteen = witness_cli(data, "update-log", "--origin", log.origin, *vkey_args(keys[:16]))
+    assert sixteen.returncode == 0, sixteen.stderr
+    assert json.loads(sixteen.stdout)["vkeys"] == keys[:16]
+
+
+def test_witness_info_prints_the_name_vkey_and_the_submission_prefix_serve_answers_under(
+    witness: Running, log: HandLog, tmp_path: Path
+) -> None:
+    """Issue #35: the vkey was printed once, at `init`, and a bare `serve`'s prefix had to
+    be guessed. `witness info` prints both; a log submits under the prefix it prints."""
+    port = witness.server.url.rsplit(":", 1)[1]
+    done = witness_cli(witness.data, "info", "--port", port)
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info == {
+        "name": witness.name,
+        "vkey": witness.vkey,
+        "submission_prefix": f"http://127.0.0.1:{port}",
+        "data": str(witness.data),
+    }
+    bare = json.loads(witness_cli(witness.data, "info").stdout)  # a bare `witness serve`'s
+    assert bare["submission_prefix"] == "http://127.0.0.1:8380"
+    log.grow(2)
+    with httpx.Client(timeout=10) as c:
+        answer = c.post(
+            f"{info['submission_prefix']}/add-checkpoint", content=body(0, [], log.note(2))
+        )
+    assert answer.status_code == 200, answer.text
+    assert check_cosignature(witness, log.note(2), answer.content) > 0
+    missing = witness_cli(tmp_path / "none", "info")
+    assert missing.returncode == 2 and missing.stdout == "", missing.stderr
+
+
 # --- interop: our log, aics-witness, aics-tlog, verify-proof --------------------------------
 
 ISS = "https://resolver.example"

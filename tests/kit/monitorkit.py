@@ -93,6 +93,12 @@ class HandLog:
         (self.folder / "keys.json").write_text(json.dumps(jwks))
         return note
 
+    def forged_checkpoint(self, size: int) -> bytes:
+        """A checkpoint of `size` signed with the log's key whose root is not its tree's:
+        a rolled-back fork, as a log that rewrote its history would show."""
+        root = hashlib.sha256(b"another history").digest()
+        return sign_checkpoint(Checkpoint(ORIGIN, size, root), NoteSigner(ORIGIN, self.key))
+
 
 def _write_tiles(base: Path, tree: TiledTree, leaves: list[bytes]) -> None:
     for tid, data in tree.tiles():

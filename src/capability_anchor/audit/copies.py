@@ -3,14 +3,16 @@ their tiles, the two folders identical byte for byte, and both audits passing.""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from capability_anchor.errors import Conflict
 from capability_anchor.export.days import export
 from capability_anchor.log import Log
-from capability_anchor.progress import Progress
+from capability_anchor.progress import Progress, labelled
 from capability_anchor.store import open as stores
 
 from .datadir import audit_data_dir
@@ -20,16 +22,19 @@ def prove_copy(log: Log, data_dir: Path, staging: Path, progress: Progress) -> d
     """Export both logs (into `staging`) and audit both; Conflict, so nothing is switched,
     unless the exports are equal byte for byte and both audits pass. `log` is the source,
     open on `data_dir`; `staging` is the copy's data dir."""
-    progress(1, 5, "migrate: export the source")
-    export(log, staging / "export-from", tiles=True)
-    progress(2, 5, "migrate: export the copy")
+    source = labelled(progress, "migrate: export the source")
+    export(log, staging / "export-from", source, tiles=True)
     with Log.open(staging, background_checkpoints=False, handoff=False) as moved:
-        export(moved, staging / "export-to", tiles=True)
+        export(
+            moved, staging / "export-to", labelled(progress, "migrate: export the copy"), tiles=True
+        )
     left, right = digest(staging / "export-from"), digest(staging / "export-to")
+    entries = sum(log.read.day_size(day) for day in log.read.entry_days())
     audits = {}
-    for step, (name, where) in enumerate((("from", data_dir), ("to", staging)), 3):
-        progress(step, 5, f"migrate: audit the {'source' if name == 'from' else 'copy'}")
-        audits[name] = audit_data_dir(where)
+    for name, where in (("from", data_dir), ("to", staging)):
+        what = f"migrate: audit the {'source' if name == 'from' else 'copy'}"
+        with _entries_audited(progress, what, entries) as audited:
+            audits[name] = audit_data_dir(where, progress=audited)
     problems = [f"{n}: {p}" for n, r in audits.items() for p in r.problems]
     if left != right:
         problems.insert(0, "the two logs' exports differ")
@@ -45,6 +50,21 @@ def prove_copy(log: Log, data_dir: Path, staging: Path, progress: Progress) -> d
         "audit_from_ok": audits["from"].ok,
         "audit_to_ok": audits["to"].ok,
     }
+
+
+@contextlib.contextmanager
+def _entries_audited(progress: Progress, label: str, entries: int) -> Iterator[Progress]:
+    """The audit's reports (each day's entries so far, every 100,000) as the log's entries
+    audited of `entries`, from 0 at the start to all of them at the end."""
+    days: dict[str, int] = {}
+    progress(0, entries, label)
+
+    def report(done: int, total: int | None, what: str) -> None:
+        days[what] = done  # the audit names each report by its day (`audit.day`)
+        progress(min(sum(days.values()), entries - 1), entries, label)
+
+    yield report
+    progress(entries, entries, label)
 
 
 def digest(folder: Path) -> tuple[int, str]:

@@ -123,15 +123,20 @@ EXIT_CODES_OF: dict[str, dict[int, str]] = {
         1: "refused: a witness already exists in DIR",
         2: "usage or I/O error (a bad --name, an unwritable DIR)",
     },
+    "witness info": {
+        0: "printed the witness's name, vkey and submission prefix",
+        2: "usage or I/O error (no witness at DIR, a bad key file)",
+    },
     "witness add-log": {
         0: "the log is witnessed",
         1: "refused: the log is already configured with other keys (`witness update-log`)",
-        2: "usage or I/O error (a bad --origin or --vkey, no witness at DIR)",
+        2: "usage or I/O error (a bad --origin or --vkey, more than 16 keys, no witness at DIR)",
     },
     "witness update-log": {
         0: "the log's key set is replaced (or was already that set)",
-        2: "usage or I/O error (no --vkey, a bad --origin or --vkey, an origin the witness "
-        "does not know: add it with `witness add-log`, no witness at DIR)",
+        2: "usage or I/O error (no --vkey, a bad --origin or --vkey, a vkey not named for "
+        "--origin, more than 16 keys, an origin the witness does not know: add it with "
+        "`witness add-log`, no witness at DIR); nothing stored",
     },
     "witness serve": {
         0: "stopped cleanly by SIGTERM or SIGINT (in-flight requests finished)",

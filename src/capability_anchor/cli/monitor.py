@@ -2,8 +2,9 @@
 [--watch S] [--max-lag S] [--strict]`, `monitor --acknowledge ID --state DIR` and
 `monitor compare STATE1 STATE2` (issues #14, #20; the steps are in `monitor/follow.py`).
 One JSON line per finding, then a summary line per run; exit 0 when consistent, 1 on any
-alarm (a pending one too: `monitor/alarms.py`), or a `checkpoint_stale` warning with
-`--strict`, 2 on I/O or usage."""
+alarm (a pending one too: `monitor/alarms.py`), or a warning (`checkpoint_older`,
+`checkpoint_stale`) with `--strict`, 2 on I/O or usage (a checkpoint not found, until that
+lasts longer than `--max-lag`)."""
 
 from __future__ import annotations
 
@@ -61,10 +62,14 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_MAX_LAG,
         metavar="S",
-        help="warn checkpoint_stale when the heads are past the checkpoint for longer "
-        "(default: 3600)",
+        help="warn checkpoint_stale when the heads are past the checkpoint for longer, and "
+        "alarm checkpoint_missing when the checkpoint is not found for longer (default: 3600)",
     )
-    p.add_argument("--strict", action="store_true", help="a checkpoint_stale warning exits 1")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a warning (checkpoint_stale, checkpoint_older) exits 1",
+    )
     p.add_argument(
         "--acknowledge",
         metavar="ID",
@@ -138,8 +143,8 @@ def _once(monitor: Monitor, strict: bool) -> int:
             file=sys.stderr,
             flush=True,
         )
-    stale = strict and any(f.get("warning") == "checkpoint_stale" for f in result.findings)
-    return EXIT_FAILED if result.alarmed or stale else EXIT_OK
+    warned = strict and any("warning" in f for f in result.findings)
+    return EXIT_FAILED if result.alarmed or warned else EXIT_OK
 
 
 def _watch(monitor: Monitor, every: float, strict: bool) -> int:

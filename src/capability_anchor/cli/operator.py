@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("audit", "re-derive and check the log and/or an exported folder")
     add_data(p)
-    p.add_argument("--roots", metavar="DIR", help="also audit an exported folder")
+    p.add_argument("--roots", metavar="DIR", help="audit an exported folder (alone: only it)")
     p.add_argument(
         "--keys", metavar="FILE", help="trusted JWKS for --roots (default: its keys.json)"
     )

@@ -74,7 +74,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     roots = None if args.roots is None else Path(args.roots)
     if roots is not None and not roots.is_dir():
         raise OSError(f"--roots {args.roots} is not a folder")
-    if stores.exists(data):
+    # `--roots DIR` alone audits that folder only: a ./data (or $CAPABILITY_ANCHOR_DATA) that
+    # happens to be there is another log, whose problems are not the folder's.
+    with_log = roots is None or args.data is not None
+    if with_log and stores.exists(data):
         # The data dir is only read (a copy the read-only opening needs is the store's own).
         report = audit_data_dir(
             data, keys=keys, tsa_ca=tsa_ca, roots=roots, progress=progress, policy=policy
@@ -82,6 +85,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _keep_damage_mark(data, report)
     elif roots is None:
         raise OSError(f"no log at {data} and no --roots folder to audit")
+
     else:
         folder = audit_folder(roots, keys, None, progress, tsa_ca or (), policy)
         report.problems += folder.problems

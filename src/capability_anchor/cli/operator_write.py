@@ -97,7 +97,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
     import time
 
     from capability_anchor import head as heads
-    from capability_anchor.log.clockguard import acknowledge, iso, monotonic
+    from capability_anchor.log.clockguard import acknowledge, disagreeing, iso, monotonic
     from capability_anchor.timestamp.scheduler import stamp_missing
 
     def printed(doc: bytes) -> None:
@@ -118,14 +118,17 @@ def cmd_seal(args: argparse.Namespace) -> int:
             note = "nothing to seal: every day before today (UTC) is sealed"
             print(f"{PROG}: {note}", file=sys.stderr)
         # A running service whose clocks disagree takes this reading as its new baseline.
-        # Written even when nothing was sealed (a jump within today seals nothing, and
-        # `seal` is how an operator acknowledges it), and always said, with the file named.
-        ack = acknowledge(log.data_dir, wall, mono)
-        print(
-            f"{PROG}: wrote {ack}: the wall clock ({iso(wall)}) is acknowledged for a running "
-            "service whose clocks disagree",
-            file=sys.stderr,
-        )
+        # Written only then, even when nothing was sealed (a jump within today seals nothing,
+        # and `seal` is how an operator acknowledges it), and said, with the file named.
+        episode = disagreeing(log.data_dir)
+        if episode is not None:
+            ack = acknowledge(log.data_dir, wall, mono)
+            print(
+                f"{PROG}: wrote {ack}: the wall clock ({iso(wall)}) is acknowledged for a "
+                f"running service whose clocks disagree ({episode}): it takes this reading "
+                "as its new baseline",
+                file=sys.stderr,
+            )
         if tsa.urls and sealed:
             days = {heads.parse_document(doc).day for doc in sealed}
             # Fail open: a failed stamp is reported and left for `timestamp` or the service.

@@ -6,9 +6,11 @@ tlog-policy; `add-log --origin O --vkey V` configures a log; `update-log --origi
 [--vkey V ...]` replaces a configured log's key set (the log rotated its key: during the
 overlap both keys are given, and either verifies); `serve` answers `add-checkpoint` and the
 monitoring endpoint, reading a log's keys at every request (so it adopts `update-log` at
-once). Exit codes as every command: 2 usage or I/O (`update-log` of an empty set or of an
-origin the witness does not know), 1 refused (an existing witness, `add-log` of a log
-already configured with other keys).
+once); `info` prints the witness's name, vkey and the submission prefix `serve` answers
+under. Exit codes as every command: 2 usage or I/O (`update-log` of an empty set, of a vkey
+named for another origin or of more than MAX_LOG_KEYS keys, or of an origin the witness
+does not know), 1 refused (an existing witness, `add-log` of a log already configured with
+other keys).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from .exitcodes import epilog_of
 from .serve import add_log_format, add_metrics_token
 
 PROG = "capability-anchor witness"
+MAX_LOG_KEYS = 16
+"""Keys a witnessed log may have at once: a rotation's overlap needs two; every cosign
+request of the log parses each of them."""
 DATA_ENV = WITNESS_DATA.name
 
 
@@ -38,7 +43,7 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
         dest="witness_command",
         metavar="SUBCOMMAND",
         required=True,
-        help="init, add-log, update-log or serve",
+        help="init, info, add-log, update-log or serve",
     )
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
@@ -57,9 +62,16 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
             help=f"witness data dir (default: ${DATA_ENV}, else ./witness-data)",
         )
 
+    def listen(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--host", default="127.0.0.1", help="address to listen on")
+        q.add_argument("--port", type=int, default=8380, help="TCP port to listen on")
+
     q = command("init", "create the witness store and its Ed25519 cosigning key")
     data(q)
     q.add_argument("--name", required=True, help="the witness's key name, e.g. witness.example/w1")
+    q = command("info", "print the witness's name, vkey and submission prefix (JSON)")
+    data(q)
+    listen(q)
     q = command("add-log", "witness a log: its origin line and a vkey of its key")
     data(q)
     q.add_argument("--origin", required=True, help="the log's checkpoint origin line")
@@ -73,13 +85,12 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
         "--vkey",
         action="append",
         default=[],
-        help="a note vkey of the log's new key set (repeatable: the old and the new key "
-        "during a rotation's overlap)",
+        help="a note vkey of the log's new key set, named for --origin (repeatable: the old "
+        f"and the new key during a rotation's overlap; at most {MAX_LOG_KEYS})",
     )
     q = command("serve", "answer add-checkpoint and the monitoring endpoint")
     data(q)
-    q.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    q.add_argument("--port", type=int, default=8380, help="TCP port to listen on")
+    listen(q)
     q.add_argument(
         "--rate-limit", type=int, default=100, help="requests/s per client address; 0: off"
     )
@@ -88,7 +99,13 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_witness(args: argparse.Namespace) -> int:
-    commands = {"init": _init, "add-log": _add_log, "update-log": _update_log, "serve": _serve}
+    commands = {
+        "init": _init,
+        "info": _info,
+        "add-log": _add_log,
+        "update-log": _update_log,
+        "serve": _serve,
+    }
     return commands[args.witness_command](args)
 
 
@@ -120,17 +137,53 @@ def _init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _info(args: argparse.Namespace) -> int:
+    """What a log's operator puts in its policy's `witness` line: the name, the vkey, and
+    the prefix `witness serve` with these --host/--port answers `add-checkpoint` under
+    (behind a proxy, the public URL the proxy maps to it instead)."""
+    from capability_anchor.witness.server.service import Witness
+
+    from .serve import _url_host
+
+    data = witness_data(args.data)
+    witness = Witness.open(data)
+    try:
+        name, vkey = witness.cosigner.name, witness.cosigner.verifier.vkey()
+    finally:
+        witness.close()
+    prefix = f"http://{_url_host(args.host)}:{args.port}"
+    emit({"name": name, "vkey": vkey, "submission_prefix": prefix, "data": str(data)})
+    return EXIT_OK
+
+
 def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
-    """The checked --vkey values (each in its canonical form), after a checked --origin."""
+    """The checked --vkey values (each in its canonical form), after a checked --origin;
+    at most MAX_LOG_KEYS (every cosign request of the log parses each of them)."""
     from capability_anchor.note import note_verifier
 
+    if len(args.vkey) > MAX_LOG_KEYS:
+        raise UsageError(
+            f"{command}: {len(args.vkey)} --vkey given; a log has at most {MAX_LOG_KEYS} keys"
+        )
     try:
-        vkeys = tuple(note_verifier(v).vkey() for v in args.vkey)
+        verifiers = [note_verifier(v) for v in args.vkey]
     except NoteError as exc:
         raise UsageError(f"{command}: {exc}") from None
     if not args.origin or any(ord(c) < 0x20 for c in args.origin):
         raise UsageError("--origin is one non-empty line without control characters")
-    return vkeys
+    return tuple(v.vkey() for v in verifiers)
+
+
+def _named_for(origin: str, vkeys: tuple[str, ...]) -> None:
+    """A log signs its checkpoints under its origin: a key named otherwise verifies none,
+    and the witness would refuse every checkpoint of the log from then on."""
+    for vkey in vkeys:
+        name = vkey.split("+", 1)[0]
+        if name != origin:
+            raise UsageError(
+                f"update-log: the vkey {vkey} is named {name}, not the log's origin "
+                f"{origin}: it would verify none of its checkpoints"
+            )
 
 
 def _add_log(args: argparse.Namespace) -> int:
@@ -159,6 +212,8 @@ def _update_log(args: argparse.Namespace) -> int:
         raise UsageError("update-log: a --vkey is given twice")
     store = stores.open_witness(witness_data(args.data))
     try:
+        if store.log(args.origin) is not None:  # else the store names `add-log`
+            _named_for(args.origin, vkeys)
         old = store.update_log(args.origin, vkeys, int(time.time()))
     finally:
         store.close()

@@ -15,6 +15,9 @@ difference is the *skew*:
   nothing that needs the time happens: no append (HTTP 503 `unavailable`, nothing stored),
   no checkpoint, no seal, no stamp stored, no `/record` token signed. The first refusal of
   an episode is logged as a warning, and so is its end.
+- While an episode lasts, `DIR/clock-disagrees` says so (the process, its boot, the skew):
+  written when it starts, removed when it ends, so `seal` knows there is a service to
+  acknowledge the clock for (`disagreeing`).
 - The episode ends when the clocks agree again (the wall clock was put back), or when an
   operator acknowledges the wall clock as it is by running `capability-anchor seal`: the
   CLI writes `DIR/clock-ack` with one reading of both clocks (and the boot's id), and the
@@ -43,6 +46,7 @@ from capability_anchor.errors import ClockDisagrees
 from capability_anchor.metrics.service import observe
 
 ACK_FILE = "clock-ack"
+DISAGREES_FILE = "clock-disagrees"
 TOLERANCE_S = 300.0
 
 log = logging.getLogger("capability_anchor.clock")
@@ -89,6 +93,43 @@ def iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+def _write(path: Path, text: str) -> None:
+    """`text` in `path`, written to a temporary file and renamed: a reader never sees half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def disagreeing(data_dir: Path) -> str | None:
+    """How a running service's clocks on `data_dir` disagree (`DISAGREES_FILE`: since
+    when, by how much), or None when no process of this boot that is still running says so
+    (one that stopped during an episode leaves the file behind)."""
+    try:
+        with open(Path(data_dir) / DISAGREES_FILE, "rb") as handle:
+            episode = json.loads(handle.read(_MAX_ACK_FILE))
+        pid, boot = int(episode["pid"]), str(episode["boot_id"])
+        since, skew = str(episode["since"]), str(episode["skew"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if boot != boot_id():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return f"by {skew} since {since}, process {pid}"
+
+
 def acknowledge(data_dir: Path, wall: float | None = None, mono: float | None = None) -> Path:
     """Record that the operator takes the wall clock as right (at the reading `wall`,
     `mono`, default now), for a running service to re-baseline on (see the module's doc).
@@ -100,17 +141,7 @@ def acknowledge(data_dir: Path, wall: float | None = None, mono: float | None = 
         "boot_id": boot_id(),
     }
     path = Path(data_dir) / ACK_FILE
-    tmp = path.with_name(f".{ACK_FILE}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(json.dumps(reading, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    _write(path, json.dumps(reading, sort_keys=True) + "\n")
     return path
 
 
@@ -130,6 +161,7 @@ class ClockGuard:
         self._mono = mono
         self.tolerance = tolerance
         self.ack_path = Path(data_dir) / ACK_FILE
+        self.episode_path = Path(data_dir) / DISAGREES_FILE
         self._boot = boot_id()
         self._lock = threading.Lock()
         self._base = (wall(), mono())
@@ -193,6 +225,7 @@ class ClockGuard:
                         _span(mono - self._since).lstrip("+"),
                     )
                     self._since = None
+                    self._episode(None)
                 return min(wall, expected)
             if self._since is None:
                 self._since = mono
@@ -206,6 +239,7 @@ class ClockGuard:
                     _span(skew),
                     int(self.tolerance),
                 )
+                self._episode({"since": iso(wall), "skew": _span(skew)})
         raise ClockDisagrees(
             f"the service's wall clock ({iso(wall)}) disagrees with its monotonic clock by "
             f"{_span(skew)} (more than {int(self.tolerance)} s): appends and sealing are "
@@ -219,6 +253,18 @@ class ClockGuard:
         except ClockDisagrees:
             return False
         return True
+
+    def _episode(self, episode: dict[str, str] | None) -> None:
+        """Say that an episode started (`DISAGREES_FILE`), or remove that it did; a data
+        dir that cannot be written only costs `seal` its knowing (logged)."""
+        try:
+            if episode is None:
+                self.episode_path.unlink(missing_ok=True)
+            else:
+                record = {**episode, "pid": os.getpid(), "boot_id": self._boot}
+                _write(self.episode_path, json.dumps(record, sort_keys=True) + "\n")
+        except OSError as exc:
+            log.warning("cannot record the clock episode in %s: %s", self.episode_path, exc)
 
     # --- the operator's acknowledgement ---------------------------------------------------------
 
@@ -257,4 +303,13 @@ class ClockGuard:
         return True
 
 
-__all__ = ["ACK_FILE", "TOLERANCE_S", "ClockGuard", "acknowledge", "iso", "monotonic"]
+__all__ = [
+    "ACK_FILE",
+    "DISAGREES_FILE",
+    "TOLERANCE_S",
+    "ClockGuard",
+    "acknowledge",
+    "disagreeing",
+    "iso",
+    "monotonic",
+]

@@ -17,11 +17,12 @@ source once more at the moment the data dir switches over (nothing written meanw
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from capability_anchor.errors import StoreCorrupt
 from capability_anchor.merkle import hash_leaf
+from capability_anchor.progress import Progress, silent
 from capability_anchor.store import EntryRow, StampRow, Store
 
 from .serverindex import ServerIndex, chunk_of, stored_watermark
@@ -44,9 +45,9 @@ class Copied:
         return dict(self.__dict__)
 
 
-def copy_store(src: Store, dst: Store) -> Copied:
+def copy_store(src: Store, dst: Store, progress: Progress = silent) -> Copied:
     """Copy every row of `src` into the empty `dst` (inside `dst.write()`; `src` read in one
-    snapshot by the caller)."""
+    snapshot by the caller), reporting the entries copied."""
     for key, value in sorted(src.meta().items()):
         dst.set_meta(key, value)
     for kid, jwk, added in src.key_rows():
@@ -57,7 +58,7 @@ def copy_store(src: Store, dst: Store) -> Copied:
     for sid, kid, token in src.settings_statements():
         dst.add_settings(kid, token, times["settings"][sid])
     days = src.entry_days()
-    entries = sum(_copy_day(src, dst, day) for day in days)
+    entries = _copy_entries(src, dst, days, progress)
     heads = sorted(src.all_heads(), key=lambda h: (h.day, h.sealed, h.tree_size))
     for head in heads:
         dst.insert_head(head)
@@ -89,7 +90,21 @@ def copy_store(src: Store, dst: Store) -> Copied:
     return Copied(len(days), entries, len(heads), history, checkpoints, cosignatures, stamps)
 
 
-def _copy_day(src: Store, dst: Store, day: str) -> int:
+def _copy_entries(src: Store, dst: Store, days: list[str], progress: Progress) -> int:
+    """Every day's entries, reporting how many of them all were copied."""
+    total = sum(src.day_size(day) for day in days)
+    entries = 0
+    progress(0, total, "copy")
+    for day in days:
+
+        def copying(copied: int, before: int = entries) -> None:
+            progress(before + copied, total, "copy")
+
+        entries += _copy_day(src, dst, day, copying)
+    return entries
+
+
+def _copy_day(src: Store, dst: Store, day: str, copying: Callable[[int], None]) -> int:
     runs = src.accepted_runs(day)
     rows = src.iter_entries(day)
     copied = 0
@@ -101,6 +116,7 @@ def _copy_day(src: Store, dst: Store, day: str) -> int:
                 day, first, [(hash_leaf(e.claims), e.claims) for e in batch], accepted
             )
             first, count, copied = first + take, count - take, copied + take
+            copying(copied)
     if next(rows, None) is not None or copied != src.day_size(day):
         raise StoreCorrupt(f"{day}: the source's entries are not one run of indices from 0")
     dst.insert_tiles(

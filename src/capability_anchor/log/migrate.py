@@ -31,7 +31,7 @@ from typing import Any
 
 from capability_anchor.errors import Conflict, StoreError, UsageError
 from capability_anchor.files import fsync_dir
-from capability_anchor.progress import Progress, silent
+from capability_anchor.progress import Progress, labelled, silent
 from capability_anchor.store import binding
 from capability_anchor.store import open as stores
 
@@ -90,11 +90,11 @@ def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent)
         # The source's own index made whole first (`reindex`): its audit is part of the
         # proof, and a log recovered before #35 lacks rows its entries imply.
         reindexed = sum(d["added"] for d in log.writer.reindex())
-        progress(0, 5, "migrate: copy")
         with log.store.snapshot():
             before = fingerprint(log.store)
             copied: list[Any] = []
-            stores.create(url, lambda dst: copied.append(copy_store(log.store, dst)))
+            copy = labelled(progress, "migrate: copy the entries")
+            stores.create(url, lambda dst: copied.append(copy_store(log.store, dst, copy)))
         proof = _staged(log, data_dir, url, prove, progress)
         with log.store.write():
             if fingerprint(log.store) != before:
@@ -105,6 +105,7 @@ def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent)
                 )
             log.store.set_meta(MOVED_TO, url)
     stores.bind(data_dir, url)
+    progress(1, 1, "migrate: switched")
     return {
         "from": str(data_dir),
         "to": stores.describe(url),

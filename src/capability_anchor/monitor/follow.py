@@ -2,14 +2,19 @@
 
 0. an alarm raised before and not acknowledged (`alarms.py`) is repeated, and nothing else
    is done: the log is not read, so nothing is committed past it;
-1. read `history/checkpoint`: gone after one was seen, `checkpoint_missing`; bytes that are
+1. read `history/checkpoint`: not found (HTTP 404, no file) after one was seen is exit 2
+   naming where, as any unreachable answer, and `checkpoint_missing` once it has lasted
+   longer than `max_lag` since the first run that found it so; bytes that are
    no checkpoint, an origin other than the expected one (the state's, else `--origin`, else
    the policy's `log` names, else the URL's §12.2 origin; a folder's own origin line), or
    no signature by a trusted key under it (`--keys`, the policy's `log` vkeys) are exit 2:
    no statement of the log's, so no evidence against it;
-2. `checkpoint_rollback` / `checkpoint_inconsistent`: it is not smaller than the last one
-   seen, and is consistent with it (a proof built from the history's hash tiles and
-   verified with `merkle`; the same size must have the same root);
+2. a smaller checkpoint than the last one seen whose root is the root of the leaves this
+   monitor proved, at its size, is the `checkpoint_older` warning (a stale mirror or cache:
+   the log's own history, nothing committed); any other smaller one is `checkpoint_rollback`;
+   `checkpoint_inconsistent`: it is consistent with the last one seen (a proof built from
+   the history's hash tiles and verified with `merkle`; the same size must have the same
+   root);
 3. `entries_mismatch`: the new leaves from the entry bundles, appended to the stored tree
    edge, give the checkpoint's root; on the first run, `tile_mismatch`: every history hash
    tile at its size is the tree those leaves give; `key_revoked_signature`: after a
@@ -20,6 +25,9 @@
 5. every new leaf obeys the head rules (`heads.py`);
 6. `checkpoint_stale` (a warning): the log's heads are past the checkpoint for longer than
    `max_lag`.
+
+A warning (`checkpoint_older`, `checkpoint_stale`) is no evidence against the log: it is
+printed, never kept as an alarm, and the next run reads the log again.
 
 A checkpoint alarm (1-3) commits nothing. Once 1-4 pass, the checkpoint and its leaves are
 committed, then each chunk of heads whose rules pass (`state.py`); a head alarm stops the
@@ -130,19 +138,22 @@ class Monitor:
                 return
         data = self.source.read("history/checkpoint")
         if data is None:
-            if state.size:  # a log that signed a checkpoint never unpublishes it
-                result.findings.append(
-                    {
-                        "alarm": "checkpoint_missing",
-                        "old_size": state.size,
-                        "detail": "the log no longer serves history/checkpoint (HTTP 404)",
-                    }
-                )
+            staleness.missing(
+                self.source,
+                state,
+                now=self.options.now(),
+                max_lag=self.options.max_lag,
+                state_dir=self.options.state_dir,
+                findings=result.findings,
+            )
             result.summary = self._summary(state, old_size, 0)
             return
         result.evidence["checkpoint"] = data
         self.chain = follow_keys(self.source, self.options.keys, state, result.findings)
         checkpoint = self._checkpoint(state, data)
+        if staleness.older(state, checkpoint, self.options.state_dir, result.findings):
+            result.summary = self._summary(state, old_size, state.size)
+            return
         if self._consistent(state, checkpoint, result):
             self._new_leaves(state, checkpoint, result)
             if old_size == 0 and not result.alarmed:
@@ -230,8 +241,12 @@ class Monitor:
             result.findings.append({"alarm": name, "old_size": old, "size": new, "detail": detail})
             return False
 
-        if new < old:
-            return alarm("checkpoint_rollback", "the log shows a smaller checkpoint than before")
+        if new < old:  # `staleness.older` found it is not a prefix of what the monitor saw
+            return alarm(
+                "checkpoint_rollback",
+                "the log shows a smaller checkpoint than before, whose root is not the root "
+                "of the leaves this monitor proved at that size",
+            )
         if old == 0:
             return True
         old_root = state.edge().root()

@@ -166,17 +166,17 @@ def read_tile(source: LogSource, prefix: str, size: int, level: int, index: int)
     data = _or_full(source, source.read(path), prefix + tile_path(level, index), width)
     if data is None:
         raise InputError(
-            f"{_where(source, path)}: not found (a tile the size needs){_hint(source, prefix)}"
+            f"{where_of(source, path)}: not found (a tile the size needs){_hint(source, prefix)}"
         )
     if len(data) < width * HASH_SIZE or len(data) % HASH_SIZE:
         # A cut-off transfer looks the same: I/O, not an alarm (the module docstring).
         raise InputError(
-            f"{_where(source, path)}: {len(data)} bytes, not the {width} hashes the size needs"
+            f"{where_of(source, path)}: {len(data)} bytes, not the {width} hashes the size needs"
         )
     return data[: width * HASH_SIZE]
 
 
-def _where(source: LogSource, path: str) -> str:
+def where_of(source: LogSource, path: str) -> str:
     """Where the resource `path` is: its URL, or the file a folder holds it in."""
     if isinstance(source, FolderSource):
         return str(source.file(path))
@@ -214,10 +214,10 @@ def read_bundles(
             data = _or_full(source, ahead.take(path), prefix + entries_path(index), width)
             if data is None:
                 raise InputError(
-                    f"{_where(source, path)}: not found (an entry bundle the size needs)"
+                    f"{where_of(source, path)}: not found (an entry bundle the size needs)"
                     + _hint(source, prefix)
                 )
-            yield split_bundle(_where(source, path), data, width)
+            yield split_bundle(where_of(source, path), data, width)
     finally:
         ahead.close()
 

@@ -1,6 +1,8 @@
-"""Step 6 of a monitor run (`follow.py`): the `checkpoint_stale` warning, a warning and not
-an alarm: heads past the checkpoint are no evidence that the log misbehaved, only that its
-witnesses lag or that it does not submit to them."""
+"""A log or a mirror that lags (`follow.py`): step 6, the `checkpoint_stale` warning
+(heads past the checkpoint are no evidence that the log misbehaved, only that its witnesses
+lag or that it does not submit to them); in step 1, a checkpoint not found, exit 2 until
+that lasts longer than `max_lag` (`missing`); in step 2, an older checkpoint of the log's
+own history, the `checkpoint_older` warning (`older`)."""
 
 from __future__ import annotations
 
@@ -8,13 +10,104 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from capability_anchor.errors import CapabilityAnchorError
-from capability_anchor.merkle import TILE_WIDTH
+from capability_anchor.errors import CapabilityAnchorError, InputError
+from capability_anchor.merkle import HASH_SIZE, TILE_WIDTH, TreeEdge
 from capability_anchor.merkle.tilepath import entries_path
 from capability_anchor.monitor import state as states
+from capability_anchor.note import Checkpoint
+from capability_anchor.note.signed import b64decode
 
 from .heads import leaf_claims
-from .source import FolderSource, LogSource, split_bundle
+from .source import FolderSource, LogSource, split_bundle, where_of
+
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(int(t), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def missing(
+    source: LogSource,
+    state: states.MonitorState,
+    *,
+    now: float,
+    max_lag: float,
+    state_dir: Path,
+    findings: list[dict[str, Any]],
+) -> None:
+    """No checkpoint served (HTTP 404, no file): exit 2 naming where, as any answer that is
+    not the log's, until it has lasted longer than `max_lag` since the first run that found
+    it so; then `checkpoint_missing`. A 404 is what a misrouted proxy, a mirror being
+    rebuilt or a cache answers too: alone it proves nothing. Before any checkpoint was seen
+    there is nothing to miss (a log that signed none yet)."""
+    if not state.size:
+        return
+    if state.missing_since is None:
+        state.missing_since = now
+        states.save(state_dir, state, state.size)
+    since, lasted = _iso(state.missing_since), now - state.missing_since
+    if lasted > max_lag:
+        findings.append(
+            {
+                "alarm": "checkpoint_missing",
+                "old_size": state.size,
+                "missing_since": since,
+                "lag_s": int(lasted),
+                "max_lag_s": int(max_lag),
+                "detail": "the log has not served history/checkpoint (HTTP 404) for longer "
+                "than --max-lag, after it served one of this size",
+            }
+        )
+        return
+    where = where_of(source, "history/checkpoint")
+    if isinstance(source, FolderSource):
+        where += ": not found"
+    else:
+        where = f"GET {where}: HTTP 404"
+    raise InputError(
+        f"{where}: no checkpoint, since {since} (the last seen had size {state.size}); "
+        f"nothing committed: `checkpoint_missing` if it lasts longer than --max-lag "
+        f"({int(max_lag)} s)"
+    )
+
+
+def older(
+    state: states.MonitorState,
+    checkpoint: Checkpoint,
+    state_dir: Path,
+    findings: list[dict[str, Any]],
+) -> bool:
+    """Whether `checkpoint` is smaller than the last one seen and its root is that of the
+    first `size` leaves this monitor proved: the log's own history, as a mirror or cache
+    that lags serves it; then the `checkpoint_older` warning, and nothing committed but the
+    end of a wait for a missing checkpoint. Any other smaller one: False (`follow` alarms it
+    `checkpoint_rollback`). Every stored leaf hash was proven under a signed checkpoint, so
+    the root at any smaller size is known exactly."""
+    served_again = state.missing_since is not None
+    state.missing_since = None  # committed with the run: the next 404 starts a new wait
+    size = checkpoint.size
+    if size >= state.size:
+        return False
+    seen = {int(n): root for n, root in state.seen}
+    if size in seen:
+        root = b64decode(seen[size], "a root in the state")
+    else:
+        edge = TreeEdge()
+        edge.extend(bytes(state.leaf_hashes[: size * HASH_SIZE]))
+        root = edge.root()
+    if root != checkpoint.root:
+        return False
+    findings.append(
+        {
+            "warning": "checkpoint_older",
+            "size": size,
+            "seen_size": state.size,
+            "detail": "an older checkpoint of the log's own history, consistent with what "
+            "this monitor saw (a mirror or cache that lags); nothing committed",
+        }
+    )
+    if served_again:
+        states.save(state_dir, state, state.size)
+    return True
 
 
 def check(
@@ -42,11 +135,10 @@ def check(
         states.save(state_dir, state, state.size)
     if behind is None or now - behind.since <= max_lag:
         return None
-    since = dt.datetime.fromtimestamp(int(behind.since), dt.UTC)
     return {
         "warning": "checkpoint_stale",
         "size": state.size,
-        "behind_since": since.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "behind_since": _iso(behind.since),
         "lag_s": int(now - behind.since),
         "max_lag_s": int(max_lag),
         "detail": "the log's heads have grown past the newest checkpoint that meets "

@@ -4,8 +4,10 @@
 - `state.json`: the last checkpoint that passed (its leaves give its root), how many of
   its leaves passed the head rules (`checked`), the origin, the rule state of the last
   checked head (its day, size, root; the newest sealed head's digest), for `--entries`,
-  the current day's tree edge, and since when the log's heads are past the checkpoint
-  (`behind`, for `checkpoint_stale`). Raised alarms and their evidence: `alarms.py`.
+  the current day's tree edge, since when the log's heads are past the checkpoint
+  (`behind`, for `checkpoint_stale`), and since when it has answered 404 for its
+  checkpoint (`missing_since`, for `checkpoint_missing`). Raised alarms and their
+  evidence: `alarms.py`.
 
 Durability: a run appends the new leaf hashes to `leaves` and fsyncs them, then replaces
 `state.json` (write a temporary file, fsync, rename, fsync the folder). If the process dies
@@ -78,6 +80,7 @@ class MonitorState:
     seen: list[list[Any]] = field(default_factory=list)  # [size, base64 root] that passed
     behind: Behind | None = None  # heads past the checkpoint at `size`, and since when
     rotations: list[str] = field(default_factory=list)  # keys noted as followed (`rotations`)
+    missing_since: float | None = None  # the first run that found no checkpoint (epoch s)
     leaf_hashes: bytearray = field(default_factory=bytearray, repr=False)
 
     def edge(self) -> TreeEdge:
@@ -107,6 +110,7 @@ def _from_json(data: dict[str, Any]) -> MonitorState:
         seen=list(data.get("seen", [])),
         behind=Behind(**data["behind"]) if data.get("behind") else None,
         rotations=[str(kid) for kid in data.get("rotations", [])],
+        missing_since=data.get("missing_since"),
     )
 
 
