@@ -6,13 +6,18 @@ endorsed rotation with no alarm, noting it once. Real CLI processes, servers and
 
 from __future__ import annotations
 
+import itertools
 import json
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from capability_anchor import head as heads
@@ -25,7 +30,7 @@ from capability_anchor.store import HeadRow
 from tests.kit.logkit import Clock
 from tests.kit.obskit import observation
 from tests.kit.rotationkit import append, cli, kid_file, ok, served_kids, signed_kids
-from tests.kit.serverkit import serving
+from tests.kit.serverkit import free_port, serve_argv, serving, uvicorn_argv
 
 ISS = "https://resolver.example"
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
@@ -426,4 +431,124 @@ def test_compromised_drops_the_old_log_line_and_the_new_key_vouches_for_the_poli
     assert stored is not None
     assert {e.verifier.vkey() for e in parse_policy(stored).logs} == {new_vkey}
     assert json.loads(b64url_decode(statement.split(".")[0]))["kid"] == kid_file(data)
+    assert ok("audit", "--data", data)["ok"] is True
+
+
+# --- a revocation under load: never crossed by the log's own signatures ----------------------
+
+LOAD_WRITERS = 2  # of each kind: plain batches, `?prove=1` batches, `/record` readers
+ROTATIONS = 5
+BATCH = 200  # records per batch: commits long enough that the rotation queues behind them
+
+
+class _Load:
+    """Writers and readers against a live server until `stop`: every `/record` token it got,
+    and every answer that was not 200."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.headers = url, {"Authorization": f"Bearer {token}"}
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.tokens: list[str] = []
+        self.failures: list[str] = []
+        self.threads = [
+            threading.Thread(target=self._write, args=(f"{kind}{w}", kind == "p"))
+            for kind in ("b", "p")
+            for w in range(LOAD_WRITERS)
+        ] + [threading.Thread(target=self._read, args=(w,)) for w in range(LOAD_WRITERS)]
+
+    def __enter__(self) -> _Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+
+    def _failed(self, what: str, answer: httpx.Response) -> None:
+        with self.lock:
+            self.failures.append(f"{what}: {answer.status_code} {answer.text[:300]}")
+
+    def _write(self, tag: str, prove: bool) -> None:
+        path = "/records?prove=1" if prove else "/records"
+        with httpx.Client(base_url=self.url, timeout=60.0) as client:
+            for b in itertools.count():
+                if self.stop.is_set():
+                    return
+                records = [observation(n, f"{tag}-{b}", iss=self.url) for n in range(BATCH)]
+                answer = client.post(path, json={"records": records}, headers=self.headers)
+                if answer.status_code != 200:
+                    self._failed(f"POST {path}", answer)
+
+    def _read(self, w: int) -> None:
+        with httpx.Client(base_url=self.url, timeout=60.0) as client:
+            while not self.stop.is_set():
+                answer = client.get("/record", params={"id": f"example:seed-{w}"})
+                if answer.status_code != 200:
+                    self._failed("GET /record", answer)
+                    continue
+                with self.lock:
+                    self.tokens.append(str(answer.json()["jws"]))
+
+
+def _late_signatures(data: Path, tokens: Sequence[str]) -> list[str]:
+    """Every head and `/record` token that a revoked key signed after its revocation."""
+    conn = sqlite3.connect(f"file:{data / 'log.sqlite3'}?mode=ro", uri=True)
+    try:
+        heads_signed = conn.execute("SELECT day, tree_size, sealed, kid, iat FROM heads").fetchall()
+        records = [str(t) for (t,) in conn.execute("SELECT jws FROM key_records ORDER BY id")]
+        iss = str(conn.execute("SELECT value FROM meta WHERE key = 'iss'").fetchone()[0])
+    finally:
+        conn.close()
+    chain = trust.closure([load_key_file(data / "signing-key.jwk").public], records, iss=iss)
+    assert not chain.problems and len(chain.revocations) == ROTATIONS
+    late = [
+        f"head {day} size {size} sealed={sealed} by {kid} at {iat}: {gone.describe()}"
+        for day, size, sealed, kid, iat in heads_signed
+        if (gone := keystatements.voided(chain.revocations, kid, iat)) is not None
+    ]
+    for token in tokens:
+        kid = jws.unverified_header(token)["kid"]
+        iat = json.loads(b64url_decode(token.split(".")[1]))["iat"]
+        if (gone := keystatements.voided(chain.revocations, kid, iat)) is not None:
+            late.append(f"/record token by {kid} at {iat}: {gone.describe()}")
+    return late
+
+
+@pytest.mark.parametrize("form", ["serve", "uvicorn"])
+def test_compromised_rotation_is_never_crossed_by_a_signature(tmp_path: Path, form: str) -> None:
+    """`rotate-key --compromised`, five times, while plain and `?prove=1` writers and
+    `/record` readers run (on `serve`, and on uvicorn with two workers sharing the store):
+    no head, checkpoint, seal or token is signed by a revoked key after its `revoked_at`,
+    every request is answered 200, and the audit passes."""
+    data, port = tmp_path / "data", free_port()
+    ok("init", "--data", data, "--iss", f"http://127.0.0.1:{port}")
+    if form == "serve":
+        argv = serve_argv(data, port, ["--checkpoint-interval", "1", "--rate-limit", "0"])
+        env: dict[str, str] = {}
+    else:
+        argv = uvicorn_argv(port, 2)
+        env = {
+            "CAPABILITY_ANCHOR_DATA": str(data),
+            "CAPABILITY_ANCHOR_CHECKPOINT_INTERVAL": "1",
+            "CAPABILITY_ANCHOR_RATE_LIMIT": "0",
+        }
+    with serving(data, argv=argv, env=env, port=port) as live:
+        with live.client() as client:
+            seed = [observation(n, "seed", iss=live.url) for n in range(LOAD_WRITERS)]
+            answer = client.post(
+                "/records?prove=1", json={"records": seed}, headers=live.writer_headers()
+            )
+            assert answer.status_code == 200, answer.text
+        with _Load(live.url, live.token()) as load:
+            for _ in range(ROTATIONS):
+                time.sleep(1.5)
+                ok("rotate-key", "--data", data, "--compromised")
+            time.sleep(1.5)
+        assert not load.failures, load.failures[:5]
+        assert load.tokens
+        late = _late_signatures(data, load.tokens)
+    assert not late, f"{len(late)} late signatures: {late[:5]}"
     assert ok("audit", "--data", data)["ok"] is True
