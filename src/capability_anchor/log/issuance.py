@@ -69,12 +69,13 @@ def issue_record(
                 f"signs no token for it: {problem}"
             )
         answer = read.proof(day, index)
+        signing_key, iat = log.signer()
         return jws.sign_record(
             claims,
             anchor=answer["anchor"],
             proof=answer["proof"],
-            key=log.signing_key(),
-            iat=int(log.clock()),
+            key=signing_key,
+            iat=iat,
             lifetime=lifetime,
         )
     today = log.today()
