@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -552,3 +553,86 @@ def test_compromised_rotation_is_never_crossed_by_a_signature(tmp_path: Path, fo
         late = _late_signatures(data, load.tokens)
     assert not late, f"{len(late)} late signatures: {late[:5]}"
     assert ok("audit", "--data", data)["ok"] is True
+
+
+def test_a_revocation_is_dated_no_earlier_than_the_newest_iat_its_key_signed(
+    tmp_path: Path,
+) -> None:
+    """A clock that reads earlier at the revocation than at the old key's newest head (a
+    step back, another process's clock): `revoked_at` is that head's `iat`, not the clock's
+    reading, so the head stays the log's."""
+    start = int(time.time()) - 120
+    clock = Clock(start)
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        clock.t = start + 90
+        log.append([observation(n, "early", iss=ISS) for n in range(2)])
+        log.checkpoint()
+    clock.t = start + 60
+    done = rotation.activate(data, lambda d: Log.open(d, clock=clock), compromised=True)
+    assert done.revoked_at == start + 90
+    assert ok("audit", "--data", data)["ok"] is True
+
+
+def test_audit_reports_a_signature_by_a_revoked_key_after_its_revocation(tmp_path: Path) -> None:
+    """What the log signed before this fix: a head (and its checkpoint) by the old key dated
+    after the revocation it stores. `audit` fails, naming each, where it passed before."""
+    start = int(time.time()) - 120
+    clock = Clock(start)
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        clock.t = start + 90
+        log.append([observation(n, "late", iss=ISS) for n in range(2)])
+        log.checkpoint()
+        old = log.key
+    rotation.publish(data, lambda d: Log.open(d, clock=clock))
+    rotation.activate(data, lambda d: Log.open(d, clock=clock), force=True)
+    with Log.open(data, clock=clock) as log:
+        new = log.signing_key()
+        token = keystatements.make_revocation(new, old.kid, iss=ISS, revoked_at=start + 60)
+        with log.store.write():
+            log.store.add_key_record(new.kid, old.kid, token, start + 60)
+    done = cli("audit", "--data", data)
+    assert done.returncode == 1, done.stdout
+    problems = json.loads(done.stdout.splitlines()[-1])["problems"]
+    late = [p for p in problems if f"after its key's revocation: key {old.kid} was revoked" in p]
+    assert [p.split(":")[0] for p in late] == [
+        f"head {time.strftime('%Y-%m-%d', time.gmtime(start + 90))} size 2 unsealed",
+        "history checkpoint 1",
+    ], problems
+    assert f"signed at iat {start + 90}" in late[0]
+
+
+def test_a_crash_between_the_activation_and_the_revocation_resumes_with_the_revocation(
+    tmp_path: Path,
+) -> None:
+    """`--compromised` commits the activation, then the revocation: killed between them, the
+    log refuses to open and the audit names the revocation owed; a rerun stores it (dated
+    after the activation) and swaps the key file."""
+    from tests.kit.logkit import raw
+
+    data = tmp_path / "data"
+    ok("init", "--data", data, "--iss", ISS)
+    append(data, "one")
+    ok("rotate-key", "--data", data)
+    done = ok("rotate-key", "--data", data, "--activate", "--force")
+    backup = data / f"signing-key.{done['old_kid']}.jwk"
+    (data / "signing-key.jwk").rename(data / "signing-key.jwk.new")
+    shutil.copy2(backup, data / "signing-key.jwk")
+    with raw(data) as conn:
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?)", (rotation.REVOKING, done["old_kid"])
+        )
+    refused = cli("checkpoint", "--data", data)
+    assert refused.returncode == 1 and "rotate-key --activate" in refused.stderr
+    audit = cli("audit", "--data", data)
+    assert audit.returncode == 1 and f"meta.{rotation.REVOKING}" in audit.stdout, audit.stdout
+    resumed = ok("rotate-key", "--data", data, "--compromised")
+    assert (resumed["revoked"], resumed["kid"]) == (done["old_kid"], done["kid"])
+    assert kid_file(data) == done["kid"]
+    with serving(data, "--rate-limit", "0") as live, live.client() as client:
+        assert served_kids(client) == {done["kid"]}
+    assert ok("audit", "--data", data)["ok"] is True
+    # Nothing is owed any more: a second rerun is a new compromise, of the new key.
+    with raw(data) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM meta WHERE key = 'revoking'").fetchone()[0] == 0

@@ -88,6 +88,7 @@ def audit_store(
     report.problems += pending_problems(log)
     keys = trusted_keys(log, keys)
     all_heads = store.all_heads()
+    report.problems += logtrust.late_signature_problems(log, all_heads)
     entry_days = store.entry_days()
     last_sealed = store.last_sealed_day()
     candidates = [log.first_day, *entry_days, *(h.day for h in all_heads)]
