@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ from capability_anchor.keys import KeySet, load_key_file, trust
 from capability_anchor.keys import statements as keystatements
 from capability_anchor.log import Log, rotation
 from capability_anchor.store import HeadRow
+from capability_anchor.store import open as stores
 from tests.kit.logkit import Clock
 from tests.kit.obskit import observation
 from tests.kit.rotationkit import append, cli, kid_file, ok, served_kids, signed_kids
@@ -496,19 +496,20 @@ class _Load:
 
 def _late_signatures(data: Path, tokens: Sequence[str]) -> list[str]:
     """Every head and `/record` token that a revoked key signed after its revocation."""
-    conn = sqlite3.connect(f"file:{data / 'log.sqlite3'}?mode=ro", uri=True)
+    store = stores.open_readonly(data)
     try:
-        heads_signed = conn.execute("SELECT day, tree_size, sealed, kid, iat FROM heads").fetchall()
-        records = [str(t) for (t,) in conn.execute("SELECT jws FROM key_records ORDER BY id")]
-        iss = str(conn.execute("SELECT value FROM meta WHERE key = 'iss'").fetchone()[0])
+        heads_signed = store.all_heads()
+        records = [token for _, _, _, token in store.key_records()]
+        iss = store.meta()["iss"]
     finally:
-        conn.close()
+        store.close()
     chain = trust.closure([load_key_file(data / "signing-key.jwk").public], records, iss=iss)
     assert not chain.problems and len(chain.revocations) == ROTATIONS
     late = [
-        f"head {day} size {size} sealed={sealed} by {kid} at {iat}: {gone.describe()}"
-        for day, size, sealed, kid, iat in heads_signed
-        if (gone := keystatements.voided(chain.revocations, kid, iat)) is not None
+        f"head {h.day} size {h.tree_size} sealed={h.sealed} by {h.kid} at {h.iat}: "
+        + gone.describe()
+        for h in heads_signed
+        if (gone := keystatements.voided(chain.revocations, h.kid, h.iat)) is not None
     ]
     for token in tokens:
         kid = jws.unverified_header(token)["kid"]
@@ -518,15 +519,21 @@ def _late_signatures(data: Path, tokens: Sequence[str]) -> list[str]:
     return late
 
 
-@pytest.mark.parametrize("form", ["serve", "uvicorn"])
-def test_compromised_rotation_is_never_crossed_by_a_signature(tmp_path: Path, form: str) -> None:
+@pytest.mark.parametrize("form", ["serve", "uvicorn", "postgresql"])
+def test_compromised_rotation_is_never_crossed_by_a_signature(
+    tmp_path: Path, form: str, request: pytest.FixtureRequest
+) -> None:
     """`rotate-key --compromised`, five times, while plain and `?prove=1` writers and
-    `/record` readers run (on `serve`, and on uvicorn with two workers sharing the store):
-    no head, checkpoint, seal or token is signed by a revoked key after its `revoked_at`,
-    every request is answered 200, and the audit passes."""
+    `/record` readers run (on `serve`, on uvicorn with two workers sharing the store, and
+    on `serve` over PostgreSQL): no head, checkpoint, seal or token is signed by a revoked
+    key after its `revoked_at`, every request is answered 200, and the audit passes."""
     data, port = tmp_path / "data", free_port()
-    ok("init", "--data", data, "--iss", f"http://127.0.0.1:{port}")
-    if form == "serve":
+    store: tuple[str, ...] = ()
+    if form == "postgresql":
+        pg = request.getfixturevalue("postgres")
+        store = ("--store", pg.url(pg.fresh_database("revoke")))
+    ok("init", "--data", data, "--iss", f"http://127.0.0.1:{port}", *store)
+    if form != "uvicorn":
         argv = serve_argv(data, port, ["--checkpoint-interval", "1", "--rate-limit", "0"])
         env: dict[str, str] = {}
     else:
