@@ -21,6 +21,7 @@ from capability_anchor.record.urls import canonical_url
 from .days import day_end, prev_day
 from .published import check_not_behind
 from .serverindex import SERVER_MEMBERS, index_watermark, server_keys
+from .trust import signer
 
 if TYPE_CHECKING:
     from .lifecycle import Log
@@ -69,7 +70,7 @@ def issue_record(
                 f"signs no token for it: {problem}"
             )
         answer = read.proof(day, index)
-        signing_key, iat = log.signer()
+        signing_key, iat = signer(log)
         return jws.sign_record(
             claims,
             anchor=answer["anchor"],

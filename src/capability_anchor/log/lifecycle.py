@@ -245,14 +245,6 @@ class Log:
         activated is adopted here, before the next signature)."""
         return logtrust.current_key(self)
 
-    def signer(self) -> tuple[SigningKey, int]:
-        """The key and `iat` of a signature made outside a write transaction (a `/record`
-        token): the time is read first, then the key from the store as it is after that
-        reading, so a revocation dated after its key stopped signing is never crossed
-        (`log.rotation`; inside a write transaction both are read under the lock)."""
-        iat = int(self.clock())
-        return self.signing_key(), iat
-
     def writer_token(self) -> str:
         """The checked writer token (see `log.writer_token`: TokenError when unusable)."""
         return writer_token(self.data_dir)

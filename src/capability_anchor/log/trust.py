@@ -102,6 +102,15 @@ def current_key(log: Log) -> SigningKey:
     )
 
 
+def signer(log: Log) -> tuple[SigningKey, int]:
+    """The key and `iat` of a signature made outside a write transaction (a `/record`
+    token): the time is read first, then the key, from the store as it is after that
+    reading, so a revocation dated after its key stopped signing is never crossed
+    (`log.rotation`; inside a write transaction both are read under the lock)."""
+    iat = int(log.clock())
+    return current_key(log), iat
+
+
 # --- the settings statement ------------------------------------------------------------------
 
 
@@ -236,7 +245,7 @@ def late_signature_problems(log: Log, all_heads: Sequence[HeadRow]) -> list[str]
     (SPEC §13.2: what `verify-proof` and `monitor` report): heads, history checkpoints
     (dated by the newest head they cover), settings statements and the policies' statement.
     Rotation records are `trust.closure`'s (`trust_problems`). `/record` tokens are not
-    kept; they follow the same rule (`Log.signer`)."""
+    kept; they follow the same rule (`signer`)."""
     revoked = trusted_chain(log).revocations
     if not revoked:
         return []
