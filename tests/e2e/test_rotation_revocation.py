@@ -6,13 +6,18 @@ endorsed rotation with no alarm, noting it once. Real CLI processes, servers and
 
 from __future__ import annotations
 
+import itertools
 import json
+import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from capability_anchor import head as heads
@@ -22,10 +27,11 @@ from capability_anchor.keys import KeySet, load_key_file, trust
 from capability_anchor.keys import statements as keystatements
 from capability_anchor.log import Log, rotation
 from capability_anchor.store import HeadRow
+from capability_anchor.store import open as stores
 from tests.kit.logkit import Clock
 from tests.kit.obskit import observation
 from tests.kit.rotationkit import append, cli, kid_file, ok, served_kids, signed_kids
-from tests.kit.serverkit import serving
+from tests.kit.serverkit import free_port, serve_argv, serving, uvicorn_argv
 
 ISS = "https://resolver.example"
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
@@ -427,3 +433,213 @@ def test_compromised_drops_the_old_log_line_and_the_new_key_vouches_for_the_poli
     assert {e.verifier.vkey() for e in parse_policy(stored).logs} == {new_vkey}
     assert json.loads(b64url_decode(statement.split(".")[0]))["kid"] == kid_file(data)
     assert ok("audit", "--data", data)["ok"] is True
+
+
+# --- a revocation under load: never crossed by the log's own signatures ----------------------
+
+LOAD_WRITERS = 2  # of each kind: plain batches, `?prove=1` batches, `/record` readers
+ROTATIONS = 5
+BATCH = 200  # records per batch: commits long enough that the rotation queues behind them
+
+
+class _Load:
+    """Writers and readers against a live server until `stop`: every `/record` token it got,
+    and every answer that was not 200."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.headers = url, {"Authorization": f"Bearer {token}"}
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.tokens: list[str] = []
+        self.failures: list[str] = []
+        self.threads = [
+            threading.Thread(target=self._write, args=(f"{kind}{w}", kind == "p"))
+            for kind in ("b", "p")
+            for w in range(LOAD_WRITERS)
+        ] + [threading.Thread(target=self._read, args=(w,)) for w in range(LOAD_WRITERS)]
+
+    def __enter__(self) -> _Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+
+    def _failed(self, what: str, answer: httpx.Response) -> None:
+        with self.lock:
+            self.failures.append(f"{what}: {answer.status_code} {answer.text[:300]}")
+
+    def _write(self, tag: str, prove: bool) -> None:
+        path = "/records?prove=1" if prove else "/records"
+        with httpx.Client(base_url=self.url, timeout=60.0) as client:
+            for b in itertools.count():
+                if self.stop.is_set():
+                    return
+                records = [observation(n, f"{tag}-{b}", iss=self.url) for n in range(BATCH)]
+                answer = client.post(path, json={"records": records}, headers=self.headers)
+                if answer.status_code != 200:
+                    self._failed(f"POST {path}", answer)
+
+    def _read(self, w: int) -> None:
+        with httpx.Client(base_url=self.url, timeout=60.0) as client:
+            while not self.stop.is_set():
+                answer = client.get("/record", params={"id": f"example:seed-{w}"})
+                if answer.status_code != 200:
+                    self._failed("GET /record", answer)
+                    continue
+                with self.lock:
+                    self.tokens.append(str(answer.json()["jws"]))
+
+
+def _late_signatures(data: Path, tokens: Sequence[str]) -> list[str]:
+    """Every head and `/record` token that a revoked key signed after its revocation."""
+    store = stores.open_readonly(data)
+    try:
+        heads_signed = store.all_heads()
+        records = [token for _, _, _, token in store.key_records()]
+        iss = store.meta()["iss"]
+    finally:
+        store.close()
+    chain = trust.closure([load_key_file(data / "signing-key.jwk").public], records, iss=iss)
+    assert not chain.problems and len(chain.revocations) == ROTATIONS
+    late = [
+        f"head {h.day} size {h.tree_size} sealed={h.sealed} by {h.kid} at {h.iat}: "
+        + gone.describe()
+        for h in heads_signed
+        if (gone := keystatements.voided(chain.revocations, h.kid, h.iat)) is not None
+    ]
+    for token in tokens:
+        kid = jws.unverified_header(token)["kid"]
+        iat = json.loads(b64url_decode(token.split(".")[1]))["iat"]
+        if (gone := keystatements.voided(chain.revocations, kid, iat)) is not None:
+            late.append(f"/record token by {kid} at {iat}: {gone.describe()}")
+    return late
+
+
+@pytest.mark.parametrize("form", ["serve", "uvicorn", "postgresql"])
+def test_compromised_rotation_is_never_crossed_by_a_signature(
+    tmp_path: Path, form: str, request: pytest.FixtureRequest
+) -> None:
+    """`rotate-key --compromised`, five times, while plain and `?prove=1` writers and
+    `/record` readers run (on `serve`, on uvicorn with two workers sharing the store, and
+    on `serve` over PostgreSQL): no head, checkpoint, seal or token is signed by a revoked
+    key after its `revoked_at`, every request is answered 200, and the audit passes."""
+    data, port = tmp_path / "data", free_port()
+    store: tuple[str, ...] = ()
+    if form == "postgresql":
+        pg = request.getfixturevalue("postgres")
+        store = ("--store", pg.url(pg.fresh_database("revoke")))
+    ok("init", "--data", data, "--iss", f"http://127.0.0.1:{port}", *store)
+    if form != "uvicorn":
+        argv = serve_argv(data, port, ["--checkpoint-interval", "1", "--rate-limit", "0"])
+        env: dict[str, str] = {}
+    else:
+        argv = uvicorn_argv(port, 2)
+        env = {
+            "CAPABILITY_ANCHOR_DATA": str(data),
+            "CAPABILITY_ANCHOR_CHECKPOINT_INTERVAL": "1",
+            "CAPABILITY_ANCHOR_RATE_LIMIT": "0",
+        }
+    with serving(data, argv=argv, env=env, port=port) as live:
+        with live.client() as client:
+            seed = [observation(n, "seed", iss=live.url) for n in range(LOAD_WRITERS)]
+            answer = client.post(
+                "/records?prove=1", json={"records": seed}, headers=live.writer_headers()
+            )
+            assert answer.status_code == 200, answer.text
+        with _Load(live.url, live.token()) as load:
+            for _ in range(ROTATIONS):
+                time.sleep(1.5)
+                ok("rotate-key", "--data", data, "--compromised")
+            time.sleep(1.5)
+        assert not load.failures, load.failures[:5]
+        assert load.tokens
+        late = _late_signatures(data, load.tokens)
+    assert not late, f"{len(late)} late signatures: {late[:5]}"
+    assert ok("audit", "--data", data)["ok"] is True
+
+
+def test_a_revocation_is_dated_no_earlier_than_the_newest_iat_its_key_signed(
+    tmp_path: Path,
+) -> None:
+    """A clock that reads earlier at the revocation than at the old key's newest head (a
+    step back, another process's clock): `revoked_at` is that head's `iat`, not the clock's
+    reading, so the head stays the log's."""
+    start = int(time.time()) - 120
+    clock = Clock(start)
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        clock.t = start + 90
+        log.append([observation(n, "early", iss=ISS) for n in range(2)])
+        log.checkpoint()
+    clock.t = start + 60
+    done = rotation.activate(data, lambda d: Log.open(d, clock=clock), compromised=True)
+    assert done.revoked_at == start + 90
+    assert ok("audit", "--data", data)["ok"] is True
+
+
+def test_audit_reports_a_signature_by_a_revoked_key_after_its_revocation(tmp_path: Path) -> None:
+    """What the log signed before this fix: a head (and its checkpoint) by the old key dated
+    after the revocation it stores. `audit` fails, naming each, where it passed before."""
+    start = int(time.time()) - 120
+    clock = Clock(start)
+    data = tmp_path / "data"
+    with Log.init(data, iss=ISS, clock=clock) as log:
+        clock.t = start + 90
+        log.append([observation(n, "late", iss=ISS) for n in range(2)])
+        log.checkpoint()
+        old = log.key
+    rotation.publish(data, lambda d: Log.open(d, clock=clock))
+    rotation.activate(data, lambda d: Log.open(d, clock=clock), force=True)
+    with Log.open(data, clock=clock) as log:
+        new = log.signing_key()
+        token = keystatements.make_revocation(new, old.kid, iss=ISS, revoked_at=start + 60)
+        with log.store.write():
+            log.store.add_key_record(new.kid, old.kid, token, start + 60)
+    done = cli("audit", "--data", data)
+    assert done.returncode == 1, done.stdout
+    problems = json.loads(done.stdout.splitlines()[-1])["problems"]
+    late = [p for p in problems if f"after its key's revocation: key {old.kid} was revoked" in p]
+    assert [p.split(":")[0] for p in late] == [
+        f"head {time.strftime('%Y-%m-%d', time.gmtime(start + 90))} size 2 unsealed",
+        "history checkpoint 1",
+    ], problems
+    assert f"signed at iat {start + 90}" in late[0]
+
+
+def test_a_crash_between_the_activation_and_the_revocation_resumes_with_the_revocation(
+    tmp_path: Path,
+) -> None:
+    """`--compromised` commits the activation, then the revocation: killed between them, the
+    log refuses to open and the audit names the revocation owed; a rerun stores it (dated
+    after the activation) and swaps the key file."""
+    from tests.kit.logkit import raw
+
+    data = tmp_path / "data"
+    ok("init", "--data", data, "--iss", ISS)
+    append(data, "one")
+    ok("rotate-key", "--data", data)
+    done = ok("rotate-key", "--data", data, "--activate", "--force")
+    backup = data / f"signing-key.{done['old_kid']}.jwk"
+    (data / "signing-key.jwk").rename(data / "signing-key.jwk.new")
+    shutil.copy2(backup, data / "signing-key.jwk")
+    with raw(data) as conn:
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?)", (rotation.REVOKING, done["old_kid"])
+        )
+    refused = cli("checkpoint", "--data", data)
+    assert refused.returncode == 1 and "rotate-key --activate" in refused.stderr
+    audit = cli("audit", "--data", data)
+    assert audit.returncode == 1 and f"meta.{rotation.REVOKING}" in audit.stdout, audit.stdout
+    resumed = ok("rotate-key", "--data", data, "--compromised")
+    assert (resumed["revoked"], resumed["kid"]) == (done["old_kid"], done["kid"])
+    assert kid_file(data) == done["kid"]
+    with serving(data, "--rate-limit", "0") as live, live.client() as client:
+        assert served_kids(client) == {done["kid"]}
+    assert ok("audit", "--data", data)["ok"] is True
+    # Nothing is owed any more: a second rerun is a new compromise, of the new key.
+    with raw(data) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM meta WHERE key = 'revoking'").fetchone()[0] == 0

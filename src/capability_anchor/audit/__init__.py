@@ -8,7 +8,8 @@ database read-only and reads everything, these included, in one snapshot):
  2. every tile: full tiles and their roots, and the partial tiles of each head's size,
     recomputed from the entries;
  3. every head: its root recomputed from the entries at its size, its JWS verified with the
-    log's keys, its claims equal to what is stored beside it, its `iss` the log's;
+    log's keys, its claims equal to what is stored beside it, its `iss` the log's; and no
+    head, history checkpoint or statement signed by a revoked key after its revocation;
  4. the chain: every day from the first to the last sealed one is sealed, each `prev` is the
     digest of the previous day's sealed claims, the first day's is null, and a sealed day
     holds exactly as many entries as its head says;
@@ -88,6 +89,7 @@ def audit_store(
     report.problems += pending_problems(log)
     keys = trusted_keys(log, keys)
     all_heads = store.all_heads()
+    report.problems += logtrust.late_signature_problems(log, all_heads)
     entry_days = store.entry_days()
     last_sealed = store.last_sealed_day()
     candidates = [log.first_day, *entry_days, *(h.day for h in all_heads)]

@@ -249,8 +249,8 @@ def _check_head_kids(report: AuditReport, rows: Sequence[HeadRow]) -> None:
 
 def _check_accepted_at(report: AuditReport, store: Store) -> None:
     """An entry's day is the UTC day of the moment it was accepted (`Log.append_prepared`
-    takes both from one clock reading). Not checked: order within a day, since writers in
-    several processes read the clock before they queue for the write lock."""
+    takes both from one clock reading, under the write lock). Not checked: order within a
+    day, since the clocks of several processes, or a wall clock stepped back, need not agree."""
     for day, index, at in store.entries_accepted_off_day():
         report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
 

@@ -21,6 +21,7 @@ from capability_anchor.record.urls import canonical_url
 from .days import day_end, prev_day
 from .published import check_not_behind
 from .serverindex import SERVER_MEMBERS, index_watermark, server_keys
+from .trust import signer
 
 if TYPE_CHECKING:
     from .lifecycle import Log
@@ -69,12 +70,13 @@ def issue_record(
                 f"signs no token for it: {problem}"
             )
         answer = read.proof(day, index)
+        signing_key, iat = signer(log)
         return jws.sign_record(
             claims,
             anchor=answer["anchor"],
             proof=answer["proof"],
-            key=log.signing_key(),
-            iat=int(log.clock()),
+            key=signing_key,
+            iat=iat,
             lifetime=lifetime,
         )
     today = log.today()

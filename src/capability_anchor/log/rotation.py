@@ -16,16 +16,22 @@ Every running process signs with the key the newest settings statement is signed
 (`log.trust.current_key`), so from the commit of 2 on nothing is signed by the old key, and
 between 2 and 3 they take the next key from `signing-key.jwk.new`.
 
-`--compromised` does both at once, and in the same transaction a revocation of the old key
-signed by the next key; the old key's `log` line leaves the policy. Each step survives a
-crash: a rerun of the same command resumes (an activation whose commit is done only swaps
-the file).
+`--compromised` does both at once (the old key's `log` line leaves the policy), then, in a
+second transaction, stores a revocation of the old key signed by the next key. Its
+`revoked_at` is read inside that transaction, after the activation committed, and is no
+earlier than the newest `iat` the store holds from the old key (`newest_signed`), so nothing
+the log signs is dated after the revocation of its key: every signature reads its time,
+then its key (under the write lock, or `trust.signer`), and no key read after the
+activation is the old one (docs/explanation/decisions.md). Each step survives a crash: a
+rerun of the same command resumes (an activation whose commit is done only swaps the file,
+after the revocation it owes: meta `REVOKING`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,15 +56,17 @@ from capability_anchor.keys.statements import (
 )
 from capability_anchor.log import policies as policytrust
 from capability_anchor.note import TYPE_ED25519, format_vkey, origin_from_url, parse_policy
-from capability_anchor.store import HISTORY_ORIGIN
+from capability_anchor.store import HISTORY_ORIGIN, Store
 from capability_anchor.store import open as stores
 
+from .days import Clock
 from .trust import KEY_FILE, NEW_KEY_FILE, backup_name, sign_settings
 
 if TYPE_CHECKING:
     from capability_anchor.log import Log
 
 PENDING = "pending_rotation"  # the meta row holding the pending rotation's JWS
+REVOKING = "revoking"  # the kid a committed `--compromised` activation has yet to revoke
 DEFAULT_NOTICE = 3600
 
 Opener = Callable[[Path], "Log"]
@@ -124,7 +132,8 @@ def pending_rotation(log: Log) -> PendingRotation | None:
 
 def pending_problems(log: Log) -> list[str]:
     """What the audit reports about the pending rotation: its statement must verify with
-    the key file's key and name a key the log trusts (endorsed by the current key)."""
+    the key file's key and name a key the log trusts (endorsed by the current key); and a
+    revocation still owed (`REVOKING`)."""
     try:
         found = pending_rotation(log)
     except CapabilityAnchorError as exc:
@@ -132,9 +141,18 @@ def pending_problems(log: Log) -> list[str]:
             f"meta.{PENDING}: the pending rotation is not signed by the key file's key "
             f"{log.key.kid} or is malformed: {exc}"
         ]
+    problems: list[str] = []
     if found is not None and found.kid not in log.keyset():
-        return [f"meta.{PENDING}: it names key {found.kid}, which the key records do not endorse"]
-    return []
+        problems.append(
+            f"meta.{PENDING}: it names key {found.kid}, which the key records do not endorse"
+        )
+    revoking = log.read.meta().get(REVOKING)
+    if revoking is not None:
+        problems.append(
+            f"meta.{REVOKING}: the revocation of key {revoking} by `rotate-key --compromised` "
+            "was interrupted: run `capability-anchor rotate-key --compromised` again"
+        )
+    return problems
 
 
 def note_vkey(log: Log, key: PublicKey) -> str:
@@ -235,12 +253,10 @@ def activate(
         _link_backup(data_dir / KEY_FILE, backup, old)
         old_vkey, new_vkey = note_vkey(log, old.public), note_vkey(log, nxt.public)
         with log.store.write():
+            now = int(log.clock())
             log.store.add_key(nxt.kid, json.dumps(nxt.public.jwk(), sort_keys=True), now)
             _add_record(log, old, nxt.public, now)
             _add_record(log, nxt, old.public, now)
-            if compromised:
-                token = make_revocation(nxt, old.kid, iss=log.iss, revoked_at=now)
-                log.store.add_key_record(nxt.kid, old.kid, token, now)
             policy = log.store.policy()
             if policy is not None:
                 drop = old_vkey if compromised else None
@@ -255,11 +271,57 @@ def activate(
                     policytrust.sign_policies(log.store, nxt, log.iss, now)
             sign_settings(log, nxt, "rotate-key")
             log.store.clear_meta(PENDING)
+            if compromised:
+                log.store.set_meta(REVOKING, old.kid)
+        # From this commit on every signer reads `nxt` as its key: only now is a revocation
+        # time read that nothing the old key signs can be dated after.
+        revoked_at = revoke(log.store, log.clock, log.iss, nxt, old.kid) if compromised else None
     finally:
         log.close()
     # Durable from here: the database names the next key as current. Only now is it the file.
     _swap(data_dir)
-    return Activated(old.kid, nxt.kid, new_vkey, backup, now if compromised else None)
+    return Activated(old.kid, nxt.kid, new_vkey, backup, revoked_at)
+
+
+def revoke(store: Store, clock: Clock, iss: str, successor: SigningKey, kid: str) -> int | None:
+    """Store the revocation of `kid` (the key `successor` replaced, named by meta
+    `REVOKING`) in one write transaction, and return its `revoked_at`: the time read inside
+    it, or the newest `iat` the store holds from `kid` if that is later. None when no
+    revocation is owed (another run stored it)."""
+    with store.write():
+        if store.meta().get(REVOKING) != kid:
+            return None
+        revoked_at = max(int(clock()), newest_signed(store, kid))
+        token = make_revocation(successor, kid, iss=iss, revoked_at=revoked_at)
+        store.add_key_record(successor.kid, kid, token, revoked_at)
+        store.clear_meta(REVOKING)
+    return revoked_at
+
+
+HEADS_CHUNK = 1024
+
+
+def newest_signed(store: Store, kid: str) -> int:
+    """The newest `iat` among what `kid` signed that the store keeps (0: none): its heads
+    (each checkpoint is signed with its head), settings statements and rotation records.
+    A head's `iat` falls on its day and the history is in day order, so only the heads of
+    the newest day in the history are read."""
+    added = store.added_times()
+    found = [added["settings"].get(i, 0) for i, k, _ in store.settings_statements() if k == kid]
+    found += [added["key_records"].get(i, 0) for i, s, _, _ in store.key_records() if s == kid]
+    end = store.history_size()
+    newest_day: str | None = None
+    while end > 0:
+        start = max(0, end - HEADS_CHUNK)
+        rows = store.history_heads(start, end)
+        if not rows:
+            break
+        newest_day = newest_day or rows[-1].day
+        found += [r.iat for r in rows if r.kid == kid and r.day == newest_day]
+        if rows[0].day != newest_day:
+            break
+        end = start
+    return max(found, default=0)
 
 
 def _link_backup(key_file: Path, backup: Path, old: SigningKey) -> None:
@@ -278,7 +340,8 @@ def _swap(data_dir: Path) -> None:
 
 def _finish_swap(data_dir: Path) -> Activated | None:
     """An activation whose transaction committed but whose key file was not swapped yet
-    (the log refuses to open in that state): finish it. None when there is none."""
+    (the log refuses to open in that state): finish it, with the revocation a `--compromised`
+    one owes. None when there is none."""
     new_file = data_dir / NEW_KEY_FILE
     if not new_file.exists():
         return None
@@ -291,19 +354,23 @@ def _finish_swap(data_dir: Path) -> Activated | None:
     try:
         statements = store.settings_statements()
         meta = store.meta()
+        if not statements or statements[-1][1] != nxt.kid:
+            return None
+        try:
+            trust.verify_settings(statements[-1][2], KeySet.of(nxt.public))
+        except CapabilityAnchorError:
+            return None
+        revoked_at = None
+        if meta.get(REVOKING) == old.kid:
+            revoked_at = revoke(store, time.time, meta["iss"], nxt, old.kid)
     finally:
         store.close()
-    if not statements or statements[-1][1] != nxt.kid:
-        return None
-    try:
-        trust.verify_settings(statements[-1][2], KeySet.of(nxt.public))
-    except CapabilityAnchorError:
-        return None
     backup = data_dir / backup_name(old.kid)
     _link_backup(data_dir / KEY_FILE, backup, old)
     _swap(data_dir)
     origin = meta.get(HISTORY_ORIGIN) or origin_from_url(meta.get("public_url") or meta["iss"])
-    return Activated(old.kid, nxt.kid, format_vkey(origin, TYPE_ED25519, nxt.public.raw), backup)
+    vkey = format_vkey(origin, TYPE_ED25519, nxt.public.raw)
+    return Activated(old.kid, nxt.kid, vkey, backup, revoked_at)
 
 
 # --- the witness policy ----------------------------------------------------------------------

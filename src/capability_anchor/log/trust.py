@@ -9,16 +9,22 @@ add rows, never trust.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capability_anchor import strictjson
+from capability_anchor import jws, strictjson
 from capability_anchor.encoding import b64url_decode
 from capability_anchor.errors import CapabilityAnchorError, StartupCheckFailed
 from capability_anchor.keys import KeySet, PublicKey, SigningKey, load_key_file, trust
-from capability_anchor.store import SETTINGS_UNSIGNED
+from capability_anchor.keys.statements import voided
+from capability_anchor.note import TYPE_ED25519, key_id, parse_note
+from capability_anchor.store import HISTORY_ORIGIN, SETTINGS_UNSIGNED, HeadRow
+
+from .policies import POLICIES_META
 
 if TYPE_CHECKING:
     from capability_anchor.log import Log
@@ -94,6 +100,15 @@ def current_key(log: Log) -> SigningKey:
         f"cannot load (its key is {log.key.kid}); nothing is signed until "
         "`capability-anchor rotate-key --activate` has finished"
     )
+
+
+def signer(log: Log) -> tuple[SigningKey, int]:
+    """The key and `iat` of a signature made outside a write transaction (a `/record`
+    token): the time is read first, then the key, from the store as it is after that
+    reading, so a revocation dated after its key stopped signing is never crossed
+    (`log.rotation`; inside a write transaction both are read under the lock)."""
+    iat = int(log.clock())
+    return current_key(log), iat
 
 
 # --- the settings statement ------------------------------------------------------------------
@@ -220,6 +235,67 @@ def _added_problems(log: Log) -> list[str]:
                     f"signed at iat {iat}"
                 )
     return problems
+
+
+Dated = tuple[str, str, int]  # what was signed, by which kid, at which iat
+
+
+def late_signature_problems(log: Log, all_heads: Sequence[HeadRow]) -> list[str]:
+    """Every signature the data dir keeps that a revoked key made after its `revoked_at`
+    (SPEC §13.2: what `verify-proof` and `monitor` report): heads, history checkpoints
+    (dated by the newest head they cover), settings statements and the policies' statement.
+    Rotation records are `trust.closure`'s (`trust_problems`). `/record` tokens are not
+    kept; they follow the same rule (`signer`)."""
+    revoked = trusted_chain(log).revocations
+    if not revoked:
+        return []
+    problems: list[str] = []
+    for what, kid, iat in (*_head_signatures(log, all_heads, revoked), *_statements(log)):
+        if (gone := voided(revoked, kid, iat)) is not None:
+            problems.append(
+                f"{what}: signed at iat {iat}, after its key's revocation: {gone.describe()}"
+            )
+    return problems
+
+
+def _head_signatures(
+    log: Log, all_heads: Sequence[HeadRow], revoked: Iterable[str]
+) -> Iterator[Dated]:
+    """Each head, and each history checkpoint a revoked key signed, dated."""
+    history = sorted(all_heads, key=lambda h: (h.day, h.sealed, h.tree_size))
+    for row in history:
+        state = "sealed" if row.sealed else "unsealed"
+        yield f"head {row.day} size {row.tree_size} {state}", row.kid, row.iat
+    origin = log.read.meta().get(HISTORY_ORIGIN)
+    if origin is None or not history:
+        return
+    wanted = set(revoked)
+    by_id = {key_id(origin, TYPE_ED25519, k.raw): k.kid for k in log.keyset() if k.kid in wanted}
+    dates = list(itertools.accumulate((h.iat for h in history), max))
+    for size, note in log.read.history.iter_checkpoints():
+        try:
+            signatures = parse_note(note).signatures if 0 < size <= len(dates) else []
+        except CapabilityAnchorError:
+            continue  # reported by the checkpoint audit, as a size beyond the history is
+        for signature in signatures:
+            if signature.key_id in by_id:
+                yield f"history checkpoint {size}", by_id[signature.key_id], dates[size - 1]
+
+
+def _statements(log: Log) -> Iterator[Dated]:
+    """The settings statements and the policies' statement, dated by their `iat`."""
+    signed = [(f"settings statement #{n}", t) for n, _, t in log.read.settings_statements()]
+    statement = log.read.meta().get(POLICIES_META)
+    if statement is not None:
+        signed.append((f"meta.{POLICIES_META}", statement))
+    for what, token in signed:
+        try:
+            kid = jws.unverified_header(token).get("kid")
+            iat = strictjson.loads(b64url_decode(token.split(".")[1]))["iat"]
+        except (IndexError, KeyError, TypeError, ValueError, CapabilityAnchorError):
+            continue  # an unreadable statement is reported by the checks of its own
+        if isinstance(kid, str) and strictjson.is_int(iat):
+            yield what, kid, int(iat)
 
 
 # --- an exported folder ----------------------------------------------------------------------

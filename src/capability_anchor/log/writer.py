@@ -141,9 +141,11 @@ class LogWriter(HeadSigner):
             check_not_behind(self._log.data_dir)
             if prove:
                 self.seal()
-            now = self._log.clock()
             # The transaction begins: the store's write lock is held from here to the commit.
             with self._store.write():
+                # The time is read under the lock, as the key a head takes is (`signing_key`):
+                # a revocation committed before dates itself after it (`log.rotation`).
+                now = self._log.clock()
                 batch = self._sequence(prepared, now)
                 proved = _prove(self, batch, subs, now) if prove else None
             # Durable from here on: the entries, the head and what the answers name. Only now
@@ -254,12 +256,13 @@ class LogWriter(HeadSigner):
         with self.lock:
             check_not_behind(self._log.data_dir)
             self.seal()
-            now = self._log.clock()
-            day = utc_day(now)
-            if day < self._log.first_day:
-                return None
-            # One transaction: the size read, the head signed over it and its index runs.
+            # One transaction: the size read, the head signed over it and its index runs; its
+            # time read under the lock, as the key is (see `_commit_group`).
             with self._store.write():
+                now = self._log.clock()
+                day = utc_day(now)
+                if day < self._log.first_day:
+                    return None
                 sealed = self._store.sealed_head(day)
                 if sealed is not None:
                     return sealed.doc
