@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from capability_anchor.log.published import RESTORED_FILE
+from capability_anchor.log.marks import RESTORED_FILE
 from tests.kit.logkit import run_cli
 from tests.kit.obskit import observation
 from tests.kit.serverkit import serving

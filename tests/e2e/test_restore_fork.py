@@ -33,7 +33,8 @@ import pytest
 from capability_anchor.errors import BehindPublished
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import Log
-from capability_anchor.log.published import BEHIND_FILE, behind_state, monitoring_path
+from capability_anchor.log.marks import BEHIND_FILE, behind_state
+from capability_anchor.log.published import monitoring_path
 from capability_anchor.note import Checkpoint, NoteSigner, sign_checkpoint
 from capability_anchor.witness.client import run_round
 from tests.kit.logkit import run_cli

@@ -30,7 +30,7 @@ import pytest
 from capability_anchor.api.background import TICK_S
 from capability_anchor.errors import NotCompared
 from capability_anchor.log import Log
-from capability_anchor.log.published import BEHIND_FILE, RESTORED_FILE
+from capability_anchor.log.marks import BEHIND_FILE, RESTORED_FILE
 from tests.kit.logkit import run_cli
 from tests.kit.obskit import observation
 from tests.kit.pgkit import PgServer

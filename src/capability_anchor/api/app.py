@@ -20,7 +20,8 @@ from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.files import tighten_modes
 from capability_anchor.log import MAX_BATCH, Log
 from capability_anchor.log.clockguard import ClockGuard
-from capability_anchor.log.published import behind_state, learn
+from capability_anchor.log.marks import behind_state
+from capability_anchor.log.published import learn
 from capability_anchor.metrics.service import enable, observe, register_state
 from capability_anchor.store import open as stores
 from capability_anchor.store.damage import refuse_if_damaged

@@ -43,7 +43,8 @@ import anyio
 from capability_anchor.errors import CapabilityAnchorError, LeaseLost, StoreDamaged
 from capability_anchor.log import Log, utc_day
 from capability_anchor.log.clockguard import ClockGuard
-from capability_anchor.log.published import LEARN_DEADLINE_S, Behind, behind_state, learn
+from capability_anchor.log.marks import Behind, behind_state
+from capability_anchor.log.published import LEARN_DEADLINE_S, learn
 from capability_anchor.metrics.service import set_state
 from capability_anchor.store import Scrub
 from capability_anchor.store.damage import Damage, describe, found

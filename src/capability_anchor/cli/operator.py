@@ -27,7 +27,7 @@ from .operator_append import cmd_append
 from .operator_backup import add_backup_arguments, cmd_backup, cmd_migrate
 from .operator_base import PROG, add_published, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
-from .operator_recover import cmd_recover, cmd_reindex
+from .operator_recover import add_recover_arguments, cmd_recover, cmd_reindex
 from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
 from .operator_write import (
     cmd_checkpoint,
@@ -309,14 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bring back the entries and heads this data dir lacks from what the log published",
     )
     add_data(p)
-    p.add_argument(
-        "--from",
-        dest="source",
-        required=True,
-        metavar="URL|DIR",
-        help="the log's public mirror (a serving log or a static export over HTTP) or an "
-        "export folder (`export --tiles`) (required)",
-    )
+    add_recover_arguments(p)
 
     p = command(
         "reindex",

@@ -11,6 +11,17 @@ from .common import EXIT_OK, emit
 from .operator_base import PROG, open_log
 
 
+def add_recover_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="URL|DIR",
+        help="the log's public mirror (a serving log or a static export over HTTP) or an "
+        "export folder (`export --tiles`) (required)",
+    )
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     from capability_anchor.log.recovery import recover
 

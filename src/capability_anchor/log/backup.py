@@ -41,7 +41,7 @@ from capability_anchor.log import datafiles
 from capability_anchor.store import Store
 from capability_anchor.store import open as stores
 
-from .published import RESTORED_FILE, restored_mark_bytes
+from .marks import RESTORED_FILE, restored_mark_bytes
 from .writer_token import TOKEN_FILE
 
 ATTEMPTS = 3

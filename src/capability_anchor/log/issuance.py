@@ -19,7 +19,7 @@ from capability_anchor.record.rule import token_problem
 from capability_anchor.record.urls import canonical_url
 
 from .days import day_end, prev_day
-from .published import check_not_behind
+from .marks import check_not_behind
 from .serverindex import SERVER_MEMBERS, index_watermark, server_keys
 from .trust import signer
 

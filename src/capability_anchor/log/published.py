@@ -44,25 +44,31 @@ operator's word that nothing was ever published: it clears the mark without aski
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from capability_anchor.errors import BehindPublished, CapabilityAnchorError, NotCompared
-from capability_anchor.files import fsync_dir
+from capability_anchor.errors import CapabilityAnchorError
+
+from .marks import (
+    BEHIND,
+    CONFLICT,
+    Behind,
+    behind_state,
+    clear_restored,
+    mark_behind,
+    not_compared,
+    restored_mark,
+)
 
 if TYPE_CHECKING:
     from capability_anchor.log import Log
     from capability_anchor.monitor.source import LogSource
     from capability_anchor.note import PolicyWitness
 
-BEHIND_FILE = "behind-published.json"
-RESTORED_FILE = "restored-copy.json"
 # `--published none`: the operator states that nothing was ever published (SPEC §14.2).
 PUBLISHED_NONE = "none"
 LEARN_DEADLINE_S = 10.0
@@ -78,195 +84,6 @@ def _warn_once(where: str, problem: str) -> None:
     if (where, problem) not in _said:
         _said.add((where, problem))
         _events.warning("learning what was published: %s: %s", where, problem)
-
-
-BEHIND, CONFLICT = "behind", "conflict"
-
-
-@dataclass(frozen=True)
-class Behind:
-    """Why the log signs nothing: `kind` is BEHIND (a larger history was published) or
-    CONFLICT (a history of a size we hold was published with another root: this data dir
-    already forked, recover cannot fix it)."""
-
-    kind: str
-    source: str
-    published_size: int
-    our_size: int
-    since: int
-    detail: str
-
-    def reason(self) -> str:
-        return (
-            f"{self.source} shows history size {self.published_size}, this data dir holds "
-            f"{self.our_size}: {self.detail}"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "source": self.source,
-            "published_size": self.published_size,
-            "our_size": self.our_size,
-            "since": self.since,
-            "detail": self.detail,
-        }
-
-    def error(self) -> BehindPublished:
-        fix = (
-            "run `capability-anchor recover --from URL|DIR` (the public mirror or an export)"
-            if self.kind == BEHIND
-            else "this data dir already conflicts with what was published: do not serve it; "
-            "restore a backup the published history extends, then `capability-anchor "
-            "recover --from URL|DIR`"
-        )
-        return BehindPublished(f"behind what was published: {self.reason()}; {fix}")
-
-
-def behind_state(data_dir: Path) -> Behind | None:
-    """The data dir's behind state, or None (the metrics engineer's reader). A state file that
-    cannot be read is still a state: the log stays stopped rather than guess."""
-    path = Path(data_dir) / BEHIND_FILE
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return Behind(CONFLICT, str(path), 0, 0, 0, f"the state file is unreadable: {exc}")
-    try:
-        obj = json.loads(raw)
-        return Behind(
-            str(obj["kind"]),
-            str(obj["source"]),
-            int(obj["published_size"]),
-            int(obj["our_size"]),
-            int(obj["since"]),
-            str(obj["detail"]),
-        )
-    except (ValueError, KeyError, TypeError):
-        return Behind(CONFLICT, str(path), 0, 0, 0, "the state file is malformed")
-
-
-def check_not_behind(data_dir: Path) -> None:
-    """Raise BehindPublished while the data dir is behind what was published."""
-    state = behind_state(data_dir)
-    if state is not None:
-        raise state.error()
-
-
-def mark_behind(data_dir: Path, state: Behind) -> bool:
-    """Enter the behind state; True if this call entered it (and wrote the one event line),
-    False if it was already set (by this process or another)."""
-    data_dir = Path(data_dir)
-    path = data_dir / BEHIND_FILE
-    if path.exists():
-        return False
-    tmp = data_dir / f".{BEHIND_FILE}.tmp-{os.getpid()}-{time.monotonic_ns()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(state.to_json(), sort_keys=True).encode() + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)  # fails if another process entered it first
-        except FileExistsError:
-            return False
-        fsync_dir(data_dir)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _events.error(
-        "behind what was published: signing stopped, appends refused: %s; operator: %s",
-        state.reason(),
-        state.error().action,
-    )
-    return True
-
-
-def clear_behind(data_dir: Path) -> Behind | None:
-    """Leave the behind state (after `recover`); the state that was cleared, if any."""
-    state = behind_state(data_dir)
-    path = Path(data_dir) / BEHIND_FILE
-    path.unlink(missing_ok=True)
-    fsync_dir(Path(data_dir))
-    if state is not None:
-        _events.info("caught up with what was published: signing resumes (%s)", state.reason())
-    return state
-
-
-# --- the restored copy's mark (SPEC §14.2) ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Restored:
-    """The mark `backup` leaves in its copy: the history it holds, and when it was made."""
-
-    history_size: int
-    history_root: str
-    backed_up: int
-
-    def describe(self) -> str:
-        held = (
-            f"a backup of history size {self.history_size}"
-            if self.history_size >= 0
-            else "its mark is unreadable"
-        )
-        return f"this data dir is a restored copy ({held}, {RESTORED_FILE})"
-
-
-def restored_mark(data_dir: Path) -> Restored | None:
-    """The data dir's mark, or None. A mark that cannot be read is still a mark."""
-    path = Path(data_dir) / RESTORED_FILE
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError:
-        return Restored(-1, "", 0)
-    try:
-        obj = json.loads(raw)
-        return Restored(int(obj["history_size"]), str(obj["history_root"]), int(obj["backed_up"]))
-    except (ValueError, KeyError, TypeError):
-        return Restored(-1, "", 0)
-
-
-def restored_mark_bytes(history_size: int, history_root: bytes, backed_up: int) -> bytes:
-    """What `backup` writes as its copy's mark (it writes the file as it writes the keys)."""
-    mark = {
-        "history_size": history_size,
-        "history_root": history_root.hex(),
-        "backed_up": backed_up,
-    }
-    return json.dumps(mark, sort_keys=True).encode() + b"\n"
-
-
-def clear_restored(data_dir: Path, why: str) -> None:
-    """Remove the mark (a passing comparison, `--published none`, `recover`); said once."""
-    mark = restored_mark(data_dir)
-    if mark is None:
-        return
-    (Path(data_dir) / RESTORED_FILE).unlink(missing_ok=True)
-    fsync_dir(Path(data_dir))
-    _events.info("%s: the restored copy's mark is cleared, it may sign", why)
-
-
-_COMPARE_HOW = (
-    "give `--published URL|DIR` (the public mirror or an export folder; env "
-    "CAPABILITY_ANCHOR_PUBLISHED), or `--published none` if nothing was ever published, or "
-    "run `capability-anchor recover --from URL|DIR`"
-)
-
-
-def _not_compared(mark: Restored, why: str) -> NotCompared:
-    return NotCompared(f"{mark.describe()}: {why}; {_COMPARE_HOW}")
-
-
-def check_compared(data_dir: Path) -> None:
-    """Raise NotCompared while the data dir is a restored copy not yet compared with what
-    was published (`sign_head` asks before each signature, whoever calls it)."""
-    mark = restored_mark(data_dir)
-    if mark is not None:
-        raise _not_compared(mark, "it signs nothing until it was compared with what was published")
 
 
 # --- learning ---------------------------------------------------------------------------
@@ -404,13 +221,13 @@ def learn(
     sources = _sources(log, published, publish, skip_failing and mark is None)
     if not sources:
         if mark is not None:
-            raise _not_compared(mark, "nothing to compare it with before it signs")
+            raise not_compared(mark, "nothing to compare it with before it signs")
         return None
     state, holds, problems = _compare(log, sources, deadline)
     if state is not None or mark is None:
         return state
     if not holds:
-        raise _not_compared(
+        raise not_compared(
             mark, f"no published reference could be compared with it ({'; '.join(problems)})"
         )
     clear_restored(
@@ -490,24 +307,12 @@ def witness_ahead(log: Log, witness: PolicyWitness, size: int, ours: int) -> Beh
 
 
 __all__ = [
-    "BEHIND_FILE",
     "PUBLISHED_NONE",
-    "RESTORED_FILE",
-    "Behind",
-    "Restored",
     "Seen",
-    "behind_state",
-    "check_compared",
-    "check_not_behind",
-    "clear_behind",
-    "clear_restored",
     "judge",
     "learn",
-    "mark_behind",
     "monitoring_path",
     "open_published",
-    "restored_mark",
-    "restored_mark_bytes",
     "verified_checkpoint",
     "witness_ahead",
 ]

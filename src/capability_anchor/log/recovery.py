@@ -22,8 +22,8 @@ restored backup), byte for byte, verified before anything is stored (SPEC §13.3
    stored chain's). Each history size gets its checkpoint, signed as the log signed it then
    (Ed25519 is deterministic); the published cosignatures of P by policy witnesses are
    verified and stored. Anything that does not verify rolls everything back.
-5. the behind state is cleared (`published.clear_behind`) once the data dir holds at least
-   what the state named, and so is a restored copy's mark (`published.clear_restored`).
+5. the behind state is cleared (`marks.clear_behind`) once the data dir holds at least
+   what the state named, and so is a restored copy's mark (`marks.clear_restored`).
 
 Nothing here signs a head: a head is stored only as published and verified, so no fork can
 come out of a recovery.
@@ -48,15 +48,8 @@ from capability_anchor.merkle import TILE_WIDTH, TreeEdge, hash_leaf
 from capability_anchor.monitor.source import FolderSource, LogSource, read_bundles
 from capability_anchor.store import CosignatureRow, HeadRow
 
-from .published import (
-    BEHIND,
-    Seen,
-    behind_state,
-    clear_behind,
-    clear_restored,
-    open_published,
-    verified_checkpoint,
-)
+from .marks import BEHIND, behind_state, clear_behind, clear_restored
+from .published import Seen, open_published, verified_checkpoint
 from .serverindex import leaf_keys
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from capability_anchor.store import HeadRow, Store
 
 from .days import prev_day
 from .history import append_head, check_order, sign_history_checkpoint
-from .published import check_compared, check_not_behind
+from .marks import check_compared, check_not_behind
 from .serverindex import Pending, ServerIndex
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from .batch import AppendResult, Prepared
 from .days import next_day, utc_day
 from .groupcommit import GroupCommit, Submission
 from .handoff import Handoffs
-from .published import check_not_behind
+from .marks import check_not_behind
 from .serverindex import Pending, ServerIndex, stored_watermark
 from .signing import HeadSigner
 

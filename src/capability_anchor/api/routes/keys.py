@@ -20,7 +20,7 @@ from capability_anchor.api.models import Health, Jwks, KeyRecords, success
 from capability_anchor.api.service import service_of
 from capability_anchor.head import VERSION
 from capability_anchor.keys import trust
-from capability_anchor.log.published import behind_state
+from capability_anchor.log.marks import behind_state
 
 
 @get("/healthz", summary="Liveness")
