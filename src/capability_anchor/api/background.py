@@ -134,14 +134,7 @@ class Background:
         while not self._stopping.is_set() and self.stopped_by is None:
             if self._try_lock() and self._clock_agrees():
                 await self._tick()
-                # Behind what was published, the folder may hold more than this data dir (a
-                # restored copy's `--publish` folder): an export would write an older
-                # checkpoint over a newer one.
-                if (
-                    self.publisher is not None
-                    and self.stopped_by is None
-                    and behind_state(self.data_dir) is None
-                ):
+                if self.publisher is not None and self.stopped_by is None:
                     await self.publisher.run_once()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), TICK_S)
@@ -166,7 +159,7 @@ class Background:
                 self._last_checkpoint = now
             # Before anything is signed: has the world seen more than this data dir holds?
             # Asked only when something would be signed (a past day to seal, a grown tree).
-            if (need_seal or (due and await anyio.to_thread.run_sync(self._grew))) and (
+            if (need_seal or (due and await anyio.to_thread.run_sync(_grew, writer))) and (
                 await anyio.to_thread.run_sync(self._learn) is not None
             ):
                 return
@@ -216,15 +209,6 @@ class Background:
         if self.witnessing is not None:
             problems = self.witnessing.problems.snapshot()
             set_state("witnessing_problem", float(any(p.active for p in problems)))
-
-    def _grew(self) -> bool:
-        """Whether today's tree is larger than its newest head (a checkpoint would sign)."""
-        writer = self.writer
-        day = writer.today()
-        with writer.store.read():
-            size = writer.store.day_size(day)
-            newest = writer.store.newest_unsealed(day)
-        return size > (0 if newest is None else newest.tree_size)
 
     def _learn(self) -> Behind | None:
         # At start-up every witness is asked (api/app.py); here, not those in their backoff.
@@ -324,6 +308,15 @@ class Background:
             self._witness_tasks[witness.name] = task
             task.add_done_callback(self._witness_now)
         witnessing.problems.cleared("", FAILED)
+
+
+def _grew(writer: Log) -> bool:
+    """Whether today's tree is larger than its newest head (a checkpoint would sign)."""
+    day = writer.today()
+    with writer.store.read():
+        size = writer.store.day_size(day)
+        newest = writer.store.newest_unsealed(day)
+    return size > (0 if newest is None else newest.tree_size)
 
 
 def _yesterday(writer: Log) -> str:

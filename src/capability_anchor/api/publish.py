@@ -12,6 +12,7 @@ import anyio
 from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.export.days import export
 from capability_anchor.log import Log
+from capability_anchor.log.marks import behind_state
 
 log = logging.getLogger("capability_anchor.background")
 
@@ -24,7 +25,11 @@ class Publisher:
 
     async def run_once(self) -> None:
         """Export into the folder if anything changed since the last export (a failure is
-        logged once, and tried again at the next tick)."""
+        logged once, and tried again at the next tick). Nothing while the log is behind what
+        was published: the folder may hold more than this data dir (a restored copy's
+        `--publish` folder), and an export would write an older checkpoint over a newer one."""
+        if behind_state(self.writer.data_dir) is not None:
+            return
         try:
             mark = await anyio.to_thread.run_sync(self._mark)
             if mark == self._published:
