@@ -1,0 +1,42 @@
+"""Migration 3 of the PostgreSQL schema: the log's locks are locks only its roles can take
+(SPEC §14.3).
+
+The write lock and the sequencer lease were advisory locks, which any role that may
+connect can take: a role with no grants at all could hold the write lock's key and stall
+every `POST /records`, or the lease's and stop every signature. They are now table locks
+(`LOCK TABLE ... IN EXCLUSIVE MODE`) on two tables of their own, which PostgreSQL lets
+only a role with UPDATE (or DELETE, TRUNCATE) on the table take, checked before the lock
+is queued for: the owner, and the service role `schema.grant_service_role` grants UPDATE.
+EXCLUSIVE mode leaves ACCESS SHARE free, so `pg_dump` and readers of the tables never
+wait on them. The tables have no columns: there is nothing to UPDATE, and a role without
+INSERT cannot add a row (a row would change nothing anyway).
+
+A table lock takes no transaction id and a READ COMMITTED transaction holds no snapshot
+between statements, so the lease's transaction, open as long as its holder leads, holds
+back no vacuum.
+
+A service role granted before this migration (a role with INSERT on `entries`) is granted
+UPDATE on both tables here, so a log upgraded in place keeps writing.
+
+Frozen: never edit it, add a migration.
+"""
+
+SQL = r"""
+CREATE TABLE write_lock ();
+CREATE TABLE sequencer_lease ();
+REVOKE ALL ON write_lock, sequencer_lease FROM PUBLIC;
+
+DO $$
+DECLARE r regrole;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT a.grantee::regrole
+          FROM pg_catalog.pg_class c CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid = 'public.entries'::regclass AND a.privilege_type = 'INSERT'
+           AND a.grantee <> c.relowner AND a.grantee <> 0
+    LOOP
+        EXECUTE pg_catalog.format(
+            'GRANT UPDATE ON public.write_lock, public.sequencer_lease TO %s', r);
+    END LOOP;
+END $$;
+"""
