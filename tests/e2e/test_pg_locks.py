@@ -14,6 +14,7 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
+from capability_anchor.errors import StoreBusy
+from capability_anchor.store.postgres.leader import PostgresLeader
 from tests.e2e.test_clock import LIBFAKETIME, FakeTime
 from tests.e2e.test_pg_replicas import (
     ISS,
@@ -42,6 +45,7 @@ from tests.e2e.test_pg_replicas import (
 )
 from tests.kit.obskit import observation
 from tests.kit.pgkit import PgServer
+from tests.kit.pglog import migrated_database, service_role
 from tests.kit.serverkit import free_port, serve_argv, serving
 from tests.kit.systools import ensure_tool
 
@@ -325,3 +329,66 @@ def test_attack_a_crash_during_commit_never_answers_not_stored_for_a_stored_batc
     print(f"{retried} batches answered 503 before 200, {unknown} outcome-unknown answers")
     check_tree(postgres, db)
     audit_ok(data)
+
+
+# --- the write lock's bounds, at the engine --------------------------------------------------
+
+
+@pytest.fixture
+def engine_db(postgres: PgServer) -> Iterator[tuple[PgServer, str, str]]:
+    name = migrated_database(postgres, "locks")
+    yield postgres, name, service_role(postgres, name)
+
+
+def test_attack_a_writer_stalled_inside_a_copy_is_ended_by_the_next_writer(
+    engine_db: tuple[PgServer, str, str],
+) -> None:
+    """A writer that took the write lock and stopped in the middle of a COPY: the server
+    waits for its rows with no timeout of its own, so the writer waiting behind it ends it."""
+    server, name, role = engine_db
+    stalled = server.connect(name, role)
+    store = PostgresLeader(server.conninfo(name, role), f"db {name}")
+    try:
+        stalled.execute("BEGIN")
+        stalled.execute("LOCK TABLE write_lock IN EXCLUSIVE MODE")
+        stalled.pgconn.send_query(b"COPY entries FROM STDIN")  # and no row ever comes
+        began = time.monotonic()
+        with store.write():
+            took = time.monotonic() - began
+            store._exec(
+                "INSERT INTO entries (day, leaf_index, leaf_hash, claims, accepted_at)"
+                " VALUES ('2026-11-01', 0, %s, '{}', 1)",
+                (b"\x01" * 32,),
+            )
+        print(f"the stalled COPY was ended after {took:.2f} s")
+        assert took < WINDOW_S
+        with server.connect(name) as owner:
+            alive = owner.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                (stalled.info.backend_pid,),
+            ).fetchone()
+        assert alive == (0,)
+    finally:
+        stalled.close()
+        store.close()
+
+
+def test_attack_a_lock_held_past_10_s_gives_the_waiting_writer_busy(
+    engine_db: tuple[PgServer, str, str],
+) -> None:
+    """A session that holds the write lock and is not stalled in a COPY (the owner's, idle in
+    its transaction with no timeout): a writer gives up after 10 s, StoreBusy (503 with
+Retry-After, as every retryable 503)."""
+    server, name, role = engine_db
+    store = PostgresLeader(server.conninfo(name, role), f"db {name}")
+    with server.connect(name) as holder:
+        holder.execute("BEGIN")
+        holder.execute("LOCK TABLE write_lock IN EXCLUSIVE MODE")
+        began = time.monotonic()
+        try:
+            with pytest.raises(StoreBusy), store.write():
+                pass
+        finally:
+            store.close()
+        waited = time.monotonic() - began
+    assert WINDOW_S - 0.5 <= waited < WINDOW_S + 5, waited

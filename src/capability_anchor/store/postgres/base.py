@@ -78,14 +78,23 @@ _TAKE_WRITE_LOCK = (
     f"SET LOCAL idle_in_transaction_session_timeout = {int(STALL_S * 1000)}; "
     f"SET LOCAL lock_timeout = {int(_LOCK_TRY_S * 1000)}; "
     "SAVEPOINT write_lock; LOCK TABLE write_lock IN EXCLUSIVE MODE; RELEASE write_lock; "
+    f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}; "
     "SELECT extract(epoch FROM clock_timestamp())::float8"
 )
-# The holders of the lock this session waits for that stalled inside a COPY (the server
-# waits for the client's data, `ClientRead`, with no timeout) for longer than a try.
+_STALLED_COPY_S = 2.0
+# The holder of the write lock (this session waits no more: its try timed out), if it
+# stalled inside a COPY (the server waits for the client's data, `ClientRead`, with no
+# timeout) for _STALLED_COPY_S: the activity is read afresh (a transaction keeps its first
+# reading), against the clock (now() is when this transaction began).
 _END_STALLED = (
-    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
-    " WHERE pid = ANY (pg_blocking_pids(pg_backend_pid())) AND state = 'active'"
-    " AND wait_event = 'ClientRead' AND state_change < now() - make_interval(secs => %s)"
+    "SELECT pg_stat_clear_snapshot(); "
+    "SELECT a.pid, pg_terminate_backend(a.pid) FROM pg_locks l"
+    " JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()"
+    " AND a.state = 'active' AND a.wait_event = 'ClientRead'"
+    f" AND a.state_change < clock_timestamp() - interval '{_STALLED_COPY_S} s'"
 )
 POOL_MAX = 8
 FRESH_S = 2.0
@@ -237,22 +246,28 @@ class PostgresBase:
                             f"for {LOCK_WAIT_S:.0f} s"
                         ) from None
                     self._end_stalled(conn)
+                    conn.execute("RELEASE write_lock")
         finally:
             observe().lock_wait.observe(time.monotonic() - began)
 
     def _end_stalled(self, conn: psycopg.Connection[Any]) -> None:
-        """End the sessions that hold the lock `conn` waits for and stalled inside a COPY."""
+        """End the sessions that hold the lock `conn` waits for and stalled inside a COPY
+        (`conn` is inside its transaction, at the savepoint `write_lock`)."""
         try:
-            ended = conn.execute(_END_STALLED, (_LOCK_TRY_S,)).fetchall()
+            cur = conn.execute(_END_STALLED)
+            cur.nextset()
+            ended = cur.fetchall()
         except psycopg.errors.InsufficientPrivilege:
-            return  # a superuser's session: its own timeout, or its operator, ends it
+            # A superuser's session: its own timeout, or its operator, ends it.
+            conn.execute("ROLLBACK TO write_lock")
+            return
         for pid, done in ended:
             if done:
                 _logger.warning(
                     "ended the database session %d: it held the log's write lock and had "
                     "stalled inside a COPY for more than %.1f s",
                     pid,
-                    _LOCK_TRY_S,
+                    _STALLED_COPY_S,
                 )
 
     @contextmanager
