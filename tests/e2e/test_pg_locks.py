@@ -377,8 +377,8 @@ def test_attack_a_lock_held_past_10_s_gives_the_waiting_writer_busy(
     engine_db: tuple[PgServer, str, str],
 ) -> None:
     """A session that holds the write lock and is not stalled in a COPY (the owner's, idle in
-    its transaction with no timeout): a writer gives up after 10 s, StoreBusy (503 with
-Retry-After, as every retryable 503)."""
+        its transaction with no timeout): a writer gives up after 10 s, StoreBusy (503 with
+    Retry-After, as every retryable 503)."""
     server, name, role = engine_db
     store = PostgresLeader(server.conninfo(name, role), f"db {name}")
     with server.connect(name) as holder:
