@@ -25,7 +25,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
-from capability_anchor.errors import StoreBusy
+from capability_anchor.errors import OutcomeUnknown, StoreBusy
+from capability_anchor.store.postgres import PostgresStore
 from capability_anchor.store.postgres.leader import PostgresLeader
 from tests.e2e.test_clock import LIBFAKETIME, FakeTime
 from tests.e2e.test_pg_replicas import (
@@ -392,3 +393,23 @@ def test_attack_a_lock_held_past_10_s_gives_the_waiting_writer_busy(
             store.close()
         waited = time.monotonic() - began
     assert WINDOW_S - 0.5 <= waited < WINDOW_S + 5, waited
+
+
+def test_attack_a_commit_whose_connection_is_cut_is_outcome_unknown_until_read_back(
+    engine_db: tuple[PgServer, str, str],
+) -> None:
+    """The connection cut as the COMMIT goes out: `write()` cannot say "not stored" (a server
+    may have made it durable first), so it says OutcomeUnknown; the batch's leaf hashes read
+    back then tell (here: not stored, the session ended before its COMMIT arrived)."""
+    server, name, role = engine_db
+    store = PostgresStore(server.conninfo(name, role), f"db {name}")
+    leaf = b"\x07" * 32
+    try:
+        with pytest.raises(OutcomeUnknown) as caught, store.write():
+            store.insert_entries("2026-11-01", 0, [(leaf, b"{}")], 1)
+            assert server.terminate_backends(name) >= 1
+        assert caught.value.http_note().startswith("outcome unknown: ")
+        assert "re-sending it is safe" in caught.value.http_note()
+        assert store.existing("2026-11-01", [leaf]) == {}
+    finally:
+        store.close()
