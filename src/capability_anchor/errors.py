@@ -337,6 +337,20 @@ class SequencerLost(StoreError):
     retryable = True
 
 
+class OutcomeUnknown(StoreError):
+    """The database connection was lost while it committed a write, and the log could not
+    read back, before the request's deadline, whether the commit landed (SPEC §14.3). The
+    batch may or may not be stored; re-sending it is safe: what was stored comes back
+    `duplicate: true`, at the index it was given."""
+
+    note = (
+        "outcome unknown: the database connection was lost as the batch was committed, and "
+        "the log could not yet find out whether it was stored; re-sending it is safe: "
+        "records already stored are answered with their indexes (duplicate: true)"
+    )
+    retryable = True
+
+
 class LeaseLost(StoreError):
     """This process no longer holds the sequencer's lease: another took a newer fencing term
     (SPEC §13.4), so the head or checkpoint it was signing was refused and rolled back."""

@@ -253,7 +253,7 @@ for line in sys.stdin:  # after SIGCONT: one line asks it to sign once more
 
 def test_attack_a_paused_leader_loses_the_lease_and_cannot_sign_when_it_resumes(db: Db) -> None:
     """SIGSTOP of the process holding the lease: its heartbeat stops, the server ends its
-    idle session (lease.IDLE_TIMEOUT_MS), a standby takes a newer term; resumed, the old
+    session idle in its transaction (lease.STALL_MS), a standby takes a newer term; resumed, the old
     leader is refused the lease and its head, carrying its old term, is not stored."""
     with subprocess.Popen(
         [sys.executable, "-c", _HOLDER, db.server.conninfo(db.name, db.role)],
@@ -309,7 +309,7 @@ store.close()
 
 def test_attack_a_replica_whose_clock_is_off_never_takes_the_lease(db: Db) -> None:
     """A replica 10 minutes ahead of the database server (libfaketime, beyond
-    lease.CLOCK_TOLERANCE_S) is refused before it takes the lease, so it never blocks a
+    base.CLOCK_TOLERANCE_S) is refused before it takes the lease, so it never blocks a
     replica whose clock is right; that one then leads."""
     from tests.kit.systools import ensure_tool
 

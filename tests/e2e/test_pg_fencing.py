@@ -136,6 +136,7 @@ def test_the_service_role_takes_a_term_but_cannot_set_one(db: tuple[PgServer, st
     with server.connect(name, user=role) as svc:
         term = lease.try_take(svc)  # as the lease holder only (migration 2)
         assert term is not None
+        svc.execute("COMMIT")  # the lease's transaction ends; the term stays
         head(svc, 0, term)
         for statement in (
             "UPDATE sequencer_term SET term = 99",

@@ -86,6 +86,7 @@ class Writer(threading.Thread):
     tag: str
     prove: bool | None = None  # None: alternate
     stop_on_transport_error: bool = False
+    timeout: float = 30.0
     stopped: threading.Event = field(default_factory=threading.Event)
     acked: list[dict[str, Any]] = field(default_factory=list)
     unavailable: int = 0
@@ -99,7 +100,7 @@ class Writer(threading.Thread):
     def run(self) -> None:
         headers = self.server.writer_headers()
         n = 0
-        with httpx.Client(base_url=self.server.url, timeout=30.0) as client:
+        with httpx.Client(base_url=self.server.url, timeout=self.timeout) as client:
             while not self.stopped.is_set():
                 batch = [observation(n + i, self.tag) for i in range(1 + n % 3)]
                 prove = (n % 2 == 0) if self.prove is None else self.prove

@@ -94,6 +94,7 @@ def service_term(svc: psycopg.Connection) -> int:
         return int(row[0])
     term = lease.try_take(svc)
     assert term is not None
+    svc.execute("COMMIT")  # the lease's transaction ends; the term stays
     return term
 
 

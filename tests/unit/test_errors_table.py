@@ -56,6 +56,7 @@ EXPECTED: dict[str, tuple[str, int, int, bool]] = {
     "StoreBusy": ("unavailable", 503, 2, True),
     "StoreFull": ("unavailable", 503, 2, True),
     "SequencerLost": ("unavailable", 503, 2, True),
+    "OutcomeUnknown": ("unavailable", 503, 2, True),
     "LeaseLost": ("unavailable", 503, 2, True),
     "Unproven": ("unavailable", 503, 2, True),
     "StoreReadOnly": ("unavailable", 503, 2, True),

@@ -103,7 +103,10 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     if answer is not None:
         return answer
     if isinstance(exc, CapabilityAnchorError):
-        return error_response(exc.http_error, exc.http_note())
+        # A 503 the same request may get past without an operator (a lock wait that ran
+        # out, a database coming back) says when to try again.
+        soon = exc.http_error == "unavailable" and exc.retryable
+        return error_response(exc.http_error, exc.http_note(), _RETRY_SOON if soon else None)
     if isinstance(exc, RecursionError):
         return error_response("bad_request", "the request is nested too deeply")
     if isinstance(exc, HTTPException):

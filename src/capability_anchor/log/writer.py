@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from capability_anchor import head as heads
-from capability_anchor.errors import Conflict, StoreError
+from capability_anchor.errors import Conflict, OutcomeUnknown, StoreError, StoreIOError
 from capability_anchor.merkle import TILE_WIDTH, TreeEdge
 from capability_anchor.metrics.service import observe
 from capability_anchor.store import StampRow, Store
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
 
 # How far behind the store this process's edge may be and still be extended, not rebuilt.
 CATCH_UP_MAX = 4096
+OUTCOME_WAIT_S = 10.0
+"""How long a write whose COMMIT lost its connection looks for its entries before it is
+answered `OutcomeUnknown` (the database is typically back from a restart in a second)."""
+_OUTCOME_POLL_S = 0.2
 
 # Heads, as they commit (the service's event log; the CLI prints them instead).
 _events = logging.getLogger("capability_anchor.heads")
@@ -142,12 +147,16 @@ class LogWriter(HeadSigner):
             if prove:
                 self.seal()
             # The transaction begins: the store's write lock is held from here to the commit.
-            with self._store.write():
-                # The time is read under the lock, as the key a head takes is (`signing_key`):
-                # a revocation committed before dates itself after it (`log.rotation`).
-                now = self._log.clock()
-                batch = self._sequence(prepared, now)
-                proved = _prove(self, batch, subs, now) if prove else None
+            try:
+                with self._store.write():
+                    # The time is read under the lock, as the key a head takes is
+                    # (`signing_key`): a revocation committed before dates itself after it.
+                    now = self._log.clock()
+                    batch = self._sequence(prepared, now)
+                    proved = _prove(self, batch, subs, now) if prove else None
+            except OutcomeUnknown:
+                # The connection broke during the COMMIT: find out before answering.
+                read_back(self._store, batch, signed=proved is not None and proved[0] is not batch)
             # Durable from here on: the entries, the head and what the answers name. Only now
             # are the edge and the unindexed keys kept (a rolled-back batch leaves them to be
             # re-read).
@@ -358,6 +367,37 @@ def edge_at(store: Store, kept: TreeEdge | None, day: str, size: int) -> TreeEdg
         edge.extend(b"".join(hashes))
         return edge
     return TreeEdge(size, store.edge_partials(day, size))
+
+
+def read_back(store: Store, batch: _Batch, *, signed: bool) -> None:
+    """After a COMMIT whose outcome is unknown (SPEC §14.3): return when the batch's new
+    entries are stored at the indexes it gave them (the commit landed: the answer stands,
+    and a head it `signed` too, in the same transaction); StoreIOError when none of them
+    is stored (nothing of it was); else, or while the database cannot be read for
+    OUTCOME_WAIT_S, OutcomeUnknown."""
+    new = {r.leaf_hash: r.leaf_index for r in batch.results if not r.duplicate}
+    if not new:
+        if signed:  # only a head was new: its bytes are not worth a lookup of their own
+            raise OutcomeUnknown("the COMMIT of a head lost its connection")
+        return  # every record was stored before: the answer is true either way
+    give_up = time.monotonic() + OUTCOME_WAIT_S
+    while True:
+        try:
+            found = store.existing(batch.day, list(new))
+            break
+        except StoreIOError:
+            if time.monotonic() >= give_up:
+                raise OutcomeUnknown(
+                    f"the database could not be read for {OUTCOME_WAIT_S:.0f} s after a "
+                    "COMMIT lost its connection"
+                ) from None
+            time.sleep(_OUTCOME_POLL_S)
+    if found == new:
+        _events.info("a COMMIT lost its connection and had landed: %d new entries", len(new))
+        return
+    if not found:
+        raise StoreIOError("a COMMIT lost its connection and had not landed: nothing stored")
+    raise OutcomeUnknown("a COMMIT lost its connection; some of its records are stored")
 
 
 def _prove(

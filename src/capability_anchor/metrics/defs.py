@@ -43,6 +43,7 @@ class Metrics:
     stamps: Counter
     store_busy: Counter
     clock_disagrees: Gauge
+    lock_wait: Histogram
 
 
 def make() -> Metrics:
@@ -112,6 +113,12 @@ def make() -> Metrics:
             "and sealing paused), else 0",
             multiprocess_mode="livemax",
         ),
+        lock_wait=Histogram(
+            f"{p}_store_lock_wait_seconds",
+            "time a write waited for the log's write lock on PostgreSQL (a replica stalled "
+            "inside its transaction shows as waits of seconds; 10 s is the bound, then 503)",
+            buckets=LATENCY_BUCKETS,
+        ),
     )
 
 
@@ -178,6 +185,16 @@ class StoreCollector:
                 else:
                     quorum.add_metric([], math.inf)
         yield from (sizes, head, checkpoint, quorum)
+        holder = store.lease_holder()
+        if holder is not None:
+            lease = GaugeMetricFamily(
+                f"{p}_sequencer_lease_holder",
+                "1 labelled with the database session holding the sequencer lease (its "
+                'application_name: host and pid), 0 with holder="" while no replica holds it',
+                labels=("holder",),
+            )
+            lease.add_metric([holder], 1.0 if holder else 0.0)
+            yield lease
         from .service import STATES, state_of
 
         for name, help_text in STATES.items():

@@ -72,6 +72,11 @@ class StoreLifecycle(ABC):
         """Whether another replica asked this lease holder to sign (`wake_signer`) since the
         last call; the sequencer then signs a checkpoint at once."""
 
+    @abstractmethod
+    def lease_holder(self) -> str | None:
+        """Who holds the sequencer lease across replicas, for `/metrics` ("" while nobody
+        does); None for an engine with no such lease, or when it cannot be read now."""
+
 
 class StoreWrites(ABC):
     """Inserts: each only inside `write()`."""

@@ -4,10 +4,24 @@ Durability, as `interface.Store` promises it, in PostgreSQL's terms: `write()` i
 transaction that commits once, with `synchronous_commit` on for it whatever the server's
 default, so an acknowledged write is in the server's fsynced WAL when `write()` returns.
 
-The store's write lock is a transaction-level advisory lock (`WRITE_KEY`), taken before
-anything else in the transaction: writers of every process and every replica queue on it,
-and the next leaf index, read after it under READ COMMITTED, is read from every commit that
-came before. The lock ends with the transaction, so a writer that dies frees it at once.
+The store's write lock is the EXCLUSIVE lock of the `write_lock` table (`migrations/v3.py`:
+only the log's roles may take it), taken before anything else in the transaction: writers of
+every process and every replica queue on it, and the next leaf index, read after it under
+READ COMMITTED, is read from every commit that came before. The lock ends with the
+transaction, so a writer that dies frees it at once, and one that stalls (SIGSTOP, a frozen
+VM) frees it within `STALL_S`: its transaction's `idle_in_transaction_session_timeout` ends
+its session when it stalls between statements, and a waiter ends one stalled in the middle
+of a COPY (which no timeout of the server's covers) with `pg_terminate_backend`. A writer
+waits `LOCK_WAIT_S` at most, then `StoreBusy` (503, Retry-After).
+
+The clock is checked in the same round trip as the lock (SPEC §14.3): a process whose clock
+is off the database server's by more than `CLOCK_TOLERANCE_S` writes nothing
+(`ClockDisagrees`, 503), so a replica with a wrong clock stores no entry in a day that has
+not begun, and signs nothing either.
+
+A COMMIT whose connection broke has an unknown outcome: the server may have made it
+durable before it went. `write()` says so with `OutcomeUnknown`, and the caller, which
+knows what it wrote, reads it back (`log.writer`).
 
 Connections come from a `psycopg_pool` pool. A connection idle for more than `FRESH_S` is
 tested (an empty query) when it is taken; one in use is not, since a round trip per
@@ -24,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import threading
 import time
 import weakref
@@ -34,25 +49,71 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from capability_anchor.errors import StoreCorrupt, StoreError, StoreIOError
+from capability_anchor.errors import (
+    ClockDisagrees,
+    OutcomeUnknown,
+    StoreBusy,
+    StoreCorrupt,
+    StoreError,
+    StoreIOError,
+)
+from capability_anchor.metrics.service import observe
 
-from .errors import store_error
+from .errors import outcome_lost, store_error
 
-# The write lock's advisory key; the lease's (lease.LEASE_KEY) and the migrations' differ.
-WRITE_KEY = 0x63612D77  # "ca-w"
 CONNECT_TIMEOUT_S = 5.0
+STALL_S = 5.0
+"""How long a write transaction may stall (between statements, or inside a COPY) before
+its session is ended and the write lock is free again."""
+LOCK_WAIT_S = 10.0
+"""How long a writer waits for the write lock before it is answered StoreBusy (503)."""
+_LOCK_TRY_S = STALL_S / 2  # a waiter looks for a stalled holder this often
+CLOCK_TOLERANCE_S = 300.0
+"""A process whose clock is off the database server's by more than this writes and signs
+nothing (the service's own clock guard's tolerance, `log.clockguard.TOLERANCE_S`)."""
+# One round trip: the transaction's settings, the lock (under a savepoint, so that a lock
+# wait that timed out can be retried in the same transaction), and the server's clock.
+_TAKE_WRITE_LOCK = (
+    "SET LOCAL synchronous_commit = on; "
+    f"SET LOCAL idle_in_transaction_session_timeout = {int(STALL_S * 1000)}; "
+    f"SET LOCAL lock_timeout = {int(_LOCK_TRY_S * 1000)}; "
+    "SAVEPOINT write_lock; LOCK TABLE write_lock IN EXCLUSIVE MODE; RELEASE write_lock; "
+    f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}; "
+    "SELECT extract(epoch FROM clock_timestamp())::float8"
+)
+_STALLED_COPY_S = 2.0
+# The holder of the write lock (this session waits no more: its try timed out), if it
+# stalled inside a COPY (the server waits for the client's data, `ClientRead`, with no
+# timeout) for _STALLED_COPY_S: the activity is read afresh (a transaction keeps its first
+# reading), against the clock (now() is when this transaction began).
+_END_STALLED = (
+    "SELECT pg_stat_clear_snapshot(); "
+    "SELECT a.pid, pg_terminate_backend(a.pid) FROM pg_locks l"
+    " JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()"
+    " AND a.state = 'active' AND a.wait_event = 'ClientRead'"
+    f" AND a.state_change < clock_timestamp() - interval '{_STALLED_COPY_S} s'"
+)
 POOL_MAX = 8
 FRESH_S = 2.0
 # Every `GET /proof` read the day's newest head, a round trip that waited on a server busy
 # with the writers' COPY: a reader may keep it this long (`Store.head_reuse_s`).
 HEAD_REUSE_S = 0.2
 _cursor_names = itertools.count(1)
+_logger = logging.getLogger("capability_anchor.store")
 
 
-def connect(conninfo: str, what: str, *, options: str | None = None) -> psycopg.Connection[Any]:
-    """A connection of its own (autocommit, the store's connect timeout), outside the pool;
-    psycopg's errors become the project's, saying `what` could not be done."""
+def connect(
+    conninfo: str, what: str, *, options: str | None = None, name: str | None = None
+) -> psycopg.Connection[Any]:
+    """A connection of its own (autocommit, the store's connect timeout), outside the pool,
+    its `application_name` NAME if given; psycopg's errors become the project's, saying
+    `what` could not be done."""
     extra: dict[str, Any] = {} if options is None else {"options": options}
+    if name is not None:
+        extra["application_name"] = name
     try:
         return psycopg.connect(
             conninfo, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S), **extra
@@ -80,6 +141,7 @@ class PostgresBase:
         # The sequencer lease's own session (lease.py), taken at the first signed insert.
         self._lease_lock = threading.Lock()
         self._lease: tuple[psycopg.Connection[Any], int] | None = None
+        self._listen: psycopg.Connection[Any] | None = None  # the wake-ups' session
         self._beat_stop = threading.Event()
         self._wanted = threading.Event()
         self._next_beat = 0.0
@@ -123,6 +185,9 @@ class PostgresBase:
             if self._lease is not None:
                 self._lease[0].close()  # ends the session: the lease is free at once
                 self._lease = None
+            if self._listen is not None:
+                self._listen.close()
+                self._listen = None
         self._pool.close()
 
     # --- transactions ----------------------------------------------------------------------
@@ -134,23 +199,76 @@ class PostgresBase:
         When this returns, everything written inside is committed and in the server's WAL on
         disk. If anything inside raises, or the commit fails, the transaction is rolled back
         and the original error propagates: nothing of it is stored. A commit whose answer
-        was lost with the connection is reported as `StoreIOError`; whether it landed is
-        for the caller to find by reading (the log re-reads its day, as after a crash).
+        was lost with the connection is `OutcomeUnknown`: whether it landed is for the
+        caller to find by reading what it wrote. `ClockDisagrees` before anything is written
+        when this machine's clock is off the server's.
         """
         local = self._local
         if getattr(local, "conn", None) is not None:
             raise StoreError("a transaction is already open on this thread")
         with self._connection() as conn:
             local.conn = conn
+            committing = False
             try:
                 with conn.transaction():
-                    conn.execute("SET LOCAL synchronous_commit = on")
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_KEY,))
+                    server_now = self._take_write_lock(conn)
+                    check_clock(time.time() - server_now, "writes")
                     yield
+                    committing = True
             except psycopg.Error as exc:
+                if committing and outcome_lost(exc):
+                    raise OutcomeUnknown(
+                        f"the connection to the log at {self._where} was lost during a COMMIT"
+                    ) from None
                 raise store_error(exc, "a write to the log failed") from None
             finally:
                 local.conn = None
+
+    def _take_write_lock(self, conn: psycopg.Connection[Any]) -> float:
+        """Take the write lock in `conn`'s new transaction; the server's clock once taken.
+        A holder stalled inside a COPY is ended by the waiter; StoreBusy after LOCK_WAIT_S."""
+        began = time.monotonic()
+        try:
+            while True:
+                try:
+                    cur = conn.execute(_TAKE_WRITE_LOCK)
+                    while cur.nextset():
+                        pass
+                    row = cur.fetchone()
+                    assert row is not None
+                    return float(row[0])
+                except psycopg.errors.LockNotAvailable:
+                    conn.execute("ROLLBACK TO write_lock")
+                    if time.monotonic() - began >= LOCK_WAIT_S:
+                        observe().store_busy.inc()
+                        raise StoreBusy(
+                            f"another writer held the write lock of the log at {self._where} "
+                            f"for {LOCK_WAIT_S:.0f} s"
+                        ) from None
+                    self._end_stalled(conn)
+                    conn.execute("RELEASE write_lock")
+        finally:
+            observe().lock_wait.observe(time.monotonic() - began)
+
+    def _end_stalled(self, conn: psycopg.Connection[Any]) -> None:
+        """End the sessions that hold the lock `conn` waits for and stalled inside a COPY
+        (`conn` is inside its transaction, at the savepoint `write_lock`)."""
+        try:
+            cur = conn.execute(_END_STALLED)
+            cur.nextset()
+            ended = cur.fetchall()
+        except psycopg.errors.InsufficientPrivilege:
+            # A superuser's session: its own timeout, or its operator, ends it.
+            conn.execute("ROLLBACK TO write_lock")
+            return
+        for pid, done in ended:
+            if done:
+                _logger.warning(
+                    "ended the database session %d: it held the log's write lock and had "
+                    "stalled inside a COPY for more than %.1f s",
+                    pid,
+                    _STALLED_COPY_S,
+                )
 
     @contextmanager
     def read(self) -> Iterator[None]:
@@ -295,7 +413,26 @@ class PostgresBase:
             raise store_error(exc, "a statement failed") from None
 
 
-__all__ = ["CONNECT_TIMEOUT_S", "HEAD_REUSE_S", "WRITE_KEY", "PostgresBase"]
+def check_clock(skew: float, what: str) -> None:
+    """ClockDisagrees when this machine's clock is `skew` seconds off the database server's,
+    more than CLOCK_TOLERANCE_S: WHAT ("writes", "signs") waits until they agree."""
+    if abs(skew) > CLOCK_TOLERANCE_S:
+        raise ClockDisagrees(
+            f"this machine's clock is {skew:+.0f} s off the database server's clock (more "
+            f"than {CLOCK_TOLERANCE_S:.0f} s): this replica {what} nothing until they agree; "
+            "correct its time (NTP)"
+        )
+
+
+__all__ = [
+    "CLOCK_TOLERANCE_S",
+    "CONNECT_TIMEOUT_S",
+    "HEAD_REUSE_S",
+    "LOCK_WAIT_S",
+    "STALL_S",
+    "PostgresBase",
+    "check_clock",
+]
 
 
 def _not_text(exc: UnicodeDecodeError) -> StoreCorrupt:

@@ -61,6 +61,16 @@ def store_error(
     return StoreError(f"{context}: {_first(exc)} (SQLSTATE {state or 'none'})")
 
 
+def outcome_lost(exc: psycopg.Error) -> bool:
+    """Whether `exc`, raised by a COMMIT, leaves its outcome unknown: the connection broke
+    or the server went away (it may have made the commit durable first), rather than a
+    refusal the server answered with (then nothing was committed)."""
+    state = exc.sqlstate or ""
+    if not state:
+        return isinstance(exc, psycopg.OperationalError)
+    return state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
 # Constraints that state an append-only rule themselves (migration 1), with its message:
 # they are checked as each row is inserted, before the entries rule (once per statement).
 _RULE_CONSTRAINTS = {
@@ -91,4 +101,4 @@ def _first(exc: psycopg.Error) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-__all__ = ["store_error"]
+__all__ = ["outcome_lost", "store_error"]

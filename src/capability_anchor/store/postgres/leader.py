@@ -4,6 +4,8 @@ kept alive by a heartbeat, and the standbys' wake-ups heard on its session."""
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import threading
 import time
 from typing import Any
@@ -13,7 +15,7 @@ import psycopg
 from capability_anchor.errors import ClockDisagrees, LeaseLost, StoreError
 
 from . import lease
-from .base import PostgresBase, connect
+from .base import PostgresBase, check_clock, connect
 from .errors import store_error
 
 
@@ -23,38 +25,43 @@ class PostgresLeader(PostgresBase):
         now if it holds none (or its session ended: a restart, a cut connection, and then a
         newer term). `LeaseLost` when another replica holds the lease; `ClockDisagrees`
         when this machine's clock is off the database server's by more than
-        `lease.CLOCK_TOLERANCE_S` (a lease it held is let go, for a replica whose clock is
+        `CLOCK_TOLERANCE_S` (a lease it held is let go, for a replica whose clock is
         right). Holding the lease is not what keeps a stale leader from signing: the term
         check in the insert's own transaction is (lease.py)."""
         with self._lease_lock:
-            if self._lease is not None:
-                conn, term = self._lease
-                if lease.held(conn):
+            if self._lease is not None and self._listen is not None:
+                hold, term = self._lease
+                if lease.held(hold):
                     try:
-                        self._check_clock(conn)
-                    except ClockDisagrees:
-                        conn.close()  # the lease is free for a replica whose clock is right
-                        self._lease = None
+                        self._check_clock(self._listen)
+                    except (ClockDisagrees, psycopg.Error):
+                        self._let_go()  # the lease is free for a replica whose clock is right
                         raise
                     return term
-                conn.close()
-                self._lease = None
-            conn = self._lease_session()
+            self._let_go()
+            hold = self._lease_session()
             try:
-                self._check_clock(conn)  # before taking it: a replica off the clock never leads
-                taken = lease.try_take(conn)
+                talk = connect(self._conninfo, "cannot take the sequencer lease")
+            except BaseException:
+                hold.close()
+                raise
+            try:
+                self._check_clock(talk)  # before taking it: a replica off the clock never leads
+                taken = lease.try_take(hold)
                 if taken is None:
                     raise LeaseLost(
                         f"another replica holds the sequencer lease of the log at {self._where}"
                     )
-                conn.execute(f"LISTEN {lease.WAKE_CHANNEL}".encode())
+                talk.execute(f"LISTEN {lease.WAKE_CHANNEL}".encode())
             except psycopg.Error as exc:
-                conn.close()
+                hold.close()
+                talk.close()
                 raise store_error(exc, "cannot take the sequencer lease") from None
             except BaseException:
-                conn.close()
+                hold.close()
+                talk.close()
                 raise
-            self._lease = (conn, taken)
+            self._lease, self._listen = (hold, taken), talk
             if self._beat is None:
                 self._beat = threading.Thread(
                     target=self._heartbeat, name="capability-anchor-lease", daemon=True
@@ -62,40 +69,51 @@ class PostgresLeader(PostgresBase):
                 self._beat.start()
             return taken
 
+    def _let_go(self) -> None:
+        """Close the lease's sessions (with the lock held): the lease is free at once."""
+        if self._lease is not None:
+            self._lease[0].close()
+            self._lease = None
+        if self._listen is not None:
+            self._listen.close()
+            self._listen = None
+
     def _lease_session(self) -> psycopg.Connection[Any]:
-        """A connection of its own for the lease. A paused holder (SIGSTOP, a frozen VM)
-        keeps its session open but stops its heartbeat: the server ends the idle session,
-        and the lease is free."""
+        """A connection of its own for the lease's transaction, named for the operator who
+        asks who holds it (`lease.holder`, the `/metrics` gauge). A paused holder (SIGSTOP,
+        a frozen VM) keeps its session open but stops its heartbeat: the server ends the
+        session idle in its transaction, and the lease is free."""
         return connect(
             self._conninfo,
             "cannot take the sequencer lease",
-            options=f"-c idle_session_timeout={lease.IDLE_TIMEOUT_MS}",
+            options=f"-c idle_in_transaction_session_timeout={lease.STALL_MS}",
+            name=f"capability-anchor lease {socket.gethostname()} pid {os.getpid()}"[:63],
         )
 
     def _check_clock(self, conn: psycopg.Connection[Any]) -> None:
-        skew = time.time() - lease.server_clock(conn)
-        if abs(skew) > lease.CLOCK_TOLERANCE_S:
-            raise ClockDisagrees(
-                f"this machine's clock is {skew:+.0f} s off the database server's (more than "
-                f"{lease.CLOCK_TOLERANCE_S:.0f} s): this replica signs nothing until they "
-                "agree; correct its time (NTP)"
-            )
+        check_clock(time.time() - lease.server_clock(conn), "signs")
 
     def _heartbeat(self) -> None:
-        """Keep the lease's session busy while this process runs, and notice at once when
-        it ended (the next signature then asks for the lease again)."""
+        """Keep the lease's transaction busy while this process runs, and notice at once
+        when its session ended (the next signature then asks for the lease again)."""
         while not self._beat_stop.wait(lease.HEARTBEAT_S / 10):
             with self._lease_lock:
-                if self._lease is None:
+                if self._lease is None or self._listen is None:
                     continue
-                conn = self._lease[0]
-                if lease.woken(conn):
+                if lease.woken(self._listen):
                     self._wanted.set()
                 if time.monotonic() >= self._next_beat:
                     self._next_beat = time.monotonic() + lease.HEARTBEAT_S
-                    if not lease.held(conn):
-                        conn.close()
-                        self._lease = None
+                    if not lease.held(self._lease[0]):
+                        self._let_go()
+
+    def lease_holder(self) -> str | None:
+        """Who holds the lease (its session's application_name), "" while nobody does."""
+        try:
+            rows = self._exec(lease.HOLDER)
+        except StoreError:
+            return None
+        return str(rows[0][0]) if rows else ""
 
     def wake_signer(self) -> None:
         with contextlib.suppress(StoreError):

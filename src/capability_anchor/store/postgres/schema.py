@@ -5,7 +5,8 @@ it, under a transaction-level advisory lock: two processes migrating one databas
 apply each migration once, the second waiting for the first. The service then connects as
 a role of its own, which may read and insert the log's tables and nothing more (SPEC §13.5);
 only `meta` and `witness_state`, the operational state SQLite also rewrites, allow UPDATE
-and DELETE.
+and DELETE, and the two lock tables UPDATE, which is what locking them takes. The database
+takes CONNECT from PUBLIC and gives it to the service's role.
 """
 
 from __future__ import annotations
@@ -35,10 +36,15 @@ APPEND_ONLY_TABLES = (
 MUTABLE_TABLES = ("meta", "witness_state")
 """Operational state the service rewrites (as on SQLite, where they have no triggers)."""
 
+LOCK_TABLES = ("write_lock", "sequencer_lease")
+"""The tables whose EXCLUSIVE lock is the write lock and the lease (`migrations/v3.py`):
+the service's role gets UPDATE on them, which is what `LOCK TABLE` asks for (they have no
+columns, so there is nothing to update)."""
+
 SCHEMA_VERSION = len(MIGRATIONS)
 # The log's schema (store.rows.SCHEMA_VERSION, SQLite's numbering) each migration gives: the
 # audit and the store contract speak of that one, whichever engine keeps it.
-_LOG_SCHEMA = {1: 5, 2: 5}
+_LOG_SCHEMA = {1: 5, 2: 5, 3: 5}
 
 
 def log_schema_version(version: int) -> int:
@@ -102,3 +108,19 @@ def grant_service_role(conn: psycopg.Connection, role: str) -> None:
         conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION sequencer_take_term() TO {}").format(name))
         # The identity columns' sequences: an INSERT that takes the default draws from one.
         conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {}").format(name))
+        conn.execute(
+            sql.SQL("GRANT UPDATE ON {} TO {}").format(
+                sql.SQL(", ").join(map(sql.Identifier, LOCK_TABLES)), name
+            )
+        )
+        # Defence in depth (SPEC §14.3): a role nobody granted anything cannot even connect,
+        # so it cannot hold what a connection can (connections, advisory keys).
+        database = sql.Identifier(_current_database(conn))
+        conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, name))
+        conn.execute(sql.SQL("REVOKE CONNECT ON DATABASE {} FROM PUBLIC").format(database))
+
+
+def _current_database(conn: psycopg.Connection) -> str:
+    row = conn.execute("SELECT current_database()").fetchone()
+    assert row is not None
+    return str(row[0])

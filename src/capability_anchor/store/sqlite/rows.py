@@ -362,3 +362,6 @@ class SqliteHeads(SqliteBase):
 
     def signature_wanted(self) -> bool:
         return False
+
+    def lease_holder(self) -> str | None:
+        return None  # the sequencer's lock file is the only lease, one per data dir

@@ -5,9 +5,9 @@ Never change what a shipped migration creates: add one. They import nothing but 
 
 from __future__ import annotations
 
-from . import v1, v2
+from . import v1, v2, v3
 
-MIGRATIONS: tuple[str, ...] = (v1.SQL, v2.SQL)
+MIGRATIONS: tuple[str, ...] = (v1.SQL, v2.SQL, v3.SQL)
 """Migration n (1-based) is MIGRATIONS[n - 1]."""
 
 __all__ = ["MIGRATIONS"]
