@@ -29,9 +29,9 @@ def test_one_session_holds_the_lease_and_each_take_is_a_new_term(
 ) -> None:
     server, name = db
     with server.connect(name) as first, server.connect(name) as second:
-        term = lease.try_take(first, second)
+        term = lease.try_take(first)
         assert term == 1
-        assert lease.try_take(second, first) is None
+        assert lease.try_take(second) is None
         assert lease.held(first) and not lease.held(second)
         with server.connect(name) as admin:
             found = admin.execute(
@@ -40,7 +40,7 @@ def test_one_session_holds_the_lease_and_each_take_is_a_new_term(
             ).fetchone()
         assert found == (None, None)  # nothing that holds back vacuum
         first.execute("ROLLBACK")
-        assert lease.try_take(second, first) == term + 1
+        assert lease.try_take(second) == term + 1
         assert lease.current_term(first) == term + 1
 
 
@@ -48,15 +48,15 @@ def test_a_standby_takes_over_when_the_leaders_session_ends(db: tuple[PgServer, 
     server, name = db
     leader, standby, talk = server.connect(name), server.connect(name), server.connect(name)
     try:
-        old_term = lease.try_take(leader, talk)
-        assert old_term is not None and lease.try_take(standby, talk) is None
+        old_term = lease.try_take(leader)
+        assert old_term is not None and lease.try_take(standby) is None
         with server.connect(name) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (leader.info.backend_pid,))
         assert not lease.held(leader)
         deadline = time.monotonic() + TAKEOVER_DEADLINE_S
         new_term = None
         while new_term is None and time.monotonic() < deadline:
-            new_term = lease.try_take(standby, talk)
+            new_term = lease.try_take(standby)
             time.sleep(0.01)
         assert new_term == old_term + 1
         with server.connect(name) as again, pytest.raises(psycopg.Error) as caught:

@@ -175,7 +175,7 @@ def test_attack_a_temp_table_named_as_a_log_table_does_not_get_round_the_rules(
 
 
 @pytest.mark.parametrize("kind", ATTACKS)
-def test_attack_a_database_at_migration_1_was_shadowable_and_migration_2_protects_it(
+def test_attack_a_database_at_migration_1_was_shadowable_and_migrating_protects_it(
     postgres: PgServer, kind: str
 ) -> None:
     attack, message = ATTACKS[kind]
@@ -186,7 +186,7 @@ def test_attack_a_database_at_migration_1_was_shadowable_and_migration_2_protect
         attack(svc, service_term(svc))
     assert counts(postgres, name) != before
     # A database migrated from 1, with the grants that release gave its service role.
-    name, role = log_database(postgres, upto=1, then=2)
+    name, role = log_database(postgres, upto=1, then=schema.SCHEMA_VERSION)
     assert refused_as_service(postgres, name, role, attack) == message
     with (
         postgres.connect(name, user=role) as svc,
