@@ -47,6 +47,7 @@ def table() -> str:
     if str(ROOT / "src") not in sys.path:  # run as a script, without the venv's install
         sys.path.insert(0, str(ROOT / "src"))
     from capability_anchor import errors
+    from capability_anchor.api.errors import HTTP_STATUS
 
     base = errors.CapabilityAnchorError
     classes = [
@@ -63,7 +64,7 @@ def table() -> str:
         indent = "&nbsp;&nbsp;" * depth[c]
         rows.append(
             f"| {indent}`{c.__name__}` | `{c.code}` | `{c.http_error}` "
-            f"| {errors.HTTP_STATUS[c.http_error]} | {c.exit_code} "
+            f"| {HTTP_STATUS[c.http_error]} | {c.exit_code} "
             f"| {'yes' if c.retryable else 'no'} | {_meaning(c)} |\n"
         )
     return HEAD + "".join(rows)

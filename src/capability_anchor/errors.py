@@ -7,7 +7,7 @@ never by an `isinstance` ladder of their own:
 
 - `code`: a stable name of the kind of error;
 - `http_error`: the SPEC §6 `error` member the HTTP service answers with; its status is
-  `HTTP_STATUS[http_error]`, the one table;
+  the HTTP edge's (`api.errors.HTTP_STATUS`, the one table);
 - `exit_code`: what a command exits with (SPEC §10: 1 a failed check or refused operation,
   2 usage or I/O);
 - `retryable`: whether the same work may succeed later without an operator. Background work
@@ -20,19 +20,6 @@ is placed deliberately, never by inheriting a mapping by accident.
 """
 
 from __future__ import annotations
-
-HTTP_STATUS: dict[str, int] = {
-    "bad_request": 400,
-    "invalid_record": 400,
-    "unauthorized": 401,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "conflict": 409,
-    "too_large": 413,
-    "rate_limited": 429,
-    "unavailable": 503,
-}
-"""SPEC §6 `error` member -> HTTP status, for errors of this tree and of the HTTP edge alike."""
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -270,10 +257,8 @@ class ClockDisagrees(CapabilityAnchorError):
 
 
 class BehindPublished(CapabilityAnchorError):
-    """The log learned that a larger or different history was published than its data dir
-    holds (a restored backup; SPEC §13.3): it signs nothing (no head, checkpoint, seal or
-    record token) and refuses appends until `capability-anchor recover --from URL|DIR`
-    brought the published entries back. HTTP 503; the CLI exits 1."""
+    """A larger or different history was published than the data dir holds (a restored
+    backup; SPEC §13.3): nothing is signed and appends are refused until `recover`."""
 
     code = "behind_published"
     http_error = "unavailable"
@@ -289,10 +274,7 @@ class BehindPublished(CapabilityAnchorError):
 
 
 class NotCompared(UsageError):
-    """A restored copy (`backup` marked it) was not compared with any published reference
-    before signing (SPEC §14.2): nothing is signed until `--published URL|DIR`, a policy
-    witness's view or the `--publish` folder shows what it holds, `--published none` says
-    nothing was published, or `recover` ran. The CLI exits 2; HTTP 503."""
+    """A restored copy (`backup` marked it) signs nothing before a comparison (SPEC §14.2)."""
 
     code = "not_compared"
     http_error = "unavailable"
@@ -328,24 +310,12 @@ class StoreBusy(StoreError):
     retryable = True
 
 
-class SequencerLost(StoreError):
-    """The log's sequencer (`log.sequencer`) stopped, or its connection broke, before it
-    answered: the batch may or may not be stored. Re-sending it is safe: what was stored
-    comes back `duplicate: true`, at the index it was given."""
-
-    note = "the log's sequencer stopped before answering; the batch may be stored: resend it"
-    retryable = True
-
-
 class OutcomeUnknown(StoreError):
-    """The database connection was lost while it committed a write, and the log could not
-    read back, before the request's deadline, whether the commit landed (SPEC §14.3). The
-    batch may or may not be stored; re-sending it is safe: what was stored comes back
-    `duplicate: true`, at the index it was given."""
+    """The log cannot tell whether a batch was stored (SPEC §14.3): its COMMIT lost the
+    connection and could not be read back in time, or the sequencer stopped before answering."""
 
     note = (
-        "outcome unknown: the database connection was lost as the batch was committed, and "
-        "the log could not yet find out whether it was stored; re-sending it is safe: "
+        "outcome unknown: the batch may or may not be stored; re-sending it is safe: "
         "records already stored are answered with their indexes (duplicate: true)"
     )
     retryable = True
@@ -401,8 +371,7 @@ class StoreCorrupt(StoreError):
 
 class StoreDamaged(StoreCorrupt):
     """The data dir carries the damage mark (`store/damage.py`): some process found the
-    database damaged, and nothing writes to it until an operator has restored it and the
-    audit has passed. The message names when, what found it, and the fix."""
+    database damaged; nothing writes to it until it is restored and the audit passed."""
 
     note = (
         "the log's database was found damaged; writes are refused until an operator "

@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from capability_anchor import errors
+from capability_anchor.api.errors import HTTP_STATUS
 from tests.kit.paths import ROOT, tool
 
 TOOLS = ROOT / "tools"
@@ -40,7 +41,7 @@ def test_the_errors_reference_has_every_class_with_its_status_and_exit_code() ->
     ]
     assert len(classes) > 40
     for c in classes:
-        status = errors.HTTP_STATUS[c.http_error]
+        status = HTTP_STATUS[c.http_error]
         row = re.search(
             rf"`{c.__name__}` \| `{c.code}` \| `{c.http_error}` \| (\d+) \| (\d) \|", text
         )

@@ -9,8 +9,9 @@ import inspect
 import pytest
 
 from capability_anchor import errors
+from capability_anchor.api.errors import HTTP_STATUS
 from capability_anchor.cli.common import exit_code_for
-from capability_anchor.errors import HTTP_STATUS, CapabilityAnchorError
+from capability_anchor.errors import CapabilityAnchorError
 
 # class name: (HTTP `error` member, HTTP status, exit code, retryable)
 EXPECTED: dict[str, tuple[str, int, int, bool]] = {
@@ -55,7 +56,6 @@ EXPECTED: dict[str, tuple[str, int, int, bool]] = {
     "StoreError": ("unavailable", 503, 2, False),
     "StoreBusy": ("unavailable", 503, 2, True),
     "StoreFull": ("unavailable", 503, 2, True),
-    "SequencerLost": ("unavailable", 503, 2, True),
     "OutcomeUnknown": ("unavailable", 503, 2, True),
     "LeaseLost": ("unavailable", 503, 2, True),
     "Unproven": ("unavailable", 503, 2, True),

@@ -1,7 +1,7 @@
 """Every error answer is `{v, error, note}` (SPEC §6) with a stable `error` code.
 
 The project's exceptions answer with their class's own `http_error` and `http_note()`
-(`capability_anchor/errors.py` holds that table, the one source of codes and statuses);
+(`capability_anchor/errors.py`, the one source of codes; `HTTP_STATUS` below their statuses);
 the edge's own (`ApiError`: auth, limits), Litestar's (404, 405, validation, body too large)
 and anything unexpected are mapped here. No stack trace or internals ever reach a response.
 """
@@ -17,12 +17,26 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException
 from litestar.openapi import ResponseSpec
 
-from capability_anchor.errors import HTTP_STATUS, CapabilityAnchorError
+from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.head import VERSION
 
 from .bodies import Busy, WorkerLost
 from .edge import ORIGINAL_METHOD, BodyTimeout, OtherSpelling
 from .models import ErrorBody
+
+HTTP_STATUS: dict[str, int] = {
+    "bad_request": 400,
+    "invalid_record": 400,
+    "unauthorized": 401,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "too_large": 413,
+    "rate_limited": 429,
+    "unavailable": 503,
+}
+"""SPEC §6 `error` member -> HTTP status, for the project's errors (`http_error`) and
+the edge's own alike."""
 
 MAX_NOTE_CHARS = 300
 """Notes quote input (a day, a name); a long input must not make a long answer."""

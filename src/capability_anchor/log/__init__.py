@@ -14,7 +14,7 @@ These names are used with these meanings everywhere (code, comments, docs):
   chained by `prev` (`LogWriter.seal`). Sealed heads are dated the end of their day, so
   sealing is deterministic and a rerun after a crash produces the same bytes.
 - *stamp*: RFC 3161 timestamps of sealed heads are fetched (`timestamp.scheduler`, `timestamp/`) and
-  stored (`LogWriter.add_stamp`).
+  stored (`Log.add_stamp`).
 - *publish*: what is stored is served as stored (`api/`, through the read side
   `read.reader.LogReader`) and written as files (`export`). Publishing never signs: a head is
   signed by *checkpoint* or *seal*, and is served from the next read after its commit.

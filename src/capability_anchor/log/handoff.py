@@ -36,7 +36,7 @@ from capability_anchor import errors
 from capability_anchor.errors import (
     CapabilityAnchorError,
     InvalidRecord,
-    SequencerLost,
+    OutcomeUnknown,
     StoreError,
 )
 
@@ -211,7 +211,7 @@ class Handoff:
             self._sock.sendall(frame(message))
             reply = reply_decoder.decode(read_frame(self._sock))
         except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
-            raise SequencerLost(f"the sequencer's connection broke: {exc}") from None
+            raise OutcomeUnknown(f"the sequencer's connection broke: {exc}") from None
         replay(reply.events)
         return reply
 
@@ -267,7 +267,7 @@ class Handoffs:
         try:
             out = use(handoff)
         except CapabilityAnchorError as exc:
-            if isinstance(exc, SequencerLost):
+            if isinstance(exc, OutcomeUnknown):
                 handoff.close()
             else:
                 self._give_back(handoff)
@@ -306,10 +306,10 @@ __all__ = [
     "Checkpoint",
     "Handoff",
     "Handoffs",
+    "OutcomeUnknown",
     "Reply",
     "Request",
     "Seal",
-    "SequencerLost",
     "address",
     "frame",
     "rebuild",

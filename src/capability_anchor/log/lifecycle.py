@@ -21,7 +21,7 @@ from capability_anchor.note import origin_from_url
 from capability_anchor.read.reader import LogReader
 from capability_anchor.record import rule as observation
 from capability_anchor.record.urls import check_base_url, check_origin
-from capability_anchor.store import HISTORY_ORIGIN, HeadRow, Store
+from capability_anchor.store import HISTORY_ORIGIN, HeadRow, StampRow, Store
 from capability_anchor.store import open as stores
 
 from . import serverindex
@@ -145,26 +145,11 @@ class Log:
 
             check_policy(policy, log_vkey(public_url or iss, key))
 
-        def fill(store: Store) -> None:
-            store.set_meta("iss", iss)
-            store.set_meta("first_day", utc_day(now))
-            store.set_meta(serverindex.INDEX_CHUNK_KEY, str(serverindex.INDEX_CHUNK))
-            store.set_meta("created", str(int(now)))
-            if public_url:
-                store.set_meta("public_url", public_url.rstrip("/"))
-            # Fixed now for the log's life, whatever the public URL becomes (SPEC §12.2).
-            store.set_meta(HISTORY_ORIGIN, origin_from_url(public_url or iss))
-            store.set_meta("config", json.dumps(dict(config or {}), sort_keys=True))
-            store.add_key(key.kid, json.dumps(key.public.jwk(), sort_keys=True), int(now))
-            # The settings are vouched for by the key from the log's first transaction on.
-            settings = trust.sign_settings(store.meta(), key, reason="init", iat=int(now))
-            store.add_settings(key.kid, settings, int(now))
-            if policy is not None:
-                policytrust.store_policy(store, key, iss, policy, int(now))
-
         # Durable when this returns: the database was filled in one transaction under a
         # temporary name and only then linked into place.
-        stores.create(data_dir, fill)
+        stores.create(
+            data_dir, lambda store: _fill(store, iss, public_url, config, key, policy, int(now))
+        )
         return cls.open(data_dir, clock=clock)
 
     @classmethod
@@ -276,10 +261,28 @@ class Log:
         return self.writer.seal(on_sealed)
 
     def stamp_targets(self) -> list[tuple[str, bytes, set[str]]]:
-        return self.writer.stamp_targets()
+        """(day, compact JWS, TSAs that stamped it) of every sealed head, oldest first."""
+        with self.writer.lock:
+            return [
+                (
+                    row.day,
+                    heads.parse_document(row.doc).jws.encode("ascii"),
+                    {s.tsa for s in self.store.stamps(row.day)},
+                )
+                for row in reversed(self.store.sealed_heads())
+            ]
 
     def add_stamp(self, day: str, tsa: str, token: bytes, gen_time: str) -> bool:
-        return self.writer.add_stamp(day, tsa, token, gen_time)
+        """Store a verified RFC 3161 reply for `day`'s sealed head, unless this TSA already
+        stamped it (another process may have been quicker): stored stamps never change.
+        Returns whether it was stored (durably, when this returns True)."""
+        with self.writer.lock, self.store.write():
+            if self.store.sealed_head(day) is None:
+                raise Conflict(f"day {day} is not sealed; only sealed heads are stamped")
+            if any(s.tsa == tsa for s in self.store.stamps(day)):
+                return False
+            self.store.insert_stamp(StampRow(day, tsa, token, gen_time), int(self.clock()))
+            return True
 
     # --- heads, proofs, listings, records (the read side) ------------------------------------
 
@@ -308,6 +311,33 @@ class Log:
     ) -> dict[str, Any]:
         """A Capability Resolution §6.3 record (SPEC §6 `/record`): `log.issuance`."""
         return issue_record(self, sub=sub, url=url, lifetime=lifetime)
+
+
+def _fill(
+    store: Store,
+    iss: str,
+    public_url: str | None,
+    config: Mapping[str, Any],
+    key: SigningKey,
+    policy: bytes | None,
+    now: int,
+) -> None:
+    """A new log's first transaction: its meta, its key, the settings it signs, its policy."""
+    store.set_meta("iss", iss)
+    store.set_meta("first_day", utc_day(now))
+    store.set_meta(serverindex.INDEX_CHUNK_KEY, str(serverindex.INDEX_CHUNK))
+    store.set_meta("created", str(now))
+    if public_url:
+        store.set_meta("public_url", public_url.rstrip("/"))
+    # Fixed now for the log's life, whatever the public URL becomes (SPEC §12.2).
+    store.set_meta(HISTORY_ORIGIN, origin_from_url(public_url or iss))
+    store.set_meta("config", json.dumps(dict(config), sort_keys=True))
+    store.add_key(key.kid, json.dumps(key.public.jwk(), sort_keys=True), now)
+    # The settings are vouched for by the key from the log's first transaction on.
+    settings = trust.sign_settings(store.meta(), key, reason="init", iat=now)
+    store.add_settings(key.kid, settings, now)
+    if policy is not None:
+        policytrust.store_policy(store, key, iss, policy, now)
 
 
 def _check_newest_head(log: Log) -> None:

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.record.urls import canonical_url
@@ -172,3 +174,26 @@ class ServerIndex:
         """After a commit: `pending` is what is stored, this process's copy until the next
         write transaction takes it."""
         self._kept = pending
+
+    def repair(self, lock: AbstractContextManager[object]) -> list[dict[str, Any]]:
+        """The operator's repair (`reindex`, SPEC §14.1): every day's `/record` index rebuilt
+        from its stored entries up to its watermark, the rows it lacks added (the table is
+        append-only: a row no entry implies stays, and the audit names it). One write
+        transaction per run of the log's chunk, under the writer's `lock`, as an append
+        indexes, so a large repair neither holds the write lock long nor grows the WAL.
+        Returns, per day, how many of its first entries the index covers and how many rows
+        were added."""
+        store, done = self._store, []
+        with store.read():
+            days = store.entry_days()
+        for day in days:
+            with store.read():
+                before = sum(1 for _ in store.iter_servers(day))
+                upto = stored_watermark(store, day, self.chunk)
+            for start in range(0, upto, self.chunk):
+                with lock, store.write():
+                    self.rebuild(day, start, min(start + self.chunk, upto))
+            with store.read():
+                after = sum(1 for _ in store.iter_servers(day))
+            done.append({"day": day, "indexed": upto, "added": after - before})
+        return done

@@ -20,7 +20,7 @@ from capability_anchor import head as heads
 from capability_anchor.errors import Conflict, OutcomeUnknown, StoreError, StoreIOError
 from capability_anchor.merkle import TILE_WIDTH, TreeEdge
 from capability_anchor.metrics.service import observe
-from capability_anchor.store import StampRow, Store
+from capability_anchor.store import Store
 
 from . import standby
 from .batch import AppendResult, Prepared
@@ -28,7 +28,7 @@ from .days import next_day, utc_day
 from .groupcommit import GroupCommit, Submission
 from .handoff import Handoffs
 from .marks import check_not_behind
-from .serverindex import Pending, ServerIndex, stored_watermark
+from .serverindex import Pending, ServerIndex
 from .signing import HeadSigner
 
 if TYPE_CHECKING:
@@ -225,32 +225,14 @@ class LogWriter(HeadSigner):
         self.edge, self.edge_day = batch.edge, batch.day
         self._index.keep(batch.pending)
 
+    def reindex(self) -> list[dict[str, Any]]:
+        """The operator's repair (`reindex`, SPEC §14.1): `ServerIndex.repair`."""
+        return self._index.repair(self.lock)
+
     def _edge_at(self, day: str, size: int) -> TreeEdge:
         """The right edge of `day`'s tree at `size`, from this process's copy (cached only
         by `_keep`, after a commit) when it has one of that day (`edge_at`)."""
         return edge_at(self._store, self.edge if self.edge_day == day else None, day, size)
-
-    def reindex(self) -> list[dict[str, Any]]:
-        """The operator's repair (`reindex`, SPEC §14.1): every day's `/record` index rebuilt
-        from its stored entries up to its watermark, the rows it lacks added (the table is
-        append-only: a row no entry implies stays, and the audit names it). One write
-        transaction per run of the log's chunk, as an append indexes, so a large repair
-        neither holds the write lock long nor grows the WAL. Returns, per day, how many of its
-        first entries the index covers and how many rows were added."""
-        done: list[dict[str, Any]] = []
-        with self._store.read():
-            days = self._store.entry_days()
-        for day in days:
-            with self._store.read():
-                before = sum(1 for _ in self._store.iter_servers(day))
-                upto = stored_watermark(self._store, day, self._index.chunk)
-            for start in range(0, upto, self._index.chunk):
-                with self.lock, self._store.write():
-                    self._index.rebuild(day, start, min(start + self._index.chunk, upto))
-            with self._store.read():
-                after = sum(1 for _ in self._store.iter_servers(day))
-            done.append({"day": day, "indexed": upto, "added": after - before})
-        return done
 
     # --- heads -----------------------------------------------------------------------------
 
@@ -323,32 +305,6 @@ class LogWriter(HeadSigner):
                         on_sealed(sealed)
                 day = next_day(day)
         return out
-
-    # --- stamps ----------------------------------------------------------------------------
-
-    def stamp_targets(self) -> list[tuple[str, bytes, set[str]]]:
-        """(day, compact JWS, TSAs that stamped it) of every sealed head, oldest first."""
-        with self.lock:
-            return [
-                (
-                    row.day,
-                    heads.parse_document(row.doc).jws.encode("ascii"),
-                    {s.tsa for s in self._store.stamps(row.day)},
-                )
-                for row in reversed(self._store.sealed_heads())
-            ]
-
-    def add_stamp(self, day: str, tsa: str, token: bytes, gen_time: str) -> bool:
-        """Store a verified RFC 3161 reply for `day`'s sealed head, unless this TSA already
-        stamped it (another process may have been quicker): stored stamps never change.
-        Returns whether it was stored (durably, when this returns True)."""
-        with self.lock, self._store.write():
-            if self._store.sealed_head(day) is None:
-                raise Conflict(f"day {day} is not sealed; only sealed heads are stamped")
-            if any(s.tsa == tsa for s in self._store.stamps(day)):
-                return False
-            self._store.insert_stamp(StampRow(day, tsa, token, gen_time), int(self._log.clock()))
-            return True
 
 
 def edge_at(store: Store, kept: TreeEdge | None, day: str, size: int) -> TreeEdge:
