@@ -56,6 +56,7 @@ DAY = "2026-11-01"
 PAUSES = 3
 PAUSE_S = 30.0
 WINDOW_S = 10.0  # SPEC §14.3: a stalled session holds the others for at most 10 s
+PAUSED = "capability-anchor paused replica"  # the application_name of its sessions
 # The keys of the advisory locks the log took before migration 3 (the write lock, the lease)
 # and the one its migrations take.
 OLD_KEYS = (0x63612D77, 0x63612D73, 0x63612D6D)
@@ -88,11 +89,41 @@ def metric_samples(server: Any, name: str) -> list[tuple[dict[str, str], float]]
     ]
 
 
+def holds_write_lock(admin: psycopg.Connection, name: str) -> bool:
+    """Whether a session named `name` (`application_name`) holds the log's write lock."""
+    row = admin.execute(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+        " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
+        " AND l.granted AND a.application_name = %s",
+        (name,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def pause_inside_a_write(server: Any, admin: psycopg.Connection, name: str) -> float:
+    """SIGSTOP `server` (its process group, whose sessions are named `name`) at a moment it
+    holds the write lock, as the database still sees it once whatever the process sent
+    before it stopped (a COMMIT) is done; when it stopped."""
+    while True:
+        wait_for(lambda: holds_write_lock(admin, name), 30.0, f"{name} in a write")
+        os.killpg(server.pid, signal.SIGSTOP)
+        began = time.monotonic()
+        try:
+            time.sleep(0.2)
+            if holds_write_lock(admin, name):
+                return began
+        except BaseException:
+            os.killpg(server.pid, signal.SIGCONT)
+            raise
+        os.killpg(server.pid, signal.SIGCONT)  # it had just committed: the next write
+
+
 def test_attack_a_replica_paused_inside_its_write_transaction_holds_the_other_under_10_s(
     postgres: PgServer, tmp_path: Path
 ) -> None:
     db, (a_dir, b_dir) = new_log(postgres, tmp_path)
-    with replica(a_dir) as a:
+    # A's sessions are named (libpq's PGAPPNAME), so the test sees when A holds the lock.
+    with replica(a_dir, env={"PGAPPNAME": PAUSED}) as a, postgres.connect(db) as admin:
         lead(a)  # the paused one holds the lease too
         with replica(b_dir) as b:
             # Writers on A keep it inside write transactions most of the time; a request to
@@ -104,11 +135,12 @@ def test_attack_a_replica_paused_inside_its_write_transaction_holds_the_other_un
             pauses: list[tuple[float, float]] = []
             with writing(*a_writers, *b_writers):
                 for _ in range(PAUSES):
-                    time.sleep(random.uniform(1.0, 3.0))  # a random point of A's writes
-                    os.killpg(a.pid, signal.SIGSTOP)
-                    began = time.monotonic()
+                    # A random point of A's writes, inside one of its write transactions:
+                    # every pause holds B (the lock waits asserted below need one).
+                    time.sleep(random.uniform(1.0, 3.0))
+                    began = pause_inside_a_write(a, admin, PAUSED)
                     try:
-                        time.sleep(PAUSE_S)
+                        time.sleep(max(0.0, began + PAUSE_S - time.monotonic()))
                     finally:
                         os.killpg(a.pid, signal.SIGCONT)
                     pauses.append((began, time.monotonic()))
