@@ -6,6 +6,8 @@ kept free while hostile bodies arrive at the rate limit."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import statistics
 import threading
@@ -247,6 +249,28 @@ def hostile_prove_bodies() -> list[bytes]:
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def test_attack_a_server_paused_while_a_body_arrives_does_not_blame_the_client(
+    server: Server,
+) -> None:
+    """The service stopped (SIGSTOP, a frozen VM) after a request's headers, before its
+    body, which the client sent at once: resumed past the body's deadline, it answers the
+    request, not 400 "did not arrive" (its expired timer ran before its read)."""
+    head, _, body = post("/prove", json.dumps({"record": observation(2)}).encode()).partition(
+        b"\r\n\r\n"
+    )
+    with socket.create_connection((HOST, server.port), timeout=10) as sock:
+        sock.sendall(head + b"\r\n\r\n")
+        time.sleep(0.3)  # the app reads the body now
+        os.killpg(server.pid, signal.SIGSTOP)
+        try:
+            sock.sendall(body)
+            time.sleep(2.0)  # past the 1 s body deadline
+        finally:
+            os.killpg(server.pid, signal.SIGCONT)
+        answer = read_response(sock)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
 
 
 @pytest.mark.parametrize("form", ["serve", "uvicorn"])

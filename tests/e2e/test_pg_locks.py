@@ -25,8 +25,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
-from capability_anchor.errors import OutcomeUnknown, StoreBusy
+from capability_anchor.errors import OutcomeUnknown, StoreBusy, StoreIOError
+from capability_anchor.store import HeadRow
 from capability_anchor.store.postgres import PostgresStore
+from capability_anchor.store.postgres.base import STALL_S
 from capability_anchor.store.postgres.leader import PostgresLeader
 from tests.e2e.test_clock import LIBFAKETIME, FakeTime
 from tests.e2e.test_pg_replicas import (
@@ -46,13 +48,15 @@ from tests.e2e.test_pg_replicas import (
 )
 from tests.kit.obskit import observation
 from tests.kit.pgkit import PgServer
-from tests.kit.pglog import migrated_database, service_role
+from tests.kit.pglog import HEAD_KID, head_doc, migrated_database, service_role
 from tests.kit.serverkit import free_port, serve_argv, serving
 from tests.kit.systools import ensure_tool
 
+DAY = "2026-11-01"
 PAUSES = 3
 PAUSE_S = 30.0
 WINDOW_S = 10.0  # SPEC §14.3: a stalled session holds the others for at most 10 s
+PAUSED = "capability-anchor paused replica"  # the application_name of its sessions
 # The keys of the advisory locks the log took before migration 3 (the write lock, the lease)
 # and the one its migrations take.
 OLD_KEYS = (0x63612D77, 0x63612D73, 0x63612D6D)
@@ -85,11 +89,41 @@ def metric_samples(server: Any, name: str) -> list[tuple[dict[str, str], float]]
     ]
 
 
+def holds_write_lock(admin: psycopg.Connection, name: str) -> bool:
+    """Whether a session named `name` (`application_name`) holds the log's write lock."""
+    row = admin.execute(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+        " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
+        " AND l.granted AND a.application_name = %s",
+        (name,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def pause_inside_a_write(server: Any, admin: psycopg.Connection, name: str) -> float:
+    """SIGSTOP `server` (its process group, whose sessions are named `name`) at a moment it
+    holds the write lock, as the database still sees it once whatever the process sent
+    before it stopped (a COMMIT) is done; when it stopped."""
+    while True:
+        wait_for(lambda: holds_write_lock(admin, name), 30.0, f"{name} in a write")
+        os.killpg(server.pid, signal.SIGSTOP)
+        began = time.monotonic()
+        try:
+            time.sleep(0.2)
+            if holds_write_lock(admin, name):
+                return began
+        except BaseException:
+            os.killpg(server.pid, signal.SIGCONT)
+            raise
+        os.killpg(server.pid, signal.SIGCONT)  # it had just committed: the next write
+
+
 def test_attack_a_replica_paused_inside_its_write_transaction_holds_the_other_under_10_s(
     postgres: PgServer, tmp_path: Path
 ) -> None:
     db, (a_dir, b_dir) = new_log(postgres, tmp_path)
-    with replica(a_dir) as a:
+    # A's sessions are named (libpq's PGAPPNAME), so the test sees when A holds the lock.
+    with replica(a_dir, env={"PGAPPNAME": PAUSED}) as a, postgres.connect(db) as admin:
         lead(a)  # the paused one holds the lease too
         with replica(b_dir) as b:
             # Writers on A keep it inside write transactions most of the time; a request to
@@ -101,11 +135,12 @@ def test_attack_a_replica_paused_inside_its_write_transaction_holds_the_other_un
             pauses: list[tuple[float, float]] = []
             with writing(*a_writers, *b_writers):
                 for _ in range(PAUSES):
-                    time.sleep(random.uniform(1.0, 3.0))  # a random point of A's writes
-                    os.killpg(a.pid, signal.SIGSTOP)
-                    began = time.monotonic()
+                    # A random point of A's writes, inside one of its write transactions:
+                    # every pause holds B (the lock waits asserted below need one).
+                    time.sleep(random.uniform(1.0, 3.0))
+                    began = pause_inside_a_write(a, admin, PAUSED)
                     try:
-                        time.sleep(PAUSE_S)
+                        time.sleep(max(0.0, began + PAUSE_S - time.monotonic()))
                     finally:
                         os.killpg(a.pid, signal.SIGCONT)
                     pauses.append((began, time.monotonic()))
@@ -372,6 +407,101 @@ def test_attack_a_writer_stalled_inside_a_copy_is_ended_by_the_next_writer(
     finally:
         stalled.close()
         store.close()
+
+
+def test_attack_a_lock_holder_whose_idle_timeout_is_disarmed_is_ended_by_the_next_writer(
+    engine_db: tuple[PgServer, str, str],
+) -> None:
+    """A writer that took the write lock, then sent a pipeline (psycopg's `executemany`)
+    and stalled: the pipeline's last message, a Flush after its Sync, disarms the server's
+    idle_in_transaction_session_timeout, so the session stays idle in its transaction for
+    good. The writer waiting behind it ends it."""
+    server, name, role = engine_db
+    stalled = server.connect(name, role)
+    store = PostgresLeader(server.conninfo(name, role), f"db {name}")
+    try:
+        stalled.execute("BEGIN")
+        stalled.execute(
+            f"SET LOCAL idle_in_transaction_session_timeout = {int(STALL_S * 1000)}; "
+            "LOCK TABLE write_lock IN EXCLUSIVE MODE"
+        )
+        with stalled.cursor() as cur:
+            cur.executemany("SELECT %s::int", [(1,), (2,)])
+        time.sleep(STALL_S + 1)  # its own timeout would have ended it by now
+        with server.connect(name) as owner:
+            state = owner.execute(
+                "SELECT state, wait_event FROM pg_stat_activity WHERE pid = %s",
+                (stalled.info.backend_pid,),
+            ).fetchone()
+        assert state == ("idle in transaction", "ClientRead"), state
+        began = time.monotonic()
+        with store.write():
+            took = time.monotonic() - began
+        print(f"the stalled session was ended after {took:.2f} s more")
+        assert took < WINDOW_S
+        with server.connect(name) as owner:
+            alive = owner.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                (stalled.info.backend_pid,),
+            ).fetchone()
+        assert alive == (0,)
+    finally:
+        stalled.close()
+        store.close()
+
+
+def test_attack_a_writer_stalled_right_after_storing_tiles_loses_its_session(
+    engine_db: tuple[PgServer, str, str],
+) -> None:
+    """The store's own statements leave the server's idle timeout armed: a write transaction
+    that stalls right after it stored tiles (a many-row insert, once a pipeline) loses its
+    session to idle_in_transaction_session_timeout, and its write fails retryable with
+    nothing stored."""
+    server, name, role = engine_db
+    store = PostgresStore(server.conninfo(name, role), f"db {name}")
+    tile = (0, 0, 1, b"\x05" * 32, None)
+    try:
+        with pytest.raises(StoreIOError) as caught, store.write():
+            store.insert_tiles("2026-11-01", [tile, (0, 1, 1, b"\x06" * 32, None)])
+            time.sleep(STALL_S + 2)  # this writer stalls (no statement, no COMMIT)
+            store.day_size("2026-11-01")
+        assert caught.value.retryable
+        assert store.tile("2026-11-01", 0, 0, 1) is None
+    finally:
+        store.close()
+
+
+def test_attack_the_lease_session_ended_inside_a_signing_transaction_does_not_hold_it(
+    engine_db: tuple[PgServer, str, str],
+) -> None:
+    """The lease's session ended (a pause past its timeout) after a write transaction
+    signed once and before it signs again: the transaction's first fenced insert holds the
+    term's row, so a new term taken then would wait for that very transaction. It signs
+    again under its term (nobody can take a newer one before it commits), and the next
+    transaction takes the lease anew."""
+    server, name, role = engine_db
+    store = PostgresStore(server.conninfo(name, role), f"db {name}")
+
+    def head(size: int) -> HeadRow:
+        root = bytes([size + 1]) * 32
+        return HeadRow(DAY, size, False, root, 1, HEAD_KID, head_doc(DAY, size, root))
+
+    try:
+        with store.write():
+            store.insert_head(head(0))
+            with server.connect(name) as owner:
+                ended = owner.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE application_name LIKE 'capability-anchor lease %'"
+                ).fetchone()
+            assert ended == (1,)
+            store.insert_head(head(1))
+        with store.write():
+            store.insert_head(head(2))
+    finally:
+        store.close()
+    terms = [t for _, t in rows(server, name, "SELECT tree_size, term FROM heads ORDER BY 1")]
+    assert terms[0] == terms[1] < terms[2], terms
 
 
 def test_attack_a_lock_held_past_10_s_gives_the_waiting_writer_busy(

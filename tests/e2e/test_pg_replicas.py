@@ -64,10 +64,11 @@ def new_log(pg: PgServer, tmp_path: Path, copies: int = 2) -> tuple[str, list[Pa
 
 
 @contextlib.contextmanager
-def replica(data: Path) -> Iterator[Server]:
+def replica(data: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
     port = free_port()
     argv = serve_argv(data, port, SERVE_ARGS, init=False)
-    with serving(data, port=port, argv=argv, logs=data.parent / f"{data.name}-logs") as server:
+    logs = data.parent / f"{data.name}-logs"
+    with serving(data, port=port, argv=argv, env=env, logs=logs) as server:
         yield server
 
 

@@ -24,6 +24,7 @@ from litestar import Litestar
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 
+_ARRIVED_S = 0.5  # past the body's deadline, for what arrived while the process was stopped
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -93,6 +94,7 @@ class _Exchange:
         self.drain_limit = drain_limit
         self.pending, length = _has_body(scope["headers"])
         self.deadline = asyncio.get_running_loop().time() + body_timeout
+        self.late = False
         self.read = 0
         # A client that sent `Expect: 100-continue` sends its body only once asked (uvicorn
         # asks on the app's first read), so an answer given before that is final: nothing
@@ -108,13 +110,28 @@ class _Exchange:
             async with asyncio.timeout_at(self.deadline):
                 message = await self._receive()
         except TimeoutError:
-            raise BodyTimeout(self.body_timeout) from None
+            message = await self._arrived_meanwhile()
         if message["type"] == "http.request":
             self.read += len(message.get("body", b""))
             self.pending = bool(message.get("more_body", False))
         else:
             self.pending = False
         return message
+
+    async def _arrived_meanwhile(self) -> Message:
+        """Past the deadline, once per request: what arrived though this process did not
+        read it in time. A process that was stopped (SIGSTOP, a frozen VM) runs its
+        expired timers before the reads that came in meanwhile, and would blame a client
+        that sent its body at once. `BodyTimeout` if nothing did (a second time at once:
+        a trickle gets no more time)."""
+        if self.late:
+            raise BodyTimeout(self.body_timeout)
+        self.late = True
+        try:
+            async with asyncio.timeout(_ARRIVED_S):
+                return await self._receive()
+        except TimeoutError:
+            raise BodyTimeout(self.body_timeout) from None
 
     async def drain(self) -> None:
         while self.pending and not self.close:

@@ -10,9 +10,10 @@ every process and every replica queue on it, and the next leaf index, read after
 READ COMMITTED, is read from every commit that came before. The lock ends with the
 transaction, so a writer that dies frees it at once, and one that stalls (SIGSTOP, a frozen
 VM) frees it within `STALL_S`: its transaction's `idle_in_transaction_session_timeout` ends
-its session when it stalls between statements, and a waiter ends one stalled in the middle
-of a COPY (which no timeout of the server's covers) with `pg_terminate_backend`. A writer
-waits `LOCK_WAIT_S` at most, then `StoreBusy` (503, Retry-After).
+its session when it stalls between statements, and a waiter ends with `pg_terminate_backend`
+one stalled in the middle of a COPY (which no timeout of the server's covers), or between
+statements with that timeout disarmed (the server re-arms it only when it answers
+ReadyForQuery). A writer waits `LOCK_WAIT_S` at most, then `StoreBusy` (503, Retry-After).
 
 The clock is checked in the same round trip as the lock (SPEC §14.3): a process whose clock
 is off the database server's by more than `CLOCK_TOLERANCE_S` writes nothing
@@ -82,19 +83,23 @@ _TAKE_WRITE_LOCK = (
     "SELECT extract(epoch FROM clock_timestamp())::float8"
 )
 _STALLED_COPY_S = 2.0
-# The holder of the write lock (this session waits no more: its try timed out), if it
-# stalled inside a COPY (the server waits for the client's data, `ClientRead`, with no
-# timeout) for _STALLED_COPY_S: the activity is read afresh (a transaction keeps its first
-# reading), against the clock (now() is when this transaction began).
+# The holder of the write lock (this session waits no more: its try timed out), if it waits
+# on its client: for _STALLED_COPY_S inside a statement (the rows of a COPY, or a client
+# that reads no more of a result: the server waits with no timeout), or for STALL_S between
+# statements (what the transaction's idle_in_transaction_session_timeout ends, but the
+# server re-arms that only when it answers ReadyForQuery: a message after that, a Flush,
+# disarms it). The activity is read afresh (a transaction keeps its first reading), against
+# the clock (now() is when this transaction began).
 _END_STALLED = (
     "SELECT pg_stat_clear_snapshot(); "
-    "SELECT a.pid, pg_terminate_backend(a.pid) FROM pg_locks l"
+    "SELECT a.pid, a.state, pg_terminate_backend(a.pid) FROM pg_locks l"
     " JOIN pg_stat_activity a ON a.pid = l.pid"
     " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
     " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
     " AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()"
-    " AND a.state = 'active' AND a.wait_event = 'ClientRead'"
-    f" AND a.state_change < clock_timestamp() - interval '{_STALLED_COPY_S} s'"
+    " AND a.wait_event_type = 'Client' AND a.wait_event IN ('ClientRead', 'ClientWrite')"
+    " AND a.state_change < clock_timestamp() - CASE a.state"
+    f" WHEN 'active' THEN interval '{_STALLED_COPY_S} s' ELSE interval '{STALL_S} s' END"
 )
 POOL_MAX = 8
 FRESH_S = 2.0
@@ -223,10 +228,11 @@ class PostgresBase:
                 raise store_error(exc, "a write to the log failed") from None
             finally:
                 local.conn = None
+                local.term = None  # the fencing term this transaction signed under (leader.py)
 
     def _take_write_lock(self, conn: psycopg.Connection[Any]) -> float:
         """Take the write lock in `conn`'s new transaction; the server's clock once taken.
-        A holder stalled inside a COPY is ended by the waiter; StoreBusy after LOCK_WAIT_S."""
+        A holder stalled on its client is ended by the waiter; StoreBusy after LOCK_WAIT_S."""
         began = time.monotonic()
         try:
             while True:
@@ -251,8 +257,9 @@ class PostgresBase:
             observe().lock_wait.observe(time.monotonic() - began)
 
     def _end_stalled(self, conn: psycopg.Connection[Any]) -> None:
-        """End the sessions that hold the lock `conn` waits for and stalled inside a COPY
-        (`conn` is inside its transaction, at the savepoint `write_lock`)."""
+        """End the sessions that hold the lock `conn` waits for and stalled on their client,
+        inside a COPY or between statements (`conn` is inside its transaction, at the
+        savepoint `write_lock`)."""
         try:
             cur = conn.execute(_END_STALLED)
             cur.nextset()
@@ -261,13 +268,15 @@ class PostgresBase:
             # A superuser's session: its own timeout, or its operator, ends it.
             conn.execute("ROLLBACK TO write_lock")
             return
-        for pid, done in ended:
+        for pid, state, done in ended:
             if done:
+                inside = state == "active"
                 _logger.warning(
                     "ended the database session %d: it held the log's write lock and had "
-                    "stalled inside a COPY for more than %.1f s",
+                    "waited on its client %s for more than %.1f s",
                     pid,
-                    _STALLED_COPY_S,
+                    "inside a statement (a COPY)" if inside else f"while {state}",
+                    _STALLED_COPY_S if inside else STALL_S,
                 )
 
     @contextmanager
@@ -391,10 +400,6 @@ class PostgresBase:
             copy.set_types(list(types))
             for row in rows:
                 copy.write_row(row)
-
-    def _execmany(self, query: str, rows: Iterable[Sequence[object]]) -> None:
-        with self._statement() as conn, conn.cursor() as cur:
-            cur.executemany(query.encode(), rows)
 
     @contextmanager
     def _statement(self) -> Iterator[psycopg.Connection[Any]]:

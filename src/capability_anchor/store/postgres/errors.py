@@ -33,6 +33,9 @@ _BY_STATE: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
     (("XX001", "XX002"), StoreCorrupt, "the database reports damaged data"),
     (("40001", "40P01", "55P03"), StoreBusy, "another writer held the log's rows"),
     (("57P01", "57P02", "57P03", "08"), StoreIOError, "the database server is unavailable"),
+    # The server ended a session that stalled inside its transaction (this process was
+    # paused): nothing of the transaction is stored, and the next one gets a new session.
+    (("25P03",), StoreIOError, "the database ended a transaction that stalled"),
     (("58",), StoreIOError, "the database server reports an I/O error"),
 )
 

@@ -27,7 +27,22 @@ class PostgresLeader(PostgresBase):
         when this machine's clock is off the database server's by more than
         `CLOCK_TOLERANCE_S` (a lease it held is let go, for a replica whose clock is
         right). Holding the lease is not what keeps a stale leader from signing: the term
-        check in the insert's own transaction is (lease.py)."""
+        check in the insert's own transaction is (lease.py).
+
+        Inside a write transaction the term is taken once: its first fenced insert locked
+        the `sequencer_term` row, so no other term can begin before it commits, and taking
+        one from the lease session then (its session ended while this one wrote) would wait
+        for this very transaction, for good."""
+        local = self._local
+        if getattr(local, "term", None) is not None:
+            return int(local.term)
+        term = self._lease_term()
+        if getattr(local, "conn", None) is not None:
+            local.term = term
+        return term
+
+    def _lease_term(self) -> int:
+        """The lease's term, the lease taken first if this store holds none."""
         with self._lease_lock:
             if self._lease is not None and self._listen is not None:
                 hold, term = self._lease
@@ -82,11 +97,16 @@ class PostgresLeader(PostgresBase):
         """A connection of its own for the lease's transaction, named for the operator who
         asks who holds it (`lease.holder`, the `/metrics` gauge). A paused holder (SIGSTOP,
         a frozen VM) keeps its session open but stops its heartbeat: the server ends the
-        session idle in its transaction, and the lease is free."""
+        session idle in its transaction, and the lease is free. Its waits are bounded too
+        (`lock_timeout`): the new term waits for the `sequencer_term` row, which a fenced
+        insert holds until its transaction ends; StoreBusy past STALL_MS."""
         return connect(
             self._conninfo,
             "cannot take the sequencer lease",
-            options=f"-c idle_in_transaction_session_timeout={lease.STALL_MS}",
+            options=(
+                f"-c idle_in_transaction_session_timeout={lease.STALL_MS}"
+                f" -c lock_timeout={lease.STALL_MS}"
+            ),
             name=f"capability-anchor lease {socket.gethostname()} pid {os.getpid()}"[:63],
         )
 

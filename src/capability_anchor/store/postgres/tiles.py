@@ -14,6 +14,7 @@ from capability_anchor.store.rows import TileRow
 from .base import PostgresBase
 
 TileValues = tuple[int, int, int, bytes, bytes | None]  # (level, index, width, hashes, root)
+_INSERT_CHUNK = 1000  # tiles per INSERT: 7000 parameters at most, of PostgreSQL's 65535
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,13 +28,14 @@ class TileTable:
     def where(self) -> str:
         return "".join(f"{k} = %s AND " for k in self.key)
 
-    @property
-    def insert(self) -> str:
+    def insert(self, rows: int) -> str:
+        """One INSERT of `rows` tiles."""
         cols = ", ".join((*self.key, "level", "idx", "width", "hashes", "root"))
         marks = ", ".join(["%s"] * (len(self.key) + 5))
+        values = ", ".join([f"({marks})"] * rows)
         # An identical tile already stored is left alone (tiles are deterministic from the
         # leaves); a different one is refused by the table's insert rule.
-        return f"INSERT INTO {self.name} ({cols}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+        return f"INSERT INTO {self.name} ({cols}) VALUES {values} ON CONFLICT DO NOTHING"
 
 
 DAY_TILES = TileTable("tiles", ("day",))
@@ -46,7 +48,14 @@ class PostgresTiles(PostgresBase):
     def _insert_tiles_in(
         self, table: TileTable, key: tuple[str, ...], rows: Iterable[TileValues]
     ) -> None:
-        self._execmany(table.insert, [(*key, *row) for row in rows])
+        # One statement per chunk, not `executemany`: psycopg pipelines that and ends the
+        # pipeline with a Flush after its Sync, which disarms the server's
+        # idle_in_transaction_session_timeout until the next statement, so a writer stalled
+        # right after it held the write lock for good (decisions.md, #35 item 5).
+        values = [(*key, *row) for row in rows]
+        for at in range(0, len(values), _INSERT_CHUNK):
+            chunk = values[at : at + _INSERT_CHUNK]
+            self._exec(table.insert(len(chunk)), [v for row in chunk for v in row])
 
     def _tile_in(
         self, table: TileTable, key: tuple[str, ...], level: int, index: int, min_width: int
