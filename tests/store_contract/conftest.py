@@ -13,6 +13,7 @@ import pytest
 from capability_anchor.store import CosignatureRow, HeadRow, HistoryLeaf, Store
 from capability_anchor.store import open as stores
 from capability_anchor.store.open import Where
+from tests.kit.pglog import HEAD_KID, head_doc
 
 from .backends import BACKENDS, Backend
 
@@ -47,8 +48,9 @@ def leaf(n: int, day: str = DAY) -> tuple[bytes, bytes]:
 
 def head(day: str, size: int, sealed: bool = False, root: bytes | None = None) -> HeadRow:
     root = root if root is not None else hashlib.sha256(b"%s/%d" % (day.encode(), size)).digest()
-    doc = b'{"jws":"e30.eyJkYXkiOiIlcyJ9.c2ln"}'
-    return HeadRow(day, size, sealed, root, AT, "kid-1", doc)
+    # A signed head document of these columns: PostgreSQL's schema checks it (migration 2).
+    doc = head_doc(day, size, root, sealed=sealed, iat=AT)
+    return HeadRow(day, size, sealed, root, AT, HEAD_KID, doc)
 
 
 def history_leaf(index: int, day: str, size: int, sealed: bool = False) -> HistoryLeaf:

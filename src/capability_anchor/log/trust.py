@@ -81,7 +81,9 @@ def current_key(log: Log) -> SigningKey:
     with log._key_lock:
         if log.key.kid == kid:
             return log.key
-        for name in (KEY_FILE, NEW_KEY_FILE):
+        # The key file last again: `rotate-key` renames the new file over it between our
+        # two reads (the old key read, the new file gone), and a rename is atomic.
+        for name in (KEY_FILE, NEW_KEY_FILE, KEY_FILE):
             try:
                 candidate = load_key_file(log.data_dir / name)
             except (OSError, CapabilityAnchorError):
