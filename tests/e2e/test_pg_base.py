@@ -309,7 +309,7 @@ store.close()
 
 def test_attack_a_replica_whose_clock_is_off_never_takes_the_lease(db: Db) -> None:
     """A replica 10 minutes ahead of the database server (libfaketime, beyond
-    base.CLOCK_TOLERANCE_S) is refused before it takes the lease, so it never blocks a
+    lease.CLOCK_TOLERANCE_S) is refused before it takes the lease, so it never blocks a
     replica whose clock is right; that one then leads."""
     from tests.kit.systools import ensure_tool
 

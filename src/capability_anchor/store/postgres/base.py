@@ -9,14 +9,14 @@ only the log's roles may take it), taken before anything else in the transaction
 every process and every replica queue on it, and the next leaf index, read after it under
 READ COMMITTED, is read from every commit that came before. The lock ends with the
 transaction, so a writer that dies frees it at once, and one that stalls (SIGSTOP, a frozen
-VM) frees it within `STALL_S`: its transaction's `idle_in_transaction_session_timeout` ends
+VM) frees it within `lease.STALL_S`: its transaction's `idle_in_transaction_session_timeout` ends
 its session when it stalls between statements, and a waiter ends with `pg_terminate_backend`
 one stalled in the middle of a COPY (which no timeout of the server's covers), or between
 statements with that timeout disarmed (the server re-arms it only when it answers
-ReadyForQuery). A writer waits `LOCK_WAIT_S` at most, then `StoreBusy` (503, Retry-After).
+ReadyForQuery). A writer waits `lease.LOCK_WAIT_S` at most, then `StoreBusy` (503, Retry-After).
 
 The clock is checked in the same round trip as the lock (SPEC §14.3): a process whose clock
-is off the database server's by more than `CLOCK_TOLERANCE_S` writes nothing
+is off the database server's by more than `lease.CLOCK_TOLERANCE_S` writes nothing
 (`ClockDisagrees`, 503), so a replica with a wrong clock stores no entry in a day that has
 not begun, and signs nothing either.
 
@@ -51,56 +51,16 @@ import psycopg
 import psycopg_pool
 
 from capability_anchor.errors import (
-    ClockDisagrees,
     OutcomeUnknown,
-    StoreBusy,
     StoreCorrupt,
     StoreError,
     StoreIOError,
 )
-from capability_anchor.metrics.service import observe
 
 from .errors import outcome_lost, store_error
+from .lease import check_clock, take_write_lock
 
 CONNECT_TIMEOUT_S = 5.0
-STALL_S = 5.0
-"""How long a write transaction may stall (between statements, or inside a COPY) before
-its session is ended and the write lock is free again."""
-LOCK_WAIT_S = 10.0
-"""How long a writer waits for the write lock before it is answered StoreBusy (503)."""
-_LOCK_TRY_S = STALL_S / 2  # a waiter looks for a stalled holder this often
-CLOCK_TOLERANCE_S = 300.0
-"""A process whose clock is off the database server's by more than this writes and signs
-nothing (the service's own clock guard's tolerance, `log.clockguard.TOLERANCE_S`)."""
-# One round trip: the transaction's settings, the lock (under a savepoint, so that a lock
-# wait that timed out can be retried in the same transaction), and the server's clock.
-_TAKE_WRITE_LOCK = (
-    "SET LOCAL synchronous_commit = on; "
-    f"SET LOCAL idle_in_transaction_session_timeout = {int(STALL_S * 1000)}; "
-    f"SET LOCAL lock_timeout = {int(_LOCK_TRY_S * 1000)}; "
-    "SAVEPOINT write_lock; LOCK TABLE write_lock IN EXCLUSIVE MODE; RELEASE write_lock; "
-    f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}; "
-    "SELECT extract(epoch FROM clock_timestamp())::float8"
-)
-_STALLED_COPY_S = 2.0
-# The holder of the write lock (this session waits no more: its try timed out), if it waits
-# on its client: for _STALLED_COPY_S inside a statement (the rows of a COPY, or a client
-# that reads no more of a result: the server waits with no timeout), or for STALL_S between
-# statements (what the transaction's idle_in_transaction_session_timeout ends, but the
-# server re-arms that only when it answers ReadyForQuery: a message after that, a Flush,
-# disarms it). The activity is read afresh (a transaction keeps its first reading), against
-# the clock (now() is when this transaction began).
-_END_STALLED = (
-    "SELECT pg_stat_clear_snapshot(); "
-    "SELECT a.pid, a.state, pg_terminate_backend(a.pid) FROM pg_locks l"
-    " JOIN pg_stat_activity a ON a.pid = l.pid"
-    " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
-    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    " AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()"
-    " AND a.wait_event_type = 'Client' AND a.wait_event IN ('ClientRead', 'ClientWrite')"
-    " AND a.state_change < clock_timestamp() - CASE a.state"
-    f" WHEN 'active' THEN interval '{_STALLED_COPY_S} s' ELSE interval '{STALL_S} s' END"
-)
 POOL_MAX = 8
 FRESH_S = 2.0
 # Every `GET /proof` read the day's newest head, a round trip that waited on a server busy
@@ -216,7 +176,7 @@ class PostgresBase:
             committing = False
             try:
                 with conn.transaction():
-                    server_now = self._take_write_lock(conn)
+                    server_now = take_write_lock(conn, self._where)
                     check_clock(time.time() - server_now, "writes")
                     yield
                     committing = True
@@ -229,55 +189,6 @@ class PostgresBase:
             finally:
                 local.conn = None
                 local.term = None  # the fencing term this transaction signed under (leader.py)
-
-    def _take_write_lock(self, conn: psycopg.Connection[Any]) -> float:
-        """Take the write lock in `conn`'s new transaction; the server's clock once taken.
-        A holder stalled on its client is ended by the waiter; StoreBusy after LOCK_WAIT_S."""
-        began = time.monotonic()
-        try:
-            while True:
-                try:
-                    cur = conn.execute(_TAKE_WRITE_LOCK)
-                    while cur.nextset():
-                        pass
-                    row = cur.fetchone()
-                    assert row is not None
-                    return float(row[0])
-                except psycopg.errors.LockNotAvailable:
-                    conn.execute("ROLLBACK TO write_lock")
-                    if time.monotonic() - began >= LOCK_WAIT_S:
-                        observe().store_busy.inc()
-                        raise StoreBusy(
-                            f"another writer held the write lock of the log at {self._where} "
-                            f"for {LOCK_WAIT_S:.0f} s"
-                        ) from None
-                    self._end_stalled(conn)
-                    conn.execute("RELEASE write_lock")
-        finally:
-            observe().lock_wait.observe(time.monotonic() - began)
-
-    def _end_stalled(self, conn: psycopg.Connection[Any]) -> None:
-        """End the sessions that hold the lock `conn` waits for and stalled on their client,
-        inside a COPY or between statements (`conn` is inside its transaction, at the
-        savepoint `write_lock`)."""
-        try:
-            cur = conn.execute(_END_STALLED)
-            cur.nextset()
-            ended = cur.fetchall()
-        except psycopg.errors.InsufficientPrivilege:
-            # A superuser's session: its own timeout, or its operator, ends it.
-            conn.execute("ROLLBACK TO write_lock")
-            return
-        for pid, state, done in ended:
-            if done:
-                inside = state == "active"
-                _logger.warning(
-                    "ended the database session %d: it held the log's write lock and had "
-                    "waited on its client %s for more than %.1f s",
-                    pid,
-                    "inside a statement (a COPY)" if inside else f"while {state}",
-                    _STALLED_COPY_S if inside else STALL_S,
-                )
 
     @contextmanager
     def read(self) -> Iterator[None]:
@@ -418,26 +329,7 @@ class PostgresBase:
             raise store_error(exc, "a statement failed") from None
 
 
-def check_clock(skew: float, what: str) -> None:
-    """ClockDisagrees when this machine's clock is `skew` seconds off the database server's,
-    more than CLOCK_TOLERANCE_S: WHAT ("writes", "signs") waits until they agree."""
-    if abs(skew) > CLOCK_TOLERANCE_S:
-        raise ClockDisagrees(
-            f"this machine's clock is {skew:+.0f} s off the database server's clock (more "
-            f"than {CLOCK_TOLERANCE_S:.0f} s): this replica {what} nothing until they agree; "
-            "correct its time (NTP)"
-        )
-
-
-__all__ = [
-    "CLOCK_TOLERANCE_S",
-    "CONNECT_TIMEOUT_S",
-    "HEAD_REUSE_S",
-    "LOCK_WAIT_S",
-    "STALL_S",
-    "PostgresBase",
-    "check_clock",
-]
+__all__ = ["CONNECT_TIMEOUT_S", "HEAD_REUSE_S", "PostgresBase"]
 
 
 def _not_text(exc: UnicodeDecodeError) -> StoreCorrupt:

@@ -15,8 +15,9 @@ import psycopg
 from capability_anchor.errors import ClockDisagrees, LeaseLost, StoreError
 
 from . import lease
-from .base import PostgresBase, check_clock, connect
+from .base import PostgresBase, connect
 from .errors import store_error
+from .lease import check_clock
 
 
 class PostgresLeader(PostgresBase):

@@ -1,6 +1,11 @@
-"""The sequencer's lease on PostgreSQL (SPEC §13.4, §14.3): the EXCLUSIVE lock of the
-`sequencer_lease` table, held by an open transaction of a session of its own, and the
-fencing term taken with it.
+"""The log's two locks on PostgreSQL (SPEC §13.4, §14.3), which only its roles may take
+(`migrations/v3.py`), and the clock checked with them.
+
+The write lock is the EXCLUSIVE lock of the `write_lock` table, taken first in every write
+transaction (`take_write_lock`; `base.PostgresBase.write` says what it guarantees).
+
+The sequencer's lease is the EXCLUSIVE lock of the `sequencer_lease` table, held by an open
+transaction of a session of its own, and the fencing term taken with it.
 
 Only a role with the log's grants may lock the table (`migrations/v3.py`); an advisory
 lock, which it was, any role that may connect could hold. The lock belongs to its session's
@@ -26,7 +31,54 @@ committed before the lease's long one begins.
 
 from __future__ import annotations
 
+import logging
+import time
+from typing import Any
+
 import psycopg
+
+from capability_anchor.errors import ClockDisagrees, StoreBusy
+from capability_anchor.metrics.service import observe
+
+STALL_S = 5.0
+"""How long a write transaction may stall (between statements, or inside a COPY) before
+its session is ended and the write lock is free again."""
+LOCK_WAIT_S = 10.0
+"""How long a writer waits for the write lock before it is answered StoreBusy (503)."""
+_LOCK_TRY_S = STALL_S / 2  # a waiter looks for a stalled holder this often
+CLOCK_TOLERANCE_S = 300.0
+"""A process whose clock is off the database server's by more than this writes and signs
+nothing (the service's own clock guard's tolerance, `log.clockguard.TOLERANCE_S`)."""
+# One round trip: the transaction's settings, the lock (under a savepoint, so that a lock
+# wait that timed out can be retried in the same transaction), and the server's clock.
+_TAKE_WRITE_LOCK = (
+    "SET LOCAL synchronous_commit = on; "
+    f"SET LOCAL idle_in_transaction_session_timeout = {int(STALL_S * 1000)}; "
+    f"SET LOCAL lock_timeout = {int(_LOCK_TRY_S * 1000)}; "
+    "SAVEPOINT write_lock; LOCK TABLE write_lock IN EXCLUSIVE MODE; RELEASE write_lock; "
+    f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}; "
+    "SELECT extract(epoch FROM clock_timestamp())::float8"
+)
+_STALLED_COPY_S = 2.0
+# The holder of the write lock (this session waits no more: its try timed out), if it waits
+# on its client: for _STALLED_COPY_S inside a statement (the rows of a COPY, or a client
+# that reads no more of a result: the server waits with no timeout), or for STALL_S between
+# statements (what the transaction's idle_in_transaction_session_timeout ends, but the
+# server re-arms that only when it answers ReadyForQuery: a message after that, a Flush,
+# disarms it). The activity is read afresh (a transaction keeps its first reading), against
+# the clock (now() is when this transaction began).
+_END_STALLED = (
+    "SELECT pg_stat_clear_snapshot(); "
+    "SELECT a.pid, a.state, pg_terminate_backend(a.pid) FROM pg_locks l"
+    " JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()"
+    " AND a.wait_event_type = 'Client' AND a.wait_event IN ('ClientRead', 'ClientWrite')"
+    " AND a.state_change < clock_timestamp() - CASE a.state"
+    f" WHEN 'active' THEN interval '{_STALLED_COPY_S} s' ELSE interval '{STALL_S} s' END"
+)
+_logger = logging.getLogger("capability_anchor.store")
 
 HEARTBEAT_S = 1.0
 """How often the holder's session runs a statement (and checks it still holds the lease)."""
@@ -114,3 +166,66 @@ def server_clock(conn: psycopg.Connection) -> float:
     row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
     assert row is not None
     return float(row[0])
+
+
+def check_clock(skew: float, what: str) -> None:
+    """ClockDisagrees when this machine's clock is `skew` seconds off the database server's,
+    more than CLOCK_TOLERANCE_S: WHAT ("writes", "signs") waits until they agree."""
+    if abs(skew) > CLOCK_TOLERANCE_S:
+        raise ClockDisagrees(
+            f"this machine's clock is {skew:+.0f} s off the database server's clock (more "
+            f"than {CLOCK_TOLERANCE_S:.0f} s): this replica {what} nothing until they agree; "
+            "correct its time (NTP)"
+        )
+
+
+def take_write_lock(conn: psycopg.Connection[Any], where: str) -> float:
+    """Take the write lock in `conn`'s new transaction (the log at WHERE); the server's clock
+    once taken. A holder stalled on its client is ended by the waiter; StoreBusy after
+    LOCK_WAIT_S."""
+    began = time.monotonic()
+    try:
+        while True:
+            try:
+                cur = conn.execute(_TAKE_WRITE_LOCK)
+                while cur.nextset():
+                    pass
+                row = cur.fetchone()
+                assert row is not None
+                return float(row[0])
+            except psycopg.errors.LockNotAvailable:
+                conn.execute("ROLLBACK TO write_lock")
+                if time.monotonic() - began >= LOCK_WAIT_S:
+                    observe().store_busy.inc()
+                    raise StoreBusy(
+                        f"another writer held the write lock of the log at {where} "
+                        f"for {LOCK_WAIT_S:.0f} s"
+                    ) from None
+                _end_stalled(conn)
+                conn.execute("RELEASE write_lock")
+    finally:
+        observe().lock_wait.observe(time.monotonic() - began)
+
+
+def _end_stalled(conn: psycopg.Connection[Any]) -> None:
+    """End the sessions that hold the lock `conn` waits for and stalled on their client,
+    inside a COPY or between statements (`conn` is inside its transaction, at the
+    savepoint `write_lock`)."""
+    try:
+        cur = conn.execute(_END_STALLED)
+        cur.nextset()
+        ended = cur.fetchall()
+    except psycopg.errors.InsufficientPrivilege:
+        # A superuser's session: its own timeout, or its operator, ends it.
+        conn.execute("ROLLBACK TO write_lock")
+        return
+    for pid, state, done in ended:
+        if done:
+            inside = state == "active"
+            _logger.warning(
+                "ended the database session %d: it held the log's write lock and had "
+                "waited on its client %s for more than %.1f s",
+                pid,
+                "inside a statement (a COPY)" if inside else f"while {state}",
+                _STALLED_COPY_S if inside else STALL_S,
+            )
