@@ -370,6 +370,15 @@ def test_attack_a_crash_during_commit_never_answers_not_stored_for_a_stored_batc
 # --- the write lock's bounds, at the engine --------------------------------------------------
 
 
+def session_state(server: PgServer, name: str, conn: psycopg.Connection) -> Any:
+    """(state, wait_event) of `conn`'s session, as the owner sees it; None once it ended."""
+    with server.connect(name) as owner:
+        return owner.execute(
+            "SELECT state, wait_event FROM pg_stat_activity WHERE pid = %s",
+            (conn.info.backend_pid,),
+        ).fetchone()
+
+
 @pytest.fixture
 def engine_db(postgres: PgServer) -> Iterator[tuple[PgServer, str, str]]:
     name = migrated_database(postgres, "locks")
@@ -398,12 +407,7 @@ def test_attack_a_writer_stalled_inside_a_copy_is_ended_by_the_next_writer(
             )
         print(f"the stalled COPY was ended after {took:.2f} s")
         assert took < WINDOW_S
-        with server.connect(name) as owner:
-            alive = owner.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
-                (stalled.info.backend_pid,),
-            ).fetchone()
-        assert alive == (0,)
+        assert session_state(server, name, stalled) is None  # ended
     finally:
         stalled.close()
         store.close()
@@ -428,23 +432,14 @@ def test_attack_a_lock_holder_whose_idle_timeout_is_disarmed_is_ended_by_the_nex
             "LOCK TABLE write_lock IN EXCLUSIVE MODE"
         )
         time.sleep(STALL_S + 1)  # an armed timeout would have ended it by now
-        with server.connect(name) as owner:
-            state = owner.execute(
-                "SELECT state, wait_event FROM pg_stat_activity WHERE pid = %s",
-                (stalled.info.backend_pid,),
-            ).fetchone()
+        state = session_state(server, name, stalled)
         assert state == ("idle in transaction", "ClientRead"), state
         began = time.monotonic()
         with store.write():
             took = time.monotonic() - began
         print(f"the stalled session was ended after {took:.2f} s more")
         assert took < WINDOW_S
-        with server.connect(name) as owner:
-            alive = owner.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
-                (stalled.info.backend_pid,),
-            ).fetchone()
-        assert alive == (0,)
+        assert session_state(server, name, stalled) is None  # ended
     finally:
         stalled.close()
         store.close()
