@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from capability_anchor.log.marks import BEHIND_FILE, behind_state
 from capability_anchor.log.published import monitoring_path
 from capability_anchor.note import Checkpoint, NoteSigner, sign_checkpoint
 from capability_anchor.witness.client import run_round
-from tests.kit.logkit import run_cli
+from tests.kit.logkit import files_of, heads_of, run_cli
 from tests.kit.obskit import observation
 from tests.kit.serverkit import Server, free_port, serve_argv, start, uvicorn_argv
 from tests.kit.witnesskit import Running, start_witness
@@ -71,19 +70,6 @@ def post(server: Server, records: list[dict[str, object]]) -> httpx.Response:
 
 def history_size(note: bytes) -> int:
     return int(note.split(b"\n")[1])
-
-
-def heads_of(data: Path) -> dict[tuple[str, int, int], bytes]:
-    """Every head row, (day, tree_size, sealed) -> root, read with plain sqlite3."""
-    with sqlite3.connect(f"file:{data / 'log.sqlite3'}?mode=ro", uri=True) as db:
-        rows = db.execute("SELECT day, tree_size, sealed, root FROM heads").fetchall()
-    return {(d, n, s): bytes(r) for d, n, s, r in rows}
-
-
-def files_of(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
 
 
 @dataclass

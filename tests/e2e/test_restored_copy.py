@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import stat
 import time
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from capability_anchor.api.background import TICK_S
 from capability_anchor.errors import NotCompared
 from capability_anchor.log import Log
 from capability_anchor.log.marks import BEHIND_FILE, RESTORED_FILE
-from tests.kit.logkit import run_cli
+from tests.kit.logkit import files_of, heads_of, run_cli
 from tests.kit.obskit import observation
 from tests.kit.pgkit import PgServer
 from tests.kit.serverkit import (
@@ -45,19 +44,6 @@ from tests.kit.serverkit import (
 
 ISS = "https://resolver.example"
 WAIT_S = 30.0  # an upper bound on a refused start, never a measured duration
-
-
-def heads_of(data: Path) -> dict[tuple[str, int, int], bytes]:
-    """Every head row, (day, tree_size, sealed) -> root, read with plain sqlite3."""
-    with sqlite3.connect(f"file:{data / 'log.sqlite3'}?mode=ro", uri=True) as db:
-        rows = db.execute("SELECT day, tree_size, sealed, root FROM heads").fetchall()
-    return {(d, n, s): bytes(r) for d, n, s, r in rows}
-
-
-def files_of(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
 
 
 def ok(*args: str | Path) -> str:

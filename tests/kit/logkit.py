@@ -174,3 +174,16 @@ def raw(data: Path) -> Iterator[sqlite3.Connection]:
         yield conn
     finally:
         conn.close()
+
+
+def heads_of(data: Path) -> dict[tuple[str, int, int], bytes]:
+    """Every head row, (day, tree_size, sealed) -> root, read with plain sqlite3."""
+    with sqlite3.connect(f"file:{data / 'log.sqlite3'}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT day, tree_size, sealed, root FROM heads").fetchall()
+    return {(d, n, s): bytes(r) for d, n, s, r in rows}
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
