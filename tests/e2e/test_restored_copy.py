@@ -34,9 +34,8 @@ from tests.kit.logkit import files_of, heads_of, run_cli
 from tests.kit.obskit import observation
 from tests.kit.pgkit import PgServer
 from tests.kit.serverkit import (
-    accepts_connections,
     free_port,
-    launch,
+    refused_start,
     serve_argv,
     start,
     uvicorn_argv,
@@ -104,19 +103,7 @@ def refused_service(
     data: Path, argv: list[str], port: int, env: dict[str, str] | None = None
 ) -> str:
     """Run a service form and return its stderr, asserting it exited 2, never listening."""
-    server = launch(data, port=port, argv=argv, env=env)
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while server.alive() and time.monotonic() < deadline:
-            assert not accepts_connections(port, timeout=0.05), "it listens"
-            time.sleep(0.05)
-        code = server.wait(1)
-    finally:
-        server.kill()
-    assert code == 2, server.stderr()
-    stderr = server.stderr()
-    assert "Traceback" not in stderr and "serving on" not in stderr, stderr
-    return stderr
+    return refused_start(data, port, argv, env, wait_s=WAIT_S)
 
 
 # --- the finding --------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,13 @@ from capability_anchor.log import Log
 from capability_anchor.log.writer_token import TOKEN_ENV, writer_token
 from tests.kit.logkit import CLI, run_cli
 from tests.kit.obskit import observation
-from tests.kit.serverkit import HOST, accepts_connections, clean_env, free_port, launch, serving
+from tests.kit.serverkit import (
+    HOST,
+    clean_env,
+    free_port,
+    refused_start,
+    serving,
+)
 
 ISS = "https://resolver.example"
 GOOD = "g" * 32
@@ -70,21 +75,7 @@ def refused(data: Path, argv: list[str] | None = None, env: dict[str, str] | Non
     that it exited 2 without ever accepting a connection."""
     port = free_port()
     argv = None if argv is None else [*argv, "--port", str(port)]
-    server = launch(data, port=port, argv=argv, env=env)
-    try:
-        deadline = time.monotonic() + 20
-        while server.alive() and time.monotonic() < deadline:
-            assert not accepts_connections(port, timeout=0.05), "it listens"
-            time.sleep(0.05)
-        code = server.wait(1)
-    finally:
-        server.kill()
-    assert code == 2, server.stderr()
-    assert not accepts_connections(port)
-    stderr = server.stderr()
-    assert "Traceback" not in stderr
-    assert "serving on" not in stderr
-    return stderr
+    return refused_start(data, port, argv, env)
 
 
 # --- the one owner of the token rules ----------------------------------------------------------

@@ -401,3 +401,28 @@ __all__ = [
     "start",
     "uvicorn_argv",
 ]
+
+
+def refused_start(
+    data: Path,
+    port: int,
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    wait_s: float = 20.0,
+) -> str:
+    """Run a service form (`launch`) and return its stderr, asserting that it exited 2
+    without ever accepting a connection on `port` and without a traceback."""
+    server = launch(data, port=port, argv=argv, env=env)
+    try:
+        deadline = time.monotonic() + wait_s
+        while server.alive() and time.monotonic() < deadline:
+            assert not accepts_connections(port, timeout=0.05), "it listens"
+            time.sleep(0.05)
+        code = server.wait(1)
+    finally:
+        server.kill()
+    assert code == 2, server.stderr()
+    assert not accepts_connections(port)
+    stderr = server.stderr()
+    assert "Traceback" not in stderr and "serving on" not in stderr, stderr
+    return stderr
