@@ -43,7 +43,7 @@ from capability_anchor.log import Log
 from capability_anchor.merkle import hash_leaf
 from capability_anchor.note import Cosigner, parse_note
 from capability_anchor.store import CosignatureRow
-from capability_anchor.verify.history import head_payload
+from capability_anchor.verify.history_checks import head_payload
 
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 SRC = Path(__file__).resolve().parent.parent / "src"

@@ -26,7 +26,7 @@ from capability_anchor.note import (
     parse_note,
     sign_checkpoint,
 )
-from capability_anchor.verify.history import log_verifiers
+from capability_anchor.verify.history_checks import log_verifiers
 from capability_anchor.witness.client.policyfile import log_vkey
 from tests.kit import paths
 from tests.kit.logkit import ISS, build_history, record, run_cli

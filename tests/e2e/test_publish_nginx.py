@@ -32,7 +32,7 @@ from capability_anchor.merkle import TileNodes, hash_leaf, inclusion_nodes, veri
 from capability_anchor.merkle.nodes import resolve
 from capability_anchor.monitor.source import HttpSource, read_bundles, read_tile
 from capability_anchor.note import open_checkpoint
-from capability_anchor.verify.history import log_verifiers
+from capability_anchor.verify.history_checks import log_verifiers
 from tests.kit.apikit import wait_clear_of_midnight
 from tests.kit.nginxkit import API_PATHS, IMMUTABLE, Nginx, nginx, nginx_serving
 from tests.kit.obskit import observation, verify_answered_proof

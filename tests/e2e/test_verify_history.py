@@ -48,7 +48,7 @@ from capability_anchor.note import (
 from capability_anchor.store import CosignatureRow
 from capability_anchor.verify.anchor import Anchor
 from capability_anchor.verify.checks import CHECK_NAMES
-from capability_anchor.verify.history import check_history, check_witnesses, head_payload
+from capability_anchor.verify.history_checks import check_history, check_witnesses, head_payload
 from capability_anchor.verify.sources import ProofSource, StampSource
 from tests.kit.logkit import Clock, at
 

@@ -53,7 +53,7 @@ from capability_anchor.timestamp.scheduler import TsaConfig
 from .cosignatures import audit_cosignatures
 from .day import audit_day
 from .folder import audit_folder
-from .history import audit_history
+from .history_tree import audit_history
 from .report import AuditReport, days_between, parses
 from .stamps import audit_stored_stamps, stamp_problems
 

@@ -17,7 +17,7 @@ from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.keys import KeySet
 from capability_anchor.merkle import TreeEdge
 from capability_anchor.note import Checkpoint, NoteVerifier, open_checkpoint, parse_note
-from capability_anchor.read.history import HistoryReader
+from capability_anchor.read.history_proofs import HistoryReader
 
 from .report import AuditReport
 

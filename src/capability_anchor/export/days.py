@@ -36,7 +36,7 @@ from capability_anchor.progress import Progress, silent
 from capability_anchor.store import StampRow
 from capability_anchor.strictjson import canonical
 
-from .history import Made, history_files, tile_files
+from .history_files import Made, history_files, tile_files
 
 _TMP_MARK = ".tmp-"
 

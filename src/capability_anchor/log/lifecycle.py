@@ -28,7 +28,7 @@ from . import serverindex
 from .batch import AppendResult, Prepared, prepare_records
 from .datafiles import KEY_FILE, check_restored
 from .days import Clock, utc_day
-from .history import sign_missing
+from .history_leaves import sign_missing
 from .issuance import DEFAULT_LIFETIME, issue_record
 from .writer import LogWriter
 from .writer_token import TOKEN_FILE, create_token_file, read_token_file, writer_token

@@ -13,7 +13,7 @@ from capability_anchor.merkle import TreeEdge
 from capability_anchor.store import HeadRow, Store
 
 from .days import prev_day
-from .history import append_head, check_order, sign_history_checkpoint
+from .history_leaves import append_head, check_order, sign_history_checkpoint
 from .marks import check_compared, check_not_behind
 from .serverindex import Pending, ServerIndex
 

@@ -228,7 +228,7 @@ class StoreCollector:
         found once per change of what is stored (`witnessed_marker`)."""
         if self._quorum is not None and self._quorum[0] == marker:
             return self._quorum[1]
-        from capability_anchor.read.history import quorum_met_size
+        from capability_anchor.read.history_proofs import quorum_met_size
 
         found = quorum_met_size(self.log.store, marker[0], QUORUM_SEARCH)
         self._quorum = (marker, found)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from capability_anchor.errors import CapabilityAnchorError, ClaimsError, InputError
 from capability_anchor.keys import KeySet, trust
-from capability_anchor.verify.history import revoked_checkpoint
+from capability_anchor.verify.history_checks import revoked_checkpoint
 
 from .heads import Evidence, Finding, leaf_claims
 from .source import LogSource

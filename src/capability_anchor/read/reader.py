@@ -25,7 +25,7 @@ from capability_anchor.merkle.nodes import resolve
 from capability_anchor.store import EntryRow, HeadRow, StampRow, Store, TileRow
 from capability_anchor.strictjson import is_int
 
-from .history import HistoryReader
+from .history_proofs import HistoryReader
 from .tiles import PublishedTiles, stored_tiles
 
 if TYPE_CHECKING:

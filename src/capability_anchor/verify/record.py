@@ -43,7 +43,7 @@ from capability_anchor.verify import members as record_members
 
 from .anchor import Anchor, Proof, explain_inclusion, head_mismatches, parse_anchor, parse_proof
 from .checks import CHECK_NAMES, CHECKS, Check, Outcome
-from .history import check_history, check_witnesses, checkpoint_not_revoked
+from .history_checks import check_history, check_witnesses, checkpoint_not_revoked
 from .sources import Sources
 from .stamps import check_timestamp
 

@@ -25,7 +25,7 @@ from capability_anchor.export.days import timestamps_document
 from capability_anchor.merkle.tilepath import parse_tile_path
 from capability_anchor.read.reader import MAX_INT
 
-from .history import TILE, TILE_PATH, tile_response
+from .history_routes import TILE, TILE_PATH, tile_response
 
 _HEAD = success(HeadDocument, "the head document, as signed and stored")
 
