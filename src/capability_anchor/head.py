@@ -89,9 +89,8 @@ def sealed_iat(day: str) -> int:
 def exact_claims(
     claims: Mapping[str, Any], names: Sequence[str], *, missing: str, version: str
 ) -> None:
-    """Exactly the claims `names`, and `v` this version's: what every document the log signs
-    (heads, key records, statements) is first checked for. `missing` and `version` begin the
-    two messages ("head claims: missing", "head v"), so each keeps its own words."""
+    """Exactly the claims `names`, and this version's `v`: the first check of every document the log
+    signs; `missing` and `version` begin each caller's messages."""
     absent = [name for name in names if name not in claims]
     extra = sorted(set(claims) - set(names))
     if absent or extra:
@@ -156,10 +155,8 @@ class CheckedDocument:
 
 
 def verify_document(data: bytes, keys: KeySet) -> CheckedDocument:
-    """The one way to check a head document (verify-proof, the audit, the log's start-up
-    self-check): parse it, verify its JWS with `keys`, and compare its plain claims with the
-    signed ones. A mismatch is a result (`claims_match`), not an error: each caller words
-    it, and the audit goes on to report more about the same head."""
+    """The one check of a head document: parse it, verify its JWS with `keys`, compare its plain
+    claims with the signed ones; a mismatch is a result (`claims_match`) each caller words."""
     parsed = parse_document(data)
     return CheckedDocument(parsed, verify_head(parsed.jws, keys))
 
