@@ -99,12 +99,8 @@ def _file_error(path: str, problem: str) -> KeyFileError:
 
 
 def _read_private_file(name: str) -> bytes:
-    """Open, check type and mode on the open descriptor (so the file checked is the file
-    read, with no race against a rename), then read at most _MAX_KEY_FILE_SIZE + 1 bytes.
-
-    O_NONBLOCK keeps a FIFO planted at the path from hanging the open; it has no effect on
-    reading a regular file, and anything else is refused before reading.
-    """
+    """Open (O_NONBLOCK: a FIFO never hangs it), check type and mode on the descriptor so the file
+    checked is the file read, then read at most _MAX_KEY_FILE_SIZE + 1 bytes."""
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(name, flags)
@@ -137,12 +133,8 @@ def _read_private_file(name: str) -> bytes:
 
 
 def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
-    """Load the private key written by `create_key_file` (or any Ed25519 private OKP JWK).
-
-    Refused when group or others have any permission bit (`st_mode & 0o077`), the message
-    naming the path and the mode (e.g. 0644). Then `d` must be canonical base64url of 32
-    bytes, `x` the public key of `d`, and `kid`, when present, its RFC 7638 thumbprint.
-    """
+    """Load a private Ed25519 OKP JWK; refused when group or others have any permission bit, or `d`,
+    `x` or `kid` do not agree."""
     name = os.fspath(path)
     jwk = _private_jwk_of(name, _read_private_file(name))
     key = SigningKey.from_seed(_seed_of(name, jwk["d"]))

@@ -1,19 +1,7 @@
-"""The two signed statements of a two-phase key rotation (SPEC §13.2, CR 0.2 §11), beside
-the rotation records of `trust.py`. Pure functions over tokens and keys (no storage): the
-log, the audit, `verify-proof` and `monitor` share them. Formats in `roots/README.md`.
-
-Pending rotation (phase 1 of `rotate-key`): a compact JWS with `typ`
-`capability-anchor-rotation+jws`, signed by the current key, with exactly the claims
-`{"v","iss","kid","iat","activate_at"}`: the key `kid` was published at `iat` and may sign
-from `activate_at` on. Signed so that whoever can write the database but not read the key
-file cannot move the activation time (nor name another next key).
-
-Revocation (`rotate-key --compromised`): a compact JWS with `typ`
-`capability-anchor-revocation+jws`, signed by the revoked key's successor, with exactly the
-claims `{"v","iss","kid","revoked_at","iat"}`: from `revoked_at` on, nothing signed by `kid`
-is the log's. It is stored and published with the rotation records (`key-records.json`'s
-`records`), told apart from them by its `typ`.
-"""
+"""The signed statements of a two-phase key rotation (SPEC §13.2): the pending rotation (signed by
+the current key, so whoever writes the database cannot move the activation) and the revocation
+(signed by the successor). Pure, shared by the log, the audit, `verify-proof` and `monitor`; formats
+in roots/README.md."""
 
 from __future__ import annotations
 
@@ -108,9 +96,8 @@ class Revocation:
     token: str
 
     def covers(self, kid: str, signed_at: int) -> bool:
-        """Whether a statement by `kid` dated `signed_at` is one this revocation voids:
-        one dated after the revocation time (the second of the revocation is still the
-        old key's: the log stops signing with it in the transaction that revokes it)."""
+        """Whether a statement by `kid` dated `signed_at` is voided: dated after the revocation
+        time."""
         return kid == self.kid and signed_at > self.revoked_at
 
     def describe(self) -> str:

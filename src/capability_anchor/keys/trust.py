@@ -1,25 +1,6 @@
-"""Which keys a log's statements are trusted with, and the signed statement of its settings.
-
-Pure functions over tokens and keys (no storage): the log, the audit and `verify-proof` share
-them. Proposed for the SPEC; the byte-level format is in `roots/README.md`.
-
-Key rotation record: a compact JWS (`jws.sign_claims`, so its payload is JCS bytes) with the
-header `{"alg":"EdDSA","kid":<signer's kid>,"typ":"capability-anchor-key+jws"}` and exactly
-the claims `{"v":"0.2","iss":<the log's iss>,"kid":<endorsed kid>,"jwk":<endorsed public JWK,
-exactly as keys.json lists it>,"iat":<epoch seconds>}`. It says: the signer vouches that the
-endorsed key signs for this log.
-
-The trusted set is the closure of the anchor (the key file's key for the log; `--keys` or
-keys.json for an auditor) over rotation records: a record is followed only once its signer is
-already trusted, so no record can vouch for itself, and a key that nobody trusted endorses
-stays untrusted however many records name it.
-
-Settings statement: a compact JWS with `typ` `capability-anchor-settings+jws` and exactly the
-claims `{"v","iss","first_day","public_url","config","reason","iat"}`, where `public_url` is
-the stored one or null, `config` the stored configuration object (TSA URLs and CA PEM), and
-`reason` why it was made (`init`, `upgrade`, `rotate-key`). The log's newest statement must
-be signed by the key file's key and equal what the database stores.
-"""
+"""Which keys a log's statements are trusted with (the closure of an anchor over key rotation
+records: a record counts only once its signer is trusted), and the signed statement of the log's
+settings. Pure, shared by the log, the audit and `verify-proof`; formats in roots/README.md."""
 
 from __future__ import annotations
 
@@ -97,9 +78,8 @@ def make_key_record(signer: SigningKey, endorsed: PublicKey, *, iss: str, iat: i
 
 
 def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
-    """Verify a rotation record whose signer must be in `trusted` (UnknownKeyError if not):
-    header and signature (`jws.verify`), exact claims, `iss`, and a `jwk` that is exactly the
-    published form of the key its `kid` names."""
+    """Verify a rotation record whose signer must be in `trusted`: its JWS, exact claims, `iss`, and
+    a `jwk` that is exactly the published form of its `kid`."""
     verified = jws.verify(token, trusted, KEY_TYP)
     claims = strictjson.load_object(verified.payload, "key record: the payload", error=ClaimsError)
     _exact_members(claims, KEY_CLAIMS, "key record")
@@ -130,13 +110,9 @@ class TrustChain:
 
 
 def closure(anchors: Iterable[PublicKey], tokens: Sequence[str], *, iss: str) -> TrustChain:
-    """Follow rotation records from `anchors` until nothing changes. A record whose signer
-    never becomes trusted, or that fails any check once it is, lands in `problems`.
-
-    Revocations (told apart by their `typ`) are verified with the resulting set, in list
-    order; one signed by a key an earlier one revoked counts for nothing. A record signed by
-    a revoked key at or after its revocation time is not followed (the closure is taken
-    again without it): a stolen key cannot vouch for a key of the thief's."""
+    """Follow rotation records from `anchors` until nothing changes; a record never trusted or
+    failing lands in `problems`. Then revocations, in order: a record signed by a revoked key at or
+    after its revocation is not followed."""
     anchors = list(anchors)
     skipped: dict[int, str] = {}
     while True:

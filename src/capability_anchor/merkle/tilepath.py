@@ -1,12 +1,6 @@
-"""C2SP tlog-tiles resource paths, read and written in their one spelling.
-
-`tile/<L>/<N>[.p/<W>]` names a hash tile and `tile/entries/<N>[.p/<W>]` an entry bundle:
-L is 0..63, N is written in zero-padded groups of three digits, every group but the last
-prefixed with `x` (1234067 -> `x001/x234/067`), and `.p/<W>` (W 1..255) marks a partial
-tile. A URL of an immutable resource must have exactly one spelling, so anything else is
-refused rather than read generously: leading zeros in L or W, a leading `x000` group, `.p/256`,
-a width of 0, a level of 64 or more.
-"""
+"""C2SP tlog-tiles resource paths (`tile/<L>/<N>[.p/<W>]`, `tile/entries/<N>[.p/<W>]`), read and
+written in their one spelling: anything else (leading zeros, an `x000` group, `.p/256`, a width of
+0, a level of 64 or more) is refused, since an immutable resource has one URL."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""C2SP tlog-checkpoint: the note text `<origin>\\n<size>\\n<base64 root>\\n`, and the
-origin SPEC §12.2 derives from the public URL.
-
-Reading accepts extension lines (non-empty, kept verbatim: they are part of what the log
-and any cosigner signed); this project never writes one, so `sign_checkpoint` refuses a
-checkpoint that has them, and size 0, which SPEC §12.2 never signs.
-"""
+"""C2SP tlog-checkpoint (`<origin>\\n<size>\\n<base64 root>\\n`) and the SPEC §12.2 origin of a
+public URL. Extension lines are read and kept verbatim (they are signed); `sign_checkpoint` refuses
+them, and size 0, which SPEC §12.2 never signs."""
 
 from __future__ import annotations
 
@@ -119,11 +115,8 @@ def open_checkpoint(
 
 
 def origin_from_url(public_url: str) -> str:
-    """SPEC §12.2: the public URL without scheme and trailing slash, plus `/history`.
-
-    `https://resolver.example` → `resolver.example/history`; a path is kept
-    (`https://x.example/anchor/` → `x.example/anchor/history`). The result is a valid key
-    name (it signs the checkpoints), so a URL with a space or `+` in it is refused."""
+    """SPEC §12.2: the public URL without scheme and trailing slash, plus `/history`
+    (`https://x.example/a/` → `x.example/a/history`); a space or `+` is refused."""
     parts = split_http_url(public_url, path=True)
     if parts is None:
         raise UsageError(f"a public URL is http(s)://host[:port][/path], got {public_url!r}")

@@ -1,11 +1,6 @@
-"""C2SP signed-note: key IDs, vkeys, the note format, signing and opening.
-
-A note is UTF-8 text that ends in a newline, a blank line, then one or more lines
-`— <key name> <base64(key ID || signature)>` (U+2014, one space each side of the name).
-Parsing rejects everything the format does not allow; `open_note` then applies the rules
-for signatures: a signature whose (name, key ID) no verifier knows is ignored, a known
-key's signature must verify, and at least one must.
-"""
+"""C2SP signed-note: key IDs, vkeys, the note format, signing and opening. Parsing rejects all the
+format does not allow; `open_note` ignores signatures by unknown keys, requires every known key's
+signature to verify, and at least one to exist."""
 
 from __future__ import annotations
 
@@ -260,9 +255,8 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def parse_vkey(text: str) -> VKey:
-    """A vkey, strictly: a valid key name, 8 lowercase hex digits that are the key ID its
-    name, type and key give, canonical padded base64, and a type this project knows (0x01
-    note keys, 0x04 cosignature/v1 keys, both Ed25519)."""
+    """A vkey, strictly: a valid key name, the 8-hex key ID its name, type and key give, canonical
+    base64, type 0x01 or 0x04 (Ed25519)."""
     if not isinstance(text, str):
         raise MalformedVKey("a vkey is a string")
     # The name has no '+' and the hex none, so the first two '+' split the three parts;

@@ -1,12 +1,6 @@
-"""A checkpoint's cosignatures against a tlog-policy: which policy witnesses cosigned it,
-whose line failed, and whether the quorum is met (SPEC §12.5 check 9's ingredients).
-
-Every line whose (name, key ID) is a policy witness's is checked: its cosignature must
-verify over the note text and its timestamp must be at most `max_future` seconds after
-`at`. A failing line is reported by witness name, never silently skipped: signed-note says
-a known key's bad signature rejects the note, so `require` fails on any failure even when
-the other witnesses would meet the quorum. Lines by keys outside the policy are ignored.
-"""
+"""A checkpoint's cosignatures against a tlog-policy (SPEC §12.5 check 9): which witnesses cosigned,
+whose line failed, whether the quorum is met. A known witness's bad or future cosignature is
+reported, never skipped, and `require` fails on it even when the quorum holds."""
 
 from __future__ import annotations
 
