@@ -1,15 +1,7 @@
-"""Stamping sealed heads with RFC 3161 TSAs (SPEC §7): configuration, one pass over what
-is missing, and the retry schedule of the service.
-
-    config = TsaConfig.resolve(log.config, urls=["https://tsa.example/"], ca_files=[pem])
-    for result in stamp_missing(log, config):
-        print(result.to_json())
-
-Failing open is the rule: a TSA that is down, slow or wrong costs at most its deadline per
-pass, never a sealed head. What a TSA replied is stored only after `timestamp.verify_reply`
-accepted it (with the nonce we sent), and then never changes; failures are returned (with
-their reason) for the caller to report and retry.
-"""
+"""Stamping sealed heads with RFC 3161 TSAs (SPEC §7): configuration, one pass over what is missing,
+and the service's retry schedule. It fails open: a bad TSA costs at most its deadline per pass,
+never a sealed head; a reply is stored only once `verify_reply` accepted it, and failures are
+returned for the caller to report and retry."""
 
 from __future__ import annotations
 
@@ -156,9 +148,8 @@ def stamp_missing(
     tsas: Collection[str] | None = None,
     on_result: Callable[[StampResult], None] | None = None,
 ) -> list[StampResult]:
-    """For each TSA, stamp every sealed head (of `days`, default all) it has not stamped yet,
-    oldest first. After a TSA's first failure its remaining days wait for the next pass,
-    so a hanging TSA costs one deadline per pass, not one per day."""
+    """For each TSA, stamp every sealed head (of `days`, default all) it lacks, oldest first; after
+    a TSA's first failure its other days wait for the next pass."""
     results: list[StampResult] = []
     targets = [t for t in log.stamp_targets() if days is None or t[0] in days]
     for url in config.urls:
