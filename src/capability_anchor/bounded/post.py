@@ -1,18 +1,7 @@
-"""One HTTP POST bounded by a deadline and a size cap: the exchange the TSA client
-(`timestamp.client`) and the witness client (`witness.client.client`) share.
-
-    reply = post(url, body, headers, deadline=10.0, cap=65536, peer=Peer(url, ...))
-    reply.status, reply.media_type, reply.body
-
-The deadline bounds the whole exchange (connect, send, every byte of the answer), not each
-read, so a peer that drips a byte at a time or stalls mid-answer cannot hold its caller
-longer. The exchange runs on asyncio, so the deadline can cancel it wherever it is, on a
-daemon thread with its own event loop joined for at most the deadline (plus a grace for the
-loop's own cancellation): asyncio.run waits for the resolver thread of a hanging DNS lookup
-when it shuts down, the join does not, and it works from a thread that already runs an event
-loop (the service). httpx and asyncio are imported inside the functions that use them: the
-offline verifying path imports the TSA client's package and never loads them.
-"""
+"""One HTTP POST bounded by one deadline for the whole exchange and a reply cap, shared by the TSA
+and witness clients: a peer that drips bytes cannot hold its caller longer. It runs on asyncio on a
+daemon thread joined for at most the deadline (a hanging DNS lookup is not waited for, and a caller
+already in an event loop works); httpx is imported lazily."""
 
 from __future__ import annotations
 

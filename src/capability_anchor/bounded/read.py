@@ -1,17 +1,7 @@
-"""Reading what an auditor is handed, bounded as it is read: files (and stdin) by size,
-HTTP GETs by size and by one deadline for the whole exchange.
-
-    data = read_file("head.json", limit=INPUT_LIMIT)          # InputError past the limit
-    data = read_stream(sys.stdin.buffer, "stdin", limit=INPUT_LIMIT)
-    with Getter("https://log.example", deadline=30.0) as getter:
-        body = getter.get("https://log.example/keys")          # None on 404
-
-A limit is applied while reading (at most limit + 1 bytes are ever read), never after: a
-2 GiB file or /dev/zero costs limit + 1 bytes of memory, not the file. `verify-proof`'s
-inputs (`cli.inputs`, `verify.sources`) and the monitor's HTTP reads (`monitor.source`) read
-here; urllib3 is imported only when a Getter is made, so the offline path never loads an
-HTTP client.
-"""
+"""Reading what an auditor is handed, bounded as it is read: files and stdin by size (at most limit
++ 1 bytes are ever read), HTTP GETs by size and one deadline for the whole exchange.
+`verify-proof`'s inputs and the monitor's reads come here; urllib3 is imported only when a `Getter`
+is made."""
 
 from __future__ import annotations
 
@@ -70,9 +60,8 @@ def read_file(
     error: type[CapabilityAnchorError] = InputError,
     name: str | None = None,
 ) -> bytes:
-    """A file's bytes, at most `limit` of them; unreadable or larger is `error` (an
-    InputError, exit 2, unless the caller names another class), naming the file (as
-    `name`, when given: "TSA CA file <path>")."""
+    """A file's bytes, at most `limit`; unreadable or larger is `error` (InputError by default),
+    naming the file (or `name`)."""
     where = name or str(path)
     try:
         with Path(path).open("rb") as stream:
@@ -91,17 +80,10 @@ def check_deadline(seconds: float) -> float:
 
 
 class Getter:
-    """GETs with urllib3 (kept-alive connections, `parallel` of them), each bounded by
-    `deadline` seconds in all and by a size limit.
-
-    urllib3's timeouts bound each socket operation, so a server that sends a byte every few
-    seconds, in its headers or its body, would hold a read for ever. Here `_WATCH` (one
-    thread) shuts the socket of a GET still running at its deadline, which ends whatever
-    recv it is blocked in, and the GET is an InputError naming the URL and the deadline.
-    Redirects are followed (a CDN, http -> https) within the same deadline; nothing is
-    retried: a failed read is exit 2, and the caller (`monitor --watch`) owns the backoff.
-    urllib3, not httpx: a monitor's catch-up is one GET per head, and urllib3 spends less
-    than half httpx's CPU per GET (docs/explanation/performance.md)."""
+    """GETs with urllib3 (`parallel` kept-alive connections), each bounded by `deadline` in all and
+    a size limit: `_WATCH` shuts the socket of a GET past its deadline (urllib3's timeouts are per
+    read). Redirects are followed within the deadline; nothing is retried. urllib3, not httpx: half
+    the CPU per GET."""
 
     def __init__(self, base: str, *, deadline: float = DEFAULT_DEADLINE_S, parallel: int = 1):
         import urllib3  # lazily: reading files needs no HTTP client
@@ -181,10 +163,8 @@ def _body(url: str, response: Any, limit: int) -> bytes | None:
 
 
 def proxy_for(base: str) -> str | None:
-    """The proxy the environment names for the base URL's scheme (`HTTP_PROXY`,
-    `HTTPS_PROXY`, else `ALL_PROXY`), unless `NO_PROXY` names its host: what httpx, the
-    package's other HTTP client, does by default. Only an http(s) proxy is supported
-    (urllib3 has no SOCKS of its own)."""
+    """The http(s) proxy the environment names for the base URL's scheme, unless `NO_PROXY` names
+    its host, as httpx does."""
     import urllib.request
     from urllib.parse import urlsplit
 
@@ -209,9 +189,8 @@ class _Watched:
     expired: bool = False
 
     def shut(self) -> None:
-        """Shut the GET's socket down, which wakes a recv blocked on it: the one its
-        connection has now (during a TLS handshake), else the one it had (http.client drops
-        a connection's socket once the answer says it will close, and reads on)."""
+        """Shut the GET's socket, waking a blocked recv: its connection's current socket, else the
+        one it had."""
         sock = getattr(self.conn, "sock", None) or self.sock
         if sock is not None:
             # The plain socket's shutdown, also for TLS: `SSLSocket.shutdown` would unwrap
@@ -221,9 +200,8 @@ class _Watched:
 
 
 class _Watch:
-    """The running GETs, one per thread (a GET runs on the thread that asked for it), and
-    the thread that shuts the socket of each one at its deadline. A connect itself is
-    bounded by its timeout, set to what the GET has left."""
+    """The running GETs, one per thread, and the thread that shuts each one's socket at its
+    deadline."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
