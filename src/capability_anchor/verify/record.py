@@ -1,22 +1,7 @@
-"""Offline verification of a resolver-2 record's anchor and proof (SPEC §9, §12.5).
-
-`verify(...)` runs the nine checks of SPEC §9 and §12.5, always all of them, in the order
-and with the names of `verify.checks.CHECKS` (the one list; `--help` prints it). Each check
-returns a `Check` whose outcome is an `Outcome` (PASS, FAIL or SKIP): the first six are
-below, `timestamp` is `verify.stamps`, `history` and `witnesses` are `verify.history`.
-`record_signature` also compares a record file's plain members with its signed claims
-(`verify.members`): a file whose visible members differ from what the token signs fails.
-
-A failed check is a result (`Result.ok` is False), never an exception. Conditions that
-stop verification before it can start (an empty or malformed record, an unreadable head or
-stamp file) raise `InputError` (a UsageError: exit 2).
-
-The inputs come loaded: trust only from the `keys` argument (neither the record nor the
-head can supply a key), the TSA CAs as certificates, a parsed tlog-policy, and the head,
-stamps and tlog-proof from a `Sources` (`verify.sources`). Reading command-line arguments,
-files and URLs is `cli.inputs`'s job. Only the standard library and the pure kernel are
-imported here.
-"""
+"""Offline verification of a resolver-2 record's anchor and proof (SPEC §9, §12.5): `verify` runs
+all nine checks of `verify.checks.CHECKS`, in order; a failed check is a result, and only input that
+cannot be read raises `InputError`. Inputs come loaded (trust only from `keys`; head, stamps and
+tlog-proof from a `Sources`); only the standard library and the kernel are imported."""
 
 from __future__ import annotations
 
@@ -77,10 +62,8 @@ PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 @dataclass
 class Result:
-    """The nine checks, in order; `explain` and `explain_history` narrate the inclusion
-    checks (the record's in its day, the head's in the history) step by step; `notes` are
-    what a human reader must also be told (not part of the JSON form, whose check details
-    say the same)."""
+    """The nine checks, in order; `explain` and `explain_history` narrate the inclusion checks;
+    `notes` are told to a human only."""
 
     checks: list[Check] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)
@@ -322,13 +305,9 @@ def verify(
     origin: str | None = None,
     revocations: Mapping[str, Revocation] | None = None,
 ) -> Result:
-    """Run the nine checks of SPEC §9 and §12.5 over `record` (a record JSON object or a
-    compact record JWS, as bytes), trusting only `keys`, for stamps `cas`, and for the
-    history `keys` and the `policy`'s log and witness keys; the head, its stamps and its
-    tlog-proof come from `sources`. A record token or head signed by a key of `revocations`
-    (SPEC §13.2) after its revocation time fails its signature check, naming the revocation.
-    Raises InputError (exit 2) only for input that cannot be read; every failed check is
-    reported in the Result."""
+    """Run the nine checks over `record` (a JSON object or compact JWS, as bytes), trusting only
+    `keys`, `cas` and `policy`, with the head, stamps and tlog-proof from `sources`; a signature
+    after a revocation fails. Raises InputError only for unreadable input."""
     now = int(dt.datetime.now(dt.UTC).timestamp()) if at is None else at
     result = Result()
     read = read_record(record)

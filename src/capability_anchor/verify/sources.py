@@ -1,13 +1,6 @@
-"""Where the verifier gets what a record does not carry: the head it is anchored to, the
-RFC 3161 stamps of that head (SPEC §9 steps 5a and 7a), and the head's C2SP tlog-proof in
-the history (SPEC §12.5, check 8).
-
-`verify.verify` asks a `Sources` for them and never opens a file or a URL itself.
-`FolderSources` reads an exported folder (the audit's `--roots`, and `verify-proof --roots`);
-`cli.inputs.CommandLineSources` adds `--head`, `--history-proof` and the anchor's URL.
-Every file is read through `bounded.read` (at most its limit, as it is read), which
-imports nothing beyond the standard library.
-"""
+"""Where the verifier gets what a record does not carry: its head, the head's stamps and its
+tlog-proof (SPEC §9, §12.5). `FolderSources` reads an exported folder;
+`cli.inputs.CommandLineSources` adds files and URLs; every read is bounded (`bounded.read`)."""
 
 from __future__ import annotations
 
@@ -75,9 +68,8 @@ def no_anchor() -> VerificationError:
 
 @dataclass(frozen=True)
 class FolderSources:
-    """An exported folder: heads at `<day>.json` (sealed) and `<day>/<tree_size>.json`,
-    stamps in `<day>.timestamps.json`, else `<day>.tsr`, tlog-proofs at `<day>.tlog-proof`
-    and `<day>/<tree_size>.tlog-proof`."""
+    """An exported folder: heads at `<day>.json` and `<day>/<size>.json`, stamps in
+    `<day>.timestamps.json` (else `<day>.tsr`), tlog-proofs beside the heads."""
 
     roots: Path
     names_head = False

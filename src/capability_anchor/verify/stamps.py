@@ -1,10 +1,5 @@
-"""Check 7 of SPEC §9, `timestamp`: a stored RFC 3161 stamp of the sealed head chains to a
-trusted TSA CA (`--tsa-ca`) at its genTime.
-
-The stamps come from a `Sources` (`verify.sources`): a timestamps document, parsed here, or
-DER replies as stored. rfc3161-client and cryptography are imported only when there is a
-stamp to check.
-"""
+"""Check 7 of SPEC §9, `timestamp`: a stored RFC 3161 stamp of the sealed head chains to a trusted
+TSA CA at its genTime. rfc3161-client is imported only when there is a stamp to check."""
 
 from __future__ import annotations
 
