@@ -1,13 +1,6 @@
-"""The data-dir audit of the history's checkpoints (SPEC §12.6): the stored checkpoints are
-1..n for a history of n leaves, and each is, byte for byte, the §12.2 note of the history
-rebuilt from the stored heads: the stored origin, its size, the rebuilt root at that size,
-no extension line, and one signature, under the origin's name, that a trusted key verifies.
-
-The audit holds no private key, so it cannot sign the note again to compare the signature
-bytes; it checks the text exactly and the one signature by a trusted key instead (Ed25519
-is deterministic: a second valid signature by the same key over the same text is the same
-bytes).
-"""
+"""The data-dir audit of the history's checkpoints (SPEC §12.6): 1..n for n leaves, each byte for
+byte the §12.2 note of the rebuilt history at its size, with one signature under its origin that a
+trusted key verifies (the audit cannot sign again; Ed25519 is deterministic anyway)."""
 
 from __future__ import annotations
 

@@ -19,9 +19,8 @@ from .datadir import audit_data_dir
 
 
 def prove_copy(log: Log, data_dir: Path, staging: Path, progress: Progress) -> dict[str, Any]:
-    """Export both logs (into `staging`) and audit both; Conflict, so nothing is switched,
-    unless the exports are equal byte for byte and both audits pass. `log` is the source,
-    open on `data_dir`; `staging` is the copy's data dir."""
+    """Export both logs (the copy into `staging`) and audit both; Conflict, so nothing is switched,
+    unless the exports are equal byte for byte and both audits pass."""
     source = labelled(progress, "migrate: export the source")
     export(log, staging / "export-from", source, tiles=True)
     with Log.open(staging, background_checkpoints=False, handoff=False) as moved:

@@ -1,25 +1,6 @@
-"""The data-dir audit as a whole: the database is opened read-only, everything is read in one
-snapshot, and the store's own structures (worded by `store.sqlite.audit`, reported here) and
-the unsigned columns are checked before and beside
-the re-derivation of `audit.audit_store` (the numbers are those of `audit`'s list):
-
- 0. the file: the store's own integrity check (SQLite's integrity_check: every b-tree, every
-    index against its table, free pages, NOT NULL, CHECK and STRICT types), each failure
-    naming its table or index; a file SQLite cannot read at all (not a database, a zeroed or
-    truncated page) is a finding;
- 5. the schema: the schema version is a known one, and every table, index and trigger the
-    store holds is as the migrations up to that version define it: a dropped, changed or
-    added object is named;
- 6. the indexes: each one re-derived from its table (the dedupe index `entries_by_hash`
-    among them), and the `/record` index's key b-tree searched for every row a scan finds;
- 7. the unsigned columns: `heads.kid` is the kid of the head's JWS header; each entry's
-    `accepted_at` falls on its day; each stamp's `tsa` is an http(s) URL, one of the
-    stored config's TSAs when it lists any, no token is stored twice, `stamps.added` is
-    after the end of the stamped day, and every certificate a token carries (outside its
-    signature) is a trusted CA or signed by one at hand.
-
-    report = audit_data_dir(Path("data"), roots=Path("public"))
-"""
+"""The data-dir audit as a whole: the database opened read-only and read in one snapshot; the
+store's own checks (0, 5, 6 of docs/how-to/audit.md: integrity, schema, indexes, worded by the
+store) and the unsigned columns (7) checked before and beside `audit.audit_store`."""
 
 from __future__ import annotations
 
@@ -58,9 +39,8 @@ def audit_data_dir(
     progress: Progress = silent,
     policy: Policy | None = None,
 ) -> AuditReport:
-    """Audit a data dir (and `roots`, cross-checked against it) without writing to it (the
-    store is opened read-only, `store.open.open_readonly`). Damage is reported, not raised;
-    I/O errors and a key file that cannot be read raise as elsewhere (exit 2)."""
+    """Audit a data dir (and `roots`, against it) without writing to it. Damage is reported, not
+    raised; I/O errors and an unreadable key file raise (exit 2)."""
     # A file opened as immutable (nothing had the log open) may be checkpointed into by a
     # process that opens the log during the audit; what was read then is no one moment of
     # the log, damage included, so the audit reads again (by then the opener's lock file
@@ -129,9 +109,8 @@ def _audit_once(
 
 
 def _guarded(report: AuditReport, damaged: bool, run: Callable[[], None]) -> None:
-    """Run the logical audit. Once the file is known to be damaged, or its schema is not
-    the one its version defines, any value or query may fail, so whatever then stops the
-    audit is reported, not raised: the verdict stands either way."""
+    """Run the logical audit; once the file is known damaged or its schema wrong, whatever stops it
+    is reported, not raised."""
     try:
         run()
     except StoreCorrupt as exc:
@@ -248,9 +227,8 @@ def _check_head_kids(report: AuditReport, rows: Sequence[HeadRow]) -> None:
 
 
 def _check_accepted_at(report: AuditReport, store: Store) -> None:
-    """An entry's day is the UTC day of the moment it was accepted (`Log.append_prepared`
-    takes both from one clock reading, under the write lock). Not checked: order within a
-    day, since the clocks of several processes, or a wall clock stepped back, need not agree."""
+    """An entry's day is the UTC day it was accepted (one clock reading); order within a day is not
+    checked, since processes' clocks need not agree."""
     for day, index, at in store.entries_accepted_off_day():
         report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
 
@@ -290,11 +268,8 @@ def _check_stamp_rows(report: AuditReport, store: Store, config: Mapping[str, An
 def _check_carried_certificates(
     report: AuditReport, store: Store, cas: Sequence[Certificate]
 ) -> None:
-    """A reply's certificates are outside its signature, and verification builds the chain
-    from the trusted CAs first: a changed copy of the CA inside the token would verify as
-    well as the original. So each certificate it carries must be one of the trusted CAs, or
-    be signed by a certificate at hand (carried or trusted). With no trusted CA at all, a
-    certificate whose issuer is not carried (a TSA that sends only its own) is left alone."""
+    """Certificates a reply carries are outside its signature, so each must be a trusted CA or
+    signed by one at hand; with no trusted CA, one whose issuer is not carried is left alone."""
     from capability_anchor.timestamp import carried_certificates
 
     for day, tsa, token, _ in store.stamp_rows():

@@ -142,9 +142,8 @@ class TreeCheck:
 
 
 class _ServerIndexCheck:
-    """The /record index must hold exactly the keys each stored server record implies, for
-    every entry below its watermark (log.index_watermark); above it, nothing or exactly those.
-    The index is read in entry order beside the entries."""
+    """The /record index holds exactly the keys each stored record implies, below the watermark
+    (log.index_watermark); above it, nothing or exactly those. Read in entry order."""
 
     def __init__(
         self, report: AuditReport, day: str, indexed: Iterator[tuple[int, str]], watermark: int

@@ -1,17 +1,7 @@
-"""The history in an exported folder (SPEC §12.6 `--roots DIR`): rebuilt from the folder's
-own heads, then compared with what the folder publishes about it.
-
-The folder holds every head (sealed `<day>.json`, unsealed `<day>/<size>.json`), so the
-history is the tree over their JWS payloads in §12.1 order. Against it:
-- every `history/tile/...` is the tile (or entry bundle) that tree has, and every tile the
-  export writes for it is there; a tile past the rebuilt size means a head is missing;
-- `history/checkpoint` is signed by a trusted key under the origin of `history/vkey` (a
-  trusted key, and the policy's `log` if one is given), and its root is the rebuilt root at
-  its size; with a policy, its cosignatures meet the quorum;
-- every head has its tlog-proof (`<day>.tlog-proof`, `<day>/<size>.tlog-proof`) whose
-  `extra` is that head's JWS, whose index is its place in the history, whose checkpoint is
-  signed as above and is the rebuilt tree at its size, and whose path reaches that root.
-"""
+"""The history of an exported folder (SPEC §12.6 `--roots DIR`), rebuilt from the folder's own heads
+in §12.1 order, against what the folder publishes: every history tile, the checkpoint (signed by a
+trusted key, its root the rebuilt one; with a policy, a quorum), and each head's tlog-proof (its
+`extra` the head's JWS, its index and path right)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The data-dir audit of the history tree (SPEC §12.6; its checkpoints: `checkpoints`): the
-history is rebuilt from the stored heads in SPEC §12.1's order, `(day, sealed false before
-true, tree_size)`, and must equal the stored leaves, one for one, and the stored tiles,
-full ones and the partial tiles of every size.
-
-Each finding names the history and the leaf or head it is about: a leaf whose hash is not
-its head's payload, a head with no leaf, a leaf with no head, leaves out of publication
-order or not contiguous, a tile missing, differing or belonging to no size.
-"""
+"""The data-dir audit of the history tree (SPEC §12.6): rebuilt from the stored heads in §12.1
+order, it must equal the stored leaves one for one and the stored tiles. Each finding names the leaf
+or head it is about."""
 
 from __future__ import annotations
 

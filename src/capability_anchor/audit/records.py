@@ -13,9 +13,8 @@ from .report import AuditReport
 
 
 def audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
-    """Resolver-2 records kept beside the heads (`records/*.json`, as in the sample) go
-    through the same verification as `verify-proof`, at the time each was issued (a token
-    lives 48 h at most; what an audit can still establish is that it was valid then)."""
+    """Records kept in an exported folder (`records/*.json`) go through `verify-proof`'s checks, at
+    the time each was issued (a token lives 48 h at most)."""
     # The verifying path: imported only when there are records.
     from capability_anchor.verify.record import Outcome, verify
     from capability_anchor.verify.sources import FolderSources
