@@ -1,13 +1,7 @@
-"""`capability-anchor demo`: the kernel end to end, before the store and the service exist.
-
-It anchors a batch of Capability Resolution records the way a resolver-2 resolver will:
-leaves from the records (SPEC §2), one RFC 9162 tree (§3), a signed head (§4), and each
-record re-issued with `anchor` and `proof` (§5) and signed as a record token. Then it checks
-every output with the verifying kernel alone, as an auditor would: token signature and
-lifetime, leaf recomputed from the claims, inclusion proof against the head's root, head
-signature. Nothing is faked: the key is a real Ed25519 key file (mode 0600) in the data dir,
-and the files written there can be checked with any JOSE library.
-"""
+"""`capability-anchor demo`: the kernel end to end. It anchors a batch of Capability Resolution
+records as a resolver-2 resolver does (leaves, one tree, a signed head, record tokens with `anchor`
+and `proof`), then checks every output with the verifying kernel alone; the key is a real key file,
+and the files can be checked with any JOSE library."""
 
 from __future__ import annotations
 
@@ -63,9 +57,8 @@ def _load_or_create_key(path: Path) -> SigningKey:
 
 
 def demo_folder(data: str | None) -> Path:
-    """Where the demo writes: `DIR/demo` when `--data DIR` is given, else a new temporary
-    folder. Never `./data` or $CAPABILITY_ANCHOR_DATA by default: those name a real log,
-    and a first try of the command must leave nothing in the checkout or beside a log."""
+    """`DIR/demo` with `--data DIR`, else a new temporary folder: never a real log's data dir by
+    default."""
     if data is not None:
         return Path(data) / "demo"
     return Path(tempfile.mkdtemp(prefix="capability-anchor-demo-"))

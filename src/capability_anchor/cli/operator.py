@@ -1,15 +1,7 @@
-"""`capability-anchor`: the operator CLI (SPEC §10).
-
-Machine output is JSON on stdout, messages on stderr; exit 0 success, 1 a failed check or
-refused operation, 2 usage or I/O error. Every subcommand takes `--data DIR` (default: env
-CAPABILITY_ANCHOR_DATA, else ./data). The log's clock is the system clock: there is no way
-to set it from here (tests inject it through the library).
-
-Here: the parser and the dispatch; the commands are in `operator_write` (init,
-checkpoint, seal, timestamp, rotate-key), `operator_append` (append), `operator_witness`
-(policy, cosign), `operator_read` (proof, consistency, export, audit, demo) and
-`operator_backup` (backup), what they share in `operator_base`, `serve` in its own module.
-"""
+"""`capability-anchor`, the operator CLI (SPEC §10): the parser and the dispatch. JSON on stdout,
+messages on stderr; every subcommand takes `--data DIR`; the clock is the system's. The commands
+live in `operator_write`, `operator_append`, `operator_witness`, `operator_read`, `operator_backup`,
+`operator_recover` and `serve`, what they share in `operator_base`."""
 
 from __future__ import annotations
 

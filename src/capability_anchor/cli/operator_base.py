@@ -43,10 +43,8 @@ def published_of(args: argparse.Namespace) -> str | None:
 
 
 def refuse_if_behind(log: Any, args: argparse.Namespace) -> None:
-    """Before a command signs or submits: learn what was published (`published.learn`)
-    and refuse (BehindPublished, exit 1, naming `recover`) when this data dir is behind,
-    or (NotCompared, exit 2, naming `--published`) when it is a restored copy that nothing
-    was compared with (SPEC §14.2)."""
+    """Before a command signs or submits: refuse when this data dir is behind what was published
+    (BehindPublished, exit 1) or a restored copy nothing was compared with (NotCompared, exit 2)."""
     from capability_anchor.log.published import learn
 
     state = learn(log, published_of(args), before_signing=True)

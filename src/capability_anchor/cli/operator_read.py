@@ -99,9 +99,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _keep_damage_mark(data: Path, report: AuditReport) -> None:
-    """The one file the audit writes or removes in a data dir: the damage mark
-    (`store/damage.py`). Damage the audit finds stops every writer; a passing audit (after a
-    restore or repair) is what lets the log be written to again."""
+    """The one file the audit writes or removes in a data dir, the damage mark: a failed audit stops
+    every writer, a passing one lets the log be written again."""
     from capability_anchor.store import damage
 
     if report.damage is not None:

@@ -1,10 +1,6 @@
-"""`verify-proof`: the offline auditor command (SPEC §9, §12.5).
-
-The checks and their descriptions are `capability_anchor.verify.checks.CHECKS` (the one list;
-`--help` prints it); the verification itself is `capability_anchor.verify.record.verify` (which
-audit reuses), over inputs `cli.inputs` reads. This module only parses arguments and
-prints. Exit codes are `EXIT_CODES` below (SPEC §9).
-"""
+"""`verify-proof`, the offline auditor command (SPEC §9, §12.5): parses arguments and prints. The
+checks are `verify.checks.CHECKS`, the verification `verify.record.verify` over what `cli.inputs`
+reads; exit codes are `EXIT_CODES` below."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""`capability-anchor witness ...`: run a C2SP tlog-witness (issue #14).
-
-`init --name NAME` makes the witness's data dir, its SQLite store and its Ed25519 key
-(0600), and prints the cosignature vkey (type 0x04) that logs and verifiers put in their
-tlog-policy; `add-log --origin O --vkey V` configures a log; `update-log --origin O --vkey V
-[--vkey V ...]` replaces a configured log's key set (the log rotated its key: during the
-overlap both keys are given, and either verifies); `serve` answers `add-checkpoint` and the
-monitoring endpoint, reading a log's keys at every request (so it adopts `update-log` at
-once); `info` prints the witness's name, vkey and the submission prefix `serve` answers
-under. Exit codes as every command: 2 usage or I/O (`update-log` of an empty set, of a vkey
-named for another origin or of more than MAX_LOG_KEYS keys, or of an origin the witness
-does not know), 1 refused (an existing witness, `add-log` of a log already configured with
-other keys).
-"""
+"""`capability-anchor witness ...`: run a C2SP tlog-witness. `init` makes its data dir, store and
+key and prints its cosignature vkey; `add-log` and `update-log` configure a log's keys (`serve`
+reads them at every request); `serve` answers `add-checkpoint` and the monitoring endpoint; `info`
+prints the name, vkey and submission prefix."""
 
 from __future__ import annotations
 
@@ -138,9 +128,8 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    """What a log's operator puts in its policy's `witness` line: the name, the vkey, and
-    the prefix `witness serve` with these --host/--port answers `add-checkpoint` under
-    (behind a proxy, the public URL the proxy maps to it instead)."""
+    """What a log's operator puts in a policy's `witness` line: the name, the vkey and the prefix
+    `serve` answers under (behind a proxy, the proxy's URL instead)."""
     from capability_anchor.witness.server.service import Witness
 
     from .serve import _url_host
