@@ -83,8 +83,7 @@ class TreeEdge:
         return full
 
     def extend_published(self, leaf_hashes: bytes) -> list[StoredTile]:
-        """Append; return the tiles that became full (with roots), then the new size's partial tiles
-        (root None): what a tree with a published head at every size (the history) stores."""
+        """Append; the tiles that became full (with roots), then the new size's partial tiles."""
         rows: list[StoredTile] = [
             (t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root)
             for t in self.extend(leaf_hashes)

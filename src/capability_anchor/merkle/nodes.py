@@ -23,8 +23,7 @@ class NodeSource(Protocol):
 
 
 def range_nodes(begin: int, end: int) -> list[NodeID]:
-    """The perfect subtrees of MTH(D[begin:end]), largest first; `begin` must be aligned (whole
-    trees and right borders are)."""
+    """The perfect subtrees of MTH(D[begin:end]), largest first; `begin` must be aligned."""
     ids: list[NodeID] = []
     size = end - begin
     offset = begin
@@ -48,8 +47,7 @@ def inclusion_nodes(index: int, size: int) -> list[ProofNode]:
 
 
 def _path_nodes(index: int, height: int, size: int) -> list[ProofNode]:
-    """The audit path of node (height, index) in a tree of `size` leaves: at each height a perfect
-    sibling, the right border, or nothing (the node is promoted)."""
+    """The audit path of node (height, index) in a tree of `size` leaves, as node IDs."""
     path: list[ProofNode] = []
     last = (size - 1) >> height
     node = index
@@ -67,8 +65,7 @@ def _path_nodes(index: int, height: int, size: int) -> list[ProofNode]:
 
 
 def consistency_nodes(first: int, second: int) -> list[ProofNode]:
-    """RFC 9162 PROOF(first, D[second]) as node IDs: the audit path of the largest perfect subtree
-    ending at `first`, preceded by that subtree unless it is the whole first tree."""
+    """RFC 9162 PROOF(first, D[second]) as node IDs."""
     if not 0 < first <= second:
         raise UsageError(f"consistency needs 0 < first <= second, got {first} and {second}")
     if first == second:

@@ -30,8 +30,7 @@ class TileID:
 
 
 def tile_path(level: int, index: int, width: int = TILE_WIDTH) -> str:
-    """The tlog-tiles path of a hash tile, `tile/<L>/<N>[.p/<W>]`, N in `x`-prefixed groups of three
-    digits."""
+    """The tlog-tiles path of a hash tile, `tile/<L>/<N>[.p/<W>]`."""
     if not 0 < width <= TILE_WIDTH:
         raise UsageError(f"tile width must be 1..{TILE_WIDTH}, got {width}")
     digits = f"{index:03d}"
@@ -57,8 +56,7 @@ def tiles_for_size(size: int) -> Iterator[TileID]:
 
 
 def tiles_changed(old_size: int, new_size: int) -> Iterator[TileID]:
-    """Tiles that differ between the trees of `old_size` and `new_size` leaves (new widths): what a
-    store persists after growing."""
+    """Tiles that differ between trees of `old_size` and `new_size` leaves (what to persist)."""
     if not 0 <= old_size <= new_size:
         raise UsageError(f"tiles_changed needs 0 <= old <= new, got {old_size}, {new_size}")
     level = 0
@@ -77,8 +75,7 @@ def tiles_changed(old_size: int, new_size: int) -> Iterator[TileID]:
 
 
 def tile_rows(hashes: bytes) -> list[bytes]:
-    """A tile's hashes and every complete interior row above them, up to its root:
-    rows[k] holds the nodes of sub-height k (each covering 2^k of the tile's hashes)."""
+    """A tile's hashes and every complete row above them (rows[k]: the nodes of sub-height k)."""
     rows = [bytes(hashes)]
     while len(rows[-1]) >= 2 * HASH_SIZE:
         below = rows[-1]
@@ -97,8 +94,8 @@ def subtree_hash(hashes: bytes | bytearray | memoryview) -> bytes:
 
 
 class TileCache:
-    """A bounded LRU of tiles' rows shared by proofs (tiles are immutable once stored: a
-    cached tile can only be narrower than a newer version, never different)."""
+    """A bounded LRU of tiles' rows shared by proofs (a cached tile can only be narrower, not
+    other)."""
 
     def __init__(self, max_tiles: int = 2048) -> None:
         self.max_tiles = max_tiles

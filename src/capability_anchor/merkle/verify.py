@@ -54,8 +54,7 @@ def calculate_inclusion_root(
     path: Sequence[bytes],
     steps: list[tuple[str, bytes, bytes]] | None = None,
 ) -> bytes:
-    """Checked preconditions, then the RFC 9162 §2.1.3.2 root; `steps` receives each (side, element,
-    parent) for `verify-proof --explain`."""
+    """The RFC 9162 §2.1.3.2 root, preconditions checked; `steps` receives each step (--explain)."""
     leaf_index, tree_size = _check_index(leaf_index, tree_size)
     r = _check_hash(leaf_hash, "leaf hash")
     proof = _check_path(path, inclusion_path_length(leaf_index, tree_size), "inclusion path")
@@ -106,8 +105,7 @@ def verify_inclusion(
 def verify_consistency(
     first: int, second: int, first_root: bytes, second_root: bytes, path: Sequence[bytes]
 ) -> None:
-    """Verify that the tree of size `first` is a prefix of the tree of size `second`. SPEC §3: first
-    == second only with an empty path and equal roots; first = 0 is rejected."""
+    """Verify that tree `first` is a prefix of tree `second` (SPEC §3: first = 0 is refused)."""
     first = _check_int(first, "first size")
     second = _check_int(second, "second size")
     if not 0 < first <= second:
@@ -140,8 +138,7 @@ def verify_consistency(
 def _consistency_roots(
     first: int, second: int, first_root: bytes, proof: list[bytes]
 ) -> tuple[bytes, bytes]:
-    """RFC 9162 §2.1.4.2 steps 2-7 for 0 < first < second and a path of the exact length:
-    the first and second roots the path calculates (the caller compares them)."""
+    """RFC 9162 §2.1.4.2 steps 2-7 for 0 < first < second: the two roots the path calculates."""
     # Step 2.
     if first & (first - 1) == 0:
         proof = [first_root, *proof]
