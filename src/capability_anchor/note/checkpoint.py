@@ -38,8 +38,7 @@ def parse_size(text: str, what: str = "the tree size") -> int:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A checkpoint's body. Built only valid: a non-empty origin, a 64-bit size, a 32-byte
-    root, non-empty extension lines."""
+    """A checkpoint's body, built only valid (origin, 64-bit size, 32-byte root, extensions)."""
 
     origin: str
     size: int
@@ -84,8 +83,7 @@ def parse_checkpoint(text: str) -> Checkpoint:
 
 
 def sign_checkpoint(checkpoint: Checkpoint, signer: NoteSigner) -> bytes:
-    """The signed checkpoint note as SPEC §12.2 writes it: no extension lines, size ≥ 1, the
-    key name equal to the origin."""
+    """The checkpoint note as SPEC §12.2 signs it: no extensions, size >= 1, named the origin."""
     if checkpoint.extensions:
         raise UsageError("this log writes no checkpoint extension lines (SPEC §12.2)")
     if checkpoint.size < 1:
@@ -105,8 +103,7 @@ class OpenedCheckpoint:
 def open_checkpoint(
     data: bytes | Note, verifiers: list[Verifier], *, origin: str | None = None
 ) -> OpenedCheckpoint:
-    """Verify a checkpoint note with the known keys, then parse its body; with `origin`,
-    the origin line must equal it."""
+    """Verify a checkpoint note with the known keys, then parse its body (of `origin`, if given)."""
     note = data if isinstance(data, Note) else parse_note(data)
     checkpoint = parse_checkpoint(note.text)
     if origin is not None and checkpoint.origin != origin:
@@ -115,8 +112,7 @@ def open_checkpoint(
 
 
 def origin_from_url(public_url: str) -> str:
-    """SPEC §12.2: the public URL without scheme and trailing slash, plus `/history`
-    (`https://x.example/a/` → `x.example/a/history`); a space or `+` is refused."""
+    """SPEC §12.2: the public URL without scheme and trailing slash, plus `/history`."""
     parts = split_http_url(public_url, path=True)
     if parts is None:
         raise UsageError(f"a public URL is http(s)://host[:port][/path], got {public_url!r}")

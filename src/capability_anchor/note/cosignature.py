@@ -83,8 +83,7 @@ class CosignatureVerifier:
 
 
 def cosignature_verifier(vkey: str) -> CosignatureVerifier:
-    """The cosignature/v1 verifier of a witness vkey; type 0x01 vkeys are accepted too (x/mod
-    witnesses publish them so), cosignature key IDs always use 0x04."""
+    """The cosignature/v1 verifier of a witness vkey (type 0x04, or 0x01 as x/mod gives)."""
     parsed = parse_vkey(vkey)
     if parsed.key_type not in (TYPE_ED25519, TYPE_COSIGNATURE_V1):  # pragma: no cover
         raise MalformedVKey(f"vkey {parsed.name} is not an Ed25519 key")

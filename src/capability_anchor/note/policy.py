@@ -69,8 +69,7 @@ class Policy:
 
 
 def _witnessed(policy: Policy, cosigned: frozenset[str]) -> dict[str, bool]:
-    """Whether each name witnessed, in definition order: a group only names earlier names,
-    so one pass suffices (and a deep group never costs more than one look per member)."""
+    """Whether each name witnessed, in definition order: groups name earlier names, so one pass."""
     done = {w.name: w.name in cosigned for w in policy.witnesses}
     for group in policy.groups:
         done[group.name] = sum(done[m] for m in group.members) >= group.threshold

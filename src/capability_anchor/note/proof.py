@@ -61,8 +61,7 @@ class TlogProof:
 def format_tlog_proof(
     index: int, path: Sequence[bytes], note: bytes, extra: bytes | None = None
 ) -> bytes:
-    """A tlog-proof's bytes, unchecked: for a log serving its own stored checkpoint and
-    path (the hot `/history/proof`), where `TlogProof` would re-parse the note it signed."""
+    """A tlog-proof's bytes, unchecked: for the log's own stored checkpoint and path (hot path)."""
     lines = [HEADER]
     if extra is not None:
         lines.append(f"extra {b64encode(extra)}")

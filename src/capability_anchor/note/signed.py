@@ -255,8 +255,7 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def parse_vkey(text: str) -> VKey:
-    """A vkey, strictly: a valid key name, the 8-hex key ID its name, type and key give, canonical
-    base64, type 0x01 or 0x04 (Ed25519)."""
+    """A vkey, strictly: a valid name, its exact key ID, canonical base64, type 0x01 or 0x04."""
     if not isinstance(text, str):
         raise MalformedVKey("a vkey is a string")
     # The name has no '+' and the hex none, so the first two '+' split the three parts;
@@ -302,8 +301,7 @@ def sign_note(text: str, *signers: NoteSigner) -> bytes:
 
 @dataclass(frozen=True)
 class OpenedNote:
-    """A note whose known signatures all verified: `verified` (at least one) and `ignored`
-    (by keys the caller did not name)."""
+    """A note whose known signatures verified (`verified`: one or more; `ignored`: unknown)."""
 
     note: Note
     verified: tuple[Signature, ...]
@@ -322,8 +320,7 @@ def _index(verifiers: Iterable[Verifier]) -> dict[tuple[str, bytes], Verifier]:
 
 
 def open_note(data: bytes | Note, verifiers: Iterable[Verifier]) -> OpenedNote:
-    """Parse (unless given a Note) and verify against the known keys. Unknown signatures are
-    ignored; a known key's bad or repeated signature, or no known signature, is an error."""
+    """Parse and verify against the known keys; a known key's bad or repeated signature fails."""
     note = data if isinstance(data, Note) else parse_note(data)
     known: Mapping[tuple[str, bytes], Verifier] = _index(verifiers)
     text = note.text.encode("utf-8")

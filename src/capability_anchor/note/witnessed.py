@@ -17,8 +17,7 @@ MAX_FUTURE_SECONDS = 60
 
 @dataclass(frozen=True)
 class Witnessed:
-    """`cosigned`: witness name -> cosignature timestamp, in policy order; `failed`: witness
-    name -> why its line was refused."""
+    """`cosigned`: witness -> cosignature time, in policy order; `failed`: witness -> why."""
 
     policy: Policy
     cosigned: dict[str, int]
@@ -29,8 +28,7 @@ class Witnessed:
         return not self.failed and self.policy.satisfied_by(self.cosigned)
 
     def require(self) -> None:
-        """NoteSignatureError naming each failed line, else QuorumNotMet naming what is
-        missing, unless every line verified and the quorum is met."""
+        """NoteSignatureError for any failed line, else QuorumNotMet unless the quorum is met."""
         if self.failed:
             detail = "; ".join(f"{name}: {why}" for name, why in self.failed.items())
             raise NoteSignatureError(f"cosignature lines failed: {detail}")
