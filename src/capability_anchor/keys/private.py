@@ -81,8 +81,7 @@ class SigningKey:
 
 
 def create_key_file(path: str | os.PathLike[str]) -> SigningKey:
-    """Generate a key and write it to a new file `path` that only the owner can read
-    (`files.write_secret_file`: created 0600, never overwriting anything)."""
+    """Generate a key and write it to a new owner-only file `path` (`files.write_secret_file`)."""
     key = SigningKey.generate()
     content = (json.dumps(key._private_jwk(), separators=(",", ":")) + "\n").encode("ascii")
     try:
@@ -99,8 +98,7 @@ def _file_error(path: str, problem: str) -> KeyFileError:
 
 
 def _read_private_file(name: str) -> bytes:
-    """Open (O_NONBLOCK: a FIFO never hangs it), check type and mode on the descriptor so the file
-    checked is the file read, then read at most _MAX_KEY_FILE_SIZE + 1 bytes."""
+    """Open without a race or a FIFO hang, check type and mode, read at most the size cap + 1."""
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(name, flags)
@@ -133,8 +131,7 @@ def _read_private_file(name: str) -> bytes:
 
 
 def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
-    """Load a private Ed25519 OKP JWK; refused when group or others have any permission bit, or `d`,
-    `x` or `kid` do not agree."""
+    """Load a private Ed25519 JWK file: refused when others may read it or its members disagree."""
     name = os.fspath(path)
     jwk = _private_jwk_of(name, _read_private_file(name))
     key = SigningKey.from_seed(_seed_of(name, jwk["d"]))
@@ -148,8 +145,7 @@ def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
 
 
 def _private_jwk_of(name: str, data: bytes) -> dict[str, object]:
-    """The file's JSON object, with exactly the members and values of an Ed25519 private
-    OKP JWK (its `d` and `x` not yet checked)."""
+    """The file's JSON object, with exactly an Ed25519 private JWK's members (`d`, `x` later)."""
     if len(data) > _MAX_KEY_FILE_SIZE:
         raise _file_error(name, f"is larger than {_MAX_KEY_FILE_SIZE} bytes; not a key file")
     jwk = strictjson.load_object(

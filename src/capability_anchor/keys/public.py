@@ -42,8 +42,7 @@ def _decode_x(x_b64: object) -> bytes:
 
 
 def thumbprint(x_b64: str) -> str:
-    """RFC 7638 thumbprint (the `kid`): SHA-256 over `{"crv":"Ed25519","kty":"OKP","x":"<x>"}`; `x`
-    is checked first, so one key never gets two kids."""
+    """RFC 7638 thumbprint (the `kid`) of the key `x`, checked first: one key never has two kids."""
     _decode_x(x_b64)
     canonical = '{"crv":"Ed25519","kty":"OKP","x":"' + x_b64 + '"}'
     return b64url_encode(hashlib.sha256(canonical.encode("ascii")).digest())
@@ -157,8 +156,7 @@ def _public_key_from_jwk(jwk: object, position: int, *, require_thumbprints: boo
 
 
 class KeySet:
-    """The trusted Ed25519 public keys, by kid; immutable, never empty. Of a JWK's members, those
-    that could change its meaning are checked (`d` is refused)."""
+    """The trusted Ed25519 public keys, by kid; immutable, never empty."""
 
     __slots__ = ("_keys",)
 
@@ -183,8 +181,7 @@ class KeySet:
 
     @classmethod
     def from_jwks(cls, obj: object, *, require_thumbprints: bool = False) -> KeySet:
-        """Build from a JWK Set `{"keys": [...]}`. A kid that is not the key's thumbprint is trusted
-        under that kid; `require_thumbprints=True` refuses it, for keys this project publishes."""
+        """A JWK Set's keys; a non-thumbprint kid is kept unless `require_thumbprints`."""
         if not isinstance(obj, dict):
             raise InvalidKey("a JWK set must be a JSON object with a 'keys' array")
         keys = obj.get("keys")
@@ -197,8 +194,7 @@ class KeySet:
 
     @classmethod
     def from_json(cls, data: bytes | str, *, require_thumbprints: bool = False) -> KeySet:
-        """Parse a JWK Set document strictly (UTF-8, duplicate members rejected); malformed
-        JSON is `MalformedKeySet` (an InvalidKey and a MalformedJSON)."""
+        """Parse a JWK Set document strictly; malformed JSON is `MalformedKeySet`."""
         try:
             obj = strictjson.loads(data)
         except MalformedJSON as exc:

@@ -51,8 +51,7 @@ def _check(claims: Mapping[str, Any], names: Sequence[str], what: str, iss: str)
 
 @dataclass(frozen=True)
 class PendingRotation:
-    """A verified pending rotation: `signer` published `kid` at `published`; it may sign
-    from `activate_at` on."""
+    """A verified pending rotation: `kid` published at `published`, signing from `activate_at`."""
 
     signer: str
     kid: str
@@ -86,8 +85,7 @@ def verify_pending_rotation(token: str, current: KeySet, *, iss: str) -> Pending
 
 @dataclass(frozen=True)
 class Revocation:
-    """A verified revocation: `signer` says nothing `kid` signed from `revoked_at` on is the
-    log's."""
+    """A verified revocation: nothing `kid` signed from `revoked_at` on is the log's."""
 
     signer: str
     kid: str
@@ -96,8 +94,7 @@ class Revocation:
     token: str
 
     def covers(self, kid: str, signed_at: int) -> bool:
-        """Whether a statement by `kid` dated `signed_at` is voided: dated after the revocation
-        time."""
+        """Whether a statement by `kid` dated `signed_at` is voided by this revocation."""
         return kid == self.kid and signed_at > self.revoked_at
 
     def describe(self) -> str:

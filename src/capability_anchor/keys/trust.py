@@ -78,8 +78,7 @@ def make_key_record(signer: SigningKey, endorsed: PublicKey, *, iss: str, iat: i
 
 
 def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
-    """Verify a rotation record whose signer must be in `trusted`: its JWS, exact claims, `iss`, and
-    a `jwk` that is exactly the published form of its `kid`."""
+    """Verify a rotation record signed by a key of `trusted`: JWS, exact claims, `iss`, `jwk`."""
     verified = jws.verify(token, trusted, KEY_TYP)
     claims = strictjson.load_object(verified.payload, "key record: the payload", error=ClaimsError)
     _exact_members(claims, KEY_CLAIMS, "key record")
@@ -100,8 +99,7 @@ def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
 
 @dataclass
 class TrustChain:
-    """The closure of `anchors` over rotation records (by position in the list given), and
-    the revocations among them (`keys.statements`), by revoked kid."""
+    """The closure of `anchors` over rotation records, and the revocations among them, by kid."""
 
     keys: KeySet
     records: dict[int, KeyRecord] = field(default_factory=dict)
@@ -215,8 +213,7 @@ def verify_settings(token: str, keys: KeySet) -> dict[str, Any]:
 
 
 def settings_differences(signed: Mapping[str, Any], meta: Mapping[str, str]) -> list[str]:
-    """Each stored setting that differs from the signed statement, named (`meta.public_url`,
-    `meta.config.tsa_ca`, ...)."""
+    """Each stored setting that differs from the signed statement (`meta.public_url`, ...)."""
     try:
         stored = settings_claims(meta)
     except ClaimsError as exc:
@@ -255,8 +252,7 @@ KEY_RECORDS_FILE = "key-records.json"
 
 
 def key_records_document(iss: str, tokens: Sequence[str]) -> bytes:
-    """`key-records.json`: `{"v","iss","records":[compact JWS, ...]}` as JCS bytes, records in
-    the order the log stored them."""
+    """`key-records.json`: JCS bytes of `{"v","iss","records"}`, records in stored order."""
     return canonical({"v": VERSION, "iss": iss, "records": list(tokens)})
 
 
