@@ -18,8 +18,7 @@ __all__ = ["cas_of_pem", "load_cas", "pem_of", "trusted_cas"]
 
 
 def load_cas(paths: Sequence[Path]) -> list[Certificate]:
-    """The certificates of PEM files, in order, duplicates dropped. An unreadable file, one over 1
-    MiB, or one with no certificate is a TimestampError."""
+    """The certificates of PEM files, deduplicated; a bad or oversized file is a TimestampError."""
     from cryptography import x509
 
     cas: list[Certificate] = []
@@ -38,8 +37,7 @@ def load_cas(paths: Sequence[Path]) -> list[Certificate]:
 def trusted_cas(
     files: Sequence[str | Path], error: type[CapabilityAnchorError] = UsageError
 ) -> list[Certificate]:
-    """`--tsa-ca` files as certificates; an unreadable one is `error` (a usage error unless the
-    caller says otherwise). No files: cryptography is not imported."""
+    """`--tsa-ca` files as certificates; an unreadable one raises `error`."""
     if not files:
         return []
     try:

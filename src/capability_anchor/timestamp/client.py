@@ -35,8 +35,7 @@ class Request:
 
 
 def make_request(digest: bytes) -> Request:
-    """A TimeStampReq for a SHA-256 DIGEST with a fresh 64-bit nonce and certReq (the TSA includes
-    its certificate, which verification needs)."""
+    """A TimeStampReq for a SHA-256 DIGEST, a fresh 64-bit nonce and certReq."""
     check_digest(digest)
     import rfc3161ng  # type: ignore[import-untyped]
     from pyasn1.codec.der import encoder  # type: ignore[import-untyped]
@@ -55,8 +54,7 @@ def make_request(digest: bytes) -> Request:
 def stamp(
     url: str, jws: bytes, cas: Sequence[Certificate], *, deadline: float = DEFAULT_DEADLINE_S
 ) -> tuple[bytes, Verified]:
-    """Stamp a head: request a time-stamp for its compact JWS from the TSA at URL and verify
-    it (with our nonce). Returns the reply bytes exactly as received, to be stored raw."""
+    """Stamp a head's JWS at the TSA at URL and verify the reply; its bytes, to be stored raw."""
     digest = digest_of(jws)
     if not cas:
         raise UsageError("no trusted TSA CA certificate given")

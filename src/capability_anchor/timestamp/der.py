@@ -97,8 +97,7 @@ def encode(tag: int, content: bytes) -> bytes:
 
 
 def signed_data(token: bytes) -> tuple[int, int]:
-    """(content start, content end) of a TimeStampToken's SignedData (RFC 5652 §3). Not DER:
-    TimestampError; another shape: ValueError, which each caller words."""
+    """(start, end) of a token's SignedData content; not DER: TimestampError, else ValueError."""
     _, start, end = tlv(token, 0, len(token))
     info = children(token, start, end)
     if len(info) != 2 or info[1][0] != 0xA0:
@@ -110,8 +109,7 @@ def signed_data(token: bytes) -> tuple[int, int]:
 
 
 def granted_token(reply: bytes) -> bytes:
-    """The TimeStampToken of a TimeStampResp whose status is granted or grantedWithMods;
-    otherwise a TimestampError naming the status, its text and failure bits."""
+    """The TimeStampToken of a granted (or grantedWithMods) reply, else a TimestampError."""
     if not reply:
         raise TimestampError("the reply is empty")
     tag, start, end = tlv(reply, 0, len(reply))
@@ -179,8 +177,7 @@ def gen_time(token: bytes) -> datetime:
 
 
 def sort_certificates(token: bytes) -> bytes:
-    """TOKEN with SignedData.certificates in DER SET OF order (X.690 §11.6): unsigned, so only their
-    order changes."""
+    """TOKEN with its (unsigned) certificates in DER SET OF order (X.690 §11.6)."""
     try:
         sd_start, sd_end = signed_data(token)
         for tag, _, cs, ce in children(token, sd_start, sd_end):
@@ -193,8 +190,7 @@ def sort_certificates(token: bytes) -> bytes:
 
 
 def ess_cert_id(token: bytes) -> tuple[str, bytes]:
-    """(hash name, certHash) of the signer's first ESSCertID(v2) (RFC 3161 §2.4.1); none usable is a
-    TimestampError."""
+    """(hash name, certHash) of the signer's first ESSCertID(v2), else a TimestampError."""
     try:
         sd_start, sd_end = signed_data(token)
         signer_infos = children(token, sd_start, sd_end)[-1]

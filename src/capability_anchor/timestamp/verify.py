@@ -36,8 +36,7 @@ SHA256_OID = "2.16.840.1.101.3.4.2.1"
 
 
 def digest_of(jws: bytes) -> bytes:
-    """SHA-256 of the ASCII bytes of a head's compact JWS: the message imprint (SPEC §7),
-    so the `<day>.jws` file itself is what `openssl ts -verify -data` hashes."""
+    """SHA-256 of a head's compact JWS: what `openssl ts -verify -data <day>.jws` hashes."""
     if not jws or not jws.isascii():
         raise UsageError("a compact JWS is non-empty ASCII")
     return hashlib.sha256(jws).digest()
@@ -51,8 +50,7 @@ def check_digest(digest: bytes) -> None:
 
 @dataclass(frozen=True)
 class Verified:
-    """What a verified stamp asserts. `gen_time` is RFC 3339 UTC (`...Z`), with the
-    fractional seconds of genTime when it has any; `at` is the same instant."""
+    """What a verified stamp asserts; `gen_time` RFC 3339 UTC (with its fraction), `at` alike."""
 
     gen_time: str
     at: datetime
@@ -109,8 +107,7 @@ def verify_reply(
 
 
 def _decode(reply: bytes) -> tuple[bytes, TimeStampResponse]:
-    """The granted TimeStampToken of REPLY and rfc3161-client's parse of it (certificates sorted,
-    status 0), whose imprint must be SHA-256."""
+    """REPLY's granted token and the library's parse of it, whose imprint must be SHA-256."""
     from rfc3161_client import decode_timestamp_response
 
     token = granted_token(reply)
@@ -137,8 +134,7 @@ class Parsed:
 
 
 def read_reply(reply: bytes) -> Parsed:
-    """Parse a stored TimeStampResp (status granted, a SHA-256 imprint, genTime); its shape only,
-    the audit then calls `verify_reply`."""
+    """Parse a stored TimeStampResp's shape only (status, SHA-256 imprint, genTime)."""
     from cryptography import x509
 
     token, response = _decode(reply)
@@ -156,8 +152,7 @@ def read_reply(reply: bytes) -> Parsed:
 
 
 def carried_certificates(reply: bytes) -> list[Certificate]:
-    """Every certificate a stored reply carries. They lie outside its signature: the audit
-    checks that each is signed by its issuer, so none can be changed unseen."""
+    """Every certificate a stored reply carries (outside its signature: the audit checks them)."""
     from cryptography import x509
 
     _, response = _decode(reply)
@@ -173,8 +168,7 @@ def carried_certificates(reply: bytes) -> list[Certificate]:
 def _library_reason(
     message: str, response: TimeStampResponse, digest: bytes, nonce: int | None
 ) -> str:
-    """A human reason for an rfc3161-client failure; it only words it. A token for another message
-    names both nonce and imprint, since the library stops at the nonce."""
+    """A human reason for an rfc3161-client failure (naming nonce and imprint both)."""
     if message in ("Nonce mismatch", "Mismatch between messages"):
         mismatches = []
         if response.tst_info.message_imprint.message != digest:
@@ -206,8 +200,7 @@ def _rfc3339(at: datetime) -> str:
 
 
 def _check_ess_binding(token: bytes, signer: Certificate) -> None:
-    """The signed ESS signingCertificate(V2) attribute names the signer's certificate (RFC 3161
-    §2.4.1), as OpenSSL's `ts -verify` requires and rfc3161-client does not check."""
+    """The signed ESS signingCertificate(V2) names the signer's certificate (RFC 3161 §2.4.1)."""
     from cryptography.hazmat.primitives.serialization import Encoding
 
     hash_name, wanted = ess_cert_id(token)
@@ -220,8 +213,7 @@ def _check_ess_binding(token: bytes, signer: Certificate) -> None:
 
 
 def _check_signer_eku(response: TimeStampResponse) -> Certificate:
-    """The signer's certificate, its EKU critical and timeStamping alone; the library and OpenSSL
-    check it too, repeated so the rule does not depend on how they are called."""
+    """The signer's certificate, its EKU critical and timeStamping alone (as the library checks)."""
     from cryptography import x509
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
