@@ -57,8 +57,7 @@ def whole_second(stamp: str) -> int:
 def accepts(
     record: object, accepted_at: int, namespace: str | None = None, *, names_checked: bool = False
 ) -> bool:
-    """True when `record` surely follows the observation rule at `accepted_at`; False when the exact
-    path must decide. `names_checked`: every member name is known to be a `str`."""
+    """True when `record` surely follows the rule at `accepted_at`; False: ask the exact path."""
     if type(record) is not dict or not (names_checked or _STR.issuperset(map(type, record))):
         return False
     for member in FORBIDDEN:

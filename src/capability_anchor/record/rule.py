@@ -87,8 +87,7 @@ Sub = Annotated[str, msgspec.Meta(pattern=sub_pattern(), description=_sub_doc(No
 
 
 class Observation(msgspec.Struct, frozen=True):
-    """The members of a Capability Resolution 0.2 observation; others are allowed (no
-    `forbid_unknown_fields`) and kept: the leaf is the record as sent, not this Struct."""
+    """A CR 0.2 observation's members; others are allowed and kept (the leaf is the record sent)."""
 
     v: Literal["0.2"]
     sub: Sub
@@ -130,8 +129,7 @@ REQUIRED: Final = tuple(f.name for f in msgspec.structs.fields(Observation) if f
 
 @functools.lru_cache(maxsize=16)
 def observation_type(namespace: str | None = None) -> type[Observation]:
-    """The Struct of the rule: `Observation`, or for a pinned namespace the same with `sub`
-    held to it."""
+    """The rule's Struct: `Observation`, or with `sub` held to a pinned namespace."""
     if namespace is None:
         return Observation
     pinned = Annotated[
@@ -187,8 +185,7 @@ def check_rule(rule: str) -> str:
 
 
 def check_record(record: object, rule: str, *, now: float, namespace: str | None = None) -> None:
-    """Raise InvalidRecord (naming the member and its rule) unless `record`, past SPEC §2 already,
-    follows `rule` when accepted at `now`."""
+    """InvalidRecord unless `record` follows `rule` when accepted at `now`."""
     if rule == ANY:
         return
     if rule != OBSERVATION:
@@ -201,8 +198,7 @@ def check_record(record: object, rule: str, *, now: float, namespace: str | None
 def token_problem(
     record: object, *, accepted_at: float, namespace: str | None = None
 ) -> str | None:
-    """Why a token signing `record` (accepted at `accepted_at`) would not be a CR 0.2 token, or
-    None: `fast.accepts` first, then `exact_problem` for every other record and every message."""
+    """Why a token signing `record` would not be a CR 0.2 token, or None (`fast`, then exact)."""
     if accepts(record, int(accepted_at), namespace):
         return None
     return exact_problem(record, accepted_at=accepted_at, namespace=namespace)
@@ -231,8 +227,7 @@ JSON_VALUE: Final = "JsonValue"
 
 
 def json_value_schema(ref: str = "#/$defs/") -> dict[str, Any]:
-    """Any JSON value SPEC §2 allows, as far as JSON Schema can say it: numbers within
-    ±(2^53 - 1). (Depth 32 and the 16 KiB leaf are the door's alone.)"""
+    """Any JSON value SPEC §2 allows, as JSON Schema can say it (numbers within ±(2^53 - 1))."""
     value = {"$ref": ref + JSON_VALUE}
     return {
         "anyOf": [
@@ -300,8 +295,7 @@ def _explain(record: object, message: str, namespace: str | None) -> str:
 
 
 def _url_note(url: str) -> str:
-    """Why `url` is not canonical, naming its canonical form when it has one: the leaf is
-    what was posted, so the door never rewrites it."""
+    """Why `url` is not canonical, naming its canonical form (the door never rewrites it)."""
     rule = MEMBER_RULES["url"]
     try:
         canonical = canonical_url(url)
