@@ -18,8 +18,7 @@ _GRACE_S = 0.5
 
 @dataclass(frozen=True)
 class Reply:
-    """An HTTP answer: the status, the media type (lowercase, without parameters) and the
-    body exactly as received."""
+    """An HTTP answer: status, media type (lowercase, no parameters) and body as received."""
 
     status: int
     media_type: str
@@ -28,8 +27,7 @@ class Reply:
 
 @dataclass(frozen=True)
 class Peer:
-    """Whom the exchange is with, for its error messages: `name` ("the TSA at <url>"),
-    `kind` ("TSA"), `noun` ("reply"), and the error class to raise."""
+    """Whom the exchange is with, for its messages, and the error class to raise."""
 
     url: str
     name: str
@@ -39,8 +37,7 @@ class Peer:
 
 
 def post(body: bytes, headers: dict[str, str], *, deadline: float, cap: int, peer: Peer) -> Reply:
-    """POST `body` to `peer.url`; its answer, whatever its status. Unreachable, too slow, a
-    broken exchange, an answer over `cap` bytes or compressed: `peer.error`."""
+    """POST `body` to `peer.url` and return the answer; any failure is `peer.error`."""
     if not deadline > 0 or not cap > 0:
         raise UsageError("deadline and cap must be positive")
     import asyncio
@@ -82,8 +79,7 @@ async def post_async(
     cap: int,
     peer: Peer,
 ) -> Reply:
-    """`post` on the caller's event loop with the caller's client (no redirects followed):
-    many exchanges at once hold no thread each (the service's witness submissions)."""
+    """`post` on the caller's event loop and client (no redirects), no thread per exchange."""
     import asyncio
 
     import httpx
@@ -128,8 +124,7 @@ def _timed_out(peer: Peer, deadline: float) -> str:
 
 
 def _failure(e: Exception, peer: Peer, deadline: float) -> str:
-    """What went wrong, for the exception `e` (checked in this order: a timeout is also an
-    OSError, a ConnectError also an HTTPError)."""
+    """What went wrong, for `e` (order matters: a timeout is an OSError too)."""
     import httpx
 
     if isinstance(e, TimeoutError | httpx.TimeoutException):

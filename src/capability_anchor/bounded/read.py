@@ -60,8 +60,7 @@ def read_file(
     error: type[CapabilityAnchorError] = InputError,
     name: str | None = None,
 ) -> bytes:
-    """A file's bytes, at most `limit`; unreadable or larger is `error` (InputError by default),
-    naming the file (or `name`)."""
+    """A file's bytes, at most `limit`; unreadable or larger raises `error` naming it."""
     where = name or str(path)
     try:
         with Path(path).open("rb") as stream:
@@ -108,8 +107,7 @@ class Getter:
         self._http.pool_classes_by_scheme = _pool_classes()
 
     def get(self, url: str, *, limit: int = INPUT_LIMIT) -> bytes | None:
-        """The body of a 200 of at most `limit` bytes; a 404 is None; anything else (another
-        status, a larger body, a failed or broken exchange, the deadline) is an InputError."""
+        """A 200's body of at most `limit` bytes; a 404 is None; anything else an InputError."""
         watched = _WATCH.begin(self.deadline)
         try:
             try:
@@ -145,8 +143,7 @@ class Getter:
 
 
 def _body(url: str, response: Any, limit: int) -> bytes | None:
-    """The reply's body when it is a 200 of at most `limit` bytes; a 404 is None. An unread
-    rest (an error, a body over the limit) closes the connection, never reused."""
+    """A 200's body of at most `limit` bytes, a 404 None; an unread rest closes the connection."""
     if response.status == 404:
         response.close()
         return None
@@ -163,8 +160,7 @@ def _body(url: str, response: Any, limit: int) -> bytes | None:
 
 
 def proxy_for(base: str) -> str | None:
-    """The http(s) proxy the environment names for the base URL's scheme, unless `NO_PROXY` names
-    its host, as httpx does."""
+    """The http(s) proxy the environment names for the base URL, as httpx reads it."""
     import urllib.request
     from urllib.parse import urlsplit
 
@@ -180,8 +176,7 @@ def proxy_for(base: str) -> str | None:
 
 @dataclass
 class _Watched:
-    """One running GET: its deadline (monotonic), the connection it is on, and whether the
-    watch has shut that connection's socket."""
+    """One running GET: its deadline, its connection, and whether its socket was shut."""
 
     until: float
     conn: Any = None
@@ -189,8 +184,7 @@ class _Watched:
     expired: bool = False
 
     def shut(self) -> None:
-        """Shut the GET's socket, waking a blocked recv: its connection's current socket, else the
-        one it had."""
+        """Shut the GET's socket (current, else last), waking a blocked recv."""
         sock = getattr(self.conn, "sock", None) or self.sock
         if sock is not None:
             # The plain socket's shutdown, also for TLS: `SSLSocket.shutdown` would unwrap
@@ -219,8 +213,7 @@ class _Watch:
         return watched
 
     def attach(self, conn: Any) -> float | None:
-        """The connection the calling thread's GET now uses (a redirect moves it); the time
-        it has left, or None when the thread runs no watched GET."""
+        """The calling thread's GET's connection now; the time it has left, or None if unwatched."""
         with self._changed:
             watched = self._running.get(threading.get_ident())
             if watched is None:
@@ -256,8 +249,7 @@ _WATCH = _Watch()
 
 @functools.cache
 def _pool_classes() -> dict[str, type[Any]]:
-    """urllib3's connection pools, their connections reporting to `_WATCH` when they
-    connect (the connect timeout then is what the GET has left) and at each request."""
+    """urllib3's pools, whose connections report to `_WATCH` on connect and at each request."""
     import urllib3
     from urllib3.connection import HTTPConnection, HTTPSConnection
 
