@@ -32,8 +32,7 @@ PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 @dataclass(frozen=True)
 class HistoryResult:
-    """Check 8's result, the --explain trace of the history inclusion, and the checkpoint
-    note once its log signature verified (what check 9 reads)."""
+    """Check 8's result, its --explain trace, and the checkpoint note check 9 reads."""
 
     check: Check
     explain: list[str] = field(default_factory=list)
@@ -148,8 +147,7 @@ def _expected_origins(
 
 
 def log_verifiers(name: str, keys: KeySet, policy: Policy | None) -> list[Verifier]:
-    """The note keys a checkpoint of origin `name` may be signed with: each trusted JWK's key and
-    the policy's `log` vkeys of that name, one verifier per (name, key ID)."""
+    """The note keys of origin `name`: trusted JWKs and the policy's `log` vkeys, one per key ID."""
     from capability_anchor.note import NoteVerifier
 
     verifiers: dict[tuple[str, bytes], Verifier] = {}
@@ -171,8 +169,7 @@ def _open(
     origin: str | None,
     anchor: Anchor | None,
 ) -> str:
-    """Step 4: the checkpoint's origin `name` is expected and a trusted key signed `note`
-    under that name; who signed, for the detail."""
+    """Step 4: the origin `name` is expected and a trusted key signed `note` under it; who did."""
     from capability_anchor.errors import MalformedNote
     from capability_anchor.note import open_checkpoint
 

@@ -69,8 +69,7 @@ def _expires_problem(value: Any, exp: Any) -> str | None:
 
 
 def differences(plain: Mapping[str, Any], signed: Mapping[str, Any]) -> list[str]:
-    """The JSON paths where the record file `plain` (its `jws` aside) says something other
-    than the token's `signed` claims; empty when they agree."""
+    """The JSON paths where `plain` (its `jws` aside) differs from the `signed` claims."""
     out: list[str] = []
     members = {k: v for k, v in plain.items() if k != "jws"}
     if "expires" in members and "expires" not in signed:

@@ -62,8 +62,7 @@ PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 @dataclass
 class Result:
-    """The nine checks, in order; `explain` and `explain_history` narrate the inclusion checks;
-    `notes` are told to a human only."""
+    """The nine checks, in order, the --explain traces, and `notes` for a human reader."""
 
     checks: list[Check] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)
@@ -85,8 +84,7 @@ class Result:
 
 @dataclass(frozen=True)
 class Record:
-    """RECORD as read: its compact JWS (`token`), or, for a record without one, the
-    `unsigned` object; `plain` is a record file's members beside its jws."""
+    """RECORD as read: its JWS (`token`) or its `unsigned` object; `plain`: members beside jws."""
 
     token: str | None
     unsigned: dict[str, Any] | None = None
@@ -129,8 +127,7 @@ def read_record(record: bytes) -> Record:
 
 
 def check_record_signature(record: Record, keys: KeySet) -> tuple[Check, dict[str, Any] | None]:
-    """1: typ capability-resolver+jws, kid from the trusted keys only; the claims to use
-    (an unsigned record's own members, which nothing vouches for)."""
+    """1: the record token verifies with a trusted key; the claims to use (unsigned: its own)."""
     if record.token is None:
         return Check("record_signature", SKIP, _UNSIGNED), record.unsigned
     try:
@@ -244,8 +241,7 @@ def not_revoked(
     claims: Mapping[str, Any],
     revocations: Mapping[str, Revocation] | None,
 ) -> Check:
-    """`check` (a passed signature check of `token`), or a FAIL when its key was revoked
-    before the time the token says it was signed (`iat`)."""
+    """`check`, or a FAIL when the key was revoked before the token's `iat`."""
     if not revocations or check.outcome is not PASS:
         return check
     iat = claims.get("iat")
@@ -257,8 +253,7 @@ def not_revoked(
 
 
 def _verified_head(data: bytes, keys: KeySet) -> heads.Head:
-    """A head document (JSON object with `jws`) or a bare compact JWS; only the claims
-    inside the verified JWS are used, and a document's own claims must equal them."""
+    """A head document or bare JWS, verified; a document's plain claims must equal the signed."""
     if not data.strip().startswith(b"{"):
         return heads.verify_head(token_text(data), keys)
     checked = heads.verify_document(data, keys)

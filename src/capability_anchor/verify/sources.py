@@ -26,8 +26,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class StampSource:
-    """The stored stamps of one day, as read: a timestamps document (`listing`, parsed by
-    the verifier) or DER replies kept as they are (`tokens`); `where` names the source."""
+    """One day's stored stamps: a timestamps document (`listing`) or DER replies (`tokens`)."""
 
     where: str
     listing: bytes | None = None
@@ -36,8 +35,7 @@ class StampSource:
 
 @dataclass(frozen=True)
 class ProofSource:
-    """The head's tlog-proof as read (`data`), or None when there is none where the
-    verifier looked; `where` names the place either way."""
+    """The head's tlog-proof as read (`data`, None if none); `where` names the place either way."""
 
     where: str
     data: bytes | None = None
@@ -50,15 +48,13 @@ class Sources(Protocol):
         ...
 
     def head(self, anchor: Anchor | None) -> tuple[bytes, str]:
-        """The head's bytes and where they came from. VerificationError when it cannot be
-        located; InputError when it cannot be read."""
+        """The head's bytes and where; VerificationError if not found, InputError if unreadable."""
         ...
 
     def stamps(self, day: str, anchor: Anchor | None) -> StampSource: ...
 
     def history_proof(self, anchor: Anchor | None, leaf_hash: bytes) -> ProofSource:
-        """The tlog-proof of the head whose history leaf hash is `leaf_hash` (the head the
-        anchor names). InputError when it exists but cannot be read."""
+        """The tlog-proof of the head of history leaf `leaf_hash`; InputError if unreadable."""
         ...
 
 
@@ -68,8 +64,7 @@ def no_anchor() -> VerificationError:
 
 @dataclass(frozen=True)
 class FolderSources:
-    """An exported folder: heads at `<day>.json` and `<day>/<size>.json`, stamps in
-    `<day>.timestamps.json` (else `<day>.tsr`), tlog-proofs beside the heads."""
+    """An exported folder: heads, their stamps and tlog-proofs, at the names export gives them."""
 
     roots: Path
     names_head = False
@@ -96,8 +91,7 @@ class FolderSources:
 
 
 def proof_limit() -> int:
-    """A tlog-proof is read to at most the largest `note.proof` parses: a larger one could
-    never parse. Imported here, so a run that reads no proof never loads `note`."""
+    """The largest tlog-proof `note.proof` parses (imported here, so only when one is read)."""
     from capability_anchor.note.proof import MAX_PROOF_SIZE
 
     return MAX_PROOF_SIZE

@@ -29,8 +29,7 @@ def check_timestamp(
     sources: Sources,
     cas: Sequence[Certificate],
 ) -> Check:
-    """7: PASS when one stored stamp verifies for this head's JWS and chains to a --tsa-ca
-    at its genTime (the nonce, a freshness check of the stamping exchange, is not known)."""
+    """7: PASS when one stored stamp of this head's JWS chains to a --tsa-ca at its genTime."""
     if not cas:
         return Check("timestamp", SKIP, "no --tsa-ca given")
     if verified is None:
