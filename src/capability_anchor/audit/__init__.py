@@ -44,8 +44,7 @@ def audit_store(
     keys: KeySet | None = None,
     tsa_ca: Sequence[Certificate] | None = None,
 ) -> AuditReport:
-    """Re-derive and check everything in the data dir; stamps chain to `tsa_ca`, else the stored TSA
-    CAs, else only to the certificates they carry (no trust)."""
+    """Re-derive and check the data dir; stamps chain to `tsa_ca`, else the stored TSA CAs."""
     report = AuditReport()
     store = log.read
     if tsa_ca is None:

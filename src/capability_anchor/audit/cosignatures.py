@@ -133,8 +133,7 @@ def _check_states(report: AuditReport, log: Log, cosigned: set[tuple[str, int]])
 
 
 def audit_cosignatures(report: AuditReport, log: Log) -> None:
-    """Check every stored witness fact (inside the caller's read snapshot, if any: the
-    data-dir audit reads everything in one)."""
+    """Check every stored witness fact, inside the caller's read snapshot if any."""
     report.problems += policies_problems(log.store, log.iss, log.keyset())
     policies = _policies(report, log)
     _gaps(report, "policies", [p.id for p in policies])

@@ -39,8 +39,7 @@ def audit_data_dir(
     progress: Progress = silent,
     policy: Policy | None = None,
 ) -> AuditReport:
-    """Audit a data dir (and `roots`, against it) without writing to it. Damage is reported, not
-    raised; I/O errors and an unreadable key file raise (exit 2)."""
+    """Audit a data dir (and `roots`) read-only; damage is reported, I/O errors raise."""
     # A file opened as immutable (nothing had the log open) may be checkpointed into by a
     # process that opens the log during the audit; what was read then is no one moment of
     # the log, damage included, so the audit reads again (by then the opener's lock file
@@ -65,8 +64,7 @@ def _audit_once(
     progress: Progress,
     policy: Policy | None = None,
 ) -> tuple[AuditReport, StoreError | None]:
-    """One read of the data dir: the report, and the error saying the file changed under
-    an immutable read (the report then means nothing)."""
+    """One read: the report, and the error if the file changed under an immutable read."""
     report = AuditReport()
     try:
         store = stores.open_readonly(data_dir)
@@ -109,8 +107,7 @@ def _audit_once(
 
 
 def _guarded(report: AuditReport, damaged: bool, run: Callable[[], None]) -> None:
-    """Run the logical audit; once the file is known damaged or its schema wrong, whatever stops it
-    is reported, not raised."""
+    """Run the logical audit; on a damaged file or wrong schema, what stops it is reported."""
     try:
         run()
     except StoreCorrupt as exc:
@@ -172,8 +169,7 @@ def _audit_log(
 
 
 def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
-    """Items 0, 5 and 6: whether they found the file damaged (integrity_check, the schema,
-    the indexes), and the schema version (0: not a log, nothing more to audit)."""
+    """Items 0, 5, 6: whether the file is damaged, and the schema version (0: not a log)."""
     found = store.engine_findings()
     report.problems += found.problems
     for what, n in found.checked.items():
@@ -227,8 +223,7 @@ def _check_head_kids(report: AuditReport, rows: Sequence[HeadRow]) -> None:
 
 
 def _check_accepted_at(report: AuditReport, store: Store) -> None:
-    """An entry's day is the UTC day it was accepted (one clock reading); order within a day is not
-    checked, since processes' clocks need not agree."""
+    """An entry's day is the UTC day it was accepted (order within a day is not checked)."""
     for day, index, at in store.entries_accepted_off_day():
         report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
 

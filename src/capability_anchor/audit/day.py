@@ -62,8 +62,7 @@ def _keys_of(claims: bytes) -> tuple[str, ...]:
 
 
 class TreeCheck:
-    """The day's tree rebuilt from the entries' leaf hashes: every full tile compared as it
-    completes, and at each head's size the root kept and that size's partial tiles compared."""
+    """The day's tree rebuilt from its leaf hashes: full tiles, each head's root and partials."""
 
     def __init__(
         self,

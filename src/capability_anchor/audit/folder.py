@@ -135,8 +135,7 @@ def _check_link(
 def _verified_document(
     report: AuditReport, path: Path, keys: KeySet
 ) -> tuple[bytes, heads.Head] | None:
-    """A head document file whose JWS verifies and whose bytes are exactly the canonical
-    document of the signed claims (so no unsigned byte can differ)."""
+    """A head document file whose JWS verifies and whose bytes are the canonical document."""
     doc = path.read_bytes()
     try:
         checked = heads.verify_document(doc, keys)
@@ -277,8 +276,7 @@ def _check_days(report: AuditReport, days: list[Any], sealed: dict[str, heads.He
 
 
 def audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
-    """Records kept in an exported folder (`records/*.json`) go through `verify-proof`'s checks, at
-    the time each was issued (a token lives 48 h at most)."""
+    """Kept records (`records/*.json`) pass `verify-proof`'s checks at the time each was issued."""
     # The verifying path: imported only when there are records.
     from capability_anchor.verify.record import Outcome, verify
     from capability_anchor.verify.sources import FolderSources

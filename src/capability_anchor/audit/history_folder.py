@@ -51,8 +51,7 @@ class FolderHead:
 
 
 def folder_heads(folder: Path) -> list[FolderHead]:
-    """Every head file of the folder that parses, in SPEC §12.1 order (the files' own
-    checks, signatures included, are the folder audit's)."""
+    """Every head file of the folder that parses, in SPEC §12.1 order."""
     files = [p for p in folder.glob("????-??-??.json") if is_day(p.stem)]
     files += [p for p in folder.glob("????-??-??/*.json") if is_day(p.parent.name)]
     found = []
@@ -163,8 +162,7 @@ def _audit_tiles(report: AuditReport, h: _History) -> None:
 def _opened(
     report: AuditReport, h: _History, where: Path, data: bytes
 ) -> tuple[Checkpoint, bytes] | None:
-    """The checkpoint note in `data`, signed by the log under the origin and of the tree
-    the folder's heads make at its size; else a problem is reported."""
+    """The checkpoint note in `data` if the log signed it over the folder's tree; else a problem."""
     try:
         opened = open_checkpoint(data, list(h.verifiers), origin=h.origin)
     except CapabilityAnchorError as exc:

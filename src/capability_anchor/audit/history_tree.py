@@ -71,8 +71,7 @@ def _check_leaves(
 def audit_history(
     report: AuditReport, log: Log, all_heads: Sequence[HeadRow], keys: KeySet
 ) -> None:
-    """Rebuild the history from `all_heads` and compare it with the stored one, and its
-    checkpoints with the ones signed by a key of `keys` (`checkpoints`)."""
+    """Rebuild the history from `all_heads`; compare it and its checkpoints with the stored ones."""
     reader = log.read.history
     ordered = sorted(all_heads, key=_key)
     by_key = {_key(h): _leaf_hash(report, h) for h in ordered}

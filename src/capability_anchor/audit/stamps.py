@@ -116,8 +116,7 @@ def audit_folder_stamps(
     jws: str,
     cas: Sequence[Certificate],
 ) -> None:
-    """`<day>.timestamps.json` and `<day>.tsr`: well formed, consistent (the `.tsr` is the first
-    stamp), each a stamp of this day's JWS, and with a data dir equal to the log's."""
+    """`<day>.timestamps.json` and `<day>.tsr`: well formed, consistent, this day's, the log's."""
     path = folder / f"{day}.timestamps.json"
     tsr = folder / f"{day}.tsr"
     stamps = _stamps_list(report, path, day)
