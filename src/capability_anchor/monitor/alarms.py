@@ -103,8 +103,7 @@ def raise_alarm(folder: Path, findings: list[dict[str, Any]], evidence: dict[str
 
 
 def acknowledge(folder: Path, ident: str) -> dict[str, Any]:
-    """Record that the operator cleared alarm `ident`; the line recorded (or, when it is
-    not pending, the line saying so, nothing recorded)."""
+    """Record that alarm `ident` was cleared; the line recorded, or why nothing was."""
     events = _events(folder)
     if not any(e.get("raised") == ident for e in events):
         known = sorted({e["raised"] for e in events if "raised" in e})

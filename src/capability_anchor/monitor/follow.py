@@ -152,8 +152,7 @@ class Monitor:
         return {"monitor": self.source.where, "origin": state.origin, "old_size": old, "size": new}
 
     def _expected(self, state: states.MonitorState) -> tuple[tuple[str, ...], str] | None:
-        """The origins the checkpoint may have, and where that comes from (None: a folder
-        with nothing else to go by takes the checkpoint's own origin line)."""
+        """The origins the checkpoint may have, and whence (None: its own origin line)."""
         given = self.options.origin
         if state.origin is not None:
             if given is not None and given != state.origin:
@@ -255,8 +254,7 @@ class Monitor:
         state.size = checkpoint.size
 
     def _first_tiles(self, state: states.MonitorState, result: RunResult) -> None:
-        """On the first run, every history hash tile at the checkpoint's size must be the tree the
-        proven leaves give, so no later run trusts a tile unchecked."""
+        """First run: every history tile at this size is the proven leaves' tree."""
         tree = TiledTree()
         tree.extend_concatenated(bytes(state.leaf_hashes))
         ids = list(tiles_for_size(state.size))
@@ -284,8 +282,7 @@ class Monitor:
             ahead.close()
 
     def _check_heads(self, state: states.MonitorState, result: RunResult) -> None:
-        """The head rules on leaves `checked`..`size`, a chunk at a time; each clean chunk is
-        committed, so a crash costs at most one chunk (`state.py`)."""
+        """The head rules on leaves `checked`..`size`, committing each clean chunk."""
         rules = HeadRules(self.source, state, entries=self.options.entries)
         signatures = Signatures(self.source, self.chain.keys, self.chain.revocations)
         found = result.findings, result.evidence
@@ -308,8 +305,7 @@ class Monitor:
 
 
 def _unwitnessed(where: str, policy: Policy | None, data: bytes) -> None:
-    """With a policy, the checkpoint's cosignatures must meet its quorum before it is committed;
-    short of it is exit 2, not an alarm (the witnesses may lag)."""
+    """A checkpoint short of the policy's quorum is exit 2, not an alarm (witnesses may lag)."""
     if policy is None:
         return
     try:
@@ -339,8 +335,7 @@ def _revoked(
     checkpoint: tuple[bytes, int],
     result: RunResult,
 ) -> None:
-    """`key_revoked_signature` for this run's checkpoint, dated by the newest head it covers
-    (`rotations.checkpoint_alarm`)."""
+    """`key_revoked_signature` for this run's checkpoint (`rotations.checkpoint_alarm`)."""
     note, size = checkpoint
     (leaf,) = _chunk(source, size - 1, size)[:1]
     if not changed(state, size - 1, leaf, result.findings, result.evidence):

@@ -68,8 +68,7 @@ class HeadRules:
     def check(
         self, index: int, leaf: bytes, claims: dict[str, Any] | None, signed: Problem
     ) -> list[Finding]:
-        """The rules on one leaf, given its `leaf_claims` (None when it has none) and the
-        verdict of rule 2 on its head (`signatures.py`)."""
+        """The rules on one leaf, given its claims (None: not a head) and rule 2's verdict."""
         found: list[Finding] = []
 
         def alarm(name: str, detail: str, **extra: Any) -> None:
@@ -146,8 +145,7 @@ class HeadRules:
         return []
 
     def _nodes(self, day: str, size: int) -> Callable[[int, int], bytes]:
-        """Node lookups in the day's tree at `size`, memoized: the proofs of successive
-        heads against one target share most of their nodes (a fresh memo per target)."""
+        """Memoized node lookups in the day's tree at `size`, shared by one target's proofs."""
         if self._day_nodes is None or self._day_nodes[0] != (day, size):
             prefix = f"roots/{day}/"
             nodes = TileNodes(
@@ -230,8 +228,7 @@ def check_chunk(
 def parse_leaves(
     leaves: list[bytes],
 ) -> tuple[list[dict[str, Any] | None], dict[str, tuple[int, bytes]], list[Item]]:
-    """Each leaf's head claims (None: not a head), each day's last head (its proofs' target), and
-    each head's document path with its leaf, for rule 2."""
+    """Each leaf's head claims, each day's last head, and each head's document path and leaf."""
     parsed: list[dict[str, Any] | None] = []
     targets: dict[str, tuple[int, bytes]] = {}
     items: list[Item] = []

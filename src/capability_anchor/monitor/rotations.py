@@ -24,8 +24,7 @@ KEY_RECORDS_PATH = "keys/records"
 def follow_keys(
     source: LogSource, keys: KeySet, state: MonitorState, findings: list[dict[str, Any]]
 ) -> trust.TrustChain:
-    """The closure of `keys` over the log's published records; a note in `findings` for each key
-    followed the first time (kept in `state.rotations`)."""
+    """The closure of `keys` over the log's records; a note for each key followed the first time."""
     data = source.read(KEY_RECORDS_PATH)
     if data is None:
         return trust.TrustChain(keys)

@@ -34,8 +34,7 @@ def problem_of(
     keys: KeySet,
     revoked: Mapping[str, Revocation] | None = None,
 ) -> Problem:
-    """The verdict on one head, given the bytes served at `path` (None: nothing); `leaf` is already
-    well-formed head claims. Bytes that are no head document are an InputError."""
+    """The verdict on one head from the bytes served at `path`; no head document: InputError."""
     if data is None:
         return "head_missing", f"{path}: the log does not serve this head", None
     no_jws = "not a head document (no `jws` member)"
@@ -67,8 +66,7 @@ def problem_of(
 
 
 def _document(leaf: bytes, token: str) -> bytes:
-    """`head.document(claims, token)` for the claims whose JCS bytes are `leaf`, without parsing
-    them again: JCS puts `jws` right before `,"prev":`."""
+    """`head.document` for the claims JCS'd in `leaf`, without parsing them (`jws` before prev)."""
     at = leaf.index(b',"prev":')
     return leaf[:at] + b',"jws":"' + token.encode("ascii") + b'"' + leaf[at:]
 

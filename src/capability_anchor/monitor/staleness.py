@@ -138,8 +138,7 @@ def check(
 
 
 def leaf_past(source: LogSource, size: int) -> bytes | None:
-    """History leaf `size`, the first past the checkpoint, when the log serves it (an export keeps
-    only a tile's newest partial bundle)."""
+    """History leaf `size`, the first past the checkpoint, when the log serves it."""
     index, at = divmod(size, TILE_WIDTH)
     widths = [at + 1, TILE_WIDTH]
     if isinstance(source, FolderSource):
