@@ -50,8 +50,7 @@ def emit(obj: Any) -> None:
 
 
 class _QuietPipe:
-    """stdout, except that once the reader has gone (EPIPE) later writes are dropped, not fatal:
-    what a command does, and its exit code, must not depend on who reads its output."""
+    """stdout, dropping writes once the reader is gone: a command's outcome never depends on it."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -92,8 +91,7 @@ class _QuietPipe:
 
 @contextlib.contextmanager
 def sigint_held() -> Iterator[list[int]]:
-    """Hold SIGINT for a block that must end committed or rolled back; a Ctrl-C meanwhile makes the
-    yielded list truthy and the caller decides. Off the main thread nothing changes."""
+    """Hold SIGINT for a block that must end committed or rolled back; the list says if it came."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
@@ -107,8 +105,7 @@ def sigint_held() -> Iterator[list[int]]:
 
 @contextlib.contextmanager
 def quiet_broken_pipe() -> Iterator[None]:
-    """Run a command's main with stdout guarded against a reader that has gone (see
-    `_QuietPipe`); stdout is flushed on the way out, `SystemExit` (argparse) included."""
+    """Run a command's main with stdout a `_QuietPipe`, flushed on the way out."""
     real = sys.stdout
     guard = _QuietPipe(real)
     guarded = cast(TextIO, guard)

@@ -57,8 +57,7 @@ def _load_or_create_key(path: Path) -> SigningKey:
 
 
 def demo_folder(data: str | None) -> Path:
-    """`DIR/demo` with `--data DIR`, else a new temporary folder: never a real log's data dir by
-    default."""
+    """`DIR/demo` with `--data DIR`, else a new temporary folder (never a real log's)."""
     if data is not None:
         return Path(data) / "demo"
     return Path(tempfile.mkdtemp(prefix="capability-anchor-demo-"))

@@ -63,8 +63,7 @@ def is_url(source: str) -> bool:
 
 
 def fetch(url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
-    """GET `url` (at most `limit` bytes, the whole GET within `deadline` seconds); any
-    failure, a 404 included, is an InputError (exit 2)."""
+    """GET `url` (`limit` bytes, `deadline` seconds); any failure, a 404 too, is an InputError."""
     body = fetch_if_found(url, limit=limit, deadline=deadline)
     if body is None:
         raise InputError(f"GET {url}: HTTP 404")
@@ -82,8 +81,7 @@ def fetch_if_found(
 def read_source(
     source: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S
 ) -> bytes:
-    """The bytes of a file path or a URL, at most `limit` of them (read no further);
-    unreadable, unreachable, larger or past the deadline is an InputError."""
+    """A file's or URL's bytes, at most `limit`; any failure is an InputError."""
     if is_url(source):
         return fetch(source, limit=limit, deadline=deadline)
     return read_file(source, limit=limit)
@@ -112,8 +110,7 @@ def load_keys(data: bytes, where: str) -> KeySet:
 def follow_key_records(
     keys: KeySet, roots: Path, *, deadline: float = DEFAULT_DEADLINE_S
 ) -> trust.TrustChain:
-    """`keys` plus every key the folder's `key-records.json` leads to from them, and the revocations
-    among the records (SPEC §13.2). A file that is no key records document is an InputError."""
+    """`keys` and every key the folder's `key-records.json` leads to, and its revocations."""
     path = roots / trust.KEY_RECORDS_FILE
     if not path.exists():
         return trust.TrustChain(keys)
@@ -123,8 +120,7 @@ def follow_key_records(
 def follow_served_records(
     keys: KeySet, keys_url: str, *, deadline: float = DEFAULT_DEADLINE_S
 ) -> trust.TrustChain:
-    """`follow_key_records` for keys fetched from a log's `/keys`: its `/keys/records`
-    (none, HTTP 404, from a log older than the resource: `keys` alone)."""
+    """`follow_key_records` over a log's `/keys/records` (a 404: `keys` alone)."""
     if not (is_url(keys_url) and keys_url.rstrip("/").endswith("/keys")):
         return trust.TrustChain(keys)
     url = keys_url.rstrip("/") + "/records"
@@ -166,8 +162,7 @@ def load_tsa_cas(paths: Sequence[str]) -> list[Certificate]:
 
 
 def load_policy(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> Policy:
-    """`--policy`: a C2SP tlog-policy file or URL, read to at most the largest policy accepted;
-    unreadable or malformed is an InputError, as a bad `--keys` is (trust, not evidence)."""
+    """`--policy` (file or URL): unreadable or malformed is an InputError, as a bad `--keys` is."""
     from capability_anchor.errors import MalformedPolicy
     from capability_anchor.note import parse_policy
     from capability_anchor.note.policy import MAX_POLICY_SIZE
@@ -181,8 +176,7 @@ def load_policy(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> Policy:
 
 @dataclass(frozen=True)
 class CommandLineSources:
-    """The head from `--head`, else `--roots`, else the anchor's url; stamps and the tlog-proof
-    likewise; the history proof URL is asked only when the head came from the anchor's url."""
+    """The head, stamps and tlog-proof from the options, else `--roots`, else the anchor's url."""
 
     given_head: str | None = None
     roots: Path | None = None

@@ -144,8 +144,7 @@ def _once(monitor: Monitor, strict: bool) -> int:
 
 
 def _watch(monitor: Monitor, every: float, strict: bool) -> int:
-    """Forever: a run every `every` seconds; after I/O errors the pause doubles, up to
-    max(every, 300 s), and is back to `every` after the next run that reads the log."""
+    """A run every `every` seconds; after I/O errors the pause doubles, up to max(every, 300 s)."""
     errors = 0
     while True:
         try:

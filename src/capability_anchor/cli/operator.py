@@ -37,8 +37,7 @@ EXIT_CODES = epilog(ALL)
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
-    """Each option's default appended to its help unless the help already says it (or there
-    is none: None, an empty list, an unset flag); the exit-code epilog kept as written."""
+    """Each option's default appended to its help unless said already; the epilog as written."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
@@ -346,8 +345,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _check_store(args: argparse.Namespace) -> None:
-    """`--store` (or $CAPABILITY_ANCHOR_STORE) against the data dir, before the command
-    runs: `args.store` becomes the URL init binds the data dir to, else None."""
+    """Check `--store` (or the env) against the data dir; `args.store`: the URL, else None."""
     if "store" not in vars(args):
         return
     url = args.store if args.store is not None else STORE.get()

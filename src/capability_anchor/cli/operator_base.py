@@ -43,8 +43,7 @@ def published_of(args: argparse.Namespace) -> str | None:
 
 
 def refuse_if_behind(log: Any, args: argparse.Namespace) -> None:
-    """Before a command signs or submits: refuse when this data dir is behind what was published
-    (BehindPublished, exit 1) or a restored copy nothing was compared with (NotCompared, exit 2)."""
+    """Refuse to sign when the data dir is behind what was published, or an uncompared copy."""
     from capability_anchor.log.published import learn
 
     state = learn(log, published_of(args), before_signing=True)

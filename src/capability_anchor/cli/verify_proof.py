@@ -148,8 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _kid_notices(keys: KeySet, where: str) -> None:
-    """Capability Resolution §8: a kid SHOULD be the key's RFC 7638 thumbprint. A key set
-    that names a key otherwise is trusted as given; the auditor is told which kids."""
+    """CR §8: a kid SHOULD be the key's thumbprint; tell the auditor which kids are not."""
     for key in keys.non_thumbprint_keys:
         print(
             f"{PROG}: notice: {where}: trusted key kid {key.kid!r} is not its RFC 7638 "

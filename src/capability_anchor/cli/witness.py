@@ -128,8 +128,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    """What a log's operator puts in a policy's `witness` line: the name, the vkey and the prefix
-    `serve` answers under (behind a proxy, the proxy's URL instead)."""
+    """The name, vkey and `add-checkpoint` prefix a log's policy `witness` line needs."""
     from capability_anchor.witness.server.service import Witness
 
     from .serve import _url_host
@@ -146,8 +145,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
-    """The checked --vkey values (each in its canonical form), after a checked --origin;
-    at most MAX_LOG_KEYS (every cosign request of the log parses each of them)."""
+    """The checked, canonical --vkey values for --origin, at most MAX_LOG_KEYS."""
     from capability_anchor.note import note_verifier
 
     if len(args.vkey) > MAX_LOG_KEYS:
