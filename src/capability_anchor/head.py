@@ -80,8 +80,7 @@ def claims_digest(claims: dict[str, Any]) -> str:
 
 
 def sealed_iat(day: str) -> int:
-    """A sealed head is dated the instant its day ended, so sealing is deterministic: the same
-    entries and key give the same bytes whenever (and however often) the day is sealed."""
+    """A sealed head is dated when its day ended, so sealing twice gives the same bytes."""
     end = dt.datetime.combine(parse_day(day), dt.time(), dt.UTC) + dt.timedelta(days=1)
     return int(end.timestamp())
 
@@ -89,8 +88,7 @@ def sealed_iat(day: str) -> int:
 def exact_claims(
     claims: Mapping[str, Any], names: Sequence[str], *, missing: str, version: str
 ) -> None:
-    """Exactly the claims `names`, and this version's `v`: the first check of every document the log
-    signs; `missing` and `version` begin each caller's messages."""
+    """Exactly the claims `names` and this version's `v`, in each caller's words."""
     absent = [name for name in names if name not in claims]
     extra = sorted(set(claims) - set(names))
     if absent or extra:
@@ -143,8 +141,7 @@ def verify_head(token: str, keys: KeySet) -> Head:
 
 @dataclass(frozen=True, slots=True)
 class CheckedDocument:
-    """A head document whose JWS verified. `head` holds the signed claims, the only ones to
-    act on; `document` the plain claims written beside the JWS, which may differ."""
+    """A verified head document: `head`'s signed claims (act on these), `document`'s plain ones."""
 
     document: Head
     head: Head
@@ -155,8 +152,7 @@ class CheckedDocument:
 
 
 def verify_document(data: bytes, keys: KeySet) -> CheckedDocument:
-    """The one check of a head document: parse it, verify its JWS with `keys`, compare its plain
-    claims with the signed ones; a mismatch is a result (`claims_match`) each caller words."""
+    """Parse a head document, verify its JWS with `keys`, compare its plain and signed claims."""
     parsed = parse_document(data)
     return CheckedDocument(parsed, verify_head(parsed.jws, keys))
 

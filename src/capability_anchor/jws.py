@@ -79,8 +79,7 @@ _KNOWN_TYPS = {HEAD_TYP: "a head", RECORD_TYP: "a record token"}
 
 @dataclass(frozen=True)
 class VerifiedJWS:
-    """A token that passed every check; `signing_input` is `header.payload` as received, which the
-    signature (and a stamp over a head) covers."""
+    """A token that passed every check; `signing_input` is `header.payload` as received."""
 
     header: dict[str, str]
     payload: bytes
@@ -201,14 +200,12 @@ def _parse_header(header_bytes: bytes) -> dict[str, str]:
 
 
 def unverified_header(token: str) -> dict[str, str]:
-    """The header of a well-formed compact JWS, NOT verified: only to tell which kind of
-    statement a token claims to be (and by which kid) before verifying it as that kind."""
+    """The header of a well-formed compact JWS, NOT verified: which kind of token it claims."""
     return _parse_header(_decode_segments(_check_format(token))[0])
 
 
 def verify(token: str, keys: KeySet, typ: str) -> VerifiedJWS:
-    """Verify a compact JWS against the trusted `keys`, expecting header `typ`; a JWSError subclass
-    names the first rule that failed."""
+    """Verify a compact JWS with `keys`, header `typ`; a JWSError names the first rule failed."""
     segments = _check_format(token)
     header_bytes, payload, signature = _decode_segments(segments)
     header = _parse_header(header_bytes)
@@ -262,8 +259,7 @@ def _int_claim(claims: Mapping[str, Any], name: str) -> int:
 
 
 def check_record_lifetime(claims: Mapping[str, Any], at: int) -> None:
-    """Capability Resolution §8's expiry rules at `at` (epoch seconds), in order: lifetime
-    (TokenLifetimeError), `exp` (TokenExpired), `iat` (TokenNotYetValid)."""
+    """Capability Resolution §8's expiry rules at `at` (epoch seconds), in order."""
     if not is_int(at):
         raise UsageError(f"at must be integer epoch seconds, got {type(at).__name__}")
     iat = _int_claim(claims, "iat")
@@ -299,8 +295,7 @@ def check_record_claims(claims: Mapping[str, Any], *, iss: str) -> None:
 
 
 def verify_record_token(token: str, keys: KeySet, *, iss: str, at: int) -> dict[str, Any]:
-    """Verify a record token (`verify`, typ RECORD_TYP), its required claims, its issuer and the
-    expiry rules at `at`; return its claims."""
+    """Verify a record token, its required claims, issuer and expiry at `at`; its claims."""
     claims = verify_claims(token, keys, RECORD_TYP)
     check_record_claims(claims, iss=iss)
     check_record_lifetime(claims, at)

@@ -99,8 +99,7 @@ def _check_number(value: int | float, where: Any) -> None:
 
 
 def validate_record(record: object) -> dict[str, Any]:
-    """Check the whole record against SPEC §2 and return it; `InvalidRecord` names the first
-    problem, at its JSON Pointer."""
+    """Check the record against SPEC §2; `InvalidRecord` names the first problem and where."""
     _walk(record)
     return record  # type: ignore[return-value]  # _walk proved it is a dict
 
@@ -245,8 +244,7 @@ def _object(
     size: int,
     limit: int,
 ) -> tuple[int, bool]:
-    """Check an object's member names and stack its values; returns the size so far and
-    whether every name is ASCII."""
+    """Check an object's names and stack its values; the size so far, and whether all are ASCII."""
     if depth > MAX_DEPTH:
         _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
     top = where is None
@@ -287,8 +285,7 @@ def _array(
     size: int,
     limit: int,
 ) -> int:
-    """Check an array's depth and stack its items (or size a run of valid scalars at once);
-    returns the size so far."""
+    """Check an array's depth and stack its items (or size a run of scalars); the size so far."""
     if depth > MAX_DEPTH:
         _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
     if counted:
@@ -345,8 +342,7 @@ def walked_leaf_bytes(record: object) -> bytes:
 
 
 def plain_leaf_bytes(record: object, encode: Encoder | None = None) -> bytes | None:
-    """`leaf_bytes` of the common record, one the walk would accept and call plain, at C speed
-    (`strictjson.plain_canonical`, with `encode` if given); None for any other record."""
+    """`leaf_bytes` of a plain record at C speed (`strictjson.plain_canonical`), else None."""
     limits = {"max_depth": MAX_DEPTH, "max_bytes": MAX_LEAF_BYTES}
     return strictjson.plain_canonical(record, omit=RESERVED_MEMBERS, encode=encode, **limits)
 

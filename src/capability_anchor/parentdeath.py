@@ -30,8 +30,7 @@ def die_with_parent(sig: int = signal.SIGKILL) -> bool:
 
 
 def watch_parent() -> bool:
-    """If this is a multiprocessing child: leave (`os._exit`) as soon as its parent is gone.
-    Whether a watch was started (False: no multiprocessing parent to watch)."""
+    """A multiprocessing child leaves (`os._exit`) once its parent is gone; whether it watches."""
     parent = multiprocessing.parent_process()
     sentinel = getattr(parent, "sentinel", None)
     if parent is None or sentinel is None:

@@ -18,8 +18,7 @@ def silent(done: int, total: int | None, what: str) -> None:
 
 
 def labelled(progress: Progress, label: str) -> Progress:
-    """`progress` with every report named `label`: one stage of a longer task, reporting
-    the work of a step that names its reports for itself (`export`)."""
+    """`progress` with every report named `label` (one stage of a longer task)."""
 
     def report(done: int, total: int | None, what: str) -> None:
         progress(done, total, label)

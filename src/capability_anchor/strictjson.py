@@ -101,8 +101,7 @@ def _numbers_need_hooks(text: str) -> bool:
 
 
 def loads(data: str | bytes | bytearray, *, allow_lone_surrogates: bool = False) -> Any:
-    """Parse strict JSON; `MalformedJSON` says what is wrong and where. The (slow) number hooks run
-    only when some number could overflow a double."""
+    """Parse strict JSON; `MalformedJSON` says what is wrong and where."""
     text = decode_text(data)
     return _strict_loads(text, allow_lone_surrogates, number_hooks=_numbers_need_hooks(text))
 
@@ -135,8 +134,7 @@ def load_object(
     invalid: str = "{what} is not valid JSON: {detail}",
     not_object: str = "{what} is not a JSON object",
 ) -> dict[str, Any]:
-    """Parse strict JSON that must be an object; anything else raises `error(message)`, worded by
-    the caller's templates over `what`, `detail` and `type`."""
+    """Parse strict JSON that must be an object; else `error`, worded by the caller's templates."""
     try:
         value = loads(data)
     except MalformedJSON as exc:
@@ -169,8 +167,7 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 
 def is_plain(value: Any) -> bool:
-    """True when sorted `json.dumps` spells `value` as RFC 8785 does: ASCII member names, strings
-    without lone surrogates, integers within 2^53-1, no float."""
+    """True when sorted `json.dumps` spells `value` as RFC 8785 does (no float, ASCII names)."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -230,8 +227,7 @@ _STR: Final = frozenset({str})
 
 
 def _plain_shape(value: Any, depth: int, max_depth: int, budget: int) -> int:
-    """`budget` less the values in the container `value` (at `depth`) and below it, when all
-    are plain but for lone surrogates and no container is deeper than `max_depth`; else -1."""
+    """`budget` less the values in `value` and below, when all plain and not too deep; else -1."""
     if depth > max_depth:
         return -1
     if type(value) is dict:
@@ -268,8 +264,7 @@ def _encodes(text: str) -> bool:
 
 
 def json_type_name(value: object) -> str:
-    """The JSON name of a value's type, for messages ("array", not "list"); a value no JSON
-    parse gives (a tuple handed to the library) by its Python type's name."""
+    """The JSON name of a value's type, for messages ("array", not "list")."""
     names: dict[type, str] = {
         dict: "object",
         list: "array",
@@ -283,6 +278,5 @@ def json_type_name(value: object) -> str:
 
 
 def is_int(value: object) -> TypeGuard[int]:
-    """An integer and not a bool. bool is an int subclass in Python, but JSON's `true` is not
-    the number 1: a size, index or time that arrives as a bool is refused, not counted."""
+    """An integer and not a bool: JSON's `true` is not the number 1."""
     return isinstance(value, int) and not isinstance(value, bool)
