@@ -5,7 +5,6 @@ trusted key, its root the rebuilt one; with a policy, a quorum), and each head's
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,13 @@ from pathlib import Path
 from capability_anchor import head as heads
 from capability_anchor.encoding import b64url_decode
 from capability_anchor.errors import CapabilityAnchorError
-from capability_anchor.merkle import TILE_HEIGHT, TILE_WIDTH, TiledTree, verify_inclusion
+from capability_anchor.merkle import (
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    TiledTree,
+    hash_leaf,
+    verify_inclusion,
+)
 from capability_anchor.merkle.tilepath import (
     TileRequest,
     entry_bundle,
@@ -88,7 +93,7 @@ def audit_folder_history(
             report.problems.append(f"{history} is missing (export writes it, SPEC §12.4)")
         return
     leaves = [b64url_decode(h.jws.split(".")[1]) for h in found]
-    tree = TiledTree(hashlib.sha256(b"\x00" + leaf).digest() for leaf in leaves)
+    tree = TiledTree(hash_leaf(leaf) for leaf in leaves)
     origin = _origin(report, history, keys, policy)
     if origin is None:
         return
@@ -159,9 +164,7 @@ def _audit_tiles(report: AuditReport, h: _History) -> None:
             report.problems.append(f"{base / request.path.removeprefix('tile/')} is missing")
 
 
-def _opened(
-    report: AuditReport, h: _History, where: Path, data: bytes
-) -> tuple[Checkpoint, bytes] | None:
+def _opened(report: AuditReport, h: _History, where: Path, data: bytes) -> Checkpoint | None:
     """The checkpoint note in `data` if the log signed it over the folder's tree; else a problem."""
     try:
         opened = open_checkpoint(data, list(h.verifiers), origin=h.origin)
@@ -184,7 +187,7 @@ def _opened(
             f"{checkpoint.size}"
         )
         return None
-    return checkpoint, data
+    return checkpoint
 
 
 def _audit_served_checkpoint(
@@ -223,13 +226,13 @@ def _audit_tlog_proof(report: AuditReport, h: _History, head: FolderHead, index:
             f"{path}: index {proof.index}, but {head.path.name} is history leaf {index}"
         )
         return
-    opened = _opened(report, h, path, proof.note)
-    if opened is None:
+    checkpoint = _opened(report, h, path, proof.note)
+    if checkpoint is None:
         return
-    checkpoint, _ = opened
-    leaf_hash = hashlib.sha256(b"\x00" + h.leaves[index]).digest()
     try:
-        verify_inclusion(leaf_hash, index, checkpoint.size, list(proof.path), checkpoint.root)
+        verify_inclusion(
+            hash_leaf(h.leaves[index]), index, checkpoint.size, list(proof.path), checkpoint.root
+        )
     except CapabilityAnchorError as exc:
         report.problems.append(f"{path}: the inclusion path does not verify: {exc}")
         return

@@ -103,10 +103,6 @@ def add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
         )
 
 
-# The old private names, for code written against them on other branches.
-_data_dir, _add_data, _add_tsa = data_dir, add_data, add_tsa
-
-
 def _version() -> str:
     from capability_anchor import __version__
 
@@ -328,20 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     with quiet_broken_pipe():
-        return _main(argv)
-
-
-def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
-    try:
-        _check_store(args)
-        return int(COMMANDS[args.command](args))
-    except (CapabilityAnchorError, OSError) as exc:  # the edge: a message and an exit code
-        return fail(PROG, exc)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        try:
+            _check_store(args)
+            return int(COMMANDS[args.command](args))
+        except (CapabilityAnchorError, OSError) as exc:  # the edge: a message and an exit code
+            return fail(PROG, exc)
 
 
 def _check_store(args: argparse.Namespace) -> None:

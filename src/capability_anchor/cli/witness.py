@@ -161,18 +161,6 @@ def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
     return tuple(v.vkey() for v in verifiers)
 
 
-def _named_for(origin: str, vkeys: tuple[str, ...]) -> None:
-    """A log signs its checkpoints under its origin: a key named otherwise verifies none,
-    and the witness would refuse every checkpoint of the log from then on."""
-    for vkey in vkeys:
-        name = vkey.split("+", 1)[0]
-        if name != origin:
-            raise UsageError(
-                f"update-log: the vkey {vkey} is named {name}, not the log's origin "
-                f"{origin}: it would verify none of its checkpoints"
-            )
-
-
 def _add_log(args: argparse.Namespace) -> int:
     from capability_anchor.store import open as stores
 
@@ -200,7 +188,14 @@ def _update_log(args: argparse.Namespace) -> int:
     store = stores.open_witness(witness_data(args.data))
     try:
         if store.log(args.origin) is not None:  # else the store names `add-log`
-            _named_for(args.origin, vkeys)
+            # A log signs under its origin: a key named otherwise would verify none of its
+            # checkpoints, and the witness would refuse every one of them.
+            for vkey in vkeys:
+                if (name := vkey.split("+", 1)[0]) != args.origin:
+                    raise UsageError(
+                        f"update-log: the vkey {vkey} is named {name}, not the log's origin "
+                        f"{args.origin}: it would verify none of its checkpoints"
+                    )
         old = store.update_log(args.origin, vkeys, int(time.time()))
     finally:
         store.close()
