@@ -152,7 +152,9 @@ def _audit_log(
     for what, n in found.checked.items():
         report.count(what, n)
     _check_head_kids(report, store.all_heads())
-    _check_accepted_at(report, store)
+    # An entry's day is the UTC day it was accepted (order within a day is not checked).
+    for day, index, at in store.entries_accepted_off_day():
+        report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
     _check_stamp_rows(report, store, log.config)
     cas = tsa_ca  # as audit_store: --tsa-ca, else the CAs stored by init
     if cas is None:
@@ -202,30 +204,19 @@ def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
 # --- 7: the columns no signature covers ------------------------------------------------------
 
 
-def _jws_kid(row: HeadRow) -> str | None:
-    try:
-        header = json.loads(b64url_decode(heads.parse_document(row.doc).jws.split(".")[0]))
-    except (CapabilityAnchorError, ValueError):
-        return None  # an unreadable head is reported by the head checks
-    kid = header.get("kid") if isinstance(header, dict) else None
-    return kid if isinstance(kid, str) else None
-
-
 def _check_head_kids(report: AuditReport, rows: Sequence[HeadRow]) -> None:
     for row in rows:
-        kid = _jws_kid(row)
-        if kid is not None and kid != row.kid:
+        try:
+            header = json.loads(b64url_decode(heads.parse_document(row.doc).jws.split(".")[0]))
+        except (CapabilityAnchorError, ValueError):
+            continue  # an unreadable head is reported by the head checks
+        kid = header.get("kid") if isinstance(header, dict) else None
+        if isinstance(kid, str) and kid != row.kid:
             state = "sealed" if row.sealed else "unsealed"
             report.problems.append(
                 f"head {row.day} size {row.tree_size} {state}: the kid column says {row.kid!r}, "
                 f"its JWS header {kid!r}"
             )
-
-
-def _check_accepted_at(report: AuditReport, store: Store) -> None:
-    """An entry's day is the UTC day it was accepted (order within a day is not checked)."""
-    for day, index, at in store.entries_accepted_off_day():
-        report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
 
 
 def _check_stamp_rows(report: AuditReport, store: Store, config: Mapping[str, Any]) -> None:
