@@ -232,15 +232,12 @@ def verify(token: str, keys: KeySet, typ: str) -> VerifiedJWS:
     )
 
 
-def _parse_claims(payload: bytes) -> dict[str, Any]:
+def verify_claims(token: str, keys: KeySet, typ: str) -> dict[str, Any]:
+    """`verify`, then parse the payload as a strict JSON object (ClaimsError otherwise)."""
+    payload = verify(token, keys, typ).payload
     return strictjson.load_object(
         payload, "the payload", error=ClaimsError, not_object=_NOT_AN_OBJECT
     )
-
-
-def verify_claims(token: str, keys: KeySet, typ: str) -> dict[str, Any]:
-    """`verify`, then parse the payload as a strict JSON object (ClaimsError otherwise)."""
-    return _parse_claims(verify(token, keys, typ).payload)
 
 
 # --- record tokens (Capability Resolution §8) -----------------------------------------------

@@ -17,7 +17,7 @@ from capability_anchor import head as heads
 from capability_anchor import jws, leaf, merkle
 from capability_anchor.encoding import hash_from_hex
 from capability_anchor.errors import InvalidRecord, UsageError
-from capability_anchor.keys import KeySet, SigningKey, create_key_file, load_key_file
+from capability_anchor.keys import KeySet, create_key_file, load_key_file
 
 DEFAULT_ISS = "https://resolver.example"
 RECORD_LIFETIME = 24 * 3600
@@ -49,13 +49,6 @@ def sample_records(iss: str, now: dt.datetime) -> list[dict[str, Any]]:
     ]
 
 
-def _load_or_create_key(path: Path) -> SigningKey:
-    if path.exists():
-        return load_key_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return create_key_file(path)
-
-
 def demo_folder(data: str | None) -> Path:
     """`DIR/demo` with `--data DIR`, else a new temporary folder (never a real log's)."""
     if data is not None:
@@ -65,7 +58,12 @@ def demo_folder(data: str | None) -> Path:
 
 def run_demo(out: Path, iss: str, records_file: Path | None) -> int:
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    key = _load_or_create_key(out / "signing-key.jwk")
+    key_file = out / "signing-key.jwk"
+    if key_file.exists():
+        key = load_key_file(key_file)
+    else:
+        key_file.parent.mkdir(parents=True, exist_ok=True)
+        key = create_key_file(key_file)
     keys = KeySet.of(key.public)
 
     # 1. Leaves: validated, canonical, hashed.

@@ -182,13 +182,6 @@ def _ed25519_key(public_key: bytes, what: str) -> PublicKey:
     return PublicKey.from_raw(public_key)
 
 
-def _verify_ed25519(key: PublicKey, message: bytes, signature: bytes, who: str) -> None:
-    try:
-        key.verify(message, signature)
-    except SignatureMismatch as exc:
-        raise NoteSignatureError(f"the signature by {who} does not verify: {exc}") from None
-
-
 @dataclass(frozen=True)
 class NoteVerifier:
     """An Ed25519 note key (type 0x01): the signature is Ed25519 over the note text."""
@@ -208,8 +201,11 @@ class NoteVerifier:
         return format_vkey(self.name, TYPE_ED25519, self.public_key)
 
     def verify(self, text: bytes, signature: bytes) -> None:
-        key = _ed25519_key(self.public_key, self.name)
-        _verify_ed25519(key, text, signature, f"{self.name}+{self.key_id.hex()}")
+        try:
+            _ed25519_key(self.public_key, self.name).verify(text, signature)
+        except SignatureMismatch as exc:
+            who = f"{self.name}+{self.key_id.hex()}"
+            raise NoteSignatureError(f"the signature by {who} does not verify: {exc}") from None
 
 
 @dataclass(frozen=True)
