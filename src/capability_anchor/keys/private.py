@@ -1,5 +1,5 @@
-"""The Ed25519 private key and its file: `SigningKey`, `create_key_file`, `load_key_file`
-(see the package docstring for the rules the file keeps)."""
+"""The Ed25519 private key and its file (`SigningKey`, `create_key_file`, `load_key_file`):
+created 0600 by `os.open` itself, never overwritten, refused when others may read it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Ed25519 public keys: RFC 7638 key IDs, `PublicKey` and the trusted `KeySet` (see the
-package docstring for the rules they keep)."""
+"""Ed25519 public keys: RFC 7638 key IDs, `PublicKey` and the trusted `KeySet`, each validated
+when built, so holding one means it is well-formed."""
 
 from __future__ import annotations
 
