@@ -1,8 +1,5 @@
-"""Strict encodings shared by every layer: base64url, hex hashes, UTC days.
-
-Strict means one accepted spelling per value: unpadded, canonical base64url (the unused
-low bits of the last character must be zero); lowercase 64-character hex; `YYYY-MM-DD` that
-is a real date. Anything else raises, so two different strings never mean the same bytes.
+"""Strict encodings shared by every layer: unpadded canonical base64url, lowercase 64-hex hashes,
+real `YYYY-MM-DD` days. One accepted spelling per value, so two strings never mean the same bytes.
 """
 
 from __future__ import annotations

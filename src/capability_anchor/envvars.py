@@ -1,13 +1,6 @@
-"""Every environment variable the package reads: one list, each with its default and meaning.
-
-Code reads a variable only through its `EnvVar` here (`DATA.get()`), never `os.environ`
-directly, and the "Environment variables" tables of docs/reference/environment.md and the
-operations guide are generated from `VARIABLES` (`python3 tools/env_table.py` rewrites
-them; tests/unit/test_envvars.py keeps them equal and finds any name used elsewhere in the
-sources but missing here). The proxy variables are read by the HTTP clients (httpx; urllib
-for the monitor), not by this code, and are listed so the table is the whole story. This
-module imports nothing of the package: every layer may use it.
-"""
+"""Every environment variable the package reads, with its default and meaning: code reads one only
+through its `EnvVar` (`DATA.get()`), and docs/reference/environment.md is generated from `VARIABLES`
+(tools/env_table.py; tests/unit/test_envvars.py). Imports nothing of the package."""
 
 from __future__ import annotations
 

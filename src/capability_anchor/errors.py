@@ -1,23 +1,7 @@
-"""One exception tree for the whole project.
-
-Every error the project raises is a `CapabilityAnchorError`; third-party exceptions are
-converted where they occur. Messages are written for a human: they say what was checked and
-what was found. The edges map errors by the class's own attributes, never by message and
-never by an `isinstance` ladder of their own:
-
-- `code`: a stable name of the kind of error;
-- `http_error`: the SPEC §6 `error` member the HTTP service answers with; its status is
-  the HTTP edge's (`api.errors.HTTP_STATUS`, the one table);
-- `exit_code`: what a command exits with (SPEC §10: 1 a failed check or refused operation,
-  2 usage or I/O);
-- `retryable`: whether the same work may succeed later without an operator. Background work
-  (checkpoints, seals, stamps) retries a retryable error at its next tick; any other error
-  is fatal to it: one error line naming `action`, the operator's next step, and the loop
-  stops (the service keeps answering reads).
-
-`tests/unit/test_errors_table.py` checks every class against a list of its own, so a new class
-is placed deliberately, never by inheriting a mapping by accident.
-"""
+"""One exception tree: each error class carries its stable `code`, its SPEC §6 `http_error`,
+its `exit_code` (SPEC §10), whether it is `retryable` and the operator's `action`. The edges
+map errors by these attributes, never by message; third-party exceptions are converted where
+they occur, and `tests/unit/test_errors_table.py` places every class deliberately."""
 
 from __future__ import annotations
 

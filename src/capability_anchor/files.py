@@ -21,14 +21,9 @@ def fsync_dir(path: Path) -> None:
 
 
 def write_secret_file(path: str | os.PathLike[str], data: bytes) -> None:
-    """Create `path` holding `data`, readable by the owner only, durably.
-
-    `O_CREAT | O_EXCL` makes creation atomic and refuses any existing path (a symlink
-    included, even a dangling one), so nothing is ever overwritten; the mode is 0600 from the
-    moment the file exists (never chmod a file that already held the secret). If writing
-    fails, the partial file is removed so a retry is possible. Raises FileExistsError or
-    OSError; callers say what the file was.
-    """
+    """Create `path` holding `data`, mode 0600 from the start, durably. `O_EXCL` refuses any
+    existing path (a symlink too); a failed write removes the partial file. Raises FileExistsError
+    or OSError."""
     flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o600)
     try:
@@ -46,17 +41,9 @@ _modes_log = logging.getLogger("capability_anchor.files")
 
 
 def tighten_modes(data_dir: Path, store_files: Iterable[str]) -> list[tuple[Path, int, int]]:
-    """Take every group and other permission bit off the data dir and the store's files in
-    it (`store_files`, from `store.open.own_files`), and return (path, old mode, new mode)
-    of each one changed, each also logged as a warning.
-
-    Logs made before 0.2 left the data dir 0755 and the database 0644 (the umask's
-    defaults); nothing needs group or other access to them (readers use HTTP or an export),
-    and refusing would stop every such log at its next start, so they are tightened rather
-    than refused. The key and token files are never changed: a secret that was readable by
-    others is refused, so the operator decides whether it leaked. A path that cannot be
-    changed (not the owner, a read-only copy) is left as it is, with a warning.
-    """
+    """Take group and other bits off the data dir and `store_files`; return (path, old, new) for
+    each changed, logged as a warning. Old logs are tightened, not refused; key and token files are
+    never changed; a path that cannot be changed is left, with a warning."""
     changed: list[tuple[Path, int, int]] = []
     paths = [data_dir] + [data_dir / name for name in store_files]
     for path in paths:

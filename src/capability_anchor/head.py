@@ -80,8 +80,7 @@ def claims_digest(claims: dict[str, Any]) -> str:
 
 
 def sealed_iat(day: str) -> int:
-    """A sealed head is dated the instant its day ended, so sealing is deterministic: the same
-    entries and key give the same bytes whenever (and however often) the day is sealed."""
+    """A sealed head is dated when its day ended, so sealing twice gives the same bytes."""
     end = dt.datetime.combine(parse_day(day), dt.time(), dt.UTC) + dt.timedelta(days=1)
     return int(end.timestamp())
 
@@ -89,9 +88,7 @@ def sealed_iat(day: str) -> int:
 def exact_claims(
     claims: Mapping[str, Any], names: Sequence[str], *, missing: str, version: str
 ) -> None:
-    """Exactly the claims `names`, and `v` this version's: what every document the log signs
-    (heads, key records, statements) is first checked for. `missing` and `version` begin the
-    two messages ("head claims: missing", "head v"), so each keeps its own words."""
+    """Exactly the claims `names` and this version's `v`, in each caller's words."""
     absent = [name for name in names if name not in claims]
     extra = sorted(set(claims) - set(names))
     if absent or extra:
@@ -144,8 +141,7 @@ def verify_head(token: str, keys: KeySet) -> Head:
 
 @dataclass(frozen=True, slots=True)
 class CheckedDocument:
-    """A head document whose JWS verified. `head` holds the signed claims, the only ones to
-    act on; `document` the plain claims written beside the JWS, which may differ."""
+    """A verified head document: `head`'s signed claims (act on these), `document`'s plain ones."""
 
     document: Head
     head: Head
@@ -156,10 +152,7 @@ class CheckedDocument:
 
 
 def verify_document(data: bytes, keys: KeySet) -> CheckedDocument:
-    """The one way to check a head document (verify-proof, the audit, the log's start-up
-    self-check): parse it, verify its JWS with `keys`, and compare its plain claims with the
-    signed ones. A mismatch is a result (`claims_match`), not an error: each caller words
-    it, and the audit goes on to report more about the same head."""
+    """Parse a head document, verify its JWS with `keys`, compare its plain and signed claims."""
     parsed = parse_document(data)
     return CheckedDocument(parsed, verify_head(parsed.jws, keys))
 

@@ -1,42 +1,9 @@
 """Compact JWS (RFC 7515) with EdDSA over Ed25519 (RFC 8037), for heads and record tokens.
 
-Signing makes exactly one header: the RFC 8785 (JCS) bytes of
-`{"alg":"EdDSA","kid":<RFC 7638 thumbprint>,"typ":<typ>}`. Ed25519 is deterministic, so
-the same payload, key and typ always give the same token.
-
-Verification (`verify`) checks, in this order, each failure with its own error class:
-
-1. the token is a `str` of ASCII characters only ................... JWSFormatError
-2. no whitespace or control characters; exactly three segments,
-   none empty (so trailing newlines, spaces and extra segments fail) JWSFormatError
-3. each segment is canonical unpadded base64url ..................... JWSEncodingError
-4. the header is a strict UTF-8 JSON object (no duplicate members) .. JWSEncodingError
-5. header members are exactly `alg`, `kid`, `typ`, each a string;
-   any other member (`crit`, `jku`, `x5u`, `b64`, `jwk`...) fails .... JWSHeaderError
-6. `alg` is `EdDSA` (`none`, `HS256`, `ES256`, `Ed25519` fail) ...... JWSAlgorithmError
-7. `typ` is the expected one (a record token is not a head) ......... JWSTypeError
-8. `kid` names a key in the caller's trusted KeySet ................. UnknownKeyError
-9. the signature is 64 bytes and verifies over the signing input .... SignatureMismatch
-
-Choices:
-- The header bytes are NOT required to be JCS-canonical on verification. We sign JCS, but
-  resolvers using other JOSE libraries order header members (or space them) differently,
-  and the signature covers the header bytes as sent, so an odd spelling cannot change
-  what was signed. Exact members and strict JSON (no duplicates) are still required,
-  which is what keeps the header's meaning unambiguous.
-- Checks are ordered cheap-and-structural first, cryptography last, so a garbled token
-  never reaches libsodium and every error says the first rule that failed. One
-  consequence: `alg: none` with an empty signature fails at rule 2 (empty segment), and
-  with a non-empty signature at rule 6.
-- Only keys from the caller's KeySet are used. `jwk`, `jku`, `x5u` and `x5c` members,
-  which would let a token name its own key, are rejected at rule 5.
-- Payload JSON (`verify_claims`) is parsed strictly too: UTF-8 only, no duplicate member
-  names, no NaN/Infinity or overflowing numbers, no lone surrogates (ClaimsError).
-
-Record tokens (Capability Resolution 0.2 §8) add required claims, the issuer, and the
-three expiry rules; `check_record_lifetime` exposes the expiry rules alone so
-`verify-proof` can report `record_lifetime` apart from `record_signature`.
-"""
+Signing makes one header, the JCS bytes of `{"alg","kid","typ"}`. `verify` checks nine rules in a
+fixed order, cheap and structural first, each with its own error class (the list and its choices:
+docs/explanation/architecture.md, "The verifying path"); keys come only from the caller's KeySet.
+Record tokens add the Capability Resolution §8 claims and expiry rules."""
 
 from __future__ import annotations
 
@@ -112,11 +79,7 @@ _KNOWN_TYPS = {HEAD_TYP: "a head", RECORD_TYP: "a record token"}
 
 @dataclass(frozen=True)
 class VerifiedJWS:
-    """What a verified token says. Only exists for a token that passed every check.
-
-    `signing_input` is the ASCII bytes `header.payload` as received, which the signature
-    covers (RFC 3161 stamps, for example, are over the whole head JWS, not the claims).
-    """
+    """A token that passed every check; `signing_input` is `header.payload` as received."""
 
     header: dict[str, str]
     payload: bytes
@@ -125,10 +88,6 @@ class VerifiedJWS:
 
 
 # --- signing -------------------------------------------------------------------------------
-
-
-def _header_bytes(kid: str, typ: str) -> bytes:
-    return canonical({"alg": ALG, "kid": kid, "typ": typ})
 
 
 def sign(payload: bytes, key: SigningKey, typ: str) -> str:
@@ -141,7 +100,11 @@ def sign(payload: bytes, key: SigningKey, typ: str) -> str:
         raise UsageError("payload must not be empty")
     if not isinstance(typ, str) or not typ:
         raise UsageError("typ must be a non-empty string")
-    signing_input = b64url_encode(_header_bytes(key.kid, typ)) + "." + b64url_encode(payload)
+    signing_input = (
+        b64url_encode(canonical({"alg": ALG, "kid": key.kid, "typ": typ}))
+        + "."
+        + b64url_encode(payload)
+    )
     signature = key.sign(signing_input.encode("ascii"))
     return signing_input + "." + b64url_encode(signature)
 
@@ -237,17 +200,12 @@ def _parse_header(header_bytes: bytes) -> dict[str, str]:
 
 
 def unverified_header(token: str) -> dict[str, str]:
-    """The header of a well-formed compact JWS, NOT verified: only to tell which kind of
-    statement a token claims to be (and by which kid) before verifying it as that kind."""
+    """The header of a well-formed compact JWS, NOT verified: which kind of token it claims."""
     return _parse_header(_decode_segments(_check_format(token))[0])
 
 
 def verify(token: str, keys: KeySet, typ: str) -> VerifiedJWS:
-    """Verify a compact JWS against the trusted `keys`, expecting header `typ`.
-
-    Raises a JWSError subclass naming the first rule that failed (see the module
-    docstring for the order); never returns a bool.
-    """
+    """Verify a compact JWS with `keys`, header `typ`; a JWSError names the first rule failed."""
     segments = _check_format(token)
     header_bytes, payload, signature = _decode_segments(segments)
     header = _parse_header(header_bytes)
@@ -274,15 +232,12 @@ def verify(token: str, keys: KeySet, typ: str) -> VerifiedJWS:
     )
 
 
-def _parse_claims(payload: bytes) -> dict[str, Any]:
+def verify_claims(token: str, keys: KeySet, typ: str) -> dict[str, Any]:
+    """`verify`, then parse the payload as a strict JSON object (ClaimsError otherwise)."""
+    payload = verify(token, keys, typ).payload
     return strictjson.load_object(
         payload, "the payload", error=ClaimsError, not_object=_NOT_AN_OBJECT
     )
-
-
-def verify_claims(token: str, keys: KeySet, typ: str) -> dict[str, Any]:
-    """`verify`, then parse the payload as a strict JSON object (ClaimsError otherwise)."""
-    return _parse_claims(verify(token, keys, typ).payload)
 
 
 # --- record tokens (Capability Resolution §8) -----------------------------------------------
@@ -301,12 +256,7 @@ def _int_claim(claims: Mapping[str, Any], name: str) -> int:
 
 
 def check_record_lifetime(claims: Mapping[str, Any], at: int) -> None:
-    """Capability Resolution §8's three expiry rules at time `at` (epoch seconds).
-
-    In order: `exp - iat` > MAX_RECORD_LIFETIME, or `exp` before `iat`
-    (TokenLifetimeError); `exp < at - CLOCK_SKEW` (TokenExpired);
-    `iat > at + CLOCK_SKEW` (TokenNotYetValid). `iat`/`exp` must be integers (ClaimsError).
-    """
+    """Capability Resolution §8's expiry rules at `at` (epoch seconds), in order."""
     if not is_int(at):
         raise UsageError(f"at must be integer epoch seconds, got {type(at).__name__}")
     iat = _int_claim(claims, "iat")
@@ -342,12 +292,7 @@ def check_record_claims(claims: Mapping[str, Any], *, iss: str) -> None:
 
 
 def verify_record_token(token: str, keys: KeySet, *, iss: str, at: int) -> dict[str, Any]:
-    """Verify a Capability Resolution record token and return its claims.
-
-    Signature and header (`verify`, typ RECORD_TYP), strict claims JSON, required claims,
-    integer iat/exp, `iss` equal to the expected issuer, then the three expiry rules at
-    `at` (epoch seconds).
-    """
+    """Verify a record token, its required claims, issuer and expiry at `at`; its claims."""
     claims = verify_claims(token, keys, RECORD_TYP)
     check_record_claims(claims, iss=iss)
     check_record_lifetime(claims, at)

@@ -1,17 +1,8 @@
-"""Records, leaf claims and leaf bytes (SPEC §2).
+"""Records, leaf claims and leaf bytes (SPEC §2), pure: no I/O, no clock.
 
-A leaf hash must be reproducible by anyone, in any language, from the record alone. So the
-whole record is held to the I-JSON subset that every JSON implementation reads the same way
-(RFC 7493: no duplicate names, no lone surrogates, numbers that survive a trip through an
-IEEE 754 double), and the leaf is the RFC 8785 (JCS) canonical form of the record minus the
-members a resolver adds when it issues it. A record that a JavaScript verifier would read
-differently from us is refused here, before anything is hashed or stored, rather than
-producing a leaf that only Python can recompute.
-
-Everything here is pure: no I/O, no clock. `parse_json` / `parse_record` are the entry points
-for JSON text (CLI files, HTTP bodies); `validate_record` / `leaf_bytes` / `leaf_hash` take an
-already decoded value.
-"""
+The whole record is held to I-JSON (RFC 7493) and the leaf is the RFC 8785 (JCS) form of its claims,
+so anyone in any language recomputes a leaf hash from the record alone. `parse_json` /
+`parse_record` take JSON text; `validate_record` / `leaf_bytes` / `leaf_hash` a decoded value."""
 
 from __future__ import annotations
 
@@ -108,11 +99,7 @@ def _check_number(value: int | float, where: Any) -> None:
 
 
 def validate_record(record: object) -> dict[str, Any]:
-    """Check the whole record (reserved members included) against SPEC §2 and return it.
-
-    Raises `InvalidRecord` naming the first problem found (in document order) and where it
-    is, as a JSON Pointer.
-    """
+    """Check the record against SPEC §2; `InvalidRecord` names the first problem and where."""
     _walk(record)
     return record  # type: ignore[return-value]  # _walk proved it is a dict
 
@@ -187,13 +174,8 @@ def _not_an_object(record: object) -> NoReturn:
 
 
 def _walk(record: object, size_limit: int | None = None) -> bool:
-    """Validate; return True when the record is `strictjson.is_plain`, so its leaf bytes may
-    take the JCS fast path: no float anywhere and only ASCII member names (validation has
-    already bounded the integers and refused lone surrogates).
-
-    With `size_limit`, stop with "leaf bytes are more than ..." once a lower bound on the
-    leaf claims' JCS size (each character at least one byte, each scalar at least its
-    shortest spelling) exceeds it; reserved top-level members do not count."""
+    """Validate; True when the record is `strictjson.is_plain` (its leaf bytes may take the JCS fast
+    path). With `size_limit`, stop once a lower bound of the leaf claims' JCS size exceeds it."""
     plain = True
     size = 2
     limit = size_limit if size_limit is not None else -1
@@ -262,8 +244,7 @@ def _object(
     size: int,
     limit: int,
 ) -> tuple[int, bool]:
-    """Check an object's member names and stack its values; returns the size so far and
-    whether every name is ASCII."""
+    """Check an object's names and stack its values; the size so far, and whether all are ASCII."""
     if depth > MAX_DEPTH:
         _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
     top = where is None
@@ -304,8 +285,7 @@ def _array(
     size: int,
     limit: int,
 ) -> int:
-    """Check an array's depth and stack its items (or size a run of valid scalars at once);
-    returns the size so far."""
+    """Check an array's depth and stack its items (or size a run of scalars); the size so far."""
     if depth > MAX_DEPTH:
         _fail(_pointer(where), f"nesting depth {depth} exceeds the limit of {MAX_DEPTH}")
     if counted:
@@ -362,8 +342,7 @@ def walked_leaf_bytes(record: object) -> bytes:
 
 
 def plain_leaf_bytes(record: object, encode: Encoder | None = None) -> bytes | None:
-    """`leaf_bytes` of the common record, one the walk would accept and call plain, at C speed
-    (`strictjson.plain_canonical`, with `encode` if given); None for any other record."""
+    """`leaf_bytes` of a plain record at C speed (`strictjson.plain_canonical`), else None."""
     limits = {"max_depth": MAX_DEPTH, "max_bytes": MAX_LEAF_BYTES}
     return strictjson.plain_canonical(record, omit=RESERVED_MEMBERS, encode=encode, **limits)
 
@@ -377,13 +356,9 @@ def leaf_hash(record: object) -> bytes:
 
 
 def parse_json(data: str | bytes) -> Any:
-    """Parse strict JSON text (see `strictjson`): UTF-8 only, no byte order mark, no duplicate
-    member names, no NaN/Infinity, no number that overflows a double.
-
-    Raises `InvalidRecord` (with line and column where the parser reports one). Lone
-    surrogates, the number range and the depth limit are record rules, checked with a precise
-    location by `validate_record`; use `parse_record` for records.
-    """
+    """Parse strict JSON text (`strictjson`); `InvalidRecord` with line and column. Surrogates,
+    number range and depth are record rules, checked by `validate_record`: use `parse_record` for
+    records."""
     try:
         return strictjson.loads(data, allow_lone_surrogates=True)
     except MalformedJSON as exc:

@@ -1,25 +1,7 @@
-"""Helper processes die with the process they work for (issue #21: no orphans).
-
-A kill -9 of `serve` runs none of its shutdown code, so nothing of it can stop its helpers.
-Left alone they live for ever: each body worker holds the write end of its own task queue
-(so it never reads EOF) and `log.sqlite3` with its WAL open; the forkserver and the
-resource tracker wait for the workers, which hold the ends of their pipes. So every helper
-ties itself to its parent when it starts, two ways:
-
-- Linux: `PR_SET_PDEATHSIG` (prctl through ctypes): the kernel sends SIGKILL when the
-  parent exits. It fires when the *thread* that started the child exits, so only processes
-  started from a thread that lives as long as the parent are tied this way: the forkserver
-  and uvicorn's workers are started from the main thread, the body workers by the
-  single-threaded forkserver.
-- Everywhere: a daemon thread that waits on `multiprocessing.parent_process().sentinel`, a
-  pipe whose write end only the parent holds (multiprocessing keeps it for the child's
-  life); EOF means the parent is gone, and the process leaves at once with `os._exit`. For
-  a body worker that parent is the service process itself, not the forkserver in between.
-
-SIGKILL, not SIGTERM: a helper whose parent was killed is part of a crash, and the log is
-crash-safe (an unacknowledged batch is either committed whole or not at all); a graceful
-stop could wait on a request that nobody will read the answer of.
-"""
+"""Helper processes die with the process they work for (issue #21: no orphans). Each ties itself to
+its parent when it starts: `PR_SET_PDEATHSIG` on Linux (SIGKILL when the parent exits), and
+everywhere a thread that leaves at EOF of the parent's sentinel pipe. Why SIGKILL and which
+processes: docs/explanation/decisions/36-h5-prose.md."""
 
 from __future__ import annotations
 
@@ -48,8 +30,7 @@ def die_with_parent(sig: int = signal.SIGKILL) -> bool:
 
 
 def watch_parent() -> bool:
-    """If this is a multiprocessing child: leave (`os._exit`) as soon as its parent is gone.
-    Whether a watch was started (False: no multiprocessing parent to watch)."""
+    """A multiprocessing child leaves (`os._exit`) once its parent is gone; whether it watches."""
     parent = multiprocessing.parent_process()
     sentinel = getattr(parent, "sentinel", None)
     if parent is None or sentinel is None:

@@ -1,10 +1,6 @@
-"""Progress for long work, on stderr: a bar on a terminal, a line every few seconds otherwise.
-
-The library reports through a `Progress` callable (done, total, what); the CLI passes a
-`StderrProgress`, the library's default is silence. A report of known size (a total) whose
-`what` is new is always shown: it starts a stage of a longer task (`migrate`), and a stage
-shorter than the interval would otherwise never be seen.
-"""
+"""Progress for long work, on stderr: a bar on a terminal, a line every few seconds otherwise. The
+library reports through a `Progress` callable (silent by default); the CLI passes a
+`StderrProgress`, which always shows a new stage of known size."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ def silent(done: int, total: int | None, what: str) -> None:
 
 
 def labelled(progress: Progress, label: str) -> Progress:
-    """`progress` with every report named `label`: one stage of a longer task, reporting
-    the work of a step that names its reports for itself (`export`)."""
+    """`progress` with every report named `label` (one stage of a longer task)."""
 
     def report(done: int, total: int | None, what: str) -> None:
         progress(done, total, label)

@@ -1,21 +1,9 @@
-"""Strict JSON: one meaning per document read, one spelling per document written.
+"""Strict JSON: one meaning per document read, one spelling per document written; the kernel under
+every other module (imports only `errors` and `rfc8785`).
 
-Records, JWS headers and claims, key files and JWK sets all go through `loads`, so the same
-text is refused the same way everywhere: bytes must be UTF-8 (json.loads on bytes would
-sniff UTF-16/32), no byte order mark, no duplicate member names (two parsers could pick
-different values), no NaN/Infinity, no number that overflows a double, and no lone surrogate
-unless the caller validates strings itself with a better location (records do).
-`load_object` is the parse every reader of a JSON object uses, with its own error and words.
-
-`canonical` is the project's way to write RFC 8785 (JCS) bytes, and this the only module
-that imports `rfc8785`: a fast path that must stay byte-identical to it sits behind one name,
-and `tests/unit/test_jcs.py` proves the two equal over generated JSON values. The one other
-writer is `plain_canonical`'s caller-given encoder for plain records (`log.batch` passes
-msgspec's sorted one, off the verifying path), which `tests/unit/test_prepare_fast.py` holds
-to `rfc8785` the same way.
-
-Imports only `errors` and the `rfc8785` library: it is the kernel under every other module.
-"""
+`loads` refuses the same text the same way everywhere (non-UTF-8, a BOM, duplicate names, NaN,
+overflow, lone surrogates); `canonical` writes RFC 8785 (JCS) bytes, its fast path held
+byte-identical to `rfc8785` by tests/unit/test_jcs.py and test_prepare_fast.py."""
 
 from __future__ import annotations
 
@@ -113,11 +101,7 @@ def _numbers_need_hooks(text: str) -> bool:
 
 
 def loads(data: str | bytes | bytearray, *, allow_lone_surrogates: bool = False) -> Any:
-    """Parse strict JSON; raise `MalformedJSON` saying what is wrong and where.
-
-    The number hooks (a Python call per number: ~7 s for a 4 MiB array of zeros) run only
-    when some number could overflow a double; otherwise they could never refuse anything,
-    and the C parser's own int() and float() give the same values."""
+    """Parse strict JSON; `MalformedJSON` says what is wrong and where."""
     text = decode_text(data)
     return _strict_loads(text, allow_lone_surrogates, number_hooks=_numbers_need_hooks(text))
 
@@ -150,11 +134,7 @@ def load_object(
     invalid: str = "{what} is not valid JSON: {detail}",
     not_object: str = "{what} is not a JSON object",
 ) -> dict[str, Any]:
-    """Parse strict JSON that must be an object; anything else raises `error(message)`.
-
-    The messages are templates over `what` (the document's name in the message), `detail`
-    (what `loads` found wrong) and `type` (the JSON type found instead of an object), so
-    each caller keeps its own words while the parse, the catch and the check are this one."""
+    """Parse strict JSON that must be an object; else `error`, worded by the caller's templates."""
     try:
         value = loads(data)
     except MalformedJSON as exc:
@@ -173,13 +153,9 @@ def _fill(template: str, **values: str) -> str:
 
 
 def canonical(value: Any, *, plain: bool = False) -> bytes:
-    """The RFC 8785 (JCS) bytes of a JSON value.
-
-    `plain=True` is the caller's promise that the value is plain (`is_plain`): then sorted
-    `json.dumps` is byte-identical to RFC 8785 and ~4x faster. Callers that have walked the
-    value anyway (`leaf`), or that build it from strings and small integers (proof answers),
-    make that promise; everyone else takes the general path. Raises ValueError (rfc8785's
-    CanonicalizationError is one) or TypeError for what JCS cannot write."""
+    """The RFC 8785 (JCS) bytes of a JSON value. `plain=True` promises `is_plain(value)`: sorted
+    `json.dumps` is then the same bytes, ~4x faster. Raises ValueError or TypeError for what JCS
+    cannot write."""
     if plain:
         return _dumps_plain(value)
     data: bytes = rfc8785.dumps(value)
@@ -191,10 +167,7 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 
 def is_plain(value: Any) -> bool:
-    """True when sorted `json.dumps` spells `value` exactly as RFC 8785 does: only dicts with
-    ASCII member names (ASCII order is UTF-16 order), lists, strings without a lone surrogate
-    (both escape the same characters, as lowercase \\u00xx), integers within 2^53-1, booleans
-    and null; no float anywhere (ECMAScript number formatting differs from Python's repr)."""
+    """True when sorted `json.dumps` spells `value` as RFC 8785 does (no float, ASCII names)."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -227,14 +200,9 @@ def plain_canonical(
     max_bytes: int,
     encode: Encoder | None = None,
 ) -> bytes | None:
-    """The JCS bytes of `value` less its top-level members `omit`, when all of `value`
-    (omitted members too) is plain (`is_plain`), no container is nested deeper than
-    `max_depth` (`value` is depth 1) and the bytes are at most `max_bytes`; None for anything
-    else, or any doubt (over 2 * `max_bytes` values to look at): the caller's exact walk then
-    decides and explains. One Python call per container and none per scalar: the append
-    path's check. `encode` writes plain values as RFC 8785 does and raises
-    UnicodeEncodeError at a lone surrogate (sorted `json.dumps` then UTF-8, the default, or
-    msgspec's sorted encoder; `tests/unit/test_prepare_fast.py` holds both to `rfc8785`)."""
+    """The JCS bytes of `value` less its top-level members `omit`, when it is plain, at most
+    `max_depth` deep and `max_bytes` long; None otherwise or in doubt (the caller's exact walk then
+    decides). `encode` writes plain values as RFC 8785 does."""
     if type(value) is not dict or _plain_shape(value, 1, max_depth, 2 * max_bytes) < 0:
         return None
     write = _dumps_plain if encode is None else encode
@@ -259,8 +227,7 @@ _STR: Final = frozenset({str})
 
 
 def _plain_shape(value: Any, depth: int, max_depth: int, budget: int) -> int:
-    """`budget` less the values in the container `value` (at `depth`) and below it, when all
-    are plain but for lone surrogates and no container is deeper than `max_depth`; else -1."""
+    """`budget` less the values in `value` and below, when all plain and not too deep; else -1."""
     if depth > max_depth:
         return -1
     if type(value) is dict:
@@ -297,8 +264,7 @@ def _encodes(text: str) -> bool:
 
 
 def json_type_name(value: object) -> str:
-    """The JSON name of a value's type, for messages ("array", not "list"); a value no JSON
-    parse gives (a tuple handed to the library) by its Python type's name."""
+    """The JSON name of a value's type, for messages ("array", not "list")."""
     names: dict[type, str] = {
         dict: "object",
         list: "array",
@@ -312,6 +278,5 @@ def json_type_name(value: object) -> str:
 
 
 def is_int(value: object) -> TypeGuard[int]:
-    """An integer and not a bool. bool is an int subclass in Python, but JSON's `true` is not
-    the number 1: a size, index or time that arrives as a bool is refused, not counted."""
+    """An integer and not a bool: JSON's `true` is not the number 1."""
     return isinstance(value, int) and not isinstance(value, bool)

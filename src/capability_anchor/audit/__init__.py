@@ -1,40 +1,7 @@
-"""`audit`: re-derive everything the log has published and say what does not match.
-
-Data dir (numbered as the report lists them; 0 and 5-7 are in `audit.datadir`, which opens the
-database read-only and reads everything, these included, in one snapshot):
- 0. the file: `PRAGMA integrity_check` first, each failure naming its table or index; a file
-    SQLite cannot read (not a database, a zeroed or truncated page) is a finding, exit 1;
- 1. every entry: indices contiguous from 0, leaf hash = SHA-256(0x00 || stored leaf bytes);
- 2. every tile: full tiles and their roots, and the partial tiles of each head's size,
-    recomputed from the entries;
- 3. every head: its root recomputed from the entries at its size, its JWS verified with the
-    log's keys, its claims equal to what is stored beside it, its `iss` the log's; and no
-    head, history checkpoint or statement signed by a revoked key after its revocation;
- 4. the chain: every day from the first to the last sealed one is sealed, each `prev` is the
-    digest of the previous day's sealed claims, the first day's is null, and a sealed day
-    holds exactly as many entries as its head says;
- 5. the schema: `sqlite_master` (tables, indexes, triggers, their SQL) equals what the
-    migrations up to the stored schema version create;
- 6. the indexes: each re-derived from its table (the dedupe index among them), the
-    `/record` index also searched by key;
- 7. the columns no signature covers: `heads.kid`, `entries.accepted_at`, and the stamps'
-    TSA names, tokens (one per row, carried certificates signed) and `added`;
- 8. the history (SPEC §12.6): rebuilt from the stored heads in SPEC §12.1's order, it equals
-    the stored leaves (contiguous, in order, each its head's payload hash) and tiles;
- 9. the cosignatures (SPEC §12.6): each stored one verifies with its witness's key from the
-    stored policy over the stored checkpoint of its size (`cosignatures`).
-Folder (`--roots DIR`): each `<day>.json` against its own JWS and against `<day>.jws`, the
-chain of days and `prev` links, `index.json`, `keys.json`, saved unsealed heads; with a data
-dir too, every file byte for byte against the log.
-
-Problems are collected, not raised: the report names all of them at once. Here: the data-dir
-walk over days (1, 4); `day` one day's entries, tiles, `/record` index and heads (1-3);
-`history` the history tree (8); `stamps` the stored and exported stamps; `folder`, `index`
-and `records` the exported folder.
-
-May import the kernel, `read/`, `log/`, `export/`, `verify/`, `timestamp/` and the store's
-contract (an engine's own checks through `Store.engine_findings`); never `api/` or `cli/`.
-"""
+"""`audit`: re-derive everything the log has published, from its data dir or an export folder, and
+name all that does not match (problems are collected, not raised; the checks, numbered as the report
+lists them: docs/how-to/audit.md). May import the kernel, `read/`, `log/`, `export/`, `verify/`,
+`timestamp/` and the store's contract; never `api/` or `cli/`."""
 
 from __future__ import annotations
 
@@ -64,9 +31,8 @@ __all__ = ["AuditReport", "audit_folder", "audit_store", "stamp_problems", "trus
 
 
 def trusted_keys(log: Log, extra: KeySet | None) -> KeySet:
-    """What the data-dir audit trusts: the configured signing key and the keys rotation
-    records lead to from it (`Log.keyset()`), plus `--keys`. Never the store's own keys
-    table: whoever can write the database could add a key there."""
+    """What the data-dir audit trusts: the configured key, the keys rotation records lead to from
+    it, and `--keys`; never the store's keys table, which a database writer could extend."""
     by_kid = {k.kid: k for k in (extra or ())}
     by_kid.update((k.kid, k) for k in log.keyset())
     return KeySet(by_kid.values())
@@ -78,9 +44,7 @@ def audit_store(
     keys: KeySet | None = None,
     tsa_ca: Sequence[Certificate] | None = None,
 ) -> AuditReport:
-    """Re-derive and check everything in the data dir. Stamps are checked against `tsa_ca`
-    (`--tsa-ca`), else the TSA CAs stored in the data dir's config, else only against the
-    certificates they carry (signature, imprint, genTime; no trust)."""
+    """Re-derive and check the data dir; stamps chain to `tsa_ca`, else the stored TSA CAs."""
     report = AuditReport()
     store = log.read
     if tsa_ca is None:

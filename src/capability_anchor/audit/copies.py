@@ -19,9 +19,7 @@ from .datadir import audit_data_dir
 
 
 def prove_copy(log: Log, data_dir: Path, staging: Path, progress: Progress) -> dict[str, Any]:
-    """Export both logs (into `staging`) and audit both; Conflict, so nothing is switched,
-    unless the exports are equal byte for byte and both audits pass. `log` is the source,
-    open on `data_dir`; `staging` is the copy's data dir."""
+    """Export and audit both logs; Conflict unless the exports are byte-equal and both pass."""
     source = labelled(progress, "migrate: export the source")
     export(log, staging / "export-from", source, tiles=True)
     with Log.open(staging, background_checkpoints=False, handoff=False) as moved:
@@ -54,8 +52,7 @@ def prove_copy(log: Log, data_dir: Path, staging: Path, progress: Progress) -> d
 
 @contextlib.contextmanager
 def _entries_audited(progress: Progress, label: str, entries: int) -> Iterator[Progress]:
-    """The audit's reports (each day's entries so far, every 100,000) as the log's entries
-    audited of `entries`, from 0 at the start to all of them at the end."""
+    """The audit's reports as entries audited of `entries`, from 0 to all of them."""
     days: dict[str, int] = {}
     progress(0, entries, label)
 
@@ -68,8 +65,7 @@ def _entries_audited(progress: Progress, label: str, entries: int) -> Iterator[P
 
 
 def digest(folder: Path) -> tuple[int, str]:
-    """(file count, SHA-256 over each file's relative path and bytes, each length-prefixed
-    with 8 bytes, the files in the order of their paths' components)."""
+    """(file count, SHA-256 over each file's length-prefixed path and bytes, in path order)."""
     h = hashlib.sha256()
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     for path in files:

@@ -1,24 +1,7 @@
-"""The data-dir audit of every stored witness fact (SPEC §12.6; issue #21, item 6): the
-policies, the cosignatures and the witness state.
-
-- *Policies*: every stored text parses, names no log key the log does not trust, and the
-  rows are exactly the ones the log signed (`log.policies`: a replaced, added or deleted
-  text, or a changed time, is named).
-- *Cosignatures*: each row's line parses as one cosignature line whose key ID and
-  timestamp are the row's, over a stored checkpoint, and it verifies with the key of its
-  witness in the policy in force when it was stored (by the row's `added`; any policy in
-  force within the clock guard's tolerance of it counts, since the submitter's clock and
-  the `policy` command's may differ by that much). A row under a name no such policy lists
-  is a problem: no policy vouches for that witness.
-- *Deleted rows*: ids are given by SQLite as max + 1 and the tables are append-only, so
-  the ids of `cosignatures` and `policies` are 1..n; a gap is a deleted row. A witness whose
-  state says it cosigned size N must have a stored cosignature of N: deleting the newest
-  rows leaves no gap, but this names them. Not noticed: the newest cosignatures deleted
-  together with a consistent rewrite of the witness state (only the witnesses themselves
-  hold that evidence then, and their monitoring endpoints serve it).
-- *Witness state*: a stored size beyond the newest checkpoint (a size the log never signed,
-  after which every submission is refused and none is made) is a problem.
-"""
+"""The data-dir audit of every stored witness fact (SPEC §12.6): policies (exactly those the log
+signed), cosignatures (each verifies with its witness's key in the policy in force, within the clock
+guard's tolerance, when it was stored), deleted rows (ids are 1..n; a witness's newest size has its
+cosignature) and witness state (never past the newest checkpoint)."""
 
 from __future__ import annotations
 
@@ -150,8 +133,7 @@ def _check_states(report: AuditReport, log: Log, cosigned: set[tuple[str, int]])
 
 
 def audit_cosignatures(report: AuditReport, log: Log) -> None:
-    """Check every stored witness fact (inside the caller's read snapshot, if any: the
-    data-dir audit reads everything in one)."""
+    """Check every stored witness fact, inside the caller's read snapshot if any."""
     report.problems += policies_problems(log.store, log.iss, log.keyset())
     policies = _policies(report, log)
     _gaps(report, "policies", [p.id for p in policies])

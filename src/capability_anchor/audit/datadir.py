@@ -1,25 +1,6 @@
-"""The data-dir audit as a whole: the database is opened read-only, everything is read in one
-snapshot, and the store's own structures (worded by `store.sqlite.audit`, reported here) and
-the unsigned columns are checked before and beside
-the re-derivation of `audit.audit_store` (the numbers are those of `audit`'s list):
-
- 0. the file: the store's own integrity check (SQLite's integrity_check: every b-tree, every
-    index against its table, free pages, NOT NULL, CHECK and STRICT types), each failure
-    naming its table or index; a file SQLite cannot read at all (not a database, a zeroed or
-    truncated page) is a finding;
- 5. the schema: the schema version is a known one, and every table, index and trigger the
-    store holds is as the migrations up to that version define it: a dropped, changed or
-    added object is named;
- 6. the indexes: each one re-derived from its table (the dedupe index `entries_by_hash`
-    among them), and the `/record` index's key b-tree searched for every row a scan finds;
- 7. the unsigned columns: `heads.kid` is the kid of the head's JWS header; each entry's
-    `accepted_at` falls on its day; each stamp's `tsa` is an http(s) URL, one of the
-    stored config's TSAs when it lists any, no token is stored twice, `stamps.added` is
-    after the end of the stamped day, and every certificate a token carries (outside its
-    signature) is a trusted CA or signed by one at hand.
-
-    report = audit_data_dir(Path("data"), roots=Path("public"))
-"""
+"""The data-dir audit as a whole: the database opened read-only and read in one snapshot; the
+store's own checks (0, 5, 6 of docs/how-to/audit.md: integrity, schema, indexes, worded by the
+store) and the unsigned columns (7) checked before and beside `audit.audit_store`."""
 
 from __future__ import annotations
 
@@ -58,9 +39,7 @@ def audit_data_dir(
     progress: Progress = silent,
     policy: Policy | None = None,
 ) -> AuditReport:
-    """Audit a data dir (and `roots`, cross-checked against it) without writing to it (the
-    store is opened read-only, `store.open.open_readonly`). Damage is reported, not raised;
-    I/O errors and a key file that cannot be read raise as elsewhere (exit 2)."""
+    """Audit a data dir (and `roots`) read-only; damage is reported, I/O errors raise."""
     # A file opened as immutable (nothing had the log open) may be checkpointed into by a
     # process that opens the log during the audit; what was read then is no one moment of
     # the log, damage included, so the audit reads again (by then the opener's lock file
@@ -85,8 +64,7 @@ def _audit_once(
     progress: Progress,
     policy: Policy | None = None,
 ) -> tuple[AuditReport, StoreError | None]:
-    """One read of the data dir: the report, and the error saying the file changed under
-    an immutable read (the report then means nothing)."""
+    """One read: the report, and the error if the file changed under an immutable read."""
     report = AuditReport()
     try:
         store = stores.open_readonly(data_dir)
@@ -129,9 +107,7 @@ def _audit_once(
 
 
 def _guarded(report: AuditReport, damaged: bool, run: Callable[[], None]) -> None:
-    """Run the logical audit. Once the file is known to be damaged, or its schema is not
-    the one its version defines, any value or query may fail, so whatever then stops the
-    audit is reported, not raised: the verdict stands either way."""
+    """Run the logical audit; on a damaged file or wrong schema, what stops it is reported."""
     try:
         run()
     except StoreCorrupt as exc:
@@ -176,7 +152,9 @@ def _audit_log(
     for what, n in found.checked.items():
         report.count(what, n)
     _check_head_kids(report, store.all_heads())
-    _check_accepted_at(report, store)
+    # An entry's day is the UTC day it was accepted (order within a day is not checked).
+    for day, index, at in store.entries_accepted_off_day():
+        report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
     _check_stamp_rows(report, store, log.config)
     cas = tsa_ca  # as audit_store: --tsa-ca, else the CAs stored by init
     if cas is None:
@@ -193,8 +171,7 @@ def _audit_log(
 
 
 def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
-    """Items 0, 5 and 6: whether they found the file damaged (integrity_check, the schema,
-    the indexes), and the schema version (0: not a log, nothing more to audit)."""
+    """Items 0, 5, 6: whether the file is damaged, and the schema version (0: not a log)."""
     found = store.engine_findings()
     report.problems += found.problems
     for what, n in found.checked.items():
@@ -227,32 +204,19 @@ def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
 # --- 7: the columns no signature covers ------------------------------------------------------
 
 
-def _jws_kid(row: HeadRow) -> str | None:
-    try:
-        header = json.loads(b64url_decode(heads.parse_document(row.doc).jws.split(".")[0]))
-    except (CapabilityAnchorError, ValueError):
-        return None  # an unreadable head is reported by the head checks
-    kid = header.get("kid") if isinstance(header, dict) else None
-    return kid if isinstance(kid, str) else None
-
-
 def _check_head_kids(report: AuditReport, rows: Sequence[HeadRow]) -> None:
     for row in rows:
-        kid = _jws_kid(row)
-        if kid is not None and kid != row.kid:
+        try:
+            header = json.loads(b64url_decode(heads.parse_document(row.doc).jws.split(".")[0]))
+        except (CapabilityAnchorError, ValueError):
+            continue  # an unreadable head is reported by the head checks
+        kid = header.get("kid") if isinstance(header, dict) else None
+        if isinstance(kid, str) and kid != row.kid:
             state = "sealed" if row.sealed else "unsealed"
             report.problems.append(
                 f"head {row.day} size {row.tree_size} {state}: the kid column says {row.kid!r}, "
                 f"its JWS header {kid!r}"
             )
-
-
-def _check_accepted_at(report: AuditReport, store: Store) -> None:
-    """An entry's day is the UTC day of the moment it was accepted (`Log.append_prepared`
-    takes both from one clock reading, under the write lock). Not checked: order within a
-    day, since the clocks of several processes, or a wall clock stepped back, need not agree."""
-    for day, index, at in store.entries_accepted_off_day():
-        report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
 
 
 def _check_stamp_rows(report: AuditReport, store: Store, config: Mapping[str, Any]) -> None:
@@ -290,11 +254,8 @@ def _check_stamp_rows(report: AuditReport, store: Store, config: Mapping[str, An
 def _check_carried_certificates(
     report: AuditReport, store: Store, cas: Sequence[Certificate]
 ) -> None:
-    """A reply's certificates are outside its signature, and verification builds the chain
-    from the trusted CAs first: a changed copy of the CA inside the token would verify as
-    well as the original. So each certificate it carries must be one of the trusted CAs, or
-    be signed by a certificate at hand (carried or trusted). With no trusted CA at all, a
-    certificate whose issuer is not carried (a TSA that sends only its own) is left alone."""
+    """Certificates a reply carries are outside its signature, so each must be a trusted CA or
+    signed by one at hand; with no trusted CA, one whose issuer is not carried is left alone."""
     from capability_anchor.timestamp import carried_certificates
 
     for day, tsa, token, _ in store.stamp_rows():

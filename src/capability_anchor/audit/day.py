@@ -62,8 +62,7 @@ def _keys_of(claims: bytes) -> tuple[str, ...]:
 
 
 class TreeCheck:
-    """The day's tree rebuilt from the entries' leaf hashes: every full tile compared as it
-    completes, and at each head's size the root kept and that size's partial tiles compared."""
+    """The day's tree rebuilt from its leaf hashes: full tiles, each head's root and partials."""
 
     def __init__(
         self,
@@ -142,9 +141,8 @@ class TreeCheck:
 
 
 class _ServerIndexCheck:
-    """The /record index must hold exactly the keys each stored server record implies, for
-    every entry below its watermark (log.index_watermark); above it, nothing or exactly those.
-    The index is read in entry order beside the entries."""
+    """The /record index holds exactly the keys each stored record implies, below the watermark
+    (log.index_watermark); above it, nothing or exactly those. Read in entry order."""
 
     def __init__(
         self, report: AuditReport, day: str, indexed: Iterator[tuple[int, str]], watermark: int

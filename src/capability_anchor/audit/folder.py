@@ -1,11 +1,11 @@
-"""The audit of an exported folder (`--roots DIR`): each `<day>.json` against its own JWS
-and against `<day>.jws`, the chain of days and `prev` links, `index.json`, `keys.json`,
-saved unsealed heads, kept records; with a data dir too, every file byte for byte against
-the log."""
+"""The audit of an exported folder (`--roots DIR`): each `<day>.json` against its own JWS and
+`<day>.jws`, the chain of days, `index.json`, `keys.json`, saved unsealed heads, kept records
+(through `verify-proof`'s checks); with a data dir too, every file byte for byte against the log."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,11 +16,10 @@ from capability_anchor.errors import CapabilityAnchorError, InvalidKey, Malforme
 from capability_anchor.keys import KeySet
 from capability_anchor.log import trust as logtrust
 from capability_anchor.progress import Progress, silent
+from capability_anchor.strictjson import canonical, is_int
 
 from .history_folder import audit_folder_history
-from .index import audit_index
-from .records import audit_records
-from .report import AuditReport, is_day
+from .report import AuditReport, is_day, read_json
 from .stamps import audit_folder_stamps
 
 if TYPE_CHECKING:
@@ -136,8 +135,7 @@ def _check_link(
 def _verified_document(
     report: AuditReport, path: Path, keys: KeySet
 ) -> tuple[bytes, heads.Head] | None:
-    """A head document file whose JWS verifies and whose bytes are exactly the canonical
-    document of the signed claims (so no unsigned byte can differ)."""
+    """A head document file whose JWS verifies and whose bytes are the canonical document."""
     doc = path.read_bytes()
     try:
         checked = heads.verify_document(doc, keys)
@@ -217,3 +215,87 @@ def _cross_check(
     ]
     if revoked:
         report.problems.append(f"keys.json still lists the revoked key(s) {revoked}")
+
+
+def audit_index(
+    report: AuditReport, folder: Path, sealed: dict[str, heads.Head], log: Log | None
+) -> None:
+    index = read_json(report, folder / "index.json")
+    if index is None:
+        return
+    issuers = {h.claims["iss"] for h in sealed.values()}
+    if (
+        not isinstance(index, dict)
+        or index.get("v") != heads.VERSION
+        or (issuers and {index.get("iss")} != issuers)
+    ):
+        report.problems.append(f"{folder / 'index.json'}: v or iss disagree with the heads")
+    if log is not None:
+        _against_log(report, folder, sealed, log)
+    days = index.get("days") if isinstance(index, dict) else None
+    if not isinstance(days, list):
+        report.problems.append(f"{folder / 'index.json'} has no days list")
+        return
+    _check_days(report, days, sealed)
+
+
+def _against_log(
+    report: AuditReport, folder: Path, sealed: dict[str, heads.Head], log: Log
+) -> None:
+    want = canonical(log.roots(limit=max(1, len(log.read.sealed_heads()))))
+    newest_file = max(sealed, default=None)
+    newest_log = log.read.last_sealed_day()
+    if newest_file == newest_log and (folder / "index.json").read_bytes() != want:
+        report.problems.append(f"{folder / 'index.json'} differs from the log's listing")
+
+
+def _check_days(report: AuditReport, days: list[Any], sealed: dict[str, heads.Head]) -> None:
+    listed = [str(d.get("day")) for d in days if isinstance(d, dict)]
+    if listed != sorted(sealed, reverse=True):
+        missing = sorted(set(listed) - set(sealed))
+        extra = sorted(set(sealed) - set(listed))
+        report.problems.append(
+            f"index.json does not list exactly the sealed days present "
+            f"(listed but missing: {missing}; present but not listed: {extra})"
+        )
+    # The URL base is not signed anywhere; without a data dir all we can ask is that every
+    # entry uses the same one.
+    bases = {
+        str(d.get("url"))[: -len(f"/roots/{d.get('day')}")] for d in days if isinstance(d, dict)
+    }
+    if len(bases) > 1:
+        report.problems.append(f"index.json entries use different URL bases: {sorted(bases)}")
+    for d in days:
+        h = sealed.get(str(d.get("day"))) if isinstance(d, dict) else None
+        if h is None:
+            continue
+        if (d.get("tree_size"), d.get("root")) != (h.tree_size, h.claims["root"]) or not str(
+            d.get("url")
+        ).endswith(f"/roots/{h.day}"):
+            report.problems.append(f"index.json entry for {h.day} disagrees with {h.day}.json")
+
+
+def audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
+    """Kept records (`records/*.json`) pass `verify-proof`'s checks at the time each was issued."""
+    # The verifying path: imported only when there are records.
+    from capability_anchor.verify.record import Outcome, verify
+    from capability_anchor.verify.sources import FolderSources
+
+    sources = FolderSources(folder)
+
+    for path in sorted(folder.glob("records/*.json")):
+        data = path.read_bytes()
+        try:
+            issued = json.loads(data).get("iat")
+        except (ValueError, AttributeError):
+            issued = None
+        at = issued if is_int(issued) else None
+        try:
+            result = verify(data, keys=keys, sources=sources, at=at)
+        except CapabilityAnchorError as exc:
+            report.problems.append(f"{path}: {exc}")
+            continue
+        for check in result.checks:
+            if check.outcome is Outcome.FAIL:
+                report.problems.append(f"{path}: {check.name}: {check.detail}")
+        report.count("records")

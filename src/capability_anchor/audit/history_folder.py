@@ -1,21 +1,10 @@
-"""The history in an exported folder (SPEC §12.6 `--roots DIR`): rebuilt from the folder's
-own heads, then compared with what the folder publishes about it.
-
-The folder holds every head (sealed `<day>.json`, unsealed `<day>/<size>.json`), so the
-history is the tree over their JWS payloads in §12.1 order. Against it:
-- every `history/tile/...` is the tile (or entry bundle) that tree has, and every tile the
-  export writes for it is there; a tile past the rebuilt size means a head is missing;
-- `history/checkpoint` is signed by a trusted key under the origin of `history/vkey` (a
-  trusted key, and the policy's `log` if one is given), and its root is the rebuilt root at
-  its size; with a policy, its cosignatures meet the quorum;
-- every head has its tlog-proof (`<day>.tlog-proof`, `<day>/<size>.tlog-proof`) whose
-  `extra` is that head's JWS, whose index is its place in the history, whose checkpoint is
-  signed as above and is the rebuilt tree at its size, and whose path reaches that root.
-"""
+"""The history of an exported folder (SPEC §12.6 `--roots DIR`), rebuilt from the folder's own heads
+in §12.1 order, against what the folder publishes: every history tile, the checkpoint (signed by a
+trusted key, its root the rebuilt one; with a policy, a quorum), and each head's tlog-proof (its
+`extra` the head's JWS, its index and path right)."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +12,13 @@ from pathlib import Path
 from capability_anchor import head as heads
 from capability_anchor.encoding import b64url_decode
 from capability_anchor.errors import CapabilityAnchorError
-from capability_anchor.merkle import TILE_HEIGHT, TILE_WIDTH, TiledTree, verify_inclusion
+from capability_anchor.merkle import (
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    TiledTree,
+    hash_leaf,
+    verify_inclusion,
+)
 from capability_anchor.merkle.tilepath import (
     TileRequest,
     entry_bundle,
@@ -61,8 +56,7 @@ class FolderHead:
 
 
 def folder_heads(folder: Path) -> list[FolderHead]:
-    """Every head file of the folder that parses, in SPEC §12.1 order (the files' own
-    checks, signatures included, are the folder audit's)."""
+    """Every head file of the folder that parses, in SPEC §12.1 order."""
     files = [p for p in folder.glob("????-??-??.json") if is_day(p.stem)]
     files += [p for p in folder.glob("????-??-??/*.json") if is_day(p.parent.name)]
     found = []
@@ -99,7 +93,7 @@ def audit_folder_history(
             report.problems.append(f"{history} is missing (export writes it, SPEC §12.4)")
         return
     leaves = [b64url_decode(h.jws.split(".")[1]) for h in found]
-    tree = TiledTree(hashlib.sha256(b"\x00" + leaf).digest() for leaf in leaves)
+    tree = TiledTree(hash_leaf(leaf) for leaf in leaves)
     origin = _origin(report, history, keys, policy)
     if origin is None:
         return
@@ -170,11 +164,8 @@ def _audit_tiles(report: AuditReport, h: _History) -> None:
             report.problems.append(f"{base / request.path.removeprefix('tile/')} is missing")
 
 
-def _opened(
-    report: AuditReport, h: _History, where: Path, data: bytes
-) -> tuple[Checkpoint, bytes] | None:
-    """The checkpoint note in `data`, signed by the log under the origin and of the tree
-    the folder's heads make at its size; else a problem is reported."""
+def _opened(report: AuditReport, h: _History, where: Path, data: bytes) -> Checkpoint | None:
+    """The checkpoint note in `data` if the log signed it over the folder's tree; else a problem."""
     try:
         opened = open_checkpoint(data, list(h.verifiers), origin=h.origin)
     except CapabilityAnchorError as exc:
@@ -196,7 +187,7 @@ def _opened(
             f"{checkpoint.size}"
         )
         return None
-    return checkpoint, data
+    return checkpoint
 
 
 def _audit_served_checkpoint(
@@ -235,13 +226,13 @@ def _audit_tlog_proof(report: AuditReport, h: _History, head: FolderHead, index:
             f"{path}: index {proof.index}, but {head.path.name} is history leaf {index}"
         )
         return
-    opened = _opened(report, h, path, proof.note)
-    if opened is None:
+    checkpoint = _opened(report, h, path, proof.note)
+    if checkpoint is None:
         return
-    checkpoint, _ = opened
-    leaf_hash = hashlib.sha256(b"\x00" + h.leaves[index]).digest()
     try:
-        verify_inclusion(leaf_hash, index, checkpoint.size, list(proof.path), checkpoint.root)
+        verify_inclusion(
+            hash_leaf(h.leaves[index]), index, checkpoint.size, list(proof.path), checkpoint.root
+        )
     except CapabilityAnchorError as exc:
         report.problems.append(f"{path}: the inclusion path does not verify: {exc}")
         return

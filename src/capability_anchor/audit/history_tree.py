@@ -1,12 +1,6 @@
-"""The data-dir audit of the history tree (SPEC §12.6; its checkpoints: `checkpoints`): the
-history is rebuilt from the stored heads in SPEC §12.1's order, `(day, sealed false before
-true, tree_size)`, and must equal the stored leaves, one for one, and the stored tiles,
-full ones and the partial tiles of every size.
-
-Each finding names the history and the leaf or head it is about: a leaf whose hash is not
-its head's payload, a head with no leaf, a leaf with no head, leaves out of publication
-order or not contiguous, a tile missing, differing or belonging to no size.
-"""
+"""The data-dir audit of the history (SPEC §12.6): rebuilt from the stored heads in §12.1 order, it
+must equal the stored leaves one for one and the stored tiles, and each stored checkpoint (1..n)
+must be byte for byte its §12.2 note, signed once under its origin by a trusted key."""
 
 from __future__ import annotations
 
@@ -15,10 +9,11 @@ from collections.abc import Sequence
 from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.keys import KeySet
 from capability_anchor.log import Log
-from capability_anchor.merkle import hash_leaf
+from capability_anchor.merkle import TreeEdge, hash_leaf
+from capability_anchor.note import Checkpoint, NoteVerifier, open_checkpoint, parse_note
+from capability_anchor.read.history_proofs import HistoryReader
 from capability_anchor.store import HeadRow, HistoryLeaf
 
-from .checkpoints import audit_checkpoints
 from .day import TreeCheck
 from .report import AuditReport
 
@@ -76,8 +71,7 @@ def _check_leaves(
 def audit_history(
     report: AuditReport, log: Log, all_heads: Sequence[HeadRow], keys: KeySet
 ) -> None:
-    """Rebuild the history from `all_heads` and compare it with the stored one, and its
-    checkpoints with the ones signed by a key of `keys` (`checkpoints`)."""
+    """Rebuild the history from `all_heads`; compare it and its checkpoints with the stored ones."""
     reader = log.read.history
     ordered = sorted(all_heads, key=_key)
     by_key = {_key(h): _leaf_hash(report, h) for h in ordered}
@@ -102,3 +96,54 @@ def audit_history(
     tree.flush()
     tree.check_unmatched()
     audit_checkpoints(report, reader, hashes, keys)
+
+
+def _check_one(
+    report: AuditReport, size: int, note: bytes, expected: Checkpoint, keys: list[NoteVerifier]
+) -> None:
+    where = f"history: checkpoint {size}"
+    try:
+        opened = open_checkpoint(note, list(keys), origin=expected.origin)
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"{where}: {exc}")
+        return
+    if opened.checkpoint != expected:
+        report.problems.append(
+            f"{where} is not the checkpoint of the history rebuilt from the stored heads "
+            f"(root {opened.checkpoint.root.hex()}, rebuilt {expected.root.hex()})"
+        )
+    elif len(parse_note(note).signatures) != 1:
+        report.problems.append(f"{where} carries more than the log's one signature")
+
+
+def audit_checkpoints(
+    report: AuditReport, history: HistoryReader, leaf_hashes: Sequence[bytes], keys: KeySet
+) -> None:
+    """Check every stored checkpoint against the history of `leaf_hashes` (the rebuilt one)."""
+    if not leaf_hashes:
+        return
+    try:
+        origin = history.origin()
+    except CapabilityAnchorError as exc:
+        report.problems.append(f"history: {exc}")
+        return
+    verifiers = [NoteVerifier(origin, key.raw) for key in keys]
+    edge = TreeEdge()
+    expected_size = 0
+    for size, note in history.iter_checkpoints():
+        if size > len(leaf_hashes):
+            report.problems.append(
+                f"history: checkpoint {size} is beyond the history's {len(leaf_hashes)} leaves"
+            )
+            break
+        for leaf_hash in leaf_hashes[edge.size : size]:
+            edge.extend(leaf_hash)
+        if size != expected_size + 1:
+            report.problems.append(f"history: checkpoints {expected_size + 1}..{size - 1} missing")
+        expected_size = size
+        _check_one(report, size, note, Checkpoint(origin, size, edge.root()), verifiers)
+        report.count("history_checkpoints")
+    if expected_size < len(leaf_hashes):
+        report.problems.append(
+            f"history: checkpoints {expected_size + 1}..{len(leaf_hashes)} are missing"
+        )

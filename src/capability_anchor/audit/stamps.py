@@ -25,10 +25,9 @@ if TYPE_CHECKING:
 def stamp_problems(
     token: bytes, jws: str, gen_time: str | None, cas: Sequence[Certificate]
 ) -> list[str]:
-    """What is wrong with a stored RFC 3161 reply for a sealed head's compact JWS: it must
-    be granted, stamp the SHA-256 of exactly that JWS, say the genTime listed beside it, and
-    verify (signature, ESS binding, EKU) with a chain to `cas` at genTime; with no `cas`,
-    to a self-signed certificate the token carries, which shows integrity but not trust."""
+    """What is wrong with a stored RFC 3161 reply for a sealed head's JWS: granted, over exactly
+    that JWS, the listed genTime, and verifying with a chain to `cas` at genTime (no `cas`: to a
+    self-signed certificate it carries, integrity without trust)."""
     from capability_anchor.timestamp import digest_of, read_reply, verify_reply
 
     try:
@@ -117,9 +116,7 @@ def audit_folder_stamps(
     jws: str,
     cas: Sequence[Certificate],
 ) -> None:
-    """`<day>.timestamps.json` and `<day>.tsr`: well formed, consistent with each other
-    (the `.tsr` is the first listed stamp), each stamp of this day's JWS (`stamp_problems`;
-    chained only with `--tsa-ca`), and with a data dir equal to the log's."""
+    """`<day>.timestamps.json` and `<day>.tsr`: well formed, consistent, this day's, the log's."""
     path = folder / f"{day}.timestamps.json"
     tsr = folder / f"{day}.tsr"
     stamps = _stamps_list(report, path, day)

@@ -1,7 +1,3 @@
-"""Bounded I/O: what other parties hand us, read under a deadline and a size cap.
-
-`read`: files, stdin and HTTP bodies an auditor is handed (`verify-proof`, `monitor`, the
-TSA CA files); `post`: one HTTP POST under one deadline and a reply cap (the TSA and
-witness clients). Owns nothing stateful; imports only the kernel (`errors`, `encoding`) and,
-lazily, httpx, so the verifying path may use `read` without loading an HTTP client.
-"""
+"""Bounded I/O: what other parties hand us, read under a deadline and a size cap. `read`: the files,
+stdin and HTTP bodies an auditor is handed; `post`: one POST with a deadline and a reply cap (TSA
+and witness clients). Imports only the kernel and, lazily, httpx and urllib3."""

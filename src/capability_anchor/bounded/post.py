@@ -1,18 +1,7 @@
-"""One HTTP POST bounded by a deadline and a size cap: the exchange the TSA client
-(`timestamp.client`) and the witness client (`witness.client.client`) share.
-
-    reply = post(url, body, headers, deadline=10.0, cap=65536, peer=Peer(url, ...))
-    reply.status, reply.media_type, reply.body
-
-The deadline bounds the whole exchange (connect, send, every byte of the answer), not each
-read, so a peer that drips a byte at a time or stalls mid-answer cannot hold its caller
-longer. The exchange runs on asyncio, so the deadline can cancel it wherever it is, on a
-daemon thread with its own event loop joined for at most the deadline (plus a grace for the
-loop's own cancellation): asyncio.run waits for the resolver thread of a hanging DNS lookup
-when it shuts down, the join does not, and it works from a thread that already runs an event
-loop (the service). httpx and asyncio are imported inside the functions that use them: the
-offline verifying path imports the TSA client's package and never loads them.
-"""
+"""One HTTP POST bounded by one deadline for the whole exchange and a reply cap, shared by the TSA
+and witness clients: a peer that drips bytes cannot hold its caller longer. It runs on asyncio on a
+daemon thread joined for at most the deadline (a hanging DNS lookup is not waited for, and a caller
+already in an event loop works); httpx is imported lazily."""
 
 from __future__ import annotations
 
@@ -29,8 +18,7 @@ _GRACE_S = 0.5
 
 @dataclass(frozen=True)
 class Reply:
-    """An HTTP answer: the status, the media type (lowercase, without parameters) and the
-    body exactly as received."""
+    """An HTTP answer: status, media type (lowercase, no parameters) and body as received."""
 
     status: int
     media_type: str
@@ -39,8 +27,7 @@ class Reply:
 
 @dataclass(frozen=True)
 class Peer:
-    """Whom the exchange is with, for its error messages: `name` ("the TSA at <url>"),
-    `kind` ("TSA"), `noun` ("reply"), and the error class to raise."""
+    """Whom the exchange is with, for its messages, and the error class to raise."""
 
     url: str
     name: str
@@ -50,8 +37,7 @@ class Peer:
 
 
 def post(body: bytes, headers: dict[str, str], *, deadline: float, cap: int, peer: Peer) -> Reply:
-    """POST `body` to `peer.url`; its answer, whatever its status. Unreachable, too slow, a
-    broken exchange, an answer over `cap` bytes or compressed: `peer.error`."""
+    """POST `body` to `peer.url` and return the answer; any failure is `peer.error`."""
     if not deadline > 0 or not cap > 0:
         raise UsageError("deadline and cap must be positive")
     import asyncio
@@ -93,8 +79,7 @@ async def post_async(
     cap: int,
     peer: Peer,
 ) -> Reply:
-    """`post` on the caller's event loop with the caller's client (no redirects followed):
-    many exchanges at once hold no thread each (the service's witness submissions)."""
+    """`post` on the caller's event loop and client (no redirects), no thread per exchange."""
     import asyncio
 
     import httpx
@@ -139,8 +124,7 @@ def _timed_out(peer: Peer, deadline: float) -> str:
 
 
 def _failure(e: Exception, peer: Peer, deadline: float) -> str:
-    """What went wrong, for the exception `e` (checked in this order: a timeout is also an
-    OSError, a ConnectError also an HTTPError)."""
+    """What went wrong, for `e` (order matters: a timeout is an OSError too)."""
     import httpx
 
     if isinstance(e, TimeoutError | httpx.TimeoutException):

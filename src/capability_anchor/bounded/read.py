@@ -1,17 +1,7 @@
-"""Reading what an auditor is handed, bounded as it is read: files (and stdin) by size,
-HTTP GETs by size and by one deadline for the whole exchange.
-
-    data = read_file("head.json", limit=INPUT_LIMIT)          # InputError past the limit
-    data = read_stream(sys.stdin.buffer, "stdin", limit=INPUT_LIMIT)
-    with Getter("https://log.example", deadline=30.0) as getter:
-        body = getter.get("https://log.example/keys")          # None on 404
-
-A limit is applied while reading (at most limit + 1 bytes are ever read), never after: a
-2 GiB file or /dev/zero costs limit + 1 bytes of memory, not the file. `verify-proof`'s
-inputs (`cli.inputs`, `verify.sources`) and the monitor's HTTP reads (`monitor.source`) read
-here; urllib3 is imported only when a Getter is made, so the offline path never loads an
-HTTP client.
-"""
+"""Reading what an auditor is handed, bounded as it is read: files and stdin by size (at most limit
++ 1 bytes are ever read), HTTP GETs by size and one deadline for the whole exchange.
+`verify-proof`'s inputs and the monitor's reads come here; urllib3 is imported only when a `Getter`
+is made."""
 
 from __future__ import annotations
 
@@ -70,9 +60,7 @@ def read_file(
     error: type[CapabilityAnchorError] = InputError,
     name: str | None = None,
 ) -> bytes:
-    """A file's bytes, at most `limit` of them; unreadable or larger is `error` (an
-    InputError, exit 2, unless the caller names another class), naming the file (as
-    `name`, when given: "TSA CA file <path>")."""
+    """A file's bytes, at most `limit`; unreadable or larger raises `error` naming it."""
     where = name or str(path)
     try:
         with Path(path).open("rb") as stream:
@@ -91,17 +79,10 @@ def check_deadline(seconds: float) -> float:
 
 
 class Getter:
-    """GETs with urllib3 (kept-alive connections, `parallel` of them), each bounded by
-    `deadline` seconds in all and by a size limit.
-
-    urllib3's timeouts bound each socket operation, so a server that sends a byte every few
-    seconds, in its headers or its body, would hold a read for ever. Here `_WATCH` (one
-    thread) shuts the socket of a GET still running at its deadline, which ends whatever
-    recv it is blocked in, and the GET is an InputError naming the URL and the deadline.
-    Redirects are followed (a CDN, http -> https) within the same deadline; nothing is
-    retried: a failed read is exit 2, and the caller (`monitor --watch`) owns the backoff.
-    urllib3, not httpx: a monitor's catch-up is one GET per head, and urllib3 spends less
-    than half httpx's CPU per GET (docs/explanation/performance.md)."""
+    """GETs with urllib3 (`parallel` kept-alive connections), each bounded by `deadline` in all and
+    a size limit: `_WATCH` shuts the socket of a GET past its deadline (urllib3's timeouts are per
+    read). Redirects are followed within the deadline; nothing is retried. urllib3, not httpx: half
+    the CPU per GET."""
 
     def __init__(self, base: str, *, deadline: float = DEFAULT_DEADLINE_S, parallel: int = 1):
         import urllib3  # lazily: reading files needs no HTTP client
@@ -126,8 +107,7 @@ class Getter:
         self._http.pool_classes_by_scheme = _pool_classes()
 
     def get(self, url: str, *, limit: int = INPUT_LIMIT) -> bytes | None:
-        """The body of a 200 of at most `limit` bytes; a 404 is None; anything else (another
-        status, a larger body, a failed or broken exchange, the deadline) is an InputError."""
+        """A 200's body of at most `limit` bytes; a 404 is None; anything else an InputError."""
         watched = _WATCH.begin(self.deadline)
         try:
             try:
@@ -163,8 +143,7 @@ class Getter:
 
 
 def _body(url: str, response: Any, limit: int) -> bytes | None:
-    """The reply's body when it is a 200 of at most `limit` bytes; a 404 is None. An unread
-    rest (an error, a body over the limit) closes the connection, never reused."""
+    """A 200's body of at most `limit` bytes, a 404 None; an unread rest closes the connection."""
     if response.status == 404:
         response.close()
         return None
@@ -181,10 +160,7 @@ def _body(url: str, response: Any, limit: int) -> bytes | None:
 
 
 def proxy_for(base: str) -> str | None:
-    """The proxy the environment names for the base URL's scheme (`HTTP_PROXY`,
-    `HTTPS_PROXY`, else `ALL_PROXY`), unless `NO_PROXY` names its host: what httpx, the
-    package's other HTTP client, does by default. Only an http(s) proxy is supported
-    (urllib3 has no SOCKS of its own)."""
+    """The http(s) proxy the environment names for the base URL, as httpx reads it."""
     import urllib.request
     from urllib.parse import urlsplit
 
@@ -200,8 +176,7 @@ def proxy_for(base: str) -> str | None:
 
 @dataclass
 class _Watched:
-    """One running GET: its deadline (monotonic), the connection it is on, and whether the
-    watch has shut that connection's socket."""
+    """One running GET: its deadline, its connection, and whether its socket was shut."""
 
     until: float
     conn: Any = None
@@ -209,9 +184,7 @@ class _Watched:
     expired: bool = False
 
     def shut(self) -> None:
-        """Shut the GET's socket down, which wakes a recv blocked on it: the one its
-        connection has now (during a TLS handshake), else the one it had (http.client drops
-        a connection's socket once the answer says it will close, and reads on)."""
+        """Shut the GET's socket (current, else last), waking a blocked recv."""
         sock = getattr(self.conn, "sock", None) or self.sock
         if sock is not None:
             # The plain socket's shutdown, also for TLS: `SSLSocket.shutdown` would unwrap
@@ -221,9 +194,8 @@ class _Watched:
 
 
 class _Watch:
-    """The running GETs, one per thread (a GET runs on the thread that asked for it), and
-    the thread that shuts the socket of each one at its deadline. A connect itself is
-    bounded by its timeout, set to what the GET has left."""
+    """The running GETs, one per thread, and the thread that shuts each one's socket at its
+    deadline."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -241,8 +213,7 @@ class _Watch:
         return watched
 
     def attach(self, conn: Any) -> float | None:
-        """The connection the calling thread's GET now uses (a redirect moves it); the time
-        it has left, or None when the thread runs no watched GET."""
+        """The calling thread's GET's connection now; the time it has left, or None if unwatched."""
         with self._changed:
             watched = self._running.get(threading.get_ident())
             if watched is None:
@@ -278,8 +249,7 @@ _WATCH = _Watch()
 
 @functools.cache
 def _pool_classes() -> dict[str, type[Any]]:
-    """urllib3's connection pools, their connections reporting to `_WATCH` when they
-    connect (the connect timeout then is what the GET has left) and at each request."""
+    """urllib3's pools, whose connections report to `_WATCH` on connect and at each request."""
     import urllib3
     from urllib3.connection import HTTPConnection, HTTPSConnection
 

@@ -1,12 +1,6 @@
-"""What every command shares: the error-to-exit-code map and message printing.
-
-Exit codes (SPEC §10): 0 success, 1 a failed check or refused operation, 2 usage or I/O
-error. The map is by exception class, never by message.
-
-`quiet_broken_pipe()` wraps a command's main: a reader that stops reading early
-(`... | head -c 0`) ends the command's output quietly, with no BrokenPipeError traceback,
-and the command still finishes and exits with its own code.
-"""
+"""What every command shares: the exit code of an error (SPEC §10, by its class, never its message),
+message printing, SIGINT held over a transaction, and `quiet_broken_pipe`, so a reader that stops
+early (`| head -c 0`) gets no traceback and the command its own exit code."""
 
 from __future__ import annotations
 
@@ -37,9 +31,7 @@ __all__ = [
 
 
 def exit_code_for(exc: BaseException) -> int:
-    """The error class's own `exit_code` (2 for usage and I/O: bad arguments, unreadable
-    files, a missing or unopenable store, key or token file problems; 1 for everything the
-    log or a check refused); an OSError is I/O (2), anything else a failure (1)."""
+    """The error class's own `exit_code`; an OSError is I/O (2), anything else a failure (1)."""
     if isinstance(exc, CapabilityAnchorError):
         return exc.exit_code
     if isinstance(exc, OSError):
@@ -58,9 +50,7 @@ def emit(obj: Any) -> None:
 
 
 class _QuietPipe:
-    """stdout, except that once the reader has gone (EPIPE) every later write and flush
-    is dropped. Dropping, not exiting: what the command does (an append, a verification)
-    must not depend on whether someone reads its output, so its exit code does not either."""
+    """stdout, dropping writes once the reader is gone: a command's outcome never depends on it."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -101,10 +91,7 @@ class _QuietPipe:
 
 @contextlib.contextmanager
 def sigint_held() -> Iterator[list[int]]:
-    """Hold SIGINT for the block (a transaction that must end committed or rolled back, not
-    in between): a Ctrl-C meanwhile is recorded in the yielded list, which is then truthy,
-    and the caller decides when to stop. Outside the main thread (an embedding host's
-    worker) signals cannot be handled here, and nothing changes."""
+    """Hold SIGINT for a block that must end committed or rolled back; the list says if it came."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
@@ -118,8 +105,7 @@ def sigint_held() -> Iterator[list[int]]:
 
 @contextlib.contextmanager
 def quiet_broken_pipe() -> Iterator[None]:
-    """Run a command's main with stdout guarded against a reader that has gone (see
-    `_QuietPipe`); stdout is flushed on the way out, `SystemExit` (argparse) included."""
+    """Run a command's main with stdout a `_QuietPipe`, flushed on the way out."""
     real = sys.stdout
     guard = _QuietPipe(real)
     guarded = cast(TextIO, guard)

@@ -1,13 +1,7 @@
-"""`capability-anchor demo`: the kernel end to end, before the store and the service exist.
-
-It anchors a batch of Capability Resolution records the way a resolver-2 resolver will:
-leaves from the records (SPEC §2), one RFC 9162 tree (§3), a signed head (§4), and each
-record re-issued with `anchor` and `proof` (§5) and signed as a record token. Then it checks
-every output with the verifying kernel alone, as an auditor would: token signature and
-lifetime, leaf recomputed from the claims, inclusion proof against the head's root, head
-signature. Nothing is faked: the key is a real Ed25519 key file (mode 0600) in the data dir,
-and the files written there can be checked with any JOSE library.
-"""
+"""`capability-anchor demo`: the kernel end to end. It anchors a batch of Capability Resolution
+records as a resolver-2 resolver does (leaves, one tree, a signed head, record tokens with `anchor`
+and `proof`), then checks every output with the verifying kernel alone; the key is a real key file,
+and the files can be checked with any JOSE library."""
 
 from __future__ import annotations
 
@@ -23,7 +17,7 @@ from capability_anchor import head as heads
 from capability_anchor import jws, leaf, merkle
 from capability_anchor.encoding import hash_from_hex
 from capability_anchor.errors import InvalidRecord, UsageError
-from capability_anchor.keys import KeySet, SigningKey, create_key_file, load_key_file
+from capability_anchor.keys import KeySet, create_key_file, load_key_file
 
 DEFAULT_ISS = "https://resolver.example"
 RECORD_LIFETIME = 24 * 3600
@@ -55,17 +49,8 @@ def sample_records(iss: str, now: dt.datetime) -> list[dict[str, Any]]:
     ]
 
 
-def _load_or_create_key(path: Path) -> SigningKey:
-    if path.exists():
-        return load_key_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return create_key_file(path)
-
-
 def demo_folder(data: str | None) -> Path:
-    """Where the demo writes: `DIR/demo` when `--data DIR` is given, else a new temporary
-    folder. Never `./data` or $CAPABILITY_ANCHOR_DATA by default: those name a real log,
-    and a first try of the command must leave nothing in the checkout or beside a log."""
+    """`DIR/demo` with `--data DIR`, else a new temporary folder (never a real log's)."""
     if data is not None:
         return Path(data) / "demo"
     return Path(tempfile.mkdtemp(prefix="capability-anchor-demo-"))
@@ -73,7 +58,12 @@ def demo_folder(data: str | None) -> Path:
 
 def run_demo(out: Path, iss: str, records_file: Path | None) -> int:
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    key = _load_or_create_key(out / "signing-key.jwk")
+    key_file = out / "signing-key.jwk"
+    if key_file.exists():
+        key = load_key_file(key_file)
+    else:
+        key_file.parent.mkdir(parents=True, exist_ok=True)
+        key = create_key_file(key_file)
     keys = KeySet.of(key.public)
 
     # 1. Leaves: validated, canonical, hashed.

@@ -1,12 +1,7 @@
-"""Which exit codes each command can give, and what each means there: the `--help` epilog of
-every subcommand is made from this table, so a command lists only its own codes.
-
-The classes are SPEC §10's (0 done, 1 refused or a failed check, 2 usage or I/O error) plus
-130 for an interrupted `append`. Every command that opens a log can exit 1 when the log's
-start-up self-check fails (its key does not verify its newest head: `StartupCheckFailed`),
-so each of those lists 1 even when it refuses nothing else. Checked against the code: the
-error classes each command's path can raise, by their `exit_code` (`errors.py`).
-"""
+"""Which exit codes each command can give (SPEC §10, plus 130 for an interrupted `append`) and what
+each means there: each subcommand's `--help` epilog is made from this table. A command that opens a
+log lists 1 (its start-up self-check); the table is checked against the error classes each command's
+path can raise."""
 
 from __future__ import annotations
 

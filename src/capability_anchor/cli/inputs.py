@@ -1,13 +1,6 @@
-"""`verify-proof`'s inputs: what the command line names, read and checked before the library
-runs (`--at`, `--keys`, `--roots`' key records, `--tsa-ca`, `--head`, `--history-proof`,
-`--policy`, RECORD, URLs).
-
-The library (`capability_anchor.verify.record`) takes these already loaded. Anything unreadable,
-unreachable or malformed here is an InputError (a UsageError: exit 2). Every read is
-bounded as it is read (`bounded.read`): a file or a reply by its size limit, a URL by one
-`--deadline` for the whole GET. urllib3 is imported only when a URL is given, so the
-offline path never loads an HTTP client.
-"""
+"""`verify-proof`'s inputs (keys, key records, TSA CAs, head, tlog-proof, policy, RECORD, URLs),
+read and checked before the library runs: anything unreadable, unreachable or malformed is an
+InputError (exit 2). Every read is bounded (`bounded.read`); urllib3 loads only for a URL."""
 
 from __future__ import annotations
 
@@ -70,8 +63,7 @@ def is_url(source: str) -> bool:
 
 
 def fetch(url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
-    """GET `url` (at most `limit` bytes, the whole GET within `deadline` seconds); any
-    failure, a 404 included, is an InputError (exit 2)."""
+    """GET `url` (`limit` bytes, `deadline` seconds); any failure, a 404 too, is an InputError."""
     body = fetch_if_found(url, limit=limit, deadline=deadline)
     if body is None:
         raise InputError(f"GET {url}: HTTP 404")
@@ -89,8 +81,7 @@ def fetch_if_found(
 def read_source(
     source: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S
 ) -> bytes:
-    """The bytes of a file path or a URL, at most `limit` of them (read no further);
-    unreadable, unreachable, larger or past the deadline is an InputError."""
+    """A file's or URL's bytes, at most `limit`; any failure is an InputError."""
     if is_url(source):
         return fetch(source, limit=limit, deadline=deadline)
     return read_file(source, limit=limit)
@@ -119,11 +110,7 @@ def load_keys(data: bytes, where: str) -> KeySet:
 def follow_key_records(
     keys: KeySet, roots: Path, *, deadline: float = DEFAULT_DEADLINE_S
 ) -> trust.TrustChain:
-    """`keys` plus every key the folder's `key-records.json` leads to from them (key
-    rotation: an auditor holding the old key trusts the new one because the old one signed
-    that record), and the revocations among the records (SPEC §13.2). A record not signed
-    by a key already trusted adds nothing; a file that is not a key records document is an
-    InputError (exit 2), as a bad keys.json is."""
+    """`keys` and every key the folder's `key-records.json` leads to, and its revocations."""
     path = roots / trust.KEY_RECORDS_FILE
     if not path.exists():
         return trust.TrustChain(keys)
@@ -133,8 +120,7 @@ def follow_key_records(
 def follow_served_records(
     keys: KeySet, keys_url: str, *, deadline: float = DEFAULT_DEADLINE_S
 ) -> trust.TrustChain:
-    """`follow_key_records` for keys fetched from a log's `/keys`: its `/keys/records`
-    (none, HTTP 404, from a log older than the resource: `keys` alone)."""
+    """`follow_key_records` over a log's `/keys/records` (a 404: `keys` alone)."""
     if not (is_url(keys_url) and keys_url.rstrip("/").endswith("/keys")):
         return trust.TrustChain(keys)
     url = keys_url.rstrip("/") + "/records"
@@ -176,9 +162,7 @@ def load_tsa_cas(paths: Sequence[str]) -> list[Certificate]:
 
 
 def load_policy(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> Policy:
-    """`--policy`: a C2SP tlog-policy file (or URL); unreadable or malformed is an
-    InputError (exit 2), as a bad --keys is: it is trust, not evidence. Read to at most
-    the largest policy `parse_policy` takes."""
+    """`--policy` (file or URL): unreadable or malformed is an InputError, as a bad `--keys` is."""
     from capability_anchor.errors import MalformedPolicy
     from capability_anchor.note import parse_policy
     from capability_anchor.note.policy import MAX_POLICY_SIZE
@@ -192,11 +176,7 @@ def load_policy(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> Policy:
 
 @dataclass(frozen=True)
 class CommandLineSources:
-    """The head from `--head` (a file or URL), else from `--roots`, else the anchor's url;
-    stamps from `--roots`, else `<anchor.url>/timestamps`; the tlog-proof from
-    `--history-proof`, else `--roots`, else `<base>/history/proof?leaf_hash=` (404: none),
-    asked only when the head itself came from the anchor's url: a run given its head
-    (`--head`) reaches out to no server it was not told of."""
+    """The head, stamps and tlog-proof from the options, else `--roots`, else the anchor's url."""
 
     given_head: str | None = None
     roots: Path | None = None
@@ -256,11 +236,9 @@ def verify_inputs(
     deadline: float = DEFAULT_DEADLINE_S,
     revocations: Mapping[str, Revocation] | None = None,
 ) -> Result:
-    """`verify` over what the command line names: the head from `head` (a file path or
-    URL), else `roots` (an exported folder), else the anchor's URL; the tlog-proof from
-    `history_proof`, else as `CommandLineSources` says; the TSA CAs from the `tsa_ca` files
-    and the policy from `policy` (both read first: a bad one stops everything, exit 2).
-    Each URL read has `deadline` seconds in all."""
+    """`verify` over what the command line names (see `CommandLineSources`); the TSA CAs and the
+    policy are read first, so a bad one stops everything (exit 2). Each URL read has `deadline`
+    seconds in all."""
     cas = load_tsa_cas(tsa_ca)
     loaded = None if policy is None else load_policy(policy, deadline=deadline)
     folder = None if roots is None else Path(roots)

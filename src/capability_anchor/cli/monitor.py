@@ -1,10 +1,6 @@
-"""`capability-anchor monitor URL|DIR --keys K [--policy P] --state DIR [--entries]
-[--watch S] [--max-lag S] [--strict]`, `monitor --acknowledge ID --state DIR` and
-`monitor compare STATE1 STATE2` (issues #14, #20; the steps are in `monitor/follow.py`).
-One JSON line per finding, then a summary line per run; exit 0 when consistent, 1 on any
-alarm (a pending one too: `monitor/alarms.py`), or a warning (`checkpoint_older`,
-`checkpoint_stale`) with `--strict`, 2 on I/O or usage (a checkpoint not found, until that
-lasts longer than `--max-lag`)."""
+"""`capability-anchor monitor URL|DIR`, `monitor --acknowledge ID` and `monitor compare` (the run's
+steps: `monitor/follow.py`): one JSON line per finding, a summary line per run; exit 0 consistent, 1
+an alarm (or a warning with `--strict`), 2 I/O or usage."""
 
 from __future__ import annotations
 
@@ -148,8 +144,7 @@ def _once(monitor: Monitor, strict: bool) -> int:
 
 
 def _watch(monitor: Monitor, every: float, strict: bool) -> int:
-    """Forever: a run every `every` seconds; after I/O errors the pause doubles, up to
-    max(every, 300 s), and is back to `every` after the next run that reads the log."""
+    """A run every `every` seconds; after I/O errors the pause doubles, up to max(every, 300 s)."""
     errors = 0
     while True:
         try:

@@ -1,15 +1,7 @@
-"""`capability-anchor`: the operator CLI (SPEC §10).
-
-Machine output is JSON on stdout, messages on stderr; exit 0 success, 1 a failed check or
-refused operation, 2 usage or I/O error. Every subcommand takes `--data DIR` (default: env
-CAPABILITY_ANCHOR_DATA, else ./data). The log's clock is the system clock: there is no way
-to set it from here (tests inject it through the library).
-
-Here: the parser and the dispatch; the commands are in `operator_write` (init,
-checkpoint, seal, timestamp, rotate-key), `operator_append` (append), `operator_witness`
-(policy, cosign), `operator_read` (proof, consistency, export, audit, demo) and
-`operator_backup` (backup), what they share in `operator_base`, `serve` in its own module.
-"""
+"""`capability-anchor`, the operator CLI (SPEC §10): the parser and the dispatch. JSON on stdout,
+messages on stderr; every subcommand takes `--data DIR`; the clock is the system's. The commands
+live in `operator_write`, `operator_append`, `operator_witness`, `operator_read`, `operator_backup`,
+`operator_recover` and `serve`, what they share in `operator_base`."""
 
 from __future__ import annotations
 
@@ -45,8 +37,7 @@ EXIT_CODES = epilog(ALL)
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
-    """Each option's default appended to its help unless the help already says it (or there
-    is none: None, an empty list, an unset flag); the exit-code epilog kept as written."""
+    """Each option's default appended to its help unless said already; the epilog as written."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
@@ -110,10 +101,6 @@ def add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
             metavar="S",
             help="total time allowed for one TSA exchange (default: 10)",
         )
-
-
-# The old private names, for code written against them on other branches.
-_data_dir, _add_data, _add_tsa = data_dir, add_data, add_tsa
 
 
 def _version() -> str:
@@ -337,25 +324,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     with quiet_broken_pipe():
-        return _main(argv)
-
-
-def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
-    try:
-        _check_store(args)
-        return int(COMMANDS[args.command](args))
-    except (CapabilityAnchorError, OSError) as exc:  # the edge: a message and an exit code
-        return fail(PROG, exc)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        try:
+            _check_store(args)
+            return int(COMMANDS[args.command](args))
+        except (CapabilityAnchorError, OSError) as exc:  # the edge: a message and an exit code
+            return fail(PROG, exc)
 
 
 def _check_store(args: argparse.Namespace) -> None:
-    """`--store` (or $CAPABILITY_ANCHOR_STORE) against the data dir, before the command
-    runs: `args.store` becomes the URL init binds the data dir to, else None."""
+    """Check `--store` (or the env) against the data dir; `args.store`: the URL, else None."""
     if "store" not in vars(args):
         return
     url = args.store if args.store is not None else STORE.get()

@@ -43,10 +43,7 @@ def published_of(args: argparse.Namespace) -> str | None:
 
 
 def refuse_if_behind(log: Any, args: argparse.Namespace) -> None:
-    """Before a command signs or submits: learn what was published (`published.learn`)
-    and refuse (BehindPublished, exit 1, naming `recover`) when this data dir is behind,
-    or (NotCompared, exit 2, naming `--published`) when it is a restored copy that nothing
-    was compared with (SPEC §14.2)."""
+    """Refuse to sign when the data dir is behind what was published, or an uncompared copy."""
     from capability_anchor.log.published import learn
 
     state = learn(log, published_of(args), before_signing=True)

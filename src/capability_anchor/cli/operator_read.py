@@ -99,9 +99,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _keep_damage_mark(data: Path, report: AuditReport) -> None:
-    """The one file the audit writes or removes in a data dir: the damage mark
-    (`store/damage.py`). Damage the audit finds stops every writer; a passing audit (after a
-    restore or repair) is what lets the log be written to again."""
+    """Write or clear the damage mark: a failed audit stops every writer, a passing one frees."""
     from capability_anchor.store import damage
 
     if report.damage is not None:

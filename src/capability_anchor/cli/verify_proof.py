@@ -1,10 +1,6 @@
-"""`verify-proof`: the offline auditor command (SPEC §9, §12.5).
-
-The checks and their descriptions are `capability_anchor.verify.checks.CHECKS` (the one list;
-`--help` prints it); the verification itself is `capability_anchor.verify.record.verify` (which
-audit reuses), over inputs `cli.inputs` reads. This module only parses arguments and
-prints. Exit codes are `EXIT_CODES` below (SPEC §9).
-"""
+"""`verify-proof`, the offline auditor command (SPEC §9, §12.5): parses arguments and prints. The
+checks are `verify.checks.CHECKS`, the verification `verify.record.verify` over what `cli.inputs`
+reads; exit codes are `EXIT_CODES` below."""
 
 from __future__ import annotations
 
@@ -152,8 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _kid_notices(keys: KeySet, where: str) -> None:
-    """Capability Resolution §8: a kid SHOULD be the key's RFC 7638 thumbprint. A key set
-    that names a key otherwise is trusted as given; the auditor is told which kids."""
+    """CR §8: a kid SHOULD be the key's thumbprint; tell the auditor which kids are not."""
     for key in keys.non_thumbprint_keys:
         print(
             f"{PROG}: notice: {where}: trusted key kid {key.kid!r} is not its RFC 7638 "

@@ -1,17 +1,7 @@
-"""`capability-anchor witness ...`: run a C2SP tlog-witness (issue #14).
-
-`init --name NAME` makes the witness's data dir, its SQLite store and its Ed25519 key
-(0600), and prints the cosignature vkey (type 0x04) that logs and verifiers put in their
-tlog-policy; `add-log --origin O --vkey V` configures a log; `update-log --origin O --vkey V
-[--vkey V ...]` replaces a configured log's key set (the log rotated its key: during the
-overlap both keys are given, and either verifies); `serve` answers `add-checkpoint` and the
-monitoring endpoint, reading a log's keys at every request (so it adopts `update-log` at
-once); `info` prints the witness's name, vkey and the submission prefix `serve` answers
-under. Exit codes as every command: 2 usage or I/O (`update-log` of an empty set, of a vkey
-named for another origin or of more than MAX_LOG_KEYS keys, or of an origin the witness
-does not know), 1 refused (an existing witness, `add-log` of a log already configured with
-other keys).
-"""
+"""`capability-anchor witness ...`: run a C2SP tlog-witness. `init` makes its data dir, store and
+key and prints its cosignature vkey; `add-log` and `update-log` configure a log's keys (`serve`
+reads them at every request); `serve` answers `add-checkpoint` and the monitoring endpoint; `info`
+prints the name, vkey and submission prefix."""
 
 from __future__ import annotations
 
@@ -138,9 +128,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    """What a log's operator puts in its policy's `witness` line: the name, the vkey, and
-    the prefix `witness serve` with these --host/--port answers `add-checkpoint` under
-    (behind a proxy, the public URL the proxy maps to it instead)."""
+    """The name, vkey and `add-checkpoint` prefix a log's policy `witness` line needs."""
     from capability_anchor.witness.server.service import Witness
 
     from .serve import _url_host
@@ -157,8 +145,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
-    """The checked --vkey values (each in its canonical form), after a checked --origin;
-    at most MAX_LOG_KEYS (every cosign request of the log parses each of them)."""
+    """The checked, canonical --vkey values for --origin, at most MAX_LOG_KEYS."""
     from capability_anchor.note import note_verifier
 
     if len(args.vkey) > MAX_LOG_KEYS:
@@ -172,18 +159,6 @@ def _log_keys(args: argparse.Namespace, command: str) -> tuple[str, ...]:
     if not args.origin or any(ord(c) < 0x20 for c in args.origin):
         raise UsageError("--origin is one non-empty line without control characters")
     return tuple(v.vkey() for v in verifiers)
-
-
-def _named_for(origin: str, vkeys: tuple[str, ...]) -> None:
-    """A log signs its checkpoints under its origin: a key named otherwise verifies none,
-    and the witness would refuse every checkpoint of the log from then on."""
-    for vkey in vkeys:
-        name = vkey.split("+", 1)[0]
-        if name != origin:
-            raise UsageError(
-                f"update-log: the vkey {vkey} is named {name}, not the log's origin "
-                f"{origin}: it would verify none of its checkpoints"
-            )
 
 
 def _add_log(args: argparse.Namespace) -> int:
@@ -213,7 +188,14 @@ def _update_log(args: argparse.Namespace) -> int:
     store = stores.open_witness(witness_data(args.data))
     try:
         if store.log(args.origin) is not None:  # else the store names `add-log`
-            _named_for(args.origin, vkeys)
+            # A log signs under its origin: a key named otherwise would verify none of its
+            # checkpoints, and the witness would refuse every one of them.
+            for vkey in vkeys:
+                if (name := vkey.split("+", 1)[0]) != args.origin:
+                    raise UsageError(
+                        f"update-log: the vkey {vkey} is named {name}, not the log's origin "
+                        f"{args.origin}: it would verify none of its checkpoints"
+                    )
         old = store.update_log(args.origin, vkeys, int(time.time()))
     finally:
         store.close()

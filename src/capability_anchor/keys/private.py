@@ -1,5 +1,5 @@
-"""The Ed25519 private key and its file: `SigningKey`, `create_key_file`, `load_key_file`
-(see the package docstring for the rules the file keeps)."""
+"""The Ed25519 private key and its file (`SigningKey`, `create_key_file`, `load_key_file`):
+created 0600 by `os.open` itself, never overwritten, refused when others may read it."""
 
 from __future__ import annotations
 
@@ -81,8 +81,7 @@ class SigningKey:
 
 
 def create_key_file(path: str | os.PathLike[str]) -> SigningKey:
-    """Generate a key and write it to a new file `path` that only the owner can read
-    (`files.write_secret_file`: created 0600, never overwriting anything)."""
+    """Generate a key and write it to a new owner-only file `path` (`files.write_secret_file`)."""
     key = SigningKey.generate()
     content = (json.dumps(key._private_jwk(), separators=(",", ":")) + "\n").encode("ascii")
     try:
@@ -99,12 +98,7 @@ def _file_error(path: str, problem: str) -> KeyFileError:
 
 
 def _read_private_file(name: str) -> bytes:
-    """Open, check type and mode on the open descriptor (so the file checked is the file
-    read, with no race against a rename), then read at most _MAX_KEY_FILE_SIZE + 1 bytes.
-
-    O_NONBLOCK keeps a FIFO planted at the path from hanging the open; it has no effect on
-    reading a regular file, and anything else is refused before reading.
-    """
+    """Open without a race or a FIFO hang, check type and mode, read at most the size cap + 1."""
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(name, flags)
@@ -137,12 +131,7 @@ def _read_private_file(name: str) -> bytes:
 
 
 def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
-    """Load the private key written by `create_key_file` (or any Ed25519 private OKP JWK).
-
-    Refused when group or others have any permission bit (`st_mode & 0o077`), the message
-    naming the path and the mode (e.g. 0644). Then `d` must be canonical base64url of 32
-    bytes, `x` the public key of `d`, and `kid`, when present, its RFC 7638 thumbprint.
-    """
+    """Load a private Ed25519 JWK file: refused when others may read it or its members disagree."""
     name = os.fspath(path)
     jwk = _private_jwk_of(name, _read_private_file(name))
     key = SigningKey.from_seed(_seed_of(name, jwk["d"]))
@@ -156,8 +145,7 @@ def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
 
 
 def _private_jwk_of(name: str, data: bytes) -> dict[str, object]:
-    """The file's JSON object, with exactly the members and values of an Ed25519 private
-    OKP JWK (its `d` and `x` not yet checked)."""
+    """The file's JSON object, with exactly an Ed25519 private JWK's members (`d`, `x` later)."""
     if len(data) > _MAX_KEY_FILE_SIZE:
         raise _file_error(name, f"is larger than {_MAX_KEY_FILE_SIZE} bytes; not a key file")
     jwk = strictjson.load_object(

@@ -1,5 +1,5 @@
-"""Ed25519 public keys: RFC 7638 key IDs, `PublicKey` and the trusted `KeySet` (see the
-package docstring for the rules they keep)."""
+"""Ed25519 public keys: RFC 7638 key IDs, `PublicKey` and the trusted `KeySet`, each validated
+when built, so holding one means it is well-formed."""
 
 from __future__ import annotations
 
@@ -42,12 +42,7 @@ def _decode_x(x_b64: object) -> bytes:
 
 
 def thumbprint(x_b64: str) -> str:
-    """RFC 7638 thumbprint (the `kid`) of the OKP Ed25519 public key with this `x`.
-
-    SHA-256 over the exact bytes `{"crv":"Ed25519","kty":"OKP","x":"<x>"}`. `x` is checked
-    first (canonical base64url of 32 bytes, else InvalidKey) because a second spelling of
-    the same key would otherwise get a second kid.
-    """
+    """RFC 7638 thumbprint (the `kid`) of the key `x`, checked first: one key never has two kids."""
     _decode_x(x_b64)
     canonical = '{"crv":"Ed25519","kty":"OKP","x":"' + x_b64 + '"}'
     return b64url_encode(hashlib.sha256(canonical.encode("ascii")).digest())
@@ -58,14 +53,9 @@ def thumbprint(x_b64: str) -> str:
 
 @dataclass(frozen=True)
 class PublicKey:
-    """An Ed25519 public key with its base64url `x` and its `kid`.
-
-    Validated on construction (`raw` is 32 bytes, `x` spells it, `kid` is its RFC 7638
-    thumbprint), so code holding a PublicKey never re-checks. Build one with `from_raw` or
-    `from_x`. `thumbprint_kid=False` (made only by `KeySet.from_jwks` for a verifier's
-    key set) is a key whose kid, a non-empty string, was given by a trusted JWK Set and is
-    not its thumbprint; `thumbprint` is then still the key's RFC 7638 thumbprint.
-    """
+    """An Ed25519 public key with its base64url `x` and its `kid`, validated on construction.
+    `thumbprint_kid=False` (only from `KeySet.from_jwks`) is a key a trusted JWK Set names by
+    another kid."""
 
     raw: bytes
     kid: str
@@ -116,11 +106,7 @@ class PublicKey:
         }
 
     def verify(self, message: bytes, signature: bytes) -> None:
-        """Check a detached Ed25519 signature; raise SignatureMismatch, never return a bool.
-
-        Any libsodium failure (bad signature, wrong length, a key libsodium refuses) is a
-        mismatch: the caller only needs to know the statement is not vouched for.
-        """
+        """Check a detached Ed25519 signature; any libsodium failure is a SignatureMismatch."""
         if len(signature) != ED25519_SIGNATURE_SIZE:
             raise SignatureMismatch(
                 f"an Ed25519 signature is {ED25519_SIGNATURE_SIZE} bytes, got {len(signature)}"
@@ -170,12 +156,7 @@ def _public_key_from_jwk(jwk: object, position: int, *, require_thumbprints: boo
 
 
 class KeySet:
-    """The trusted Ed25519 public keys, by kid. Immutable once built; never empty.
-
-    A JWK's other members (RFC 7517 §4 says unknown ones are ignored) do not matter; the
-    ones that could change what a key means are checked: kty, crv, x, kid, use, alg, and d
-    (rejected outright).
-    """
+    """The trusted Ed25519 public keys, by kid; immutable, never empty."""
 
     __slots__ = ("_keys",)
 
@@ -200,13 +181,7 @@ class KeySet:
 
     @classmethod
     def from_jwks(cls, obj: object, *, require_thumbprints: bool = False) -> KeySet:
-        """Build from a parsed JWK Set `{"keys": [...]}` (other top-level members ignored,
-        so a discovery document's `keys` can be passed as `{"keys": doc["keys"]}`).
-
-        A key whose `kid` is not its RFC 7638 thumbprint is trusted under that kid
-        (`thumbprint_kid` False; see `non_thumbprint_keys`), as a verifier of another resolver's
-        key set needs; `require_thumbprints=True` refuses it, for keys this project
-        publishes or endorses itself."""
+        """A JWK Set's keys; a non-thumbprint kid is kept unless `require_thumbprints`."""
         if not isinstance(obj, dict):
             raise InvalidKey("a JWK set must be a JSON object with a 'keys' array")
         keys = obj.get("keys")
@@ -219,8 +194,7 @@ class KeySet:
 
     @classmethod
     def from_json(cls, data: bytes | str, *, require_thumbprints: bool = False) -> KeySet:
-        """Parse a JWK Set document strictly (UTF-8, duplicate members rejected); malformed
-        JSON is `MalformedKeySet` (an InvalidKey and a MalformedJSON)."""
+        """Parse a JWK Set document strictly; malformed JSON is `MalformedKeySet`."""
         try:
             obj = strictjson.loads(data)
         except MalformedJSON as exc:

@@ -1,19 +1,7 @@
-"""The two signed statements of a two-phase key rotation (SPEC §13.2, CR 0.2 §11), beside
-the rotation records of `trust.py`. Pure functions over tokens and keys (no storage): the
-log, the audit, `verify-proof` and `monitor` share them. Formats in `roots/README.md`.
-
-Pending rotation (phase 1 of `rotate-key`): a compact JWS with `typ`
-`capability-anchor-rotation+jws`, signed by the current key, with exactly the claims
-`{"v","iss","kid","iat","activate_at"}`: the key `kid` was published at `iat` and may sign
-from `activate_at` on. Signed so that whoever can write the database but not read the key
-file cannot move the activation time (nor name another next key).
-
-Revocation (`rotate-key --compromised`): a compact JWS with `typ`
-`capability-anchor-revocation+jws`, signed by the revoked key's successor, with exactly the
-claims `{"v","iss","kid","revoked_at","iat"}`: from `revoked_at` on, nothing signed by `kid`
-is the log's. It is stored and published with the rotation records (`key-records.json`'s
-`records`), told apart from them by its `typ`.
-"""
+"""The signed statements of a two-phase key rotation (SPEC §13.2): the pending rotation (signed by
+the current key, so whoever writes the database cannot move the activation) and the revocation
+(signed by the successor). Pure, shared by the log, the audit, `verify-proof` and `monitor`; formats
+in roots/README.md."""
 
 from __future__ import annotations
 
@@ -63,8 +51,7 @@ def _check(claims: Mapping[str, Any], names: Sequence[str], what: str, iss: str)
 
 @dataclass(frozen=True)
 class PendingRotation:
-    """A verified pending rotation: `signer` published `kid` at `published`; it may sign
-    from `activate_at` on."""
+    """A verified pending rotation: `kid` published at `published`, signing from `activate_at`."""
 
     signer: str
     kid: str
@@ -98,8 +85,7 @@ def verify_pending_rotation(token: str, current: KeySet, *, iss: str) -> Pending
 
 @dataclass(frozen=True)
 class Revocation:
-    """A verified revocation: `signer` says nothing `kid` signed from `revoked_at` on is the
-    log's."""
+    """A verified revocation: nothing `kid` signed from `revoked_at` on is the log's."""
 
     signer: str
     kid: str
@@ -108,9 +94,7 @@ class Revocation:
     token: str
 
     def covers(self, kid: str, signed_at: int) -> bool:
-        """Whether a statement by `kid` dated `signed_at` is one this revocation voids:
-        one dated after the revocation time (the second of the revocation is still the
-        old key's: the log stops signing with it in the transaction that revokes it)."""
+        """Whether a statement by `kid` dated `signed_at` is voided by this revocation."""
         return kid == self.kid and signed_at > self.revoked_at
 
     def describe(self) -> str:

@@ -1,25 +1,6 @@
-"""Which keys a log's statements are trusted with, and the signed statement of its settings.
-
-Pure functions over tokens and keys (no storage): the log, the audit and `verify-proof` share
-them. Proposed for the SPEC; the byte-level format is in `roots/README.md`.
-
-Key rotation record: a compact JWS (`jws.sign_claims`, so its payload is JCS bytes) with the
-header `{"alg":"EdDSA","kid":<signer's kid>,"typ":"capability-anchor-key+jws"}` and exactly
-the claims `{"v":"0.2","iss":<the log's iss>,"kid":<endorsed kid>,"jwk":<endorsed public JWK,
-exactly as keys.json lists it>,"iat":<epoch seconds>}`. It says: the signer vouches that the
-endorsed key signs for this log.
-
-The trusted set is the closure of the anchor (the key file's key for the log; `--keys` or
-keys.json for an auditor) over rotation records: a record is followed only once its signer is
-already trusted, so no record can vouch for itself, and a key that nobody trusted endorses
-stays untrusted however many records name it.
-
-Settings statement: a compact JWS with `typ` `capability-anchor-settings+jws` and exactly the
-claims `{"v","iss","first_day","public_url","config","reason","iat"}`, where `public_url` is
-the stored one or null, `config` the stored configuration object (TSA URLs and CA PEM), and
-`reason` why it was made (`init`, `upgrade`, `rotate-key`). The log's newest statement must
-be signed by the key file's key and equal what the database stores.
-"""
+"""Which keys a log's statements are trusted with (the closure of an anchor over key rotation
+records: a record counts only once its signer is trusted), and the signed statement of the log's
+settings. Pure, shared by the log, the audit and `verify-proof`; formats in roots/README.md."""
 
 from __future__ import annotations
 
@@ -97,9 +78,7 @@ def make_key_record(signer: SigningKey, endorsed: PublicKey, *, iss: str, iat: i
 
 
 def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
-    """Verify a rotation record whose signer must be in `trusted` (UnknownKeyError if not):
-    header and signature (`jws.verify`), exact claims, `iss`, and a `jwk` that is exactly the
-    published form of the key its `kid` names."""
+    """Verify a rotation record signed by a key of `trusted`: JWS, exact claims, `iss`, `jwk`."""
     verified = jws.verify(token, trusted, KEY_TYP)
     claims = strictjson.load_object(verified.payload, "key record: the payload", error=ClaimsError)
     _exact_members(claims, KEY_CLAIMS, "key record")
@@ -120,8 +99,7 @@ def verify_key_record(token: str, trusted: KeySet, *, iss: str) -> KeyRecord:
 
 @dataclass
 class TrustChain:
-    """The closure of `anchors` over rotation records (by position in the list given), and
-    the revocations among them (`keys.statements`), by revoked kid."""
+    """The closure of `anchors` over rotation records, and the revocations among them, by kid."""
 
     keys: KeySet
     records: dict[int, KeyRecord] = field(default_factory=dict)
@@ -130,13 +108,9 @@ class TrustChain:
 
 
 def closure(anchors: Iterable[PublicKey], tokens: Sequence[str], *, iss: str) -> TrustChain:
-    """Follow rotation records from `anchors` until nothing changes. A record whose signer
-    never becomes trusted, or that fails any check once it is, lands in `problems`.
-
-    Revocations (told apart by their `typ`) are verified with the resulting set, in list
-    order; one signed by a key an earlier one revoked counts for nothing. A record signed by
-    a revoked key at or after its revocation time is not followed (the closure is taken
-    again without it): a stolen key cannot vouch for a key of the thief's."""
+    """Follow rotation records from `anchors` until nothing changes; a record never trusted or
+    failing lands in `problems`. Then revocations, in order: a record signed by a revoked key at or
+    after its revocation is not followed."""
     anchors = list(anchors)
     skipped: dict[int, str] = {}
     while True:
@@ -239,8 +213,7 @@ def verify_settings(token: str, keys: KeySet) -> dict[str, Any]:
 
 
 def settings_differences(signed: Mapping[str, Any], meta: Mapping[str, str]) -> list[str]:
-    """Each stored setting that differs from the signed statement, named (`meta.public_url`,
-    `meta.config.tsa_ca`, ...)."""
+    """Each stored setting that differs from the signed statement (`meta.public_url`, ...)."""
     try:
         stored = settings_claims(meta)
     except ClaimsError as exc:
@@ -279,8 +252,7 @@ KEY_RECORDS_FILE = "key-records.json"
 
 
 def key_records_document(iss: str, tokens: Sequence[str]) -> bytes:
-    """`key-records.json`: `{"v","iss","records":[compact JWS, ...]}` as JCS bytes, records in
-    the order the log stored them."""
+    """`key-records.json`: JCS bytes of `{"v","iss","records"}`, records in stored order."""
     return canonical({"v": VERSION, "iss": iss, "records": list(tokens)})
 
 

@@ -1,11 +1,6 @@
-"""RFC 9162 Merkle trees: hashing, proof construction, proof verification, tiled trees.
-
-Pure functions over bytes and ints; no I/O. `nodes` says which nodes a proof needs, a
-`NodeSource` (the in-memory `TiledTree`, or `TileNodes` over stored tiles) supplies them,
-and `verify` checks proofs without trusting anything but the root it is given.
-
-The kernel's base: imports only `errors` and `strictjson`.
-"""
+"""RFC 9162 Merkle trees, pure: hashing, which nodes a proof needs (`nodes`), their hashes from a
+`NodeSource` (`TiledTree` in memory, `TileNodes` over stored tiles), and proof verification that
+trusts only the root it is given. The kernel's base: imports only `errors` and `strictjson`."""
 
 from .edge import FullTile, TreeEdge, partial_counts
 from .hashing import EMPTY_ROOT, HASH_SIZE, hash_children, hash_leaf

@@ -1,16 +1,7 @@
-"""The right edge of a tiled tree: what a store keeps in memory to append in O(1) space.
-
-A tree of n leaves, cut into tlog-tiles, has at every tile level L exactly one partial tile
-(possibly empty): the (n >> 8L) mod 256 hashes at height 8L to the right of the last full
-tile. Everything to the left of it lives in full tiles that never change again. So the
-partial tiles are all the state appending needs (at most 255 hashes per level, ~24 KB at
-10,000,000 leaves), and they are also all the root needs: the root's decomposition nodes
-at heights 8L..8L+7 lie inside level L's partial tile.
-
-`TreeEdge.extend` returns the tiles that became full, with their roots (the hash one level
-up), for the store to persist; the store can rebuild an edge from the last partial hashes
-of level 0 and the roots of the full tiles to the right of each level's last full tile.
-"""
+"""The right edge of a tiled tree: one partial tile per level (at most 255 hashes), all that
+appending and the root need, so a store appends in O(1) memory. `TreeEdge.extend` returns the tiles
+that became full, with their roots, for the store to persist; an edge is rebuilt from the last
+partial hashes and the full tiles' roots."""
 
 from __future__ import annotations
 
@@ -92,10 +83,7 @@ class TreeEdge:
         return full
 
     def extend_published(self, leaf_hashes: bytes) -> list[StoredTile]:
-        """Append, and return every tile a store keeps for the new size as a published one:
-        the tiles that became full (with their roots), then the partial tiles of the size
-        (root None). This is what a tree with a published head at every size stores (the
-        history tree); a day tree stores partial tiles only at its heads' sizes."""
+        """Append; the tiles that became full (with roots), then the new size's partial tiles."""
         rows: list[StoredTile] = [
             (t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root)
             for t in self.extend(leaf_hashes)

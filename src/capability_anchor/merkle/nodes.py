@@ -1,15 +1,7 @@
-"""Which tree nodes a proof needs (RFC 9162 §2.1.3.1, §2.1.4.1), as node IDs, never hashes.
-
-Construction is split from storage, as in the Go reference (transparency-dev/merkle): these
-functions say *which* nodes a proof or root needs; a `NodeSource` (the in-memory tiled tree,
-or tiles read from the store) supplies their hashes. No I/O happens here.
-
-A node ID `(height, index)` names the perfect subtree over leaves
-`[index << height, (index + 1) << height)`. A proof element is a tuple of node IDs: one ID
-for a perfect subtree, several for an "ephemeral" subtree on the right border of a tree whose
-size is not a power of two. Its hash is the right-to-left fold of its parts, which is exactly
-MTH(D[a:b]) of RFC 9162 because MTH splits at the largest power of two below the size.
-"""
+"""Which tree nodes a proof needs (RFC 9162 §2.1.3.1, §2.1.4.1), as node IDs, never hashes: a
+`NodeSource` supplies them, as in the Go reference. `(height, index)` is the perfect subtree over
+leaves `[index << height, (index + 1) << height)`; a proof element is a tuple of IDs whose
+right-to-left fold is MTH(D[a:b]) (several for an ephemeral subtree on the right border)."""
 
 from __future__ import annotations
 
@@ -31,12 +23,7 @@ class NodeSource(Protocol):
 
 
 def range_nodes(begin: int, end: int) -> list[NodeID]:
-    """The perfect subtrees that make up MTH(D[begin:end]), largest first.
-
-    `begin` must be aligned so that D[begin:end] is a subtree of the RFC 9162 tree, i.e.
-    `begin` is a multiple of the largest power of two not above `end - begin`'s top bit.
-    That holds for every range this module asks for (whole trees and right borders).
-    """
+    """The perfect subtrees of MTH(D[begin:end]), largest first; `begin` must be aligned."""
     ids: list[NodeID] = []
     size = end - begin
     offset = begin
@@ -60,12 +47,7 @@ def inclusion_nodes(index: int, size: int) -> list[ProofNode]:
 
 
 def _path_nodes(index: int, height: int, size: int) -> list[ProofNode]:
-    """The audit path of node (height, index) up to the root of a tree of `size` leaves.
-
-    At each height the node's sibling is either a complete perfect subtree, or the right
-    border (a partial subtree ending at `size`), or absent because the node is the last at
-    its height and is promoted unchanged (RFC 9162's unbalanced right edge).
-    """
+    """The audit path of node (height, index) in a tree of `size` leaves, as node IDs."""
     path: list[ProofNode] = []
     last = (size - 1) >> height
     node = index
@@ -83,12 +65,7 @@ def _path_nodes(index: int, height: int, size: int) -> list[ProofNode]:
 
 
 def consistency_nodes(first: int, second: int) -> list[ProofNode]:
-    """RFC 9162 PROOF(first, D[second]) as node IDs.
-
-    The proof is the audit path, in the larger tree, of the largest perfect subtree that
-    ends at `first`, preceded by that subtree itself unless it is the whole first tree
-    (first is a power of two, so the verifier already holds that hash as the first root).
-    """
+    """RFC 9162 PROOF(first, D[second]) as node IDs."""
     if not 0 < first <= second:
         raise UsageError(f"consistency needs 0 < first <= second, got {first} and {second}")
     if first == second:

@@ -1,12 +1,6 @@
-"""C2SP tlog-tiles resource paths, read and written in their one spelling.
-
-`tile/<L>/<N>[.p/<W>]` names a hash tile and `tile/entries/<N>[.p/<W>]` an entry bundle:
-L is 0..63, N is written in zero-padded groups of three digits, every group but the last
-prefixed with `x` (1234067 -> `x001/x234/067`), and `.p/<W>` (W 1..255) marks a partial
-tile. A URL of an immutable resource must have exactly one spelling, so anything else is
-refused rather than read generously: leading zeros in L or W, a leading `x000` group, `.p/256`,
-a width of 0, a level of 64 or more.
-"""
+"""C2SP tlog-tiles resource paths (`tile/<L>/<N>[.p/<W>]`, `tile/entries/<N>[.p/<W>]`), read and
+written in their one spelling: anything else (leading zeros, an `x000` group, `.p/256`, a width of
+0, a level of 64 or more) is refused, since an immutable resource has one URL."""
 
 from __future__ import annotations
 
@@ -29,8 +23,7 @@ _MAX_GROUPS = 7  # 10**21 > MAX_INDEX
 
 @dataclass(frozen=True, slots=True)
 class TileRequest:
-    """One tlog-tiles resource: a hash tile (`level` 0..63) or an entry bundle (`level`
-    None), its index, and its width (256 for a full tile)."""
+    """A hash tile (`level` 0..63) or an entry bundle (`level` None), with index and width."""
 
     level: int | None
     index: int
@@ -79,8 +72,7 @@ def _index(groups: list[str], text: str) -> int:
 
 
 def parse_tile_path(text: str) -> TileRequest:
-    """`<L>/<N>[.p/<W>]` or `entries/<N>[.p/<W>]` (what follows `tile/`), in its one
-    spelling; anything else is a `UsageError` naming what is wrong."""
+    """What follows `tile/`, in its one spelling; anything else is a `UsageError` saying why."""
     parts = text.split("/")
     if len(parts) < 2:
         raise UsageError(f"tile path {text!r}: expected <L>/<N>[.p/<W>] or entries/<N>")
@@ -108,8 +100,7 @@ def parse_tile_path(text: str) -> TileRequest:
 
 
 def published_resources(sizes: Iterable[int], current: int) -> Iterator[TileRequest]:
-    """The tiles and entry bundles to publish for a tree whose published sizes are `sizes`
-    and whose newest published size is `current` (see the module docstring)."""
+    """The tiles and bundles to publish for published sizes `sizes`, the newest `current`."""
     found: set[tuple[int, int, int]] = set()
     level = 0
     while current >> (TILE_HEIGHT * level):

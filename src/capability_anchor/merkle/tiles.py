@@ -1,15 +1,6 @@
-"""C2SP tlog-tiles layout: hash tiles 256 wide, 8 tree levels tall.
-
-A tile at level L and index N holds the hashes of the tree nodes at height 8·L with indices
-N·256 … N·256+W-1, concatenated (W ≤ 256; W < 256 only at the right edge, a "partial" tile).
-Level 0 tiles are the leaf hashes. Every other node is recomputed from the tile below it:
-a node at height 8·L + k covers 2^k consecutive hashes of one level-L tile.
-
-Tiles only grow: a partial tile is a prefix of the same tile at any larger tree size, so a
-reader may hand out a wider version of a tile than the size being proven needs. A proof at
-size n therefore reads at most two tiles per level (the path's tile and the right border's),
-i.e. a handful of tiles even at 10,000,000 leaves.
-"""
+"""C2SP tlog-tiles layout: a tile at level L, index N holds the W (<= 256) hashes at height 8L from
+index 256N; other nodes are recomputed from the tile below. Tiles only grow, so a wider tile may
+serve a smaller size and a proof reads at most two tiles per level."""
 
 from __future__ import annotations
 
@@ -39,11 +30,7 @@ class TileID:
 
 
 def tile_path(level: int, index: int, width: int = TILE_WIDTH) -> str:
-    """The tlog-tiles URL path of a hash tile: `tile/<L>/<N>[.p/<W>]`.
-
-    N is written in groups of three digits, every group but the last prefixed with `x`
-    (1234067 -> `x001/x234/067`), so no directory holds more than 1000 entries.
-    """
+    """The tlog-tiles path of a hash tile, `tile/<L>/<N>[.p/<W>]`."""
     if not 0 < width <= TILE_WIDTH:
         raise UsageError(f"tile width must be 1..{TILE_WIDTH}, got {width}")
     digits = f"{index:03d}"
@@ -69,10 +56,7 @@ def tiles_for_size(size: int) -> Iterator[TileID]:
 
 
 def tiles_changed(old_size: int, new_size: int) -> Iterator[TileID]:
-    """Tiles that differ between the trees of `old_size` and `new_size` leaves (new widths).
-
-    This is what a store must persist after growing a tree from old_size to new_size.
-    """
+    """Tiles that differ between trees of `old_size` and `new_size` leaves (what to persist)."""
     if not 0 <= old_size <= new_size:
         raise UsageError(f"tiles_changed needs 0 <= old <= new, got {old_size}, {new_size}")
     level = 0
@@ -91,8 +75,7 @@ def tiles_changed(old_size: int, new_size: int) -> Iterator[TileID]:
 
 
 def tile_rows(hashes: bytes) -> list[bytes]:
-    """A tile's hashes and every complete interior row above them, up to its root:
-    rows[k] holds the nodes of sub-height k (each covering 2^k of the tile's hashes)."""
+    """A tile's hashes and every complete row above them (rows[k]: the nodes of sub-height k)."""
     rows = [bytes(hashes)]
     while len(rows[-1]) >= 2 * HASH_SIZE:
         below = rows[-1]
@@ -111,8 +94,8 @@ def subtree_hash(hashes: bytes | bytearray | memoryview) -> bytes:
 
 
 class TileCache:
-    """A bounded LRU of tiles' rows shared by proofs (tiles are immutable once stored: a
-    cached tile can only be narrower than a newer version, never different)."""
+    """A bounded LRU of tiles' rows shared by proofs (a cached tile can only be narrower, not
+    other)."""
 
     def __init__(self, max_tiles: int = 2048) -> None:
         self.max_tiles = max_tiles
@@ -140,14 +123,10 @@ class TileCache:
 
 
 class TileNodes:
-    """A `NodeSource` over tiles fetched by `get_tile(level, index)`.
-
-    The fetched tile may be wider than needed (tiles only grow) but must contain every hash
-    asked for; a shorter one is a store inconsistency and raises. Each tile's interior rows
-    are computed once, so every node is then a lookup; with a shared `cache` (keys prefixed
-    by `namespace`, e.g. the day) that holds across proofs. A cached tile too narrow for a
-    node is fetched again: it was cached at a smaller tree size.
-    """
+    """A `NodeSource` over tiles from `get_tile(level, index)`, which may be wider than needed but
+    never shorter (a store inconsistency). Each tile's interior rows are computed once; a shared
+    `cache` (keys prefixed by `namespace`) holds them across proofs, and a cached tile too narrow is
+    fetched again."""
 
     def __init__(
         self,

@@ -1,14 +1,6 @@
-"""An incremental, in-memory RFC 9162 tree that hands out tlog-tiles and proofs.
-
-Every height is kept as one contiguous bytearray of the complete nodes at that height, so
-the tiles (heights 0, 8, 16, … cut 256 wide) are slices of these rows and every other node is
-a lookup, never a rehash. That is twice the leaf hashes in memory, which buys proofs in tens
-of microseconds at 10,000,000 leaves. The store keeps only the tiles and recomputes interior
-nodes through `TileNodes`; both are checked against the same naive implementation.
-
-Appends hash level by level in batches: a batch of k leaves costs k-1 hashes amortised, done
-in list comprehensions, so building a tree costs little more than the bare hash loop.
-"""
+"""An incremental in-memory RFC 9162 tree that hands out tlog-tiles and proofs. Each height is one
+bytearray of its complete nodes, so tiles are slices and every node a lookup (twice the leaf hashes
+in memory, proofs in microseconds); appends hash level by level in batches."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""RFC 9162 proof verification (§2.1.3.2 inclusion, §2.1.4.2 consistency).
-
-Verifiers never return a bool: they return None or raise a `VerificationError` subclass.
-Preconditions are checked before any hashing and in a fixed order, like the Go reference:
-ranges, hash lengths, then the exact path length for the sizes given. The exact-length check
-is stricter than the RFC's loop (which would also catch most wrong lengths) and makes every
-rejection say what was wrong instead of "root mismatch".
-
-The hashing loops follow the RFC's numbered steps line by line so a reviewer can compare.
-"""
+"""RFC 9162 proof verification (§2.1.3.2 inclusion, §2.1.4.2 consistency): None or a
+`VerificationError`, never a bool. Preconditions come first, in the Go reference's order (ranges,
+hash lengths, the exact path length), so each rejection says what was wrong; the hashing loops
+follow the RFC's numbered steps line by line."""
 
 from __future__ import annotations
 
@@ -60,10 +54,7 @@ def calculate_inclusion_root(
     path: Sequence[bytes],
     steps: list[tuple[str, bytes, bytes]] | None = None,
 ) -> bytes:
-    """Checked preconditions, then the root RFC 9162 §2.1.3.2 calculates from the path.
-
-    `steps`, when given, receives each step as (side of the path element, the element, the
-    parent hash), for a human-readable trace (`verify-proof --explain`)."""
+    """The RFC 9162 §2.1.3.2 root, preconditions checked; `steps` receives each step (--explain)."""
     leaf_index, tree_size = _check_index(leaf_index, tree_size)
     r = _check_hash(leaf_hash, "leaf hash")
     proof = _check_path(path, inclusion_path_length(leaf_index, tree_size), "inclusion path")
@@ -114,12 +105,7 @@ def verify_inclusion(
 def verify_consistency(
     first: int, second: int, first_root: bytes, second_root: bytes, path: Sequence[bytes]
 ) -> None:
-    """Verify that the tree of size `first` is a prefix of the tree of size `second`.
-
-    first == second is accepted only with an empty path and equal roots (SPEC §3: RFC 9162's
-    step 1 would reject every empty path; practice accepts the identical-tree case).
-    first = 0 is rejected, 0 -> 0 included: an empty tree proves nothing about a prefix.
-    """
+    """Verify that tree `first` is a prefix of tree `second` (SPEC §3: first = 0 is refused)."""
     first = _check_int(first, "first size")
     second = _check_int(second, "second size")
     if not 0 < first <= second:
@@ -152,8 +138,7 @@ def verify_consistency(
 def _consistency_roots(
     first: int, second: int, first_root: bytes, proof: list[bytes]
 ) -> tuple[bytes, bytes]:
-    """RFC 9162 §2.1.4.2 steps 2-7 for 0 < first < second and a path of the exact length:
-    the first and second roots the path calculates (the caller compares them)."""
+    """RFC 9162 §2.1.4.2 steps 2-7 for 0 < first < second: the two roots the path calculates."""
     # Step 2.
     if first & (first - 1) == 0:
         proof = [first_root, *proof]

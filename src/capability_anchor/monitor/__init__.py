@@ -1,13 +1,7 @@
-"""`capability-anchor monitor`: follow a log over time (issue #14).
-
-Each run reads the log's newest checkpoint (HTTP or an export folder), checks it against
-the trusted keys (and a witness policy's quorum), proves it consistent with the last one
-this monitor saw, then reads the new history leaves (the heads, SPEC §12.1) from the entry
-bundles and checks every §4 rule on them. Findings are JSON lines; an alarm is named.
-
-Reads a log only as its users do (HTTP or an export folder): may import the kernel,
-`verify/` and `bounded/`; never the store, the log, the read side or the service.
-"""
+"""`capability-anchor monitor`: follow a log over time, as its users read it (HTTP or an export
+folder): each run checks the newest checkpoint, its consistency with the last one seen, and every
+SPEC §4 rule on the new heads. May import the kernel, `verify/` and `bounded/`; never the store, the
+log, the read side or the service."""
 
 from capability_anchor.monitor import alarms
 

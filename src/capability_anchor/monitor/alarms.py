@@ -1,21 +1,8 @@
-"""The alarms a monitor raised, kept in its `--state DIR` until an operator clears them.
-
-- `evidence/<ID>/`: what the alarm rests on, byte for byte as the log served it:
-  `checkpoint` (the one read in the run that alarmed, when one was read) and
-  `checkpoint.last` (the last one the state committed, which it contradicts), and for a
-  head alarm `leaf-<index>` (the history leaf, which `checkpoint.last` commits to once the
-  run proved it) and `head-<index>.json` (the head document served, when one was);
-  `findings.json` holds the alarm lines (JCS).
-- `alarms.jsonl`: append-only events, one JSON line each:
-  `{"raised":ID,"at":<epoch s>,"findings":[...]}` and
-  `{"acknowledged":ID,"at":<epoch s>,"by":"<user>"}`.
-
-An alarm's ID is the first 16 hex digits of the SHA-256 of the JCS bytes of its findings
-and the SHA-256 of each evidence file: the same misbehaviour seen again has the same ID.
-An ID is pending while its newest `raised` line has no later `acknowledged` line; a run with
-an alarm pending repeats it and reads nothing (`follow.py`), so nothing is committed past it.
-The evidence is written (and fsynced) before the `raised` line, so every raised ID has it.
-"""
+"""The alarms a monitor raised, kept in its `--state DIR` until an operator clears them:
+`evidence/<ID>/` (what the alarm rests on, as served) and `alarms.jsonl` (append-only
+`raised`/`acknowledged` lines). An ID hashes the findings and evidence, so the same misbehaviour has
+the same ID; a pending alarm is repeated and nothing read. Evidence is fsynced before its `raised`
+line, so every raised ID has it."""
 
 from __future__ import annotations
 
@@ -116,8 +103,7 @@ def raise_alarm(folder: Path, findings: list[dict[str, Any]], evidence: dict[str
 
 
 def acknowledge(folder: Path, ident: str) -> dict[str, Any]:
-    """Record that the operator cleared alarm `ident`; the line recorded (or, when it is
-    not pending, the line saying so, nothing recorded)."""
+    """Record that alarm `ident` was cleared; the line recorded, or why nothing was."""
     events = _events(folder)
     if not any(e.get("raised") == ident for e in events):
         known = sorted({e["raised"] for e in events if "raised" in e})

@@ -1,11 +1,6 @@
-"""`monitor compare STATE1 STATE2`: two monitors of one log compare what they were shown.
-
-Each state holds every history leaf hash its monitor verified against signed checkpoints,
-so the shorter history must be a prefix of the longer one. A different leaf at some index
-means the log showed the two monitors different trees (a split view): two checkpoints of
-one size with different roots, or two that no consistency proof can join. The checkpoints
-each monitor kept (`seen`) are compared size by size as well.
-"""
+"""`monitor compare STATE1 STATE2`: two monitors of one log compare what they were shown. The
+shorter history must be a prefix of the longer and checkpoints of one size must agree; anything else
+means the log showed them different trees (a split view)."""
 
 from __future__ import annotations
 

@@ -1,40 +1,8 @@
-"""One monitor run, in order (each step's alarm is named in the findings):
-
-0. an alarm raised before and not acknowledged (`alarms.py`) is repeated, and nothing else
-   is done: the log is not read, so nothing is committed past it;
-1. read `history/checkpoint`: not found (HTTP 404, no file) after one was seen is exit 2
-   naming where, as any unreachable answer, and `checkpoint_missing` once it has lasted
-   longer than `max_lag` since the first run that found it so; bytes that are
-   no checkpoint, an origin other than the expected one (the state's, else `--origin`, else
-   the policy's `log` names, else the URL's §12.2 origin; a folder's own origin line), or
-   no signature by a trusted key under it (`--keys`, the policy's `log` vkeys) are exit 2:
-   no statement of the log's, so no evidence against it;
-2. a smaller checkpoint than the last one seen whose root is the root of the leaves this
-   monitor proved, at its size, is the `checkpoint_older` warning (a stale mirror or cache:
-   the log's own history, nothing committed); any other smaller one is `checkpoint_rollback`;
-   `checkpoint_inconsistent`: it is consistent with the last one seen (a proof built from
-   the history's hash tiles and verified with `merkle`; the same size must have the same
-   root);
-3. `entries_mismatch`: the new leaves from the entry bundles, appended to the stored tree
-   edge, give the checkpoint's root; on the first run, `tile_mismatch`: every history hash
-   tile at its size is the tree those leaves give; `key_revoked_signature`: after a
-   revocation among the key records (`rotations.py`), a checkpoint covering a head dated
-   after it (the leaf at size-1: a checkpoint carries no time) is signed by a key that is
-   not revoked, as `verify-proof` has it (`verify.history.revoked_checkpoint`);
-4. with a policy, its cosignatures meet the quorum, else exit 2 with nothing committed;
-5. every new leaf obeys the head rules (`heads.py`);
-6. `checkpoint_stale` (a warning): the log's heads are past the checkpoint for longer than
-   `max_lag`.
-
-A warning (`checkpoint_older`, `checkpoint_stale`) is no evidence against the log: it is
-printed, never kept as an alarm, and the next run reads the log again.
-
-A checkpoint alarm (1-3) commits nothing. Once 1-4 pass, the checkpoint and its leaves are
-committed, then each chunk of heads whose rules pass (`state.py`); a head alarm stops the
-run before its chunk is committed. An alarm's evidence is kept in the state folder and
-every later run repeats it until `monitor --acknowledge ID`; a crashed catch-up goes on
-from its last chunk.
-"""
+"""One monitor run (docs/how-to/monitor.md), in order: (0) a pending alarm is repeated, nothing
+read; (1) the checkpoint's origin and signature (exit 2 otherwise); (2) no rollback, consistent with
+the last one; (3) the new leaves give its root; (4) a policy's quorum; (5) the head rules
+(`heads.py`); (6) `checkpoint_stale`. A checkpoint alarm commits nothing; then the checkpoint and
+each chunk of heads that passed are committed."""
 
 from __future__ import annotations
 
@@ -184,8 +152,7 @@ class Monitor:
         return {"monitor": self.source.where, "origin": state.origin, "old_size": old, "size": new}
 
     def _expected(self, state: states.MonitorState) -> tuple[tuple[str, ...], str] | None:
-        """The origins the checkpoint may have, and where that comes from (None: a folder
-        with nothing else to go by takes the checkpoint's own origin line)."""
+        """The origins the checkpoint may have, and whence (None: its own origin line)."""
         given = self.options.origin
         if state.origin is not None:
             if given is not None and given != state.origin:
@@ -287,9 +254,7 @@ class Monitor:
         state.size = checkpoint.size
 
     def _first_tiles(self, state: states.MonitorState, result: RunResult) -> None:
-        """On the first run, every history hash tile at the checkpoint's size must be the
-        tree that the proven leaves give: a later run reads them for its consistency proof
-        (`_consistent`), so no run trusts a tile unchecked. Read ahead, as the bundles are."""
+        """First run: every history tile at this size is the proven leaves' tree."""
         tree = TiledTree()
         tree.extend_concatenated(bytes(state.leaf_hashes))
         ids = list(tiles_for_size(state.size))
@@ -317,8 +282,7 @@ class Monitor:
             ahead.close()
 
     def _check_heads(self, state: states.MonitorState, result: RunResult) -> None:
-        """The head rules on leaves `checked`..`size`, a chunk at a time; each clean chunk is
-        committed, so a crash costs at most one chunk (`state.py`)."""
+        """The head rules on leaves `checked`..`size`, committing each clean chunk."""
         rules = HeadRules(self.source, state, entries=self.options.entries)
         signatures = Signatures(self.source, self.chain.keys, self.chain.revocations)
         found = result.findings, result.evidence
@@ -341,10 +305,7 @@ class Monitor:
 
 
 def _unwitnessed(where: str, policy: Policy | None, data: bytes) -> None:
-    """With a policy, the checkpoint's cosignatures must meet its quorum before it is
-    committed. One that does not is refused (exit 2), not alarmed: the witnesses may
-    lag, or --policy is not the log's; a fork shown only to this monitor is what the
-    quorum keeps out, and it was alarmed already if it contradicts the state."""
+    """A checkpoint short of the policy's quorum is exit 2, not an alarm (witnesses may lag)."""
     if policy is None:
         return
     try:
@@ -374,9 +335,7 @@ def _revoked(
     checkpoint: tuple[bytes, int],
     result: RunResult,
 ) -> None:
-    """`key_revoked_signature` for the checkpoint (its note, its size) read in this run
-    (`rotations.checkpoint_alarm`), dated by the newest head it covers: the leaf at size-1,
-    proven by now."""
+    """`key_revoked_signature` for this run's checkpoint (`rotations.checkpoint_alarm`)."""
     note, size = checkpoint
     (leaf,) = _chunk(source, size - 1, size)[:1]
     if not changed(state, size - 1, leaf, result.findings, result.evidence):

@@ -1,25 +1,8 @@
-"""The SPEC §4/§12.1 rules on each new history leaf (a head), in the order they are checked:
-
-1. `invalid_head_leaf`: the leaf is the JCS bytes of well-formed head claims;
-2. `head_missing` / `bad_head_signature` / `head_not_leaf` / `head_document_mismatch`:
-   the log serves the head's document, its JWS verifies with the trusted keys, its payload
-   is the leaf, and the document is exactly the JCS bytes of those claims plus `jws`
-   (bytes that are no head document at all are I/O: `signatures.py`);
-3. `two_sealed_heads` / `head_after_seal`: nothing follows a day's sealed head in that day;
-4. `order`: (day, sealed, tree_size) strictly grows;
-5. `prev_broken`: `prev` is the digest of the newest sealed head of an earlier day (null
-   on the first day), and a new day comes only after the day before it was sealed (every
-   day is sealed, empty ones too);
-6. `day_head_shrinks` / `root_conflict`: within a day sizes never shrink and one size has
-   one root;
-7. `day_inconsistent`: each head of a day is consistent with the previous head of that day,
-   by consistency proofs built from the day's tiles (`/roots/<day>/tile/...`): each
-   previous head against the day's newest head of the run (`targets`), which implies it;
-8. with `--entries`, `day_root_mismatch`: the root re-derived from the day's entry bundles.
-
-A leaf that fails 1 is not a head, so the rules skip it. A leaf that fails 2 is still a
-head of the signed history (the checkpoint covers it), so rules 3-8 apply to it as well.
-"""
+"""The SPEC §4/§12.1 rules on each new history leaf, in order: (1) `invalid_head_leaf`; (2) the head
+document (`signatures.py`); (3) `two_sealed_heads`, `head_after_seal`; (4) `order`; (5)
+`prev_broken`; (6) `day_head_shrinks`, `root_conflict`; (7) `day_inconsistent`, by proofs from the
+day's tiles; (8) with `--entries`, `day_root_mismatch`. A leaf failing (1) is no head; one failing
+(2) still is."""
 
 from __future__ import annotations
 
@@ -85,8 +68,7 @@ class HeadRules:
     def check(
         self, index: int, leaf: bytes, claims: dict[str, Any] | None, signed: Problem
     ) -> list[Finding]:
-        """The rules on one leaf, given its `leaf_claims` (None when it has none) and the
-        verdict of rule 2 on its head (`signatures.py`)."""
+        """The rules on one leaf, given its claims (None: not a head) and rule 2's verdict."""
         found: list[Finding] = []
 
         def alarm(name: str, detail: str, **extra: Any) -> None:
@@ -163,8 +145,7 @@ class HeadRules:
         return []
 
     def _nodes(self, day: str, size: int) -> Callable[[int, int], bytes]:
-        """Node lookups in the day's tree at `size`, memoized: the proofs of successive
-        heads against one target share most of their nodes (a fresh memo per target)."""
+        """Memoized node lookups in the day's tree at `size`, shared by one target's proofs."""
         if self._day_nodes is None or self._day_nodes[0] != (day, size):
             prefix = f"roots/{day}/"
             nodes = TileNodes(
@@ -247,9 +228,7 @@ def check_chunk(
 def parse_leaves(
     leaves: list[bytes],
 ) -> tuple[list[dict[str, Any] | None], dict[str, tuple[int, bytes]], list[Item]]:
-    """Each leaf's head claims (None when it is not a head: `check` names why); each day's
-    last head among `leaves` (history order), the target of the day's proofs; and each
-    head's document path with its leaf, for rule 2, in the order they are checked."""
+    """Each leaf's head claims, each day's last head, and each head's document path and leaf."""
     parsed: list[dict[str, Any] | None] = []
     targets: dict[str, tuple[int, bytes]] = {}
     items: list[Item] = []

@@ -1,15 +1,7 @@
-"""Before step 1 of a monitor run (`follow.py`): the log's key records (SPEC §13.2), so a
-monitor that trusts the log's keys follows an endorsed rotation without an alarm.
-
-The records come from `keys/records` (an export folder's `key-records.json`). A key is
-trusted when a chain of records leads to it from `--keys` (`trust.closure`), and each key
-the monitor newly follows is noted once (`{"note": "key_rotation", ...}`, remembered in its
-state's `rotations`). Revocations among the records are handed to the head rules and to the
-checkpoint's (`follow.py`): a head signed by a revoked key after its revocation time, and a
-checkpoint whose newest covered head is dated after it that no key but a revoked one
-signed, are `key_revoked_signature`. A log without
-the resource (older versions) has no records: the keys are `--keys` as before.
-"""
+"""Before step 1 of a monitor run: the log's key records (SPEC §13.2), so a monitor trusting the
+log's keys follows an endorsed rotation (noted once, `key_rotation`) without an alarm, and its
+revocations reach the head and checkpoint rules (`key_revoked_signature`). A log without
+`keys/records` has none: the keys are `--keys`."""
 
 from __future__ import annotations
 
@@ -32,9 +24,7 @@ KEY_RECORDS_PATH = "keys/records"
 def follow_keys(
     source: LogSource, keys: KeySet, state: MonitorState, findings: list[dict[str, Any]]
 ) -> trust.TrustChain:
-    """The closure of `keys` over the log's published records; a note in `findings` for
-    each key followed for the first time (added to `state.rotations`, committed with the
-    state)."""
+    """The closure of `keys` over the log's records; a note for each key followed the first time."""
     data = source.read(KEY_RECORDS_PATH)
     if data is None:
         return trust.TrustChain(keys)
@@ -76,10 +66,9 @@ def follow_keys(
 def checkpoint_alarm(
     chain: trust.TrustChain, note: Note, size: int, leaf: bytes
 ) -> tuple[Finding, Evidence] | None:
-    """SPEC §13.2 as `verify-proof` has it (`revoked_checkpoint`): a checkpoint carries no
-    time, so it is dated by `leaf`, the newest head it covers (history index size-1); after
-    a revocation it needs a signature by a key that is not revoked. The alarm and its
-    evidence beyond the checkpoint (the leaf, each revocation it falls foul of), or None."""
+    """SPEC §13.2 as `verify-proof` has it: a checkpoint is dated by `leaf`, the newest head it
+    covers; after a revocation it needs a signature by a key not revoked. The alarm and its
+    evidence, or None."""
     try:
         iat: int = leaf_claims(leaf)["iat"]
     except CapabilityAnchorError:

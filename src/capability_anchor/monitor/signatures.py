@@ -1,14 +1,7 @@
-"""Rule 2 of `heads.py` (the log serves each head's document, its JWS verifies, its
-payload is the history leaf, and the document is the SPEC §4 form of those claims), for a
-chunk of heads at a time.
-
-A catch-up does this once per head: one read and one JWS check each, independent of one
-another and of every other rule. Over HTTP, one process doing that and the ordered rules
-is bound by its interpreter lock (the reads' parsing and the checks take turns), so a
-large chunk is checked by WORKERS processes, each reading with its own connections;
-small chunks (every `--watch` run after the catch-up) are checked inline. Both give the
-same verdicts in the same order (`tests/e2e/test_monitor.py`).
-"""
+"""Rule 2 of `heads.py` (the head's document is served, its JWS verifies, its payload is the leaf,
+the document is the SPEC §4 form) for a chunk of heads: a large chunk over HTTP by WORKERS processes
+(one is bound by its interpreter lock), a small one inline, with the same verdicts in the same
+order."""
 
 from __future__ import annotations
 
@@ -41,10 +34,7 @@ def problem_of(
     keys: KeySet,
     revoked: Mapping[str, Revocation] | None = None,
 ) -> Problem:
-    """The verdict on one head, given the bytes the log served at `path` (None: nothing).
-    `leaf` must already be well-formed head claims in their JCS bytes (rule 1), so a
-    payload equal to it is exactly what `head.verify_head` would accept. Bytes that are no
-    head document at all (cut off, not JSON) are I/O: an InputError naming `where`/`path`."""
+    """The verdict on one head from the bytes served at `path`; no head document: InputError."""
     if data is None:
         return "head_missing", f"{path}: the log does not serve this head", None
     no_jws = "not a head document (no `jws` member)"
@@ -76,10 +66,7 @@ def problem_of(
 
 
 def _document(leaf: bytes, token: str) -> bytes:
-    """`head.document(claims, token)` for the claims whose JCS bytes are `leaf`, without
-    parsing them again (a catch-up does this per head): JCS orders `jws` between `iss` and
-    `prev`, and `,"prev":` can only be that member's start (a quote in a string is escaped).
-    The token verified, so it is base64url and dots, a JSON string as it is."""
+    """`head.document` for the claims JCS'd in `leaf`, without parsing them (`jws` before prev)."""
     at = leaf.index(b',"prev":')
     return leaf[:at] + b',"jws":"' + token.encode("ascii") + b'"' + leaf[at:]
 

@@ -1,8 +1,6 @@
-"""A log or a mirror that lags (`follow.py`): step 6, the `checkpoint_stale` warning
-(heads past the checkpoint are no evidence that the log misbehaved, only that its witnesses
-lag or that it does not submit to them); in step 1, a checkpoint not found, exit 2 until
-that lasts longer than `max_lag` (`missing`); in step 2, an older checkpoint of the log's
-own history, the `checkpoint_older` warning (`older`)."""
+"""A log or mirror that lags: a missing checkpoint (exit 2, `checkpoint_missing` past `max_lag`), an
+older one of the log's own history (the `checkpoint_older` warning), and heads past the checkpoint
+(the `checkpoint_stale` warning): none is evidence that the log misbehaved."""
 
 from __future__ import annotations
 
@@ -34,11 +32,9 @@ def missing(
     state_dir: Path,
     findings: list[dict[str, Any]],
 ) -> None:
-    """No checkpoint served (HTTP 404, no file): exit 2 naming where, as any answer that is
-    not the log's, until it has lasted longer than `max_lag` since the first run that found
-    it so; then `checkpoint_missing`. A 404 is what a misrouted proxy, a mirror being
-    rebuilt or a cache answers too: alone it proves nothing. Before any checkpoint was seen
-    there is nothing to miss (a log that signed none yet)."""
+    """No checkpoint served (404, no file): exit 2 naming where, until it lasted past `max_lag`
+    since the first run that found it so; then `checkpoint_missing`. Before any checkpoint was seen
+    there is nothing to miss."""
     if not state.size:
         return
     if state.missing_since is None:
@@ -76,12 +72,9 @@ def older(
     state_dir: Path,
     findings: list[dict[str, Any]],
 ) -> bool:
-    """Whether `checkpoint` is smaller than the last one seen and its root is that of the
-    first `size` leaves this monitor proved: the log's own history, as a mirror or cache
-    that lags serves it; then the `checkpoint_older` warning, and nothing committed but the
-    end of a wait for a missing checkpoint. Any other smaller one: False (`follow` alarms it
-    `checkpoint_rollback`). Every stored leaf hash was proven under a signed checkpoint, so
-    the root at any smaller size is known exactly."""
+    """Whether `checkpoint` is smaller than the last seen and its root is that of the first `size`
+    leaves this monitor proved (a lagging mirror: `checkpoint_older`); any other smaller one: False
+    (`follow` alarms `checkpoint_rollback`)."""
     served_again = state.missing_since is not None
     state.missing_since = None  # committed with the run: the next 404 starts a new wait
     size = checkpoint.size
@@ -113,11 +106,9 @@ def older(
 def check(
     source: LogSource, state: states.MonitorState, *, now: float, max_lag: float, state_dir: Path
 ) -> dict[str, Any] | None:
-    """The warning when the log's heads are past the checkpoint (one that met the quorum,
-    with --policy) for longer than `max_lag`, else None. Measured from the first run that
-    saw a head past this checkpoint (kept in the state), or from that head's `iat` when it
-    is an unsealed head (signed when published); a sealed head's `iat` is the end of its day,
-    before it was published, so it would overstate the lag."""
+    """The warning when the heads are past the checkpoint for longer than `max_lag`, else None;
+    measured from the first run that saw it (or an unsealed head's `iat`; a sealed head's would
+    overstate the lag)."""
     leaf = leaf_past(source, state.size)
     behind = state.behind
     if leaf is None:
@@ -147,9 +138,7 @@ def check(
 
 
 def leaf_past(source: LogSource, size: int) -> bytes | None:
-    """History leaf `size`, the first past the checkpoint, when the log serves it. Every
-    history size has its tiles over HTTP, so the next size's bundle answers; an export keeps
-    only a tile's newest partial bundle, whatever its width."""
+    """History leaf `size`, the first past the checkpoint, when the log serves it."""
     index, at = divmod(size, TILE_WIDTH)
     widths = [at + 1, TILE_WIDTH]
     if isinstance(source, FolderSource):

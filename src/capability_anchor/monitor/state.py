@@ -1,21 +1,7 @@
-"""What a monitor remembers between runs, in its `--state DIR`: plain files, no SQLite.
-
-- `leaves`: the history's leaf hashes, 32 bytes each, in order (append-only);
-- `state.json`: the last checkpoint that passed (its leaves give its root), how many of
-  its leaves passed the head rules (`checked`), the origin, the rule state of the last
-  checked head (its day, size, root; the newest sealed head's digest), for `--entries`,
-  the current day's tree edge, since when the log's heads are past the checkpoint
-  (`behind`, for `checkpoint_stale`), and since when it has answered 404 for its
-  checkpoint (`missing_since`, for `checkpoint_missing`). Raised alarms and their
-  evidence: `alarms.py`.
-
-Durability: a run appends the new leaf hashes to `leaves` and fsyncs them, then replaces
-`state.json` (write a temporary file, fsync, rename, fsync the folder). If the process dies
-before the rename, `state.json` still names the old size and `load` cuts `leaves` back to it,
-so a crash at any point leaves the last commit, and the next run goes on from it. A run
-commits once the new checkpoint and its leaves are proven (`checked` still the old size),
-then after each chunk of heads whose rules passed.
-"""
+"""What a monitor remembers between runs, in plain files: `leaves` (the history's leaf hashes,
+append-only) and `state.json` (the last checkpoint that passed and the rule state). A run fsyncs new
+leaves, then replaces `state.json` (temp file, fsync, rename, fsync the folder); `load` cuts
+`leaves` back to the size `state.json` names, so a crash leaves the last commit."""
 
 from __future__ import annotations
 

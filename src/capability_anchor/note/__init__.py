@@ -1,20 +1,7 @@
-"""C2SP formats, pure: signed notes, checkpoints, cosignatures, policies and tlog-proofs
-(SPEC §12.2-§12.5; c2sp.org/signed-note, tlog-checkpoint, tlog-cosignature, tlog-policy,
-tlog-proof).
-
-No storage, no HTTP: bytes in, validated objects or a `NoteError` out. The package is on the
-verifying path, so `verify-proof` can read a history without loading server code. Keys are
-the project's own (`keys.SigningKey`, `keys.PublicKey`, PyNaCl); nothing here does Ed25519
-itself; the public URL an origin comes from is held to `record.urls`' ladder (pure), the
-one the log's `iss` is held to.
-
-`signed`: key IDs, vkeys, notes, `sign_note`, `open_note`; `checkpoint`: the checkpoint
-body and the origin; `cosignature`: cosignature/v1; `policy`: tlog-policy and quorums;
-`proof`: tlog-proof; `witnessed`: a checkpoint's cosignatures against a policy.
-
-Kernel: may import `merkle/`, `keys/`, `errors` and `record.urls` (the one origin ladder);
-nothing with I/O.
-"""
+"""C2SP formats, pure (SPEC §12.2-§12.5): signed notes (`signed`), checkpoints, cosignatures,
+tlog-policy, tlog-proof and a checkpoint's witnesses (`witnessed`); bytes in, validated objects or a
+`NoteError` out. On the verifying path: may import `merkle/`, `keys/`, `errors` and `record.urls`
+(the one origin ladder); nothing with I/O."""
 
 from .checkpoint import (
     Checkpoint,

@@ -1,10 +1,6 @@
-"""C2SP tlog-checkpoint: the note text `<origin>\\n<size>\\n<base64 root>\\n`, and the
-origin SPEC §12.2 derives from the public URL.
-
-Reading accepts extension lines (non-empty, kept verbatim: they are part of what the log
-and any cosigner signed); this project never writes one, so `sign_checkpoint` refuses a
-checkpoint that has them, and size 0, which SPEC §12.2 never signs.
-"""
+"""C2SP tlog-checkpoint (`<origin>\\n<size>\\n<base64 root>\\n`) and the SPEC §12.2 origin of a
+public URL. Extension lines are read and kept verbatim (they are signed); `sign_checkpoint` refuses
+them, and size 0, which SPEC §12.2 never signs."""
 
 from __future__ import annotations
 
@@ -42,8 +38,7 @@ def parse_size(text: str, what: str = "the tree size") -> int:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A checkpoint's body. Built only valid: a non-empty origin, a 64-bit size, a 32-byte
-    root, non-empty extension lines."""
+    """A checkpoint's body, built only valid (origin, 64-bit size, 32-byte root, extensions)."""
 
     origin: str
     size: int
@@ -88,8 +83,7 @@ def parse_checkpoint(text: str) -> Checkpoint:
 
 
 def sign_checkpoint(checkpoint: Checkpoint, signer: NoteSigner) -> bytes:
-    """The signed checkpoint note as SPEC §12.2 writes it: no extension lines, size ≥ 1, the
-    key name equal to the origin."""
+    """The checkpoint note as SPEC §12.2 signs it: no extensions, size >= 1, named the origin."""
     if checkpoint.extensions:
         raise UsageError("this log writes no checkpoint extension lines (SPEC §12.2)")
     if checkpoint.size < 1:
@@ -109,8 +103,7 @@ class OpenedCheckpoint:
 def open_checkpoint(
     data: bytes | Note, verifiers: list[Verifier], *, origin: str | None = None
 ) -> OpenedCheckpoint:
-    """Verify a checkpoint note with the known keys, then parse its body; with `origin`,
-    the origin line must equal it."""
+    """Verify a checkpoint note with the known keys, then parse its body (of `origin`, if given)."""
     note = data if isinstance(data, Note) else parse_note(data)
     checkpoint = parse_checkpoint(note.text)
     if origin is not None and checkpoint.origin != origin:
@@ -119,11 +112,7 @@ def open_checkpoint(
 
 
 def origin_from_url(public_url: str) -> str:
-    """SPEC §12.2: the public URL without scheme and trailing slash, plus `/history`.
-
-    `https://resolver.example` → `resolver.example/history`; a path is kept
-    (`https://x.example/anchor/` → `x.example/anchor/history`). The result is a valid key
-    name (it signs the checkpoints), so a URL with a space or `+` in it is refused."""
+    """SPEC §12.2: the public URL without scheme and trailing slash, plus `/history`."""
     parts = split_http_url(public_url, path=True)
     if parts is None:
         raise UsageError(f"a public URL is http(s)://host[:port][/path], got {public_url!r}")

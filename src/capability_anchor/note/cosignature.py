@@ -1,10 +1,6 @@
-"""C2SP tlog-cosignature, Ed25519 `cosignature/v1` (signature type 0x04).
-
-The signature after the key ID is `timestamp (u64 big-endian) || Ed25519 signature`, over
-`cosignature/v1\\ntime <timestamp>\\n` followed by the whole checkpoint text. The key ID is
-computed with type byte 0x04, so a witness's note key and its cosigning key never share an
-ID even when they share the key.
-"""
+"""C2SP tlog-cosignature, Ed25519 `cosignature/v1` (type 0x04): `timestamp (u64 BE) || signature`
+over `cosignature/v1\\ntime <t>\\n` and the checkpoint; type 0x04 gives a witness's cosigning key an
+ID apart from its note key."""
 
 from __future__ import annotations
 
@@ -87,12 +83,7 @@ class CosignatureVerifier:
 
 
 def cosignature_verifier(vkey: str) -> CosignatureVerifier:
-    """The cosignature/v1 verifier of a witness vkey (a tlog-policy `witness` key).
-
-    Type 0x04 is the cosignature vkey tlog-cosignature defines; type 0x01 (a plain Ed25519
-    note vkey) is accepted too, as golang.org/x/mod-based witnesses publish their keys that
-    way and transparency-dev/formats reads them: the vkey's own key ID is checked with its
-    type, the cosignatures' key ID is always the one computed with 0x04."""
+    """The cosignature/v1 verifier of a witness vkey (type 0x04, or 0x01 as x/mod gives)."""
     parsed = parse_vkey(vkey)
     if parsed.key_type not in (TYPE_ED25519, TYPE_COSIGNATURE_V1):  # pragma: no cover
         raise MalformedVKey(f"vkey {parsed.name} is not an Ed25519 key")

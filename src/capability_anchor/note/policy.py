@@ -1,11 +1,6 @@
-"""C2SP tlog-policy: which logs and witnesses are known, and the quorum a checkpoint's
-cosignatures must meet.
-
-Lines (items separated by ASCII spaces and tabs; blank and `#` lines ignored):
-`log <vkey> [<url>]`, `witness <name> <vkey> [<url>]`, `group <name> <k|all|any>
-<member>...`, `quorum <name|none>`. A group or the quorum names only what earlier lines
-defined, so there are no cycles; exactly one quorum line. Every error names its line.
-"""
+"""C2SP tlog-policy: the known logs and witnesses and the quorum a checkpoint's cosignatures must
+meet (`log`, `witness`, `group`, `quorum` lines). Names refer only to earlier lines, so there are no
+cycles; exactly one quorum; every error names its line."""
 
 from __future__ import annotations
 
@@ -74,8 +69,7 @@ class Policy:
 
 
 def _witnessed(policy: Policy, cosigned: frozenset[str]) -> dict[str, bool]:
-    """Whether each name witnessed, in definition order: a group only names earlier names,
-    so one pass suffices (and a deep group never costs more than one look per member)."""
+    """Whether each name witnessed, in definition order: groups name earlier names, so one pass."""
     done = {w.name: w.name in cosigned for w in policy.witnesses}
     for group in policy.groups:
         done[group.name] = sum(done[m] for m in group.members) >= group.threshold

@@ -1,20 +1,7 @@
-"""C2SP tlog-proof (`c2sp.org/tlog-proof@v1`): an entry's index, its inclusion path and the
-checkpoint note it reaches, with optional opaque `extra` bytes.
-
-```
-c2sp.org/tlog-proof@v1
-extra <base64>            (optional)
-index <decimal>
-<base64 hash>             (zero or more, leaf's sibling first)
-
-<checkpoint note, verbatim>
-```
-
-Parsing is strict: every line as above, the path's hashes 32 bytes each and exactly as
-many as RFC 9162 gives for (index, size), the index below the checkpoint's size, and the
-checkpoint a well-formed signed note. It verifies nothing: the caller opens the checkpoint
-with its keys and checks the path.
-"""
+"""C2SP tlog-proof (`c2sp.org/tlog-proof@v1`): an optional `extra` line, the entry's index, its
+inclusion path (leaf's sibling first), a blank line and the checkpoint note verbatim. Parsing is
+strict (path length exact for (index, size), index below size); it verifies nothing: the caller
+opens the checkpoint with its keys and checks the path."""
 
 from __future__ import annotations
 
@@ -74,8 +61,7 @@ class TlogProof:
 def format_tlog_proof(
     index: int, path: Sequence[bytes], note: bytes, extra: bytes | None = None
 ) -> bytes:
-    """A tlog-proof's bytes, unchecked: for a log serving its own stored checkpoint and
-    path (the hot `/history/proof`), where `TlogProof` would re-parse the note it signed."""
+    """A tlog-proof's bytes, unchecked: for the log's own stored checkpoint and path (hot path)."""
     lines = [HEADER]
     if extra is not None:
         lines.append(f"extra {b64encode(extra)}")

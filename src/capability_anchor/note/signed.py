@@ -1,11 +1,6 @@
-"""C2SP signed-note: key IDs, vkeys, the note format, signing and opening.
-
-A note is UTF-8 text that ends in a newline, a blank line, then one or more lines
-`— <key name> <base64(key ID || signature)>` (U+2014, one space each side of the name).
-Parsing rejects everything the format does not allow; `open_note` then applies the rules
-for signatures: a signature whose (name, key ID) no verifier knows is ignored, a known
-key's signature must verify, and at least one must.
-"""
+"""C2SP signed-note: key IDs, vkeys, the note format, signing and opening. Parsing rejects all the
+format does not allow; `open_note` ignores signatures by unknown keys, requires every known key's
+signature to verify, and at least one to exist."""
 
 from __future__ import annotations
 
@@ -187,13 +182,6 @@ def _ed25519_key(public_key: bytes, what: str) -> PublicKey:
     return PublicKey.from_raw(public_key)
 
 
-def _verify_ed25519(key: PublicKey, message: bytes, signature: bytes, who: str) -> None:
-    try:
-        key.verify(message, signature)
-    except SignatureMismatch as exc:
-        raise NoteSignatureError(f"the signature by {who} does not verify: {exc}") from None
-
-
 @dataclass(frozen=True)
 class NoteVerifier:
     """An Ed25519 note key (type 0x01): the signature is Ed25519 over the note text."""
@@ -213,8 +201,11 @@ class NoteVerifier:
         return format_vkey(self.name, TYPE_ED25519, self.public_key)
 
     def verify(self, text: bytes, signature: bytes) -> None:
-        key = _ed25519_key(self.public_key, self.name)
-        _verify_ed25519(key, text, signature, f"{self.name}+{self.key_id.hex()}")
+        try:
+            _ed25519_key(self.public_key, self.name).verify(text, signature)
+        except SignatureMismatch as exc:
+            who = f"{self.name}+{self.key_id.hex()}"
+            raise NoteSignatureError(f"the signature by {who} does not verify: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -260,9 +251,7 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def parse_vkey(text: str) -> VKey:
-    """A vkey, strictly: a valid key name, 8 lowercase hex digits that are the key ID its
-    name, type and key give, canonical padded base64, and a type this project knows (0x01
-    note keys, 0x04 cosignature/v1 keys, both Ed25519)."""
+    """A vkey, strictly: a valid name, its exact key ID, canonical base64, type 0x01 or 0x04."""
     if not isinstance(text, str):
         raise MalformedVKey("a vkey is a string")
     # The name has no '+' and the hex none, so the first two '+' split the three parts;
@@ -308,8 +297,7 @@ def sign_note(text: str, *signers: NoteSigner) -> bytes:
 
 @dataclass(frozen=True)
 class OpenedNote:
-    """A note whose known signatures all verified: `verified` (at least one) and `ignored`
-    (by keys the caller did not name)."""
+    """A note whose known signatures verified (`verified`: one or more; `ignored`: unknown)."""
 
     note: Note
     verified: tuple[Signature, ...]
@@ -328,8 +316,7 @@ def _index(verifiers: Iterable[Verifier]) -> dict[tuple[str, bytes], Verifier]:
 
 
 def open_note(data: bytes | Note, verifiers: Iterable[Verifier]) -> OpenedNote:
-    """Parse (unless given a Note) and verify against the known keys. Unknown signatures are
-    ignored; a known key's bad or repeated signature, or no known signature, is an error."""
+    """Parse and verify against the known keys; a known key's bad or repeated signature fails."""
     note = data if isinstance(data, Note) else parse_note(data)
     known: Mapping[tuple[str, bytes], Verifier] = _index(verifiers)
     text = note.text.encode("utf-8")

@@ -1,12 +1,6 @@
-"""A checkpoint's cosignatures against a tlog-policy: which policy witnesses cosigned it,
-whose line failed, and whether the quorum is met (SPEC §12.5 check 9's ingredients).
-
-Every line whose (name, key ID) is a policy witness's is checked: its cosignature must
-verify over the note text and its timestamp must be at most `max_future` seconds after
-`at`. A failing line is reported by witness name, never silently skipped: signed-note says
-a known key's bad signature rejects the note, so `require` fails on any failure even when
-the other witnesses would meet the quorum. Lines by keys outside the policy are ignored.
-"""
+"""A checkpoint's cosignatures against a tlog-policy (SPEC §12.5 check 9): which witnesses cosigned,
+whose line failed, whether the quorum is met. A known witness's bad or future cosignature is
+reported, never skipped, and `require` fails on it even when the quorum holds."""
 
 from __future__ import annotations
 
@@ -23,8 +17,7 @@ MAX_FUTURE_SECONDS = 60
 
 @dataclass(frozen=True)
 class Witnessed:
-    """`cosigned`: witness name -> cosignature timestamp, in policy order; `failed`: witness
-    name -> why its line was refused."""
+    """`cosigned`: witness -> cosignature time, in policy order; `failed`: witness -> why."""
 
     policy: Policy
     cosigned: dict[str, int]
@@ -35,8 +28,7 @@ class Witnessed:
         return not self.failed and self.policy.satisfied_by(self.cosigned)
 
     def require(self) -> None:
-        """NoteSignatureError naming each failed line, else QuorumNotMet naming what is
-        missing, unless every line verified and the quorum is met."""
+        """NoteSignatureError for any failed line, else QuorumNotMet unless the quorum is met."""
         if self.failed:
             detail = "; ".join(f"{name}: {why}" for name, why in self.failed.items())
             raise NoteSignatureError(f"cosignature lines failed: {detail}")

@@ -1,14 +1,7 @@
-"""The record rule's fast path (`rule.token_problem`): the common, well-formed observation
-accepted with precompiled regexes and exact type checks, in about a third of the time of
-msgspec's `convert` into the rule's Struct.
-
-It only ever accepts: `accepts` is True only for a record the exact path (`rule.exact_problem`)
-accepts too, and False means "ask the exact path", which decides and words every refusal. So
-it may be conservative: it takes exact `dict` and `str` only (msgspec's view of subclasses is
-msgspec's to say), and it runs the very regexes the Struct's `Meta(pattern=...)` runs, as
-msgspec does (`re.search`). `tests/unit/test_record_fast.py` holds the two paths to the same
-answers over generated records.
-"""
+"""The record rule's fast path (`rule.token_problem`): the common observation accepted with the
+Struct's own regexes and exact type checks, in a third of msgspec's time. It only accepts: False
+means "ask the exact path", which decides and words every refusal (tests/unit/test_record_fast.py
+holds the two to the same answers)."""
 
 from __future__ import annotations
 
@@ -64,9 +57,7 @@ def whole_second(stamp: str) -> int:
 def accepts(
     record: object, accepted_at: int, namespace: str | None = None, *, names_checked: bool = False
 ) -> bool:
-    """True when `record` surely follows the observation rule at `accepted_at` (whole
-    seconds); False when it may not (the exact path decides). `names_checked`: the caller
-    knows every member name in it is a `str` (`leaf.plain_leaf_bytes` took it)."""
+    """True when `record` surely follows the rule at `accepted_at`; False: ask the exact path."""
     if type(record) is not dict or not (names_checked or _STR.issuperset(map(type, record))):
         return False
     for member in FORBIDDEN:

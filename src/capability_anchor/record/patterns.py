@@ -1,12 +1,6 @@
-"""The regexes of a Capability Resolution 0.2 record (`record/rule.py`): the door's checks and
-the OpenAPI document's patterns are these texts.
-
-Each is read alike by ECMA-262 (JSON Schema, OpenAPI) and Python `re` (msgspec's
-`Meta(pattern=...)`, which calls `re.search`): ASCII classes only, never `\\d` or `\\s`, whose
-sets differ between the two, and `$(?![\\s\\S])` for the end, since Python's `$` also matches
-before a final "\\n". `tests/e2e/test_cr_tokens.py` holds them to `record.urls.canonical_url` and to
-`datetime` with hypothesis, and to an ECMA-262 engine (jsonschema-rs).
-"""
+"""The regexes of a CR 0.2 record, the door's and the OpenAPI document's alike: read the same by
+ECMA-262 and Python `re` (ASCII classes only, an end that is the end in both), held to
+`canonical_url`, `datetime` and an ECMA-262 engine by tests/e2e/test_cr_tokens.py."""
 
 from __future__ import annotations
 

@@ -1,32 +1,8 @@
-"""The record rule: what a log accepts as a record beyond SPEC §2.
-
-A log's config member `records` says which rule its appends follow:
-
-- `"observation"` (what `init` stores unless told otherwise): each record is a Capability
-  Resolution 0.2 observation whose record token is a valid CR 0.2 token (SPEC §13.1): the
-  members of a §6.3 record that the resolver writes (§8 names them; `iss` stays optional here
-  and, when present, must be the log's, SPEC §2):
-  `v` "0.2"; `sub` `<namespace>:<local>` (§4: a namespace of 1 to 32 of `a-z 0-9 -`, the
-  log's own when `init --id-namespace` pinned one; a local part of 1 to LOCAL_MAX characters,
-  none of them whitespace or a control character); `url` already in its §4 canonical form
-  (`URL_PATTERN`); `status` one of ok, sign_in, down, unknown; `checked_at` RFC 3339 UTC
-  (`YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z`, a real instant) no later than the log's time of
-  acceptance + 300 s (§9.6); `evidence` an object; optional `name` (a string) and
-  `first_seen` (`YYYY-MM-DD`, a real date, no later than the day of `checked_at`); no `need`
-  and no `constraints` member (§8); any other member is allowed.
-- `"any"`: any JSON object SPEC §2 allows, for logs that anchor other documents. Logs created
-  before the rule existed have no `records` member and keep accepting what they always did.
-  `/record` still signs only entries the observation rule accepts (`token_problem`).
-
-The shape is a msgspec Struct, checked with `msgspec.convert(..., strict=True)`; every rule a
-regex can say is a `msgspec.Meta(pattern=...)`, so the JSON Schema of a record
-(`record_schema`, the OpenAPI document's) and the door are one text. The rules no type can
-say are checked beside it: the forbidden members (unknown members are dropped by msgspec)
-and the two time rules (they need the acceptance clock and a sibling member; the schema names
-them with formats of its own, `cr-checked-at` and `cr-first-seen`). msgspec's own messages
-name JSON paths; the errors raised here name the member and its rule instead, in one form
-for every failure (`status: must be one of ok, sign_in, down, unknown, got "maybe"`).
-"""
+"""The record rule: what a log accepts beyond SPEC §2, by its config's `records`: `observation` (a
+Capability Resolution 0.2 observation, SPEC §13.1; the rule: docs/reference/formats.md) or `any`
+(any object SPEC §2 allows; also logs made before the rule). The shape is a msgspec Struct whose
+patterns are the OpenAPI schema's too; the forbidden members and the two time rules are checked
+beside it; every error names the member and its rule."""
 
 from __future__ import annotations
 
@@ -111,8 +87,7 @@ Sub = Annotated[str, msgspec.Meta(pattern=sub_pattern(), description=_sub_doc(No
 
 
 class Observation(msgspec.Struct, frozen=True):
-    """The members of a Capability Resolution 0.2 observation; others are allowed (no
-    `forbid_unknown_fields`) and kept: the leaf is the record as sent, not this Struct."""
+    """A CR 0.2 observation's members; others are allowed and kept (the leaf is the record sent)."""
 
     v: Literal["0.2"]
     sub: Sub
@@ -154,8 +129,7 @@ REQUIRED: Final = tuple(f.name for f in msgspec.structs.fields(Observation) if f
 
 @functools.lru_cache(maxsize=16)
 def observation_type(namespace: str | None = None) -> type[Observation]:
-    """The Struct of the rule: `Observation`, or for a pinned namespace the same with `sub`
-    held to it."""
+    """The rule's Struct: `Observation`, or with `sub` held to a pinned namespace."""
     if namespace is None:
         return Observation
     pinned = Annotated[
@@ -211,9 +185,7 @@ def check_rule(rule: str) -> str:
 
 
 def check_record(record: object, rule: str, *, now: float, namespace: str | None = None) -> None:
-    """Raise InvalidRecord (naming the member and its rule) unless `record` follows `rule`
-    when accepted at `now` (the log's clock, in seconds). `record` has passed SPEC §2 already
-    (`leaf.leaf_bytes`)."""
+    """InvalidRecord unless `record` follows `rule` when accepted at `now`."""
     if rule == ANY:
         return
     if rule != OBSERVATION:
@@ -226,10 +198,7 @@ def check_record(record: object, rule: str, *, now: float, namespace: str | None
 def token_problem(
     record: object, *, accepted_at: float, namespace: str | None = None
 ) -> str | None:
-    """Why a token signing `record` (accepted at `accepted_at`) would not be a CR 0.2 token
-    (SPEC §13.1), or None: the door's check, and `/record`'s for stored entries. The common
-    well-formed record is accepted by `fast.accepts`; every other one, and every message,
-    comes from `exact_problem`."""
+    """Why a token signing `record` would not be a CR 0.2 token, or None (`fast`, then exact)."""
     if accepts(record, int(accepted_at), namespace):
         return None
     return exact_problem(record, accepted_at=accepted_at, namespace=namespace)
@@ -258,8 +227,7 @@ JSON_VALUE: Final = "JsonValue"
 
 
 def json_value_schema(ref: str = "#/$defs/") -> dict[str, Any]:
-    """Any JSON value SPEC §2 allows, as far as JSON Schema can say it: numbers within
-    ±(2^53 - 1). (Depth 32 and the 16 KiB leaf are the door's alone.)"""
+    """Any JSON value SPEC §2 allows, as JSON Schema can say it (numbers within ±(2^53 - 1))."""
     value = {"$ref": ref + JSON_VALUE}
     return {
         "anyOf": [
@@ -272,11 +240,9 @@ def json_value_schema(ref: str = "#/$defs/") -> dict[str, Any]:
 
 
 def record_schema(rule: str, namespace: str | None = None, ref: str = "#/$defs/") -> dict[str, Any]:
-    """The JSON Schema (2020-12, as OpenAPI 3.1 reads it) of one record a log with this rule
-    and pinned namespace accepts: `msgspec.json.schema` of the door's Struct, inlined, plus
-    what msgspec cannot say: no `need` or `constraints`, and SPEC §2's number range in
-    members it types as any JSON (`json_value_schema`, referred to at `ref` + "JsonValue";
-    with the default `ref` the schema carries it in its `$defs`). `any`: an object."""
+    """The JSON Schema (2020-12) of a record this rule and namespace accept: the door's Struct
+    inlined, plus what msgspec cannot say (no `need` or `constraints`, SPEC §2's number range at
+    `ref` + "JsonValue"). `any`: an object."""
     value = {"$ref": ref + JSON_VALUE}
     defs = {"$defs": {JSON_VALUE: json_value_schema(ref)}} if ref == "#/$defs/" else {}
     if check_rule(rule) == ANY:
@@ -329,8 +295,7 @@ def _explain(record: object, message: str, namespace: str | None) -> str:
 
 
 def _url_note(url: str) -> str:
-    """Why `url` is not canonical, naming its canonical form when it has one: the leaf is
-    what was posted, so the door never rewrites it."""
+    """Why `url` is not canonical, naming its canonical form (the door never rewrites it)."""
     rule = MEMBER_RULES["url"]
     try:
         canonical = canonical_url(url)

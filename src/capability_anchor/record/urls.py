@@ -11,12 +11,9 @@ from .fast import url_matches
 
 
 def canonical_url(url: object) -> str:
-    """https only, no credentials, lower-case host without a leading `www.`, no `:443`, no
-    query, fragment or trailing slashes. Raises UsageError for anything else.
-
-    A URL the §4 pattern accepts is its own canonical form (`tests/e2e/test_cr_tokens.py`
-    proves it over generated URLs), so that check, a third of urllib's cost, answers for
-    the common URL; anything else goes through `urllib_canonical_url`."""
+    """Capability Resolution §4: https, no credentials, lower-case host without `www.`, no `:443`,
+    query, fragment or trailing slash; else UsageError. A URL the §4 pattern accepts is its own
+    canonical form, so that check answers the common case."""
     if type(url) is str and url_matches(url):
         return url
     return urllib_canonical_url(url)
@@ -45,10 +42,9 @@ def urllib_canonical_url(url: object) -> str:
 
 
 def split_http_url(url: str, *, path: bool) -> SplitResult | None:
-    """The parts of an http(s) URL with a host and no query, fragment or credentials, and
-    with `path=False` nothing after the authority; None for anything else. The one ladder the
-    log's origin (`iss`, SPEC §1) and its public URL (the checkpoint origin, SPEC §12.2) are
-    held to: the two name one log, so they must not disagree on what a URL is."""
+    """The parts of an http(s) URL with a host and no query, fragment or credentials (`path=False`:
+    nothing after the authority), else None: the one ladder `iss` and the public URL are both held
+    to."""
     parts = urlsplit(url)
     if (
         parts.scheme not in ("http", "https")

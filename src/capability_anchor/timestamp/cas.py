@@ -1,11 +1,6 @@
-"""The trusted TSA CA certificates: `--tsa-ca` PEM files, and the PEM text `init` stores.
-
-    cas = trusted_cas(args.tsa_ca)                       # init, seal, serve, audit: exit 2
-    cas = trusted_cas(args.tsa_ca, error=InputError)     # verify-proof: its usage error
-
-Every command that takes `--tsa-ca` reads it here, so a file holds the same certificates for
-the stamping service, the audit and an auditor's `verify-proof`.
-"""
+"""The trusted TSA CA certificates, from `--tsa-ca` PEM files or the PEM text `init` stores: every
+command reads them here, so one file means the same certificates to the stamper, the audit and
+`verify-proof`."""
 
 from __future__ import annotations
 
@@ -23,12 +18,7 @@ __all__ = ["cas_of_pem", "load_cas", "pem_of", "trusted_cas"]
 
 
 def load_cas(paths: Sequence[Path]) -> list[Certificate]:
-    """The trusted TSA CA certificates of PEM files (`--tsa-ca`), in order, duplicates dropped.
-
-    A file may hold several certificates (a bundle); the same certificate in two files is
-    kept once. A file that cannot be read, is over 1 MiB (it is read no further) or holds no
-    PEM certificate is a TimestampError, which callers report as a usage error before
-    anything is sealed."""
+    """The certificates of PEM files, deduplicated; a bad or oversized file is a TimestampError."""
     from cryptography import x509
 
     cas: list[Certificate] = []
@@ -47,9 +37,7 @@ def load_cas(paths: Sequence[Path]) -> list[Certificate]:
 def trusted_cas(
     files: Sequence[str | Path], error: type[CapabilityAnchorError] = UsageError
 ) -> list[Certificate]:
-    """`--tsa-ca` files as certificates (see `load_cas`); one that cannot be read is an ERROR,
-    a usage error (exit 2) unless the caller maps its usage errors to another class. No files:
-    no certificates, and cryptography is not even imported."""
+    """`--tsa-ca` files as certificates; an unreadable one raises `error`."""
     if not files:
         return []
     try:

@@ -1,12 +1,6 @@
-"""Asking a TSA: the TimeStampReq (rfc3161ng), the HTTP exchange under one deadline (httpx),
-and `stamp`, which verifies what came back before anyone stores it.
-
-    request = make_request(digest_of(jws))
-    reply = fetch("https://tsa.example/", request.der)        # raw bytes, at most REPLY_CAP
-    verify_reply(reply, digest=request.digest, cas=cas, nonce=request.nonce)
-
-httpx, asyncio, rfc3161ng and pyasn1 are imported inside the functions that use them: the
-offline verifying path imports this package and never loads them.
+"""Asking a TSA: the TimeStampReq (rfc3161ng), the HTTP exchange under one deadline, and `stamp`
+(`make_request` -> `fetch` -> `verify_reply`), which verifies the reply before anyone stores it.
+httpx, rfc3161ng and pyasn1 are imported inside the functions: the verifying path never loads them.
 """
 
 from __future__ import annotations
@@ -41,10 +35,7 @@ class Request:
 
 
 def make_request(digest: bytes) -> Request:
-    """A TimeStampReq for a SHA-256 DIGEST with a fresh random 64-bit nonce and certReq true.
-
-    Built with rfc3161ng from the digest: its `data=` path would hash with SHA-1. certReq
-    makes the TSA include its certificate, which verification needs to find the signer."""
+    """A TimeStampReq for a SHA-256 DIGEST, a fresh 64-bit nonce and certReq."""
     check_digest(digest)
     import rfc3161ng  # type: ignore[import-untyped]
     from pyasn1.codec.der import encoder  # type: ignore[import-untyped]
@@ -63,8 +54,7 @@ def make_request(digest: bytes) -> Request:
 def stamp(
     url: str, jws: bytes, cas: Sequence[Certificate], *, deadline: float = DEFAULT_DEADLINE_S
 ) -> tuple[bytes, Verified]:
-    """Stamp a head: request a time-stamp for its compact JWS from the TSA at URL and verify
-    it (with our nonce). Returns the reply bytes exactly as received, to be stored raw."""
+    """Stamp a head's JWS at the TSA at URL and verify the reply; its bytes, to be stored raw."""
     digest = digest_of(jws)
     if not cas:
         raise UsageError("no trusted TSA CA certificate given")
@@ -76,12 +66,9 @@ def stamp(
 def fetch(
     url: str, query: bytes, *, deadline: float = DEFAULT_DEADLINE_S, cap: int = REPLY_CAP
 ) -> bytes:
-    """POST QUERY to the TSA at URL; the reply body, exactly as received.
-
-    DEADLINE bounds the whole exchange (connect, send, every byte of the reply), not each
-    read, so a TSA that drips a byte at a time or stalls mid-reply cannot hold sealing up for
-    longer (`bounded.post`). A reply over CAP bytes, any status but 200, a compressed body, a
-    refused or dropped connection: TimestampError."""
+    """POST QUERY to the TSA at URL and return the reply body as received, all under DEADLINE
+    (`bounded.post`). A reply over CAP bytes, not 200, compressed, or a failed connection:
+    TimestampError."""
     peer = Peer(url, f"the TSA at {url}", "TSA", "reply", TimestampError)
     headers = {"Content-Type": QUERY_TYPE, "Accept": "application/timestamp-reply"}
     reply = post(query, headers, deadline=deadline, cap=cap, peer=peer)

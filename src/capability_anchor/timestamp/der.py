@@ -1,15 +1,7 @@
-"""A minimal DER reader, for the parts of a TimeStampResp rfc3161-client cannot take.
-
-    token = granted_token(reply)          # the status checked, the TimeStampToken's bytes
-    start, end = signed_data(token)       # the one descent to the SignedData's content
-    gen_time(token); sort_certificates(token); ess_cert_id(token)
-
-Only what verification needs is read: the PKIStatusInfo (the library accepts status 0 only),
-genTime with its fractional seconds (the library drops them), the certificates (sorted into
-DER SET OF order, which the library's strict parser demands) and the signed ESS
-signing-certificate attribute (which the library does not look at). Everything else is
-parsed and checked by rfc3161-client; nothing here decides that a signature is good.
-"""
+"""A minimal DER reader for what rfc3161-client cannot take: the PKIStatusInfo (it accepts status 0
+only), genTime's fraction (it drops it), certificate order (its parser demands DER SET OF order) and
+the signed ESS signing-certificate attribute (it ignores it). Nothing here decides that a signature
+is good."""
 
 from __future__ import annotations
 
@@ -105,9 +97,7 @@ def encode(tag: int, content: bytes) -> bytes:
 
 
 def signed_data(token: bytes) -> tuple[int, int]:
-    """(content start, content end) of the SignedData of a TimeStampToken: a ContentInfo of
-    contentType and [0] EXPLICIT SignedData (RFC 5652 §3). Not DER: TimestampError; DER of
-    another shape: ValueError, which each caller words as what it was looking for."""
+    """(start, end) of a token's SignedData content; not DER: TimestampError, else ValueError."""
     _, start, end = tlv(token, 0, len(token))
     info = children(token, start, end)
     if len(info) != 2 or info[1][0] != 0xA0:
@@ -119,8 +109,7 @@ def signed_data(token: bytes) -> tuple[int, int]:
 
 
 def granted_token(reply: bytes) -> bytes:
-    """The TimeStampToken of a TimeStampResp whose status is granted or grantedWithMods;
-    otherwise a TimestampError naming the status, its text and failure bits."""
+    """The TimeStampToken of a granted (or grantedWithMods) reply, else a TimestampError."""
     if not reply:
         raise TimestampError("the reply is empty")
     tag, start, end = tlv(reply, 0, len(reply))
@@ -167,10 +156,7 @@ def _status_detail(buf: bytes, items: list[Element]) -> str:
 
 
 def gen_time(token: bytes) -> datetime:
-    """genTime of the TSTInfo in TOKEN, with its fractional seconds (to the microsecond).
-
-    rfc3161-client drops the fraction, so genTime is read here. DER GeneralizedTime is
-    `YYYYMMDDHHMMSS[.f...]Z` (X.690 §11.7)."""
+    """genTime of the TSTInfo in TOKEN, with its fraction to the microsecond (X.690 §11.7)."""
     try:
         sd_start, sd_end = signed_data(token)
         encap = children(token, sd_start, sd_end)[2]  # EncapsulatedContentInfo
@@ -191,10 +177,7 @@ def gen_time(token: bytes) -> datetime:
 
 
 def sort_certificates(token: bytes) -> bytes:
-    """TOKEN with SignedData.certificates in DER SET OF order (X.690 §11.6), else unchanged.
-
-    The certificates lie outside the signature; only their order changes, never their bytes
-    or the length of anything around them."""
+    """TOKEN with its (unsigned) certificates in DER SET OF order (X.690 §11.6)."""
     try:
         sd_start, sd_end = signed_data(token)
         for tag, _, cs, ce in children(token, sd_start, sd_end):
@@ -207,10 +190,7 @@ def sort_certificates(token: bytes) -> bytes:
 
 
 def ess_cert_id(token: bytes) -> tuple[str, bytes]:
-    """(hash name, certHash) of the signer's ESSCertID(v2): the first one of the first signed
-    signingCertificate(V2) attribute of the token's one SignerInfo (RFC 3161 §2.4.1).
-
-    None usable (absent, an unknown hash, not shaped so): a TimestampError saying so."""
+    """(hash name, certHash) of the signer's first ESSCertID(v2), else a TimestampError."""
     try:
         sd_start, sd_end = signed_data(token)
         signer_infos = children(token, sd_start, sd_end)[-1]

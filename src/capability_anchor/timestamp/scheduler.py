@@ -1,15 +1,7 @@
-"""Stamping sealed heads with RFC 3161 TSAs (SPEC §7): configuration, one pass over what
-is missing, and the retry schedule of the service.
-
-    config = TsaConfig.resolve(log.config, urls=["https://tsa.example/"], ca_files=[pem])
-    for result in stamp_missing(log, config):
-        print(result.to_json())
-
-Failing open is the rule: a TSA that is down, slow or wrong costs at most its deadline per
-pass, never a sealed head. What a TSA replied is stored only after `timestamp.verify_reply`
-accepted it (with the nonce we sent), and then never changes; failures are returned (with
-their reason) for the caller to report and retry.
-"""
+"""Stamping sealed heads with RFC 3161 TSAs (SPEC §7): configuration, one pass over what is missing,
+and the service's retry schedule. It fails open: a bad TSA costs at most its deadline per pass,
+never a sealed head; a reply is stored only once `verify_reply` accepted it, and failures are
+returned for the caller to report and retry."""
 
 from __future__ import annotations
 
@@ -65,8 +57,7 @@ class TsaConfig:
         ca_files: Sequence[str | Path] = (),
         deadline: float | None = None,
     ) -> TsaConfig:
-        """The data dir's stored configuration (from `init`), each part replaced by what the
-        command line gives (SPEC §7: stored ones unless given on the command line)."""
+        """The stored configuration, each part replaced by what the command line gives (SPEC §7)."""
         stored_urls = stored.get("tsa", [])
         stored_pem = stored.get("tsa_ca", "")
         if not isinstance(stored_urls, list) or not all(isinstance(u, str) for u in stored_urls):
@@ -86,8 +77,7 @@ class TsaConfig:
         return {"tsa": list(self.urls), "tsa_ca": self.ca_pem}
 
     def check(self) -> None:
-        """Usage errors, found before anything is sealed (SPEC §7): a TSA URL that is not
-        http(s), a TSA with no trusted CA, a deadline that is not positive."""
+        """Usage errors before anything is sealed: a non-http(s) URL, no CA, a bad deadline."""
         for url in self.urls:
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -156,9 +146,7 @@ def stamp_missing(
     tsas: Collection[str] | None = None,
     on_result: Callable[[StampResult], None] | None = None,
 ) -> list[StampResult]:
-    """For each TSA, stamp every sealed head (of `days`, default all) it has not stamped yet,
-    oldest first. After a TSA's first failure its remaining days wait for the next pass,
-    so a hanging TSA costs one deadline per pass, not one per day."""
+    """Each TSA stamps the sealed heads it lacks, oldest first, until its first failure."""
     results: list[StampResult] = []
     targets = [t for t in log.stamp_targets() if days is None or t[0] in days]
     for url in config.urls:
@@ -178,8 +166,7 @@ def stamp_missing(
 
 @dataclass
 class Stamper:
-    """The service's stamping schedule: a pass when something may be missing, and per TSA
-    a growing, jittered delay after each failure (reset by a success)."""
+    """The service's stamping schedule: a pass when needed, a growing jittered delay per TSA."""
 
     log: Log
     config: TsaConfig

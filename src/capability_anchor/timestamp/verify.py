@@ -1,32 +1,8 @@
-"""Verifying a TimeStampResp (SPEC §7): `verify_reply` for a fresh or stored stamp,
-`read_reply` and `carried_certificates` for the audit, `digest_of` for what is stamped.
-
-Who checks what in `verify_reply` (the library is `rfc3161-client`, its chain and signature
-work is OpenSSL's `PKCS7_verify`; tests/e2e/test_timestamp.py proves each line with a reply that
-breaks exactly that rule):
-
-    PKIStatus is granted (0) or grantedWithMods (1) ..... here (the library accepts 0 only)
-    message imprint algorithm is SHA-256 ................ here (the library compares bytes only)
-    message imprint equals our digest ................... rfc3161-client
-    nonce equals ours (skipped when auditing, nonce=None)  rfc3161-client
-    CMS signature over the TSTInfo, signed attributes ... rfc3161-client (OpenSSL)
-    chain to a trusted CA, validity at genTime, not now . rfc3161-client (OpenSSL, at genTime)
-    TSA certificate EKU: critical, timeStamping alone .... rfc3161-client (OpenSSL purpose
-                                                           check), and again here
-    signed ESS signingCertificate(V2) names that cert ... here (RFC 3161 §2.4.1; as OpenSSL's
-                                                           `ts -verify`, not the library)
-
-Two things are done to the reply before the library sees it, never to the stored bytes:
-
-- The CMS `certificates` field is a SET OF, which DER sorts; OpenSSL's TSA (and others) send
-  it in chain order, and rfc3161-client's strict DER parser then refuses the whole reply
-  (`InvalidSetOrdering`). The certificates are sorted into DER order. They are outside the
-  signature, so this changes nothing that is verified.
-- The status is checked here and the token re-wrapped with status 0, so grantedWithMods
-  tokens are verified like granted ones.
-
-rfc3161-client and cryptography are imported inside the functions that use them.
-"""
+"""Verifying a TimeStampResp (SPEC §7): `verify_reply` for a fresh or stored stamp, `read_reply` and
+`carried_certificates` for the audit, `digest_of` for what is stamped. rfc3161-client (OpenSSL's
+`PKCS7_verify`) checks the CMS signature, chain, nonce and imprint; the status, the imprint's
+algorithm, the EKU and the ESS binding are checked here (the table:
+docs/explanation/decisions/36-h5-prose.md). Heavy imports happen inside the functions."""
 
 from __future__ import annotations
 
@@ -60,8 +36,7 @@ SHA256_OID = "2.16.840.1.101.3.4.2.1"
 
 
 def digest_of(jws: bytes) -> bytes:
-    """SHA-256 of the ASCII bytes of a head's compact JWS: the message imprint (SPEC §7),
-    so the `<day>.jws` file itself is what `openssl ts -verify -data` hashes."""
+    """SHA-256 of a head's compact JWS: what `openssl ts -verify -data <day>.jws` hashes."""
     if not jws or not jws.isascii():
         raise UsageError("a compact JWS is non-empty ASCII")
     return hashlib.sha256(jws).digest()
@@ -75,8 +50,7 @@ def check_digest(digest: bytes) -> None:
 
 @dataclass(frozen=True)
 class Verified:
-    """What a verified stamp asserts. `gen_time` is RFC 3339 UTC (`...Z`), with the
-    fractional seconds of genTime when it has any; `at` is the same instant."""
+    """What a verified stamp asserts; `gen_time` RFC 3339 UTC (with its fraction), `at` alike."""
 
     gen_time: str
     at: datetime
@@ -87,10 +61,9 @@ class Verified:
 def verify_reply(
     reply: bytes, *, digest: bytes, cas: Sequence[Certificate], nonce: int | None
 ) -> Verified:
-    """Verify a DER TimeStampResp for DIGEST against the trusted CAS (see the module docstring
-    for each rule and who checks it). NONCE is the one we sent; None when auditing a stored
-    stamp later, where the nonce (only a freshness check) is skipped. The chain is checked at
-    the token's genTime, so a stamp stays valid after its TSA certificate expires."""
+    """Verify a DER TimeStampResp for DIGEST against the trusted CAS. NONCE is the one we sent; None
+    when auditing a stored stamp. The chain is checked at genTime, so a stamp outlives its TSA
+    certificate."""
     check_digest(digest)
     if not cas:
         raise UsageError("no trusted TSA CA certificate given")
@@ -134,9 +107,7 @@ def verify_reply(
 
 
 def _decode(reply: bytes) -> tuple[bytes, TimeStampResponse]:
-    """The granted TimeStampToken of REPLY and rfc3161-client's parse of it (with the
-    certificates in DER order and status 0, see the module docstring), whose imprint must be
-    SHA-256."""
+    """REPLY's granted token and the library's parse of it, whose imprint must be SHA-256."""
     from rfc3161_client import decode_timestamp_response
 
     token = granted_token(reply)
@@ -163,9 +134,7 @@ class Parsed:
 
 
 def read_reply(reply: bytes) -> Parsed:
-    """Parse a stored TimeStampResp: status granted, a SHA-256 imprint, genTime. Nothing is
-    verified here beyond its shape; audits compare the imprint and genTime with what the
-    log says and then call `verify_reply`."""
+    """Parse a stored TimeStampResp's shape only (status, SHA-256 imprint, genTime)."""
     from cryptography import x509
 
     token, response = _decode(reply)
@@ -183,8 +152,7 @@ def read_reply(reply: bytes) -> Parsed:
 
 
 def carried_certificates(reply: bytes) -> list[Certificate]:
-    """Every certificate a stored reply carries. They lie outside its signature: the audit
-    checks that each is signed by its issuer, so none can be changed unseen."""
+    """Every certificate a stored reply carries (outside its signature: the audit checks them)."""
     from cryptography import x509
 
     _, response = _decode(reply)
@@ -200,11 +168,7 @@ def carried_certificates(reply: bytes) -> list[Certificate]:
 def _library_reason(
     message: str, response: TimeStampResponse, digest: bytes, nonce: int | None
 ) -> str:
-    """A human reason for an rfc3161-client failure (its messages, OpenSSL's error stack).
-
-    The library stops at the first content mismatch it meets, the nonce before the imprint;
-    a token for another message is better reported as that, so both are named. This only
-    words the failure; it never decides one."""
+    """A human reason for an rfc3161-client failure (naming nonce and imprint both)."""
     if message in ("Nonce mismatch", "Mismatch between messages"):
         mismatches = []
         if response.tst_info.message_imprint.message != digest:
@@ -236,12 +200,7 @@ def _rfc3339(at: datetime) -> str:
 
 
 def _check_ess_binding(token: bytes, signer: Certificate) -> None:
-    """The signed ESS signingCertificate(V2) attribute names the signer's certificate.
-
-    RFC 3161 §2.4.1 requires this attribute: it binds the signature to one certificate, not
-    just to an issuer and serial. rfc3161-client does not look at it; OpenSSL's `ts -verify`
-    does, so a stamp without it would be accepted here and refused by auditors. The
-    attribute is covered by the signature the library verified; only its content is read."""
+    """The signed ESS signingCertificate(V2) names the signer's certificate (RFC 3161 §2.4.1)."""
     from cryptography.hazmat.primitives.serialization import Encoding
 
     hash_name, wanted = ess_cert_id(token)
@@ -254,12 +213,7 @@ def _check_ess_binding(token: bytes, signer: Certificate) -> None:
 
 
 def _check_signer_eku(response: TimeStampResponse) -> Certificate:
-    """The signer's certificate, after checking its EKU is critical and timeStamping alone.
-
-    Already enforced twice inside rfc3161-client: by its own check (critical, contains
-    timeStamping) and by OpenSSL's timestamp-signing purpose during chain building (critical,
-    timeStamping alone: RFC 3161 §2.3). Repeated here, on the certificate the SignerInfo's
-    issuer and serial name, so the rule does not depend on how the library calls OpenSSL."""
+    """The signer's certificate, its EKU critical and timeStamping alone (as the library checks)."""
     from cryptography import x509
     from cryptography.x509.oid import ExtendedKeyUsageOID
 

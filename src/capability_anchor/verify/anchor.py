@@ -46,8 +46,7 @@ class Anchor:
 
     @property
     def file_stem(self) -> str:
-        """Where an exported folder keeps what belongs to this head: `<day>` for a sealed
-        anchor, `<day>/<tree_size>` for an unsealed one (SPEC §9, §12.4)."""
+        """Where an export keeps this head's files: `<day>` if sealed, else `<day>/<tree_size>`."""
         return self.url_day if self.url_size is None else f"{self.url_day}/{self.url_size}"
 
 
@@ -150,8 +149,7 @@ def _iss_mismatches(head_iss: object, claims: dict[str, Any], iss: str | None) -
 def explain_inclusion(
     leaf: bytes, index: int, size: int, path: Sequence[bytes], root: bytes, whose: str
 ) -> list[str]:
-    """The hash steps of RFC 9162 §2.1.3.2 for --explain, traced by the verifier itself;
-    `whose` names the expected root (the anchor's, the checkpoint's)."""
+    """The RFC 9162 §2.1.3.2 hash steps for --explain; `whose` names the expected root."""
     lines = [f"leaf hash = {leaf.hex()} (leaf_index {index}, tree_size {size})"]
     steps: list[tuple[str, bytes, bytes]] = []
     try:

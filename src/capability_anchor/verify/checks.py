@@ -1,9 +1,5 @@
-"""The checks of `verify-proof` (SPEC §9 and §12.5), named and described once, and their results.
-
-`verify.verify` reports them in this order; `verify-proof --help` lists them from here; the
-tests read them from here. This module imports only the standard library's `enum` and
-`typing`, so `--help` stays as light as argparse.
-"""
+"""The checks of `verify-proof` (SPEC §9, §12.5), named and described once, in their order, and
+their results; `--help` lists them from here, so it imports only the standard library."""
 
 from __future__ import annotations
 

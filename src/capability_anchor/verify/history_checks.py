@@ -1,21 +1,7 @@
-"""Checks 8 and 9 of `verify-proof` (SPEC §12.5): `history` and `witnesses`.
-
-`history`, in this order (the detail of a FAIL names the step):
-  1. the anchor head's C2SP tlog-proof is found (`Sources.history_proof`): none is a SKIP,
-     or a FAIL when a `--policy` says the history must be checked;
-  2. it parses as a tlog-proof, its checkpoint as a signed note;
-  3. its `extra` is a compact head JWS that verifies with the trusted keys, and whose
-     payload is byte for byte the payload of check 5's head (so the proof is for this head);
-  4. the checkpoint's origin is the expected one (`--origin`, else the policy's `log` key
-     names, else `<base>` without scheme plus `/history`), and it is signed under that name
-     by a trusted key: a trusted JWK's Ed25519 key, or a policy `log` vkey;
-  5. the inclusion path from SHA-256(0x00 || payload) at `index` reaches its root.
-`witnesses`: with `--policy`, the cosignatures of that verified checkpoint by the policy's
-witnesses (each verified, each at most 60 s after `--at`) meet the policy's quorum.
-
-`note` is imported only when there is a proof or a policy to read: it is on the verifying
-path, but a run that checks neither does not pay for loading it.
-"""
+"""Checks 8 and 9 of `verify-proof` (SPEC §12.5). `history`: the head's tlog-proof is found, parses,
+its `extra` is this head's JWS, its checkpoint is signed under the expected origin by a trusted key,
+and the path reaches the root; `witnesses`: the policy's cosignatures meet its quorum. `note` is
+imported only when there is a proof or a policy to read."""
 
 from __future__ import annotations
 
@@ -46,8 +32,7 @@ PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 @dataclass(frozen=True)
 class HistoryResult:
-    """Check 8's result, the --explain trace of the history inclusion, and the checkpoint
-    note once its log signature verified (what check 9 reads)."""
+    """Check 8's result, its --explain trace, and the checkpoint note check 9 reads."""
 
     check: Check
     explain: list[str] = field(default_factory=list)
@@ -162,9 +147,7 @@ def _expected_origins(
 
 
 def log_verifiers(name: str, keys: KeySet, policy: Policy | None) -> list[Verifier]:
-    """The note keys a checkpoint of origin `name` may be signed with: each trusted JWK's
-    Ed25519 key under that name, and the policy's `log` vkeys of that name. A `log` vkey
-    that is also a trusted JWK is the same (name, key ID): one verifier, not two."""
+    """The note keys of origin `name`: trusted JWKs and the policy's `log` vkeys, one per key ID."""
     from capability_anchor.note import NoteVerifier
 
     verifiers: dict[tuple[str, bytes], Verifier] = {}
@@ -186,8 +169,7 @@ def _open(
     origin: str | None,
     anchor: Anchor | None,
 ) -> str:
-    """Step 4: the checkpoint's origin `name` is expected and a trusted key signed `note`
-    under that name; who signed, for the detail."""
+    """Step 4: the origin `name` is expected and a trusted key signed `note` under it; who did."""
     from capability_anchor.errors import MalformedNote
     from capability_anchor.note import open_checkpoint
 
@@ -253,11 +235,9 @@ def checkpoint_not_revoked(
 def revoked_checkpoint(
     checkpoint: Note, iat: int, keys: KeySet, revocations: Mapping[str, Revocation]
 ) -> list[Revocation]:
-    """SPEC §13.2 for a checkpoint, which carries no time: one that proves a head was signed
-    at or after the head's `iat`. So when that is after a key's revocation, the checkpoint
-    must carry a signature line of a key that is not revoked: one only the revoked key
-    signed is not the log's. The revocations it falls foul of (none: it is fine). Shared by
-    `verify-proof` (the head it proves) and `monitor` (the newest head it covers)."""
+    """SPEC §13.2 for a checkpoint (which carries no time): after a key's revocation, one signed
+    only by the revoked key is not the log's. The revocations it falls foul of, for `verify-proof`
+    and `monitor`."""
     from capability_anchor.note import TYPE_ED25519, key_id, parse_checkpoint
 
     gone = [r for r in revocations.values() if iat > r.revoked_at]

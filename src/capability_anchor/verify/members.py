@@ -1,21 +1,7 @@
-"""A record file's plain members against its signed claims (`record_signature`).
-
-A `/record` answer (SPEC §6) is the record token's claims, written out beside the token
-(`jws`) and `expires`. Verification uses only the signed claims, but a reader of the file
-sees the plain members, so a file whose plain members say something the token does not
-misleads every reader: it fails, as a head document whose claims differ from its JWS does.
-
-- Every top-level member other than `jws` and `expires` must be a signed claim, and every
-  signed claim must be present. Values compare as parsed JSON, exactly: the same members
-  and array elements, the same strings, `true`/`false`/`null` only equal themselves, and
-  numbers by value (`1` equals `1.0`, as their RFC 8785 forms do; `true` is not `1`).
-- `expires` is not signed; it restates `exp` (SPEC §6: "RFC 3339 of exp"). When present it
-  must be an RFC 3339 date-time with a zone naming exactly the second `exp` names (any zone
-  offset or spelling of that instant is the same statement). Should a token sign an
-  `expires` claim itself, the plain one is compared with it like any other claim.
-
-Differences are named by JSON path (`name`, `proof.leaf_index`, `proof.path[0]`).
-"""
+"""A record file's plain members against its signed claims (`record_signature`): a file whose
+visible members differ from what its token signs misleads every reader, so it fails. Values compare
+as parsed JSON, numbers by value; `expires` must name the second `exp` names. Differences are named
+by JSON path."""
 
 from __future__ import annotations
 
@@ -83,8 +69,7 @@ def _expires_problem(value: Any, exp: Any) -> str | None:
 
 
 def differences(plain: Mapping[str, Any], signed: Mapping[str, Any]) -> list[str]:
-    """The JSON paths where the record file `plain` (its `jws` aside) says something other
-    than the token's `signed` claims; empty when they agree."""
+    """The JSON paths where `plain` (its `jws` aside) differs from the `signed` claims."""
     out: list[str] = []
     members = {k: v for k, v in plain.items() if k != "jws"}
     if "expires" in members and "expires" not in signed:

@@ -1,22 +1,7 @@
-"""Offline verification of a resolver-2 record's anchor and proof (SPEC §9, §12.5).
-
-`verify(...)` runs the nine checks of SPEC §9 and §12.5, always all of them, in the order
-and with the names of `verify.checks.CHECKS` (the one list; `--help` prints it). Each check
-returns a `Check` whose outcome is an `Outcome` (PASS, FAIL or SKIP): the first six are
-below, `timestamp` is `verify.stamps`, `history` and `witnesses` are `verify.history`.
-`record_signature` also compares a record file's plain members with its signed claims
-(`verify.members`): a file whose visible members differ from what the token signs fails.
-
-A failed check is a result (`Result.ok` is False), never an exception. Conditions that
-stop verification before it can start (an empty or malformed record, an unreadable head or
-stamp file) raise `InputError` (a UsageError: exit 2).
-
-The inputs come loaded: trust only from the `keys` argument (neither the record nor the
-head can supply a key), the TSA CAs as certificates, a parsed tlog-policy, and the head,
-stamps and tlog-proof from a `Sources` (`verify.sources`). Reading command-line arguments,
-files and URLs is `cli.inputs`'s job. Only the standard library and the pure kernel are
-imported here.
-"""
+"""Offline verification of a resolver-2 record's anchor and proof (SPEC §9, §12.5): `verify` runs
+all nine checks of `verify.checks.CHECKS`, in order; a failed check is a result, and only input that
+cannot be read raises `InputError`. Inputs come loaded (trust only from `keys`; head, stamps and
+tlog-proof from a `Sources`); only the standard library and the kernel are imported."""
 
 from __future__ import annotations
 
@@ -77,10 +62,7 @@ PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 @dataclass
 class Result:
-    """The nine checks, in order; `explain` and `explain_history` narrate the inclusion
-    checks (the record's in its day, the head's in the history) step by step; `notes` are
-    what a human reader must also be told (not part of the JSON form, whose check details
-    say the same)."""
+    """The nine checks, in order, the --explain traces, and `notes` for a human reader."""
 
     checks: list[Check] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)
@@ -102,8 +84,7 @@ class Result:
 
 @dataclass(frozen=True)
 class Record:
-    """RECORD as read: its compact JWS (`token`), or, for a record without one, the
-    `unsigned` object; `plain` is a record file's members beside its jws."""
+    """RECORD as read: its JWS (`token`) or its `unsigned` object; `plain`: members beside jws."""
 
     token: str | None
     unsigned: dict[str, Any] | None = None
@@ -146,8 +127,7 @@ def read_record(record: bytes) -> Record:
 
 
 def check_record_signature(record: Record, keys: KeySet) -> tuple[Check, dict[str, Any] | None]:
-    """1: typ capability-resolver+jws, kid from the trusted keys only; the claims to use
-    (an unsigned record's own members, which nothing vouches for)."""
+    """1: the record token verifies with a trusted key; the claims to use (unsigned: its own)."""
     if record.token is None:
         return Check("record_signature", SKIP, _UNSIGNED), record.unsigned
     try:
@@ -261,8 +241,7 @@ def not_revoked(
     claims: Mapping[str, Any],
     revocations: Mapping[str, Revocation] | None,
 ) -> Check:
-    """`check` (a passed signature check of `token`), or a FAIL when its key was revoked
-    before the time the token says it was signed (`iat`)."""
+    """`check`, or a FAIL when the key was revoked before the token's `iat`."""
     if not revocations or check.outcome is not PASS:
         return check
     iat = claims.get("iat")
@@ -274,8 +253,7 @@ def not_revoked(
 
 
 def _verified_head(data: bytes, keys: KeySet) -> heads.Head:
-    """A head document (JSON object with `jws`) or a bare compact JWS; only the claims
-    inside the verified JWS are used, and a document's own claims must equal them."""
+    """A head document or bare JWS, verified; a document's plain claims must equal the signed."""
     if not data.strip().startswith(b"{"):
         return heads.verify_head(token_text(data), keys)
     checked = heads.verify_document(data, keys)
@@ -322,13 +300,9 @@ def verify(
     origin: str | None = None,
     revocations: Mapping[str, Revocation] | None = None,
 ) -> Result:
-    """Run the nine checks of SPEC §9 and §12.5 over `record` (a record JSON object or a
-    compact record JWS, as bytes), trusting only `keys`, for stamps `cas`, and for the
-    history `keys` and the `policy`'s log and witness keys; the head, its stamps and its
-    tlog-proof come from `sources`. A record token or head signed by a key of `revocations`
-    (SPEC §13.2) after its revocation time fails its signature check, naming the revocation.
-    Raises InputError (exit 2) only for input that cannot be read; every failed check is
-    reported in the Result."""
+    """Run the nine checks over `record` (a JSON object or compact JWS, as bytes), trusting only
+    `keys`, `cas` and `policy`, with the head, stamps and tlog-proof from `sources`; a signature
+    after a revocation fails. Raises InputError only for unreadable input."""
     now = int(dt.datetime.now(dt.UTC).timestamp()) if at is None else at
     result = Result()
     read = read_record(record)

@@ -1,13 +1,6 @@
-"""Where the verifier gets what a record does not carry: the head it is anchored to, the
-RFC 3161 stamps of that head (SPEC §9 steps 5a and 7a), and the head's C2SP tlog-proof in
-the history (SPEC §12.5, check 8).
-
-`verify.verify` asks a `Sources` for them and never opens a file or a URL itself.
-`FolderSources` reads an exported folder (the audit's `--roots`, and `verify-proof --roots`);
-`cli.inputs.CommandLineSources` adds `--head`, `--history-proof` and the anchor's URL.
-Every file is read through `bounded.read` (at most its limit, as it is read), which
-imports nothing beyond the standard library.
-"""
+"""Where the verifier gets what a record does not carry: its head, the head's stamps and its
+tlog-proof (SPEC §9, §12.5). `FolderSources` reads an exported folder;
+`cli.inputs.CommandLineSources` adds files and URLs; every read is bounded (`bounded.read`)."""
 
 from __future__ import annotations
 
@@ -33,8 +26,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class StampSource:
-    """The stored stamps of one day, as read: a timestamps document (`listing`, parsed by
-    the verifier) or DER replies kept as they are (`tokens`); `where` names the source."""
+    """One day's stored stamps: a timestamps document (`listing`) or DER replies (`tokens`)."""
 
     where: str
     listing: bytes | None = None
@@ -43,8 +35,7 @@ class StampSource:
 
 @dataclass(frozen=True)
 class ProofSource:
-    """The head's tlog-proof as read (`data`), or None when there is none where the
-    verifier looked; `where` names the place either way."""
+    """The head's tlog-proof as read (`data`, None if none); `where` names the place either way."""
 
     where: str
     data: bytes | None = None
@@ -57,15 +48,13 @@ class Sources(Protocol):
         ...
 
     def head(self, anchor: Anchor | None) -> tuple[bytes, str]:
-        """The head's bytes and where they came from. VerificationError when it cannot be
-        located; InputError when it cannot be read."""
+        """The head's bytes and where; VerificationError if not found, InputError if unreadable."""
         ...
 
     def stamps(self, day: str, anchor: Anchor | None) -> StampSource: ...
 
     def history_proof(self, anchor: Anchor | None, leaf_hash: bytes) -> ProofSource:
-        """The tlog-proof of the head whose history leaf hash is `leaf_hash` (the head the
-        anchor names). InputError when it exists but cannot be read."""
+        """The tlog-proof of the head of history leaf `leaf_hash`; InputError if unreadable."""
         ...
 
 
@@ -75,9 +64,7 @@ def no_anchor() -> VerificationError:
 
 @dataclass(frozen=True)
 class FolderSources:
-    """An exported folder: heads at `<day>.json` (sealed) and `<day>/<tree_size>.json`,
-    stamps in `<day>.timestamps.json`, else `<day>.tsr`, tlog-proofs at `<day>.tlog-proof`
-    and `<day>/<tree_size>.tlog-proof`."""
+    """An exported folder: heads, their stamps and tlog-proofs, at the names export gives them."""
 
     roots: Path
     names_head = False
@@ -104,8 +91,7 @@ class FolderSources:
 
 
 def proof_limit() -> int:
-    """A tlog-proof is read to at most the largest `note.proof` parses: a larger one could
-    never parse. Imported here, so a run that reads no proof never loads `note`."""
+    """The largest tlog-proof `note.proof` parses (imported here, so only when one is read)."""
     from capability_anchor.note.proof import MAX_PROOF_SIZE
 
     return MAX_PROOF_SIZE

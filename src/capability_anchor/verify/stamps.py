@@ -1,10 +1,5 @@
-"""Check 7 of SPEC §9, `timestamp`: a stored RFC 3161 stamp of the sealed head chains to a
-trusted TSA CA (`--tsa-ca`) at its genTime.
-
-The stamps come from a `Sources` (`verify.sources`): a timestamps document, parsed here, or
-DER replies as stored. rfc3161-client and cryptography are imported only when there is a
-stamp to check.
-"""
+"""Check 7 of SPEC §9, `timestamp`: a stored RFC 3161 stamp of the sealed head chains to a trusted
+TSA CA at its genTime. rfc3161-client is imported only when there is a stamp to check."""
 
 from __future__ import annotations
 
@@ -34,8 +29,7 @@ def check_timestamp(
     sources: Sources,
     cas: Sequence[Certificate],
 ) -> Check:
-    """7: PASS when one stored stamp verifies for this head's JWS and chains to a --tsa-ca
-    at its genTime (the nonce, a freshness check of the stamping exchange, is not known)."""
+    """7: PASS when one stored stamp of this head's JWS chains to a --tsa-ca at its genTime."""
     if not cas:
         return Check("timestamp", SKIP, "no --tsa-ca given")
     if verified is None:
