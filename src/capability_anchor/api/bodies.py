@@ -10,7 +10,7 @@ processes and at most `queue` bodies waiting or running: more get 503 `unavailab
 of unauthenticated `/prove` bodies never takes the capacity writers need. A worker that
 dies is replaced.
 `POST /records` bodies are checked here and appended by the log's sequencer
-(`api/sequencing.py`), a process of its own, so neither holds the service's GIL.
+(`service/sequencing.py`), a process of its own, so neither holds the service's GIL.
 
 Workers are started by forkserver, never forked from the service: a fork would copy its
 threads' locks and SQLite connections mid-use.
@@ -27,6 +27,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from capability_anchor.record.rule import OBSERVATION
+from capability_anchor.service.sequencing import Busy
 
 from .bodycheck import Outcome, check_body, start_worker, warm_up
 
@@ -43,23 +44,10 @@ def forkserver_context() -> multiprocessing.context.ForkServerContext:
         [
             "capability_anchor.api.forkserver_tie",
             "capability_anchor.api.bodycheck",
-            "capability_anchor.log.sequencer",
+            "capability_anchor.service.sequencer",
         ]
     )
     return context
-
-
-class Busy(Exception):
-    """Too many bodies of one lane are being checked right now: `note` says which."""
-
-    def __init__(self, note: str) -> None:
-        super().__init__(note)
-        self.note = note
-
-
-class WorkerLost(Exception):
-    """The worker appending a batch died before answering: the batch may or may not have
-    been committed. Re-sending it is safe: what was stored is answered `duplicate: true`."""
 
 
 INLINE_BODY = 8192

@@ -35,7 +35,7 @@ from capability_anchor.errors import UsageError
 from capability_anchor.log.clockguard import monotonic
 
 from .errors import ApiError
-from .service import Service, service_of
+from .service import Batch, Service, service_of
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -43,20 +43,12 @@ if TYPE_CHECKING:
     from litestar.openapi.spec import Reference, Schema
 
     from .ratelimit import RateLimiter
-    from .sequencing import SequencerLink
 
 _logger = logging.getLogger("capability_anchor.stamping")
 T = TypeVar("T")
 
 INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove", "size")
 _DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """A `POST /records` batch the log's sequencer stored: its entries' JSON."""
-
-    entries: bytes
 
 
 class CheckedBody(AbstractDTO[T]):
@@ -205,13 +197,14 @@ async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
 
 
 async def checked_body(request: Request[Any, Any, Any], service: Service, kind: str) -> Any:
-    """The body strictly parsed and validated, in a worker process (`api/bodies.py`): the
-    leaf hash for "record", the prepared batch for "records"."""
+    """The body strictly parsed and validated (`api/bodies.py`): the leaf hash for "record",
+    the prepared `Batch` for "records"."""
     body = await read_body(request, body_limit(service.settings, kind))
     writer = service.writer
-    # The time limit of the record rule is the log's clock, read through the ClockGuard (a
-    # disagreeing clock refuses now, as the append would).
+    # The record rule's time limit is the log's clock, read through the ClockGuard (a
+    # disagreeing clock refuses now, as the append would); the sequencer continues it.
     now = service.clock.now() if kind == "records" else None
+    at_mono = monotonic()
     code, value = await service.bodies.check(
         kind,
         body,
@@ -225,44 +218,7 @@ async def checked_body(request: Request[Any, Any, Any], service: Service, kind: 
     )
     if code != "ok":
         raise ApiError(code, value)
-    return value
-
-
-def prove_flag(request: Request[Any, Any, Any]) -> bool | None:
-    """`prove` of POST /records when it is one Litestar will accept (0, 1 or absent), else
-    None: the batch is then only checked, and Litestar refuses the parameter."""
-    values = request.query_params.getall("prove", [])
-    if not values:
-        return False
-    if len(values) == 1 and values[0] in ("0", "1"):
-        return bool(values[0] == "1")
-    return None
-
-
-async def append_by_sequencer(
-    request: Request[Any, Any, Any], service: Service, link: SequencerLink, prove: bool
-) -> Appended:
-    """The body checked (on the loop when small, else in a writers' worker) and handed to the
-    log's sequencer (`api/sequencing.py`), which answers once the commit holding it returned.
-    The time is read here, through the service's ClockGuard: a disagreeing clock refuses
-    (503) before anything is sent, and the sequencer continues this reading."""
-    settings = service.settings
-    body = await read_body(request, body_limit(settings, "records"))
-    now, at_mono = service.clock.now(), monotonic()
-    writer = service.writer
-    code, value = await service.bodies.check(
-        "records",
-        body,
-        writer.iss,
-        settings.max_records,
-        writer.records,
-        now,
-        writer.id_namespace,
-        writer=True,
-    )
-    if code != "ok":
-        raise ApiError(code, value)
-    return Appended(await link.append(value, prove, now, at_mono))
+    return value if now is None else Batch(value, now, at_mono)
 
 
 async def before(request: Request[Any, Any, Any]) -> None:
@@ -286,13 +242,7 @@ async def before(request: Request[Any, Any, Any]) -> None:
         # connection closed past its limit), so no answer of this operation is a 413.
         return
     check_length(request, body_limit(service.settings, kind))
-    handed_prove = prove_flag(request) if kind == "records" else None
-    if handed_prove is not None and service.sequencer is not None:
-        request.state.checked_body = await append_by_sequencer(
-            request, service, service.sequencer, handed_prove
-        )
-    else:
-        request.state.checked_body = await checked_body(request, service, kind)
+    request.state.checked_body = await checked_body(request, service, kind)
 
 
 # --- what the guards can answer, for the OpenAPI document ------------------------------------
@@ -358,7 +308,6 @@ __all__ = [
     "INT_PARAMS",
     "MISSING_TOKEN_NOTE",
     "WRONG_TOKEN_NOTE",
-    "Appended",
     "CheckedBody",
     "Refusal",
     "before",

@@ -1,6 +1,6 @@
 """Handing writes to the log's sequencer (SPEC §13.4): the wire, and the blocking client.
 
-One sequencer per log (`log.sequencer`) holds `DIR/sequencer.lock` and listens on the unix
+One sequencer per log (`service.sequencer`) holds `DIR/sequencer.lock` and listens on the unix
 socket `DIR/sequencer.sock`; any process writing to the log (a uvicorn worker, `serve`, the
 CLI, a library writer) sends it its prepared batches instead of taking the database's write
 lock itself, so concurrent writers share commits instead of waiting for each other's. With no

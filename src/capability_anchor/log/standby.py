@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from capability_anchor.errors import LeaseLost, Unproven
 
-from .groupcommit import Submission
+from .committer import Submission
 
 if TYPE_CHECKING:
     from .writer import LogWriter

@@ -24,8 +24,8 @@ from capability_anchor.store import Store
 
 from . import standby
 from .batch import AppendResult, Prepared
+from .committer import Committer, Submission
 from .days import next_day, utc_day
-from .groupcommit import GroupCommit, Submission
 from .handoff import Handoffs
 from .marks import check_not_behind
 from .serverindex import Pending, ServerIndex
@@ -81,15 +81,15 @@ class LogWriter(HeadSigner):
         self.edge: TreeEdge | None = None
         self.edge_day: str | None = None
         self._index = ServerIndex(log.store, log.index_chunk)
-        # Concurrent appends of this process share commits (`log.groupcommit`).
-        self.group = GroupCommit(self.commit_group)
+        # Concurrent appends of this process share commits (`log.committer`).
+        self.group = Committer(self.commit_group)
 
     # --- append ----------------------------------------------------------------------------
 
     def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
         """Store a batch, sharing its durable commit with whatever other writers append
         meanwhile: through the log's sequencer when one is live (`log.handoff`), else with
-        the other threads of this process (`log.groupcommit`). Returns once that commit
+        the other threads of this process (`log.committer`). Returns once that commit
         returned."""
         if not prepared:
             return []
