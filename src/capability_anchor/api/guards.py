@@ -1,27 +1,13 @@
-"""What every request passes before its handler: writer auth, the public rate limit, one
-spelling per integer, and the body checks and limits (SPEC §2, §6, §10).
+"""What every request passes before its handler: checks only (SPEC §2, §6, §10).
 
-`before` runs before Litestar resolves a handler's arguments, so before anything could
-decode a body. A body is read once, its size checked, and then strictly parsed and
-validated (`api/bodies.py`: in a worker process, unless it is small): duplicate names, lone
-surrogates, depth and number range are SPEC §2 questions with SPEC §2 answers, and a hostile
-body must never reach a recursive decoder. The result is what the handler gets as `data`
-(`CheckedBody`): Litestar never decodes a body itself. A checked `POST /records` batch is
-handed to the log's sequencer (`api/sequencing.py`), which commits it with the batches of
-every other writer.
-
-A rejected request changes nothing stored: all input is validated before the writer is
-called, and a batch is one transaction.
-
-Store reads: none. What `before` needs of the log (its iss, record rule, id namespace) is
-held in memory by the writer `Log`; the damage mark is one `stat` of the data dir, and
-`POST /records` batches are appended by the sequencer, a process of its own.
+Writer auth, the public rate limit, one spelling per integer, body limits, and the body read
+once and strictly checked (`api/bodies.py`) into the handler's `data` (`CheckedBody`).
+Nothing here stores: docs/explanation/write-path.md.
 """
 
 from __future__ import annotations
 
 import hmac
-import logging
 import re
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
@@ -44,7 +30,6 @@ if TYPE_CHECKING:
 
     from .ratelimit import RateLimiter
 
-_logger = logging.getLogger("capability_anchor.stamping")
 T = TypeVar("T")
 
 INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove", "size")
@@ -52,8 +37,8 @@ _DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
 class CheckedBody(AbstractDTO[T]):
-    """`data` of a handler with a checked body (`opt={"body": kind}`): what `before` made of
-    the body, never a second decode. `CheckedBody[Struct]` documents the body as `Struct`."""
+    """`data` of a handler with `opt={"body": kind}`: what `before` made of the body, never a
+    second decode. `CheckedBody[Struct]` documents the body as `Struct`."""
 
     def decode_bytes(self, value: bytes) -> Any:
         return self.asgi_connection.state.checked_body
@@ -92,10 +77,8 @@ WRONG_TOKEN_NOTE = "the bearer token does not match this log's writer token"  # 
 
 
 def check_writer(request: Request[Any, Any, Any], service: Service) -> None:
-    """401 `unauthorized` unless the request carries the writer token. No bearer token at
-    all (no header, another scheme, an empty token) and a wrong one get different notes, so
-    a client can tell a missing header from a wrong secret; neither says anything about the
-    token given or the one expected (not its length, not how much of it matched)."""
+    """401 `unauthorized` unless the request carries the writer token. A missing and a wrong
+    token get different notes; neither says anything of the token given or expected."""
     check_bearer(request, service.token, MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE)
 
 
@@ -186,20 +169,13 @@ def check_length(request: Request[Any, Any, Any], limit: int) -> None:
         raise ApiError("too_large", f"the request body is over {limit} bytes")
 
 
-async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
+async def checked_body(request: Request[Any, Any, Any], service: Service, kind: str) -> Any:
+    """The body strictly parsed and checked: the leaf hash for "record", the `Batch` for
+    "records"."""
+    limit = body_limit(service.settings, kind)
     body = await request.body()
     if len(body) > limit:
         raise ApiError("too_large", f"the request body is over {limit} bytes")
-    return body
-
-
-# --- checking bodies -------------------------------------------------------------------------
-
-
-async def checked_body(request: Request[Any, Any, Any], service: Service, kind: str) -> Any:
-    """The body strictly parsed and validated (`api/bodies.py`): the leaf hash for "record",
-    the prepared `Batch` for "records"."""
-    body = await read_body(request, body_limit(service.settings, kind))
     writer = service.writer
     # The record rule's time limit is the log's clock, read through the ClockGuard (a
     # disagreeing clock refuses now, as the append would); the sequencer continues it.
@@ -265,12 +241,8 @@ def _size(limit: int) -> str:
 
 
 def refusals(opt: Mapping[str, Any], takes_input: bool, settings: Settings) -> dict[int, Refusal]:
-    """What `before` can answer an operation whose handler has `opt`, read off the same
-    branches: 503 for every one (a store fault, the damage mark), 401 for the writers and a
-    `/metrics` with a token, 429 for the rest, 413 and the body checks' 400 for an operation
-    that reads a body, and 400 for one with parameters. `openapi.finish` lists exactly these
-    on each operation, beside the handler's own answers (`errors.documented`). What the
-    settings turn off (no rate limit, no metrics token) is not listed."""
+    """What `before` can answer an operation whose handler has `opt`, read off its branches
+    (what the settings turn off is not listed), for `openapi.finish` to document."""
     found = {
         503: Refusal(
             "unavailable: the note says why (a store fault, or the data dir is marked damaged)"

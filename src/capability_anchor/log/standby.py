@@ -1,15 +1,8 @@
 """`POST /records?prove=1` on a replica that does not hold the sequencer lease (SPEC §13.4).
 
-The leader signs every head; a standby may not. A standby's proved batch is therefore
-committed as a plain append (durable, gapless indexes: the store's write lock), the leader
-is asked to sign (`Store.wake_signer`: PostgreSQL's NOTIFY, heard on the leader's lease
-session), and the answer waits for a head that covers the batch, then proves every entry
-against that head as the store holds it, so the anchor and the proof are of one head
-whoever signed it. Each second it also tries to sign itself: if the leader is gone, its
-lease is free and this replica takes it (a newer term) and signs.
-
-No head within `WAIT_S`: `Unproven` (503). The records are stored by then, and the note
-says so: re-sending the batch returns them as duplicates, at their indexes, with proofs.
+The batch is committed unsigned, the leader is asked to sign, and the entries are proved
+against the first head that covers them (`Unproven` after `WAIT_S`). Why this way:
+docs/explanation/write-path.md#prove1-on-a-standby.
 """
 
 from __future__ import annotations
@@ -33,8 +26,8 @@ RETRY_S = 1.0
 
 
 def commit(writer: LogWriter, subs: Sequence[Submission]) -> list[Any]:
-    """`LogWriter.commit_group`'s answers: signed by this process when it holds the lease,
-    else, for a group that asks for proofs, `commit_and_prove`."""
+    """The group's answers: signed here when this process holds the lease, else (a group
+    that asks for proofs) `commit_and_prove`."""
     try:
         return writer._commit_group(subs)
     except LeaseLost:
@@ -88,6 +81,3 @@ def commit_and_prove(writer: LogWriter, subs: Sequence[Submission]) -> list[Any]
             ]
         )
     return out
-
-
-__all__ = ["POLL_S", "WAIT_S", "commit", "commit_and_prove"]

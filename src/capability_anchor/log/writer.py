@@ -1,10 +1,7 @@
-"""The write path of a log: *append*, *checkpoint*, *seal*, and storing *stamps*.
+"""The writes of a log: *append* (the committer's commit), *checkpoint* and *seal*.
 
-Every write happens inside one `Store.write()` transaction (the one-writer discipline: one
-writer connection per process, behind one lock; another process waits for SQLite's write
-lock). Each method below says where its transactions begin, what is durable when they
-commit, and which of this process's caches are updated only after the commit, never before:
-a cache of rows that were rolled back would make the next head false.
+Every write is one `Store.write()` transaction; this process's caches are updated only after
+its commit, never before (a cache of rolled-back rows would make the next head false).
 """
 
 from __future__ import annotations
@@ -74,58 +71,43 @@ class LogWriter(HeadSigner):
 
     def __init__(self, log: Log, handoff: bool = False) -> None:
         self._log = log
-        # The log's sequencer, when one is live and this writer is not it (`log.handoff`).
         self.handoff = Handoffs(log.data_dir if handoff else None)
         self._store = log.store
         self.lock = threading.RLock()
         self.edge: TreeEdge | None = None
         self.edge_day: str | None = None
         self._index = ServerIndex(log.store, log.index_chunk)
-        # Concurrent appends of this process share commits (`log.committer`).
         self.group = Committer(self.commit_group)
 
     # --- append ----------------------------------------------------------------------------
 
     def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
-        """Store a batch, sharing its durable commit with whatever other writers append
-        meanwhile: through the log's sequencer when one is live (`log.handoff`), else with
-        the other threads of this process (`log.committer`). Returns once that commit
-        returned."""
-        if not prepared:
-            return []
-        handed: list[AppendResult] | None = self.handoff.call(
-            lambda h: h.append(list(prepared), False, self._log.clock())
-        )
-        if handed is not None:
-            return handed
-        result: list[AppendResult] = self.group.run(Submission(prepared))
+        """Store a batch; returns once the commit holding it returned (`_append`)."""
+        result: list[AppendResult] = self._append(prepared, False)
         return result
 
     def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
-        """Append a batch and sign a head covering it, in ONE write transaction, and return
-        each entry with the anchor and inclusion proof of that head (`POST /records?prove=1`).
-
-        The head's root and every proof are computed inside the transaction from what it read
-        and wrote, and the answer is complete before the commit: if the commit fails, nothing
-        was stored and no head exists; once it returns, all of it is durable. Past days are
-        sealed first (each in its own transaction), as for a checkpoint. The transaction may
-        hold other callers' batches too (group commit): the head then covers them as well."""
-        if not prepared:
-            return []
-        handed: list[dict[str, Any]] | None = self.handoff.call(
-            lambda h: h.append(list(prepared), True, self._log.clock())
-        )
-        if handed is not None:
-            return handed
-        result: list[dict[str, Any]] = self.group.run(Submission(prepared, prove=True))
+        """Store a batch and sign a head covering it in ONE transaction (past days sealed
+        first), and return each entry with that head's anchor and inclusion proof: if the
+        commit fails nothing was stored and no head exists (`POST /records?prove=1`)."""
+        result: list[dict[str, Any]] = self._append(prepared, True)
         return result
 
+    def _append(self, prepared: Sequence[Prepared], prove: bool) -> Any:
+        """By the log's sequencer when one is live (`log.handoff`), else by the committer in
+        this process (`log.committer`): one path, sharing commits with other writers."""
+        if not prepared:
+            return []
+        handed = self.handoff.call(lambda h: h.append(list(prepared), prove, self._log.clock()))
+        if handed is not None:
+            return handed
+        return self.group.run(Submission(prepared, prove))
+
     def commit_group(self, subs: Sequence[Submission]) -> None:
-        """Commit every submission of `subs` in ONE write transaction, as of one reading of
-        the clock (so in one day), and set each one's result; if anything fails, every one
-        gets the error and nothing of any of them is stored. With a `prove` submission among
-        them, the transaction also signs one head covering the whole group, and each `prove`
-        submission's result carries that head's anchor and its entries' proofs."""
+        """The committer's commit: every submission of `subs` in ONE write transaction, as of
+        one reading of the clock (so one day), each one's `result` set, or every one's
+        `error` and nothing stored. A `prove` submission among them has a head signed over
+        the whole group, and its entries' proofs in its result."""
         try:
             answers = standby.commit(self, subs)
         except Exception as exc:
