@@ -1,14 +1,8 @@
 """What every handler reaches the log through: the `Service` on the app's state.
 
-Two `Log` handles per process: a *reader* and a *writer*. The writer is used only from
-worker threads (`write`), serialised by the Log's own lock (a 1,000-record batch is ~50 ms
-of hashing and fsync that must not stall the loop). The reader answers on the event loop
-only the reads that are bounded by design (a row looked up by its key, a tile per tree
-level); every other read (a listing, a scan, a signature to make or check) goes through
-`read`, on a worker thread, so that a slow or stalled store stalls that request, not the
-others (`/healthz` among them). Each thread reads through its own connection of the store
-(`store/`), so reads in threads never see an uncommitted row either. Which read is which,
-and why: docs/explanation/api-reads.md.
+A reader `Log` answers on the loop only reads bounded by design, others in threads (`read`,
+docs/explanation/api-reads.md); writes go through `append` (the sequencer, or the writer
+`Log` in a thread) and `write`.
 """
 
 from __future__ import annotations
