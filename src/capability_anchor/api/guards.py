@@ -274,21 +274,3 @@ def refusals(opt: Mapping[str, Any], takes_input: bool, settings: Settings) -> d
             ("Retry-After",),
         )
     return found
-
-
-__all__ = [
-    "INT_PARAMS",
-    "MISSING_TOKEN_NOTE",
-    "WRONG_TOKEN_NOTE",
-    "CheckedBody",
-    "Refusal",
-    "before",
-    "body_limit",
-    "check_bearer",
-    "check_integers",
-    "check_metrics",
-    "check_rate",
-    "check_writer",
-    "metrics_token",
-    "refusals",
-]

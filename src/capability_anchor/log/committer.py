@@ -57,6 +57,30 @@ def take_group(queue: deque[Submission], max_records: int = MAX_GROUP_RECORDS) -
     return group
 
 
+def answers(
+    subs: Sequence[Submission], results: Sequence[Any], read: Any = None, row: Any = None
+) -> list[Any]:
+    """Each submission's part of the group's `results`; with head `row`, a `prove` one's
+    entries with its anchor and their inclusion proofs in it (one read for the group)."""
+    parts: list[Any] = []
+    at = 0
+    for sub in subs:
+        parts.append(results[at : at + len(sub.prepared)])
+        at += len(sub.prepared)
+    if row is None:
+        return parts
+    anchor = read.anchor(row)
+    pairs = list(zip(subs, parts, strict=True))
+    wanted = [r.leaf_index for sub, part in pairs if sub.prove for r in part]
+    proofs = iter(read.uncached_proofs(row, wanted))
+    return [
+        [{**r.to_json(), "anchor": anchor, "proof": next(proofs)} for r in part]
+        if sub.prove
+        else part
+        for sub, part in pairs
+    ]
+
+
 class Committer:
     """A queue that one leader at a time commits, a group per `commit` call. `bound`: the
     records queued at most (`submit` refuses past it; None, no bound)."""

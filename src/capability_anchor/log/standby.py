@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from capability_anchor.errors import LeaseLost, Unproven
 
-from .committer import Submission
+from .committer import Submission, answers
 
 if TYPE_CHECKING:
     from .writer import LogWriter
@@ -25,25 +25,14 @@ POLL_S = 0.02
 RETRY_S = 1.0
 
 
-def commit(writer: LogWriter, subs: Sequence[Submission]) -> list[Any]:
-    """The group's answers: signed here when this process holds the lease, else (a group
-    that asks for proofs) `commit_and_prove`."""
-    try:
-        return writer._commit_group(subs)
-    except LeaseLost:
-        if not any(sub.prove for sub in subs):
-            raise
-        return commit_and_prove(writer, subs)
-
-
 def commit_and_prove(writer: LogWriter, subs: Sequence[Submission]) -> list[Any]:
     """The group committed without signing, then each `prove` submission's entries with the
     anchor and proof of the first head that covers them all."""
     plain = [Submission(s.prepared) for s in subs]
-    answers = writer._commit_group(plain)
-    results = [r for answer in answers for r in answer]
+    plain_answers = writer._commit_group(plain)
+    results = [r for answer in plain_answers for r in answer]
     if not results:
-        return answers
+        return plain_answers
     day = results[0].day
     last = max(r.leaf_index for r in results)
     store, read = writer._store, writer._log.read
@@ -67,17 +56,4 @@ def commit_and_prove(writer: LogWriter, subs: Sequence[Submission]) -> list[Any]
             except LeaseLost:
                 store.wake_signer()
         time.sleep(POLL_S)
-    anchor = read.anchor(head)
-    out: list[Any] = []
-    for sub, answer in zip(subs, answers, strict=True):
-        if not sub.prove:
-            out.append(answer)
-            continue
-        proofs = read.uncached_proofs(head, [r.leaf_index for r in answer])
-        out.append(
-            [
-                {**r.to_json(), "anchor": anchor, "proof": proof}
-                for r, proof in zip(answer, proofs, strict=True)
-            ]
-        )
-    return out
+    return answers(subs, results, read, head)

@@ -245,6 +245,3 @@ def main(data_dir: str, queue_records: int, public_url: str | None = None) -> No
         listener.close()
         sequencer.log.close()
         os.close(lease)
-
-
-__all__ = ["BUSY_NOTE", "DEFAULT_QUEUE_RECORDS", "Sequencer", "events_kept", "main"]

@@ -193,6 +193,3 @@ class SequencerLink:
             with contextlib.suppress(BaseException):
                 await self._reading
         self._broken()
-
-
-__all__ = ["CONNECT_DEADLINE_S", "Busy", "SequencerLink", "WorkerLost"]
