@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import logging.handlers
 import os
 import signal
 import socket
@@ -48,28 +49,22 @@ EVENTS = "capability_anchor"  # the Log's event loggers are below it
 _logger = logging.getLogger("capability_anchor.sequencer")
 
 
-class _Keep(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.kept: list[tuple[str, int, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.kept.append((record.name, record.levelno, record.getMessage()))
-
-
 @contextlib.contextmanager
 def events_kept() -> Iterator[list[tuple[str, int, str]]]:
     """What the Log logs meanwhile, for the writer to replay (the operator reads its log)."""
-    keep = _Keep()
+    keep = logging.handlers.BufferingHandler(capacity=1 << 30)
+    keep.setLevel(logging.INFO)
     events = logging.getLogger(EVENTS)
     level = events.level
     events.setLevel(logging.INFO)
     events.addHandler(keep)
+    kept: list[tuple[str, int, str]] = []
     try:
-        yield keep.kept
+        yield kept
     finally:
         events.removeHandler(keep)
         events.setLevel(level)
+        kept.extend((r.name, r.levelno, r.getMessage()) for r in keep.buffer)
 
 
 class _Connection:
