@@ -3,7 +3,7 @@
 
     .venv/bin/python tools/bench_witnessing.py --interval 1 --interval 2 --seconds 15
 
-The service's own background work (`api.background.Background` with `witnessing.Witnessing`,
+The service's own background work (`service.background.Background` with `witnessing.Witnessing`,
 as `serve` builds them) runs on a real data dir against the in-test witness of
 `tests/kit/witnesskit.py` on 127.0.0.1, while records are appended all the time. For every
 history size a checkpoint published, the latency is the time from the commit of that head
@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))  # repo root: tests.kit
 from tests.kit.witnesskit import TestWitness  # noqa: E402
 
 import benchdoc  # noqa: E402
-from capability_anchor.api.background import Background  # noqa: E402
 from capability_anchor.log import Log  # noqa: E402
+from capability_anchor.service.background import Background  # noqa: E402
 from capability_anchor.witness.client import Witnessing  # noqa: E402
 
 ISS = "https://resolver.example"

@@ -95,7 +95,7 @@ BODY_WORKERS = EnvVar(
 )
 DEFAULT_WRITE_QUEUE = 16384
 """Records waiting for a commit at most, by default: 256 connections of one-record requests use
-256 of it, 16 batches of 1,000 fill it (`log.sequencer`)."""
+256 of it, 16 batches of 1,000 fill it (`service.sequencer`)."""
 WRITE_QUEUE = EnvVar(
     "CAPABILITY_ANCHOR_WRITE_QUEUE",
     f"`{DEFAULT_WRITE_QUEUE}`",

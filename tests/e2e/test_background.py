@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from capability_anchor.api.background import Background
 from capability_anchor.errors import StoreCorrupt
 from capability_anchor.log import Log
+from capability_anchor.service.background import Background
 from tests.kit.obskit import observation
 
 ISS = "https://resolver.example"

@@ -24,7 +24,6 @@ from typing import Any
 import httpx
 import pytest
 
-from capability_anchor.api.background import Background
 from capability_anchor.errors import ClockDisagrees
 from capability_anchor.log import Log
 from capability_anchor.log.clockguard import (
@@ -34,6 +33,7 @@ from capability_anchor.log.clockguard import (
     ClockGuard,
     acknowledge,
 )
+from capability_anchor.service.background import Background
 from tests.kit import paths
 from tests.kit.logkit import CLI, raw
 from tests.kit.obskit import observation

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from litestar.testing import TestClient
 
 from capability_anchor.api.app import create_app
-from capability_anchor.api.bodycheck import check_body
+from capability_anchor.api.bodies import check_body
 from capability_anchor.api.settings import Settings
 from capability_anchor.errors import InvalidRecord, NotFound, UsageError
 from capability_anchor.log import Log

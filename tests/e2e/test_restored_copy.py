@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from capability_anchor.api.background import TICK_S
 from capability_anchor.errors import NotCompared
 from capability_anchor.log import Log
 from capability_anchor.log.marks import BEHIND_FILE, RESTORED_FILE
+from capability_anchor.service.background import TICK_S
 from tests.kit.logkit import files_of, heads_of, run_cli
 from tests.kit.obskit import observation
 from tests.kit.pgkit import PgServer

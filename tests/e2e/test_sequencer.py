@@ -1,4 +1,4 @@
-"""`POST /records` handed to the log's sequencer (`log/sequencer.py`, `api/sequencing.py`),
+"""`POST /records` handed to the log's sequencer (`service/sequencer.py`, `service/sequencing.py`),
 against real server processes on 127.0.0.1: the same answers as the in-process path
 (`--body-workers 0`); a sequencer killed mid-append answered with the documented 503, after
 which re-sending is safe and a new candidate leads; a full write queue answered 503 busy with
@@ -25,7 +25,7 @@ import httpx
 from capability_anchor.errors import Conflict, InvalidRecord, StoreBusy, StoreError
 from capability_anchor.log import Log
 from capability_anchor.log.handoff import LOCK_NAME, Handoff, rebuild
-from capability_anchor.log.sequencer import BUSY_NOTE
+from capability_anchor.service.sequencer import BUSY_NOTE
 from capability_anchor.store.sqlite import DB_NAME
 from tests.e2e.test_api_e2e import record, verify_entry_proof
 from tests.kit.apikit import wait_clear_of_midnight
@@ -296,7 +296,7 @@ def test_uvicorn_workers_hand_writes_to_one_sequencer_and_a_standby_takes_over(
 def test_sequencer_errors_keep_their_class_and_note(tmp_path: Path) -> None:
     import multiprocessing
 
-    from capability_anchor.log import sequencer
+    from capability_anchor.service import sequencer
 
     data = tmp_path / "data"
     Log.init(data, iss="https://log.example", records="any").close()

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from capability_anchor import head as heads
-from capability_anchor.api.background import Background
 from capability_anchor.audit import audit_folder, audit_store
 from capability_anchor.errors import Conflict, UsageError
 from capability_anchor.export.days import export
 from capability_anchor.log import Log
+from capability_anchor.service.background import Background
 from capability_anchor.timestamp import load_cas
 from capability_anchor.timestamp.scheduler import Stamper, TsaConfig, stamp_missing
 from tests.e2e.test_cli_log import run

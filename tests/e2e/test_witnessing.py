@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from capability_anchor.api.background import Background
 from capability_anchor.audit import audit_store
 from capability_anchor.export.days import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import Log, utc_day
 from capability_anchor.note import NoteSigner, check_cosignatures, parse_note, parse_policy
+from capability_anchor.service.background import Background
 from capability_anchor.witness.client import Witnessing, run_round, submit
 from capability_anchor.witness.client.rounds import RETRY_MAX_S, retry_delay
 from tests.kit.c2spkit import ensure_venv, run_peer

@@ -1,4 +1,4 @@
-"""Group commit in one process (`log/groupcommit.py`, `LogWriter.commit_group`), on a real
+"""Group commit in one process (`log/committer.py`, `LogWriter.commit_group`), on a real
 log: threads that append while a commit runs share the next one; each is answered its own
 entries, at contiguous indices; a group that fails stores nothing of any of its batches and
 fails only them; one group is one day, even when the clock crosses midnight between the
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from capability_anchor.log import Log
-from capability_anchor.log.groupcommit import Submission
+from capability_anchor.log.committer import Submission
 from capability_anchor.merkle import verify_inclusion
 from capability_anchor.store.sqlite import DB_NAME
 from tests.kit.logkit import ISS, Clock, at, record

@@ -1,5 +1,5 @@
 """The sequencer's wire (`log/handoff.py`) and the service's answer built from it
-(`api/sequencing.py`): every request survives its frame, an oversized frame is refused
+(`service/sequencing.py`): every request survives its frame, an oversized frame is refused
 before it is read, and a non-proving answer formatted directly is byte for byte what the
 answer's Structs give."""
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from capability_anchor.api.caching import ordered_answer
 from capability_anchor.api.models import AppendedEntry
-from capability_anchor.api.sequencing import appended_entries
+from capability_anchor.api.routes.writes import appended_entries
 from capability_anchor.errors import StoreError
 from capability_anchor.log.handoff import (
     MAX_FRAME,

@@ -9,6 +9,7 @@ note}`), the operations of `routes/` and the pages of `pages.py`.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
@@ -23,13 +24,14 @@ from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.marks import behind_state
 from capability_anchor.log.published import learn
 from capability_anchor.metrics.service import enable, observe, register_state
+from capability_anchor.service.background import Background
+from capability_anchor.service.sequencing import SequencerLink
 from capability_anchor.store import open as stores
 from capability_anchor.store.damage import refuse_if_damaged
 from capability_anchor.timestamp.scheduler import Stamper, StampResult, TsaConfig
 from capability_anchor.witness.client import Witnessing
 
-from .background import Background
-from .bodies import BodyChecker
+from .bodies import BodyChecker, forkserver_context
 from .edge import AnchorApp
 from .errors import HANDLERS
 from .guards import before, metrics_token
@@ -38,7 +40,6 @@ from .openapi import JsonDocument
 from .pages import DocsPage
 from .ratelimit import RateLimiter
 from .routes import ROUTES
-from .sequencing import SequencerLink
 from .service import Service
 from .settings import Settings
 
@@ -110,7 +111,9 @@ def _open_service(settings: Settings) -> Service:
     service = Service(settings, reader, writer, token, bodies, guard, limiter)
     if settings.body_workers > 0:
         url = writer.public_url
-        service.sequencer = SequencerLink(settings.data_dir, settings.write_queue, url)
+        service.sequencer = SequencerLink(
+            settings.data_dir, settings.write_queue, url, forkserver_context()
+        )
     try:
         # Checked before the port opens: a TSA without a trusted CA is a usage error (SPEC §7).
         tsa = TsaConfig.resolve(writer.config, settings.tsa, settings.tsa_ca, settings.tsa_deadline)
@@ -153,7 +156,11 @@ def create_app(settings: Settings) -> Litestar:
     async def startup(app: Litestar) -> None:
         service.bodies.start()
         if service.sequencer is not None:
-            service.sequencer.start()
+            # The drivers' warnings of the candidate in this service's log format.
+            fmt = accesslog.configured_format()
+            service.sequencer.start(
+                None if fmt is None else partial(accesslog.configure_drivers, fmt)
+            )
         if service.background is not None:
             await service.background.start()
 

@@ -1,65 +1,110 @@
-"""Request bodies are checked off the event loop, in a small process pool.
+"""Checking request bodies: strict parse, shape, SPEC §2, record rule, JCS and leaf hashes.
 
-Validation, JCS and hashing of a body is pure Python: a 1,000-record batch is ~15 ms, a
-hostile 4 MiB body much more. On the loop it stalls every request; on a thread it still
-holds the GIL readers need. So `check_body` runs in `workers` processes (default 1, env
-CAPABILITY_ANCHOR_BODY_WORKERS; 0 checks on the loop, for embedding). Public bodies
-(`POST /prove`) and writers' (Bearer-authenticated) have a lane each, with `workers`
-processes and at most `queue` bodies waiting or running: more get 503 `unavailable`
-("busy", Retry-After: 1), so hostile bodies cannot build an unbounded backlog, and a flood
-of unauthenticated `/prove` bodies never takes the capacity writers need. A worker that
-dies is replaced.
-`POST /records` bodies are checked here and appended by the log's sequencer
-(`api/sequencing.py`), a process of its own, so neither holds the service's GIL.
-
-Workers are started by forkserver, never forked from the service: a fork would copy its
-threads' locks and SQLite connections mid-use.
+`check_body` is pure and picklable both ways (its answer plain data, never an exception), so
+bodies over `INLINE_BODY` are checked in worker processes, a lane each for public and writers'
+bodies, each bounded (503 busy past it). Why: docs/explanation/write-path.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
-from collections.abc import Callable
+import os
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from capability_anchor import leaf
+from capability_anchor.errors import InvalidRecord
+from capability_anchor.log import prepare_records
+from capability_anchor.parentdeath import tie_to_parent
 from capability_anchor.record.rule import OBSERVATION
-
-from .bodycheck import Outcome, check_body, start_worker, warm_up
+from capability_anchor.service.sequencing import Busy
 
 _logger = logging.getLogger("capability_anchor.api")
 
 
 def forkserver_context() -> multiprocessing.context.ForkServerContext:
-    """The context every helper process of the service is started in (body workers, the
-    sequencer candidate): one forkserver, which imports what they run before it forks any."""
+    """The one forkserver every helper process of the service is started from (body workers,
+    the sequencer candidate), which imports what they run before it forks any."""
     context = multiprocessing.get_context("forkserver")
     # forkserver_tie first: the forkserver is tied to this process before it imports
     # anything else.
     context.set_forkserver_preload(
         [
             "capability_anchor.api.forkserver_tie",
-            "capability_anchor.api.bodycheck",
-            "capability_anchor.log.sequencer",
+            "capability_anchor.api.bodies",
+            "capability_anchor.service.sequencer",
         ]
     )
     return context
 
 
-class Busy(Exception):
-    """Too many bodies of one lane are being checked right now: `note` says which."""
+Outcome = tuple[str, Any]
 
-    def __init__(self, note: str) -> None:
-        super().__init__(note)
-        self.note = note
+SHAPES = {"records": '{"records": [...]}', "record": '{"record": {...}}'}
 
 
-class WorkerLost(Exception):
-    """The worker appending a batch died before answering: the batch may or may not have
-    been committed. Re-sending it is safe: what was stored is answered `duplicate: true`."""
+def check_body(
+    kind: str,
+    body: bytes,
+    iss: str,
+    max_records: int,
+    rule: str = OBSERVATION,
+    now: float | None = None,
+    namespace: str | None = None,
+) -> Outcome:
+    """`kind` "record" (`POST /prove`): the leaf hash. "records" (`POST /records`): the
+    prepared batch, `(leaf_hash, leaf_bytes, server_keys)` per record, each checked against
+    the log's record rule and id namespace (`record/rule.py`) as of the log's clock `now`
+    (the service's, read before the body is sent; this process's clock when None). A bad
+    record's note counts from 1, like the CLI's `line N`."""
+    try:
+        parsed = leaf.parse_json(body)
+    except InvalidRecord as exc:
+        return ("bad_request", str(exc))
+    if (
+        not isinstance(parsed, dict)
+        or set(parsed) != {kind}
+        or not isinstance(parsed[kind], list if kind == "records" else dict)
+    ):
+        return ("bad_request", f"the body must be {SHAPES[kind]}")
+    try:
+        if kind == "record":
+            return ("ok", leaf.leaf_hash(parsed["record"]))
+        records = parsed["records"]
+        if not 1 <= len(records) <= max_records:
+            return ("bad_request", f"send 1 to {max_records} records, not {len(records)}")
+        # Every record is valid before any is stored.
+        when = time.time() if now is None else now
+        return ("ok", prepare_records(records, iss, rule, now=when, namespace=namespace))
+    except InvalidRecord as exc:
+        note = str(exc)
+        return (
+            "invalid_record",
+            f"record {exc.position + 1}: {note}" if exc.position is not None else note,
+        )
+    except RecursionError:
+        return ("bad_request", "the request is nested too deeply")
+
+
+WORKER_NICENESS = 5
+
+
+def start_worker() -> None:
+    """A worker dies with the service (`parentdeath`), and runs at a lower CPU priority, so a
+    busy machine serves the event loop (reads, /healthz) before body checks."""
+    tie_to_parent()
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
+
+
+def warm_up() -> bool:
+    """Run once when a worker starts, so the first request does not pay for it."""
+    return True
 
 
 INLINE_BODY = 8192
@@ -97,18 +142,18 @@ class _Lane:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
-    async def run(self, lost: Exception, call: Callable[..., Outcome], *args: Any) -> Outcome:
-        """`call(*args)` in a worker of this lane; `lost` is raised if the worker dies."""
+    async def run(self, *args: Any) -> Outcome:
+        """`check_body(*args)` in a worker of this lane (Busy if the worker dies)."""
         pool = self.pool
         if pool is None:
-            return call(*args)
+            return check_body(*args)
         if self.pending >= self.queue:
             raise Busy(self.busy_note)
         self.pending += 1
         try:
             loop = asyncio.get_running_loop()
             try:
-                return await loop.run_in_executor(pool, call, *args)
+                return await loop.run_in_executor(pool, check_body, *args)
             except BrokenProcessPool:
                 # A worker died (killed, out of memory): replace the pool (once, however many
                 # requests saw it break) and answer 503.
@@ -116,16 +161,15 @@ class _Lane:
                     _logger.error("a %s body-check worker died; starting a new pool", self.name)
                     self.pool = self.new_pool()
                     pool.shutdown(wait=False, cancel_futures=True)
-                raise lost from None
+                raise Busy(self.busy_note) from None
         finally:
             self.pending -= 1
 
 
 class BodyChecker:
-    """Two lanes, each with `workers` processes and room for `queue` bodies: public bodies
-    (`POST /prove`) in one, writers' (`POST /records`, checked and appended) in the other.
-    A flood of public bodies fills its own lane and gets 503 busy; it never takes a slot or
-    a process a writer needs, nor makes a writer's batch wait behind it in one queue."""
+    """Two lanes of `workers` processes and room for `queue` bodies each: public bodies
+    (`POST /prove`) and writers' (`POST /records`), so a flood of the one never takes what
+    the other needs."""
 
     def __init__(self, workers: int, queue: int) -> None:
         if workers < 0 or queue < 1:
@@ -156,12 +200,10 @@ class BodyChecker:
         *,
         writer: bool = False,
     ) -> Outcome:
-        """`check_body` in the lane of the caller: `writer` for an authenticated writer. A
-        body of at most INLINE_BODY bytes is checked here, on the loop: it costs less than
-        the trip to a worker and back (a one-record write is ~50 us of checks), and its size
-        bounds what it can cost."""
+        """`check_body` in the caller's lane (`writer`: an authenticated writer), or on the
+        loop for a body of at most INLINE_BODY bytes (cheaper than the trip to a worker)."""
         args = (kind, body, iss, max_records, rule, now, namespace)
         if len(body) <= INLINE_BODY:
             return check_body(*args)
         lane = self.writers if writer else self.public
-        return await lane.run(Busy(lane.busy_note), check_body, *args)
+        return await lane.run(*args)

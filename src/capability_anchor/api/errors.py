@@ -19,8 +19,8 @@ from litestar.openapi import ResponseSpec
 
 from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.head import VERSION
+from capability_anchor.service.sequencing import Busy, WorkerLost
 
-from .bodies import Busy, WorkerLost
 from .edge import ORIGINAL_METHOD, BodyTimeout, OtherSpelling
 from .models import ErrorBody
 

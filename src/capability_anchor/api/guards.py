@@ -1,27 +1,13 @@
-"""What every request passes before its handler: writer auth, the public rate limit, one
-spelling per integer, and the body checks and limits (SPEC §2, §6, §10).
+"""What every request passes before its handler: checks only (SPEC §2, §6, §10).
 
-`before` runs before Litestar resolves a handler's arguments, so before anything could
-decode a body. A body is read once, its size checked, and then strictly parsed and
-validated (`api/bodies.py`: in a worker process, unless it is small): duplicate names, lone
-surrogates, depth and number range are SPEC §2 questions with SPEC §2 answers, and a hostile
-body must never reach a recursive decoder. The result is what the handler gets as `data`
-(`CheckedBody`): Litestar never decodes a body itself. A checked `POST /records` batch is
-handed to the log's sequencer (`api/sequencing.py`), which commits it with the batches of
-every other writer.
-
-A rejected request changes nothing stored: all input is validated before the writer is
-called, and a batch is one transaction.
-
-Store reads: none. What `before` needs of the log (its iss, record rule, id namespace) is
-held in memory by the writer `Log`; the damage mark is one `stat` of the data dir, and
-`POST /records` batches are appended by the sequencer, a process of its own.
+Writer auth, the public rate limit, one spelling per integer, body limits, and the body read
+once and strictly checked (`api/bodies.py`) into the handler's `data` (`CheckedBody`).
+Nothing here stores: docs/explanation/write-path.md.
 """
 
 from __future__ import annotations
 
 import hmac
-import logging
 import re
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
@@ -35,7 +21,7 @@ from capability_anchor.errors import UsageError
 from capability_anchor.log.clockguard import monotonic
 
 from .errors import ApiError
-from .service import Service, service_of
+from .service import Batch, Service, service_of
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -43,25 +29,16 @@ if TYPE_CHECKING:
     from litestar.openapi.spec import Reference, Schema
 
     from .ratelimit import RateLimiter
-    from .sequencing import SequencerLink
 
-_logger = logging.getLogger("capability_anchor.stamping")
 T = TypeVar("T")
 
 INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove", "size")
 _DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """A `POST /records` batch the log's sequencer stored: its entries' JSON."""
-
-    entries: bytes
-
-
 class CheckedBody(AbstractDTO[T]):
-    """`data` of a handler with a checked body (`opt={"body": kind}`): what `before` made of
-    the body, never a second decode. `CheckedBody[Struct]` documents the body as `Struct`."""
+    """`data` of a handler with `opt={"body": kind}`: what `before` made of the body, never a
+    second decode. `CheckedBody[Struct]` documents the body as `Struct`."""
 
     def decode_bytes(self, value: bytes) -> Any:
         return self.asgi_connection.state.checked_body
@@ -100,10 +77,8 @@ WRONG_TOKEN_NOTE = "the bearer token does not match this log's writer token"  # 
 
 
 def check_writer(request: Request[Any, Any, Any], service: Service) -> None:
-    """401 `unauthorized` unless the request carries the writer token. No bearer token at
-    all (no header, another scheme, an empty token) and a wrong one get different notes, so
-    a client can tell a missing header from a wrong secret; neither says anything about the
-    token given or the one expected (not its length, not how much of it matched)."""
+    """401 `unauthorized` unless the request carries the writer token. A missing and a wrong
+    token get different notes; neither says anything of the token given or expected."""
     check_bearer(request, service.token, MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE)
 
 
@@ -194,24 +169,18 @@ def check_length(request: Request[Any, Any, Any], limit: int) -> None:
         raise ApiError("too_large", f"the request body is over {limit} bytes")
 
 
-async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
+async def checked_body(request: Request[Any, Any, Any], service: Service, kind: str) -> Any:
+    """The body strictly parsed and checked: the leaf hash for "record", the `Batch` for
+    "records"."""
+    limit = body_limit(service.settings, kind)
     body = await request.body()
     if len(body) > limit:
         raise ApiError("too_large", f"the request body is over {limit} bytes")
-    return body
-
-
-# --- checking bodies -------------------------------------------------------------------------
-
-
-async def checked_body(request: Request[Any, Any, Any], service: Service, kind: str) -> Any:
-    """The body strictly parsed and validated, in a worker process (`api/bodies.py`): the
-    leaf hash for "record", the prepared batch for "records"."""
-    body = await read_body(request, body_limit(service.settings, kind))
     writer = service.writer
-    # The time limit of the record rule is the log's clock, read through the ClockGuard (a
-    # disagreeing clock refuses now, as the append would).
+    # The record rule's time limit is the log's clock, read through the ClockGuard (a
+    # disagreeing clock refuses now, as the append would); the sequencer continues it.
     now = service.clock.now() if kind == "records" else None
+    at_mono = monotonic()
     code, value = await service.bodies.check(
         kind,
         body,
@@ -225,44 +194,7 @@ async def checked_body(request: Request[Any, Any, Any], service: Service, kind: 
     )
     if code != "ok":
         raise ApiError(code, value)
-    return value
-
-
-def prove_flag(request: Request[Any, Any, Any]) -> bool | None:
-    """`prove` of POST /records when it is one Litestar will accept (0, 1 or absent), else
-    None: the batch is then only checked, and Litestar refuses the parameter."""
-    values = request.query_params.getall("prove", [])
-    if not values:
-        return False
-    if len(values) == 1 and values[0] in ("0", "1"):
-        return bool(values[0] == "1")
-    return None
-
-
-async def append_by_sequencer(
-    request: Request[Any, Any, Any], service: Service, link: SequencerLink, prove: bool
-) -> Appended:
-    """The body checked (on the loop when small, else in a writers' worker) and handed to the
-    log's sequencer (`api/sequencing.py`), which answers once the commit holding it returned.
-    The time is read here, through the service's ClockGuard: a disagreeing clock refuses
-    (503) before anything is sent, and the sequencer continues this reading."""
-    settings = service.settings
-    body = await read_body(request, body_limit(settings, "records"))
-    now, at_mono = service.clock.now(), monotonic()
-    writer = service.writer
-    code, value = await service.bodies.check(
-        "records",
-        body,
-        writer.iss,
-        settings.max_records,
-        writer.records,
-        now,
-        writer.id_namespace,
-        writer=True,
-    )
-    if code != "ok":
-        raise ApiError(code, value)
-    return Appended(await link.append(value, prove, now, at_mono))
+    return value if now is None else Batch(value, now, at_mono)
 
 
 async def before(request: Request[Any, Any, Any]) -> None:
@@ -286,13 +218,7 @@ async def before(request: Request[Any, Any, Any]) -> None:
         # connection closed past its limit), so no answer of this operation is a 413.
         return
     check_length(request, body_limit(service.settings, kind))
-    handed_prove = prove_flag(request) if kind == "records" else None
-    if handed_prove is not None and service.sequencer is not None:
-        request.state.checked_body = await append_by_sequencer(
-            request, service, service.sequencer, handed_prove
-        )
-    else:
-        request.state.checked_body = await checked_body(request, service, kind)
+    request.state.checked_body = await checked_body(request, service, kind)
 
 
 # --- what the guards can answer, for the OpenAPI document ------------------------------------
@@ -315,12 +241,8 @@ def _size(limit: int) -> str:
 
 
 def refusals(opt: Mapping[str, Any], takes_input: bool, settings: Settings) -> dict[int, Refusal]:
-    """What `before` can answer an operation whose handler has `opt`, read off the same
-    branches: 503 for every one (a store fault, the damage mark), 401 for the writers and a
-    `/metrics` with a token, 429 for the rest, 413 and the body checks' 400 for an operation
-    that reads a body, and 400 for one with parameters. `openapi.finish` lists exactly these
-    on each operation, beside the handler's own answers (`errors.documented`). What the
-    settings turn off (no rate limit, no metrics token) is not listed."""
+    """What `before` can answer an operation whose handler has `opt`, read off its branches
+    (what the settings turn off is not listed), for `openapi.finish` to document."""
     found = {
         503: Refusal(
             "unavailable: the note says why (a store fault, or the data dir is marked damaged)"
@@ -352,22 +274,3 @@ def refusals(opt: Mapping[str, Any], takes_input: bool, settings: Settings) -> d
             ("Retry-After",),
         )
     return found
-
-
-__all__ = [
-    "INT_PARAMS",
-    "MISSING_TOKEN_NOTE",
-    "WRONG_TOKEN_NOTE",
-    "Appended",
-    "CheckedBody",
-    "Refusal",
-    "before",
-    "body_limit",
-    "check_bearer",
-    "check_integers",
-    "check_metrics",
-    "check_rate",
-    "check_writer",
-    "metrics_token",
-    "refusals",
-]

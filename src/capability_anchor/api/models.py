@@ -40,7 +40,7 @@ class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (RecordsBody, ProveBody)
 """The request bodies: closed objects (`forbid_unknown_fields`), as the body check has them
-(`api.bodycheck.check_body` refuses any other member); `openapi.finish` says so."""
+(`api.bodies.check_body` refuses any other member); `openapi.finish` says so."""
 
 
 class ErrorBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):

@@ -1,14 +1,8 @@
 """What every handler reaches the log through: the `Service` on the app's state.
 
-Two `Log` handles per process: a *reader* and a *writer*. The writer is used only from
-worker threads (`write`), serialised by the Log's own lock (a 1,000-record batch is ~50 ms
-of hashing and fsync that must not stall the loop). The reader answers on the event loop
-only the reads that are bounded by design (a row looked up by its key, a tile per tree
-level); every other read (a listing, a scan, a signature to make or check) goes through
-`read`, on a worker thread, so that a slow or stalled store stalls that request, not the
-others (`/healthz` among them). Each thread reads through its own connection of the store
-(`store/`), so reads in threads never see an uncommitted row either. Which read is which,
-and why: docs/explanation/api-reads.md.
+A reader `Log` answers on the loop only reads bounded by design, others in threads (`read`,
+docs/explanation/api-reads.md); writes go through `append` (the sequencer, or the writer
+`Log` in a thread) and `write`.
 """
 
 from __future__ import annotations
@@ -22,15 +16,15 @@ from litestar import Request
 
 from capability_anchor.encoding import parse_day
 from capability_anchor.errors import StoreDamaged
-from capability_anchor.log import Log
+from capability_anchor.log import Log, Prepared
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.metrics.service import StoreCollector
+from capability_anchor.service.background import Background
+from capability_anchor.service.sequencing import SequencerLink
 from capability_anchor.store.damage import MARK_FILE, Damage, describe, found
 
-from .background import Background
 from .bodies import BodyChecker
 from .ratelimit import RateLimiter
-from .sequencing import SequencerLink
 from .settings import Settings
 
 T = TypeVar("T")
@@ -39,6 +33,16 @@ Ts = TypeVarTuple("Ts")
 READ_THREADS = 8
 """Reads in worker threads at once per process: their own limit, apart from anyio's default
 one that `write` uses, so reads stalled on the store cannot hold every thread a write needs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A checked `POST /records` batch, and the log's time it was checked at (read through
+    the ClockGuard, and its monotonic reading: the sequencer continues it)."""
+
+    prepared: list[Prepared]
+    now: float
+    at_mono: float
 
 
 @dataclass
@@ -73,6 +77,24 @@ class Service:
             damage = found(self.settings.data_dir) or Damage("unknown", "the mark is gone")
             raise StoreDamaged(describe(self.settings.data_dir, damage))
 
+    async def append(self, batch: Batch, prove: bool) -> Any:
+        """Append a checked batch and answer as the sequencer does: with `prove` the entries
+        with anchor and proof, else `(day, [(index, duplicate)])`. By the log's sequencer, or
+        (`--body-workers 0`) by this process's writer: the same committer, in-process."""
+        if self.sequencer is not None:
+            return await self.sequencer.append(batch.prepared, prove, batch.now, batch.at_mono)
+        writer = self.writer
+
+        def run() -> Any:
+            if prove:
+                return writer.append_and_prove(batch.prepared)
+            results = writer.append_prepared(batch.prepared)
+            return (results[0].day, [(r.leaf_index, r.duplicate) for r in results])
+
+        # One clock verdict for the whole request: a jump after the append must not make its
+        # checkpoint refuse (a 503 for a stored batch); see ClockGuard.pinned.
+        return await self.write(self.clock.pinned(run))
+
     async def write(self, call: Callable[[], T]) -> T:
         """Run a writer call on a worker thread (the Log serialises writers itself)."""
         return await anyio.to_thread.run_sync(call)
@@ -98,4 +120,4 @@ def day_param(value: str) -> str:
     return parse_day(value).isoformat()
 
 
-__all__ = ["Service", "day_param", "service_of"]
+__all__ = ["Batch", "Service", "day_param", "service_of"]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capability_anchor.log.sequencer import DEFAULT_QUEUE_RECORDS
+from capability_anchor.envvars import DEFAULT_WRITE_QUEUE as DEFAULT_QUEUE_RECORDS
 from capability_anchor.log.writer_token import writer_token
 
 from .models import MAX_RECORDS
@@ -59,7 +59,7 @@ class Settings:
     """Records waiting for the log's sequencer to commit them, at most (`--write-queue`, env
     CAPABILITY_ANCHOR_WRITE_QUEUE); a batch that would pass it gets 503 busy, Retry-After 1.
     With body workers (the default) the service starts a sequencer candidate
-    (`api/sequencing.py`); with none, appends are group-committed in this process."""
+    (`service/sequencing.py`); with none, appends are group-committed in this process."""
 
     max_records: int = MAX_RECORDS
     """Records per `POST /records` (SPEC §6)."""

@@ -7,7 +7,7 @@ Two passes, and neither holds the input (docs/explanation/decisions.md, "A strea
    spool, an unnamed temporary file in the data dir. Nothing is stored in this pass, so one
    bad line still stores nothing. It counts the records: the total the progress shows.
 2. *Append*: the spool is read back one batch at a time, and each batch is stored as one
-   durable transaction (`_store_batch`); its lines are printed once it committed.
+   durable transaction (`Log.append_prepared`); its lines are printed once it committed.
 
 The input is read once, so stdin needs no copy of its own, and a file that changes while
 the second pass runs cannot change what is stored: that is what was validated.
@@ -21,7 +21,7 @@ import errno
 import struct
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit, si
 from .operator_base import PROG, open_log
 
 if TYPE_CHECKING:
-    from capability_anchor.log import AppendResult, Log, Prepared
+    from capability_anchor.log import Log, Prepared
 
 # No record's line is longer: a leaf is at most 16 KiB (SPEC §2), and 64 times that leaves
 # room for whitespace and escapes. A longer line is refused unread, so that no input (one
@@ -84,7 +84,9 @@ def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
             # and its lines are printed only then: every line printed is an acknowledged
             # entry. A Ctrl-C while lines are printed (a slow reader) stops at once.
             with sigint_held() as interrupted:
-                results = _store_batch(log, batch)
+                # All of it or none, durable when this returns: by the log's sequencer
+                # when one is live, else by its committer in this process.
+                results = log.append_prepared(batch)
             stored.append(len(results))
             for result in results:
                 emit(result.to_json())
@@ -95,12 +97,6 @@ def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
                 raise KeyboardInterrupt
         progress.close()
     return EXIT_OK
-
-
-def _store_batch(log: Log, batch: Sequence[Prepared]) -> list[AppendResult]:
-    """Store one prepared batch, all of it or none, durable when this returns: the one place
-    `append` stores, so that handing batches to a running sequencer changes only this."""
-    return log.append_prepared(batch)
 
 
 def _validate(log: Log, lines: _Lines, spool: _Spool, progress: Any, size: int) -> int:

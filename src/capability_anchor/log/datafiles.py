@@ -11,7 +11,7 @@
 Not needed and not copied: the store's runtime files (SQLite's -wal and -shm: the backup is
 one consistent database file; `store.open.is_runtime` names them), `background.lock`,
 `sequencer.lock` and `witness-*.lock` (flocks of running processes), `sequencer.sock` (the
-running sequencer's socket, `log.sequencer`), `clock-ack` (an acknowledgement tied to one
+running sequencer's socket, `service.sequencer`), `clock-ack` (an acknowledgement tied to one
 boot's monotonic clock, `log.clockguard`) and `clock-disagrees` (a running service's clock
 episode, `log.clockguard`). The store's own file names are its engine's
 (`store.open`), so the log's opening and the audit can say what is missing.

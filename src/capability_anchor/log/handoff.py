@@ -1,20 +1,8 @@
 """Handing writes to the log's sequencer (SPEC §13.4): the wire, and the blocking client.
 
-One sequencer per log (`log.sequencer`) holds `DIR/sequencer.lock` and listens on the unix
-socket `DIR/sequencer.sock`; any process writing to the log (a uvicorn worker, `serve`, the
-CLI, a library writer) sends it its prepared batches instead of taking the database's write
-lock itself, so concurrent writers share commits instead of waiting for each other's. With no
-sequencer live (no socket, or nobody listening on it), a writer writes itself, as before:
-the sequencer is how writers cooperate, never what makes a write correct (the store's write
-lock and the SPEC §3 to §5 rules in `LogWriter` do that, wherever it runs).
-
-The wire: frames of a 4-byte big-endian length and a msgpack body (msgspec), a request an
-`Append`, `Checkpoint` or `Seal` with the caller's id for it, a `Reply` per request, in any
-order (one connection carries many requests). Times are the caller's reading of the log's
-clock and the monotonic reading it was taken at; the sequencer continues it by the monotonic
-clock (one clock for every process of a boot), so the service's ClockGuard verdict holds for
-what the sequencer commits. The socket is the owner's alone (0600 in the log's data dir):
-whoever can connect could write the database itself.
+Frames are a 4-byte big-endian length and a msgpack body: a request (`Append`, `Checkpoint`,
+`Seal`) with its caller's id, a `Reply` per request, in any order. With no sequencer live a
+writer writes itself. docs/explanation/write-path.md.
 """
 
 from __future__ import annotations
@@ -33,12 +21,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from capability_anchor import errors
-from capability_anchor.errors import (
-    CapabilityAnchorError,
-    InvalidRecord,
-    OutcomeUnknown,
-    StoreError,
-)
+from capability_anchor.errors import CapabilityAnchorError, InvalidRecord, OutcomeUnknown
 
 from .batch import AppendResult, Prepared
 from .clockguard import monotonic
@@ -50,8 +33,7 @@ MAX_FRAME = 64 << 20
 _LEN = struct.Struct(">I")
 T = TypeVar("T")
 BUSY_WAIT_S = 60.0
-"""How long a blocking writer (the CLI, a library) keeps re-sending a batch the sequencer's
-full queue refused before it gives up with StoreBusy: it has no client to pass a 503 to."""
+"""How long a blocking writer re-sends a batch a full queue refused, before StoreBusy."""
 
 
 class Append(msgspec.Struct, tag="append", array_like=True):
@@ -78,9 +60,8 @@ Request = Append | Checkpoint | Seal
 
 
 class Reply(msgspec.Struct, array_like=True):
-    """`code`: "ok" (`value` the answer), "error" (`value` (class, message, position) of a
-    CapabilityAnchorError), "busy" (the queue is full: nothing was queued), or "crash"
-    (`value` a traceback). `events`: the lines the sequencer's log logged for it."""
+    """`code` "ok" (`value` the answer), "error" (`value` a `describe`d error), "busy"
+    (nothing was queued) or "crash" (a traceback); `events`: what the sequencer logged."""
 
     id: int
     code: str
@@ -107,8 +88,8 @@ def frame_length(head: bytes) -> int:
 
 def read_frame(sock: socket.socket) -> bytes:
     """The body of the next frame on a blocking socket (EOFError when the peer closed)."""
-    head = _recv_exactly(sock, _LEN.size)
-    return _recv_exactly(sock, frame_length(head))
+    n = frame_length(_recv_exactly(sock, _LEN.size))
+    return _recv_exactly(sock, n)
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -124,8 +105,8 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 
 @contextlib.contextmanager
 def address(data_dir: Path) -> Iterator[str]:
-    """The socket's path to bind or connect to. A unix socket path has at most 107 bytes; a
-    longer data dir is reached through a descriptor of it (`/proc/self/fd/N/...`, Linux)."""
+    """The socket's path. A unix socket path has at most 107 bytes; a longer data dir is
+    reached through a descriptor of it (`/proc/self/fd/N/...`, Linux)."""
     path = str(Path(data_dir) / SOCKET_NAME)
     if len(os.fsencode(path)) < 100 or not Path("/proc/self/fd").is_dir():
         yield path
@@ -137,24 +118,22 @@ def address(data_dir: Path) -> Iterator[str]:
         os.close(fd)
 
 
+def describe(exc: CapabilityAnchorError) -> tuple[str, str, int | None]:
+    position = exc.position if isinstance(exc, InvalidRecord) else None
+    return (type(exc).__name__, str(exc), position)
+
+
 def rebuild(described: Any) -> CapabilityAnchorError:
-    """The exception the sequencer described, of its own class where that class is in
-    `errors` and can be built from a message (else a StoreError, answered 503)."""
+    """The error `describe`d, of its own class where that class is in `errors` and can be
+    built from a message (else a StoreError, answered 503)."""
     name, message, position = described
     cls = getattr(errors, str(name), None)
     if isinstance(cls, type) and issubclass(cls, InvalidRecord):
         return cls(str(message), position=position)
     if isinstance(cls, type) and issubclass(cls, CapabilityAnchorError):
-        try:
+        with contextlib.suppress(TypeError):
             return cls(str(message))
-        except TypeError:
-            pass
-    return StoreError(str(message))
-
-
-def describe(exc: CapabilityAnchorError) -> tuple[str, str, int | None]:
-    position = exc.position if isinstance(exc, InvalidRecord) else None
-    return (type(exc).__name__, str(exc), position)
+    return errors.StoreError(str(message))
 
 
 def replay(events: Iterable[tuple[str, int, str]]) -> None:
@@ -206,22 +185,20 @@ class Handoff:
         except OSError:
             return False
 
-    def _call(self, message: Request) -> Reply:
-        try:
-            self._sock.sendall(frame(message))
-            reply = reply_decoder.decode(read_frame(self._sock))
-        except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
-            raise OutcomeUnknown(f"the sequencer's connection broke: {exc}") from None
-        replay(reply.events)
-        return reply
-
-    def _answer(self, build: Any) -> Any:
-        """Send the request `build(id)` makes, re-sending while the sequencer is busy."""
+    def _answer(self, build: Callable[[int, float], Request]) -> Any:
+        """The answer to `build(id, at_mono)`, re-sent while the sequencer is busy (`at_mono`
+        read once: the sequencer continues the caller's time from it)."""
+        mono = monotonic()
         give_up = time.monotonic() + BUSY_WAIT_S
         pause = 0.01
         while True:
             self._next += 1
-            reply = self._call(build(self._next))
+            try:
+                self._sock.sendall(frame(build(self._next, mono)))
+                reply = reply_decoder.decode(read_frame(self._sock))
+            except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
+                raise OutcomeUnknown(f"the sequencer's connection broke: {exc}") from None
+            replay(reply.events)
             if reply.code == "ok":
                 return reply.value
             if reply.code == "error":
@@ -232,26 +209,21 @@ class Handoff:
             pause = min(1.0, pause * 2)
 
     def append(self, prepared: list[Prepared], prove: bool, now: float) -> Any:
-        """The batch appended by the sequencer: AppendResults, or with `prove` the entries
-        with their anchor and proof (as `LogWriter.append_and_prove`)."""
-        mono = monotonic()
-        value = self._answer(lambda i: Append(i, prepared, prove, now, mono))
+        """AppendResults, or with `prove` the entries with anchor and proof."""
+        value = self._answer(lambda i, mono: Append(i, prepared, prove, now, mono))
         return value if prove else results_of(prepared, value)
 
     def checkpoint(self, now: float) -> bytes | None:
-        mono = monotonic()
-        value = self._answer(lambda i: Checkpoint(i, now, mono))
+        value = self._answer(lambda i, mono: Checkpoint(i, now, mono))
         return None if value is None else bytes(value)
 
     def seal(self, now: float) -> list[bytes]:
-        mono = monotonic()
-        return [bytes(d) for d in self._answer(lambda i: Seal(i, now, mono))]
+        return [bytes(d) for d in self._answer(lambda i, mono: Seal(i, now, mono))]
 
 
 class Handoffs:
-    """A writer's connections to its log's sequencer: one per thread at a time, kept for the
-    next call. `call(use)` is `use(connection)`, or None when no sequencer is live (the
-    writer then writes itself)."""
+    """A writer's kept connections to its log's sequencer, one per thread at a time.
+    `call(use)` is `use(connection)`, or None when no sequencer is live."""
 
     def __init__(self, data_dir: Path | None) -> None:
         self._dir = data_dir
@@ -261,57 +233,31 @@ class Handoffs:
     def call(self, use: Callable[[Handoff], T]) -> T | None:
         if self._dir is None:
             return None
-        handoff = self._take()
+        handoff = self._take(self._dir)
         if handoff is None:
             return None
         try:
             out = use(handoff)
-        except CapabilityAnchorError as exc:
-            if isinstance(exc, OutcomeUnknown):
-                handoff.close()
+        except BaseException as exc:
+            if isinstance(exc, CapabilityAnchorError) and not isinstance(exc, OutcomeUnknown):
+                self._idle.append(handoff)  # an answer: the connection is sound
             else:
-                self._give_back(handoff)
+                handoff.close()
             raise
-        except BaseException:
-            handoff.close()
-            raise
-        self._give_back(handoff)
+        self._idle.append(handoff)
         return out
 
-    def _take(self) -> Handoff | None:
+    def _take(self, data_dir: Path) -> Handoff | None:
         with self._lock:
             while self._idle:
                 kept = self._idle.pop()
                 if kept.open():
                     return kept
                 kept.close()
-        assert self._dir is not None
-        return Handoff.connect(self._dir)
-
-    def _give_back(self, handoff: Handoff) -> None:
-        with self._lock:
-            self._idle.append(handoff)
+        return Handoff.connect(data_dir)
 
     def close(self) -> None:
         with self._lock:
             for handoff in self._idle:
                 handoff.close()
             self._idle.clear()
-
-
-__all__ = [
-    "LOCK_NAME",
-    "SOCKET_NAME",
-    "Append",
-    "Checkpoint",
-    "Handoff",
-    "Handoffs",
-    "OutcomeUnknown",
-    "Reply",
-    "Request",
-    "Seal",
-    "address",
-    "frame",
-    "rebuild",
-    "replay",
-]

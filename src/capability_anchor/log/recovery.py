@@ -122,7 +122,7 @@ def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
 
 @contextlib.contextmanager
 def _no_service(data_dir: Path) -> Iterator[None]:
-    """Hold the background work's flock (`api/background.py`) while recovering: a running
+    """Hold the background work's flock (`service/background.py`) while recovering: a running
     service holds it, and is then refused here; one started meanwhile does no background
     work until the state is cleared and this returns."""
     fd = os.open(data_dir / "background.lock", os.O_RDWR | os.O_CREAT, 0o600)

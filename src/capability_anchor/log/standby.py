@@ -1,15 +1,8 @@
 """`POST /records?prove=1` on a replica that does not hold the sequencer lease (SPEC §13.4).
 
-The leader signs every head; a standby may not. A standby's proved batch is therefore
-committed as a plain append (durable, gapless indexes: the store's write lock), the leader
-is asked to sign (`Store.wake_signer`: PostgreSQL's NOTIFY, heard on the leader's lease
-session), and the answer waits for a head that covers the batch, then proves every entry
-against that head as the store holds it, so the anchor and the proof are of one head
-whoever signed it. Each second it also tries to sign itself: if the leader is gone, its
-lease is free and this replica takes it (a newer term) and signs.
-
-No head within `WAIT_S`: `Unproven` (503). The records are stored by then, and the note
-says so: re-sending the batch returns them as duplicates, at their indexes, with proofs.
+The batch is committed unsigned, the leader is asked to sign, and the entries are proved
+against the first head that covers them (`Unproven` after `WAIT_S`). Why this way:
+docs/explanation/write-path.md#prove1-on-a-standby.
 """
 
 from __future__ import annotations
@@ -20,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from capability_anchor.errors import LeaseLost, Unproven
 
-from .groupcommit import Submission
+from .committer import Submission, answers
 
 if TYPE_CHECKING:
     from .writer import LogWriter
@@ -32,25 +25,14 @@ POLL_S = 0.02
 RETRY_S = 1.0
 
 
-def commit(writer: LogWriter, subs: Sequence[Submission]) -> list[Any]:
-    """`LogWriter.commit_group`'s answers: signed by this process when it holds the lease,
-    else, for a group that asks for proofs, `commit_and_prove`."""
-    try:
-        return writer._commit_group(subs)
-    except LeaseLost:
-        if not any(sub.prove for sub in subs):
-            raise
-        return commit_and_prove(writer, subs)
-
-
 def commit_and_prove(writer: LogWriter, subs: Sequence[Submission]) -> list[Any]:
     """The group committed without signing, then each `prove` submission's entries with the
     anchor and proof of the first head that covers them all."""
     plain = [Submission(s.prepared) for s in subs]
-    answers = writer._commit_group(plain)
-    results = [r for answer in answers for r in answer]
+    plain_answers = writer._commit_group(plain)
+    results = [r for answer in plain_answers for r in answer]
     if not results:
-        return answers
+        return plain_answers
     day = results[0].day
     last = max(r.leaf_index for r in results)
     store, read = writer._store, writer._log.read
@@ -74,20 +56,4 @@ def commit_and_prove(writer: LogWriter, subs: Sequence[Submission]) -> list[Any]
             except LeaseLost:
                 store.wake_signer()
         time.sleep(POLL_S)
-    anchor = read.anchor(head)
-    out: list[Any] = []
-    for sub, answer in zip(subs, answers, strict=True):
-        if not sub.prove:
-            out.append(answer)
-            continue
-        proofs = read.uncached_proofs(head, [r.leaf_index for r in answer])
-        out.append(
-            [
-                {**r.to_json(), "anchor": anchor, "proof": proof}
-                for r, proof in zip(answer, proofs, strict=True)
-            ]
-        )
-    return out
-
-
-__all__ = ["POLL_S", "WAIT_S", "commit", "commit_and_prove"]
+    return answers(subs, results, read, head)

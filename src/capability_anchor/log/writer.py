@@ -1,10 +1,7 @@
-"""The write path of a log: *append*, *checkpoint*, *seal*, and storing *stamps*.
+"""The writes of a log: *append* (the committer's commit), *checkpoint* and *seal*.
 
-Every write happens inside one `Store.write()` transaction (the one-writer discipline: one
-writer connection per process, behind one lock; another process waits for SQLite's write
-lock). Each method below says where its transactions begin, what is durable when they
-commit, and which of this process's caches are updated only after the commit, never before:
-a cache of rows that were rolled back would make the next head false.
+Every write is one `Store.write()` transaction; this process's caches are updated only after
+its commit, never before (a cache of rolled-back rows would make the next head false).
 """
 
 from __future__ import annotations
@@ -17,15 +14,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from capability_anchor import head as heads
-from capability_anchor.errors import Conflict, OutcomeUnknown, StoreError, StoreIOError
+from capability_anchor.errors import (
+    Conflict,
+    LeaseLost,
+    OutcomeUnknown,
+    StoreError,
+    StoreIOError,
+)
 from capability_anchor.merkle import TILE_WIDTH, TreeEdge
 from capability_anchor.metrics.service import observe
 from capability_anchor.store import Store
 
 from . import standby
 from .batch import AppendResult, Prepared
+from .committer import Committer, Submission, answers
 from .days import next_day, utc_day
-from .groupcommit import GroupCommit, Submission
 from .handoff import Handoffs
 from .marks import check_not_behind
 from .serverindex import Pending, ServerIndex
@@ -74,65 +77,55 @@ class LogWriter(HeadSigner):
 
     def __init__(self, log: Log, handoff: bool = False) -> None:
         self._log = log
-        # The log's sequencer, when one is live and this writer is not it (`log.handoff`).
         self.handoff = Handoffs(log.data_dir if handoff else None)
         self._store = log.store
         self.lock = threading.RLock()
         self.edge: TreeEdge | None = None
         self.edge_day: str | None = None
         self._index = ServerIndex(log.store, log.index_chunk)
-        # Concurrent appends of this process share commits (`log.groupcommit`).
-        self.group = GroupCommit(self.commit_group)
+        self.group = Committer(self.commit_group)
 
     # --- append ----------------------------------------------------------------------------
 
     def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
-        """Store a batch, sharing its durable commit with whatever other writers append
-        meanwhile: through the log's sequencer when one is live (`log.handoff`), else with
-        the other threads of this process (`log.groupcommit`). Returns once that commit
-        returned."""
-        if not prepared:
-            return []
-        handed: list[AppendResult] | None = self.handoff.call(
-            lambda h: h.append(list(prepared), False, self._log.clock())
-        )
-        if handed is not None:
-            return handed
-        result: list[AppendResult] = self.group.run(Submission(prepared))
+        """Store a batch; returns once the commit holding it returned (`_append`)."""
+        result: list[AppendResult] = self._append(prepared, False)
         return result
 
     def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
-        """Append a batch and sign a head covering it, in ONE write transaction, and return
-        each entry with the anchor and inclusion proof of that head (`POST /records?prove=1`).
-
-        The head's root and every proof are computed inside the transaction from what it read
-        and wrote, and the answer is complete before the commit: if the commit fails, nothing
-        was stored and no head exists; once it returns, all of it is durable. Past days are
-        sealed first (each in its own transaction), as for a checkpoint. The transaction may
-        hold other callers' batches too (group commit): the head then covers them as well."""
-        if not prepared:
-            return []
-        handed: list[dict[str, Any]] | None = self.handoff.call(
-            lambda h: h.append(list(prepared), True, self._log.clock())
-        )
-        if handed is not None:
-            return handed
-        result: list[dict[str, Any]] = self.group.run(Submission(prepared, prove=True))
+        """Store a batch and sign a head covering it in ONE transaction (past days sealed
+        first), and return each entry with that head's anchor and inclusion proof: if the
+        commit fails nothing was stored and no head exists (`POST /records?prove=1`)."""
+        result: list[dict[str, Any]] = self._append(prepared, True)
         return result
 
+    def _append(self, prepared: Sequence[Prepared], prove: bool) -> Any:
+        """By the log's sequencer when one is live (`log.handoff`), else by the committer in
+        this process (`log.committer`): one path, sharing commits with other writers."""
+        if not prepared:
+            return []
+        handed = self.handoff.call(lambda h: h.append(list(prepared), prove, self._log.clock()))
+        if handed is not None:
+            return handed
+        return self.group.run(Submission(prepared, prove))
+
     def commit_group(self, subs: Sequence[Submission]) -> None:
-        """Commit every submission of `subs` in ONE write transaction, as of one reading of
-        the clock (so in one day), and set each one's result; if anything fails, every one
-        gets the error and nothing of any of them is stored. With a `prove` submission among
-        them, the transaction also signs one head covering the whole group, and each `prove`
-        submission's result carries that head's anchor and its entries' proofs."""
+        """The committer's commit: every submission of `subs` in ONE write transaction, as of
+        one reading of the clock (so one day), each one's `result` set, or every one's
+        `error` and nothing stored. A `prove` submission among them has a head signed over
+        the whole group (on a standby: `standby.commit_and_prove`)."""
         try:
-            answers = standby.commit(self, subs)
+            try:
+                out = self._commit_group(subs)
+            except LeaseLost:
+                if not any(sub.prove for sub in subs):
+                    raise
+                out = standby.commit_and_prove(self, subs)
         except Exception as exc:
             for sub in subs:
                 sub.error = exc
             return
-        for sub, answer in zip(subs, answers, strict=True):
+        for sub, answer in zip(subs, out, strict=True):
             sub.result = answer
 
     def _commit_group(self, subs: Sequence[Submission]) -> list[Any]:
@@ -146,29 +139,29 @@ class LogWriter(HeadSigner):
             check_not_behind(self._log.data_dir)
             if prove:
                 self.seal()
-            # The transaction begins: the store's write lock is held from here to the commit.
+            signed = False
             try:
-                with self._store.write():
+                with self._store.write():  # the store's write lock, from here to the commit
                     # The time is read under the lock, as the key a head takes is
                     # (`signing_key`): a revocation committed before dates itself after it.
                     now = self._log.clock()
                     batch = self._sequence(prepared, now)
-                    proved = _prove(self, batch, subs, now) if prove else None
+                    row = None
+                    if prove:
+                        batch, row, signed = _sign_covering(self, batch, now)
+                    # Proofs read inside the transaction: they cover the rows it wrote.
+                    out = answers(subs, batch.results, self._log.read, row)
             except OutcomeUnknown:
                 # The connection broke during the COMMIT: find out before answering.
-                read_back(self._store, batch, signed=proved is not None and proved[0] is not batch)
-            # Durable from here on: the entries, the head and what the answers name. Only now
-            # are the edge and the unindexed keys kept (a rolled-back batch leaves them to be
-            # re-read).
-            if proved is not None:
-                if proved[0] is not batch:  # it signed a head
-                    _events.info(
-                        "prove: published a head of %s at tree size %d", batch.day, batch.edge.size
-                    )
-                batch = proved[0]
+                read_back(self._store, batch, signed=signed)
+            # Durable from here on; only now are the edge and the unindexed keys kept.
+            if signed:
+                _events.info(
+                    "prove: published a head of %s at tree size %d", batch.day, batch.edge.size
+                )
             self._keep(batch)
             _count(batch, subs)
-        return _split(subs, batch.results, None if proved is None else proved[1])
+        return out
 
     def _sequence(self, prepared: Sequence[Prepared], now: float) -> _Batch:
         """Sequence and integrate a batch inside the caller's write transaction: contiguous
@@ -356,45 +349,12 @@ def read_back(store: Store, batch: _Batch, *, signed: bool) -> None:
     raise OutcomeUnknown("a COMMIT lost its connection; some of its records are stored")
 
 
-def _prove(
-    writer: LogWriter, batch: _Batch, subs: Sequence[Submission], now: float
-) -> tuple[_Batch, list[dict[str, Any] | None]]:
-    """Inside the group's transaction: a head covering the batch (unless one of its size is
-    signed already), and the entries of the `prove` submissions with its anchor and their
-    proofs, read inside the transaction so they cover the rows it wrote."""
+def _sign_covering(writer: LogWriter, batch: _Batch, now: float) -> tuple[_Batch, Any, bool]:
+    """Inside the group's transaction: the head covering the batch, signed unless one of its
+    size is signed already (then the group was all duplicates), and whether it was signed."""
     size = batch.edge.size
     newest = writer._store.newest_unsealed(batch.day)
     if newest is not None and newest.tree_size == size:
-        row = newest  # the whole group was duplicates of a signed size
-    else:
-        row = writer.sign_head(batch.day, size, False, int(now), batch.pending)
-        batch = _Batch(batch.day, batch.results, batch.edge, Pending(batch.day, size, ()))
-    wanted: list[int] = []
-    at = 0
-    for sub in subs:
-        if sub.prove:
-            wanted.extend(range(at, at + len(sub.prepared)))
-        at += len(sub.prepared)
-    read = writer._log.read
-    anchor = read.anchor(row)
-    proofs = read.uncached_proofs(row, [batch.results[i].leaf_index for i in wanted])
-    out: list[dict[str, Any] | None] = [None] * len(batch.results)
-    for i, proof in zip(wanted, proofs, strict=True):
-        out[i] = {**batch.results[i].to_json(), "anchor": anchor, "proof": proof}
-    return batch, out
-
-
-def _split(
-    subs: Sequence[Submission],
-    results: list[AppendResult],
-    proved: list[dict[str, Any] | None] | None,
-) -> list[Any]:
-    """Each submission's part of the group's results (its entries with their proofs, for a
-    `prove` submission)."""
-    answers: list[Any] = []
-    at = 0
-    for sub in subs:
-        end = at + len(sub.prepared)
-        answers.append(proved[at:end] if sub.prove and proved is not None else results[at:end])
-        at = end
-    return answers
+        return batch, newest, False
+    row = writer.sign_head(batch.day, size, False, int(now), batch.pending)
+    return _Batch(batch.day, batch.results, batch.edge, Pending(batch.day, size, ())), row, True

@@ -1,18 +1,8 @@
-"""The writer token: the one place that reads it and decides whether it is usable.
+"""The writer token (`Authorization: Bearer`): the one place that reads it and checks it.
 
-Writers (`POST /records`, `POST /checkpoint`) send `Authorization: Bearer <token>`. The token
-comes from, in this order: a value the embedding program passes (`Settings.writer_token`),
-env `CAPABILITY_ANCHOR_TOKEN` when it is set (even to an empty string: that is a mistake to
-report, not a request to look elsewhere), else the file `DIR/writer-token`.
-
-Every source is held to the same rules, and a token that breaks one is refused with the
-reason (`TokenError`; the CLI exits 2, the service does not start):
-- at least MIN_TOKEN_BYTES bytes once the surrounding whitespace (the file's newline) is
-  stripped, so empty and whitespace-only tokens are refused too: a service that compared
-  against "" would let `Authorization: Bearer ` in;
-- visible ASCII only (0x21-0x7e), so it is one word that a header carries unchanged;
-- the file is a regular file with no permission bit for group or others (like the signing
-  key: anyone who can read it can write to the log, anyone who can write it can replace it).
+From, in order: the embedding program's value, env CAPABILITY_ANCHOR_TOKEN (even empty: a
+mistake to report), else `DIR/writer-token`. Every source is held to `check_token` (at least
+MIN_TOKEN_BYTES of visible ASCII), the file also to mode 0600; a break is a `TokenError`.
 """
 
 from __future__ import annotations
@@ -117,14 +107,3 @@ def writer_token(
     if value is not None:
         return check_token(value, f"env {TOKEN_ENV}")
     return read_token_file(Path(data_dir) / TOKEN_FILE)
-
-
-__all__ = [
-    "MIN_TOKEN_BYTES",
-    "TOKEN_ENV",
-    "TOKEN_FILE",
-    "check_token",
-    "create_token_file",
-    "read_token_file",
-    "writer_token",
-]

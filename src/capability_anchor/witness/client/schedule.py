@@ -1,5 +1,5 @@
 """When the log submits to its witnesses: one round now (`cosign`), and the service's
-schedule (`Witnessing`, driven by `api.background`).
+schedule (`Witnessing`, driven by `service.background`).
 
     outcomes = run_round(log, deadline=10.0)             # every policy witness, in parallel
     w = Witnessing(log, interval=60.0)                    # the service

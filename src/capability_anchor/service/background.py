@@ -1,31 +1,7 @@
-"""Background work of the service: checkpoints every interval when the tree grew, sealing
-within a minute after 00:00 UTC, and RFC 3161 stamps of sealed heads.
+"""The service's background work: checkpoints, sealing after 00:00 UTC, stamps, witnessing,
+publishing and the scrub, by the one process of a data dir holding `DIR/background.lock`.
 
-Exactly one process per data dir does it, however many workers serve requests: it holds an
-exclusive `flock` on `DIR/background.lock` (released by the kernel when the process dies, so
-another worker takes over on its next try). A failure the error class marks `retryable` (a
-busy or full disk, a TSA that is down, the clock) is logged and retried at the next tick; any
-other (a damaged database, an inconsistent store) is fatal to the background work: one error
-line naming the operator's action, and checkpoints, seals and stamps stop until the service
-restarts. Neither stops the service: reads are answered as before, unless the error is the
-damage mark's (`store/damage.py`: then every request is 503). The background work also
-scrubs the database (`store.open.scrubber`) so damage no request reads is found. The lock stays
-held after a fatal error, so another worker does not take over only to fail the same way.
-
-Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
-checkpoint or a seal (SPEC §7: fail open); each TSA that failed is retried with a growing
-delay (`timestamp.scheduler.Stamper`). Witnessing (SPEC §12.3) runs the same way, one task
-per witness due (`witness.client.Witnessing`: at most `MAX_IN_FLIGHT` at once, oldest first,
-each exchange waiting on the event loop, not in a thread): a witness that hangs costs its
-own task one deadline, and the checkpoint loop never waits for it. At shutdown the
-submissions in flight get at most one witness deadline to end and are then cancelled (a
-witness that cosigned a size we did not store answers 409 next time, and the submission
-retries from it), so SIGTERM returns within a deadline whatever the number of witnesses.
-
-With a `ClockGuard` (the service always gives one), a tick runs only while the wall clock
-agrees with the monotonic clock: a jump of the wall clock seals nothing and checkpoints
-nothing until the clocks agree again or an operator acknowledges the clock (`seal`). The
-writer's clock is the guard's as well, so nothing the tick calls could use a jumped time.
+Failures, the clock guard and shutdown: docs/explanation/write-path.md#background-work.
 """
 
 from __future__ import annotations

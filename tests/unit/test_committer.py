@@ -1,4 +1,4 @@
-"""Group commit's leader and followers (`log/groupcommit.py`), with threads: every caller is
+"""Group commit's leader and followers (`log/committer.py`), with threads: every caller is
 answered with its own result only after the commit holding it ran, callers queued while a
 commit runs share the next one, a failed commit fails every submission of its group and no
 other, and a group never passes its record bound."""
@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 
 import pytest
 
-from capability_anchor.log.groupcommit import GroupCommit, Submission, take_group
+from capability_anchor.log.committer import Committer, Submission, take_group
 
 
 def sub(n: int, tag: int = 0) -> Submission:
@@ -20,10 +21,10 @@ def sub(n: int, tag: int = 0) -> Submission:
 
 def test_take_group_keeps_the_order_and_the_bound_and_takes_at_least_one() -> None:
     a, b, c = sub(3, 1), sub(4, 2), sub(5, 3)
-    queue = [a, b, c]
-    assert take_group(queue, 7) == [a, b] and queue == [c]
+    queue = deque([a, b, c])
+    assert take_group(queue, 7) == [a, b] and list(queue) == [c]
     # A submission bigger than the bound is committed alone, never left behind.
-    big = [sub(20), sub(1)]
+    big = deque([sub(20), sub(1)])
     first = big[0]
     assert take_group(big, 7) == [first] and len(big) == 1
 
@@ -48,7 +49,7 @@ class Recorder:
             s.result = ("committed in", len(self.groups) - 1, id(s))
 
 
-def _run_all(gc: GroupCommit, recorder: Recorder, subs: list[Submission]) -> list[object]:
+def _run_all(gc: Committer, recorder: Recorder, subs: list[Submission]) -> list[object]:
     answers: list[object] = [None] * len(subs)
 
     def call(i: int) -> None:
@@ -74,7 +75,7 @@ def _run_all(gc: GroupCommit, recorder: Recorder, subs: list[Submission]) -> lis
 
 def test_callers_queued_during_a_commit_share_the_next_one() -> None:
     recorder = Recorder()
-    gc = GroupCommit(recorder, max_records=1000)
+    gc = Committer(recorder, max_records=1000)
     subs = [sub(1, i) for i in range(20)]
     answers = _run_all(gc, recorder, subs)
     assert [len(g) for g in recorder.groups] == [1, 19]
@@ -85,7 +86,7 @@ def test_callers_queued_during_a_commit_share_the_next_one() -> None:
 
 def test_a_failed_commit_fails_its_group_only() -> None:
     recorder = Recorder(fail_group=1)
-    gc = GroupCommit(recorder, max_records=5)
+    gc = Committer(recorder, max_records=5)
     subs = [sub(1, i) for i in range(11)]
     answers = _run_all(gc, recorder, subs)
     # The held first group, then groups of 5 records: the second one fails, whole.
@@ -102,7 +103,7 @@ def test_what_escapes_a_commit_reaches_every_caller_of_its_group() -> None:
     def interrupted(group: Sequence[Submission]) -> None:
         raise KeyboardInterrupt
 
-    gc = GroupCommit(interrupted)
+    gc = Committer(interrupted)
     with pytest.raises(KeyboardInterrupt):
         gc.run(sub(1))
     # The next caller leads afresh: nothing is left waiting or leading.
