@@ -29,7 +29,6 @@ from contextlib import contextmanager
 from importlib import resources
 
 from capability_anchor.errors import StoreError
-from capability_anchor.store import queries
 from capability_anchor.store.interface import EngineFindings
 
 from . import amcheck, schema
@@ -155,9 +154,6 @@ class PostgresAudit(PostgresBase):
     def changed_under_read(self) -> bool:
         return False  # one snapshot (above): the server keeps it whole
 
-    def check_unchanged(self) -> None:
-        return None
-
     def catalog(self) -> list[str]:
         return [str(line) for (line,) in self._exec(_CATALOG)]
 
@@ -265,31 +261,6 @@ class PostgresAudit(PostgresBase):
             digest.update(str(row).encode() + b"\n")
             count += 1
         return count, digest.hexdigest()
-
-    def entries_accepted_off_day(self) -> list[tuple[str, int, int]]:
-        """(day, leaf_index, accepted_at) of every entry whose accepted_at is not a time on
-        its UTC day."""
-        return [
-            (str(d), int(i), int(a))
-            for d, i, a in self._exec(
-                "SELECT day, leaf_index, accepted_at FROM entries WHERE "
-                "to_char(to_timestamp(accepted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD') "
-                "IS DISTINCT FROM day ORDER BY day, leaf_index"
-            )
-        ]
-
-    def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
-        """(day, tsa, token, added) of every stamp, in the order they were stored."""
-        return [
-            (str(d), str(t), bytes(tok), int(a))
-            for d, t, tok, a in self._exec("SELECT day, tsa, token, added FROM stamps ORDER BY id")
-        ]
-
-    def key_rows(self) -> list[tuple[str, str, int]]:
-        return queries.key_rows(self._exec(queries.KEY_ROWS.format(c=' COLLATE "C"')))
-
-    def accepted_runs(self, day: str) -> list[tuple[int, int, int]]:
-        return queries.accepted_runs(self._exec(queries.ACCEPTED_RUNS.format(p="%s"), (day,)))
 
 
 __all__ = ["PostgresAudit", "expected_catalog"]

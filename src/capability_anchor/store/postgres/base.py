@@ -56,6 +56,7 @@ from capability_anchor.errors import (
     StoreError,
     StoreIOError,
 )
+from capability_anchor.store.sql import Dialect, SqlBase
 
 from .errors import outcome_lost, store_error
 from .lease import check_clock, take_write_lock
@@ -66,7 +67,15 @@ FRESH_S = 2.0
 # Every `GET /proof` read the day's newest head, a round trip that waited on a server busy
 # with the writers' COPY: a reader may keep it this long (`Store.head_reuse_s`).
 HEAD_REUSE_S = 0.2
+_INSERT_CHUNK = 1000  # rows per INSERT: 7000 parameters at most, of PostgreSQL's 65535
 _cursor_names = itertools.count(1)
+DIALECT = Dialect(
+    collate=' COLLATE "C"',  # free text in UTF-8 byte order, as SQLite compares it
+    unlimited=None,
+    stamp_order="id",
+    off_day="to_char(to_timestamp(accepted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD') "
+    "IS DISTINCT FROM day",
+)
 _logger = logging.getLogger("capability_anchor.store")
 
 
@@ -87,7 +96,7 @@ def connect(
         raise store_error(exc, what) from None
 
 
-class PostgresBase:
+class PostgresBase(SqlBase):
     """One log's database on a PostgreSQL server, reached through a pool.
 
     Inside `write()` (and `read()`) the calling thread has one connection of its own, held
@@ -95,6 +104,8 @@ class PostgresBase:
     connection is used by two threads at once, and no reader outside `write()` sees its
     uncommitted rows.
     """
+
+    _dialect = DIALECT
 
     def __init__(
         self, conninfo: str, where: str, *, max_size: int = POOL_MAX, readonly: bool = False
@@ -262,12 +273,8 @@ class PostgresBase:
 
     def _exec_once(self, query: str, params: Sequence[object]) -> list[Any]:
         with self._statement() as conn:
-            cur = conn.execute(query.encode(), params)
+            cur = conn.execute(_spelled(query), params)
             return cur.fetchall() if cur.description is not None else []
-
-    def _one(self, query: str, params: Sequence[object] = ()) -> Any:
-        rows = self._exec(query, params)
-        return rows[0] if rows else None
 
     def _iter(self, query: str, params: Sequence[object] = ()) -> Iterator[Any]:
         """Rows one at a time, from a server-side cursor (for results too large to fetch at
@@ -293,24 +300,48 @@ class PostgresBase:
     ) -> Iterator[Any]:
         try:
             with conn.cursor(name=f"capability_anchor_{next(_cursor_names)}") as cur:
-                cur.execute(query.encode(), params)
+                cur.execute(_spelled(query), params)
                 yield from cur
         except UnicodeDecodeError as exc:
             raise _not_text(exc) from None
         except psycopg.Error as exc:
             raise store_error(exc, "a read of the log failed") from None
 
-    def _copy(self, into: str, types: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-        """COPY rows in (binary): several times faster than one INSERT of arrays, and the
-        table's row and statement triggers run as for an INSERT (`into`: "table (cols)")."""
-        with (
-            self._statement() as conn,
-            conn.cursor() as cur,
-            cur.copy(f"COPY {into} FROM STDIN (FORMAT BINARY)".encode()) as copy,
-        ):
-            copy.set_types(list(types))
-            for row in rows:
-                copy.write_row(row)
+    def _insert(
+        self,
+        table: str,
+        cols: Sequence[str],
+        rows: Iterable[Sequence[object]],
+        *,
+        ignore: bool = False,
+        types: Sequence[str] = (),
+    ) -> None:
+        """New rows by COPY (binary): several times faster than one INSERT of arrays, and
+        the table's row and statement triggers run as for an INSERT. Rows that may be
+        stored already by one INSERT per chunk, not `executemany`: psycopg pipelines that
+        and ends it with a Flush after its Sync, which disarms the server's
+        idle_in_transaction_session_timeout until the next statement, so a writer stalled
+        right after it held the write lock for good (#35 item 5)."""
+        into = f"{table} ({', '.join(cols)})"
+        if not ignore:
+            with (
+                self._statement() as conn,
+                conn.cursor() as cur,
+                cur.copy(f"COPY {into} FROM STDIN (FORMAT BINARY)".encode()) as copy,
+            ):
+                copy.set_types(list(types))
+                for row in rows:
+                    copy.write_row(row)
+            return
+        values = list(rows)
+        marks = f"({', '.join(['%s'] * len(cols))})"
+        for at in range(0, len(values), _INSERT_CHUNK):
+            chunk = values[at : at + _INSERT_CHUNK]
+            self._exec(
+                f"INSERT INTO {into} VALUES {', '.join([marks] * len(chunk))} "
+                "ON CONFLICT DO NOTHING",
+                [v for row in chunk for v in row],
+            )
 
     @contextmanager
     def _statement(self) -> Iterator[psycopg.Connection[Any]]:
@@ -330,6 +361,12 @@ class PostgresBase:
 
 
 __all__ = ["CONNECT_TIMEOUT_S", "HEAD_REUSE_S", "PostgresBase"]
+
+
+def _spelled(query: str) -> bytes:
+    """The shared SQL's `?` placeholders as psycopg's `%s` (no SQL of the store has a `?`
+    of its own)."""
+    return query.replace("?", "%s").encode()
 
 
 def _not_text(exc: UnicodeDecodeError) -> StoreCorrupt:

@@ -19,9 +19,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import psycopg
 
 from capability_anchor.errors import Conflict, StoreError, UsageError
-from capability_anchor.store.interface import Scrub, Store
+from capability_anchor.store.interface import Store
 from capability_anchor.store.open import Engine, Where
-from capability_anchor.store.witness import WitnessStore
 
 from . import PostgresStore, schema
 from .base import connect
@@ -166,26 +165,8 @@ class PostgresEngine(Engine):
     def copy_name(self, where: Where) -> str:
         raise self._no_files("database file")
 
-    def own_files(self, where: Where) -> list[str]:
-        return []
-
-    def is_runtime(self, name: str) -> bool:
-        return False
-
     def describe(self, where: Where) -> str:
         return redacted(_url(where))
-
-    def scrubber(self, where: Where) -> Scrub | None:
-        return None  # the server checks its own pages; the audit re-derives the indexes
-
-    def create_witness(self, where: Where, name: str) -> WitnessStore:
-        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
-
-    def open_witness(self, where: Where) -> WitnessStore:
-        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
-
-    def remove_witness(self, where: Where) -> None:
-        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
 
 
 __all__ = ["PostgresEngine", "redacted"]

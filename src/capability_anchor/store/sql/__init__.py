@@ -1,0 +1,60 @@
+"""The SQL both engines run, written once (docs/explanation/store.md): `rows` (entries, the
+`/record` index, tiles, the history tree, meta and key trust) and `heads` (heads, stamps,
+checkpoints, cosignatures, policies, witness state). It is written with `?` placeholders
+and runs on an engine's three statement primitives (`SqlBase`), parametrised by its
+`Dialect` for the few real differences. It imports no driver: only the kernel and `rows`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs in the SQL text between engines."""
+
+    collate: str  # after a text column in ORDER BY: order by its bytes
+    unlimited: int | None  # the LIMIT that is none
+    stamp_order: str  # the column that orders stamps as they were stored
+    off_day: str  # a condition: the entry's accepted_at is not a time of its UTC day
+
+
+class SqlBase(ABC):
+    """The statement primitives an engine implements, and the helpers over them."""
+
+    _dialect: Dialect
+
+    @abstractmethod
+    def _exec(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        """Run one statement (in the thread's transaction, if any); its rows."""
+
+    @abstractmethod
+    def _iter(self, sql: str, params: Sequence[object] = ()) -> Iterator[Any]:
+        """Rows one at a time, for results too large to fetch at once."""
+
+    @abstractmethod
+    def _insert(
+        self,
+        table: str,
+        cols: Sequence[str],
+        rows: Iterable[Sequence[object]],
+        *,
+        ignore: bool = False,
+        types: Sequence[str] = (),
+    ) -> None:
+        """Insert many rows (of the column `types`, PostgreSQL's names); `ignore`: one
+        already stored under the key is left alone (`ON CONFLICT DO NOTHING`)."""
+
+    def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
+        rows = self._exec(sql, params)
+        return rows[0] if rows else None
+
+    def _limit(self, limit: int | None) -> int | None:
+        """`limit` as a LIMIT value: None or a negative one is none."""
+        return self._dialect.unlimited if limit is None or limit < 0 else limit
+
+
+__all__ = ["Dialect", "SqlBase"]
