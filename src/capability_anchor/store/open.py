@@ -1,23 +1,8 @@
-"""The one way to open a store, and the engine registry (docs/explanation/store.md).
+"""The one way to open a store, and the engine registry: `where` is a data dir (SQLite, or
+the store its `store-url` names) or a URL `scheme://...` of a registered engine. Engines
+are imported when first asked for (docs/explanation/store.md).
 
-A store is named by `where`:
-
-- a data dir, as a `Path` or a string without `://` (`data`, `/var/lib/anchor`): the
-  default engine, SQLite, keeps its database in that folder;
-- a data dir bound to a store elsewhere (its file `store-url`, `store.binding`): that store;
-- a URL, `scheme://...`: the engine registered for `scheme`. `sqlite:///var/lib/anchor`
-  (three slashes: no host, then the absolute path of the data dir) is the same store as
-  the path `/var/lib/anchor`; a relative path or a host in a `sqlite:` URL is refused.
-  `postgresql://USER@HOST/DBNAME` is a log in a PostgreSQL database (`store/postgres/`).
-
-Everything outside `store/` opens, creates and copies stores through the functions below,
-never through an engine's class: an engine is one line of `_ENGINES` and a package of
-`store/`. Engines are imported when first asked for, so importing the store's
-contract loads no database driver.
-
-    from capability_anchor.store import open as stores
-    store = stores.open(data_dir)
-"""
+    from capability_anchor.store import open as stores"""
 
 from __future__ import annotations
 

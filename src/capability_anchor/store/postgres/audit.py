@@ -1,24 +1,7 @@
-"""PostgreSQL's own structures, for the data-dir audit (`audit.datadir`): read-only, one
-REPEATABLE READ snapshot, every finding worded here, so that nothing outside this package
-reads a catalog.
-
-What the engine checks before the audit's reads (`engine_findings`):
-- the migration ledger's version, against this code's migrations;
-- the schema: every table, column, constraint, index, trigger and function of the log,
-  read from the catalogs (`catalog()`), against the catalog a fresh migration gives
-  (`migrations/catalog_v<N>.txt`, written by tools/pg_catalog.py and checked against a
-  real migration by tests): a dropped or disabled trigger, a changed index or rule
-  function, an added column, each is a line that differs;
-- the grants: no role but the tables' owner may UPDATE, DELETE or TRUNCATE a log table
-  (SPEC §13.5), whoever was granted it, nor call `sequencer_next_term()` (it fences the
-  leader: the lease takes its term through `sequencer_take_term()`);
-- every function of the log fixes its `search_path` to `pg_catalog, <schema>, pg_temp`
-  (SPEC §14.3): one that does not reads whatever a session's TEMP table of a log table's
-  name holds, in place of the table (migrations/v2.py);
-- every index re-derived from its table (`index_mismatches`): the rows a table scan finds
-  against those the index finds, which is what a damaged page or an index that no longer
-  matches its table breaks.
-"""
+"""PostgreSQL's own structures for the data-dir audit, read-only in one REPEATABLE READ
+snapshot: the migration ledger, the catalog against `migrations/catalog_v<N>.txt`, the
+grants, the functions' search_path, every index re-derived from its table
+(docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 

@@ -1,39 +1,7 @@
-"""The PostgreSQL engine's connections and transactions (the write discipline).
-
-Durability, as `interface.Store` promises it, in PostgreSQL's terms: `write()` is one
-transaction that commits once, with `synchronous_commit` on for it whatever the server's
-default, so an acknowledged write is in the server's fsynced WAL when `write()` returns.
-
-The store's write lock is the EXCLUSIVE lock of the `write_lock` table (`migrations/v3.py`:
-only the log's roles may take it), taken before anything else in the transaction: writers of
-every process and every replica queue on it, and the next leaf index, read after it under
-READ COMMITTED, is read from every commit that came before. The lock ends with the
-transaction, so a writer that dies frees it at once, and one that stalls (SIGSTOP, a frozen
-VM) frees it within `lease.STALL_S`: its transaction's `idle_in_transaction_session_timeout` ends
-its session when it stalls between statements, and a waiter ends with `pg_terminate_backend`
-one stalled in the middle of a COPY (which no timeout of the server's covers), or between
-statements with that timeout disarmed (the server re-arms it only when it answers
-ReadyForQuery). A writer waits `lease.LOCK_WAIT_S` at most, then `StoreBusy` (503, Retry-After).
-
-The clock is checked in the same round trip as the lock (SPEC §14.3): a process whose clock
-is off the database server's by more than `lease.CLOCK_TOLERANCE_S` writes nothing
-(`ClockDisagrees`, 503), so a replica with a wrong clock stores no entry in a day that has
-not begun, and signs nothing either.
-
-A COMMIT whose connection broke has an unknown outcome: the server may have made it
-durable before it went. `write()` says so with `OutcomeUnknown`, and the caller, which
-knows what it wrote, reads it back (`log.writer`).
-
-Connections come from a `psycopg_pool` pool. A connection idle for more than `FRESH_S` is
-tested (an empty query) when it is taken; one in use is not, since a round trip per
-statement doubled the cost of `GET /proof`. A connection the server dropped (a restart, a
-`pg_terminate_backend`) is found by that test, or by the statement that fails on it, which
-then has the pool test every idle connection and replace the dead ones; a read outside a
-transaction that failed so is sent once more, on a live connection. So a store outlives a
-database outage without being reopened: while the server is down, each call fails within
-`CONNECT_TIMEOUT_S` with `StoreIOError` (HTTP 503), and nothing of a write that failed is
-stored.
-"""
+"""The PostgreSQL engine's pool, transactions and write lock (the write discipline): one
+transaction per `write()` with `synchronous_commit` on, the `write_lock` table's lock and
+the clock checked first, `OutcomeUnknown` for a COMMIT whose connection broke, and a pool
+that outlives a database outage (docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 
@@ -43,7 +11,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -56,7 +24,7 @@ from capability_anchor.errors import (
     StoreError,
     StoreIOError,
 )
-from capability_anchor.store.sql import Dialect, SqlBase
+from capability_anchor.store.sql import Dialect, Names, Rows, SqlBase
 
 from .errors import outcome_lost, store_error
 from .lease import check_clock, take_write_lock
@@ -308,13 +276,7 @@ class PostgresBase(SqlBase):
             raise store_error(exc, "a read of the log failed") from None
 
     def _insert(
-        self,
-        table: str,
-        cols: Sequence[str],
-        rows: Iterable[Sequence[object]],
-        *,
-        ignore: bool = False,
-        types: Sequence[str] = (),
+        self, table: str, cols: Names, rows: Rows, *, ignore: bool = False, types: Names = ()
     ) -> None:
         """New rows by COPY (binary): several times faster than one INSERT of arrays, and
         the table's row and statement triggers run as for an INSERT. Rows that may be

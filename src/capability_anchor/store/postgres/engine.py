@@ -1,14 +1,6 @@
-"""The PostgreSQL engine as `store.open` reaches it: `postgresql://USER@HOST/DBNAME?...`, any
-URL libpq takes (a socket folder in `host=`, `sslmode`, a password from `~/.pgpass` or
-`PGPASSWORD` rather than in the URL).
-
-Who connects: `init` (create) migrates the database and writes the log's first rows as the
-URL's user, which must own the database; the service then connects as a role with the
-grants `schema.grant_service_role` gives (SELECT and INSERT on the log's tables), so an
-operator runs init with the owner's URL and everything else with the service role's
-(docs/how-to/postgresql.md). `open` migrates only when the schema is behind, which only
-the owner can; the service role is told so, with the fix.
-"""
+"""The PostgreSQL engine as `store.open` reaches it: any `postgresql://` URL libpq takes.
+`init` migrates as the database's owner; the service connects as a role with the grants of
+`schema.grant_service_role` (docs/how-to/postgresql.md)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capability_anchor.errors import CapabilityAnchorError, Conflict, StoreBusy, StoreError
+from capability_anchor.metrics.service import observe
+
+# (codes an engine's error starts with, the project's error, what it is for an operator)
+Kinds = tuple[tuple[tuple[str, ...], type[StoreError], str], ...]
+Rows = Iterable[Sequence[object]]
+Names = Sequence[str]
+
 
 @dataclass(frozen=True)
 class Dialect:
@@ -37,16 +45,10 @@ class SqlBase(ABC):
 
     @abstractmethod
     def _insert(
-        self,
-        table: str,
-        cols: Sequence[str],
-        rows: Iterable[Sequence[object]],
-        *,
-        ignore: bool = False,
-        types: Sequence[str] = (),
+        self, table: str, cols: Names, rows: Rows, *, ignore: bool = False, types: Names = ()
     ) -> None:
-        """Insert many rows (of the column `types`, PostgreSQL's names); `ignore`: one
-        already stored under the key is left alone (`ON CONFLICT DO NOTHING`)."""
+        """Insert many rows; `ignore`: one already stored under the key is left alone
+        (`ON CONFLICT DO NOTHING`); `types`: the columns' (PostgreSQL's names)."""
 
     def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
         rows = self._exec(sql, params)
@@ -57,4 +59,22 @@ class SqlBase(ABC):
         return self._dialect.unlimited if limit is None or limit < 0 else limit
 
 
-__all__ = ["Dialect", "SqlBase"]
+def classified(code: str, kinds: Kinds, context: str, detail: str) -> StoreError | None:
+    """The project's error for an engine's error `code`, by the first of `kinds` it starts
+    with (a busy store is counted, `store_busy`); None for none of them."""
+    for prefixes, cls, what in kinds:
+        if code.startswith(prefixes):
+            if cls is StoreBusy:
+                observe().store_busy.inc()
+            return cls(f"{context}: {what}: {detail}")
+    return None
+
+
+def refused(message: str) -> CapabilityAnchorError:
+    """A write the schema refused: an append-only rule's own words, else the message."""
+    if "append-only" in message:
+        return Conflict(message)
+    return StoreError(f"the store refused a write: {message}")
+
+
+__all__ = ["Dialect", "Kinds", "Names", "Rows", "SqlBase", "classified", "refused"]

@@ -1,9 +1,7 @@
-"""The SQLite engine: one database file in a data dir (`base.DB_NAME`), reached only through
-`store.open` (`engine.SqliteEngine` is the registry's `sqlite` entry); the only package that
-imports `sqlite3` or `sqlite_utils`. Its parts over `base.SqliteBase` (connections and
-transactions): `open` (create, migrate, open read-only), `reads` (its own spelling of the
-dedupe and leaf-hash reads), `audit`; `schema` and `migrations/`, `errors`, `scrub`, `wal`,
-and `witness` (the witness's own database)."""
+"""The SQLite engine: one database file in a data dir, reached through `store.open`; the only
+package that imports `sqlite3` or `sqlite_utils`. Its parts over `base.SqliteBase`: `open`,
+`reads`, `audit`, `schema` and `migrations/`, `errors`, `scrub`, `wal`, and `witness`
+(the witness's own database)."""
 
 from __future__ import annotations
 

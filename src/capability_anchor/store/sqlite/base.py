@@ -1,13 +1,6 @@
-"""The SQLite implementation's connections and transactions (the write discipline).
-
-Durability, as `interface.Store` promises it, in SQLite's terms: `write()` takes SQLite's
-write lock first (`BEGIN IMMEDIATE`) and commits once; WAL with `synchronous=FULL` makes an
-acknowledged write survive power loss. Append-only is enforced by triggers that abort
-(`store.sqlite.schema`); `INSERT OR REPLACE` deletes the old row without firing DELETE triggers on a
-connection without `recursive_triggers`, so it gets its own guard and the writer turns
-`recursive_triggers` on. Several processes may open one store: writers queue on the lock
-(busy timeout), readers never block in WAL mode.
-"""
+"""The SQLite engine's connections and transactions (the write discipline): `BEGIN IMMEDIATE`,
+one COMMIT, WAL with `synchronous=FULL`; one writer connection per process, a reader per
+thread (docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 
@@ -15,7 +8,7 @@ import contextlib
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +16,7 @@ from typing import Any
 from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreError
 from capability_anchor.store import damage
 from capability_anchor.store.interface import Store
-from capability_anchor.store.sql import Dialect
+from capability_anchor.store.sql import Dialect, Names, Rows
 
 from . import wal
 from .errors import store_error
@@ -247,13 +240,7 @@ class SqliteBase(Store):
             raise self._failed(exc, "a read failed") from None
 
     def _insert(
-        self,
-        table: str,
-        cols: Sequence[str],
-        rows: Iterable[Sequence[object]],
-        *,
-        ignore: bool = False,
-        types: Sequence[str] = (),
+        self, table: str, cols: Names, rows: Rows, *, ignore: bool = False, types: Names = ()
     ) -> None:
         """`executemany`: the append path is the hot one, and sqlite-utils' `insert_all`
         builds each chunk's SQL and converts values in Python first
