@@ -86,7 +86,8 @@ class SqlRows(SqlBase):
 
     def signing_keys(self) -> list[tuple[str, str]]:
         """(kid, jwk json) of every stored key, by kid."""
-        return [(k, j) for k, j, _ in self.key_rows()]
+        sql = f"SELECT kid, jwk FROM keys ORDER BY kid{self._dialect.collate}"
+        return [(str(k), str(j)) for k, j in self._exec(sql)]
 
     def key_rows(self) -> list[tuple[str, str, int]]:
         """(kid, jwk json, added) of every stored key, by kid (an exact copy, `migrate`)."""
