@@ -16,7 +16,7 @@ from capability_anchor.errors import StoreError
 
 from .rows import EntryRow
 from .sql.heads import SqlHeads
-from .sql.rows import SqlRows
+from .sql.trees import SqlTrees
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Scrub(Protocol):
     def interrupt(self) -> None: ...
 
 
-class Store(SqlRows, SqlHeads):
+class Store(SqlTrees, SqlHeads):
     """A log's storage. An engine implements the abstract methods: the statement primitives
     of `sql.SqlBase`, its transactions, its audit, and the reads its SQL must spell its own
     way; a store with a sequencer lease across replicas also overrides the lease's four."""

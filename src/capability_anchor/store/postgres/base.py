@@ -138,15 +138,9 @@ class PostgresBase(SqlBase):
 
     @contextmanager
     def write(self) -> Iterator[None]:
-        """One durable, atomic write transaction under the store's write lock.
-
-        When this returns, everything written inside is committed and in the server's WAL on
-        disk. If anything inside raises, or the commit fails, the transaction is rolled back
-        and the original error propagates: nothing of it is stored. A commit whose answer
-        was lost with the connection is `OutcomeUnknown`: whether it landed is for the
-        caller to find by reading what it wrote. `ClockDisagrees` before anything is written
-        when this machine's clock is off the server's.
-        """
+        """`Store.write`, in the server's fsynced WAL when it returns; a commit whose answer
+        was lost with the connection is `OutcomeUnknown` (the caller reads back what it
+        wrote), and `ClockDisagrees` comes before anything is written."""
         local = self._local
         if getattr(local, "conn", None) is not None:
             raise StoreError("a transaction is already open on this thread")

@@ -1,8 +1,8 @@
-"""The SQL both engines run, written once (docs/explanation/store.md): `rows` (entries, the
-`/record` index, tiles, the history tree, meta and key trust) and `heads` (heads, stamps,
-checkpoints, cosignatures, policies, witness state). It is written with `?` placeholders
-and runs on an engine's three statement primitives (`SqlBase`), parametrised by its
-`Dialect` for the few real differences. It imports no driver: only the kernel and `rows`."""
+"""The SQL both engines run, written once (docs/explanation/store.md): `rows` (meta, key
+trust, entries, the `/record` index), `trees` (tiles, the history tree) and `heads` (heads,
+stamps, checkpoints, cosignatures, policies, witness state), with `?` placeholders, on an
+engine's three statement primitives (`SqlBase`) and its `Dialect` for the few real
+differences. It imports no driver: only the kernel and `rows`."""
 
 from __future__ import annotations
 
