@@ -1,11 +1,11 @@
-"""The PostgreSQL rows (store/postgres/rows.py) against SQLite's, differentially: one log's
-writes (several days, full and partial tiles, sealed and unsealed heads, the `/record`
-index, stamps, keys, rotation records, settings, meta set and cleared, and writes the store
-refuses) made on a real SQLite store and on the session's PostgreSQL as the service's role;
-then every read, over a spread of arguments, must answer the same on both: the same rows in
-the same order, or the same error. The PostgreSQL side runs on two databases: one in
-C.UTF-8 (the byte order SQLite's is) and one whose collation is ICU's en-US, where only
-what rows.py orders by bytes itself comes out in SQLite's order."""
+"""The rows as PostgreSQL stores them (`store/sql/` on `store/postgres/`) against SQLite's,
+differentially: one log's writes (several days, full and partial tiles, sealed and unsealed
+heads, the `/record` index, stamps, keys, rotation records, settings, meta set and cleared,
+and writes the store refuses) made on a real SQLite store and on the session's PostgreSQL as
+the service's role; then every read, over a spread of arguments, must answer the same on
+both: the same rows in the same order, or the same error. The PostgreSQL side runs on two
+databases: one in C.UTF-8 (the byte order SQLite's is) and one whose collation is ICU's
+en-US, where only what the SQL orders by bytes itself comes out in SQLite's order."""
 
 from __future__ import annotations
 
@@ -22,9 +22,7 @@ from capability_anchor.errors import Conflict, StoreError
 from capability_anchor.merkle import TreeEdge
 from capability_anchor.store import HeadRow, StampRow, Store
 from capability_anchor.store import open as stores
-from capability_anchor.store.postgres import schema
-from capability_anchor.store.postgres.rows import PostgresEntries, PostgresHeads
-from capability_anchor.store.postgres.trust import PostgresTrust
+from capability_anchor.store.postgres import PostgresStore, schema
 from tests.kit.pgkit import PgServer
 from tests.kit.pglog import HEAD_KID, head_doc, service_role
 
@@ -87,8 +85,7 @@ def leaf_of(day: str, n: int) -> tuple[bytes, bytes]:
     return hashlib.sha256(claims).digest(), claims
 
 
-class Rows(PostgresEntries, PostgresHeads, PostgresTrust):
-    """The rows of a log on PostgreSQL, alone: the store's other parts are not read here."""
+Rows = PostgresStore  # the store's other parts (lease, audit) are not read here
 
 
 @dataclass

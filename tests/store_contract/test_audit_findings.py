@@ -1,4 +1,4 @@
-"""The engine's own diagnostics (`StoreAudit.engine_findings`): nothing on a store as made,
+"""The engine's own diagnostics (`Store.engine_findings`): nothing on a store as made,
 a finding for each way an attacker with access to the stored data changes it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The head/checkpoint write discipline, tiles, the history and the cosignatures, as the
-contract promises them (`store.interface`, `store.checkpoints`)."""
+contract promises them (`store.interface`, docs/explanation/store.md)."""
 
 from __future__ import annotations
 

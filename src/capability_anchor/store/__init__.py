@@ -1,15 +1,8 @@
-"""The log's storage, as a seam: the contract (`interface.Store`, `witness.WitnessStore`,
-the row types of `rows`), the one way to open a store (`open`: by data dir or URL, through
-the engine registry), the damage mark (`damage`), and the engines, one package each
-(`sqlite/`, the only code in the project that imports SQLite or sqlite-utils; `postgres/`,
-being built for issue #24, so far its schema).
-
-Callers outside `store/` type against the contract and open through `open` (`from
-capability_anchor.store import open as stores`); none imports an engine package
-(tests/integration/test_layering.py). The contract modules import only the project's kernel
-(`errors`, `encoding`, `merkle`) and `files`; an engine may import anything of `store/`
-and its own driver. See docs/explanation/store.md.
-"""
+"""The log's storage, as a seam: the contract (`interface.Store`, `witness.WitnessStore`, the
+row types of `rows`), the SQL both engines run (`sql/`), the one way to open a store
+(`open`), the damage mark (`damage`) and the engines (`sqlite/`, `postgres/`). Callers
+outside `store/` import the contract and `open`, never an engine (test_layering.py); the
+contract imports only the kernel. See docs/explanation/store.md."""
 
 from __future__ import annotations
 

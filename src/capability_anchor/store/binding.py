@@ -1,15 +1,6 @@
-"""A data dir bound to a store elsewhere: the file `DATA/store-url` (docs/explanation/store.md).
-
-A log's data dir always holds its key files and writer token. Its store is the SQLite
-database beside them, unless `init --store URL` bound the data dir to a store at URL (a
-PostgreSQL database): then `store-url` holds that URL, one line, and every command that is
-given the data dir opens the store it names (`store.open.resolve`). A replica's data dir
-is a copy of the log's, so it names the same store. `--store URL` on any other command (or
-$CAPABILITY_ANCHOR_STORE) is a check: it must be the URL the data dir is bound to.
-
-A URL with a password is refused everywhere: it would be kept in this file and shown in
-the process list. libpq takes the password from `~/.pgpass`, `PGPASSFILE` or `PGPASSWORD`.
-"""
+"""A data dir bound to a store elsewhere: the file `DATA/store-url`, one line, the URL every
+command given the data dir opens (`init --store URL`); a URL with a password is refused
+(docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 

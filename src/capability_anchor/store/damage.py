@@ -1,25 +1,6 @@
-"""The damage mark: once any process finds the database damaged, every process refuses
-writes until an operator has restored it and the audit passes (issue #21, item 6).
-
-SQLite finds damage only where it reads: a zeroed page of old entries is invisible to an
-append (which reads the newest leaf and the pages its cache already holds), so a service
-would go on answering 200 on top of a file the audit calls malformed. So the first finding
-anywhere, by any process on the data dir, is kept in a file beside the database,
-`DIR/damaged` (JSON: when, by which process, SQLite's words), and every write transaction
-looks for it first:
-
-- found by: a SQLITE_CORRUPT or SQLITE_NOTADB answer to any statement of a writable store
-  (the service's reader and writer, the append workers, the CLI), the service's background
-  scrub (`PRAGMA quick_check`, `api/scrub.py`), or an audit that finds the file damaged;
-- while it exists: every write transaction raises `StoreDamaged` (HTTP 503, CLI exit 2)
-  before it takes the lock, the service answers 503 to every request but `/healthz`
-  (which answers 503 too, naming it), and `serve` and the ASGI form refuse to start;
-- cleared by: `capability-anchor audit --data DIR` passing, and only that (after the
-  database was restored from a backup or repaired). A running service keeps refusing
-  until it is restarted: what its processes cached of the damaged file is not trusted.
-
-A file, not a row: a damaged database is the one place the finding cannot be written to.
-"""
+"""The damage mark `DIR/damaged`: once any process finds the database damaged, every write
+transaction refuses (`StoreDamaged`) until `audit --data DIR` passes after a restore
+(issue #21, item 6; docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 

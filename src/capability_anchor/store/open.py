@@ -1,23 +1,8 @@
-"""The one way to open a store, and the engine registry (docs/explanation/store.md).
+"""The one way to open a store, and the engine registry: `where` is a data dir (SQLite, or
+the store its `store-url` names) or a URL `scheme://...` of a registered engine. Engines
+are imported when first asked for (docs/explanation/store.md).
 
-A store is named by `where`:
-
-- a data dir, as a `Path` or a string without `://` (`data`, `/var/lib/anchor`): the
-  default engine, SQLite, keeps its database in that folder;
-- a data dir bound to a store elsewhere (its file `store-url`, `store.binding`): that store;
-- a URL, `scheme://...`: the engine registered for `scheme`. `sqlite:///var/lib/anchor`
-  (three slashes: no host, then the absolute path of the data dir) is the same store as
-  the path `/var/lib/anchor`; a relative path or a host in a `sqlite:` URL is refused.
-  `postgresql://USER@HOST/DBNAME` is a log in a PostgreSQL database (`store/postgres/`).
-
-Everything outside `store/` opens, creates and copies stores through the functions below,
-never through an engine's class: an engine is one line of `_ENGINES` and a package of
-`store/`. Engines are imported when first asked for, so importing the store's
-contract loads no database driver.
-
-    from capability_anchor.store import open as stores
-    store = stores.open(data_dir)
-"""
+    from capability_anchor.store import open as stores"""
 
 from __future__ import annotations
 
@@ -92,46 +77,48 @@ class Engine(ABC):
         `close`."""
 
     @abstractmethod
-    def copy_to(self, where: Where, dest: Path) -> None:
-        """Copy the live store to the new file `dest` (mode 0600, fsynced) as of one commit,
-        while writers in other processes go on; nothing of the store is changed."""
-
-    @abstractmethod
-    def copy_name(self, where: Where) -> str:
-        """The file name a copy (`copy_to`) has in a data dir: a backup folder names it so,
-        and a data dir holding it is a log's."""
-
-    @abstractmethod
-    def own_files(self, where: Where) -> list[str]:
-        """Every file name the store may keep in the data dir (present or not)."""
-
-    @abstractmethod
-    def is_runtime(self, name: str) -> bool:
-        """Whether a data dir's file `name` belongs to the store's running processes (never
-        copied: a copy is whole without it)."""
-
-    @abstractmethod
     def describe(self, where: Where) -> str:
         """Where the store is, for messages ("no log at ...")."""
 
-    @abstractmethod
+    # What an engine that keeps nothing in a data dir (a database server's) needs not write.
+
+    def copy_to(self, where: Where, dest: Path) -> None:
+        """Copy the live store to the new file `dest` (mode 0600, fsynced) as of one commit,
+        while writers in other processes go on; nothing of the store is changed."""
+        raise UsageError(f"a {self.scheme} store keeps no file to copy in a data dir")
+
+    def copy_name(self, where: Where) -> str:
+        """The file name a copy (`copy_to`) has in a data dir: a backup folder names it so,
+        and a data dir holding it is a log's."""
+        raise UsageError(f"a {self.scheme} store keeps no file to copy in a data dir")
+
+    def own_files(self, where: Where) -> list[str]:
+        """Every file name the store may keep in the data dir (present or not)."""
+        return []
+
+    def is_runtime(self, name: str) -> bool:
+        """Whether a data dir's file `name` belongs to the store's running processes (never
+        copied: a copy is whole without it)."""
+        return False
+
     def scrubber(self, where: Where) -> Scrub | None:
         """The background check for damage no read meets (None: the engine needs none)."""
+        return None
 
-    @abstractmethod
     def create_witness(self, where: Where, name: str) -> WitnessStore:
         """A new witness store holding the key name `name`; an existing one is `Conflict`."""
+        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
 
-    @abstractmethod
-    def open_witness(self, where: Where) -> WitnessStore: ...
+    def open_witness(self, where: Where) -> WitnessStore:
+        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
+
+    def remove_witness(self, where: Where) -> None:
+        """Remove a witness store `init` just made (its key could not be written)."""
+        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
 
     def grant_service(self, where: Where, role: str, *, check_only: bool = False) -> str:
         """See `grant_service`; an engine without database roles refuses."""
         raise UsageError(f"a {self.scheme} store has no database roles (--service-role)")
-
-    @abstractmethod
-    def remove_witness(self, where: Where) -> None:
-        """Remove a witness store `init` just made (its key could not be written)."""
 
 
 def grant_service(where: Where, role: str, *, check_only: bool = False) -> str:

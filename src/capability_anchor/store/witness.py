@@ -1,12 +1,6 @@
-"""The witness's own storage (`capability-anchor witness`, c2sp.org/tlog-witness): the logs it
-witnesses and, per log, every checkpoint it cosigned, append-only.
-
-A witness store is its own, in the witness's data dir, never the log's: a resolver that runs
-both keeps two histories that share nothing. It is opened and created through `store.open`
-(`open_witness`, `create_witness`). The newest cosigned row of a log is the witness's
-"latest cosigned checkpoint"; rows are only ever added, and a row never goes back in size
-or changes the root of a size (the store refuses it).
-"""
+"""The witness's own storage (c2sp.org/tlog-witness), in its own data dir, never the log's:
+the logs it witnesses and every checkpoint it cosigned, append-only; a row never goes
+back in size or changes the root of a size (docs/explanation/store.md)."""
 
 from __future__ import annotations
 

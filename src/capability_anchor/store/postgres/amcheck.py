@@ -1,9 +1,6 @@
-"""`pg_amcheck` for the audit (SPEC §13.5): PostgreSQL's own check of every table's pages and
-every B-tree index against its table (`--heapallindexed`), from the client packages of the
-server's version. It needs the `amcheck` extension in the log's database (created by a
-superuser: `CREATE EXTENSION amcheck`) and a role allowed to run its functions (the owner,
-or one granted EXECUTE on them); without them the check is skipped and said so, since that is
-configuration, not damage."""
+"""`pg_amcheck` for the audit (SPEC §13.5): PostgreSQL's check of every table's pages and
+B-tree index against its table; skipped, and said so, without the `amcheck` extension or
+a role allowed to run it (configuration, not damage)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,7 @@
-"""PostgreSQL's own structures, for the data-dir audit (`audit.datadir`): read-only, one
-REPEATABLE READ snapshot, every finding worded here, so that nothing outside this package
-reads a catalog.
-
-What the engine checks before the audit's reads (`engine_findings`):
-- the migration ledger's version, against this code's migrations;
-- the schema: every table, column, constraint, index, trigger and function of the log,
-  read from the catalogs (`catalog()`), against the catalog a fresh migration gives
-  (`migrations/catalog_v<N>.txt`, written by tools/pg_catalog.py and checked against a
-  real migration by tests): a dropped or disabled trigger, a changed index or rule
-  function, an added column, each is a line that differs;
-- the grants: no role but the tables' owner may UPDATE, DELETE or TRUNCATE a log table
-  (SPEC §13.5), whoever was granted it, nor call `sequencer_next_term()` (it fences the
-  leader: the lease takes its term through `sequencer_take_term()`);
-- every function of the log fixes its `search_path` to `pg_catalog, <schema>, pg_temp`
-  (SPEC §14.3): one that does not reads whatever a session's TEMP table of a log table's
-  name holds, in place of the table (migrations/v2.py);
-- every index re-derived from its table (`index_mismatches`): the rows a table scan finds
-  against those the index finds, which is what a damaged page or an index that no longer
-  matches its table breaks.
-"""
+"""PostgreSQL's own structures for the data-dir audit, read-only in one REPEATABLE READ
+snapshot: the migration ledger, the catalog against `migrations/catalog_v<N>.txt`, the
+grants, the functions' search_path, every index re-derived from its table
+(docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 
@@ -29,7 +12,6 @@ from contextlib import contextmanager
 from importlib import resources
 
 from capability_anchor.errors import StoreError
-from capability_anchor.store import queries
 from capability_anchor.store.interface import EngineFindings
 
 from . import amcheck, schema
@@ -155,9 +137,6 @@ class PostgresAudit(PostgresBase):
     def changed_under_read(self) -> bool:
         return False  # one snapshot (above): the server keeps it whole
 
-    def check_unchanged(self) -> None:
-        return None
-
     def catalog(self) -> list[str]:
         return [str(line) for (line,) in self._exec(_CATALOG)]
 
@@ -265,31 +244,6 @@ class PostgresAudit(PostgresBase):
             digest.update(str(row).encode() + b"\n")
             count += 1
         return count, digest.hexdigest()
-
-    def entries_accepted_off_day(self) -> list[tuple[str, int, int]]:
-        """(day, leaf_index, accepted_at) of every entry whose accepted_at is not a time on
-        its UTC day."""
-        return [
-            (str(d), int(i), int(a))
-            for d, i, a in self._exec(
-                "SELECT day, leaf_index, accepted_at FROM entries WHERE "
-                "to_char(to_timestamp(accepted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD') "
-                "IS DISTINCT FROM day ORDER BY day, leaf_index"
-            )
-        ]
-
-    def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
-        """(day, tsa, token, added) of every stamp, in the order they were stored."""
-        return [
-            (str(d), str(t), bytes(tok), int(a))
-            for d, t, tok, a in self._exec("SELECT day, tsa, token, added FROM stamps ORDER BY id")
-        ]
-
-    def key_rows(self) -> list[tuple[str, str, int]]:
-        return queries.key_rows(self._exec(queries.KEY_ROWS.format(c=' COLLATE "C"')))
-
-    def accepted_runs(self, day: str) -> list[tuple[int, int, int]]:
-        return queries.accepted_runs(self._exec(queries.ACCEPTED_RUNS.format(p="%s"), (day,)))
 
 
 __all__ = ["PostgresAudit", "expected_catalog"]

@@ -1,39 +1,7 @@
-"""The PostgreSQL engine's connections and transactions (the write discipline).
-
-Durability, as `interface.Store` promises it, in PostgreSQL's terms: `write()` is one
-transaction that commits once, with `synchronous_commit` on for it whatever the server's
-default, so an acknowledged write is in the server's fsynced WAL when `write()` returns.
-
-The store's write lock is the EXCLUSIVE lock of the `write_lock` table (`migrations/v3.py`:
-only the log's roles may take it), taken before anything else in the transaction: writers of
-every process and every replica queue on it, and the next leaf index, read after it under
-READ COMMITTED, is read from every commit that came before. The lock ends with the
-transaction, so a writer that dies frees it at once, and one that stalls (SIGSTOP, a frozen
-VM) frees it within `lease.STALL_S`: its transaction's `idle_in_transaction_session_timeout` ends
-its session when it stalls between statements, and a waiter ends with `pg_terminate_backend`
-one stalled in the middle of a COPY (which no timeout of the server's covers), or between
-statements with that timeout disarmed (the server re-arms it only when it answers
-ReadyForQuery). A writer waits `lease.LOCK_WAIT_S` at most, then `StoreBusy` (503, Retry-After).
-
-The clock is checked in the same round trip as the lock (SPEC §14.3): a process whose clock
-is off the database server's by more than `lease.CLOCK_TOLERANCE_S` writes nothing
-(`ClockDisagrees`, 503), so a replica with a wrong clock stores no entry in a day that has
-not begun, and signs nothing either.
-
-A COMMIT whose connection broke has an unknown outcome: the server may have made it
-durable before it went. `write()` says so with `OutcomeUnknown`, and the caller, which
-knows what it wrote, reads it back (`log.writer`).
-
-Connections come from a `psycopg_pool` pool. A connection idle for more than `FRESH_S` is
-tested (an empty query) when it is taken; one in use is not, since a round trip per
-statement doubled the cost of `GET /proof`. A connection the server dropped (a restart, a
-`pg_terminate_backend`) is found by that test, or by the statement that fails on it, which
-then has the pool test every idle connection and replace the dead ones; a read outside a
-transaction that failed so is sent once more, on a live connection. So a store outlives a
-database outage without being reopened: while the server is down, each call fails within
-`CONNECT_TIMEOUT_S` with `StoreIOError` (HTTP 503), and nothing of a write that failed is
-stored.
-"""
+"""The PostgreSQL engine's pool, transactions and write lock (the write discipline): one
+transaction per `write()` with `synchronous_commit` on, the `write_lock` table's lock and
+the clock checked first, `OutcomeUnknown` for a COMMIT whose connection broke, and a pool
+that outlives a database outage (docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 
@@ -43,7 +11,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -56,6 +24,7 @@ from capability_anchor.errors import (
     StoreError,
     StoreIOError,
 )
+from capability_anchor.store.sql import Dialect, Names, Rows, SqlBase
 
 from .errors import outcome_lost, store_error
 from .lease import check_clock, take_write_lock
@@ -66,7 +35,15 @@ FRESH_S = 2.0
 # Every `GET /proof` read the day's newest head, a round trip that waited on a server busy
 # with the writers' COPY: a reader may keep it this long (`Store.head_reuse_s`).
 HEAD_REUSE_S = 0.2
+_INSERT_CHUNK = 1000  # rows per INSERT: 7000 parameters at most, of PostgreSQL's 65535
 _cursor_names = itertools.count(1)
+DIALECT = Dialect(
+    collate=' COLLATE "C"',  # free text in UTF-8 byte order, as SQLite compares it
+    unlimited=None,
+    stamp_order="id",
+    off_day="to_char(to_timestamp(accepted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD') "
+    "IS DISTINCT FROM day",
+)
 _logger = logging.getLogger("capability_anchor.store")
 
 
@@ -87,7 +64,7 @@ def connect(
         raise store_error(exc, what) from None
 
 
-class PostgresBase:
+class PostgresBase(SqlBase):
     """One log's database on a PostgreSQL server, reached through a pool.
 
     Inside `write()` (and `read()`) the calling thread has one connection of its own, held
@@ -95,6 +72,8 @@ class PostgresBase:
     connection is used by two threads at once, and no reader outside `write()` sees its
     uncommitted rows.
     """
+
+    _dialect = DIALECT
 
     def __init__(
         self, conninfo: str, where: str, *, max_size: int = POOL_MAX, readonly: bool = False
@@ -159,15 +138,9 @@ class PostgresBase:
 
     @contextmanager
     def write(self) -> Iterator[None]:
-        """One durable, atomic write transaction under the store's write lock.
-
-        When this returns, everything written inside is committed and in the server's WAL on
-        disk. If anything inside raises, or the commit fails, the transaction is rolled back
-        and the original error propagates: nothing of it is stored. A commit whose answer
-        was lost with the connection is `OutcomeUnknown`: whether it landed is for the
-        caller to find by reading what it wrote. `ClockDisagrees` before anything is written
-        when this machine's clock is off the server's.
-        """
+        """`Store.write`, in the server's fsynced WAL when it returns; a commit whose answer
+        was lost with the connection is `OutcomeUnknown` (the caller reads back what it
+        wrote), and `ClockDisagrees` comes before anything is written."""
         local = self._local
         if getattr(local, "conn", None) is not None:
             raise StoreError("a transaction is already open on this thread")
@@ -262,12 +235,8 @@ class PostgresBase:
 
     def _exec_once(self, query: str, params: Sequence[object]) -> list[Any]:
         with self._statement() as conn:
-            cur = conn.execute(query.encode(), params)
+            cur = conn.execute(_spelled(query), params)
             return cur.fetchall() if cur.description is not None else []
-
-    def _one(self, query: str, params: Sequence[object] = ()) -> Any:
-        rows = self._exec(query, params)
-        return rows[0] if rows else None
 
     def _iter(self, query: str, params: Sequence[object] = ()) -> Iterator[Any]:
         """Rows one at a time, from a server-side cursor (for results too large to fetch at
@@ -293,24 +262,42 @@ class PostgresBase:
     ) -> Iterator[Any]:
         try:
             with conn.cursor(name=f"capability_anchor_{next(_cursor_names)}") as cur:
-                cur.execute(query.encode(), params)
+                cur.execute(_spelled(query), params)
                 yield from cur
         except UnicodeDecodeError as exc:
             raise _not_text(exc) from None
         except psycopg.Error as exc:
             raise store_error(exc, "a read of the log failed") from None
 
-    def _copy(self, into: str, types: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-        """COPY rows in (binary): several times faster than one INSERT of arrays, and the
-        table's row and statement triggers run as for an INSERT (`into`: "table (cols)")."""
-        with (
-            self._statement() as conn,
-            conn.cursor() as cur,
-            cur.copy(f"COPY {into} FROM STDIN (FORMAT BINARY)".encode()) as copy,
-        ):
-            copy.set_types(list(types))
-            for row in rows:
-                copy.write_row(row)
+    def _insert(
+        self, table: str, cols: Names, rows: Rows, *, ignore: bool = False, types: Names = ()
+    ) -> None:
+        """New rows by COPY (binary): several times faster than one INSERT of arrays, and
+        the table's row and statement triggers run as for an INSERT. Rows that may be
+        stored already by one INSERT per chunk, not `executemany`: psycopg pipelines that
+        and ends it with a Flush after its Sync, which disarms the server's
+        idle_in_transaction_session_timeout until the next statement, so a writer stalled
+        right after it held the write lock for good (#35 item 5)."""
+        into = f"{table} ({', '.join(cols)})"
+        if not ignore:
+            with (
+                self._statement() as conn,
+                conn.cursor() as cur,
+                cur.copy(f"COPY {into} FROM STDIN (FORMAT BINARY)".encode()) as copy,
+            ):
+                copy.set_types(list(types))
+                for row in rows:
+                    copy.write_row(row)
+            return
+        values = list(rows)
+        marks = f"({', '.join(['%s'] * len(cols))})"
+        for at in range(0, len(values), _INSERT_CHUNK):
+            chunk = values[at : at + _INSERT_CHUNK]
+            self._exec(
+                f"INSERT INTO {into} VALUES {', '.join([marks] * len(chunk))} "
+                "ON CONFLICT DO NOTHING",
+                [v for row in chunk for v in row],
+            )
 
     @contextmanager
     def _statement(self) -> Iterator[psycopg.Connection[Any]]:
@@ -330,6 +317,12 @@ class PostgresBase:
 
 
 __all__ = ["CONNECT_TIMEOUT_S", "HEAD_REUSE_S", "PostgresBase"]
+
+
+def _spelled(query: str) -> bytes:
+    """The shared SQL's `?` placeholders as psycopg's `%s` (no SQL of the store has a `?`
+    of its own)."""
+    return query.replace("?", "%s").encode()
 
 
 def _not_text(exc: UnicodeDecodeError) -> StoreCorrupt:

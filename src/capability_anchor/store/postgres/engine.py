@@ -1,14 +1,6 @@
-"""The PostgreSQL engine as `store.open` reaches it: `postgresql://USER@HOST/DBNAME?...`, any
-URL libpq takes (a socket folder in `host=`, `sslmode`, a password from `~/.pgpass` or
-`PGPASSWORD` rather than in the URL).
-
-Who connects: `init` (create) migrates the database and writes the log's first rows as the
-URL's user, which must own the database; the service then connects as a role with the
-grants `schema.grant_service_role` gives (SELECT and INSERT on the log's tables), so an
-operator runs init with the owner's URL and everything else with the service role's
-(docs/how-to/postgresql.md). `open` migrates only when the schema is behind, which only
-the owner can; the service role is told so, with the fix.
-"""
+"""The PostgreSQL engine as `store.open` reaches it: any `postgresql://` URL libpq takes.
+`init` migrates as the database's owner; the service connects as a role with the grants of
+`schema.grant_service_role` (docs/how-to/postgresql.md)."""
 
 from __future__ import annotations
 
@@ -19,9 +11,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import psycopg
 
 from capability_anchor.errors import Conflict, StoreError, UsageError
-from capability_anchor.store.interface import Scrub, Store
+from capability_anchor.store.interface import Store
 from capability_anchor.store.open import Engine, Where
-from capability_anchor.store.witness import WitnessStore
 
 from . import PostgresStore, schema
 from .base import connect
@@ -166,26 +157,8 @@ class PostgresEngine(Engine):
     def copy_name(self, where: Where) -> str:
         raise self._no_files("database file")
 
-    def own_files(self, where: Where) -> list[str]:
-        return []
-
-    def is_runtime(self, name: str) -> bool:
-        return False
-
     def describe(self, where: Where) -> str:
         return redacted(_url(where))
-
-    def scrubber(self, where: Where) -> Scrub | None:
-        return None  # the server checks its own pages; the audit re-derives the indexes
-
-    def create_witness(self, where: Where, name: str) -> WitnessStore:
-        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
-
-    def open_witness(self, where: Where) -> WitnessStore:
-        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
-
-    def remove_witness(self, where: Where) -> None:
-        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
 
 
 __all__ = ["PostgresEngine", "redacted"]

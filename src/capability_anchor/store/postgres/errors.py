@@ -1,11 +1,6 @@
-"""PostgreSQL's errors as the project's: the one place that reads SQLSTATEs.
-
-An error is classed by its SQLSTATE (psycopg's `sqlstate`), never by its message, except for
-the schema's own refusals: the triggers of `migrations/v1.py` raise them as
-integrity_constraint_violation (23000), and only their text ("append-only: ...",
-"fenced: ...", SQLite's words) says which rule refused; a constraint that is itself a
-rule (`_RULE_CONSTRAINTS`) is named by its constraint.
-"""
+"""PostgreSQL's errors as the project's, by SQLSTATE, never by message, except the schema's
+own refusals (23000), whose text ("append-only: ...", "fenced: ...") names the rule; a
+constraint that is itself a rule (`_RULE_CONSTRAINTS`) is named by its constraint."""
 
 from __future__ import annotations
 
@@ -23,10 +18,10 @@ from capability_anchor.errors import (
     StoreIOError,
     StoreReadOnly,
 )
-from capability_anchor.metrics.service import observe
+from capability_anchor.store.sql import Kinds, classified, refused
 
 # SQLSTATE classes and codes (PostgreSQL's Appendix A) and what each is for an operator.
-_BY_STATE: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
+_BY_STATE: Kinds = (
     (("53100",), StoreFull, "the database's disk is full"),
     (("53",), StoreIOError, "the database server is out of a resource"),
     (("25006",), StoreReadOnly, "the database is read-only (a standby, or read-only mode)"),
@@ -56,12 +51,12 @@ def store_error(
     if not state and isinstance(exc, psycopg.OperationalError):
         # A connection that failed or broke has no SQLSTATE of its own.
         return StoreIOError(f"{context}: the database server is unavailable: {_first(exc)}")
-    for prefixes, cls, what in _BY_STATE:
-        if state.startswith(prefixes):
-            if cls is StoreBusy:
-                observe().store_busy.inc()
-            return cls(f"{context}: {what}: {_first(exc)}")
-    return StoreError(f"{context}: {_first(exc)} (SQLSTATE {state or 'none'})")
+    found = classified(state, _BY_STATE, context, _first(exc))
+    return (
+        found
+        if found is not None
+        else StoreError(f"{context}: {_first(exc)} (SQLSTATE {state or 'none'})")
+    )
 
 
 def outcome_lost(exc: psycopg.Error) -> bool:
@@ -90,9 +85,7 @@ def _refused(exc: psycopg.Error) -> CapabilityAnchorError:
     message = _first(exc)
     if message.startswith("fenced:"):
         return LeaseLost(message)
-    if "append-only" in message:
-        return Conflict(message)
-    return StoreError(f"the store refused a write: {message}")
+    return refused(message)
 
 
 def _first(exc: psycopg.Error) -> str:

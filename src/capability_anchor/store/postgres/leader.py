@@ -42,6 +42,9 @@ class PostgresLeader(PostgresBase):
             local.term = term
         return term
 
+    def _term(self) -> int:
+        return self._signing_term()
+
     def _lease_term(self) -> int:
         """The lease's term, the lease taken first if this store holds none."""
         with self._lease_lock:

@@ -1,33 +1,7 @@
-"""The log's two locks on PostgreSQL (SPEC §13.4, §14.3), which only its roles may take
-(`migrations/v3.py`), and the clock checked with them.
-
-The write lock is the EXCLUSIVE lock of the `write_lock` table, taken first in every write
-transaction (`take_write_lock`; `base.PostgresBase.write` says what it guarantees).
-
-The sequencer's lease is the EXCLUSIVE lock of the `sequencer_lease` table, held by an open
-transaction of a session of its own, and the fencing term taken with it.
-
-Only a role with the log's grants may lock the table (`migrations/v3.py`); an advisory
-lock, which it was, any role that may connect could hold. The lock belongs to its session's
-transaction: the server frees it the moment that session ends (the process killed, the
-connection cut by `pg_terminate_backend` or a restart), so a standby can take it without
-waiting for a timeout to pass. A holder that stalls (SIGSTOP, a frozen VM) stops its
-heartbeat, a statement a second inside the transaction: after `STALL_MS` idle in it the
-server ends the session (`idle_in_transaction_session_timeout`), and the lease is free.
-The transaction takes no transaction id and holds no snapshot between statements, so
-however long it lives it holds back no vacuum.
-
-Holding the lock is not what makes a signature safe: the term is. Whoever takes the lock
-takes a new term while holding it, and every head and checkpoint insert is checked against
-the current term in its own transaction (`migrations/v1.py`, `fenced_insert`), so a leader
-that lost its session but not yet noticed, or was paused, cannot sign once another has a
-newer term.
-
-Wake-ups (NOTIFY) are delivered to a session only between its transactions, so they are
-heard on a second session of the holder's, in autocommit. The term is taken by the holding
-session itself (the function checks it holds the lock) in a short transaction of its own,
-committed before the lease's long one begins.
-"""
+"""The log's two locks on PostgreSQL (SPEC §13.4, §14.3): the write lock (`write_lock`'s
+EXCLUSIVE lock, first in every write) and the sequencer's lease (`sequencer_lease`'s, held
+by a session of its own, with the fencing term that makes a signature safe), and the clock
+checked with them (docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Bringing a PostgreSQL database to the current schema, and the grants of the service's role.
-
-Migrations run as the database's owner, each in one transaction with the row that records
-it, under a transaction-level advisory lock: two processes migrating one database at once
-apply each migration once, the second waiting for the first. The service then connects as
-a role of its own, which may read and insert the log's tables and nothing more (SPEC §13.5);
-only `meta` and `witness_state`, the operational state SQLite also rewrites, allow UPDATE
-and DELETE, and the two lock tables UPDATE, which is what locking them takes. The database
-takes CONNECT from PUBLIC and gives it to the service's role.
-"""
+"""Bringing a PostgreSQL database to the current schema (as its owner, one transaction per
+migration under an advisory lock), and the grants of the service's role: read and insert
+the log's tables, nothing more (SPEC §13.5; docs/explanation/store.md)."""
 
 from __future__ import annotations
 

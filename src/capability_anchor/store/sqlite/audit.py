@@ -48,13 +48,6 @@ class SqliteAudit(SqliteBase):
         st = self.path.stat()
         return (st.st_ino, st.st_size, st.st_mtime_ns) != self._immutable
 
-    def check_unchanged(self) -> None:
-        if self.changed_under_read():
-            raise StoreError(
-                f"{self.path} changed while it was read as a file nothing had open (a process "
-                "opened the log during the audit): run the audit again"
-            )
-
     def engine_findings(self, after_reads: bool = False) -> EngineFindings:
         """Before the reads: integrity_check (item 0), `user_version` and the schema against
         the migrations of that version (item 5); after them: the TEXT values read that were
@@ -252,29 +245,6 @@ class SqliteAudit(SqliteBase):
         if missing:
             return [f"table {table}: {missing} row(s) found by a scan are not found by key"]
         return []
-
-    # --- 7: the columns no signature covers ------------------------------------------------
-
-    def entries_accepted_off_day(self) -> list[tuple[str, int, int]]:
-        """(day, leaf_index, accepted_at) of every entry whose accepted_at is not a time on
-        its UTC day (`date(.., 'unixepoch')` is the day `log.utc_day` gives; NULL, so
-        reported, for a time SQLite cannot date)."""
-        return [
-            (str(d), int(i), int(a))
-            for d, i, a in self._raw(
-                "SELECT day, leaf_index, accepted_at FROM entries "
-                "WHERE date(accepted_at, 'unixepoch') IS NOT day ORDER BY day, leaf_index"
-            )
-        ]
-
-    def stamp_rows(self) -> list[tuple[str, str, bytes, int]]:
-        """(day, tsa, token, added) of every stamp, in the order they were stored."""
-        return [
-            (str(d), str(t), bytes(tok), int(a))
-            for d, t, tok, a in self._raw(
-                "SELECT day, tsa, token, added FROM stamps ORDER BY rowid"
-            )
-        ]
 
 
 def _name_places(line: str, trees: dict[int, str], pages: dict[int, str]) -> str:

@@ -1,13 +1,6 @@
-"""The SQLite implementation's connections and transactions (the write discipline).
-
-Durability, as `interface.Store` promises it, in SQLite's terms: `write()` takes SQLite's
-write lock first (`BEGIN IMMEDIATE`) and commits once; WAL with `synchronous=FULL` makes an
-acknowledged write survive power loss. Append-only is enforced by triggers that abort
-(`store.sqlite.schema`); `INSERT OR REPLACE` deletes the old row without firing DELETE triggers on a
-connection without `recursive_triggers`, so it gets its own guard and the writer turns
-`recursive_triggers` on. Several processes may open one store: writers queue on the lock
-(busy timeout), readers never block in WAL mode.
-"""
+"""The SQLite engine's connections and transactions (the write discipline): `BEGIN IMMEDIATE`,
+one COMMIT, WAL with `synchronous=FULL`; one writer connection per process, a reader per
+thread (docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 
@@ -15,7 +8,7 @@ import contextlib
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +16,7 @@ from typing import Any
 from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreError
 from capability_anchor.store import damage
 from capability_anchor.store.interface import Store
+from capability_anchor.store.sql import Dialect, Names, Rows
 
 from . import wal
 from .errors import store_error
@@ -33,6 +27,14 @@ CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
 READER_CACHE_KIB = 4 * 1024
 PAGE_SIZE = 8192  # of a log created now; one made before keeps its own (VACUUM changes it)
+
+
+DIALECT = Dialect(
+    collate="",  # TEXT compares as bytes
+    unlimited=-1,
+    stamp_order="rowid",
+    off_day="date(accepted_at, 'unixepoch') IS NOT day",  # NULL for a time it cannot date
+)
 
 
 class SqliteBase(Store):
@@ -46,6 +48,8 @@ class SqliteBase(Store):
     rollback). Inside `write()` the writing thread reads through the writer connection: the
     transaction's own rows are what a head it signs must cover.
     """
+
+    _dialect = DIALECT
 
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
@@ -227,10 +231,6 @@ class SqliteBase(Store):
         except sqlite3.Error as exc:
             raise self._failed(exc, "a statement failed") from None
 
-    def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
-        rows = self._exec(sql, params)
-        return rows[0] if rows else None
-
     def _iter(self, sql: str, params: Sequence[object] = ()) -> Iterator[Any]:
         """Rows one at a time (for results too large to fetch at once)."""
         conn = self._checked_conn()
@@ -239,10 +239,16 @@ class SqliteBase(Store):
         except sqlite3.Error as exc:
             raise self._failed(exc, "a read failed") from None
 
-    def _execmany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+    def _insert(
+        self, table: str, cols: Names, rows: Rows, *, ignore: bool = False, types: Names = ()
+    ) -> None:
+        """`executemany`: the append path is the hot one, and sqlite-utils' `insert_all`
+        builds each chunk's SQL and converts values in Python first
+        (`tools/bench_store_insert.py` measures both)."""
+        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         conn = self._checked_conn()
         try:
-            conn.executemany(sql, rows)
+            conn.executemany(sql + (" ON CONFLICT DO NOTHING" if ignore else ""), rows)
         except sqlite3.Error as exc:
             raise self._failed(exc, "a write failed") from None
 

@@ -5,45 +5,27 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from capability_anchor.errors import (
-    CapabilityAnchorError,
-    Conflict,
-    StoreBusy,
-    StoreCorrupt,
-    StoreError,
-    StoreFull,
-    StoreIOError,
-    StoreReadOnly,
+from capability_anchor import errors as e
+from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreError
+from capability_anchor.store.sql import Kinds, classified, refused
+
+_KINDS: Kinds = (
+    (("SQLITE_FULL",), e.StoreFull, "the disk is full"),
+    (("SQLITE_READONLY",), e.StoreReadOnly, "the database is read-only"),
+    (("SQLITE_CORRUPT", "SQLITE_NOTADB"), StoreCorrupt, "the database is damaged"),
+    (("SQLITE_BUSY", "SQLITE_LOCKED"), e.StoreBusy, "another writer kept the database locked"),
+    (("SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_PERM"), e.StoreIOError, "an I/O error"),
 )
-from capability_anchor.metrics.service import observe
 
 
 def store_error(exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
     """The project's error for a SQLite one, by SQLite's own error name, so that disk full,
     read-only, damaged and busy each say what they are (and HTTP and the CLI can say so)."""
     if isinstance(exc, sqlite3.IntegrityError):
-        return _integrity(exc)
+        return refused(str(exc))
     name = str(getattr(exc, "sqlite_errorname", "") or "")
-    kinds: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
-        (("SQLITE_FULL",), StoreFull, "the disk is full"),
-        (("SQLITE_READONLY",), StoreReadOnly, "the database is read-only"),
-        (("SQLITE_CORRUPT", "SQLITE_NOTADB"), StoreCorrupt, "the database is damaged"),
-        (("SQLITE_BUSY", "SQLITE_LOCKED"), StoreBusy, "another writer kept the database locked"),
-        (("SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_PERM"), StoreIOError, "an I/O error"),
-    )
-    for prefixes, cls, what in kinds:
-        if name.startswith(prefixes):
-            if cls is StoreBusy:
-                observe().store_busy.inc()
-            return cls(f"{context}: {what}: {exc}")
-    return StoreError(f"{context}: {exc}")
-
-
-def _integrity(exc: sqlite3.IntegrityError) -> CapabilityAnchorError:
-    message = str(exc)
-    if "append-only" in message:
-        return Conflict(message)
-    return StoreError(f"the store refused a write: {message}")
+    found = classified(name, _KINDS, context, str(exc))
+    return found if found is not None else StoreError(f"{context}: {exc}")
 
 
 def quoted(name: object) -> str:

@@ -1,19 +1,6 @@
-"""The SQLite schema: its migrations (`migrations/`, each its DDL frozen as literal SQL), and
-what the audit accepts as each object's definition.
-
-The expected schema is the frozen migrations applied to an empty in-memory database, so a
-new sqlite-utils release cannot change what the audit expects. The tables and indexes
-sqlite-utils used to create are frozen as the text it wrote then, which is what every log
-made since holds. The SQL text sqlite-utils wrote is not the text capability-anchor 0.x
-wrote for the same objects (quoting, layout), so the audit accepts, object by object,
-either the frozen text or the text 0.x wrote (`HISTORIC_SQL`): both exactly, nothing in
-between (docs/explanation/decisions.md).
-
-Beside the exact texts, the audit compares the structure SQLite reads from them, through
-sqlite-utils' introspection (`Table.columns`, `.indexes`, `.triggers`), with that of the
-frozen migrations (`structure_problems`): every accepted text must also mean the same
-columns, types, keys, indexes and triggers.
-"""
+"""The SQLite schema: its migrations (each its DDL frozen as literal SQL) and what the audit
+accepts as each object's definition: the frozen text or the text 0.x wrote
+(`HISTORIC_SQL`), and the same structure (docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 

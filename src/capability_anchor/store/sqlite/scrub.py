@@ -1,16 +1,6 @@
-"""The background scrub: `PRAGMA quick_check` of the whole database now and then, so damage
-no request reads (a zeroed page of old entries) is found anyway, and kept as the damage
-mark (`damage.py`).
-
-Each scrub opens a connection of its own, read-only, with an empty page cache: pages come
-from the file (or the WAL), not from what a long-lived connection read before the damage.
-quick_check reads every b-tree page (not the index-against-table cross-check of
-integrity_check, which the audit does); in WAL mode it never blocks a writer. The scrubs are
-spaced by at least `every` seconds (one background tick) and by 100 times the last one's
-duration, so they take at most 1% of one core and of the disk's time: a log of a few MB is
-scrubbed every second or so, one whose scrub takes 3 s every 5 minutes. Damage is then found
-within that spacing even if no request and no audit ever reads the damaged page.
-"""
+"""The background scrub: `PRAGMA quick_check` of the whole database now and then, on a fresh
+read-only connection, at most 1% of a core, so damage no request reads is found anyway and
+kept as the damage mark (docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
-"""The WAL's upkeep for a process that serves a log (`SqliteBase._start_checkpointer`): the
-checkpointer thread, and the bound the writer keeps (docs/explanation/store.md, "The WAL
-stays bounded").
-
-Every commit dirties pages all over the dedupe and `/record` indexes; SQLite's automatic
-checkpoint would then copy them back on the appending thread, doubling each commit's I/O.
-A passive checkpoint on another connection does that work beside the writer (sqlite3
-releases the GIL) and never blocks readers or writers. Durability is unchanged: a commit
-is durable once its WAL frames are fsynced, before any checkpoint.
-
-A passive checkpoint never makes the WAL start over while the writer keeps committing, so
-under steady writes the file only grew (234 MB at 2,000,000 records). Once it passes
-`WAL_TRUNCATE_BYTES` a TRUNCATE checkpoint follows the passive one: it only has the frames
-since that one left to copy, holds new writers back for that long (readers go on), and
-gives up after `WAL_WAIT_MS` if a long read pins the WAL. The writer's own check after each
-commit (`WalBound.after_commit`) is the hard limit behind it.
-"""
+"""The WAL's upkeep for a process that serves a log: the checkpointer thread and the bound
+the writer keeps (docs/explanation/store.md, "The WAL stays bounded"). Durability is
+unchanged: a commit is durable once its WAL frames are fsynced, before any checkpoint."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""The witness store in SQLite (`store.witness.WitnessStore`).
-
-One connection, used by one thread at a time (a lock), WAL with `synchronous=FULL`: a
-cosignature is answered only after its row is durable (tlog-witness: "MUST persist the new
-checkpoint before responding"). `advance` runs under `BEGIN IMMEDIATE`, so the check of
-the old size and the insert of the new row are one step even across processes (a `witness
-add-log` while `witness serve` runs, or two servers on one data dir). Concurrent `advance`
-calls share one transaction and one fsync (group commit), each step still reading the
-state the steps before it left.
-"""
+"""The witness store in SQLite (`store.witness.WitnessStore`): one connection under a lock,
+WAL with `synchronous=FULL` (a cosignature is answered only once durable), `advance` under
+`BEGIN IMMEDIATE`, concurrent calls sharing one transaction (docs/explanation/store.md)."""
 
 from __future__ import annotations
 

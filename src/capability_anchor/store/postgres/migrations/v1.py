@@ -1,33 +1,8 @@
-"""Migration 1 of the PostgreSQL schema: the tables of SQLite's schema 5, with the same
-columns, keys and checks, and the same append-only rules with the same messages.
+"""Migration 1 of the PostgreSQL schema: SQLite's schema 5 with the same columns, keys,
+checks and append-only rules and messages; the fencing term on heads and checkpoints
+(SPEC §13.4). Why each difference: docs/explanation/store.md, "Migration notes".
 
-Where the two engines differ, and why:
-- Types: BLOB is `bytea`, INTEGER `bigint` (`sealed` stays a 0/1 `smallint`, so rows read
-  back equal on both engines), rowid keys are identity columns.
-- UPDATE, DELETE and TRUNCATE are refused by one trigger function on every log table
-  (`append_only_refuse`, its message the SQLite triggers' `<table> cannot be updated` /
-  `deleted`); TRUNCATE fires no row trigger, so it has a statement trigger of its own.
-- The insert rules of a table are one BEFORE INSERT function each. A BEFORE ROW trigger
-  sees the rows its statement inserted before it (PostgreSQL's rule for volatile
-  functions), as SQLite's do. `entries`, the one table written in batches of thousands,
-  checks its index and sealed-day rules once per statement instead, AFTER INSERT over the
-  statement's rows (a transition table), at a cost per batch rather than per row; only
-  the leaf-once rule stays per row.
-- The fencing term (SPEC §13.4): `heads` and `checkpoints` rows carry the term of the lease
-  they were signed under, and their `*_fenced` trigger updates the one `sequencer_term`
-  row where the term is theirs, failing the insert when it is not. Whoever takes the lease
-  takes a new term (`sequencer_next_term()`) in the same way, so a paused former leader
-  writes no head or checkpoint once another has taken the lease, and one that is
-  mid-transaction makes the new term wait for its commit. The row lock also puts every
-  head and checkpoint insert in one order, so the insert rules that follow (triggers fire
-  by name: `fenced` before `insert_rules`) read what the previous one committed. Both
-  functions are SECURITY DEFINER: the service's role can take a term, not set one.
-- Under concurrent transactions a trigger cannot see another's uncommitted rows, so each
-  uniqueness rule a trigger states also has a unique index: `entries_by_hash` is UNIQUE on
-  (day, leaf_hash), where SQLite's 6-byte prefix index relies on SQLite's single writer.
-
-Frozen: never edit it, add a migration.
-"""
+Frozen: never edit it, add a migration."""
 
 SQL = r"""
 CREATE TABLE meta (

@@ -1,33 +1,8 @@
-"""Migration 2 of the PostgreSQL schema: the rules of migration 1 can no longer be shadowed,
-only the lease holder takes a term, and a head row's document is that head's (issue #35).
+"""Migration 2 of the PostgreSQL schema (issue #35): every function fixes its search_path, only
+the lease holder takes a term, and a head row's document is that head's
+(docs/explanation/store.md, "Migration notes").
 
-- Every function of the log fixes `search_path` to `pg_catalog, <schema>, pg_temp`, the
-  schema being the one the tables were made in (`current_schema()` here). Migration 1's
-  trigger functions named tables without a schema and fixed no path, and its two SECURITY
-  DEFINER ones left `pg_temp` out, which PostgreSQL then searches *first* for tables: a
-  `TEMP` table named `entries`, `heads`, `history`, `checkpoints` or `sequencer_term` in
-  the service's own session was read by the rules in place of the log's, so the service's
-  role could store a gap, a second root, an out-of-order checkpoint or a head of any term.
-  With `pg_temp` last a session's temporary tables are found only after the log's, and
-  functions and operators are never looked up there. `id_once_insert_rules`, which builds
-  its query from the trigger's table, names the trigger's schema as well.
-- `sequencer_next_term()` is the owner's alone: the service's role could call it at will,
-  fencing the leader each time. The lease takes its term through `sequencer_take_term()`,
-  which refuses a session that does not hold the lease's advisory lock (`lease.LEASE_KEY`),
-  so a role can fence the leader only by holding the lease, which is free only when no
-  leader's session holds it. The roles granted the old function are granted the new one.
-- `heads_signed_doc`: a head row's `doc` must be the JCS head document (`head.document`)
-  of the row's own columns: `day`, `tree_size`, `sealed`, `root` and `iat` as the row has
-  them, `v` "0.2", `iss` a string, `prev` null or a SHA-256 in hex, and `jws` a compact JWS
-  whose header is the JCS of {alg EdDSA, the row's kid, the head's typ}, whose payload is
-  the JCS of exactly these claims and whose signature is 64 bytes. PostgreSQL cannot verify
-  an Ed25519 signature (pgcrypto has none), so that one part is the audit's, which
-  verifies every head; everything else is the database's, byte for byte. It fires after
-  `heads_fenced` and `heads_insert_rules` (triggers fire by name), so their refusals keep
-  their words.
-
-Frozen: never edit it, add a migration.
-"""
+Frozen: never edit it, add a migration."""
 
 SQL = r"""
 CREATE OR REPLACE FUNCTION id_once_insert_rules() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -1,29 +1,8 @@
-"""Migration 3 of the PostgreSQL schema: the log's locks are locks only its roles can take
-(SPEC §14.3).
+"""Migration 3 of the PostgreSQL schema (SPEC §14.3): the write lock and the sequencer lease
+are table locks only the log's roles can take (docs/explanation/store.md, "Migration
+notes").
 
-The write lock and the sequencer lease were advisory locks, which any role that may
-connect can take: a role with no grants at all could hold the write lock's key and stall
-every `POST /records`, or the lease's and stop every signature. They are now table locks
-(`LOCK TABLE ... IN EXCLUSIVE MODE`) on two tables of their own, which PostgreSQL lets
-only a role with UPDATE (or DELETE, TRUNCATE) on the table take, checked before the lock
-is queued for: the owner, and the service role `schema.grant_service_role` grants UPDATE.
-EXCLUSIVE mode leaves ACCESS SHARE free, so `pg_dump` and readers of the tables never
-wait on them. The tables have no columns: there is nothing to UPDATE, and a role without
-INSERT cannot add a row (a row would change nothing anyway).
-
-A table lock takes no transaction id and a READ COMMITTED transaction holds no snapshot
-between statements, so the lease's transaction, open as long as its holder leads, holds
-back no vacuum.
-
-A service role granted before this migration (a role with INSERT on `entries`) is granted
-UPDATE on both tables here, so a log upgraded in place keeps writing.
-
-`sequencer_take_term()` (migration 2) now asks for the lease as it is here: the caller's
-session must hold the EXCLUSIVE lock of `sequencer_lease`. Its `search_path` is fixed again
-as migration 2 fixed it (a replaced function keeps no SET clause of the one it replaces).
-
-Frozen: never edit it, add a migration.
-"""
+Frozen: never edit it, add a migration."""
 
 SQL = r"""
 CREATE TABLE write_lock ();

@@ -1,10 +1,7 @@
 """The SQLite schema's migrations, one module per version, each its DDL frozen as literal SQL
 (`vN.SQL`): migration n brings `user_version` from n-1 to n. Never change what a shipped
-migration creates: add one. The audit's expected schema is these texts applied to an empty
-database (`schema.expected_schema`), so it does not depend on any library's version.
-
-The DDL is literal SQL; a migration may import `errors`, the kernel's `merkle`, the store's
-rows and its own engine's modules (migration 3 backfills the history from the stored heads)."""
+migration creates: add one. A migration may import `errors`, the kernel, the store's rows
+and its own engine's modules."""
 
 from __future__ import annotations
 

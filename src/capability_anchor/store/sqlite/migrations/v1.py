@@ -1,11 +1,8 @@
 """Migration 1: meta, keys, entries (with the dedupe index), heads, tiles, servers, stamps and
 the append-only triggers, in the order capability-anchor 0.x created them.
 
-Frozen: the text below is what this program has written into every log since the tables
-moved to sqlite-utils (and what the audit expects, `schema.expected_schema`), byte for
-byte; a later sqlite-utils writing other text changes nothing. Never edit it: add a
-migration.
-"""
+Frozen: the text below is what every log holds, byte for byte (and what the audit expects,
+`schema.expected_schema`). Never edit it: add a migration."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from capability_anchor.merkle import TreeEdge, hash_leaf
 from capability_anchor.store.rows import HeadRow
 
 from ..errors import store_error
-from ..tiles import HISTORY_TILES
 from . import split_sql
 
 SQL = """\
@@ -85,6 +84,13 @@ def migration_3(conn: sqlite3.Connection, run: Callable[[str], object]) -> None:
         raise store_error(exc, "the history could not be built from the stored heads") from None
 
 
+# As the write path inserts a history tile (`store.sql.rows`).
+_INSERT_TILE = (
+    "INSERT INTO history_tiles (level, idx, width, hashes, root) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING"
+)
+
+
 def _backfill_history(conn: sqlite3.Connection) -> None:
     """Every stored head as a history leaf, in SPEC §12.1's order, with the tiles the write
     path stores: full tiles as they complete and the partial tiles at every size."""
@@ -100,4 +106,4 @@ def _backfill_history(conn: sqlite3.Connection) -> None:
             "INSERT INTO history (idx, leaf_hash, day, sealed, tree_size) VALUES (?, ?, ?, ?, ?)",
             (edge.size, leaf_hash, day, int(sealed), tree_size),
         )
-        conn.executemany(HISTORY_TILES.insert, edge.extend_published(leaf_hash))
+        conn.executemany(_INSERT_TILE, edge.extend_published(leaf_hash))

@@ -1,17 +1,8 @@
-"""Migration 4 (SPEC §12.2-§12.3): the signed checkpoints of the history, the witnesses'
-cosignatures, the witness policies and the submitter's per-witness state; and an index of
-the heads by (day, sealed, tree_size): a day's sealed head, and its newest unsealed one,
-without scanning the day's heads (every head's publication asks for both).
+"""Migration 4 (SPEC §12.2-§12.3): the history's signed checkpoints, the cosignatures, the
+witness policies, the per-witness state, and an index of the heads by (day, sealed,
+tree_size) (docs/explanation/store.md, "Migration notes").
 
-A checkpoint is only ever the next size, and only of a size the history has: so the stored
-checkpoints are always 1..n with n at most the history's size. `INSERT OR REPLACE` would
-delete without firing a delete trigger, hence the no-replace triggers.
-
-Checkpoints are signed by the log's key, which the store never holds: a log migrated to
-this version gets its missing checkpoints from the first writer that opens it
-(`log.history.catch_up`), in one write transaction, before any new head is published.
-Frozen as migration 1 is.
-"""
+Frozen as migration 1 is."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
 """Migration 5 (issue #23): fewer bytes per record, converting a schema 4 log in place, in
-the migration's one transaction.
+the migration's one transaction: the 6-byte prefix dedupe index, the `/record` index by
+key digest (docs/explanation/store.md, "Migration notes").
 
-- The dedupe index `entries_by_hash` keys each entry by the first 6 bytes of its leaf hash
-  (with the rowid) instead of the whole hash and its day: a probe reads the few rows under
-  that prefix and compares the whole hash and the day. `entries_no_replace` is recreated to
-  probe it that way; it is what keeps (leaf_hash, day) unique, as the UNIQUE index did.
-- The `/record` index `servers` keys each row by a 12-character digest of its key text
-  (`store.rows.server_key_digest`, 72 bits of SHA-256) instead of the text (`sub:<id>`,
-  `url:<canonical url>`, as long as the URL). The reader of a hit compares the entry's own
-  keys (`log.issuance`), so a collision cannot name another server's record. Rows already
-  in that form are left as they are; `servers_no_update` and `servers_no_delete` are made
-  again (a rebuilt table loses its triggers).
-
-Frozen as migration 1 is (its docstring): never edit it, add a migration.
-"""
+Frozen as migration 1 is: never edit it, add a migration."""
 
 from __future__ import annotations
 
