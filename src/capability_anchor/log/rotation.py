@@ -22,7 +22,8 @@ second transaction, stores a revocation of the old key signed by the next key. I
 earlier than the newest `iat` the store holds from the old key (`newest_signed`), so nothing
 the log signs is dated after the revocation of its key: every signature reads its time,
 then its key (under the write lock, or `trust.signer`), and no key read after the
-activation is the old one (docs/explanation/decisions.md). Each step survives a crash: a
+activation is the old one (docs/explanation/decisions/21-restore-rotation.md). Each step
+survives a crash: a
 rerun of the same command resumes (an activation whose commit is done only swaps the file,
 after the revocation it owes: meta `REVOKING`).
 """

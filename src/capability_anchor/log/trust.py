@@ -158,7 +158,8 @@ def check_settings(log: Log) -> None:
     """Start-up: the newest settings statement is the key file's and says what meta says.
     A log upgraded from before statements existed (`SETTINGS_UNSIGNED`, set by its
     migration) gets one now, from the key-file holder: it vouches for the settings as they
-    are at this open (docs/explanation/decisions.md). Only that mark signs unsigned settings."""
+    are at this open (docs/explanation/decisions/21-restore-rotation.md). Only that mark
+    signs unsigned settings."""
     if SETTINGS_UNSIGNED in log.read.meta():
         with log.store.write():
             if not log.store.settings_statements():

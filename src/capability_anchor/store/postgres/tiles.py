@@ -51,7 +51,7 @@ class PostgresTiles(PostgresBase):
         # One statement per chunk, not `executemany`: psycopg pipelines that and ends the
         # pipeline with a Flush after its Sync, which disarms the server's
         # idle_in_transaction_session_timeout until the next statement, so a writer stalled
-        # right after it held the write lock for good (decisions.md, #35 item 5).
+        # right after it held the write lock for good (decisions/35-joins.md, #35 item 5).
         values = [(*key, *row) for row in rows]
         for at in range(0, len(values), _INSERT_CHUNK):
             chunk = values[at : at + _INSERT_CHUNK]

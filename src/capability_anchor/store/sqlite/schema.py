@@ -7,7 +7,7 @@ sqlite-utils used to create are frozen as the text it wrote then, which is what 
 made since holds. The SQL text sqlite-utils wrote is not the text capability-anchor 0.x
 wrote for the same objects (quoting, layout), so the audit accepts, object by object,
 either the frozen text or the text 0.x wrote (`HISTORIC_SQL`): both exactly, nothing in
-between (docs/explanation/decisions.md).
+between (docs/explanation/decisions/README.md).
 
 Beside the exact texts, the audit compares the structure SQLite reads from them, through
 sqlite-utils' introspection (`Table.columns`, `.indexes`, `.triggers`), with that of the
