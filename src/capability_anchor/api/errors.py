@@ -1,9 +1,6 @@
-"""Every error answer is `{v, error, note}` (SPEC §6) with a stable `error` code.
-
-The project's exceptions answer with their class's own `http_error` and `http_note()`
-(`capability_anchor/errors.py`, the one source of codes; `HTTP_STATUS` below their statuses);
-the edge's own (`ApiError`: auth, limits), Litestar's (404, 405, validation, body too large)
-and anything unexpected are mapped here. No stack trace or internals ever reach a response.
+"""Every error answer is `{v, error, note}` (SPEC §6) with a stable `error` code: the
+project's exceptions by their class, the edge's and Litestar's mapped here; no stack trace
+or internals ever reach a response.
 """
 
 from __future__ import annotations

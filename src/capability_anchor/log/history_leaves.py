@@ -1,12 +1,6 @@
-"""The history tree's write side (SPEC §12.1): every published head is a leaf of one tree
-per log, appended in the head's own write transaction.
-
-Publication order is `(day, sealed false before true, tree_size)`: a head of day D at size n
-only while D is not sealed and no published head of D is larger. `check_order` refuses any
-other head before it is signed; the store's triggers refuse a leaf out of that order too.
-`append_head` stores the leaf and the history tiles it completes, and returns the new
-history size and root, both computed from the stored rows of this transaction (the right
-edge is rebuilt from the stored leaf hashes and tile roots, never taken from a cache).
+"""The history tree's write side (SPEC §12.1): every published head is a leaf, appended in
+the head's own write transaction in publication order `(day, unsealed before sealed,
+tree_size)`; the size and root are computed from this transaction's stored rows.
 """
 
 from __future__ import annotations
