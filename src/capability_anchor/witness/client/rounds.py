@@ -249,6 +249,8 @@ def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> tup
     now = int(log_.clock())
     name = sent.witness.name
     stored = 0
+    # A crash before this commit leaves a size the witness cosigned unrecorded: the next
+    # submission, from the old size, gets a 409 naming it and retries from there.
     with log_.writer.lock, log_.store.write():
         if not _in_stored_policy(log_, sent.witness):
             outcome = Outcome(name, sent.old, sent.size, FAILED, _UNSTORED.format(name=name))
