@@ -155,11 +155,8 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
 
 
 def documented(*statuses: int, unavailable: str | None = None) -> dict[int, ResponseSpec]:
-    """OpenAPI entries for the answers an operation's own handler can give besides its 200:
-    304 (no body), 404 and 409 (facts of the log), and a 503 `unavailable` with the reasons
-    this handler adds. What `guards.before` answers instead of the handler (400, 401, 413,
-    429, the plain 503) is derived from the handler's `opt` by `openapi.finish`, and 405 is
-    every path's: neither is listed here."""
+    """OpenAPI entries for what the handler itself answers besides 200 (304, 404, 409, its
+    503 reasons); the guards' answers and 405 are added by `openapi.finish`."""
     described = {
         304: "not modified: If-None-Match names the answer's current ETag (no body)",
         404: "not_found: the log holds no such thing (yet); the note says what is missing",

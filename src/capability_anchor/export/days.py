@@ -92,11 +92,9 @@ def write_replaceable(target: Path, data: bytes, report: ExportReport) -> None:
 
 
 def _merged_keys(existing_file: Path, log_keys: KeySet, published: KeySet) -> bytes:
-    """keys.json is exactly the log's published set (`Log.published_keys()`: the trusted
-    set, which only grows as rotation records are append-only, less the revoked keys, which
-    leave it at once). A published key the log does not trust is refused, never
-    carried on: it may be one injected into the database and exported before it was caught,
-    and a folder that keeps it lets that key sign heads for the log."""
+    """keys.json is exactly `Log.published_keys()`. A key in the folder the log does not
+    trust is refused, never carried on: one injected into the database and exported before
+    it was caught would otherwise keep signing heads for the log."""
     if existing_file.exists():
         try:
             existing = KeySet.from_json(existing_file.read_bytes(), require_thumbprints=True)

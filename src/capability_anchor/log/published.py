@@ -119,11 +119,9 @@ def judge(log: Log, seen: Seen) -> Behind | None:
 def _sources(
     log: Log, published: str | None, publish: Path | None, skip_failing: bool
 ) -> list[tuple[str, str]]:
-    """(where, path) of each source: the `--published` one (not `none`), the `--publish`
-    folder, then each policy witness's monitoring view; with SKIP_FAILING, not the views of
-    witnesses the submissions hold in their backoff (a hanging witness would cost every
-    checkpoint a deadline, and hold a connection beside the submissions' bound: it is asked
-    again once its backoff ends)."""
+    """(where, path) of each source: `--published`, the `--publish` folder, each policy
+    witness's monitoring view; with SKIP_FAILING, not those of witnesses in their backoff
+    (a hanging witness would cost every checkpoint a deadline)."""
     sources: list[tuple[str, str]] = []
     if published and published != PUBLISHED_NONE:
         sources.append((published, "history/checkpoint"))

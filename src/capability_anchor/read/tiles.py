@@ -133,10 +133,8 @@ __all__ = ["PublishedTiles", "stored_tiles"]
 def stored_tiles(
     fetch: Callable[[int, int, int], bytes | None], size: int, what: str
 ) -> Callable[[int, int], bytes]:
-    """The one tile getter of the day trees' and the history's proofs: `get(level, index)`
-    over `fetch(level, index, min_width)` for a tree of `size`: each tile at least as wide as
-    that size makes it (a wider, later version holds the same hashes first).
-    A tile the store lacks is a store inconsistency."""
+    """`get(level, index)` for a tree of `size`: each tile at least as wide as that size
+    makes it (a wider one holds the same hashes first); a missing tile is an inconsistency."""
 
     def get(level: int, index: int) -> bytes:
         at_level = size >> (TILE_HEIGHT * level)
