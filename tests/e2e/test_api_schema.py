@@ -447,7 +447,7 @@ ALL_PHASES = "examples,coverage,fuzzing,stateful"
 # use registered formats, so for a record it pairs any first_seen with any checked_at: the one
 # rule between two members (first_seen <= the day of checked_at) that no JSON Schema can say.
 # The record bodies run every other phase, with the formats' generators
-# (docs/explanation/decisions.md).
+# (docs/explanation/decisions/19-up-to-19.md).
 RECORD_PHASES = "examples,fuzzing,stateful"
 # The record schema's own formats, registered as a schema-driven client would (crkit).
 HOOKS = {

@@ -177,7 +177,7 @@ def test_stamps_by_a_tsa_given_only_on_the_command_line_are_clean(
 ) -> None:
     """`timestamp --tsa URL` need not store its TSA: with no TSA in the config, a name is
     only checked for being a URL (and renaming one to another URL goes unseen: see
-    docs/explanation/decisions.md)."""
+    docs/explanation/decisions/README.md)."""
     data = tmp_path / "data"
     past_log(data)
     with Log.open(data) as log:

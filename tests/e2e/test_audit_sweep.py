@@ -137,7 +137,7 @@ def _day_of(t: object) -> tuple[str, bytes]:
 def unseeable(before: dict[str, Any], after: dict[str, Any], columns: set[str]) -> bool:
     """A change no audit can see without another copy to compare with: an entry's
     accepted_at that is still a time on its day, a stamp's `added` that is still after its day
-    (neither is signed nor published: docs/explanation/decisions.md)."""
+    (neither is signed nor published: docs/explanation/decisions/README.md)."""
     if columns == {"entries.accepted_at"}:
         return all(_day_of(row["accepted_at"]) == row["day"] for row in after["entries"])
     if columns == {"stamps.added"}:

@@ -108,8 +108,8 @@ def test_append_prints_one_line_per_record(data: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("lines", "line_no", "reason", "code"),
     [
-        # Malformed JSON is exit 2 in every command (docs/explanation/decisions.md); a record
-        # rule, 1.
+        # Malformed JSON is exit 2 in every command
+        # (docs/explanation/decisions/19-up-to-19.md); a record rule, 1.
         (['{"a":1}', "", '{"a":1,"a":2}'], 3, "duplicate", 2),
         (['{"a":1}', "not json"], 2, "invalid JSON", 2),
         (['{"a":1}', '{"x":1e400}'], 2, "overflows", 2),

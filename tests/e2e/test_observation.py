@@ -290,7 +290,8 @@ def test_init_stores_the_rule_and_any_takes_what_spec_2_allows(tmp_path: Path) -
     assert len(added.stdout.splitlines()) == len(lines)
     # ... and SPEC §2 still refuses what it refuses, rule or no rule.
     refused = cli("append", "-", "--data", loose, stdin='{"a":1,"a":2}\n')
-    # Malformed JSON (a duplicate name) is exit 2 in every command (docs/explanation/decisions.md).
+    # Malformed JSON (a duplicate name) is exit 2 in every command
+    # (docs/explanation/decisions/19-up-to-19.md).
     assert refused.returncode == 2 and "line 1: " in refused.stderr
     assert "duplicate" in refused.stderr
     # The strict log refuses each of the first six, naming the line.

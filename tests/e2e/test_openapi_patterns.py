@@ -1,12 +1,14 @@
 """Each pattern of the OpenAPI document (`api/openapi.py`) says exactly what the server's
 own check accepts: a value the pattern allows is never refused as malformed, and a value
-the check refuses never fits the pattern. Exhaustive where the space is small (days),
-generated from the pattern itself (deterministically) and at the boundaries elsewhere."""
+the check refuses never fits the pattern (a day: the pattern with `format: date`).
+Exhaustive where the space is small (days), generated from the pattern itself
+(deterministically) and at the boundaries elsewhere."""
 
 from __future__ import annotations
 
 import re
 
+import jsonschema_rs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -52,14 +54,21 @@ YEARS = ["0000", "0001", "0004", "0100", "0400", "1900", "1999", "2000", "2023",
 YEARS += ["2026", "2100", "2400", "9996", "9999"]
 
 
-def test_the_day_pattern_is_the_day_check_on_every_month_and_day_of_awkward_years() -> None:
+# A day is its shape (the pattern) and `format: date` (RFC 3339 full-date), checked here by
+# a JSON Schema validator that knows formats, as schemathesis does.
+_DAY_SCHEMA = jsonschema_rs.validator_for(
+    {"type": "string", "pattern": DAY_PATTERN, "format": "date"}, validate_formats=True
+)
+
+
+def test_the_day_schema_is_the_day_check_on_every_month_and_day_of_awkward_years() -> None:
     """Leap years by 4, 100 and 400, year 0000, month 00 and 13, day 00, 29-32."""
     wrong = []
     for year in YEARS:
         for month in range(14):
             for day in range(33):
                 text = f"{year}-{month:02d}-{day:02d}"
-                if _fits(DAY_PATTERN, text) != _accepted(parse_day, text):
+                if _DAY_SCHEMA.is_valid(text) != _accepted(parse_day, text):
                     wrong.append(text)
     assert not wrong, wrong
 
@@ -69,13 +78,17 @@ def test_the_day_pattern_is_the_day_check_on_every_month_and_day_of_awkward_year
 )
 def test_a_day_in_another_spelling_fits_neither(text: str) -> None:
     assert not _fits(DAY_PATTERN, text)
+    assert not _DAY_SCHEMA.is_valid(text)
     assert not _accepted(parse_day, text)
 
 
 @FIXED
 @given(st.from_regex(DAY_PATTERN, fullmatch=True))
-def test_every_day_the_pattern_generates_is_accepted(text: str) -> None:
-    parse_day(text)
+def test_every_day_the_schema_allows_is_accepted(text: str) -> None:
+    if _DAY_SCHEMA.is_valid(text):
+        parse_day(text)
+    else:
+        assert not _accepted(parse_day, text)
 
 
 @FIXED

@@ -181,7 +181,7 @@ def test_append_of_one_pretty_printed_document_says_json_lines(
     done = run_cli("append", "--data", data, path)
     assert (
         done.returncode == 2
-    )  # malformed JSON is exit 2 in every command (docs/explanation/decisions.md)
+    )  # malformed JSON is exit 2 in every command (docs/explanation/decisions/19-up-to-19.md)
     assert done.stdout == ""
     assert done.stderr.startswith("capability-anchor: line 1: invalid JSON")
     assert done.stderr.rstrip().endswith("; input is JSON Lines: one object per line")
@@ -193,7 +193,7 @@ def test_a_bad_line_of_real_json_lines_gets_no_such_hint(data: Path, tmp_path: P
     done = run_cli("append", "--data", data, path)
     assert (
         done.returncode == 2
-    )  # malformed JSON is exit 2 in every command (docs/explanation/decisions.md)
+    )  # malformed JSON is exit 2 in every command (docs/explanation/decisions/19-up-to-19.md)
     assert "line 1: invalid JSON" in done.stderr
     assert "JSON Lines" not in done.stderr
 

@@ -179,7 +179,8 @@ def test_every_answer_class_in_the_order_tlog_witness_gives(witness: Running, lo
         wrong[0] = bytes(32)
         assert refused(witness.post(c, body(4, wrong, log.note(6))), 422)
         assert refused(witness.post(c, body(4, log.proof(4, 7), log.note(6))), 422)
-        # Same size, another root: tlog-witness says 409 (see docs/explanation/decisions.md).
+        # Same size, another root: tlog-witness says 409
+        # (see docs/explanation/decisions/21-restore-rotation.md).
         size_conflict(witness.post(c, body(4, [], log.note(4, root=log.root(5)))), 4)
         ok = witness.post(c, body(4, log.proof(4, 6), log.note(6)))
         assert ok.status_code == 200, ok.text

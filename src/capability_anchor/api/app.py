@@ -52,11 +52,8 @@ def _log_stamp(result: StampResult) -> None:
 
 
 def _guard_clocks(settings: Settings, *logs: Log) -> ClockGuard:
-    """Every Log of the service reads the time through one ClockGuard (see clockguard.py),
-    on the settings' clock: while that wall clock disagrees with the monotonic clock, every
-    append path (`POST /records` with or without `prove=1`, in this process or a worker's),
-    checkpoint, seal, stamp and `/record` token fails with ClockDisagrees (503) before
-    anything is stored."""
+    """One ClockGuard for every Log of the service: while the clocks disagree, every write
+    and signature fails with ClockDisagrees (503) before anything is stored."""
     guard = ClockGuard(settings.data_dir, wall=settings.clock)
     for log in logs:
         log.clock = guard.now

@@ -1,9 +1,6 @@
-"""The production ASGI entry point: `uvicorn capability_anchor.api.asgi:app --workers N`.
-
-Configuration comes from the environment (see `Settings.from_env`); the log must exist
-(`capability-anchor init`). Importing this module opens the log and runs its self-check, so a
-worker with a wrong key or data dir fails before it accepts a connection. Under
-`--workers N` each worker is tied to uvicorn's supervisor (`parentdeath`).
+"""The production ASGI entry point: `uvicorn capability_anchor.api.asgi:app --workers N`,
+configured from the environment (`Settings.from_env`). Importing it opens the log and runs
+its self-check, so a wrong key or data dir fails before a connection is accepted.
 """
 
 import multiprocessing

@@ -1,11 +1,6 @@
-"""Answer bytes and their caching (SPEC §6): ETags, `If-None-Match`, and which documents
-are immutable (a sealed head, a head at a size, a stamp) and which move (`no-cache`).
-
-An answer built per request is checked against its Struct (`api/models.py`, the one
-definition the OpenAPI document is generated from too) and then encoded: `answer` on JCS's
-fast path for the plain documents, `canonical_answer` in full RFC 8785 for those holding an
-open object, `ordered_answer` in the Struct's order for the one that is not a canonical
-document (`POST /records`)."""
+"""Answer bytes and their caching (SPEC §6): ETags, `If-None-Match`, immutable against
+`no-cache` documents, and the encoders that check an answer against its Struct first.
+"""
 
 from __future__ import annotations
 
@@ -55,27 +50,19 @@ _ORDERED = msgspec.json.Encoder()
 
 
 def shaped(model: type[T], value: Any) -> T:
-    """A reader's answer (plain JSON values) as its Struct: `msgspec.ValidationError` (a
-    500, a bug) when it holds a member the Struct does not name or lacks one it does."""
+    """VALUE checked against its Struct (a ValidationError, a 500, on any other member)."""
     return msgspec.convert(value, model, strict=True)
 
 
 def answer(model: type[T], value: Any) -> bytes:
-    """RFC 8785 bytes of an answer whose member names are ASCII and whose values are
-    strings, integers, booleans and lists of them (`strictjson.is_plain`), checked against
-    its Struct first: JCS's fast path, several times faster than the general one on the hot
-    read path (`/proof`, `/consistency`), where every microsecond on the event loop is one
-    readers queue behind. The Struct check refuses any member the Struct does not name, so
-    the bytes are exactly the documented shape."""
+    """RFC 8785 bytes of a plain answer (`strictjson.is_plain`) on JCS's fast path (the hot
+    read path), checked against its Struct first."""
     shaped(model, value)
     return canonical(value, plain=True)
 
 
 def canonical_answer(model: type[T], value: Any) -> bytes:
-    """RFC 8785 bytes of an answer holding an open object (a record's claims: any member
-    name, any number), checked against its Struct first. The value itself is encoded: the
-    strict check converts nothing and these Structs have no defaults, so the Struct's own
-    builtins would be the same value, made again."""
+    """RFC 8785 bytes of an answer holding an open object, checked against its Struct."""
     shaped(model, value)
     return canonical_json(value)
 

@@ -1,9 +1,6 @@
-"""Every error answer is `{v, error, note}` (SPEC §6) with a stable `error` code.
-
-The project's exceptions answer with their class's own `http_error` and `http_note()`
-(`capability_anchor/errors.py`, the one source of codes; `HTTP_STATUS` below their statuses);
-the edge's own (`ApiError`: auth, limits), Litestar's (404, 405, validation, body too large)
-and anything unexpected are mapped here. No stack trace or internals ever reach a response.
+"""Every error answer is `{v, error, note}` (SPEC §6) with a stable `error` code: the
+project's exceptions by their class, the edge's and Litestar's mapped here; no stack trace
+or internals ever reach a response.
 """
 
 from __future__ import annotations
@@ -158,11 +155,8 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
 
 
 def documented(*statuses: int, unavailable: str | None = None) -> dict[int, ResponseSpec]:
-    """OpenAPI entries for the answers an operation's own handler can give besides its 200:
-    304 (no body), 404 and 409 (facts of the log), and a 503 `unavailable` with the reasons
-    this handler adds. What `guards.before` answers instead of the handler (400, 401, 413,
-    429, the plain 503) is derived from the handler's `opt` by `openapi.finish`, and 405 is
-    every path's: neither is listed here."""
+    """OpenAPI entries for what the handler itself answers besides 200 (304, 404, 409, its
+    503 reasons); the guards' answers and 405 are added by `openapi.finish`."""
     described = {
         304: "not modified: If-None-Match names the answer's current ETag (no body)",
         404: "not_found: the log holds no such thing (yet); the note says what is missing",

@@ -1,19 +1,6 @@
-"""The home page `/`: what this log is and what it has published, for a person.
-
-It shows the log's `iss`; the newest head (today's, while the day is open: day, tree size,
-root, signing time, a link to the signed document); the newest sealed day; the checkpoint
-`/history/checkpoint` serves and who cosigned it (every signature line but the log's own);
-and links to the documents, `/history/checkpoint`, `/history/vkey`, `/history/policy` and
-`/record` among them. A log with unsealed heads only shows them: "No day is sealed yet" is
-one line of the page, not all of it.
-
-Everything taken from the store is HTML-escaped, and a store that cannot answer one part
-(no checkpoint yet, a clock the guard distrusts) leaves that part saying so, never a 500.
-Links are relative ("roots", not "/roots"): they stay right when the service is mounted
-under a path prefix.
-
-The page's reads (the newest sealed day, the newest head, the served checkpoint, which is
-searched for) run together on a worker thread (`Service.read`), not on the event loop.
+"""The home page `/`: what this log is and what it has published, for a person. Every stored
+value is HTML-escaped; a part the store cannot answer says so, never a 500; links are
+relative, so a path prefix keeps them right.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""The HTTP API's bodies as msgspec Structs: what each request sends and each answer holds.
-
-Request bodies are checked strictly, off the event loop, before any handler runs (SPEC §2:
-duplicate names, lone surrogates, depth and number range; `api/guards.py`); their Structs
-say what that check accepts, for the OpenAPI document.
-
-Each answer's Struct is its one definition: the OpenAPI document is generated from it and
-the route encodes it (`answer`, `canonical_answer`, `ordered_answer`), so a member the
-Struct does not name cannot be sent, and one it names cannot be missing. Closed answers
-forbid unknown fields, so a reader that grew a member fails loudly (a 500 in the tests)
-instead of the member being dropped. The exceptions are bytes made once and served as they
-are: a head document as stored and signed, checkpoint notes, tiles and stamps, the JWK Set
-and key records as the export writes them (their Structs still describe them, and
-tests/integration/test_api_shapes.py decodes each real answer strictly into its Struct).
-Frozen, like the bytes they describe.
+"""The HTTP API's bodies as msgspec Structs: each request's and each answer's one definition,
+from which the OpenAPI document is generated and through which the routes encode (so a
+member cannot be missing or extra). Bytes served as stored are described, not re-encoded.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""The OpenAPI document says exactly what the server accepts and answers (SPEC §6).
-
-Two halves, both used by the routes and by `create_app`:
-
-- What a request may hold: the parameter annotations here (`Day`, `LeafHash`, `TilePath`,
-  `count(...)`) carry the exact pattern or bounds of the check the server runs, so that a
-  request the document allows is never refused as malformed (a day, a tile or a leaf hash
-  that does not exist is 404, which is a fact of the log, not of the request). The checks
-  themselves stay where they are (`encoding`, `merkle.tilepath`, `guards`); the patterns
-  are written for them, and tests/e2e/test_openapi_patterns.py holds each pattern to its check.
-- What an answer may be: `finish` completes the document Litestar generates, in one place:
-  a HEAD operation beside every GET (served by `edge.guard`), the 405 every path answers to
-  a method it does not list, the ETag and Cache-Control of every answer that can be a 304,
-  integer bounds as JSON integers, request bodies closed to other members, and the
-  `id`/`url` and `/proof` query forms as one exploded object each (OpenAPI has no other
-  way to say "exactly one of these parameters"). `JsonDocument` serves the finished
-  document at `/schema/openapi.json`; `pages.DocsPage` renders the same one.
+"""The OpenAPI document says exactly what the server accepts and answers (SPEC §6): the
+parameter annotations carry the pattern or bounds of the server's own check
+(tests/e2e/test_openapi_patterns.py holds each to it), and `finish` completes the document
+Litestar generates (HEAD, 405, caching headers, integer bounds, closed bodies, query forms).
 """
 
 from __future__ import annotations
@@ -38,23 +25,6 @@ from .models import REQUEST_BODIES, AppendedEntry
 from .settings import Settings
 
 # --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
-
-
-def _leap_years() -> str:
-    """Years 0001-9999 divisible by 4 but not 100, or by 400."""
-    by_four = "(?:0[48]|[2468][048]|[13579][26])"
-    return f"(?:[0-9]{{2}}{by_four}|{by_four}00)"
-
-
-def _day_pattern() -> str:
-    """A real calendar day `YYYY-MM-DD` of years 0001-9999 (what `parse_day` accepts)."""
-    year = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
-    days = (
-        "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
-        "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
-        "|02-(?:0[1-9]|1[0-9]|2[0-8]))"
-    )
-    return f"^(?:{year}-{days}|{_leap_years()}-02-29)$"
 
 
 def _at_most(bound: str, slots: list[str]) -> str:
@@ -101,7 +71,8 @@ def _tile_pattern() -> str:
     return f"^{level}/{_tile_index_pattern()}(?:\\.p/{width})?$"
 
 
-DAY_PATTERN = _day_pattern()
+DAY_PATTERN = "^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+"""A day's shape; with `format: date` the document says what `parse_day` accepts."""
 HASH_PATTERN = "^[0-9a-f]{64}$"
 TILE_PATTERN = _tile_pattern()
 _PORT = "(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"

@@ -1,13 +1,6 @@
-"""The pages for people: `/schema` (the OpenAPI document rendered as plain HTML on the server)
-here, `/` in `home.py`, both on this module's `_page`.
-
-Both are self-contained: no script, no font, no stylesheet or image from anywhere, so they
-render the same with no network at all (a renderer loaded from a CDN showed a white page
-there). Their Content-Security-Policy (`default-src 'none'`, inline styles only) makes the
-browser refuse any outside load even if one slipped in. Every value taken from the log or
-the OpenAPI document is HTML-escaped.
-
-`create_app` registers `home.front_page` and `DocsPage`.
+"""The pages for people: `/schema` (the OpenAPI document as plain HTML) here, `/` in
+`home.py`. Self-contained (no script, font or outside load; a CSP of `default-src 'none'`),
+so they render with no network; every value is HTML-escaped.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """`capability-anchor append FILE|-`: JSON Lines into the log in bounded memory (#23).
 
-Two passes, and neither holds the input (docs/explanation/decisions.md, "A streaming append"):
+Two passes, and neither holds the input (docs/explanation/decisions/23-writes.md, "A
+streaming append"):
 
 1. *Validate*: the input is read one line at a time; each record is parsed, checked and
    prepared (`Log.prepare`, 1,000 records at a time), and the prepared batches go to a
@@ -114,7 +115,8 @@ def _validate(log: Log, lines: _Lines, spool: _Spool, progress: Any, size: int) 
         try:
             record = leaf.parse_json(line)
         except InvalidRecord as exc:
-            # Malformed JSON is exit 2 in every command (docs/explanation/decisions.md).
+            # Malformed JSON is exit 2 in every command
+            # (docs/explanation/decisions/19-up-to-19.md).
             hint = _json_lines_hint(line, lines) if lines.first_content else ""
             print(f"{PROG}: line {lines.number}: {exc}{hint}", file=sys.stderr)
             return -EXIT_USAGE

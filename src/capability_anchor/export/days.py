@@ -1,16 +1,5 @@
-"""Static publication (SPEC §8): the files an auditor needs, written create-or-identical.
-
-For each sealed day: `<day>.json` (head document), `<day>.jws` (its compact JWS, the exact
-bytes that are timestamped), `<day>.timestamps.json` (all stamps, rewritten) and `<day>.tsr`
-(the earliest stamp, once there is one); `keys.json` (only grows) and `index.json`
-(rewritten, last), and `key-records.json` (the key rotation records, once there are any;
-only grows). Beyond SPEC §8, every unsealed head is written as `<day>/<tree_size>.json`,
-a saved copy of its URL, so records anchored to a checkpoint can be verified from the folder.
-
-Durability: every file is written to a temporary name, fsynced, then linked into place.
-Immutable files are linked only if absent (`os.link` fails on an existing name), so a crash
-leaves either no file or the whole file, and an existing file is compared, never replaced.
-`index.json` is written last so it never names a day whose files are not there yet.
+"""Static publication (SPEC §8): the files an auditor needs, written create-or-identical
+(temporary name, fsync, link; `index.json` last). The files: docs/explanation/procedures.md.
 """
 
 from __future__ import annotations
@@ -62,12 +51,8 @@ def timestamps_document(day: str, stamps: list[StampRow]) -> dict[str, Any]:
     }
 
 
-def _tmp_path(target: Path) -> Path:
-    return target.with_name(f".{target.name}{_TMP_MARK}{os.getpid()}")
-
-
 def _write_tmp(target: Path, data: bytes) -> Path:
-    tmp = _tmp_path(target)
+    tmp = target.with_name(f".{target.name}{_TMP_MARK}{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
@@ -107,11 +92,9 @@ def write_replaceable(target: Path, data: bytes, report: ExportReport) -> None:
 
 
 def _merged_keys(existing_file: Path, log_keys: KeySet, published: KeySet) -> bytes:
-    """keys.json is exactly the log's published set (`Log.published_keys()`: the trusted
-    set, which only grows as rotation records are append-only, less the revoked keys, which
-    leave it at once). A published key the log does not trust is refused, never
-    carried on: it may be one injected into the database and exported before it was caught,
-    and a folder that keeps it lets that key sign heads for the log."""
+    """keys.json is exactly `Log.published_keys()`. A key in the folder the log does not
+    trust is refused, never carried on: one injected into the database and exported before
+    it was caught would otherwise keep signing heads for the log."""
     if existing_file.exists():
         try:
             existing = KeySet.from_json(existing_file.read_bytes(), require_thumbprints=True)
@@ -143,8 +126,7 @@ def _merged_key_records(existing_file: Path, iss: str, tokens: list[str]) -> byt
 
 
 def _made(data: bytes | Made) -> bytes:
-    """A file's bytes: given, or made now (tiles and tlog-proofs are made on demand, so a
-    large log's export never holds them all at once)."""
+    """A file's bytes: given, or made now (an export never holds every tile at once)."""
     return data if isinstance(data, bytes) else data()
 
 

@@ -1,19 +1,6 @@
 """The history's part of the static publication (SPEC §12.4), as the same bytes the API
-serves: `history/checkpoint` (as `/history/checkpoint` serves it), `history/vkey`,
-`history/policy` and a tlog-proof beside every head (`<day>.tlog-proof`,
-`<day>/<tree_size>.tlog-proof`), all rewritten (the checkpoint moves on, the proofs follow
-it, a policy can be replaced and a key rotated); `history/tile/...` and, with
-`export --tiles`, each day's tiles under `<day>/tile/...`, create-or-identical.
-
-Each tlog-proof is against the exported checkpoint; a head that checkpoint does not cover
-yet (its quorum lags behind the newest heads) is proven against the newest checkpoint, as
-`/history/proof` does.
-
-Which tiles: every full tile at the tree's current size, and every partial tile of a
-published size whose full tile does not exist yet. C2SP tlog-tiles lets a log drop a partial
-tile once its full tile is there, and a folder that kept one per history size would grow by
-a file per head forever; partial tiles already in a folder are never removed (every tile is
-create-or-identical). Entry bundles follow the level-0 tiles.
+serves: checkpoint, vkey, policy and tlog-proofs rewritten; tiles create-or-identical (which
+tiles: docs/explanation/decisions/19-verification.md).
 """
 
 from __future__ import annotations

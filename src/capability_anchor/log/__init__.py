@@ -1,34 +1,8 @@
-"""The log, in six stages: append -> checkpoint -> seal -> stamp -> publish -> verify.
-
-These names are used with these meanings everywhere (code, comments, docs):
-
-- *append*: a batch of records is validated (`log.batch`), given contiguous leaf indices in
-  the current UTC day, and stored with the tiles it completed and the /record index runs it
-  filled (`log.serverindex`), in one durable transaction (`log.writer`). An acknowledged
-  append is never lost and its index never reused. (Sunlight and Tessera call this
-  *sequence* + *integrate*.)
-- *checkpoint*: an unsealed head of today is signed and stored when the tree has grown
-  (`LogWriter.checkpoint`, `LogWriter.sign_head`). Past days are sealed first, so no head of
-  day D exists before every earlier day is sealed.
-- *seal*: every day before today that has no sealed head gets one (empty days included),
-  chained by `prev` (`LogWriter.seal`). Sealed heads are dated the end of their day, so
-  sealing is deterministic and a rerun after a crash produces the same bytes.
-- *stamp*: RFC 3161 timestamps of sealed heads are fetched (`timestamp.scheduler`, `timestamp/`) and
-  stored (`Log.add_stamp`).
-- *publish*: what is stored is served as stored (`api/`, through the read side
-  `read.reader.LogReader`) and written as files (`export`). Publishing never signs: a head is
-  signed by *checkpoint* or *seal*, and is served from the next read after its commit.
-- *verify*: anyone checks what was published, offline (`verify`, `cli/verify_proof.py`), and
-  the operator re-derives the whole store (`audit`).
-
-`Log` (`log.lifecycle`) is the object a Python resolver embeds: it opens and checks the log
-and delegates each stage to its owner (`Log.writer`, `Log.read`, `log.issuance` for
-resolver-2 records). The CLI and the HTTP service are thin edges over it. The clock is
-injectable (tests), never from the CLI.
-
-May import the kernel, `record/`, `read/`, the store's contract (engines only through
-`store.open`), `metrics/`, `witness.client` and `monitor.source` (to read what was
-published); never `api/`, `cli/`, `audit/` or `export/`.
+"""The log, in six stages: append -> checkpoint -> seal -> stamp -> publish -> verify
+(docs/explanation/procedures.md names each and its owner). `Log` (`log.lifecycle`) is the
+object a Python resolver embeds; the CLI and the HTTP service are thin edges over it.
+May import the kernel, `record/`, `read/`, the store's contract, `metrics/`,
+`witness.client` and `monitor.source`; never `api/`, `cli/`, `audit/` or `export/`.
 """
 
 from .batch import MAX_BATCH, AppendResult, Prepared, prepare_records

@@ -1,29 +1,5 @@
-"""`backup DEST`: a consistent copy of a live data dir, every file a restore needs.
-
-    result = backup(Path("data"), Path("/var/backups/anchor-2026-12-02"))
-    print(result.history_size, result.history_root.hex(), result.days)
-
-The database is copied by its engine (`store.open.copy_to`; SQLite: its online backup API
-in one step): one read transaction, so the copy is the database at one commit, while
-writers in other processes go on.
-
-Every record acknowledged before the backup began is in the copy (its commit preceded the
-read transaction); records acknowledged after it began may or may not be, and a restore
-from the copy lacks every record acknowledged after the copy's moment (docs/how-to/operate.md).
-
-What a restore needs beside the database is `log.datafiles`' list: every `signing-key*` file
-(the current key, the retired ones rotate-key kept, a pending next key) and the writer
-token. They are read before and after the database is copied; if one changed meanwhile (a
-rotate-key ran) the whole copy is taken again, so the keys and the database match.
-
-DEST is a new or empty folder, mode 0700; every file is written 0600 under a temporary
-name (`.NAME.partial`), fsynced and renamed; the database is renamed last, so a backup cut
-short has no `log.sqlite3` and is never taken for a log.
-
-The copy is *marked* (`restored-copy.json`, with the history size and root it holds; SPEC
-§14.2): whatever runs from it signs nothing before it was compared with what the log
-published (`published.learn`). The mark is written before the database is renamed, so no
-copy that looks like a log lacks it.
+"""`backup DEST`: a consistent copy of a live data dir, every file a restore needs, marked
+as a restored copy (what is copied and in which order: docs/explanation/procedures.md).
 """
 
 from __future__ import annotations

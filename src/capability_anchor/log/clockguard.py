@@ -1,33 +1,6 @@
 """Wall-clock sanity for the running service: a jump of the wall clock never seals a day
-that has not ended, and never puts entries on a day that has not begun.
-
-The log's days come from the wall clock (`time.time`), which an operator, a broken NTP
-source or a virtualisation host can move at any moment. The monotonic clock cannot be
-moved. At start the guard records one reading of each (the *baseline*); afterwards the wall
-clock should read `baseline wall + monotonic time elapsed`, the *expected* time. Their
-difference is the *skew*:
-
-- |skew| <= TOLERANCE_S (5 minutes): the clocks agree. The service's time is the earlier of
-  the wall clock and the expected time, so a forward jump smaller than the tolerance delays
-  nothing and seals nothing early either: the service's time never runs ahead of what the
-  monotonic clock has measured since the baseline.
-- |skew| > TOLERANCE_S: the clocks disagree. Reading the time raises `ClockDisagrees`, so
-  nothing that needs the time happens: no append (HTTP 503 `unavailable`, nothing stored),
-  no checkpoint, no seal, no stamp stored, no `/record` token signed. The first refusal of
-  an episode is logged as a warning, and so is its end.
-- While an episode lasts, `DIR/clock-disagrees` says so (the process, its boot, the skew):
-  written when it starts, removed when it ends, so `seal` knows there is a service to
-  acknowledge the clock for (`disagreeing`).
-- The episode ends when the clocks agree again (the wall clock was put back), or when an
-  operator acknowledges the wall clock as it is by running `capability-anchor seal`: the
-  CLI writes `DIR/clock-ack` with one reading of both clocks (and the boot's id), and the
-  guard, finding a new acknowledgement while the clocks disagree, takes that reading as its
-  new baseline. An acknowledgement says "the wall clock was right when I read it", so one
-  older than a later jump does not excuse that jump, and one from another boot (another
-  monotonic clock) is ignored.
-
-The monotonic clock is CLOCK_BOOTTIME where there is one (Linux): it keeps counting while the
-machine is suspended, so a laptop waking up is not a clock jump.
+that has not ended, and never puts entries on a day that has not begun (the skew, its
+episodes and `seal`'s acknowledgement: docs/explanation/procedures.md).
 """
 
 from __future__ import annotations
@@ -132,7 +105,7 @@ def disagreeing(data_dir: Path) -> str | None:
 
 def acknowledge(data_dir: Path, wall: float | None = None, mono: float | None = None) -> Path:
     """Record that the operator takes the wall clock as right (at the reading `wall`,
-    `mono`, default now), for a running service to re-baseline on (see the module's doc).
+    `mono`, default now), for a running service to re-baseline on (docs/explanation/procedures.md).
     Written to a temporary file and renamed, so a reader never sees half of it."""
     reading = {
         "v": _ACK_VERSION,

@@ -1,18 +1,6 @@
-"""An exact copy of one log's store into a new, empty one, over the `Store` interface only, so
-it is the same for every pair of engines (`migrate`: SQLite to PostgreSQL).
-
-Every row is copied as stored, with its stored times: meta, keys, the key trust (rotation
-records, settings statements), entries with their accepted times, tiles, heads, the history
-and its tiles, checkpoints, cosignatures, policies, the witness states and stamps. Nothing is
-signed: a head is the bytes the log signed. What the target derives from entries is derived
-from the entries' bytes as `recover` and `reindex` derive it (SPEC §14.1): each leaf hash,
-and the `/record` index up to each day's watermark (`log.serverindex`). The rows go in the
-order the target's own rules accept (the entries of a day before any head, a head before the
-history leaf that is it, a checkpoint before its cosignatures), inside the one transaction
-`store.open.create` gives: either no log at the target or a whole copy.
-
-`fingerprint` says what a store holds in a few numbers, so a copy can be compared with its
-source once more at the moment the data dir switches over (nothing written meanwhile).
+"""An exact copy of one log's store into a new, empty one, over the `Store` interface only
+(`migrate`), in one transaction of the target; `fingerprint` compares a copy with its source
+(docs/explanation/procedures.md).
 """
 
 from __future__ import annotations

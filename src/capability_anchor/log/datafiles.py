@@ -1,20 +1,5 @@
-"""What a log's data dir holds, and which of its files a restore needs (`backup`).
-
-    log.sqlite3                 the database: entries, heads, tiles, stamps, keys, the signed
-                                settings and config (meta), the witness policies, the
-                                checkpoints, cosignatures and witness state
-    signing-key.jwk             the signing key (the root of the log's trust, `log.trust`)
-    signing-key.<kid>.jwk       each key `rotate-key` retired
-    signing-key*                any other key file (an interrupted or pending rotation)
-    writer-token                the writer token (unless env CAPABILITY_ANCHOR_TOKEN is used)
-
-Not needed and not copied: the store's runtime files (SQLite's -wal and -shm: the backup is
-one consistent database file; `store.open.is_runtime` names them), `background.lock`,
-`sequencer.lock` and `witness-*.lock` (flocks of running processes), `sequencer.sock` (the
-running sequencer's socket, `service.sequencer`), `clock-ack` (an acknowledgement tied to one
-boot's monotonic clock, `log.clockguard`) and `clock-disagrees` (a running service's clock
-episode, `log.clockguard`). The store's own file names are its engine's
-(`store.open`), so the log's opening and the audit can say what is missing.
+"""What a log's data dir holds, and which of its files a restore needs (`backup`); the list is
+in docs/explanation/procedures.md.
 """
 
 from __future__ import annotations
@@ -43,15 +28,11 @@ def key_files(data_dir: Path) -> list[Path]:
     return sorted(p for p in data_dir.iterdir() if p.name.startswith(KEY_PREFIX) and p.is_file())
 
 
-def token_needed() -> bool:
-    """The token file is part of the data dir unless the token comes from the environment."""
-    return not TOKEN.is_set()
-
-
 def missing_files(data_dir: Path, *, token: bool = True) -> list[str]:
     """The files a log needs beside its database that `data_dir` lacks (`token`: count the
     writer token too, for a process that takes writes)."""
-    wanted = [KEY_FILE] + ([TOKEN_FILE] if token and token_needed() else [])
+    # The token file is part of the data dir unless the token comes from the environment.
+    wanted = [KEY_FILE] + ([TOKEN_FILE] if token and not TOKEN.is_set() else [])
     return [name for name in wanted if not (data_dir / name).exists()]
 
 

@@ -1,12 +1,6 @@
-"""The history tree's write side (SPEC §12.1): every published head is a leaf of one tree
-per log, appended in the head's own write transaction.
-
-Publication order is `(day, sealed false before true, tree_size)`: a head of day D at size n
-only while D is not sealed and no published head of D is larger. `check_order` refuses any
-other head before it is signed; the store's triggers refuse a leaf out of that order too.
-`append_head` stores the leaf and the history tiles it completes, and returns the new
-history size and root, both computed from the stored rows of this transaction (the right
-edge is rebuilt from the stored leaf hashes and tile roots, never taken from a cache).
+"""The history tree's write side (SPEC §12.1): every published head is a leaf, appended in
+the head's own write transaction in publication order `(day, unsealed before sealed,
+tree_size)`; the size and root are computed from this transaction's stored rows.
 """
 
 from __future__ import annotations
@@ -88,12 +82,9 @@ class Signer(Protocol):
 
 
 def sign_history_checkpoint(store: Store, log: Signer, history: HistoryHead) -> None:
-    """Sign and store the checkpoint of `history.size` (SPEC §12.2), called by
-    `LogWriter.sign_head` inside the head's write transaction right after `append_head`, so
-    that a head, its history leaf and the checkpoint of the new size commit together or not
-    at all. The root is `history.root`, computed from this transaction's stored rows. Any
-    earlier size still without a checkpoint (a log migrated to schema 4 that no writer has
-    opened yet) is signed first, oldest first: the stored checkpoints stay 1..n."""
+    """Sign and store the checkpoint of `history.size` (SPEC §12.2) in the head's write
+    transaction, so head, leaf and checkpoint commit together; an earlier size without one
+    (a log migrated to schema 4) is signed first, so the stored checkpoints stay 1..n."""
     key, public_url = log.key, log.public_url
     catch_up(store, key, public_url, below=history.size)
     signer = note_signer(history_origin(store, public_url), key)
@@ -119,10 +110,8 @@ def sign_missing(
 
 
 def catch_up(store: Store, key: SigningKey, public_url: str, below: int | None = None) -> int:
-    """Sign and store the checkpoint of every history size from the newest stored one up to
-    (not including) `below` (default: up to and including the history's size), inside the
-    caller's write transaction. Roots come from the stored leaf hashes, one pass. Returns
-    how many were signed."""
+    """Sign the checkpoint of every history size after the newest stored one, below `below`
+    (default: through the history's size), from the stored leaf hashes; how many."""
     end = store.history_size() if below is None else below - 1
     done = store.checkpoint_size()
     if done >= end:

@@ -1,10 +1,6 @@
-"""Resolver-2 record issuance (SPEC §6 `/record`): a Capability Resolution §6.3 record token
-for the newest entry of a server that a published head covers.
-
-The token's claims are the entry's leaf claims plus `iat`, `exp`, `anchor` and `proof`,
-signed with the log's key (`jws.RECORD_TYP`). It is made from stored rows only, through the
-read side, and writes nothing: issuing a record is not a stage of the log, it is a read
-answered with a fresh signature.
+"""Resolver-2 record issuance (SPEC §6 `/record`): a CR §6.3 record token for the newest
+entry of a server that a published head covers, made from stored rows and signed; it writes
+nothing.
 """
 
 from __future__ import annotations

@@ -196,11 +196,8 @@ class Log:
         self.close()
 
     def self_check(self) -> None:
-        """The configured key, or a key it trusts through rotation records, must verify the
-        newest published head, whose `iss` must be the log's; and the newest settings
-        statement must be the key file's and say what meta says (`log.trust.check_settings`).
-        Otherwise the log refuses to run (a wrong key or a copied database would otherwise
-        publish heads nobody can chain, a changed meta would redirect anchors)."""
+        """Refuse to run unless a trusted key verifies the newest head (of this `iss`) and
+        the newest settings statement is the key file's and says what meta says."""
         _check_newest_head(self)
         logtrust.check_settings(self)
 
@@ -210,8 +207,7 @@ class Log:
         return utc_day(self.clock())
 
     def keyset(self) -> KeySet:
-        """The trusted keys: the key file's, and every key a chain of rotation records leads
-        to from it (`log.trust`). A `keys` row without such a chain is not in it."""
+        """The key file's key and every key rotation records chain to from it."""
         return logtrust.trusted_keys(self)
 
     def set_policy(self, text: bytes) -> None:
@@ -226,8 +222,7 @@ class Log:
         return trust.published_keys(logtrust.trusted_chain(self))
 
     def signing_key(self) -> SigningKey:
-        """The key to sign with now (`log.trust.current_key`: a rotation another process
-        activated is adopted here, before the next signature)."""
+        """The key to sign with now (adopting a rotation another process activated)."""
         return logtrust.current_key(self)
 
     def writer_token(self) -> str:
@@ -237,8 +232,7 @@ class Log:
     # --- append, checkpoint, seal, stamp (the writer) -----------------------------------------
 
     def prepare(self, records: Sequence[object]) -> list[Prepared]:
-        """Validate a batch and compute (leaf_hash, leaf_bytes, server keys) for each record.
-        Raises InvalidRecord with `.position` set to the first bad record's 0-based position."""
+        """Each record's (leaf_hash, leaf_bytes, server keys), or InvalidRecord (`.position`)."""
         return prepare_records(records, self.iss, self.records, self.id_namespace, now=self.clock())
 
     def append(self, records: Sequence[object]) -> list[AppendResult]:

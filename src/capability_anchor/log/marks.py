@@ -1,12 +1,6 @@
-"""The data dir's two marks that stop the log signing (SPEC §13.3, §14.2), each a file every
-process of the log sees with one `stat` and that survives a restart:
-
-- `behind-published.json`: a published history larger than ours, or one of a size we hold
-  with another root (`published.learn` enters it; `recover` clears it). While it exists
-  nothing is signed and appends are refused (`BehindPublished`, HTTP 503).
-- `restored-copy.json`: `backup`'s mark on its copy. While it exists nothing is signed
-  (`NotCompared`) until a comparison with what was published passes, `--published none`
-  says nothing was, or `recover` ran.
+"""The data dir's two marks that stop the log signing (SPEC §13.3, §14.2), files every
+process sees: `behind-published.json` (`published.learn` enters it, `recover` clears it) and
+`restored-copy.json` (backup's mark, cleared by a passing comparison).
 """
 
 from __future__ import annotations

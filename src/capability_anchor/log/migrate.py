@@ -1,22 +1,6 @@
 """`migrate --from DATA --to URL`: move a SQLite log into another store (PostgreSQL), exactly,
-proving the copy before the data dir switches over (docs/how-to/postgresql.md, decisions).
-
-1. The source is opened as a log (its start-up self-check passes) while this process holds
-   the sequencer's lock file, so no service runs on it meanwhile (refused if one does).
-2. Every row is copied in one transaction of the new store (`log.copy`): a failure leaves
-   no log there. What is derived from entries (the `/record` index) is derived again in the
-   copy, and first completed in the source (`LogWriter.reindex`), whose audit is part of the
-   proof (SPEC §14.1).
-3. Proof (`audit.copies.prove_copy`, given by the caller: this layer neither exports nor
-   audits): both logs are exported (`export --tiles`) and the two folders must be identical
-   byte for byte; both are audited and both audits must pass.
-4. The switch, in one write transaction of the source: its contents are compared once more
-   with what was copied (a writer meanwhile is refused, nothing switched), and the SQLite
-   log is marked `moved_to` (it never opens again: a second live copy of a log, with its
-   key, could sign a head that conflicts with the moved one). Then the data dir is bound to
-   the new store (`store-url`), and every command given it opens the moved log.
-
-A run stopped between the mark and the binding is finished by running `migrate` again.
+proving the copy before the data dir switches over (docs/how-to/postgresql.md; the steps:
+docs/explanation/procedures.md).
 """
 
 from __future__ import annotations

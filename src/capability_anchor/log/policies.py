@@ -1,25 +1,5 @@
-"""The stored witness policies, vouched for by the log's key (issue #21, item 6).
-
-The `policies` table is append-only by its triggers, but whoever can write `log.sqlite3`
-can drop a trigger, change a row and put the trigger back. Nothing else in the store
-would show it: a cosignature row names its witness, and a replaced policy text can name
-other witnesses or other keys. So every time a policy is stored, the log signs, with its
-key, a statement of all stored policies so far:
-
-    {"iss": ..., "policies": <how many>, "digest": <hex>, "iat": <when>}
-
-where `digest` is SHA-256 over the JSON list `[[id, added, sha256(text) hex], ...]` of
-every row, oldest first. It is kept in `meta` under `policies_signed` (a JWS of typ
-`capability-anchor-policies+jws`; no schema change). The audit verifies it with the log's
-trusted keys and recomputes the digest: a replaced, added or deleted policy row, or a
-changed `added` time (which decides which policy was in force when a cosignature was
-stored), is named.
-
-What it cannot show: the whole witness configuration rolled back to an earlier signed
-state (an older statement put back with the policy rows it covered), since a statement
-says nothing of the time after it. A log that stored policies before this statement
-existed gets one at its next writer's open (`vouch_unsigned`): the key-file holder vouches
-for the policies as they are then, as for the settings at an upgrade.
+"""The stored witness policies, vouched for by the log's key (issue #21, item 6): a signed
+statement of every stored policy row, which the audit checks (docs/explanation/procedures.md).
 """
 
 from __future__ import annotations

@@ -1,44 +1,6 @@
 """What the log learns about its own published state, and the *behind* state it keeps
-(SPEC §13.3: never fork, also after a restore).
-
-A data dir restored from an older backup holds a history smaller than the one the world has
-seen. Signing anything from it (a head of a day at a size already published with other
-entries, a checkpoint of a published history size with another root, a seal) would be a
-fork. So, before the service signs anything at start, and again before each background
-checkpoint, the log asks what was published:
-
-- each policy witness's monitoring view (`GET <url>/<hex sha256(origin)>/checkpoint`, the
-  newest checkpoint it cosigned for this origin: our `witness serve` and aics-witness serve
-  it; c2sp.org/tlog-witness defines no such endpoint, so a witness without one answers 404
-  and is simply not a source);
-- with `--published URL|DIR`, the public mirror (a serving log or a static export over
-  HTTP) or an export folder: its `history/checkpoint`.
-
-A checkpoint is believed only if its log signature verifies with one of the log's trusted
-keys under the log's origin: a forged "you are behind" (a mirror or witness serving a note
-the log never signed) must not stop the log, so it is logged and ignored. A checkpoint that
-a witness cosigned but the log's keys do not verify is ignored the same way (no witness
-can cosign what the log did not sign). A witness's 409 naming a size above ours
-(`witness.client.rounds`) is not signed: it makes the log read that witness's monitoring view at
-once, and only what that shows is believed (`witness_ahead`).
-
-Believed and larger than our history, or of a size we hold with another root: the log is
-*behind*. The state is a file in the data dir (`behind-published.json`), so every process
-of the log sees it (uvicorn workers, the CLI) and it survives a restart; it is created once
-(`os.link` of a complete file), so one event line is written per episode, however many
-processes learn it. While it exists `LogWriter` signs nothing and appends are refused with
-`BehindPublished` (HTTP 503); `/healthz` answers `degraded` naming it. `recover` clears it.
-
-`behind_state(data_dir)` is what metrics read.
-
-A copy `backup` made is *marked* (`restored-copy.json`, SPEC §14.2): learning alone does not
-stop it, since with no source configured nothing is asked and nothing is found. Before a
-marked copy signs anything, `learn` (with `before_signing`) must compare it with at least one
-source whose checkpoint it reads and believes: with no source configured it refuses
-(`NotCompared`, exit 2, naming `--published`), a source that shows more enters the behind
-state as above, and a passing comparison clears the mark. `--published none` is the
-operator's word that nothing was ever published: it clears the mark without asking.
-`sign_head` refuses while the mark is there, whoever calls it.
+(SPEC §13.3: never fork, also after a restore). Sources, what is believed, and a restored
+copy's comparison: docs/explanation/procedures.md.
 """
 
 from __future__ import annotations
@@ -139,36 +101,27 @@ def judge(log: Log, seen: Seen) -> Behind | None:
     with log.store.read():
         ours = log.store.checkpoint_size()
         root = log.read.history.root(seen.size) if 0 < seen.size <= ours else None
-    now = int(time.time())
     if seen.size > ours:
-        return Behind(
+        kind, why = (
             BEHIND,
-            seen.source,
-            seen.size,
-            ours,
-            now,
             "a history larger than this data dir's was published (a restored backup?)",
         )
-    if root is not None and root != seen.root:
-        return Behind(
+    elif root is not None and root != seen.root:
+        kind, why = (
             CONFLICT,
-            seen.source,
-            seen.size,
-            ours,
-            now,
             f"the published root at size {seen.size} is {seen.root.hex()}, ours {root.hex()}",
         )
-    return None
+    else:
+        return None
+    return Behind(kind, seen.source, seen.size, ours, int(time.time()), why)
 
 
 def _sources(
     log: Log, published: str | None, publish: Path | None, skip_failing: bool
 ) -> list[tuple[str, str]]:
-    """(where, path) of each source: the `--published` one (not `none`), the `--publish`
-    folder, then each policy witness's monitoring view; with SKIP_FAILING, not the views of
-    witnesses the submissions hold in their backoff (a hanging witness would cost every
-    checkpoint a deadline, and hold a connection beside the submissions' bound: it is asked
-    again once its backoff ends)."""
+    """(where, path) of each source: `--published`, the `--publish` folder, each policy
+    witness's monitoring view; with SKIP_FAILING, not those of witnesses in their backoff
+    (a hanging witness would cost every checkpoint a deadline)."""
     sources: list[tuple[str, str]] = []
     if published and published != PUBLISHED_NONE:
         sources.append((published, "history/checkpoint"))
@@ -204,13 +157,11 @@ def learn(
     skip_failing: bool = False,
     before_signing: bool = False,
 ) -> Behind | None:
-    """Ask every source (module docstring) what was published, enter the behind state when
-    one shows more or other than this data dir holds, and return the state (None: not
-    behind). A source that cannot be read, or serves what the log's keys do not verify, is
-    logged and ignored: learning never stops the log by itself failing.
-
-    BEFORE_SIGNING (a command or service about to sign): a restored copy's mark must be
-    cleared by a comparison here, else NotCompared (SPEC §14.2, the module docstring)."""
+    """Ask every source what was published, enter the behind state when one shows more or other than
+    this data dir holds, and return the state (None: not behind). A source that cannot be read, or
+    serves what the log's keys do not verify, is logged and ignored: learning never stops the log by
+    itself failing. BEFORE_SIGNING (a command or service about to sign): a restored copy's mark
+    must be cleared by a comparison here, else NotCompared (SPEC §14.2)."""
     state = behind_state(log.data_dir)
     if state is not None:
         return state

@@ -1,32 +1,6 @@
 """`recover --from URL|DIR`: bring back what the log published and this data dir lacks (a
-restored backup), byte for byte, verified before anything is stored (SPEC §13.3).
-
-    done = recover(log, "https://resolver.example")     # or an export folder
-
-1. *the checkpoint*: the source's `history/checkpoint` must be signed by one of the log's
-   trusted keys under its origin; its size P and root R are what everything is checked
-   against. A serving log's history may be larger than its quorum checkpoint (heads not
-   cosigned yet): the newest size is found from `history/checkpoint/<N>` over HTTP, and
-   from the head files of an export folder, so that no published head is left out.
-2. *the history*: the history entry bundles from this data dir's size S on. Our stored
-   leaves 0..S-1 extended with them must give R at P (consistency and inclusion at once);
-   every leaf past S is a head: its document is read (`roots/<day>[/<size>]`), its JWS must
-   verify with the trusted keys, its payload be that leaf byte for byte, and its plain
-   claims the signed ones.
-3. *the entries*: each day's entry bundles from its stored size up to its largest new head.
-4. *store*: one write transaction, head by head in the history's order: the entries a head
-   first covers (accepted at its `iat`; a sealed head's at the last second of its day,
-   the published data hold no acceptance time), stored through `LogWriter.integrate` as an
-   append stores them, with their tiles and `/record` index runs, then the head as published
-   (`LogWriter.store_published_head`: its root must be the stored entries', its `prev` the
-   stored chain's). Each history size gets its checkpoint, signed as the log signed it then
-   (Ed25519 is deterministic); the published cosignatures of P by policy witnesses are
-   verified and stored. Anything that does not verify rolls everything back.
-5. the behind state is cleared (`marks.clear_behind`) once the data dir holds at least
-   what the state named, and so is a restored copy's mark (`marks.clear_restored`).
-
-Nothing here signs a head: a head is stored only as published and verified, so no fork can
-come out of a recovery.
+restored backup), byte for byte, verified before anything is stored (SPEC §13.3). Nothing
+here signs a head (the steps: docs/explanation/procedures.md).
 """
 
 from __future__ import annotations
@@ -94,8 +68,8 @@ class _Head:
 
 
 def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
-    """Recover from `where` (module docstring). VerificationError (exit 1) when the published
-    data do not verify or conflict with this data dir; InputError (exit 2) for I/O."""
+    """Recover from `where`. VerificationError (exit 1) when the published data do not verify or
+    conflict with this data dir; InputError (exit 2) for I/O."""
     state = behind_state(log.data_dir)
     if state is not None and state.kind != BEHIND:
         raise VerificationError(
@@ -176,7 +150,7 @@ def _recover(log: Log, source: LogSource, where: str) -> Recovered:
 
 
 def _newest_size(log: Log, source: LogSource, seen: Seen) -> int:
-    """The source's newest history size (module docstring, step 1); at least `seen.size`."""
+    """The source's newest history size (recovery's step 1); at least `seen.size`."""
     if isinstance(source, FolderSource):
         return _heads_in_folder(source)
     # Over HTTP: every history size of a serving log has its checkpoint (a static export

@@ -1,30 +1,5 @@
-"""`rotate-key` in two phases (SPEC §13.2, CR 0.2 §11), and `--compromised`.
-
-Phase 1 (`rotate-key [--notice SECONDS]`) publishes the next key and signs nothing with it:
-1. the next key is written to `signing-key.jwk.new` (0600), or taken from there;
-2. one write transaction stores its `keys` row, "current endorses next" (so `/keys` and
-   the key records list it) and the pending rotation (`keys.statements`, signed by the
-   current key: when it was published, from when it may sign).
-
-Phase 2 (`rotate-key --activate [--force]`), refused before the pending rotation's time:
-1. the current key file is hard-linked to `signing-key.<kid>.jwk` (kept for ever);
-2. one write transaction stores "next endorses current", the stored witness policy with a
-   `log` line for the next note key beside the current one, the settings signed by the next
-   key, and clears the pending rotation;
-3. `signing-key.jwk.new` replaces `signing-key.jwk`.
-Every running process signs with the key the newest settings statement is signed by
-(`log.trust.current_key`), so from the commit of 2 on nothing is signed by the old key, and
-between 2 and 3 they take the next key from `signing-key.jwk.new`.
-
-`--compromised` does both at once (the old key's `log` line leaves the policy), then, in a
-second transaction, stores a revocation of the old key signed by the next key. Its
-`revoked_at` is read inside that transaction, after the activation committed, and is no
-earlier than the newest `iat` the store holds from the old key (`newest_signed`), so nothing
-the log signs is dated after the revocation of its key: every signature reads its time,
-then its key (under the write lock, or `trust.signer`), and no key read after the
-activation is the old one (docs/explanation/decisions.md). Each step survives a crash: a
-rerun of the same command resumes (an activation whose commit is done only swaps the file,
-after the revocation it owes: meta `REVOKING`).
+"""`rotate-key` in two phases (SPEC §13.2, CR 0.2 §11), and `--compromised`. Each step
+survives a crash and a rerun resumes (the phases: docs/explanation/procedures.md).
 """
 
 from __future__ import annotations
@@ -160,12 +135,8 @@ def note_vkey(log: Log, key: PublicKey) -> str:
     return format_vkey(origin, TYPE_ED25519, key.raw)
 
 
-def _has_record(log: Log, signer: str, kid: str) -> bool:
-    return any((s, k) == (signer, kid) for _, s, k, _ in log.store.key_records())
-
-
 def _add_record(log: Log, signer: SigningKey, endorsed: PublicKey, now: int) -> None:
-    if not _has_record(log, signer.kid, endorsed.kid):
+    if (signer.kid, endorsed.kid) not in {(s, k) for _, s, k, _ in log.store.key_records()}:
         token = trust.make_key_record(signer, endorsed, iss=log.iss, iat=now)
         log.store.add_key_record(signer.kid, endorsed.kid, token, now)
 
@@ -197,7 +168,7 @@ def _next_key(data_dir: Path, expected: str | None) -> SigningKey:
 
 
 def publish(data_dir: Path, log_open: Opener, notice: int = DEFAULT_NOTICE) -> Published:
-    """Phase 1: publish the next key (see the module's doc). A rerun while a rotation is
+    """Phase 1: publish the next key (docs/explanation/procedures.md). A rerun while a rotation is
     pending reports that one and changes nothing."""
     if notice < 0:
         raise CapabilityAnchorError("--notice must be 0 or more seconds")
@@ -230,7 +201,7 @@ def publish(data_dir: Path, log_open: Opener, notice: int = DEFAULT_NOTICE) -> P
 def activate(
     data_dir: Path, log_open: Opener, *, force: bool = False, compromised: bool = False
 ) -> Activated:
-    """Phase 2 (or, `compromised`, both phases and the revocation): see the module's doc."""
+    """Phase 2 (or, `compromised`, both phases and the revocation)."""
     data_dir = Path(data_dir)
     finished = _finish_swap(data_dir)
     if finished is not None:

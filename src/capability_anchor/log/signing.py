@@ -75,11 +75,9 @@ class HeadSigner:
         return row
 
     def store_published_head(self, row: HeadRow) -> None:
-        """Store a head the log published before, as published (`recover`), inside the
-        caller's write transaction, after the entries it covers: its root must be the one the
-        stored entries give and its `prev` the stored chain's, and it must come next in the
-        history's order. Nothing is signed but its history checkpoint, whose bytes are the
-        ones published (Ed25519 is deterministic: the same key over the same note)."""
+        """Store a published head as published (`recover`), after its entries: its root and
+        `prev` must be the stored ones and it must come next in the history. Only its
+        checkpoint is signed, to the published bytes (Ed25519 is deterministic)."""
         check_order(self._store, row.day, row.tree_size, row.sealed)
         edge, root = self._stored_edge(row.day, row.tree_size)
         claims = heads.parse_document(row.doc).claims

@@ -1,10 +1,6 @@
-"""Key trust and signed settings of a log in a data dir: the trusted set, the start-up check
-of the settings statement, `rotate-key`, and what the audit reports about them.
-
-Trust comes only from the key file (`signing-key.jwk`). The database's `keys` table lists
-keys, but a row there is trusted only when a chain of rotation records (`trust.py`) leads to
-it from the key file's key: whoever can write `log.sqlite3` but cannot read the key file can
-add rows, never trust.
+"""Key trust and signed settings of a log: trust comes only from the key file; a `keys` row
+is trusted only when rotation records chain to it from the key file's key, so whoever can
+write the database but not read the key file can add rows, never trust.
 """
 
 from __future__ import annotations
@@ -105,10 +101,8 @@ def current_key(log: Log) -> SigningKey:
 
 
 def signer(log: Log) -> tuple[SigningKey, int]:
-    """The key and `iat` of a signature made outside a write transaction (a `/record`
-    token): the time is read first, then the key, from the store as it is after that
-    reading, so a revocation dated after its key stopped signing is never crossed
-    (`log.rotation`; inside a write transaction both are read under the lock)."""
+    """The key and `iat` of a signature outside a write transaction: the time first, then
+    the key, so a revocation dated after its key stopped signing is never crossed."""
     iat = int(log.clock())
     return current_key(log), iat
 
@@ -158,7 +152,8 @@ def check_settings(log: Log) -> None:
     """Start-up: the newest settings statement is the key file's and says what meta says.
     A log upgraded from before statements existed (`SETTINGS_UNSIGNED`, set by its
     migration) gets one now, from the key-file holder: it vouches for the settings as they
-    are at this open (docs/explanation/decisions.md). Only that mark signs unsigned settings."""
+    are at this open (docs/explanation/decisions/21-restore-rotation.md). Only that mark
+    signs unsigned settings."""
     if SETTINGS_UNSIGNED in log.read.meta():
         with log.store.write():
             if not log.store.settings_statements():

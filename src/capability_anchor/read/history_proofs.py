@@ -1,9 +1,6 @@
 """The read side of the history tree (SPEC §12.1): its size, its root at any size, and
-inclusion and consistency proofs, all from the stored history tiles, through the same
-machinery as the day trees' proofs (`merkle.TileNodes` over `read.tiles.stored_tiles`).
-
-Every history size from 1 to the current one is a published size (each head makes one), so
-its partial tiles are stored and any size up to the current one can be proven.
+inclusion and consistency proofs from the stored history tiles (every size is published,
+so every size can be proven).
 """
 
 from __future__ import annotations
@@ -264,6 +261,5 @@ def _policy_lines(policy: Policy, rows: list[CosignatureRow]) -> dict[str, Cosig
 
 
 def _with_lines(note: bytes, rows: list[CosignatureRow]) -> bytes:
-    """A signed note with the cosignature lines appended (a note ends in its last line's
-    newline, so appending lines keeps it a note)."""
+    """A signed note with the cosignature lines appended (it stays a note)."""
     return note + b"".join(row.line.encode("utf-8") + b"\n" for row in rows)

@@ -1,12 +1,6 @@
-"""The read side of a log: what has been published, as `api/`, `export` and `audit` see it,
-and the answers built from it (SPEC §6 head selection, inclusion and consistency proofs from
-stored tiles, listings).
-
-Readers never write and never see an uncommitted row (each thread reads through its own
-`query_only` connection of the store). They go through this object rather than the store
-so that the storage package stays the only owner of how rows are kept. Inside the writer's
-transaction (`append_and_prove`) the same methods read the writer's own rows, which is what
-the answer it returns before its commit must cover.
+"""The read side of a log (SPEC §6 head selection, proofs from stored tiles, listings).
+Readers never write and never see an uncommitted row; inside the writer's transaction
+(`append_and_prove`) they read the writer's own rows.
 """
 
 from __future__ import annotations

@@ -1,16 +1,5 @@
-"""Why `/record` found nothing: the note of its 404.
-
-Three different things look alike from outside: no entry of that server at all; entries of it
-that no published head covers yet (the next checkpoint does); and entries that lack members
-`/record` needs (SPEC §6: v, iss, sub, url, status, checked_at, evidence), which the server
-index leaves out. The index answers the second for indexed entries, but it holds an entry
-only once a head covers it (or a full run of INDEX_CHUNK, `serverindex`): right after a large
-append, the newest entries are in no index yet. Those, the unindexed tail of the current and
-the previous UTC day (fewer than INDEX_CHUNK entries each), are searched in full by a filter
-SQLite runs; entries lacking members are found among the newest RECENT entries of those days.
-So a 404 costs a bounded amount of work whatever the log's size (a public endpoint must not
-scan it); an entry older than that and not indexed is reported as no entry. Notes name
-members, never echo the query, so they stay short.
+"""Why `/record` found nothing: the note of its 404, found with bounded work whatever the
+log's size (docs/explanation/procedures.md).
 """
 
 from __future__ import annotations

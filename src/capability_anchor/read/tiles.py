@@ -1,17 +1,6 @@
 """The tlog-tiles resources of the day trees and the history (SPEC §12.4): hash tiles and
-entry bundles, read from the stored tiles and rows, never recomputed.
-
-A resource exists only where a published size makes it: a full tile once the newest
-published size covers all of it (full tiles are stored as soon as they fill, before any
-head covers them, so their presence alone says nothing), a partial tile of width W at level
-L only if some published size s has `floor(s / 256**L) = 256·N + W` (C2SP: "partial tiles
-corresponding to tree sizes for which a checkpoint was produced"). Every history size is
-published (each head makes one), so there any partial tile up to the current size exists;
-a day's partial tiles exist at the sizes of its heads.
-
-Entry bundles hold each leaf's bytes prefixed by its length as a big-endian uint16: a day's
-leaf bytes are the entries' stored claims (SPEC §2), the history's the heads' JWS payloads
-(§12.1).
+entry bundles, read from the stored tiles and rows, never recomputed, and only where a
+published size makes them (docs/explanation/procedures.md).
 """
 
 from __future__ import annotations
@@ -30,8 +19,8 @@ MAX_SIZE = 2**63 - 1  # SQLite's largest integer: above every stored tree size
 
 
 def _published(request: TileRequest, has_size_in: Callable[[int, int], bool], what: str) -> None:
-    """NotFound unless a published size of the tree makes this resource (module docstring):
-    `has_size_in(low, high)` says whether a published size s has low <= s < high."""
+    """NotFound unless a published size of the tree makes this resource: `has_size_in(low, high)`
+    says whether a published size s has low <= s < high."""
     shift = TILE_HEIGHT * request.hash_level
     end = request.index * TILE_WIDTH + request.width  # hashes of that level it holds
     if not has_size_in(end << shift, MAX_SIZE):
@@ -144,10 +133,8 @@ __all__ = ["PublishedTiles", "stored_tiles"]
 def stored_tiles(
     fetch: Callable[[int, int, int], bytes | None], size: int, what: str
 ) -> Callable[[int, int], bytes]:
-    """The one tile getter of the day trees' and the history's proofs: `get(level, index)`
-    over `fetch(level, index, min_width)` for a tree of `size`: each tile at least as wide as
-    that size makes it (a wider, later version holds the same hashes first).
-    A tile the store lacks is a store inconsistency."""
+    """`get(level, index)` for a tree of `size`: each tile at least as wide as that size
+    makes it (a wider one holds the same hashes first); a missing tile is an inconsistency."""
 
     def get(level: int, index: int) -> bytes:
         at_level = size >> (TILE_HEIGHT * level)

@@ -1,15 +1,6 @@
 """The API's operations, one module per resource (SPEC §6); the pages are in `api/pages.py`.
-
-- `roots`: sealed days, head documents and their RFC 3161 stamps;
-- `proofs`: inclusion and consistency proofs;
-- `entries`: a day's entries and a server's signed resolver-2 record (`/record`);
-- `keys`: the JWKS and liveness;
-- `history`: the history tree's tiles, checkpoints and tlog-proofs (SPEC §12.4);
-- `writes`: the POST operations, `/records`, `/checkpoint` (writers) and `/prove`;
-- `metrics`: `/metrics`, Prometheus (`metrics.py`).
-
-May import what `api/` may; the routes reach the log only through the `Service` on the app's
-state.
+May import what `api/` may; the routes reach the log only through the `Service` on the
+app's state.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""The history tree and its witnesses' view of it (SPEC §12.4 `/history/...`): C2SP
-tlog-tiles of the history, and (with the checkpoints) the signed checkpoint, tlog-proofs,
-the log's note key and the witness policy.
-
-Store reads: a tile (one row by its primary key) and the policy (one row) stay on the event
-loop, bounded by design. The checkpoints (the newest meeting the quorum is searched for,
-with its cosignatures), the tlog-proofs and the vkey (the current key, adopted from the
-store after a rotation) run on a worker thread (`Service.read`).
+"""The history tree and its witnesses' view of it (SPEC §12.4 `/history/...`)
+(which reads leave the loop: docs/explanation/api-reads.md).
 """
 
 from __future__ import annotations
@@ -63,8 +57,7 @@ _SIZE = re.compile(r"[1-9][0-9]{0,18}")
 
 
 def text_response(request: Request[Any, Any, Any], body: bytes) -> Response[bytes]:
-    """Checkpoints gain cosignatures and a newer one is served as the history grows: each
-    answer is revalidated (`no-cache`, ETag)."""
+    """A moving text answer (`no-cache`, ETag): checkpoints gain cosignatures."""
     return cached(request, body, immutable=False, media_type=TEXT)
 
 

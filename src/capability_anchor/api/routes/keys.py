@@ -1,10 +1,5 @@
-"""The service itself: liveness, and the JWKS of every key the log has signed with.
-
-`/healthz` reads no store (the behind state is one small file of the data dir, read on the
-event loop). The JWKS and the key records read every key record and check the chain of
-signatures: on a worker thread (`Service.read`). Their bytes are the export's (keys.json,
-key-records.json), made by `keys/`; `Jwks` and `KeyRecords` describe them, and
-tests/integration/test_api_shapes.py decodes the real answers strictly into them.
+"""The service itself: liveness, and the JWKS and key records, as the export's bytes
+(which reads leave the loop: docs/explanation/api-reads.md).
 """
 
 from __future__ import annotations

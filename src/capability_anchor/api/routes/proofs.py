@@ -1,12 +1,5 @@
-"""Inclusion and consistency proofs (SPEC §6 `/proof`, `/consistency`): the hot read path,
-encoded from `ProofAnswer` and `ConsistencyAnswer` by `caching.answer` (RFC 8785 bytes).
-
-Store reads: `/proof?day&index` and `/consistency` stay on the event loop, bounded by
-design: one head looked up by its key (the day's heads in the primary key, at most one a
-checkpoint interval, one document read), then one or two tiles for every 8 levels of the
-tree, each by its primary key, most answered by the shared tile cache. `/proof?leaf_hash`
-is not bounded (a leaf hash is in as many days as it was appended on, each tried in turn):
-it runs on a worker thread (`Service.read`). docs/explanation/api-reads.md has the table.
+"""Inclusion and consistency proofs (SPEC §6 `/proof`, `/consistency`): the hot read path
+(which reads leave the loop: docs/explanation/api-reads.md).
 """
 
 from __future__ import annotations

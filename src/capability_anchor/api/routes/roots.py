@@ -1,12 +1,5 @@
-"""Sealed days, head documents and their stamps (SPEC §6 `/roots...`).
-
-Head documents, stamps and tiles are served as stored and signed. Store reads: the
-listings (`/roots`, up to 1,000 heads; `/roots/latest`, which passes over every head since
-the newest sealed day), and a day's stamps (every stamp stored for it) run on a worker
-thread (`Service.read`). The head of `/roots/{day}` and `/roots/{day}/{tree_size}` and a
-tile stay on the event loop, bounded by design: the heads of one day in the primary key
-(day, tree_size, sealed), at most one a checkpoint interval, one document read; a tile is
-one row by its primary key.
+"""Sealed days, head documents and their stamps (SPEC §6 `/roots...`), served as stored and
+signed (which reads leave the loop: docs/explanation/api-reads.md).
 """
 
 from __future__ import annotations

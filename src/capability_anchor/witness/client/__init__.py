@@ -1,15 +1,8 @@
 """The witness client (SPEC §12.3, c2sp.org/tlog-witness): the log asks the witnesses of its
-policy to cosign the history's newest checkpoint, verifies what they answer, and stores the
-cosignatures and each witness's state.
-
-`policyfile`: the policy, checked against the log; `client`: one HTTP exchange under a
-deadline; `answers`: what an answer means; `rounds`: one submission (read, exchange, store:
-no lock is held during the exchange); `schedule`: `cosign`'s round and the service's
-schedule. Witnessing never delays appends, checkpoints, seals or stamps: the service runs
-each submission in a thread of its own, and nothing here takes a lock across the network.
-
-May import the kernel, `bounded.post`, the store's contract, `log/` and `metrics/`; never
-`witness.server`, `api/` or `cli/`.
+policy to cosign the history's newest checkpoint, verifies the answers, and stores the
+cosignatures. Witnessing never delays appends, checkpoints, seals or stamps. May import the kernel,
+`bounded.post`, the store's contract, `log/` and `metrics/`; never `witness.server`, `api/`
+or `cli/`.
 """
 
 from .client import DEFAULT_DEADLINE_S

@@ -1,18 +1,5 @@
-"""What a witness's answer to `add-checkpoint` means (SPEC §12.3), before anything is stored.
-
-    verdict = judge(answer, sent, now=int(time.time()))
-
-- **200**: every line of the body is a signature line; the lines by the witness's key
-  (its name and its cosignature/v1 key ID) are verified over the checkpoint we sent, and
-  their timestamps may be at most 60 s ahead of our clock; other keys' lines are ignored.
-  A line by the witness's key that fails rejects the whole answer (signed-note: a known
-  key's bad signature rejects the note), and so does an answer with no line by it.
-- **409** `text/x.tlog.size` `<M'>\\n`: M' ≤ N is a size to retry from (once); M' > N, or
-  M' equal to the old size we sent, means the witness holds a checkpoint of this log that
-  ours do not extend: stop.
-- **422**: stop. **403/404**: the witness does not know this log or key: retry in an hour.
-- Anything else (timeouts and connection errors never reach here; 429, 5xx, other
-  statuses, a malformed 409): a failure, retried with the growing delay.
+"""What a witness's answer to `add-checkpoint` means (SPEC §12.3), before anything is stored
+(per status: docs/explanation/procedures.md).
 """
 
 from __future__ import annotations

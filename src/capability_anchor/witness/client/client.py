@@ -1,11 +1,5 @@
-"""One C2SP tlog-witness exchange: the `add-checkpoint` request body, the POST under one
-deadline (httpx), and the answer as received.
-
-    body = request_body(old, proof, checkpoint_note)
-    answer = post("http://witness.example/w1", body, deadline=10.0)   # Answer or WitnessError
-    answer.status, answer.media_type, answer.body
-
-Nothing here judges an answer or touches the store (`witness.client.rounds` does both).
+"""One C2SP tlog-witness exchange: the `add-checkpoint` request body and the POST under one
+deadline; nothing here judges an answer or touches the store.
 """
 
 from __future__ import annotations
@@ -42,18 +36,9 @@ def request_body(old: int, proof: list[bytes], checkpoint: bytes) -> bytes:
     return ("\n".join(lines) + "\n\n").encode("ascii") + checkpoint
 
 
-def submission_url(prefix: str) -> str:
-    """`<submission prefix>/add-checkpoint` (the policy's URL is the prefix)."""
-    return prefix.rstrip("/") + "/add-checkpoint"
-
-
 def post(prefix: str, body: bytes, *, deadline: float = DEFAULT_DEADLINE_S) -> Answer:
-    """POST BODY to the witness at the submission PREFIX; its answer, whatever its status.
-
-    DEADLINE bounds the whole exchange (connect, send, every byte of the answer), so a
-    witness that stalls or drips cannot hold its caller longer (`bounded.post`, shared with
-    the TSA client). Unreachable, too slow, a broken exchange, an answer over ANSWER_CAP
-    bytes or compressed: WitnessError."""
+    """The witness's answer, whatever its status; DEADLINE bounds the whole exchange
+    (`bounded.post`), and any failure of it is WitnessError."""
     peer = _peer(prefix, deadline)
     return bounded_post(body, _HEADERS, deadline=deadline, cap=ANSWER_CAP, peer=peer)
 
@@ -75,5 +60,5 @@ _HEADERS = {"Content-Type": "text/plain; charset=utf-8"}
 def _peer(prefix: str, deadline: float) -> Peer:
     if not deadline > 0:
         raise UsageError("the witness deadline must be positive")
-    url = submission_url(prefix)
+    url = prefix.rstrip("/") + "/add-checkpoint"  # the policy's URL is the prefix
     return Peer(url, url, "witness", "answer", WitnessError)

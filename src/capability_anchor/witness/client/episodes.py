@@ -1,18 +1,6 @@
 """Witnessing problems as episodes: one log line when a problem starts, one when it ends,
-never one per tick or per failed submission (issue #21: "witnessing skipped this tick" was
-logged once a second for as long as the policy named an old key).
-
-    problems = Episodes(logging.getLogger("capability_anchor.witnessing"))
-    problems.seen("w1", UNREACHABLE, "cannot connect to the witness at ...")   # logged once
-    problems.seen("w1", UNREACHABLE, "...")                                    # counted only
-    problems.cleared("w1")                                 # one line: the episode has ended
-    for state in problems.snapshot():                      # what /metrics reads
-        state.witness, state.problem, state.active, state.episodes, state.occurrences
-
-A problem is keyed by (witness, kind); the policy's problems have the witness "" (they
-concern every witness). A witness has one problem at a time: a new kind ends its other
-episode (a witness that stops timing out and starts answering 403 has a new problem).
-Counters only grow, as Prometheus counters do; `active` is a gauge.
+never one per tick (issue #21). Keyed by (witness, kind), one kind per witness at a time;
+counters only grow, `active` is a gauge.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """The log's witness policy (SPEC §12.3): a C2SP tlog-policy file, checked against this log
-before it is stored, and the witnesses the log submits to.
-
-    policy = check_policy(Path("policy.txt").read_bytes(), log_vkey)   # or MalformedPolicy
-    policy = check_policy(text, log.read.history.vkeys())   # current first, then the others
-    submitted = submitted_to(policy)        # the witnesses with a URL, in policy order
-
-A `log` line, if present, must be one of the log's own vkeys (a policy naming another log's
-key would tell verifiers to trust a key this log never signs with): the current one or, after
-a rotation (SPEC §13.2), another key of the log that is not revoked; with `log` lines, the
-current key must be among them (else verifiers of the policy could not check a checkpoint
-signed now). A witness URL is the witness's submission prefix: http:// or https://, a host,
-no query or fragment.
+before it is stored (a `log` line must be one of the log's own vkeys, the current one among
+them), and the witnesses the log submits to.
 """
 
 from __future__ import annotations
@@ -73,6 +63,5 @@ def submitted_to(policy: Policy) -> list[PolicyWitness]:
 
 
 def log_vkey(public_url: str, key: SigningKey) -> str:
-    """The vkey a log with this public URL and key will have (SPEC §12.2), for a policy
-    checked before the log exists (`init --witness-policy`)."""
+    """The vkey a log with this URL and key will have (SPEC §12.2), for `init`."""
     return format_vkey(origin_from_url(public_url), TYPE_ED25519, key.public.raw)

@@ -1,32 +1,6 @@
 """Submitting the history's newest checkpoint to one witness, and what is stored afterwards
-(SPEC §12.3).
-
-    outcome = submit(log, witness, deadline=10.0)      # one exchange (two after a 409)
-    print(json.dumps(outcome.to_json()))               # {witness, old, size, result, detail}
-
-One submission, in three steps, so that no lock is held while the network is used:
-
-1. *read*: the witness's stored state (the size it last cosigned, M), the newest stored
-   checkpoint (size N) and the consistency proof M → N, in one read snapshot;
-2. *exchange*: `POST <url>/add-checkpoint` under the deadline (`client.post`); after a 409
-   naming M' ≤ N, once more from M';
-3. *store*: in one short write transaction, the verified cosignatures (append-only: at most
-   one per witness and size is kept, the first) and the witness's new state.
-
-If the process dies between 2 and 3 the witness has cosigned a size we did not record; the
-next submission, from the old M, gets a 409 naming that size and retries from it, so
-nothing is lost and nothing false is stored. At most one request per witness is in flight
-across processes: a submission holds `DIR/witness-<id>.lock` (an flock) from 1 to 3.
-
-`submit` does it all in the caller's thread (`cosign`); `submit_async` runs the exchange on
-the caller's event loop and steps 1 and 3 through OFFLOAD (the service's small thread pool),
-so a witness that hangs holds a socket, not a thread.
-
-After a rotation (SPEC §13.2) a witness that still knows only the old key answers 403 until
-its operator adds the new one (`witness update-log`). Such a 403 (the witness cosigned
-checkpoints signed by another of our keys) is retried at the next checkpoint interval, not
-after the hour SPEC §12.3 gives a witness that does not know the log at all: cosignatures
-resume within an interval of the witness learning the key.
+(SPEC §12.3): read, exchange, store, with no lock held while the network is used (the steps
+and their crash safety: docs/explanation/procedures.md).
 """
 
 from __future__ import annotations
@@ -108,7 +82,7 @@ def submit(
     resume: bool = False,
     wait: bool = True,
 ) -> Outcome:
-    """Submit the newest checkpoint to WITNESS (see the module docstring). A stopped
+    """Submit the newest checkpoint to WITNESS (docs/explanation/procedures.md). A stopped
     witness is skipped unless RESUME (the operator acts); with WAIT false, a witness another
     process is submitting to right now is skipped rather than waited for."""
     with _exclusive(log_, witness.name, wait) as mine:
@@ -164,12 +138,16 @@ def _busy(witness: PolicyWitness) -> Outcome:
 
 def _begin(log_: Log, witness: PolicyWitness, resume: bool) -> tuple[WitnessState, Sent] | Outcome:
     """Step 1: the witness's state and the request to send, or the outcome without one."""
-    state = _state(log_, witness.name)
+    with log_.store.read():
+        state = log_.store.witness_state(witness.name) or WitnessState(
+            witness.name, 0, OK, 0, 0, "never submitted to", 0
+        )
     if state.status == STOPPED and not resume:
         return Outcome(witness.name, state.size, state.size, STOPPED_RESULT, state.detail)
     sent = _prepare(log_, witness, state.size)
     if sent is None:
-        size = _newest_size(log_)
+        with log_.store.read():
+            size = log_.store.checkpoint_size()
         if state.size > size:
             # Never stored by a submission (a 409's size is kept only up to ours): the
             # store was changed. Said, not taken for "cosigned", which would end the
@@ -202,19 +180,6 @@ def _exclusive(log_: Log, name: str, wait: bool) -> Iterator[bool]:
         os.close(fd)  # releases the flock
 
 
-def _state(log_: Log, name: str) -> WitnessState:
-    with log_.store.read():
-        state = log_.store.witness_state(name)
-    if state is None:
-        return WitnessState(name, 0, OK, 0, 0, "never submitted to", 0)
-    return state
-
-
-def _newest_size(log_: Log) -> int:
-    with log_.store.read():
-        return log_.store.checkpoint_size()
-
-
 def _prepare(log_: Log, witness: PolicyWitness, old: int) -> Sent | None:
     """The request to send from OLD, in one read snapshot; None when the witness already
     cosigned the newest checkpoint (or there is none yet)."""
@@ -223,12 +188,6 @@ def _prepare(log_: Log, witness: PolicyWitness, old: int) -> Sent | None:
         if size == 0 or old >= size:
             return None
         return Sent(witness, old, size, log_.read.history.checkpoint(size))
-
-
-def _proof(log_: Log, sent: Sent) -> list[bytes]:
-    if sent.old == 0:
-        return []  # tlog-witness: the proof is empty from size 0
-    return log_.read.history.consistency(sent.old, sent.size)
 
 
 def _again(verdict: Verdict, sent: Sent) -> Sent | None:
@@ -244,12 +203,10 @@ def _twice(verdict: Verdict) -> Verdict:
     return verdict
 
 
-def _judge(answer: Answer, sent: Sent, now: int) -> Verdict:
-    return judge(answer, sent, now=now)
-
-
 def _request(log_: Log, sent: Sent) -> bytes:
-    return request_body(sent.old, _proof(log_, sent), sent.checkpoint)
+    # tlog-witness: the proof is empty from size 0
+    proof = log_.read.history.consistency(sent.old, sent.size) if sent.old else []
+    return request_body(sent.old, proof, sent.checkpoint)
 
 
 def _counted(sent: Sent, verdict: Verdict, started: float) -> Verdict:
@@ -281,7 +238,8 @@ async def _ask_async(
         answer = await post_async(client, sent.witness.url or "", body, deadline=deadline)
     except WitnessError as exc:
         return _counted(sent, Verdict(FAILED, str(exc), answered=False), started)
-    verdict: Verdict = await offload(_judge, answer, sent, int(log_.clock()))
+    now = int(log_.clock())
+    verdict: Verdict = await offload(lambda: judge(answer, sent, now=now))
     return _counted(sent, verdict, started)
 
 
@@ -291,6 +249,8 @@ def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> tup
     now = int(log_.clock())
     name = sent.witness.name
     stored = 0
+    # A crash before this commit leaves a size the witness cosigned unrecorded: the next
+    # submission, from the old size, gets a 409 naming it and retries from there.
     with log_.writer.lock, log_.store.write():
         if not _in_stored_policy(log_, sent.witness):
             outcome = Outcome(name, sent.old, sent.size, FAILED, _UNSTORED.format(name=name))
@@ -333,13 +293,11 @@ def _rekeyed(log_: Log, cosigned: int, checkpoint: bytes) -> bool:
         return False
     older = log_.store.checkpoint_note(cosigned)
     try:
-        return older is not None and _key_id(older) != _key_id(checkpoint)
+        if older is None:
+            return False
+        return parse_note(older).signatures[0].key_id != parse_note(checkpoint).signatures[0].key_id
     except MalformedNote:
         return False
-
-
-def _key_id(note: bytes) -> bytes:
-    return parse_note(note).signatures[0].key_id
 
 
 def _insert(log_: Log, name: str, size: int, verdict: Verdict, now: int) -> int:
@@ -365,7 +323,7 @@ def _next_state(
     if verdict.kind == STOP:
         return WitnessState(name, before.size, STOPPED, 0, failures, verdict.detail, now)
     if rekeyed:
-        delay = 0.0  # at the next interval (the schedule's limit): see the module docstring
+        delay = 0.0  # at the next interval (the schedule's limit): docs/explanation/procedures.md
     elif verdict.kind == UNKNOWN:
         delay = UNKNOWN_RETRY_S
     else:

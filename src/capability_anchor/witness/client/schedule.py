@@ -1,27 +1,6 @@
 """When the log submits to its witnesses: one round now (`cosign`), and the service's
-schedule (`Witnessing`, driven by `service.background`).
-
-    outcomes = run_round(log, deadline=10.0)             # every policy witness, in parallel
-    w = Witnessing(log, interval=60.0)                    # the service
-    for witness in w.due():                               # on the service's event loop
-        await w.run(witness)                              # (each a task of its own)
-    w.problems.snapshot()                                 # per witness and problem: counters
-
-A witness is due when the history has a checkpoint it has not cosigned, it is not stopped,
-its retry time (after a failure) has passed, no submission to it is in flight, and none was
-made in the last checkpoint interval (SPEC §12.3: at most one per witness per interval).
-
-At most `MAX_IN_FLIGHT` submissions are in flight at once, and `due` hands out the free
-places oldest first (the witness whose last submission started longest ago, one never
-submitted to before all others, then policy order): a witness that hangs holds its place
-for one deadline and then waits out its backoff, so however many hang, each honest witness
-gets a place within ceil(hanging / MAX_IN_FLIGHT) deadlines. An exchange waits on the event
-loop, not in a thread; the store's steps run in `STORE_THREADS` threads.
-
-The policy and the log's note key are read at every round: a `policy FILE`, or a rotation's
-activation (the current key changes, the policy gains its `log` line), takes effect in a
-running process at the next round. Problems (a policy that does not name the current key,
-a witness refusing or unreachable) are logged once per episode (`episodes.Episodes`).
+schedule (`Witnessing`): at most one submission per witness per interval, places handed out
+oldest first (docs/explanation/procedures.md).
 """
 
 from __future__ import annotations
