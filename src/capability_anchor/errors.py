@@ -7,7 +7,7 @@ never by an `isinstance` ladder of their own:
 
 - `code`: a stable name of the kind of error;
 - `http_error`: the SPEC §6 `error` member the HTTP service answers with; its status is
-  the HTTP edge's (`api.errors.HTTP_STATUS`, the one table);
+  the HTTP edge's (`web.errors.HTTP_STATUS`, the one table);
 - `exit_code`: what a command exits with (SPEC §10: 1 a failed check or refused operation,
   2 usage or I/O);
 - `retryable`: whether the same work may succeed later without an operator. Background work

@@ -14,7 +14,7 @@ held after a fatal error, so another worker does not take over only to fail the 
 
 Stamping runs as a task of its own, so a TSA that hangs until its deadline never delays a
 checkpoint or a seal (SPEC §7: fail open); each TSA that failed is retried with a growing
-delay (`timestamp.scheduler.Stamper`). Witnessing (SPEC §12.3) runs the same way, one task
+delay (`log.stamping.Stamper`). Witnessing (SPEC §12.3) runs the same way, one task
 per witness due (`witness.client.Witnessing`: at most `MAX_IN_FLIGHT` at once, oldest first,
 each exchange waiting on the event loop, not in a thread): a witness that hangs costs its
 own task one deadline, and the checkpoint loop never waits for it. At shutdown the
@@ -45,10 +45,10 @@ from capability_anchor.log import Log, utc_day
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.marks import Behind, behind_state
 from capability_anchor.log.published import LEARN_DEADLINE_S, learn
+from capability_anchor.log.stamping import Stamper
 from capability_anchor.metrics.service import set_state
 from capability_anchor.store import Scrub
 from capability_anchor.store.damage import Damage, describe, found
-from capability_anchor.timestamp.scheduler import Stamper
 from capability_anchor.witness.client import Witnessing
 from capability_anchor.witness.client.episodes import FAILED
 

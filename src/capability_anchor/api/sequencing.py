@@ -39,8 +39,8 @@ from capability_anchor.log.handoff import (
     reply_decoder,
 )
 from capability_anchor.log.sequencer import main as sequencer_main
+from capability_anchor.web import accesslog
 
-from . import accesslog
 from .bodies import Busy, WorkerLost, forkserver_context
 from .caching import ordered_answer
 from .models import AppendedEntry, ProvedEntry

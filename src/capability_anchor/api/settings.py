@@ -45,7 +45,7 @@ class Settings:
 
     header_timeout: float = 10.0
     """Seconds for a request's header block (`serve --header-timeout`; under uvicorn env
-    CAPABILITY_ANCHOR_HEADER_TIMEOUT, read by `api.nodelay`); late: the connection is closed."""
+    CAPABILITY_ANCHOR_HEADER_TIMEOUT, read by `web.nodelay`); late: the connection is closed."""
 
     body_workers: int = 1
     """Processes that check request bodies off the event loop, per lane: public bodies and

@@ -38,10 +38,10 @@ from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreE
 from capability_anchor.keys import KeySet, SigningKey, load_key_file
 from capability_anchor.log import KEY_FILE, Log
 from capability_anchor.log.datafiles import check_restored
+from capability_anchor.log.stamping import TsaConfig
 from capability_anchor.progress import Progress, silent
 from capability_anchor.store import SCHEMA_VERSION, HeadRow, Store
 from capability_anchor.store import open as stores
-from capability_anchor.timestamp.scheduler import TsaConfig
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate

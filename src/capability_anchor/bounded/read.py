@@ -8,7 +8,7 @@ HTTP GETs by size and by one deadline for the whole exchange.
 
 A limit is applied while reading (at most limit + 1 bytes are ever read), never after: a
 2 GiB file or /dev/zero costs limit + 1 bytes of memory, not the file. `verify-proof`'s
-inputs (`cli.inputs`, `verify.sources`) and the monitor's HTTP reads (`monitor.source`) read
+inputs (`cli.inputs`, `verify.sources`) and the monitor's HTTP reads (`read.source`) read
 here; urllib3 is imported only when a Getter is made, so the offline path never loads an
 HTTP client.
 """

@@ -43,7 +43,7 @@ def read_policy(name: str) -> bytes:
 
 
 def cmd_policy(args: argparse.Namespace) -> int:
-    from capability_anchor.witness.client.policyfile import check_policy
+    from capability_anchor.log.policies import check_policy
 
     text = read_policy(args.file)
     with open_log(args) as log:
@@ -61,7 +61,8 @@ def cmd_policy(args: argparse.Namespace) -> int:
 
 
 def cmd_cosign(args: argparse.Namespace) -> int:
-    from capability_anchor.witness.client import check_policy, run_round
+    from capability_anchor.log.policies import check_policy
+    from capability_anchor.witness.client import run_round
 
     with open_log(args) as log:
         # A witness asked for a checkpoint the world has seen superseded would answer 409 and

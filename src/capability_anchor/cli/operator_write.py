@@ -14,8 +14,8 @@ from .operator_base import PROG, data_dir, emit_doc, open_log, refuse_if_behind
 
 def cmd_init(args: argparse.Namespace) -> int:
     from capability_anchor.log import Log
+    from capability_anchor.log.stamping import TsaConfig
     from capability_anchor.log.writer_token import TOKEN_FILE
-    from capability_anchor.timestamp.scheduler import TsaConfig
 
     data = data_dir(args.data)
     tsa = TsaConfig.from_files(args.tsa, args.tsa_ca)
@@ -84,7 +84,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def _tsa_config(args: argparse.Namespace, log: Any) -> Any:
-    from capability_anchor.timestamp.scheduler import TsaConfig
+    from capability_anchor.log.stamping import TsaConfig
 
     return TsaConfig.resolve(log.config, args.tsa, args.tsa_ca, args.tsa_deadline)
 
@@ -98,7 +98,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
     from capability_anchor import head as heads
     from capability_anchor.log.clockguard import acknowledge, disagreeing, iso, monotonic
-    from capability_anchor.timestamp.scheduler import stamp_missing
+    from capability_anchor.log.stamping import stamp_missing
 
     def printed(doc: bytes) -> None:
         # Printed as each day's transaction commits: a printed head is a published head.
@@ -138,7 +138,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
 def cmd_timestamp(args: argparse.Namespace) -> int:
     from capability_anchor.errors import UsageError
-    from capability_anchor.timestamp.scheduler import stamp_missing
+    from capability_anchor.log.stamping import stamp_missing
 
     with open_log(args) as log:
         tsa = _tsa_config(args, log)

@@ -2,7 +2,7 @@
 
 It never creates a log unless told to (`--init`), binds its socket itself (a taken port is
 exit 2 with one line; "serving on" comes once connections can be made), logs every request
-and event (`api/accesslog.py`), and stops cleanly, exit 0, on SIGTERM or SIGINT once
+and event (`web/accesslog.py`), and stops cleanly, exit 0, on SIGTERM or SIGINT once
 in-flight requests are done.
 """
 
@@ -124,8 +124,8 @@ def add_metrics_token(p: argparse.ArgumentParser) -> None:
 
 def metrics_token_of(args: argparse.Namespace) -> str | None:
     """The metrics token: the option, else the environment; checked (a usage error)."""
-    from capability_anchor.api.guards import metrics_token
     from capability_anchor.envvars import METRICS_TOKEN
+    from capability_anchor.web.guards import metrics_token
 
     given = args.metrics_token if args.metrics_token is not None else METRICS_TOKEN.get()
     return metrics_token(given)
@@ -207,10 +207,11 @@ def _publish_of(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from capability_anchor.api import Settings, accesslog, create_app
+    from capability_anchor.api import Settings, create_app
     from capability_anchor.errors import UsageError
     from capability_anchor.jws import MAX_RECORD_LIFETIME
     from capability_anchor.metrics import service as metrics
+    from capability_anchor.web import accesslog
 
     from .operator import data_dir
     from .operator_base import published_of
@@ -281,12 +282,12 @@ def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str
     `serve` and `witness serve` both."""
     import uvicorn
 
-    from capability_anchor.api.nodelay import with_header_timeout
+    from capability_anchor.web.nodelay import with_header_timeout
 
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         log_level="warning",
-        # Ours (api/accesslog.py) replaces uvicorn's access log.
+        # Ours (web/accesslog.py) replaces uvicorn's access log.
         access_log=False,
         timeout_graceful_shutdown=30,
         # The production form's protocol: TCP_NODELAY and the header timeout.
@@ -320,7 +321,7 @@ def _server_class() -> Any:
         the level the service runs it)."""
 
         def handle_exit(self, sig: int, frame: Any) -> None:
-            from capability_anchor.api.accesslog import events
+            from capability_anchor.web.accesslog import events
 
             if not self.should_exit:
                 name = signal.Signals(sig).name

@@ -231,8 +231,8 @@ def _update_log(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from capability_anchor.api import accesslog
     from capability_anchor.metrics import service as metrics
+    from capability_anchor.web import accesslog
     from capability_anchor.witness.server.app import create_witness_app
     from capability_anchor.witness.server.service import Witness
 
@@ -240,7 +240,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.rate_limit < 0:
         raise UsageError("--rate-limit must be >= 0")
-    # The log's service's access and event log, in the same format (api/accesslog.py).
+    # The log's service's access and event log, in the same format (web/accesslog.py).
     accesslog.configure(args.log_format)
     token = metrics_token_of(args)
     sock = _bind(args.host, args.port)

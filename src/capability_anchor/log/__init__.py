@@ -13,7 +13,7 @@ These names are used with these meanings everywhere (code, comments, docs):
 - *seal*: every day before today that has no sealed head gets one (empty days included),
   chained by `prev` (`LogWriter.seal`). Sealed heads are dated the end of their day, so
   sealing is deterministic and a rerun after a crash produces the same bytes.
-- *stamp*: RFC 3161 timestamps of sealed heads are fetched (`timestamp.scheduler`, `timestamp/`) and
+- *stamp*: RFC 3161 timestamps of sealed heads are fetched (`log.stamping`, `timestamp/`) and
   stored (`Log.add_stamp`).
 - *publish*: what is stored is served as stored (`api/`, through the read side
   `read.reader.LogReader`) and written as files (`export`). Publishing never signs: a head is
@@ -26,9 +26,10 @@ and delegates each stage to its owner (`Log.writer`, `Log.read`, `log.issuance` 
 resolver-2 records). The CLI and the HTTP service are thin edges over it. The clock is
 injectable (tests), never from the CLI.
 
-May import the kernel, `record/`, `read/`, the store's contract (engines only through
-`store.open`), `metrics/`, `witness.client` and `monitor.source` (to read what was
-published); never `api/`, `cli/`, `audit/` or `export/`.
+May import the kernel, `timestamp/`, `record/`, `read/` (`read.source` to read what was
+published), the store's contract (engines only through `store.open`) and `metrics/`; never
+`witness/`, `monitor/`, `api/`, `cli/`, `audit/` or `export/` (the layers:
+docs/explanation/decisions/36-layers.md).
 """
 
 from .batch import MAX_BATCH, AppendResult, Prepared, prepare_records

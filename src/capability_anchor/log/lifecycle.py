@@ -141,9 +141,7 @@ class Log:
             stores.bind(data_dir, store)
         now = clock()
         if policy is not None:
-            from capability_anchor.witness.client.policyfile import check_policy, log_vkey
-
-            check_policy(policy, log_vkey(public_url or iss, key))
+            policytrust.check_policy(policy, policytrust.log_vkey(public_url or iss, key))
 
         # Durable when this returns: the database was filled in one transaction under a
         # temporary name and only then linked into place.

@@ -10,10 +10,10 @@ Reads a log only as its users do (HTTP or an export folder): may import the kern
 """
 
 from capability_anchor.monitor import alarms
+from capability_anchor.read.source import LogSource, open_source
 
 from .compare import compare_states
 from .follow import Monitor, MonitorOptions, RunResult
-from .source import LogSource, open_source
 from .state import MonitorState
 
 __all__ = [

@@ -23,7 +23,6 @@ from capability_anchor.errors import (
     StoreIOError,
     StoreReadOnly,
 )
-from capability_anchor.metrics.service import observe
 
 # SQLSTATE classes and codes (PostgreSQL's Appendix A) and what each is for an operator.
 _BY_STATE: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
@@ -58,8 +57,6 @@ def store_error(
         return StoreIOError(f"{context}: the database server is unavailable: {_first(exc)}")
     for prefixes, cls, what in _BY_STATE:
         if state.startswith(prefixes):
-            if cls is StoreBusy:
-                observe().store_busy.inc()
             return cls(f"{context}: {what}: {_first(exc)}")
     return StoreError(f"{context}: {_first(exc)} (SQLSTATE {state or 'none'})")
 

@@ -15,7 +15,6 @@ from capability_anchor.errors import (
     StoreIOError,
     StoreReadOnly,
 )
-from capability_anchor.metrics.service import observe
 
 
 def store_error(exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
@@ -33,8 +32,6 @@ def store_error(exc: sqlite3.Error, context: str) -> CapabilityAnchorError:
     )
     for prefixes, cls, what in kinds:
         if name.startswith(prefixes):
-            if cls is StoreBusy:
-                observe().store_busy.inc()
             return cls(f"{context}: {what}: {exc}")
     return StoreError(f"{context}: {exc}")
 

@@ -2,29 +2,25 @@
 policy to cosign the history's newest checkpoint, verifies what they answer, and stores the
 cosignatures and each witness's state.
 
-`policyfile`: the policy, checked against the log; `client`: one HTTP exchange under a
+`client`: one HTTP exchange under a
 deadline; `answers`: what an answer means; `rounds`: one submission (read, exchange, store:
 no lock is held during the exchange); `schedule`: `cosign`'s round and the service's
 schedule. Witnessing never delays appends, checkpoints, seals or stamps: the service runs
 each submission in a thread of its own, and nothing here takes a lock across the network.
 
-May import the kernel, `bounded.post`, the store's contract, `log/` and `metrics/`; never
-`witness.server`, `api/` or `cli/`.
+May import the kernel, `bounded.post`, the store's contract, `log/` (the policy is
+`log.policies`) and `metrics/`; never `witness.server`, `monitor/`, `api/` or `cli/`.
 """
 
 from .client import DEFAULT_DEADLINE_S
-from .policyfile import check_policy, submitted_to
 from .rounds import Outcome, retry_delay, submit
-from .schedule import Witnessing, run_round, stored_policy
+from .schedule import Witnessing, run_round
 
 __all__ = [
     "DEFAULT_DEADLINE_S",
     "Outcome",
     "Witnessing",
-    "check_policy",
     "retry_delay",
     "run_round",
-    "stored_policy",
     "submit",
-    "submitted_to",
 ]

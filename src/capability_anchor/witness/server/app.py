@@ -22,15 +22,18 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import PathParameter
 
-from capability_anchor.api import accesslog
-from capability_anchor.api.edge import AnchorApp
-from capability_anchor.api.errors import HANDLERS, ApiError, error_response
-from capability_anchor.api.guards import check_length, check_metrics, check_rate
-from capability_anchor.api.models import ErrorBody
-from capability_anchor.api.ratelimit import RateLimiter
-from capability_anchor.api.routes.metrics import answer
 from capability_anchor.head import VERSION
 from capability_anchor.metrics import service as metrics
+from capability_anchor.web import accesslog
+from capability_anchor.web.errors import HANDLERS, ApiError, ErrorBody, error_response
+from capability_anchor.web.exchange import AnchorApp
+from capability_anchor.web.guards import (
+    RateLimiter,
+    answer,
+    check_length,
+    check_metrics,
+    check_rate,
+)
 
 from .protocol import MAX_BODY, SIZE_CONTENT_TYPE, Refusal
 from .service import Witness

@@ -301,7 +301,7 @@ def install(app: Any, writes: tuple[str, str] | None = None) -> None:
     The request handler is wrapped (not the app's `__call__`) so the edge guard, HEAD
     handling and the exception handlers all sit inside: the status logged is the one sent.
     """
-    from .edge import ORIGINAL_METHOD
+    from .exchange import ORIGINAL_METHOD
 
     if not _configured():
         configure()
