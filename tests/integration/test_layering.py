@@ -358,7 +358,10 @@ def _all_imports(module: str, is_package: bool, tree: ast.Module) -> Iterator[st
     (module level, a function, a class, `if TYPE_CHECKING:`)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
-            for target in _targets(module, is_package, node):
+            targets = _targets(module, is_package, node)
+            if isinstance(node, ast.ImportFrom) and len(targets) == 1 + len(node.names):
+                targets = targets[1:]  # `from pkg import mod, ...`: the modules, not pkg's names
+            for target in targets:
                 if target == PACKAGE or target.startswith(_P):
                     yield target
 
@@ -451,6 +454,16 @@ def test_every_module_imports_only_lower_layers() -> None:
 
 def test_no_import_cycle_between_units() -> None:
     assert _cycles(_unit_graph(_module_graph())) == []
+
+
+# Module-level cycles left, each inside one package: the log's modules and `Log` name each
+# other's types (`Log` holds its `LogWriter`, whose helpers take the `Log`).
+MODULE_CYCLES_ALLOWED_IN = ("capability_anchor.log",)
+
+
+def test_no_import_cycle_between_modules_but_inside_the_log() -> None:
+    cycles = _cycles(_module_graph())
+    assert [c for c in cycles if not all(m.startswith(MODULE_CYCLES_ALLOWED_IN) for m in c)] == []
 
 
 def test_every_unit_of_the_order_is_named_once() -> None:

@@ -25,7 +25,7 @@ from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
 from .operator_append import cmd_append
 from .operator_backup import add_backup_arguments, cmd_backup, cmd_migrate
-from .operator_base import PROG, add_published, data_dir
+from .operator_base import PROG, add_data, add_published, add_tsa, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
 from .operator_recover import add_recover_arguments, cmd_recover, cmd_reindex
 from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
@@ -67,49 +67,6 @@ def _seconds(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: the notice cannot be negative")
     return value
-
-
-def add_data(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--data",
-        metavar="DIR",
-        default=None,
-        help="data dir (default: $CAPABILITY_ANCHOR_DATA, else ./data)",
-    )
-    p.add_argument(
-        "--store",
-        metavar="URL",
-        default=None,
-        help="the log's store, postgresql://USER@HOST/DBNAME (no password: ~/.pgpass or "
-        "PGPASSWORD): init binds the data dir to it, any other command checks it is the data "
-        "dir's (default: $CAPABILITY_ANCHOR_STORE, else the data dir's own)",
-    )
-
-
-def add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
-    p.add_argument(
-        "--tsa",
-        metavar="URL",
-        action="append",
-        default=[],
-        help="an RFC 3161 TSA (repeatable; default: the ones stored by init)",
-    )
-    p.add_argument(
-        "--tsa-ca",
-        metavar="PEM",
-        action="append",
-        default=[],
-        help="trusted TSA CA certificates (repeatable, a file may hold several; "
-        "default: the ones stored by init)",
-    )
-    if deadline:
-        p.add_argument(
-            "--tsa-deadline",
-            type=float,
-            default=None,
-            metavar="S",
-            help="total time allowed for one TSA exchange (default: 10)",
-        )
 
 
 # The old private names, for code written against them on other branches.

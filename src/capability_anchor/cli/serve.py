@@ -26,8 +26,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     from capability_anchor.envvars import DEFAULT_WRITE_QUEUE
     from capability_anchor.jws import MAX_RECORD_LIFETIME
 
-    from .operator import add_data, add_tsa
-    from .operator_base import add_published
+    from .operator_base import add_data, add_published, add_tsa
     from .operator_witness import add_witness_deadline
 
     add_data(p)
@@ -213,8 +212,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from capability_anchor.metrics import service as metrics
     from capability_anchor.web import accesslog
 
-    from .operator import data_dir
-    from .operator_base import published_of
+    from .operator_base import data_dir, published_of
 
     # Until uvicorn takes the signals over (and after it gives them back), a Ctrl-C or
     # SIGTERM during start-up is a quiet exit too, not a KeyboardInterrupt traceback.

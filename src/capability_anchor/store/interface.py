@@ -36,7 +36,7 @@ from .rows import EntryRow, HeadRow, HistoryLeaf, StampRow, TileRow
 
 class StoreLifecycle(ABC):
     """Transactions, closing, and where the store is. Opening is `store.open`'s: an engine's
-    stores are made by its `open.Engine`, never by a factory of this type."""
+    stores are made by its `engines.Engine`, never by a factory of this type."""
 
     @abstractmethod
     def write(self) -> AbstractContextManager[None]:

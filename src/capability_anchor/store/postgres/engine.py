@@ -19,8 +19,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import psycopg
 
 from capability_anchor.errors import Conflict, StoreError, UsageError
+from capability_anchor.store.engines import Engine, Where
 from capability_anchor.store.interface import Scrub, Store
-from capability_anchor.store.open import Engine, Where
 from capability_anchor.store.witness import WitnessStore
 
 from . import PostgresStore, schema

@@ -14,7 +14,7 @@ from capability_anchor.store.rows import HeadRow
 
 from ..errors import store_error
 from ..tiles import HISTORY_TILES
-from . import split_sql
+from .statements import split_sql
 
 SQL = """\
 CREATE TABLE history (
