@@ -466,6 +466,36 @@ def test_no_import_cycle_between_modules_but_inside_the_log() -> None:
     assert [c for c in cycles if not all(m.startswith(MODULE_CYCLES_ALLOWED_IN) for m in c)] == []
 
 
+LAZY_NOTE = "# Imported inside functions:"
+
+
+def _function_level_imports(tree: ast.Module, module: str, is_package: bool) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import | ast.ImportFrom):
+                    found += [
+                        t for t in _targets(module, is_package, inner) if t.startswith(PACKAGE)
+                    ]
+    return found
+
+
+def test_a_function_imports_the_project_only_where_the_cost_is_written() -> None:
+    """A module that imports the project inside a function says, beside its imports, which
+    start-up cost that saves and how it was measured (the `LAZY_NOTE` comment)."""
+    lazy, silent = [], []
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        module, is_package = _module_name(path)
+        text = path.read_text(encoding="utf-8")
+        if _function_level_imports(ast.parse(text), module, is_package):
+            lazy.append(module)
+            if LAZY_NOTE not in text:
+                silent.append(module)
+    assert silent == []
+    assert "capability_anchor.store.open" in lazy  # the walk sees a lazy import that is there
+
+
 def test_every_unit_of_the_order_is_named_once() -> None:
     assert sorted(LAYER_OF) == sorted(UNITS)
     assert sum(len(layer) for layer in LAYERS) == len(UNITS)

@@ -42,6 +42,7 @@ from capability_anchor.log.stamping import TsaConfig
 from capability_anchor.progress import Progress, silent
 from capability_anchor.store import SCHEMA_VERSION, HeadRow, Store
 from capability_anchor.store import open as stores
+from capability_anchor.timestamp import carried_certificates
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
@@ -295,8 +296,6 @@ def _check_carried_certificates(
     well as the original. So each certificate it carries must be one of the trusted CAs, or
     be signed by a certificate at hand (carried or trusted). With no trusted CA at all, a
     certificate whose issuer is not carried (a TSA that sends only its own) is left alone."""
-    from capability_anchor.timestamp import carried_certificates
-
     for day, tsa, token, _ in store.stamp_rows():
         try:
             carried = carried_certificates(token)

@@ -8,6 +8,8 @@ from pathlib import Path
 from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.keys import KeySet
 from capability_anchor.strictjson import is_int
+from capability_anchor.verify.record import Outcome, verify
+from capability_anchor.verify.sources import FolderSources
 
 from .report import AuditReport
 
@@ -16,10 +18,6 @@ def audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
     """Resolver-2 records kept beside the heads (`records/*.json`, as in the sample) go
     through the same verification as `verify-proof`, at the time each was issued (a token
     lives 48 h at most; what an audit can still establish is that it was valid then)."""
-    # The verifying path: imported only when there are records.
-    from capability_anchor.verify.record import Outcome, verify
-    from capability_anchor.verify.sources import FolderSources
-
     sources = FolderSources(folder)
 
     for path in sorted(folder.glob("records/*.json")):

@@ -13,6 +13,7 @@ from capability_anchor.errors import TimestampError
 from capability_anchor.export.days import timestamps_document
 from capability_anchor.store import HeadRow
 from capability_anchor.strictjson import canonical
+from capability_anchor.timestamp import digest_of, read_reply, verify_reply
 
 from .report import AuditReport, parses, read_json
 
@@ -29,8 +30,6 @@ def stamp_problems(
     be granted, stamp the SHA-256 of exactly that JWS, say the genTime listed beside it, and
     verify (signature, ESS binding, EKU) with a chain to `cas` at genTime; with no `cas`,
     to a self-signed certificate the token carries, which shows integrity but not trust."""
-    from capability_anchor.timestamp import digest_of, read_reply, verify_reply
-
     try:
         parsed = read_reply(token)
     except TimestampError as exc:
