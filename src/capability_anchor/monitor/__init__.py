@@ -6,7 +6,8 @@ this monitor saw, then reads the new history leaves (the heads, SPEC §12.1) fro
 bundles and checks every §4 rule on them. Findings are JSON lines; an alarm is named.
 
 Reads a log only as its users do (HTTP or an export folder): may import the kernel,
-`verify/` and `bounded/`; never the store, the log, the read side or the service.
+`verify/`, `bounded/` and `read.source` (the fetcher of a published log, shared with the
+log's recovery); never the store, the log or the service.
 """
 
 from capability_anchor.monitor import alarms
