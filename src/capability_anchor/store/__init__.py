@@ -1,8 +1,8 @@
 """The log's storage, as a seam: the contract (`interface.Store`, `witness.WitnessStore`,
 the row types of `rows`, the engine's own `engines.Engine`), the one way to open a store
-(`open`: by data dir or URL, through the engine registry), the damage mark (`damage`), and the engines, one package each
-(`sqlite/`, the only code in the project that imports SQLite or sqlite-utils; `postgres/`,
-being built for issue #24, so far its schema).
+(`open`: by data dir or URL, through the engine registry), the damage mark (`damage`), and
+the engines, one package each (`sqlite/`, the only code in the project that imports SQLite
+or sqlite-utils; `postgres/`, being built for issue #24, so far its schema).
 
 Callers outside `store/` type against the contract and open through `open` (`from
 capability_anchor.store import open as stores`); none imports an engine package
