@@ -102,7 +102,7 @@ def check_length(request: Request[Any, Any, Any], limit: int) -> None:
         raise ApiError("too_large", f"the request body is over {limit} bytes")
 
 
-async def answer(*collectors: Any) -> Response[bytes]:
+async def metrics_answer(*collectors: Any) -> Response[bytes]:
     """The exposition, made in a worker thread (`metrics.exposition` blocks)."""
     body = await anyio.to_thread.run_sync(metrics.exposition, *collectors)
     # An explicit header is sent as given (Litestar would append a second charset).
@@ -114,10 +114,10 @@ async def answer(*collectors: Any) -> Response[bytes]:
 __all__ = [
     "MISSING_METRICS_TOKEN_NOTE",
     "RateLimiter",
-    "answer",
     "check_bearer",
     "check_length",
     "check_metrics",
     "check_rate",
+    "metrics_answer",
     "metrics_token",
 ]

@@ -11,7 +11,7 @@ from litestar import Request, Response, get
 
 from capability_anchor.api.models import success
 from capability_anchor.api.service import service_of
-from capability_anchor.web.guards import answer
+from capability_anchor.web.guards import metrics_answer
 
 METRICS_SECURITY: list[dict[str, list[str]]] = [{"metrics": []}, {}]
 """Bearer with the metrics token when the service has one, else nothing."""
@@ -35,4 +35,4 @@ def metrics_responses() -> dict[int, Any]:
     security=METRICS_SECURITY,
 )
 async def metrics_page(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return await answer(service_of(request).collector)
+    return await metrics_answer(service_of(request).collector)

@@ -29,10 +29,10 @@ from capability_anchor.web.errors import HANDLERS, ApiError, ErrorBody, error_re
 from capability_anchor.web.exchange import AnchorApp
 from capability_anchor.web.guards import (
     RateLimiter,
-    answer,
     check_length,
     check_metrics,
     check_rate,
+    metrics_answer,
 )
 
 from .protocol import MAX_BODY, SIZE_CONTENT_TYPE, Refusal
@@ -104,7 +104,7 @@ async def metrics_page() -> Response[bytes]:
     """The witness's Prometheus metrics (its requests by route and status, with latency),
     as the log's `/metrics` answers them: public unless `--metrics-token`, never rate
     limited, made off the event loop."""
-    return await answer()
+    return await metrics_answer()
 
 
 def create_witness_app(
