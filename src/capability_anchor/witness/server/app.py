@@ -1,4 +1,4 @@
-"""The witness's HTTP service (`witness serve`): Litestar behind the log API's edge (body
+"""The witness's HTTP service (`witness serve`): Litestar behind the HTTP edge `web/` (body
 deadline, HEAD, reading bodies before answering), with its rate limit and body limit.
 
 Answers: `POST /add-checkpoint` as c2sp.org/tlog-witness says (200 with one cosignature
