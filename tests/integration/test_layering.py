@@ -81,7 +81,10 @@ PACKAGE = "capability_anchor"
 # The verifying path's modules; what they import lazily is followed too (stamps are only
 # checked when there is a --tsa-ca, so `timestamp` is reached that way).
 VERIFYING_ROOTS = VERIFYING_PATH
-FORBIDDEN_INTERNAL = ("capability_anchor.store", "capability_anchor.log", "capability_anchor.api")
+FORBIDDEN_INTERNAL = tuple(
+    f"capability_anchor.{name}"
+    for name in ("store", "log", "read", "metrics", "web", "service", "api", "witness.server")
+)
 
 
 def _module_file(name: str) -> Path | None:
