@@ -47,7 +47,7 @@ def table() -> str:
     if str(ROOT / "src") not in sys.path:  # run as a script, without the venv's install
         sys.path.insert(0, str(ROOT / "src"))
     from capability_anchor import errors
-    from capability_anchor.api.errors import HTTP_STATUS
+    from capability_anchor.web.errors import HTTP_STATUS
 
     base = errors.CapabilityAnchorError
     classes = [

@@ -49,11 +49,11 @@ from capability_anchor.encoding import b64url_encode
 from capability_anchor.export.days import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import KEY_FILE, Log
+from capability_anchor.log.policies import log_vkey
+from capability_anchor.log.stamping import TsaConfig, stamp_missing
 from capability_anchor.note import Cosigner, parse_note
 from capability_anchor.store import CosignatureRow
 from capability_anchor.timestamp import digest_of, load_cas, verify_reply
-from capability_anchor.timestamp.scheduler import TsaConfig, stamp_missing
-from capability_anchor.witness.client.policyfile import log_vkey
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOTS = ROOT / "roots"

@@ -25,11 +25,11 @@ import pytest
 from capability_anchor.audit import datadir as auditdb
 from capability_anchor.errors import StoreError
 from capability_anchor.log import Log
+from capability_anchor.log.stamping import stamp_missing
 from capability_anchor.store import SCHEMA_VERSION
 from capability_anchor.store import open as stores
 from capability_anchor.store.sqlite import DB_NAME
 from capability_anchor.store.sqlite import SqliteStore as Store
-from capability_anchor.timestamp.scheduler import stamp_missing
 from tests.e2e.test_stamping import config_for, past_log
 from tests.kit import paths
 from tests.kit.logkit import CLI, DAY5, History, build_history, record, run_cli

@@ -18,8 +18,8 @@ from typing import Any
 from capability_anchor.audit.datadir import audit_data_dir
 from capability_anchor.errors import StoreError
 from capability_anchor.log import KEY_FILE, Log, utc_day
+from capability_anchor.log.stamping import stamp_missing
 from capability_anchor.store.sqlite import DB_NAME
-from capability_anchor.timestamp.scheduler import stamp_missing
 from tests.e2e.test_stamping import config_for
 from tests.kit.logkit import DAY1, DAY2, DAY3, ISS, Clock, at, record, run_cli
 from tests.kit.tsakit import TestTsa

@@ -25,8 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from capability_anchor.api.app import create_app
 from capability_anchor.api.settings import Settings
-from capability_anchor.log import Log
-from capability_anchor.metrics import defs as metricdefs
+from capability_anchor.log import Log, gauges
 from capability_anchor.metrics import service as metrics
 from capability_anchor.store import CosignatureRow
 from tests.kit.apikit import ISS, build_history
@@ -544,7 +543,7 @@ def test_the_quorum_search_is_bounded_and_says_at_least_how_old(
             )
 
     assert quorum_age() == math.inf  # both looked at, none meets it
-    monkeypatch.setattr(metricdefs, "QUORUM_SEARCH", 1)
+    monkeypatch.setattr(gauges, "QUORUM_SEARCH", 1)
     before = h.clock()
     age = quorum_age()
     # Only the newest was looked at: the answer is a lower bound, its age.

@@ -341,7 +341,7 @@ def test_a_catch_up_cut_short_goes_on_from_its_last_chunk(
     ends where a run that never crashed ends."""
     from capability_anchor.monitor import Monitor, MonitorOptions, follow, open_source
     from capability_anchor.monitor import state as states
-    from capability_anchor.monitor.source import ReadAhead
+    from capability_anchor.read.source import ReadAhead
 
     monkeypatch.setattr(follow, "CHUNK_BUNDLES", 1)
     log = _long_log(tmp_path / "log", SigningKey.generate(), 1500)

@@ -35,9 +35,9 @@ from capability_anchor import head as heads
 from capability_anchor.keys import SigningKey, load_key_file
 from capability_anchor.log import Log
 from capability_anchor.log.lifecycle import KEY_FILE
-from capability_anchor.monitor.source import FETCH_LIMIT
 from capability_anchor.note import NoteSigner, parse_note, sign_checkpoint
 from capability_anchor.note.checkpoint import parse_checkpoint
+from capability_anchor.read.source import FETCH_LIMIT
 from tests.kit.logkit import CLI, ISS, raw, record, run_cli
 from tests.kit.serverkit import Server, ThreadServer, serving
 

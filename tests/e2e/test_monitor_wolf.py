@@ -17,6 +17,7 @@ import rfc8785
 
 from capability_anchor.keys import KeySet, SigningKey
 from capability_anchor.log import Log
+from capability_anchor.log.policies import log_vkey
 from capability_anchor.merkle import TiledTree
 from capability_anchor.note import (
     Checkpoint,
@@ -27,7 +28,6 @@ from capability_anchor.note import (
     sign_checkpoint,
 )
 from capability_anchor.verify.history_checks import log_verifiers
-from capability_anchor.witness.client.policyfile import log_vkey
 from tests.kit import paths
 from tests.kit.logkit import ISS, build_history, record, run_cli
 from tests.kit.monitorkit import DAY1, DAY2, ORIGIN, HandLog, good_log

@@ -17,8 +17,8 @@ from typing import Any
 
 from capability_anchor import merkle
 from capability_anchor.log import Log
+from capability_anchor.log.stamping import TsaConfig
 from capability_anchor.store.sqlite import DB_NAME
-from capability_anchor.timestamp.scheduler import TsaConfig
 from tests.kit.logkit import CLI, Clock
 from tests.kit.obskit import observation
 from tests.kit.pgkit import PgServer

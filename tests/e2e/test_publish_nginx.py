@@ -30,8 +30,8 @@ import pytest
 from capability_anchor.keys import KeySet
 from capability_anchor.merkle import TileNodes, hash_leaf, inclusion_nodes, verify_inclusion
 from capability_anchor.merkle.nodes import resolve
-from capability_anchor.monitor.source import HttpSource, read_bundles, read_tile
 from capability_anchor.note import open_checkpoint
+from capability_anchor.read.source import HttpSource, read_bundles, read_tile
 from capability_anchor.verify.history_checks import log_verifiers
 from tests.kit.apikit import wait_clear_of_midnight
 from tests.kit.nginxkit import API_PATHS, IMMUTABLE, Nginx, nginx, nginx_serving

@@ -22,9 +22,9 @@ from capability_anchor.audit import audit_folder, audit_store
 from capability_anchor.errors import Conflict, UsageError
 from capability_anchor.export.days import export
 from capability_anchor.log import Log
+from capability_anchor.log.stamping import Stamper, TsaConfig, stamp_missing
 from capability_anchor.service.background import Background
 from capability_anchor.timestamp import load_cas
-from capability_anchor.timestamp.scheduler import Stamper, TsaConfig, stamp_missing
 from tests.e2e.test_cli_log import run
 from tests.kit import serverkit
 from tests.kit.obskit import observation
@@ -338,7 +338,7 @@ def test_serve_stamps_and_publishes_the_stamps(tmp_path: Path, tsa_rsa: TestTsa)
         assert der.headers["content-type"] == "application/timestamp-reply"
         assert der.content == base64.b64decode(listed[0]["token"])
         head = client.get(f"/roots/{days[0]}").json()
-    # The service's log has a line per stamp (api/accesslog.py's plain format).
+    # The service's log has a line per stamp (web/accesslog.py's plain format).
     assert f" info stamping: {days[0]} stamped by {tsa_rsa.url} at " in server.stderr()
     jws_file = tmp_path / "day.jws"
     jws_file.write_text(head["jws"])

@@ -636,7 +636,7 @@ def test_attack_a_policy_without_the_current_key_stops_submissions_logged_once(
 
 def test_a_policy_may_list_the_logs_other_keys_but_must_list_the_current_one() -> None:
     from capability_anchor.errors import MalformedPolicy
-    from capability_anchor.witness.client import check_policy
+    from capability_anchor.log.policies import check_policy
 
     current, old, stranger = (
         NoteSigner(ORIGIN, SigningKey.generate()).verifier.vkey() for _ in range(3)

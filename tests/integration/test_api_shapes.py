@@ -21,6 +21,7 @@ from capability_anchor.api import models as m
 from capability_anchor.api.app import create_app
 from capability_anchor.api.caching import answer, ordered_answer, shaped
 from capability_anchor.api.settings import Settings
+from capability_anchor.web.errors import ErrorBody
 from tests.kit.apikit import build_history, insert_stamp, rec
 
 CANONICAL = True
@@ -43,7 +44,7 @@ def _calls(h: Any) -> list[tuple[str, str, dict[str, Any], Any, bool]]:
         ("GET", "/keys", {}, m.Jwks, CANONICAL),
         ("GET", "/keys/records", {}, m.KeyRecords, CANONICAL),
         ("GET", "/record?id=example:a-0", {}, m.ServerRecord, CANONICAL),
-        ("GET", "/roots/1999-01-01", {}, m.ErrorBody, False),
+        ("GET", "/roots/1999-01-01", {}, ErrorBody, False),
         ("POST", "/prove", {"json": {"record": h.x}}, m.ProofAnswer, CANONICAL),
         ("POST", "/records", {"json": {"records": [rec("doc", 0)]}}, m.RecordsAnswer, False),
         (
@@ -72,7 +73,7 @@ def test_every_answer_decodes_strictly_into_its_struct(tmp_path: Path, body_work
     with TestClient(create_app(settings_)) as client:
         for method, url, extra, model, canonical in _calls(h):
             r = client.request(method, url, headers=auth, **extra)
-            assert r.status_code == (404 if model is m.ErrorBody else 200), (url, r.text)
+            assert r.status_code == (404 if model is ErrorBody else 200), (url, r.text)
             decoded = msgspec.json.decode(r.content, type=model, strict=True)
             # Nothing the Struct does not name (closed Structs refuse it above), nothing
             # it names missing, and the members as the Struct orders them where no

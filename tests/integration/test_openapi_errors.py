@@ -19,9 +19,10 @@ import pytest
 from litestar.testing import TestClient
 
 from capability_anchor.api.app import create_app
-from capability_anchor.api.guards import MISSING_METRICS_TOKEN_NOTE, MISSING_TOKEN_NOTE
+from capability_anchor.api.guards import MISSING_TOKEN_NOTE
 from capability_anchor.api.settings import Settings
 from capability_anchor.log import Log
+from capability_anchor.web.guards import MISSING_METRICS_TOKEN_NOTE
 
 METRICS_TOKEN = "m" * 40
 

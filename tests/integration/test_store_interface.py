@@ -14,7 +14,7 @@ from capability_anchor.errors import UsageError
 from capability_anchor.log import Log
 from capability_anchor.store import Scrub, Store
 from capability_anchor.store import open as stores
-from capability_anchor.store.open import Engine
+from capability_anchor.store.engines import Engine
 from capability_anchor.store.sqlite import SqliteStore
 from capability_anchor.store.witness import WitnessStore
 from tests.kit.logkit import DAY1, ISS, Clock, at, record

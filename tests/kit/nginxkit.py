@@ -51,7 +51,7 @@ SERVER_BLOCK = """\
 """
 
 # The HTTP read API's paths (what `monitor URL` and an anchor's url ask for) mapped onto the
-# export's files, as monitor/source.py's FolderSource maps them. Not in the docs.
+# export's files, as read/source.py's FolderSource maps them. Not in the docs.
 API_PATHS = """\
     rewrite ^/roots/([^/]+)$ /$1.json last;
     rewrite ^/roots/([^/]+)/([0-9]+)$ /$1/$2.json last;

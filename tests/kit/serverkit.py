@@ -181,9 +181,9 @@ def uvicorn_argv(port: int, workers: int, args: Sequence[str] = ()) -> list[str]
         "--workers",
         str(workers),
         # The operations guide's production form: TCP_NODELAY on every connection (see
-        # api/nodelay.py).
+        # web/nodelay.py).
         "--http",
-        "capability_anchor.api.nodelay:NoDelayH11Protocol",
+        "capability_anchor.web.nodelay:NoDelayH11Protocol",
         "--log-level",
         "warning",
         *args,

@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from capability_anchor import errors
-from capability_anchor.api.errors import HTTP_STATUS
+from capability_anchor.web.errors import HTTP_STATUS
 from tests.kit.paths import ROOT, tool
 
 TOOLS = ROOT / "tools"

@@ -9,9 +9,9 @@ import inspect
 import pytest
 
 from capability_anchor import errors
-from capability_anchor.api.errors import HTTP_STATUS
 from capability_anchor.cli.common import exit_code_for
 from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.web.errors import HTTP_STATUS
 
 # class name: (HTTP `error` member, HTTP status, exit code, retryable)
 EXPECTED: dict[str, tuple[str, int, int, bool]] = {

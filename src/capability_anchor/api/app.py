@@ -16,29 +16,30 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from capability_anchor import __version__
-from capability_anchor.api import accesslog, bodyschema
+from capability_anchor.api import bodyschema
 from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.files import tighten_modes
 from capability_anchor.log import MAX_BATCH, Log
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.marks import behind_state
 from capability_anchor.log.published import learn
+from capability_anchor.log.stamping import Stamper, StampResult, TsaConfig
 from capability_anchor.metrics.service import enable, observe, register_state
 from capability_anchor.service.background import Background
 from capability_anchor.service.sequencing import SequencerLink
 from capability_anchor.store import open as stores
 from capability_anchor.store.damage import refuse_if_damaged
-from capability_anchor.timestamp.scheduler import Stamper, StampResult, TsaConfig
+from capability_anchor.web import accesslog
+from capability_anchor.web.exchange import AnchorApp
+from capability_anchor.web.guards import RateLimiter, metrics_token
 from capability_anchor.witness.client import Witnessing
 
 from .bodies import BodyChecker, forkserver_context
-from .edge import AnchorApp
 from .errors import HANDLERS
-from .guards import before, metrics_token
+from .guards import before
 from .home import front_page
 from .openapi import JsonDocument
 from .pages import DocsPage
-from .ratelimit import RateLimiter
 from .routes import ROUTES
 from .service import Service
 from .settings import Settings
@@ -203,7 +204,7 @@ def create_app(settings: Settings) -> Litestar:
     )
     app.body_timeout = settings.body_timeout
     app.drain_limit = settings.max_body
-    # Access and event log lines, and the request metrics (api/accesslog.py); a refused
+    # Access and event log lines, and the request metrics (web/accesslog.py); a refused
     # POST /records is also counted by its error code.
     accesslog.install(app, writes=("POST", "/records"))
     return app

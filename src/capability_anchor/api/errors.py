@@ -1,154 +1,36 @@
-"""Every error answer is `{v, error, note}` (SPEC §6) with a stable `error` code: the
-project's exceptions by their class, the edge's and Litestar's mapped here; no stack trace
-or internals ever reach a response.
-"""
+"""The API's own error answers beside the edge's (`web/errors.py`): a body worker busy or
+lost, and the OpenAPI entries of the errors a handler gives."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
 from litestar import Request, Response
-from litestar.exceptions import HTTPException
 from litestar.openapi import ResponseSpec
 
-from capability_anchor.errors import CapabilityAnchorError
-from capability_anchor.head import VERSION
 from capability_anchor.service.sequencing import Busy, WorkerLost
+from capability_anchor.web import errors as edge
+from capability_anchor.web.errors import RETRY_SOON, ErrorBody, error_response
 
-from .edge import ORIGINAL_METHOD, BodyTimeout, OtherSpelling
-from .models import ErrorBody
-
-HTTP_STATUS: dict[str, int] = {
-    "bad_request": 400,
-    "invalid_record": 400,
-    "unauthorized": 401,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "conflict": 409,
-    "too_large": 413,
-    "rate_limited": 429,
-    "unavailable": 503,
-}
-"""SPEC §6 `error` member -> HTTP status, for the project's errors (`http_error`) and
-the edge's own alike."""
-
-MAX_NOTE_CHARS = 300
-"""Notes quote input (a day, a name); a long input must not make a long answer."""
-
-UNAVAILABLE_NOTE = "the service cannot answer right now"
 WORKER_LOST_NOTE = (
     "the writer process stopped before answering: the batch may or may not be stored; "
     "re-sending it is safe (records already stored are answered with duplicate: true)"
 )
-_RETRY_SOON = {"Retry-After": "1"}
-_CODE_FOR_STATUS = {
-    400: "bad_request",
-    401: "unauthorized",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "too_large",
-    429: "rate_limited",
-}
 
 
-class ApiError(Exception):
-    """An error raised at the HTTP edge itself (auth, limits)."""
-
-    def __init__(self, code: str, note: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(note)
-        self.code = code
-        self.note = note
-        self.headers = headers or {}
-
-
-_ENCODER = msgspec.json.Encoder()
-
-
-def error_response(code: str, note: str, headers: dict[str, str] | None = None) -> Response[bytes]:
-    if len(note) > MAX_NOTE_CHARS:
-        note = note[: MAX_NOTE_CHARS - 1] + "\u2026"
-    body = _ENCODER.encode(ErrorBody(VERSION, code, note))
-    return Response(
-        body, status_code=HTTP_STATUS[code], media_type="application/json", headers=headers or {}
-    )
-
-
-def _edge_answer(exc: Exception) -> Response[bytes] | None:
-    """The answer to an exception raised by the edge or the body workers, else None."""
-    if isinstance(exc, ApiError):
-        return error_response(exc.code, exc.note, exc.headers)
-    if isinstance(exc, OtherSpelling):
-        # Nothing may keep this answer: the one spelling can exist later, or already does.
-        return error_response("not_found", str(exc), {"Cache-Control": "no-store"})
-    if isinstance(exc, BodyTimeout):
-        return error_response("bad_request", str(exc), {"Connection": "close"})
+def _worker_answer(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     if isinstance(exc, Busy):
-        return error_response("unavailable", exc.note, _RETRY_SOON)
-    if isinstance(exc, WorkerLost):
-        return error_response("unavailable", WORKER_LOST_NOTE, _RETRY_SOON)
-    return None
+        return error_response("unavailable", exc.note, RETRY_SOON)
+    return error_response("unavailable", WORKER_LOST_NOTE, RETRY_SOON)
 
-
-def _litestar_answer(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
-    if exc.status_code >= 500:
-        return error_response("unavailable", UNAVAILABLE_NOTE)
-    code = _CODE_FOR_STATUS.get(exc.status_code, "bad_request")
-    if code == "not_found":
-        note = "no such resource"
-    elif code == "method_not_allowed":
-        note = f"{request.scope.get(ORIGINAL_METHOD, request.method)} is not allowed here"
-    elif code == "too_large":
-        note = "the request body is too large"
-    else:
-        note = _safe_detail(exc)
-    return error_response(code, note, exc.headers)
-
-
-def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    """The one exception handler (see `HANDLERS`)."""
-    answer = _edge_answer(exc)
-    if answer is not None:
-        return answer
-    if isinstance(exc, CapabilityAnchorError):
-        # A 503 the same request may get past without an operator (a lock wait that ran
-        # out, a database coming back) says when to try again.
-        soon = exc.http_error == "unavailable" and exc.retryable
-        return error_response(exc.http_error, exc.http_note(), _RETRY_SOON if soon else None)
-    if isinstance(exc, RecursionError):
-        return error_response("bad_request", "the request is nested too deeply")
-    if isinstance(exc, HTTPException):
-        return _litestar_answer(request, exc)
-    request.logger.exception("unexpected error")
-    return error_response("unavailable", UNAVAILABLE_NOTE)
-
-
-def _safe_detail(exc: HTTPException) -> str:
-    extra = exc.extra
-    if isinstance(extra, list) and extra and isinstance(extra[0], dict):
-        key = extra[0].get("key")
-        message = extra[0].get("message")
-        if key and message:
-            return f"{key}: {message}"
-    # Litestar ends some details with " for path <the raw path and query>": the client's own
-    # URL, echoed with any parameter names it made up; the parameter named is enough.
-    return _FOR_PATH.sub("", str(exc.detail or "bad request")) or "bad request"
-
-
-_FOR_PATH = re.compile(r" for path \S*$")
 
 HANDLERS: dict[Any, Callable[..., Any]] = {
-    Exception: handle,
-    HTTPException: handle,
-    ApiError: handle,
-    CapabilityAnchorError: handle,
-    404: handle,
-    405: handle,
+    **edge.HANDLERS,
+    Busy: _worker_answer,
+    WorkerLost: _worker_answer,
 }
-"""Litestar's exception-handler map: every path to an error answer goes through `handle`."""
+"""Litestar's exception-handler map: the edge's, and the body workers' two answers."""
 
 
 # --- the OpenAPI side ------------------------------------------------------------------------
@@ -179,11 +61,4 @@ def documented(*statuses: int, unavailable: str | None = None) -> dict[int, Resp
     return specs
 
 
-__all__ = [
-    "HANDLERS",
-    "WORKER_LOST_NOTE",
-    "ApiError",
-    "documented",
-    "error_response",
-    "handle",
-]
+__all__ = ["HANDLERS", "WORKER_LOST_NOTE", "documented"]

@@ -7,7 +7,6 @@ Nothing here stores: docs/explanation/write-path.md.
 
 from __future__ import annotations
 
-import hmac
 import re
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
@@ -19,8 +18,15 @@ from litestar.typing import FieldDefinition
 
 from capability_anchor.errors import UsageError
 from capability_anchor.log.clockguard import monotonic
+from capability_anchor.web.errors import ApiError
+from capability_anchor.web.guards import (
+    MISSING_METRICS_TOKEN_NOTE,
+    check_bearer,
+    check_length,
+    check_metrics,
+    check_rate,
+)
 
-from .errors import ApiError
 from .service import Batch, Service, service_of
 from .settings import Settings
 
@@ -28,7 +34,6 @@ if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
     from litestar.openapi.spec import Reference, Schema
 
-    from .ratelimit import RateLimiter
 
 T = TypeVar("T")
 
@@ -82,61 +87,6 @@ def check_writer(request: Request[Any, Any, Any], service: Service) -> None:
     check_bearer(request, service.token, MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE)
 
 
-def check_bearer(
-    request: Request[Any, Any, Any], expected: str, missing_note: str, wrong_note: str
-) -> None:
-    """401 `unauthorized` unless the request carries Bearer `expected` (see `check_writer`)."""
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        note = missing_note
-    # Constant-time comparison: the time taken says nothing about how much of a guess was right.
-    elif not hmac.compare_digest(token.encode(), expected.encode()):
-        note = wrong_note
-    else:
-        return
-    raise ApiError("unauthorized", note, {"WWW-Authenticate": 'Bearer realm="capability-anchor"'})
-
-
-MISSING_METRICS_TOKEN_NOTE = "/metrics needs Authorization: Bearer <metrics token>"  # noqa: S105
-WRONG_METRICS_TOKEN_NOTE = "the bearer token does not match this service's metrics token"  # noqa: S105
-
-
-def check_metrics(request: Request[Any, Any, Any], token: str | None) -> None:
-    """`/metrics`: public without a metrics token, else 401 unless Bearer that token. Never
-    rate limited: a scraper (or several behind one address) must not be refused."""
-    if token is not None:
-        check_bearer(request, token, MISSING_METRICS_TOKEN_NOTE, WRONG_METRICS_TOKEN_NOTE)
-
-
-def metrics_token(value: str | None) -> str | None:
-    """A metrics token as given (`--metrics-token`, CAPABILITY_ANCHOR_METRICS_TOKEN): None
-    for none; empty or with white space is a usage error (a header could not carry it)."""
-    if value is None:
-        return None
-    if not value or any(c.isspace() or not c.isprintable() for c in value):
-        raise UsageError(
-            "the metrics token must be non-empty visible characters without spaces "
-            "(--metrics-token, CAPABILITY_ANCHOR_METRICS_TOKEN)"
-        )
-    return value
-
-
-def check_rate(request: Request[Any, Any, Any], limiter: RateLimiter | None) -> None:
-    """429 with Retry-After when the client's address is over `limiter`'s rate (the log's
-    API and the witness share it)."""
-    if limiter is None:
-        return
-    wait = limiter.check(request.client.host if request.client else "unknown")
-    if wait > 0:
-        raise ApiError(
-            "rate_limited",
-            f"over {limiter.rate} requests per second",
-            {"Retry-After": str(max(1, int(wait + 0.999)))},
-        )
-
-
 def check_integers(request: Request[Any, Any, Any]) -> None:
     """One spelling per number: Litestar would also take `1.0`, `1e0`, `03` or `+3`, and an
     immutable URL must not have several spellings."""
@@ -160,13 +110,6 @@ def check_integers(request: Request[Any, Any, Any]) -> None:
 
 def body_limit(settings: Settings, kind: str | None) -> int:
     return settings.max_prove_body if kind == "record" else settings.max_body
-
-
-def check_length(request: Request[Any, Any, Any], limit: int) -> None:
-    """A declared Content-Length over the limit is refused before the body is read."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise ApiError("too_large", f"the request body is over {limit} bytes")
 
 
 async def checked_body(request: Request[Any, Any, Any], service: Service, kind: str) -> Any:

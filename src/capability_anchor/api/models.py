@@ -31,14 +31,6 @@ REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (RecordsBody, ProveBody)
 (`api.bodies.check_body` refuses any other member); `openapi.finish` says so."""
 
 
-class ErrorBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Every error answer (SPEC §6): a stable `error` code and a note for people."""
-
-    v: str
-    error: str
-    note: str
-
-
 class Health(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
     """`status` is `ok`, or `degraded` with the `reason` (a log behind what it published
     refuses appends and signs nothing, SPEC §13.3; reads are still answered)."""
@@ -262,7 +254,6 @@ __all__ = [
     "ConsistencyAnswer",
     "EntriesListing",
     "Entry",
-    "ErrorBody",
     "HeadDocument",
     "Health",
     "InclusionProof",

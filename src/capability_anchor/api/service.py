@@ -18,13 +18,13 @@ from capability_anchor.encoding import parse_day
 from capability_anchor.errors import StoreDamaged
 from capability_anchor.log import Log, Prepared
 from capability_anchor.log.clockguard import ClockGuard
-from capability_anchor.metrics.service import StoreCollector
+from capability_anchor.log.gauges import StoreCollector
 from capability_anchor.service.background import Background
 from capability_anchor.service.sequencing import SequencerLink
 from capability_anchor.store.damage import MARK_FILE, Damage, describe, found
+from capability_anchor.web.guards import RateLimiter
 
 from .bodies import BodyChecker
-from .ratelimit import RateLimiter
 from .settings import Settings
 
 T = TypeVar("T")

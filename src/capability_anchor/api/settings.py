@@ -7,8 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from capability_anchor import envvars as e
 from capability_anchor.envvars import DEFAULT_WRITE_QUEUE as DEFAULT_QUEUE_RECORDS
+from capability_anchor.log.datafiles import check_restored
 from capability_anchor.log.writer_token import writer_token
+from capability_anchor.store import open as stores
 
 from .models import MAX_RECORDS
 
@@ -45,7 +48,7 @@ class Settings:
 
     header_timeout: float = 10.0
     """Seconds for a request's header block (`serve --header-timeout`; under uvicorn env
-    CAPABILITY_ANCHOR_HEADER_TIMEOUT, read by `api.nodelay`); late: the connection is closed."""
+    CAPABILITY_ANCHOR_HEADER_TIMEOUT, read by `web.nodelay`); late: the connection is closed."""
 
     body_workers: int = 1
     """Processes that check request bodies off the event loop, per lane: public bodies and
@@ -113,7 +116,6 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         """For `uvicorn capability_anchor.api.asgi:app`: every field from the environment."""
-        from capability_anchor import envvars as e
 
         def value(var: e.EnvVar, default: str) -> str:
             return var.get() or default
@@ -121,8 +123,6 @@ class Settings:
         tsa_deadline = e.TSA_DEADLINE.get()
         data_dir = Path(value(e.DATA, "data"))
         if e.STORE.get():
-            from capability_anchor.store import open as stores
-
             stores.given(data_dir, e.STORE.get() or "")  # the data dir must be bound to it
         return cls(
             data_dir=data_dir,
@@ -147,7 +147,5 @@ class Settings:
     def token(self) -> str:
         """The checked writer token (TokenError when unusable: the service must not start);
         a database restored without its key and token is named as such first."""
-        from capability_anchor.log.datafiles import check_restored
-
         check_restored(self.data_dir)
         return writer_token(self.data_dir, self.writer_token)

@@ -13,9 +13,9 @@ from capability_anchor.keys import KeySet
 from capability_anchor.log import Log
 from capability_anchor.log import trust as logtrust
 from capability_anchor.log.rotation import pending_problems
+from capability_anchor.log.stamping import TsaConfig
 from capability_anchor.progress import Progress, silent
 from capability_anchor.store import HeadRow
-from capability_anchor.timestamp.scheduler import TsaConfig
 
 from .cosignatures import audit_cosignatures
 from .day import audit_day

@@ -19,10 +19,11 @@ from capability_anchor.errors import CapabilityAnchorError, StoreCorrupt, StoreE
 from capability_anchor.keys import KeySet, SigningKey, load_key_file
 from capability_anchor.log import KEY_FILE, Log
 from capability_anchor.log.datafiles import check_restored
+from capability_anchor.log.stamping import TsaConfig
 from capability_anchor.progress import Progress, silent
 from capability_anchor.store import SCHEMA_VERSION, HeadRow, Store
 from capability_anchor.store import open as stores
-from capability_anchor.timestamp.scheduler import TsaConfig
+from capability_anchor.timestamp import carried_certificates
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
@@ -256,7 +257,6 @@ def _check_carried_certificates(
 ) -> None:
     """Certificates a reply carries are outside its signature, so each must be a trusted CA or
     signed by one at hand; with no trusted CA, one whose issuer is not carried is left alone."""
-    from capability_anchor.timestamp import carried_certificates
 
     for day, tsa, token, _ in store.stamp_rows():
         try:

@@ -17,6 +17,8 @@ from capability_anchor.keys import KeySet
 from capability_anchor.log import trust as logtrust
 from capability_anchor.progress import Progress, silent
 from capability_anchor.strictjson import canonical, is_int
+from capability_anchor.verify.record import Outcome, verify
+from capability_anchor.verify.sources import FolderSources
 
 from .history_folder import audit_folder_history
 from .report import AuditReport, is_day, read_json
@@ -277,10 +279,6 @@ def _check_days(report: AuditReport, days: list[Any], sealed: dict[str, heads.He
 
 def audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
     """Kept records (`records/*.json`) pass `verify-proof`'s checks at the time each was issued."""
-    # The verifying path: imported only when there are records.
-    from capability_anchor.verify.record import Outcome, verify
-    from capability_anchor.verify.sources import FolderSources
-
     sources = FolderSources(folder)
 
     for path in sorted(folder.glob("records/*.json")):

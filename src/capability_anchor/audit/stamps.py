@@ -13,6 +13,7 @@ from capability_anchor.errors import TimestampError
 from capability_anchor.export.days import timestamps_document
 from capability_anchor.store import HeadRow
 from capability_anchor.strictjson import canonical
+from capability_anchor.timestamp import digest_of, read_reply, verify_reply
 
 from .report import AuditReport, parses, read_json
 
@@ -28,7 +29,6 @@ def stamp_problems(
     """What is wrong with a stored RFC 3161 reply for a sealed head's JWS: granted, over exactly
     that JWS, the listed genTime, and verifying with a chain to `cas` at genTime (no `cas`: to a
     self-signed certificate it carries, integrity without trust)."""
-    from capability_anchor.timestamp import digest_of, read_reply, verify_reply
 
     try:
         parsed = read_reply(token)

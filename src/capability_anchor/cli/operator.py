@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from capability_anchor import __version__
 from capability_anchor.envvars import STORE
 from capability_anchor.errors import CapabilityAnchorError, UsageError
 
@@ -17,7 +18,7 @@ from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
 from .operator_append import cmd_append
 from .operator_backup import add_backup_arguments, cmd_backup, cmd_migrate
-from .operator_base import PROG, add_published, data_dir
+from .operator_base import PROG, add_data, add_published, add_tsa, data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
 from .operator_recover import add_recover_arguments, cmd_recover, cmd_reindex
 from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
@@ -30,6 +31,9 @@ from .operator_write import (
 )
 from .serve import add_serve_arguments, cmd_serve
 from .witness import add_witness_arguments, cmd_witness
+
+# Imported inside functions: the store's registry ~40 ms (python -X importtime after
+# `cli.operator`, min of 7 runs, 2026-12-05): only the command that needs it.
 
 __all__ = ["PROG", "add_data", "add_tsa", "build_parser", "data_dir", "main"]
 
@@ -60,52 +64,7 @@ def _seconds(text: str) -> int:
     return value
 
 
-def add_data(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--data",
-        metavar="DIR",
-        default=None,
-        help="data dir (default: $CAPABILITY_ANCHOR_DATA, else ./data)",
-    )
-    p.add_argument(
-        "--store",
-        metavar="URL",
-        default=None,
-        help="the log's store, postgresql://USER@HOST/DBNAME (no password: ~/.pgpass or "
-        "PGPASSWORD): init binds the data dir to it, any other command checks it is the data "
-        "dir's (default: $CAPABILITY_ANCHOR_STORE, else the data dir's own)",
-    )
-
-
-def add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
-    p.add_argument(
-        "--tsa",
-        metavar="URL",
-        action="append",
-        default=[],
-        help="an RFC 3161 TSA (repeatable; default: the ones stored by init)",
-    )
-    p.add_argument(
-        "--tsa-ca",
-        metavar="PEM",
-        action="append",
-        default=[],
-        help="trusted TSA CA certificates (repeatable, a file may hold several; "
-        "default: the ones stored by init)",
-    )
-    if deadline:
-        p.add_argument(
-            "--tsa-deadline",
-            type=float,
-            default=None,
-            metavar="S",
-            help="total time allowed for one TSA exchange (default: 10)",
-        )
-
-
 def _version() -> str:
-    from capability_anchor import __version__
-
     return f"{PROG} {__version__}"
 
 

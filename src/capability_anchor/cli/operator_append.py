@@ -30,12 +30,16 @@ import msgspec
 
 from capability_anchor import leaf
 from capability_anchor.errors import InputError, InvalidRecord, StoreFull
+from capability_anchor.progress import StderrProgress
 
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit, sigint_held
 from .operator_base import PROG, open_log
 
 if TYPE_CHECKING:
     from capability_anchor.log import Log, Prepared
+
+# Imported inside functions: the log ~100-380 ms (python -X importtime after `cli.operator`, min
+# of 7 runs, 2026-12-05): `--help` and the other commands skip it.
 
 # No record's line is longer: a leaf is at most 16 KiB (SPEC §2), and 64 times that leaves
 # room for whitespace and escapes. A longer line is refused unread, so that no input (one
@@ -53,8 +57,6 @@ def cmd_append(args: argparse.Namespace) -> int:
     """Append, and on Ctrl-C (SIGINT) stop with one line saying how many records are stored
     (exit 130, no traceback). The count is exact: SIGINT is held while a batch's transaction
     runs, so a batch is either stored and counted or not stored at all."""
-    from capability_anchor.progress import StderrProgress
-
     progress = StderrProgress()
     stored: list[int] = []
     try:

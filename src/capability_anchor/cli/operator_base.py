@@ -9,6 +9,9 @@ from typing import Any
 
 from capability_anchor.envvars import DATA, PUBLISHED
 
+# Imported inside functions: the log ~380 ms (python -X importtime after `cli.operator`, min of
+# 7 runs, 2026-12-05): `--help` and the commands that open no log skip it.
+
 PROG = "capability-anchor"
 
 
@@ -24,6 +27,49 @@ def open_log(args: argparse.Namespace) -> Any:
 
 def emit_doc(doc: bytes | None) -> None:
     sys.stdout.write(("null" if doc is None else doc.decode("utf-8")) + "\n")
+
+
+def add_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data",
+        metavar="DIR",
+        default=None,
+        help="data dir (default: $CAPABILITY_ANCHOR_DATA, else ./data)",
+    )
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help="the log's store, postgresql://USER@HOST/DBNAME (no password: ~/.pgpass or "
+        "PGPASSWORD): init binds the data dir to it, any other command checks it is the data "
+        "dir's (default: $CAPABILITY_ANCHOR_STORE, else the data dir's own)",
+    )
+
+
+def add_tsa(p: argparse.ArgumentParser, *, deadline: bool = True) -> None:
+    p.add_argument(
+        "--tsa",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="an RFC 3161 TSA (repeatable; default: the ones stored by init)",
+    )
+    p.add_argument(
+        "--tsa-ca",
+        metavar="PEM",
+        action="append",
+        default=[],
+        help="trusted TSA CA certificates (repeatable, a file may hold several; "
+        "default: the ones stored by init)",
+    )
+    if deadline:
+        p.add_argument(
+            "--tsa-deadline",
+            type=float,
+            default=None,
+            metavar="S",
+            help="total time allowed for one TSA exchange (default: 10)",
+        )
 
 
 def add_published(p: argparse.ArgumentParser) -> None:

@@ -2,7 +2,7 @@
 
 It never creates a log unless told to (`--init`), binds its socket itself (a taken port is
 exit 2 with one line; "serving on" comes once connections can be made), logs every request
-and event (`api/accesslog.py`), and stops cleanly, exit 0, on SIGTERM or SIGINT once
+and event (`web/accesslog.py`), and stops cleanly, exit 0, on SIGTERM or SIGINT once
 in-flight requests are done.
 """
 
@@ -14,22 +14,25 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from capability_anchor.envvars import DEFAULT_WRITE_QUEUE, METRICS_TOKEN, PUBLISH, TOKEN
+from capability_anchor.errors import StoreError, UsageError
+from capability_anchor.jws import MAX_RECORD_LIFETIME
+
 from .common import EXIT_OK
+from .operator_base import add_data, add_published, add_tsa, data_dir, published_of
+from .operator_witness import add_witness_deadline
 
 if TYPE_CHECKING:
     import socket
+
+# Imported inside functions: the API ~850 ms, the log ~380 ms, the HTTP edge (`web`) 60-320 ms
+# (python -X importtime after `cli.operator`, min of 7 runs, 2026-12-05): `--help` and every
+# other command would pay them.
 
 PROG = "capability-anchor"
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
-    from capability_anchor.envvars import DEFAULT_WRITE_QUEUE
-    from capability_anchor.jws import MAX_RECORD_LIFETIME
-
-    from .operator import add_data, add_tsa
-    from .operator_base import add_published
-    from .operator_witness import add_witness_deadline
-
     add_data(p)
     p.add_argument(
         "--init",
@@ -124,8 +127,7 @@ def add_metrics_token(p: argparse.ArgumentParser) -> None:
 
 def metrics_token_of(args: argparse.Namespace) -> str | None:
     """The metrics token: the option, else the environment; checked (a usage error)."""
-    from capability_anchor.api.guards import metrics_token
-    from capability_anchor.envvars import METRICS_TOKEN
+    from capability_anchor.web.guards import metrics_token
 
     given = args.metrics_token if args.metrics_token is not None else METRICS_TOKEN.get()
     return metrics_token(given)
@@ -152,8 +154,6 @@ def _bind(host: str, port: int) -> Any:
     import errno
     import socket
 
-    from capability_anchor.errors import UsageError
-
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -176,7 +176,6 @@ def _bind(host: str, port: int) -> Any:
 def _needs_init(args: argparse.Namespace, data: Path) -> bool:
     """`serve` never creates a log unless told to (`--init`): a mistyped --data would
     otherwise start a new log with a new key and iss, silently forking the resolver."""
-    from capability_anchor.errors import StoreError
     from capability_anchor.store import open as stores
 
     if stores.exists(data):
@@ -200,20 +199,14 @@ def _init_log(args: argparse.Namespace, data: Path) -> None:
 
 
 def _publish_of(args: argparse.Namespace) -> Path | None:
-    from capability_anchor.envvars import PUBLISH
-
     where = args.publish or PUBLISH.get()
     return Path(where) if where else None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from capability_anchor.api import Settings, accesslog, create_app
-    from capability_anchor.errors import UsageError
-    from capability_anchor.jws import MAX_RECORD_LIFETIME
+    from capability_anchor.api import Settings, create_app
     from capability_anchor.metrics import service as metrics
-
-    from .operator import data_dir
-    from .operator_base import published_of
+    from capability_anchor.web import accesslog
 
     # Until uvicorn takes the signals over (and after it gives them back), a Ctrl-C or
     # SIGTERM during start-up is a quiet exit too, not a KeyboardInterrupt traceback.
@@ -270,7 +263,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _token_source(data: Path) -> str:
-    from capability_anchor.envvars import TOKEN
     from capability_anchor.log.writer_token import TOKEN_FILE
 
     return f"env {TOKEN.name}" if TOKEN.is_set() else str(data / TOKEN_FILE)
@@ -281,12 +273,12 @@ def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str
     `serve` and `witness serve` both."""
     import uvicorn
 
-    from capability_anchor.api.nodelay import with_header_timeout
+    from capability_anchor.web.nodelay import with_header_timeout
 
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         log_level="warning",
-        # Ours (api/accesslog.py) replaces uvicorn's access log.
+        # Ours (web/accesslog.py) replaces uvicorn's access log.
         access_log=False,
         timeout_graceful_shutdown=30,
         # The production form's protocol: TCP_NODELAY and the header timeout.
@@ -320,7 +312,7 @@ def _server_class() -> Any:
         the level the service runs it)."""
 
         def handle_exit(self, sig: int, frame: Any) -> None:
-            from capability_anchor.api.accesslog import events
+            from capability_anchor.web.accesslog import events
 
             if not self.should_exit:
                 name = signal.Signals(sig).name

@@ -13,12 +13,16 @@ from typing import TYPE_CHECKING
 
 from capability_anchor import __version__
 from capability_anchor.bounded.read import DEFAULT_DEADLINE_S, check_deadline
+from capability_anchor.errors import MalformedNote, UsageError
 from capability_anchor.verify.checks import CHECKS
 
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, quiet_broken_pipe
 
 if TYPE_CHECKING:
     from capability_anchor.keys import KeySet
+
+# Imported inside functions: `cli.inputs` ~110 ms and `note` ~90 ms (python -X importtime after
+# `cli.verify_proof`, min of 7 runs, 2026-12-05): `verify-proof --help` skips them.
 
 PROG = "verify-proof"
 EXIT_CODES = (
@@ -161,7 +165,6 @@ def _origin(origin: str | None) -> str | None:
     """`--origin` must be a signed-note key name (it names the checkpoint's signer)."""
     if origin is None:
         return None
-    from capability_anchor.errors import MalformedNote, UsageError
     from capability_anchor.note.signed import check_key_name
 
     try:
@@ -178,7 +181,6 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     # Imported here so `--help` stays as light as argparse.
-    from capability_anchor.errors import UsageError
 
     from .inputs import (
         follow_key_records,

@@ -12,10 +12,15 @@ from pathlib import Path
 
 from capability_anchor.envvars import WITNESS_DATA
 from capability_anchor.errors import NoteError, UsageError
+from capability_anchor.keys import create_key_file
 
 from .common import EXIT_OK, emit
 from .exitcodes import epilog_of
-from .serve import add_log_format, add_metrics_token
+from .serve import _bind, _url_host, add_log_format, add_metrics_token, metrics_token_of, run_on
+
+# Imported inside functions: the witness server ~530 ms, `note` ~60 ms, the store's registry ~40
+# ms (python -X importtime after `cli.operator`, min of 7 runs, 2026-12-05): only `witness`
+# commands pay them.
 
 PROG = "capability-anchor witness"
 MAX_LOG_KEYS = 16
@@ -100,7 +105,6 @@ def cmd_witness(args: argparse.Namespace) -> int:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from capability_anchor.keys import create_key_file
     from capability_anchor.note import Cosigner
     from capability_anchor.note.signed import check_key_name
     from capability_anchor.store import open as stores
@@ -130,8 +134,6 @@ def _init(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     """The name, vkey and `add-checkpoint` prefix a log's policy `witness` line needs."""
     from capability_anchor.witness.server.service import Witness
-
-    from .serve import _url_host
 
     data = witness_data(args.data)
     witness = Witness.open(data)
@@ -213,16 +215,14 @@ def _update_log(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from capability_anchor.api import accesslog
     from capability_anchor.metrics import service as metrics
+    from capability_anchor.web import accesslog
     from capability_anchor.witness.server.app import create_witness_app
     from capability_anchor.witness.server.service import Witness
 
-    from .serve import _bind, metrics_token_of, run_on
-
     if args.rate_limit < 0:
         raise UsageError("--rate-limit must be >= 0")
-    # The log's service's access and event log, in the same format (api/accesslog.py).
+    # The log's service's access and event log, in the same format (web/accesslog.py).
     accesslog.configure(args.log_format)
     token = metrics_token_of(args)
     sock = _bind(args.host, args.port)

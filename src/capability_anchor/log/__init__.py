@@ -1,8 +1,8 @@
 """The log, in six stages: append -> checkpoint -> seal -> stamp -> publish -> verify
 (docs/explanation/procedures.md names each and its owner). `Log` (`log.lifecycle`) is the
 object a Python resolver embeds; the CLI and the HTTP service are thin edges over it.
-May import the kernel, `record/`, `read/`, the store's contract, `metrics/`,
-`witness.client` and `monitor.source`; never `api/`, `cli/`, `audit/` or `export/`.
+May import the kernel, `timestamp/`, `record/`, `read/`, the store's contract and
+`metrics/`; never `witness/`, `monitor/`, `api/`, `cli/`, `audit/` or `export/`.
 """
 
 from .batch import MAX_BATCH, AppendResult, Prepared, prepare_records

@@ -17,6 +17,8 @@ from capability_anchor.log import datafiles
 from capability_anchor.store import Store
 from capability_anchor.store import open as stores
 
+from .copy import copy_store
+from .lifecycle import Log
 from .marks import RESTORED_FILE, restored_mark_bytes
 from .writer_token import TOKEN_FILE
 
@@ -116,8 +118,6 @@ def _summary(dest: Path, db_name: str) -> tuple[int, bytes, dict[str, int]]:
     is renamed (its mark holds them): through a link in a folder of its own."""
     import shutil
 
-    from capability_anchor.log import Log
-
     stage = dest / ".summary.partial"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(mode=0o700)
@@ -140,8 +140,6 @@ def _copy_rows(data_dir: Path, dest: Path, db_name: str) -> None:
     (`log.copy`) from one snapshot of it, so DEST is a data dir `serve` runs from and
     `migrate` moves back into a database."""
     import shutil
-
-    from .copy import copy_store
 
     tmp = _partial(dest, db_name)
     stage = dest / ".rows.partial"

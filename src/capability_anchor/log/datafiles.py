@@ -8,6 +8,7 @@ from pathlib import Path
 
 from capability_anchor.envvars import TOKEN
 from capability_anchor.errors import KeyFileError
+from capability_anchor.store import binding
 from capability_anchor.store import open as stores
 
 from .writer_token import TOKEN_FILE
@@ -21,6 +22,18 @@ RUNTIME_FILES = (
     "sequencer.lock",
     "sequencer.sock",
 )
+
+
+MOVED_TO = "moved_to"
+"""Meta of a SQLite log that `migrate` moved: the URL of its store now."""
+
+
+def moved_message(data_dir: Path, url: str) -> str:
+    return (
+        f"the log in {data_dir} moved to {url} (`migrate`): it is opened through the data "
+        f"dir's {binding.STORE_FILE}, which is missing; run `capability-anchor migrate --from "
+        f"{data_dir} --to {url}` again to finish the move"
+    )
 
 
 def key_files(data_dir: Path) -> list[Path]:

@@ -17,7 +17,7 @@ from capability_anchor.files import tighten_modes
 from capability_anchor.keys import KeySet, SigningKey, create_key_file, load_key_file, trust
 from capability_anchor.log import policies as policytrust
 from capability_anchor.log import trust as logtrust
-from capability_anchor.note import origin_from_url
+from capability_anchor.note import origin_from_url, parse_policy
 from capability_anchor.read.reader import LogReader
 from capability_anchor.record import rule as observation
 from capability_anchor.record.urls import check_base_url, check_origin
@@ -26,7 +26,7 @@ from capability_anchor.store import open as stores
 
 from . import serverindex
 from .batch import AppendResult, Prepared, prepare_records
-from .datafiles import KEY_FILE, check_restored
+from .datafiles import KEY_FILE, MOVED_TO, check_restored, moved_message
 from .days import Clock, utc_day
 from .history_leaves import sign_missing
 from .issuance import DEFAULT_LIFETIME, issue_record
@@ -58,8 +58,6 @@ def _key_and_token(data_dir: Path) -> SigningKey:
 def _refuse_moved(data_dir: Path, store: Store) -> None:
     """A SQLite log `migrate` moved elsewhere never opens again (it would be a second live
     copy of the log, signing with its key)."""
-    from .migrate import MOVED_TO, moved_message
-
     moved = store.meta().get(MOVED_TO)
     if moved is not None:
         raise StoreError(moved_message(data_dir, moved))
@@ -133,17 +131,13 @@ class Log:
                 f"a log already exists at {stores.describe(store)}; refusing to overwrite it"
             )
         if policy is not None:
-            from capability_anchor.note import parse_policy
-
             parse_policy(policy)  # a malformed policy is refused before anything is made
         key = _key_and_token(data_dir)
         if store is not None:
             stores.bind(data_dir, store)
         now = clock()
         if policy is not None:
-            from capability_anchor.witness.client.policyfile import check_policy, log_vkey
-
-            check_policy(policy, log_vkey(public_url or iss, key))
+            policytrust.check_policy(policy, policytrust.log_vkey(public_url or iss, key))
 
         # Durable when this returns: the database was filled in one transaction under a
         # temporary name and only then linked into place.

@@ -20,22 +20,12 @@ from capability_anchor.store import binding
 from capability_anchor.store import open as stores
 
 from .copy import copy_store, fingerprint
-from .datafiles import key_files
+from .datafiles import MOVED_TO, key_files, moved_message
 from .handoff import LOCK_NAME
+from .lifecycle import Log
 from .writer_token import TOKEN_FILE
 
-MOVED_TO = "moved_to"
-"""Meta of a SQLite log that `migrate` moved: the URL of its store now."""
-
 STAGING = ".migrate"
-
-
-def moved_message(data_dir: Path, url: str) -> str:
-    return (
-        f"the log in {data_dir} moved to {url} (`migrate`): it is opened through the data "
-        f"dir's {binding.STORE_FILE}, which is missing; run `capability-anchor migrate --from "
-        f"{data_dir} --to {url}` again to finish the move"
-    )
 
 
 Prove = Callable[[Any, Path, Path, Progress], dict[str, Any]]
@@ -46,8 +36,6 @@ export or audit)."""
 
 def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent) -> dict[str, Any]:
     """Move the SQLite log in `data_dir` to the new store at `url`; the report printed."""
-    from . import Log
-
     url = binding.check_url(url)
     if url.split("://", 1)[0].lower() == stores.DEFAULT_SCHEME:
         raise UsageError("--to names the new store (postgresql://USER@HOST/DBNAME)")

@@ -6,15 +6,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from capability_anchor import jws
-from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.errors import CapabilityAnchorError, MalformedPolicy
 from capability_anchor.keys import KeySet, SigningKey
+from capability_anchor.note import (
+    TYPE_ED25519,
+    Policy,
+    PolicyWitness,
+    format_vkey,
+    origin_from_url,
+    parse_policy,
+)
 from capability_anchor.store import Store
 
 if TYPE_CHECKING:
-    from capability_anchor.log import Log
+    from . import Log
 
 POLICIES_META = "policies_signed"
 POLICIES_TYP = "capability-anchor-policies+jws"
@@ -77,4 +87,72 @@ def policies_problems(store: Store, iss: str, keys: KeySet) -> list[str]:
     return []
 
 
-__all__ = ["POLICIES_META", "policies_problems", "sign_policies", "store_policy", "vouch_unsigned"]
+# --- the policy file, checked against the log ------------------------------------------------
+
+
+def check_policy(data: bytes, log_vkey: str | Sequence[str]) -> Policy:
+    """The parsed policy in DATA, or MalformedPolicy (a usage error, exit 2) saying why.
+    `log_vkey` is the log's vkey, or its vkeys with the current one first."""
+    policy = parse_policy(data)
+    vkeys = (log_vkey,) if isinstance(log_vkey, str) else tuple(log_vkey)
+    for entry in policy.logs:
+        if entry.verifier.vkey() not in vkeys:
+            raise MalformedPolicy(
+                f"the policy's log line names the key {entry.verifier.vkey()}, but this "
+                f"log's key is {vkeys[0]}: a log line, if present, must be the log's own vkey"
+            )
+    named = [entry.verifier.vkey() for entry in policy.logs]
+    if named and vkeys[0] not in named:
+        raise MalformedPolicy(
+            f"the policy's log lines name the keys {', '.join(named)}, but this log's key is "
+            f"{vkeys[0]}: add `log {vkeys[0]}` to the policy (`capability-anchor policy FILE`)"
+        )
+    for witness in policy.witnesses:
+        if witness.url is not None:
+            _check_url(witness)
+    return policy
+
+
+def _check_url(witness: PolicyWitness) -> None:
+    url = witness.url or ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise MalformedPolicy(f"witness {witness.name}: {url!r} is not an http(s):// URL")
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise MalformedPolicy(
+            f"witness {witness.name}: a submission prefix has no query or fragment: {url!r}"
+        )
+
+
+def submitted_to(policy: Policy) -> list[PolicyWitness]:
+    """The witnesses the log submits to: those with a URL, in policy order."""
+    return [w for w in policy.witnesses if w.url is not None]
+
+
+def log_vkey(public_url: str, key: SigningKey) -> str:
+    """The vkey a log with this public URL and key will have (SPEC §12.2), for a policy
+    checked before the log exists (`init --witness-policy`)."""
+    return format_vkey(origin_from_url(public_url), TYPE_ED25519, key.public.raw)
+
+
+def stored_policy(log: Log) -> Policy | None:
+    """The data dir's policy, checked again against the log's note keys now (a rotation
+    changes them; a policy is read as untrusted input every time), or None without one."""
+    with log.store.read():
+        text = log.store.policy()
+    if text is None:
+        return None
+    return check_policy(text, log.read.history.vkeys())
+
+
+__all__ = [
+    "POLICIES_META",
+    "check_policy",
+    "log_vkey",
+    "policies_problems",
+    "sign_policies",
+    "store_policy",
+    "stored_policy",
+    "submitted_to",
+    "vouch_unsigned",
+]

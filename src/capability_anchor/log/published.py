@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.note import NoteVerifier, open_checkpoint
+from capability_anchor.read.source import LogSource, open_source
 
 from .marks import (
     BEHIND,
@@ -25,10 +27,10 @@ from .marks import (
     not_compared,
     restored_mark,
 )
+from .policies import stored_policy
 
 if TYPE_CHECKING:
     from capability_anchor.log import Log
-    from capability_anchor.monitor.source import LogSource
     from capability_anchor.note import PolicyWitness
 
 # `--published none`: the operator states that nothing was ever published (SPEC §14.2).
@@ -68,16 +70,12 @@ def monitoring_path(origin: str) -> str:
 
 def open_published(where: str, deadline: float = LEARN_DEADLINE_S) -> LogSource:
     """A URL (a serving log, or a static export over HTTP) or an export folder."""
-    from capability_anchor.monitor.source import open_source
-
     return open_source(where, deadline=deadline)
 
 
 def verified_checkpoint(log: Log, source: str, note: bytes) -> Seen:
     """The checkpoint `note` if the log's trusted keys sign it under the log's origin; else a
     CapabilityAnchorError saying why it is not believed."""
-    from capability_anchor.note import NoteVerifier, open_checkpoint
-
     origin = log.read.history.origin()
     verifiers = [NoteVerifier(origin, key.raw) for key in log.keyset()]
     opened = open_checkpoint(note, list(verifiers), origin=origin)
@@ -128,8 +126,6 @@ def _sources(
     if publish is not None and publish.is_dir():  # not made yet: nothing published there
         sources.append((str(publish), "history/checkpoint"))
     try:
-        from capability_anchor.witness.client import stored_policy
-
         policy = stored_policy(log)
     except CapabilityAnchorError as exc:
         _warn_once("the stored policy", str(exc))

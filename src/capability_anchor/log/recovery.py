@@ -19,10 +19,13 @@ from capability_anchor import head as heads
 from capability_anchor import jws
 from capability_anchor.errors import CapabilityAnchorError, Conflict, InputError, VerificationError
 from capability_anchor.merkle import TILE_WIDTH, TreeEdge, hash_leaf
-from capability_anchor.monitor.source import FolderSource, LogSource, read_bundles
+from capability_anchor.note import parse_note
+from capability_anchor.note.cosignature import timestamp_of
+from capability_anchor.read.source import FolderSource, LogSource, read_bundles
 from capability_anchor.store import CosignatureRow, HeadRow
 
 from .marks import BEHIND, behind_state, clear_behind, clear_restored
+from .policies import stored_policy
 from .published import Seen, open_published, verified_checkpoint
 from .serverindex import leaf_keys
 
@@ -300,10 +303,6 @@ def _cosignatures(log: Log, note: bytes, size: int) -> int:
     """Store the cosignatures of the published checkpoint of `size` by the policy's witnesses
     that verify over it (others are ignored, as in an add-checkpoint answer), so that
     `/history/checkpoint` serves it with its quorum at once. Returns how many were new."""
-    from capability_anchor.note import parse_note
-    from capability_anchor.note.cosignature import timestamp_of
-    from capability_anchor.witness.client import stored_policy
-
     policy = stored_policy(log)
     if policy is None:
         return 0

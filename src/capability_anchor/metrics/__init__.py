@@ -1,6 +1,6 @@
 """What the service measures (`/metrics`, Prometheus text through prometheus-client).
 
 `defs`: every metric the processes count, made once per process (`make`); `service`: the
-registry, the store collector and the exposition. Imports the read side and the store's
-interface for the collector; the log, the API and the witness server import it.
+registry, the multiprocess folder, the state gauges and the exposition. The bottom layer:
+imports only `errors` and `envvars`, so the store, the log and the HTTP edge may all count.
 """

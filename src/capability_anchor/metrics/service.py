@@ -20,7 +20,7 @@ by then. Processes started by the service inherit the variable.
 
 The gauges that describe the log (tree size per open day, the age of the newest head, of the
 newest checkpoint and of the newest checkpoint meeting the quorum) are read from the store at
-scrape time by `StoreCollector`, each in one indexed query or a few (never a scan). Two
+scrape time by `log.gauges.StoreCollector`, each in one indexed query or a few (never a scan). Two
 states other parts of the service own, `behind_published` and `witnessing_problem`, are
 gauges fed either by a function read at scrape time (`register_state`) or by the process
 holding the state (`set_state`); until one is, the gauge has no sample.
@@ -45,13 +45,12 @@ from typing import TYPE_CHECKING, Any, cast
 from capability_anchor.envvars import PROMETHEUS_MULTIPROC_DIR
 from capability_anchor.errors import UsageError
 
-from .defs import PREFIX, Metrics, StoreCollector, make
+from .defs import PREFIX, Metrics, make
 
 if TYPE_CHECKING:
     from prometheus_client import Gauge
     from prometheus_client.registry import Collector
 
-    from capability_anchor.log import Log
 
 _BASE_PREFIX = "capability-anchor-metrics-"
 _OWNED = re.compile(r"(\d+)-(\d+)")
@@ -104,7 +103,8 @@ def observe() -> Metrics:
 
 # --- the states other parts of the service own ------------------------------------------------
 
-StateSource = Callable[["Log"], float | bool | None]
+StateSource = Callable[[Any], float | bool | None]
+"""Called with the scraping process's reader `Log` (typed Any: metrics sit below the log)."""
 STATES: dict[str, str] = {
     "behind_published": "1 while the log is behind what it already published (it signs "
     "nothing and refuses appends until `recover`), else 0",
@@ -133,7 +133,7 @@ def register_state(name: str, source: StateSource, *, default: bool = False) -> 
     _sources[name] = source
 
 
-def state_of(name: str, log: Log) -> float | bool | None:
+def state_of(name: str, log: Any) -> float | bool | None:
     """The value `register_state`'s source for NAME gives now (None: none, or no sample)."""
     source = _sources.get(name)
     return source(log) if source is not None else None
@@ -354,7 +354,6 @@ __all__ = [
     "CONTENT_TYPE",
     "STATES",
     "Metrics",
-    "StoreCollector",
     "enable",
     "exposition",
     "folder",

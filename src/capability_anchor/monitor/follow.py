@@ -30,12 +30,12 @@ from capability_anchor.monitor import state as states
 from capability_anchor.note import Checkpoint, Policy, check_cosignatures, open_checkpoint
 from capability_anchor.note.checkpoint import origin_from_url, parse_checkpoint
 from capability_anchor.note.signed import b64encode, parse_note
+from capability_anchor.read.source import LogSource, read_bundles, read_tile
 from capability_anchor.verify.history_checks import log_verifiers
 
 from .heads import Finding, HeadRules, changed, check_chunk, parse_leaves
 from .rotations import checkpoint_alarm, follow_keys
 from .signatures import Signatures
-from .source import LogSource, read_bundles, read_tile
 
 CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
 

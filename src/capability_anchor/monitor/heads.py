@@ -25,10 +25,10 @@ from capability_anchor.merkle import (
     verify_consistency,
 )
 from capability_anchor.merkle.nodes import resolve
+from capability_anchor.read.source import LogSource, read_bundles, read_tile
 from capability_anchor.strictjson import canonical
 
 from .signatures import Item, Problem
-from .source import LogSource, read_bundles, read_tile
 from .state import DayEdge, LastHead, MonitorState
 
 Finding = dict[str, Any]

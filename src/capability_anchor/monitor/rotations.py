@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from capability_anchor.errors import CapabilityAnchorError, ClaimsError, InputError
 from capability_anchor.keys import KeySet, trust
+from capability_anchor.read.source import LogSource
 from capability_anchor.verify.history_checks import revoked_checkpoint
 
 from .heads import Evidence, Finding, leaf_claims
-from .source import LogSource
 from .state import MonitorState
 
 if TYPE_CHECKING:

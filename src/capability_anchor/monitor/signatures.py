@@ -14,9 +14,8 @@ from capability_anchor.errors import CapabilityAnchorError, InputError
 from capability_anchor.keys import KeySet
 from capability_anchor.keys.statements import Revocation, voided
 from capability_anchor.parentdeath import watch_parent
+from capability_anchor.read.source import LogSource, open_source
 from capability_anchor.strictjson import is_int
-
-from .source import LogSource, open_source
 
 Problem = tuple[str, str, bytes | None] | None  # (alarm, detail, what was served) or None
 Item = tuple[str, bytes]  # the head document's path, the history leaf

@@ -14,9 +14,9 @@ from capability_anchor.merkle.tilepath import entries_path
 from capability_anchor.monitor import state as states
 from capability_anchor.note import Checkpoint
 from capability_anchor.note.signed import b64decode
+from capability_anchor.read.source import FolderSource, LogSource, split_bundle, where_of
 
 from .heads import leaf_claims
-from .source import FolderSource, LogSource, split_bundle, where_of
 
 
 def _iso(t: float) -> str:

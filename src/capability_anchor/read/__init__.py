@@ -1,4 +1,5 @@
 """The read side of a log: what has been published, as the API, export and the audit see it.
+`source` reads a published log over HTTP or from an export folder (the monitor, recovery).
 Reads only: imports the kernel, `note/` and the store's interface, never an engine, the
-write path or the service.
+log, the write path or the service.
 """

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import anyio
 
-from capability_anchor.errors import CapabilityAnchorError, LeaseLost, StoreDamaged
+from capability_anchor.errors import CapabilityAnchorError, LeaseLost, StoreBusy, StoreDamaged
 from capability_anchor.log import Log, utc_day
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.marks import Behind, behind_state
 from capability_anchor.log.published import LEARN_DEADLINE_S, learn
-from capability_anchor.metrics.service import set_state
+from capability_anchor.log.stamping import Stamper
+from capability_anchor.metrics.service import observe, set_state
 from capability_anchor.store import Scrub
 from capability_anchor.store.damage import Damage, describe, found
-from capability_anchor.timestamp.scheduler import Stamper
 from capability_anchor.witness.client import Witnessing
 from capability_anchor.witness.client.episodes import FAILED
 
@@ -168,6 +168,8 @@ class Background:
         elif not exc.retryable:
             self._stop_for(exc)
         else:
+            if isinstance(exc, StoreBusy):
+                observe().store_busy.inc()  # the store raises; who handles it counts
             log.warning("background work failed, retrying at the next tick: %s", exc)
 
     def _witness_now(self, ended: object = None) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from capability_anchor import head as heads
 from capability_anchor import strictjson
-from capability_anchor.errors import MalformedJSON, VerificationError
+from capability_anchor.errors import MalformedJSON, TimestampError, VerificationError
 
 from .anchor import Anchor
 from .checks import Check, Outcome
@@ -17,6 +17,9 @@ from .sources import Sources, StampSource
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
+
+# Imported inside functions: `timestamp` ~20 ms (python -X importtime after `cli.verify_proof`,
+# min of 7 runs, 2026-12-05): loaded only when there are stamps to check.
 
 __all__ = ["check_timestamp"]
 
@@ -62,7 +65,6 @@ def _stamp_tokens(day: str, source: StampSource) -> list[bytes]:
 def _first_verifying_stamp(
     head: heads.Head, tokens: list[bytes], where: str, cas: Sequence[Certificate]
 ) -> Check:
-    from capability_anchor.errors import TimestampError
     from capability_anchor.timestamp import digest_of, verify_reply
 
     digest = digest_of(head.jws.encode("ascii"))

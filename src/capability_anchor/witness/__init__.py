@@ -6,6 +6,6 @@ cosigns any C2SP log it is configured for. Both share the note and cosignature c
 kernel's `note/`; the server keeps its state through the store's `WitnessStore` interface.
 
 `client/` may import the kernel, the store's contract, `log/`, `metrics/` and `bounded/`;
-`server/` the kernel, the store's witness contract, `metrics/` and `api/`'s edge. Neither
-imports the other (`tests/integration/test_layering.py`).
+`server/` the kernel, the store's witness contract, `metrics/` and the HTTP edge `web/`.
+Neither imports the other, nor `api/` (`tests/integration/test_layering.py`).
 """

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio.to_thread
 from litestar import Request, Response, get
 
 from capability_anchor.api.models import success
 from capability_anchor.api.service import service_of
-from capability_anchor.metrics import service as metrics
+from capability_anchor.web.guards import metrics_answer
 
 METRICS_SECURITY: list[dict[str, list[str]]] = [{"metrics": []}, {}]
 """Bearer with the metrics token when the service has one, else nothing."""
@@ -21,15 +20,6 @@ METRICS_SECURITY: list[dict[str, list[str]]] = [{"metrics": []}, {}]
 def metrics_responses() -> dict[int, Any]:
     """Its 200; the 401 of a metrics token and the 503 come from `guards.before`."""
     return success(str, "the Prometheus text exposition format, version 0.0.4", "text/plain")
-
-
-async def answer(*collectors: Any) -> Response[bytes]:
-    """The exposition, made in a worker thread (`metrics.exposition` blocks)."""
-    body = await anyio.to_thread.run_sync(metrics.exposition, *collectors)
-    # An explicit header is sent as given (Litestar would append a second charset).
-    return Response(
-        body, media_type=metrics.CONTENT_TYPE, headers={"Content-Type": metrics.CONTENT_TYPE}
-    )
 
 
 @get(
@@ -45,4 +35,4 @@ async def answer(*collectors: Any) -> Response[bytes]:
     security=METRICS_SECURITY,
 )
 async def metrics_page(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return await answer(service_of(request).collector)
+    return await metrics_answer(service_of(request).collector)

@@ -11,8 +11,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import psycopg
 
 from capability_anchor.errors import Conflict, StoreError, UsageError
+from capability_anchor.store.engines import Engine, Where
 from capability_anchor.store.interface import Store
-from capability_anchor.store.open import Engine, Where
 
 from . import PostgresStore, schema
 from .base import connect

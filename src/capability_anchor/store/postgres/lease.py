@@ -170,7 +170,6 @@ def take_write_lock(conn: psycopg.Connection[Any], where: str) -> float:
             except psycopg.errors.LockNotAvailable:
                 conn.execute("ROLLBACK TO write_lock")
                 if time.monotonic() - began >= LOCK_WAIT_S:
-                    observe().store_busy.inc()
                     raise StoreBusy(
                         f"another writer held the write lock of the log at {where} "
                         f"for {LOCK_WAIT_S:.0f} s"

@@ -11,8 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capability_anchor.errors import CapabilityAnchorError, Conflict, StoreBusy, StoreError
-from capability_anchor.metrics.service import observe
+from capability_anchor.errors import CapabilityAnchorError, Conflict, StoreError
 
 # (codes an engine's error starts with, the project's error, what it is for an operator)
 Kinds = tuple[tuple[tuple[str, ...], type[StoreError], str], ...]
@@ -61,11 +60,9 @@ class SqlBase(ABC):
 
 def classified(code: str, kinds: Kinds, context: str, detail: str) -> StoreError | None:
     """The project's error for an engine's error `code`, by the first of `kinds` it starts
-    with (a busy store is counted, `store_busy`); None for none of them."""
+    with; None for none of them. The store raises; whoever handles the error counts it."""
     for prefixes, cls, what in kinds:
         if code.startswith(prefixes):
-            if cls is StoreBusy:
-                observe().store_busy.inc()
             return cls(f"{context}: {what}: {detail}")
     return None
 

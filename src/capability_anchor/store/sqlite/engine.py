@@ -9,8 +9,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from capability_anchor.errors import UsageError
+from capability_anchor.store.engines import Engine, Where
 from capability_anchor.store.interface import Scrub, Store
-from capability_anchor.store.open import Engine, Where
 from capability_anchor.store.witness import WitnessStore
 
 from . import SqliteStore

@@ -13,11 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.log.policies import check_policy, stored_policy, submitted_to
 from capability_anchor.note import Policy, PolicyWitness
 
 from .client import DEFAULT_DEADLINE_S
 from .episodes import FAILED, POLICY, Episodes
-from .policyfile import check_policy, submitted_to
 from .rounds import STOPPED, STOPPED_RESULT, Outcome, submit, submit_async
 
 if TYPE_CHECKING:
@@ -35,16 +35,6 @@ STORE_THREADS = 4
 MIN_GAP_S = 1.0
 """Between two submissions to one witness, whatever the interval: a witness answering at
 once (a 403 retried at the next interval) is never asked in a loop."""
-
-
-def stored_policy(log: Log) -> Policy | None:
-    """The data dir's policy, checked again against the log's note keys now (a rotation
-    changes them; a policy is read as untrusted input every time), or None without one."""
-    with log.store.read():
-        text = log.store.policy()
-    if text is None:
-        return None
-    return check_policy(text, log.read.history.vkeys())
 
 
 def run_round(

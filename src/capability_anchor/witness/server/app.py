@@ -1,4 +1,4 @@
-"""The witness's HTTP service (`witness serve`): Litestar behind the log API's edge (body
+"""The witness's HTTP service (`witness serve`): Litestar behind the HTTP edge `web/` (body
 deadline, HEAD, reading bodies before answering), with its rate limit and body limit.
 
 Answers: `POST /add-checkpoint` as c2sp.org/tlog-witness says (200 with one cosignature
@@ -22,15 +22,18 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import PathParameter
 
-from capability_anchor.api import accesslog
-from capability_anchor.api.edge import AnchorApp
-from capability_anchor.api.errors import HANDLERS, ApiError, error_response
-from capability_anchor.api.guards import check_length, check_metrics, check_rate
-from capability_anchor.api.models import ErrorBody
-from capability_anchor.api.ratelimit import RateLimiter
-from capability_anchor.api.routes.metrics import answer
 from capability_anchor.head import VERSION
 from capability_anchor.metrics import service as metrics
+from capability_anchor.web import accesslog
+from capability_anchor.web.errors import HANDLERS, ApiError, ErrorBody, error_response
+from capability_anchor.web.exchange import AnchorApp
+from capability_anchor.web.guards import (
+    RateLimiter,
+    check_length,
+    check_metrics,
+    check_rate,
+    metrics_answer,
+)
 
 from .protocol import MAX_BODY, SIZE_CONTENT_TYPE, Refusal
 from .service import Witness
@@ -101,7 +104,7 @@ async def metrics_page() -> Response[bytes]:
     """The witness's Prometheus metrics (its requests by route and status, with latency),
     as the log's `/metrics` answers them: public unless `--metrics-token`, never rate
     limited, made off the event loop."""
-    return await answer()
+    return await metrics_answer()
 
 
 def create_witness_app(

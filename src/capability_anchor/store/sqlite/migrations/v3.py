@@ -13,7 +13,7 @@ from capability_anchor.merkle import TreeEdge, hash_leaf
 from capability_anchor.store.rows import HeadRow
 
 from ..errors import store_error
-from . import split_sql
+from .statements import split_sql
 
 SQL = """\
 CREATE TABLE history (

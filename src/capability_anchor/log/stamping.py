@@ -14,13 +14,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from capability_anchor.errors import CapabilityAnchorError, TimestampError, UsageError
-from capability_anchor.timestamp import DEFAULT_DEADLINE_S, cas_of_pem, pem_of, trusted_cas
+from capability_anchor.errors import CapabilityAnchorError, StoreBusy, TimestampError, UsageError
+from capability_anchor.metrics.service import observe
+from capability_anchor.timestamp import (
+    DEFAULT_DEADLINE_S,
+    cas_of_pem,
+    pem_of,
+    stamp,
+    trusted_cas,
+)
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
-    from capability_anchor.log import Log
+    from . import Log
 
 # Service retries per TSA after a failure: 30 s, doubling, at most an hour, with jitter so
 # that several logs do not hammer a recovering TSA in step.
@@ -126,8 +133,6 @@ class StampResult:
 
 def stamp_day(log: Log, day: str, jws: bytes, url: str, config: TsaConfig) -> StampResult:
     """Ask one TSA to stamp one sealed head; store the reply if it verifies."""
-    from capability_anchor.timestamp import stamp
-
     try:
         reply, verified = stamp(url, jws, config.cas(), deadline=config.deadline)
     except TimestampError as exc:
@@ -135,6 +140,8 @@ def stamp_day(log: Log, day: str, jws: bytes, url: str, config: TsaConfig) -> St
     try:
         log.add_stamp(day, url, reply, verified.gen_time)
     except CapabilityAnchorError as exc:  # e.g. the database is busy: retried like a TSA fault
+        if isinstance(exc, StoreBusy):
+            observe().store_busy.inc()
         return StampResult(day, url, error=f"the verified stamp could not be stored: {exc}")
     return StampResult(day, url, gen_time=verified.gen_time)
 

@@ -28,6 +28,8 @@ from capability_anchor.envvars import LOG_FORMAT
 from capability_anchor.errors import UsageError
 from capability_anchor.metrics.service import observe
 
+from .exchange import ORIGINAL_METHOD
+
 FORMATS = ("plain", "json")
 FORMAT_ENV = LOG_FORMAT.name
 ROOT_LOGGER = "capability_anchor"
@@ -301,8 +303,6 @@ def install(app: Any, writes: tuple[str, str] | None = None) -> None:
     The request handler is wrapped (not the app's `__call__`) so the edge guard, HEAD
     handling and the exception handlers all sit inside: the status logged is the one sent.
     """
-    from .edge import ORIGINAL_METHOD
-
     if not _configured():
         configure()
     app.asgi_handler = AccessLog(app.asgi_handler, ORIGINAL_METHOD, writes)

@@ -1,0 +1,25 @@
+"""SQL text split into statements, for the migrations' literal DDL."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from capability_anchor.errors import StoreError
+
+
+def split_sql(script: str) -> list[str]:
+    """Split SQL into statements (SQLite's own parser decides where one ends, so the `;`
+    inside a trigger's BEGIN ... END does not)."""
+    statements: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        raise StoreError(f"incomplete statement in a migration: {current.strip()[:60]}")
+    return statements
+
+
+__all__ = ["split_sql"]

@@ -1,0 +1,165 @@
+"""Every error answer of both services is `{v, error, note}` (SPEC §6) with a stable `error`.
+
+The project's exceptions answer with their class's own `http_error` and `http_note()`
+(`capability_anchor/errors.py`, the one source of codes; `HTTP_STATUS` below their statuses);
+the edge's own (`ApiError`: auth, limits), Litestar's (404, 405, validation, body too large)
+and anything unexpected are mapped here. No stack trace or internals ever reach a response.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+from litestar.exceptions import HTTPException
+
+from capability_anchor.errors import CapabilityAnchorError, StoreBusy
+from capability_anchor.head import VERSION
+from capability_anchor.metrics.service import observe
+
+from .exchange import ORIGINAL_METHOD, BodyTimeout, OtherSpelling
+
+HTTP_STATUS: dict[str, int] = {
+    "bad_request": 400,
+    "invalid_record": 400,
+    "unauthorized": 401,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "too_large": 413,
+    "rate_limited": 429,
+    "unavailable": 503,
+}
+"""SPEC §6 `error` member -> HTTP status, for the project's errors (`http_error`) and
+the edge's own alike."""
+
+MAX_NOTE_CHARS = 300
+"""Notes quote input (a day, a name); a long input must not make a long answer."""
+
+UNAVAILABLE_NOTE = "the service cannot answer right now"
+RETRY_SOON = {"Retry-After": "1"}
+_CODE_FOR_STATUS = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    429: "rate_limited",
+}
+
+
+class ErrorBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Every error answer (SPEC §6): a stable `error` code and a note for people."""
+
+    v: str
+    error: str
+    note: str
+
+
+class ApiError(Exception):
+    """An error raised at the HTTP edge itself (auth, limits)."""
+
+    def __init__(self, code: str, note: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(note)
+        self.code = code
+        self.note = note
+        self.headers = headers or {}
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def error_response(code: str, note: str, headers: dict[str, str] | None = None) -> Response[bytes]:
+    if len(note) > MAX_NOTE_CHARS:
+        note = note[: MAX_NOTE_CHARS - 1] + "\u2026"
+    body = _ENCODER.encode(ErrorBody(VERSION, code, note))
+    return Response(
+        body, status_code=HTTP_STATUS[code], media_type="application/json", headers=headers or {}
+    )
+
+
+def _edge_answer(exc: Exception) -> Response[bytes] | None:
+    """The answer to an exception raised by the edge itself, else None."""
+    if isinstance(exc, ApiError):
+        return error_response(exc.code, exc.note, exc.headers)
+    if isinstance(exc, OtherSpelling):
+        # Nothing may keep this answer: the one spelling can exist later, or already does.
+        return error_response("not_found", str(exc), {"Cache-Control": "no-store"})
+    if isinstance(exc, BodyTimeout):
+        return error_response("bad_request", str(exc), {"Connection": "close"})
+    return None
+
+
+def _litestar_answer(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+    if exc.status_code >= 500:
+        return error_response("unavailable", UNAVAILABLE_NOTE)
+    code = _CODE_FOR_STATUS.get(exc.status_code, "bad_request")
+    if code == "not_found":
+        note = "no such resource"
+    elif code == "method_not_allowed":
+        note = f"{request.scope.get(ORIGINAL_METHOD, request.method)} is not allowed here"
+    elif code == "too_large":
+        note = "the request body is too large"
+    else:
+        note = _safe_detail(exc)
+    return error_response(code, note, exc.headers)
+
+
+def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """The one exception handler (see `HANDLERS`)."""
+    answer = _edge_answer(exc)
+    if answer is not None:
+        return answer
+    if isinstance(exc, CapabilityAnchorError):
+        if isinstance(exc, StoreBusy):
+            observe().store_busy.inc()  # the store raises; the edge that answers counts
+        # A 503 the same request may get past without an operator (a lock wait that ran
+        # out, a database coming back) says when to try again.
+        soon = exc.http_error == "unavailable" and exc.retryable
+        return error_response(exc.http_error, exc.http_note(), RETRY_SOON if soon else None)
+    if isinstance(exc, RecursionError):
+        return error_response("bad_request", "the request is nested too deeply")
+    if isinstance(exc, HTTPException):
+        return _litestar_answer(request, exc)
+    request.logger.exception("unexpected error")
+    return error_response("unavailable", UNAVAILABLE_NOTE)
+
+
+def _safe_detail(exc: HTTPException) -> str:
+    extra = exc.extra
+    if isinstance(extra, list) and extra and isinstance(extra[0], dict):
+        key = extra[0].get("key")
+        message = extra[0].get("message")
+        if key and message:
+            return f"{key}: {message}"
+    # Litestar ends some details with " for path <the raw path and query>": the client's own
+    # URL, echoed with any parameter names it made up; the parameter named is enough.
+    return _FOR_PATH.sub("", str(exc.detail or "bad request")) or "bad request"
+
+
+_FOR_PATH = re.compile(r" for path \S*$")
+
+HANDLERS: dict[Any, Callable[..., Any]] = {
+    Exception: handle,
+    HTTPException: handle,
+    ApiError: handle,
+    CapabilityAnchorError: handle,
+    404: handle,
+    405: handle,
+}
+"""Litestar's exception-handler map: every path to an error answer goes through `handle`."""
+
+
+__all__ = [
+    "HANDLERS",
+    "HTTP_STATUS",
+    "RETRY_SOON",
+    "ApiError",
+    "ErrorBody",
+    "error_response",
+    "handle",
+]
