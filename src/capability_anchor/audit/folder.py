@@ -278,7 +278,8 @@ def _check_days(report: AuditReport, days: list[Any], sealed: dict[str, heads.He
 def audit_records(report: AuditReport, folder: Path, keys: KeySet) -> None:
     """Kept records (`records/*.json`) pass `verify-proof`'s checks at the time each was issued."""
     # The verifying path: imported only when there are records.
-    from capability_anchor.verify.record import Outcome, verify
+    from capability_anchor.verify.checks import Outcome
+    from capability_anchor.verify.record import verify
     from capability_anchor.verify.sources import FolderSources
 
     sources = FolderSources(folder)

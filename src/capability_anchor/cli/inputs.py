@@ -36,25 +36,6 @@ if TYPE_CHECKING:
 
     from capability_anchor.note import Policy
 
-__all__ = [
-    "DEFAULT_DEADLINE_S",
-    "FETCH_LIMIT",
-    "CommandLineSources",
-    "InputError",
-    "fetch",
-    "fetch_if_found",
-    "follow_key_records",
-    "follow_served_records",
-    "is_url",
-    "load_keys",
-    "load_policy",
-    "load_tsa_cas",
-    "parse_at",
-    "read_record",
-    "read_source",
-    "verify_inputs",
-]
-
 FETCH_LIMIT = INPUT_LIMIT  # 1 MiB, for a file as for a reply
 
 

@@ -17,7 +17,8 @@ from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
 from .operator_append import cmd_append
 from .operator_backup import add_backup_arguments, cmd_backup, cmd_migrate
-from .operator_base import PROG, add_published, data_dir
+from .operator_base import PROG, add_published
+from .operator_base import data_dir as data_dir
 from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
 from .operator_recover import add_recover_arguments, cmd_recover, cmd_reindex
 from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
@@ -30,8 +31,6 @@ from .operator_write import (
 )
 from .serve import add_serve_arguments, cmd_serve
 from .witness import add_witness_arguments, cmd_witness
-
-__all__ = ["PROG", "add_data", "add_tsa", "build_parser", "data_dir", "main"]
 
 EXIT_CODES = epilog(ALL)
 

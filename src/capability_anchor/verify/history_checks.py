@@ -25,8 +25,6 @@ from .sources import Sources
 if TYPE_CHECKING:
     from capability_anchor.note import Note, Policy, TlogProof, Verifier
 
-__all__ = ["HistoryResult", "check_history", "check_witnesses", "head_payload"]
-
 PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 

@@ -13,16 +13,6 @@ from capability_anchor.errors import VerificationError
 
 from .anchor import Anchor
 
-__all__ = [
-    "FolderSources",
-    "ProofSource",
-    "Sources",
-    "StampSource",
-    "proof_limit",
-    "read_file",
-    "read_proof",
-]
-
 
 @dataclass(frozen=True)
 class StampSource:

@@ -18,8 +18,6 @@ from .sources import Sources, StampSource
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
-__all__ = ["check_timestamp"]
-
 PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 
