@@ -209,6 +209,3 @@ def markdown_table() -> str:
     rows = ["| variable | default (unset) | meaning | read by |", "|---|---|---|---|"]
     rows += [f"| `{v.name}` | {v.default} | {v.meaning} | {v.read_by} |" for v in VARIABLES]
     return "\n".join(rows) + "\n"
-
-
-__all__ = ["VARIABLES", "EnvVar", "markdown_table"]

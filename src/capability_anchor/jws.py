@@ -33,24 +33,6 @@ from .errors import (
 from .keys import ED25519_SIGNATURE_SIZE, KeySet, SigningKey
 from .strictjson import canonical, is_int, json_type_name
 
-__all__ = [
-    "ALG",
-    "CLOCK_SKEW",
-    "HEAD_TYP",
-    "MAX_RECORD_LIFETIME",
-    "RECORD_REQUIRED_CLAIMS",
-    "RECORD_TYP",
-    "VerifiedJWS",
-    "check_record_claims",
-    "check_record_lifetime",
-    "sign",
-    "sign_claims",
-    "unverified_header",
-    "verify",
-    "verify_claims",
-    "verify_record_token",
-]
-
 ALG = "EdDSA"
 HEAD_TYP = "capability-anchor+jws"
 RECORD_TYP = "capability-resolver+jws"

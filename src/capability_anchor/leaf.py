@@ -17,19 +17,6 @@ from .errors import InvalidRecord, MalformedJSON
 from .merkle import hash_leaf
 from .strictjson import MAX_SAFE_INTEGER, Encoder, json_type_name
 
-__all__ = [
-    "MAX_DEPTH",
-    "MAX_LEAF_BYTES",
-    "MAX_SAFE_INTEGER",
-    "RESERVED_MEMBERS",
-    "leaf_bytes",
-    "leaf_claims",
-    "leaf_hash",
-    "parse_json",
-    "parse_record",
-    "validate_record",
-]
-
 RESERVED_MEMBERS = frozenset({"iat", "exp", "anchor", "proof", "jws", "expires"})
 """Top-level members a resolver adds when it issues a record; they never reach the leaf."""
 

@@ -51,6 +51,3 @@ def tie_to_parent() -> None:
     # A parent that died before the prctl above sends no signal; the watch sees its
     # sentinel at EOF at once.
     watch_parent()
-
-
-__all__ = ["EXIT_PARENT_GONE", "die_with_parent", "tie_to_parent", "watch_parent"]

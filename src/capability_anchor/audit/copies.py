@@ -73,6 +73,3 @@ def digest(folder: Path) -> tuple[int, str]:
         data = path.read_bytes()
         h.update(len(rel).to_bytes(8, "big") + rel + len(data).to_bytes(8, "big") + data)
     return len(files), h.hexdigest()
-
-
-__all__ = ["digest", "prove_copy"]

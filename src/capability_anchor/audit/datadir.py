@@ -148,24 +148,18 @@ def _audit_log(
         log.self_check()
     except CapabilityAnchorError as exc:
         report.problems.append(f"start-up check: {exc}")
-    found = audit_store(log, progress, keys, tsa_ca)
-    report.problems += found.problems
-    for what, n in found.checked.items():
-        report.count(what, n)
+    cas = tsa_ca  # the stamps chain to --tsa-ca, else to the CAs stored by init
+    if cas is None:
+        cas = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
+    report.add(audit_store(log, progress, keys, cas))
     _check_head_kids(report, store.all_heads())
     # An entry's day is the UTC day it was accepted (order within a day is not checked).
     for day, index, at in store.entries_accepted_off_day():
         report.problems.append(f"day {day}: entry {index}: accepted_at {at} is not a time on {day}")
     _check_stamp_rows(report, store, log.config)
-    cas = tsa_ca  # as audit_store: --tsa-ca, else the CAs stored by init
-    if cas is None:
-        cas = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
     _check_carried_certificates(report, store, cas)
     if roots is not None:
-        folder = audit_folder(roots, keys, log, progress, tsa_ca or (), policy)
-        report.problems += folder.problems
-        for what, n in folder.checked.items():
-            report.count(f"roots_{what}", n)
+        report.add(audit_folder(roots, keys, log, progress, tsa_ca or (), policy), "roots_")
 
 
 # --- 0, 5, 6: the file, the schema, the indexes --------------------------------------------------
@@ -174,9 +168,7 @@ def _audit_log(
 def _check_structure(report: AuditReport, store: Store) -> tuple[bool, int]:
     """Items 0, 5, 6: whether the file is damaged, and the schema version (0: not a log)."""
     found = store.engine_findings()
-    report.problems += found.problems
-    for what, n in found.checked.items():
-        report.count(what, n)
+    report.add(found)
     if found.stopped is not None:
         raise found.stopped
     version = found.version

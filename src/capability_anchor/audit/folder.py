@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from capability_anchor import head as heads
 from capability_anchor.encoding import parse_day
@@ -17,7 +17,8 @@ from capability_anchor.keys import KeySet
 from capability_anchor.log import trust as logtrust
 from capability_anchor.progress import Progress, silent
 from capability_anchor.strictjson import canonical, is_int
-from capability_anchor.verify.record import Outcome, verify
+from capability_anchor.verify.checks import Outcome
+from capability_anchor.verify.record import verify
 from capability_anchor.verify.sources import FolderSources
 
 from .history_folder import audit_folder_history
@@ -84,54 +85,32 @@ def _audit_days(
             prev = None
             continue
         _, verified = checked
-        _audit_day_file(report, folder, path, verified, log, tsa_ca)
-        _check_link(report, path, verified, prev, first=n == 0)
+        day, c = path.stem, verified.claims
+        if c["day"] != day or not c["sealed"]:
+            report.problems.append(f"{path}: holds the head of {c['day']} (sealed={c['sealed']})")
+        jws_file = folder / f"{day}.jws"
+        if not jws_file.exists():
+            report.problems.append(f"{jws_file} is missing")
+        elif jws_file.read_bytes() != verified.jws.encode("ascii"):
+            report.problems.append(f"{jws_file} differs from the JWS in {path.name}")
+        audit_folder_stamps(report, folder, day, log, verified.jws, tsa_ca)
+        # The chain: the earliest day's prev is null, every later one links to the day before.
+        if n == 0:
+            if c["prev"] is not None:
+                report.problems.append(
+                    f"{path}: the earliest day has prev {c['prev']}: earlier days are missing"
+                )
+        elif prev is not None:
+            expected_day = (parse_day(prev.day) + dt.timedelta(days=1)).isoformat()
+            if day != expected_day:
+                report.problems.append(f"days {expected_day}..{day} are missing before {path.name}")
+            elif c["prev"] != heads.claims_digest(prev.claims):
+                report.problems.append(f"{path}: prev does not match {prev.day}'s head")
         prev = verified
         sealed[path.stem] = verified
         report.count("days")
         progress(n + 1, len(day_files), "audit roots")
     return sealed
-
-
-def _audit_day_file(
-    report: AuditReport,
-    folder: Path,
-    path: Path,
-    verified: heads.Head,
-    log: Log | None,
-    tsa_ca: Sequence[Certificate],
-) -> None:
-    """One verified `<day>.json`: its claims, its `.jws` twin and its stamps."""
-    day = path.stem
-    c = verified.claims
-    if c["day"] != day or not c["sealed"]:
-        report.problems.append(f"{path}: holds the head of {c['day']} (sealed={c['sealed']})")
-    jws_file = folder / f"{day}.jws"
-    if not jws_file.exists():
-        report.problems.append(f"{jws_file} is missing")
-    elif jws_file.read_bytes() != verified.jws.encode("ascii"):
-        report.problems.append(f"{jws_file} differs from the JWS in {path.name}")
-    audit_folder_stamps(report, folder, day, log, verified.jws, tsa_ca)
-
-
-def _check_link(
-    report: AuditReport, path: Path, verified: heads.Head, prev: heads.Head | None, first: bool
-) -> None:
-    """The chain: the earliest day's prev is null, every later one links to the day before."""
-    c = verified.claims
-    if first:
-        if c["prev"] is not None:
-            report.problems.append(
-                f"{path}: the earliest day has prev {c['prev']}: earlier days are missing"
-            )
-    elif prev is not None:
-        expected_day = (parse_day(prev.day) + dt.timedelta(days=1)).isoformat()
-        if path.stem != expected_day:
-            report.problems.append(
-                f"days {expected_day}..{path.stem} are missing before {path.name}"
-            )
-        elif c["prev"] != heads.claims_digest(prev.claims):
-            report.problems.append(f"{path}: prev does not match {prev.day}'s head")
 
 
 def _verified_document(
@@ -174,17 +153,13 @@ def _audit_saved_unsealed(
             report.problems.append(f"{path}: holds head {c['day']}/{c['tree_size']}")
         final = sealed.get(day)
         if final is not None:
-            _against_sealed(report, path, c, final)
+            if c["tree_size"] > final.tree_size:
+                report.problems.append(f"{path}: larger than the day's sealed head")
+            if c["tree_size"] == final.tree_size and c["root"] != final.claims["root"]:
+                report.problems.append(f"{path}: root differs from the sealed head of that size")
+            if c["prev"] != final.claims["prev"]:
+                report.problems.append(f"{path}: prev differs from the day's sealed head")
         report.count("saved_unsealed_heads")
-
-
-def _against_sealed(report: AuditReport, path: Path, c: dict[str, Any], final: heads.Head) -> None:
-    if c["tree_size"] > final.tree_size:
-        report.problems.append(f"{path}: larger than the day's sealed head")
-    if c["tree_size"] == final.tree_size and c["root"] != final.claims["root"]:
-        report.problems.append(f"{path}: root differs from the sealed head of that size")
-    if c["prev"] != final.claims["prev"]:
-        report.problems.append(f"{path}: prev differs from the day's sealed head")
 
 
 def _cross_check(
@@ -233,25 +208,15 @@ def audit_index(
     ):
         report.problems.append(f"{folder / 'index.json'}: v or iss disagree with the heads")
     if log is not None:
-        _against_log(report, folder, sealed, log)
+        want = canonical(log.roots(limit=max(1, len(log.read.sealed_heads()))))
+        newest_file = max(sealed, default=None)
+        newest_log = log.read.last_sealed_day()
+        if newest_file == newest_log and (folder / "index.json").read_bytes() != want:
+            report.problems.append(f"{folder / 'index.json'} differs from the log's listing")
     days = index.get("days") if isinstance(index, dict) else None
     if not isinstance(days, list):
         report.problems.append(f"{folder / 'index.json'} has no days list")
         return
-    _check_days(report, days, sealed)
-
-
-def _against_log(
-    report: AuditReport, folder: Path, sealed: dict[str, heads.Head], log: Log
-) -> None:
-    want = canonical(log.roots(limit=max(1, len(log.read.sealed_heads()))))
-    newest_file = max(sealed, default=None)
-    newest_log = log.read.last_sealed_day()
-    if newest_file == newest_log and (folder / "index.json").read_bytes() != want:
-        report.problems.append(f"{folder / 'index.json'} differs from the log's listing")
-
-
-def _check_days(report: AuditReport, days: list[Any], sealed: dict[str, heads.Head]) -> None:
     listed = [str(d.get("day")) for d in days if isinstance(d, dict)]
     if listed != sorted(sealed, reverse=True):
         missing = sorted(set(listed) - set(sealed))

@@ -237,6 +237,3 @@ def _audit_tlog_proof(report: AuditReport, h: _History, head: FolderHead, index:
         report.problems.append(f"{path}: the inclusion path does not verify: {exc}")
         return
     report.count("tlog_proofs")
-
-
-__all__ = ["FolderHead", "audit_folder_history", "folder_heads"]

@@ -12,7 +12,7 @@ from typing import Any
 from capability_anchor import head as heads
 from capability_anchor.encoding import parse_day
 from capability_anchor.errors import CapabilityAnchorError
-from capability_anchor.store import HeadRow
+from capability_anchor.store import EngineFindings, HeadRow
 
 
 @dataclass
@@ -29,6 +29,12 @@ class AuditReport:
 
     def count(self, what: str, n: int = 1) -> None:
         self.checked[what] = self.checked.get(what, 0) + n
+
+    def add(self, found: AuditReport | EngineFindings, prefix: str = "") -> None:
+        """Take another check's problems, and its counts under `prefix`."""
+        self.problems += found.problems
+        for what, n in found.checked.items():
+            self.count(prefix + what, n)
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "problems": self.problems, "checked": self.checked}

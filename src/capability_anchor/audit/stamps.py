@@ -6,7 +6,7 @@ import base64
 import binascii
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from capability_anchor import head as heads
 from capability_anchor.errors import TimestampError
@@ -72,10 +72,20 @@ def audit_stored_stamps(
         report.count("stamps")
 
 
-def _stamps_list(report: AuditReport, path: Path, day: str) -> list[Any] | None:
+def audit_folder_stamps(
+    report: AuditReport,
+    folder: Path,
+    day: str,
+    log: Log | None,
+    jws: str,
+    cas: Sequence[Certificate],
+) -> None:
+    """`<day>.timestamps.json` and `<day>.tsr`: well formed, consistent, this day's, the log's."""
+    path = folder / f"{day}.timestamps.json"
+    tsr = folder / f"{day}.tsr"
     doc = read_json(report, path)
     if doc is None:
-        return None
+        return
     stamps = doc.get("timestamps") if isinstance(doc, dict) else None
     if (
         not isinstance(doc, dict)
@@ -84,13 +94,7 @@ def _stamps_list(report: AuditReport, path: Path, day: str) -> list[Any] | None:
         or not isinstance(stamps, list)
     ):
         report.problems.append(f"{path} is not the timestamps document of {day}")
-        return None
-    return stamps
-
-
-def _listed_tokens(
-    report: AuditReport, path: Path, stamps: list[Any], jws: str, cas: Sequence[Certificate]
-) -> list[bytes]:
+        return
     tokens: list[bytes] = []
     for n, stamp in enumerate(stamps):
         try:
@@ -105,24 +109,6 @@ def _listed_tokens(
             report.problems.append(f"{path}: stamp {n} ({stamp['tsa']}) {problem}")
         report.count("stamps_chained" if cas else "stamps")
         tokens.append(token)
-    return tokens
-
-
-def audit_folder_stamps(
-    report: AuditReport,
-    folder: Path,
-    day: str,
-    log: Log | None,
-    jws: str,
-    cas: Sequence[Certificate],
-) -> None:
-    """`<day>.timestamps.json` and `<day>.tsr`: well formed, consistent, this day's, the log's."""
-    path = folder / f"{day}.timestamps.json"
-    tsr = folder / f"{day}.tsr"
-    stamps = _stamps_list(report, path, day)
-    if stamps is None:
-        return
-    tokens = _listed_tokens(report, path, stamps, jws, cas)
     if tsr.exists():
         if not tokens or tsr.read_bytes() != tokens[0]:
             report.problems.append(f"{tsr} is not the first stamp listed in {path.name}")

@@ -16,16 +16,6 @@ from typing import Any, BinaryIO
 
 from capability_anchor.errors import CapabilityAnchorError, InputError, UsageError
 
-__all__ = [
-    "DEFAULT_DEADLINE_S",
-    "INPUT_LIMIT",
-    "Getter",
-    "check_deadline",
-    "proxy_for",
-    "read_file",
-    "read_stream",
-]
-
 DEFAULT_DEADLINE_S = 30.0
 """`--deadline`: how long one GET may take, from connecting to the last byte of the body."""
 MAX_REDIRECTS = 5

@@ -13,21 +13,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any, TextIO, cast
 
-from capability_anchor.errors import EXIT_FAILED, EXIT_USAGE, CapabilityAnchorError
+from capability_anchor.errors import EXIT_FAILED as EXIT_FAILED
+from capability_anchor.errors import EXIT_USAGE as EXIT_USAGE
+from capability_anchor.errors import CapabilityAnchorError
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
-__all__ = [
-    "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "emit",
-    "exit_code_for",
-    "fail",
-    "quiet_broken_pipe",
-    "sigint_held",
-]
 
 
 def exit_code_for(exc: BaseException) -> int:

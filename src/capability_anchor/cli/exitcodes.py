@@ -160,6 +160,3 @@ def epilog(codes: dict[int, str]) -> str:
 
 def epilog_of(command: str) -> str:
     return epilog(EXIT_CODES_OF[command])
-
-
-__all__ = ["ALL", "EXIT_CODES_OF", "epilog", "epilog_of"]

@@ -46,25 +46,6 @@ if TYPE_CHECKING:
 # Imported inside functions: `note` ~90 ms and `timestamp` ~20 ms (python -X importtime after
 # `cli.verify_proof`, min of 7 runs, 2026-12-05): only inputs that need them load them.
 
-__all__ = [
-    "DEFAULT_DEADLINE_S",
-    "FETCH_LIMIT",
-    "CommandLineSources",
-    "InputError",
-    "fetch",
-    "fetch_if_found",
-    "follow_key_records",
-    "follow_served_records",
-    "is_url",
-    "load_keys",
-    "load_policy",
-    "load_tsa_cas",
-    "parse_at",
-    "read_record",
-    "read_source",
-    "verify_inputs",
-]
-
 FETCH_LIMIT = INPUT_LIMIT  # 1 MiB, for a file as for a reply
 
 

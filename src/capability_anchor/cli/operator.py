@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from capability_anchor import __version__
@@ -34,8 +35,6 @@ from .witness import add_witness_arguments, cmd_witness
 
 # Imported inside functions: the store's registry ~40 ms (python -X importtime after
 # `cli.operator`, min of 7 runs, 2026-12-05): only the command that needs it.
-
-__all__ = ["PROG", "add_data", "add_tsa", "build_parser", "data_dir", "main"]
 
 EXIT_CODES = epilog(ALL)
 
@@ -79,14 +78,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def command(name: str, text: str) -> argparse.ArgumentParser:
-        # Each command's own exit codes, only those it can give (exitcodes.py).
-        return sub.add_parser(
+    def command(
+        name: str, text: str, run: Callable[[argparse.Namespace], int], data: bool = True
+    ) -> argparse.ArgumentParser:
+        # Each command's own exit codes, only those it can give (exitcodes.py); --data and
+        # --store first where the command works on a data dir.
+        p = sub.add_parser(
             name, help=text, description=text, epilog=epilog_of(name), formatter_class=_Help
         )
+        p.set_defaults(run=run)
+        if data:
+            add_data(p)
+        return p
 
-    p = command("init", "create the store, an Ed25519 key and a writer token")
-    add_data(p)
+    p = command("init", "create the store, an Ed25519 key and a writer token", cmd_init)
     p.add_argument(
         "--service-role",
         metavar="ROLE",
@@ -117,25 +122,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="a C2SP tlog-policy file: the witnesses to submit checkpoints to (SPEC §12.3)",
     )
 
-    p = command("append", "append JSON Lines records: one object per line")
-    add_data(p)
+    p = command("append", "append JSON Lines records: one object per line", cmd_append)
     p.add_argument("file", metavar="FILE|-", help="JSON Lines file, or - for stdin")
 
-    p = command("checkpoint", "publish an unsealed head of today if the tree grew")
-    add_data(p)
+    p = command("checkpoint", "publish an unsealed head of today if the tree grew", cmd_checkpoint)
     add_published(p)
 
-    p = command("seal", "seal every past day that is not sealed, then stamp it")
-    add_data(p)
+    p = command("seal", "seal every past day that is not sealed, then stamp it", cmd_seal)
     add_tsa(p)
     add_published(p)
 
-    p = command("timestamp", "stamp every sealed head that a TSA has not stamped yet")
-    add_data(p)
+    p = command(
+        "timestamp", "stamp every sealed head that a TSA has not stamped yet", cmd_timestamp
+    )
     add_tsa(p)
 
-    p = command("proof", "inclusion proof of an entry (as GET /proof)")
-    add_data(p)
+    p = command("proof", "inclusion proof of an entry (as GET /proof)", cmd_proof)
     p.add_argument("--day", metavar="D", help="UTC day YYYY-MM-DD (needed with --index)")
     p.add_argument("--index", type=int, metavar="I", help="leaf index in that day's tree")
     p.add_argument("--leaf-hash", metavar="H", help="the entry's leaf hash, 64 hex digits")
@@ -146,8 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="prove against this tree size (default: the newest published head)",
     )
 
-    p = command("consistency", "consistency proof (as GET /consistency)")
-    add_data(p)
+    p = command("consistency", "consistency proof (as GET /consistency)", cmd_consistency)
     p.add_argument("--day", required=True, metavar="D", help="UTC day YYYY-MM-DD (required)")
     p.add_argument("--first", required=True, type=int, metavar="M", help="older tree size")
     p.add_argument("--second", required=True, type=int, metavar="N", help="newer tree size")
@@ -155,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "rotate-key",
         "rotate the signing key in two phases: publish the next key, later --activate it",
+        cmd_rotate_key,
     )
-    add_data(p)
     p.add_argument(
         "--notice",
         type=_seconds,
@@ -186,15 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="only the JSON line on stdout, no text on stderr (default: both)",
     )
 
-    p = command("export", "write the static publication (SPEC §8) to OUTDIR")
-    add_data(p)
+    p = command("export", "write the static publication (SPEC §8) to OUTDIR", cmd_export)
     p.add_argument("outdir", metavar="OUTDIR", help="folder to write (created if missing)")
     p.add_argument(
         "--tiles", action="store_true", help="also write each day's tlog-tiles to <day>/tile/"
     )
 
-    p = command("audit", "re-derive and check the log and/or an exported folder")
-    add_data(p)
+    p = command("audit", "re-derive and check the log and/or an exported folder", cmd_audit)
     p.add_argument("--roots", metavar="DIR", help="audit an exported folder (alone: only it)")
     p.add_argument(
         "--keys", metavar="FILE", help="trusted JWKS for --roots (default: its keys.json)"
@@ -212,12 +211,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="check that every stamp chains to one of these TSA CAs (repeatable)",
     )
 
-    p = command("backup", "copy the log, its keys and token to DEST, while writers go on")
-    add_data(p)
+    p = command(
+        "backup", "copy the log, its keys and token to DEST, while writers go on", cmd_backup
+    )
     add_backup_arguments(p)
 
     p = command(
-        "migrate", "move a SQLite log to PostgreSQL exactly, prove the copy, then switch DIR to it"
+        "migrate",
+        "move a SQLite log to PostgreSQL exactly, prove the copy, then switch DIR to it",
+        cmd_migrate,
+        data=False,
     )
     p.add_argument(
         "--from", dest="source", required=True, metavar="DIR", help="the SQLite log's data dir"
@@ -230,12 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the new store, postgresql://USER@HOST/DBNAME, as its owner (no log there yet)",
     )
 
-    p = command("policy", "set or replace the witness policy (a C2SP tlog-policy file)")
-    add_data(p)
+    p = command("policy", "set or replace the witness policy (a C2SP tlog-policy file)", cmd_policy)
     p.add_argument("file", metavar="FILE", help="the tlog-policy file")
 
-    p = command("cosign", "submit the newest checkpoint to every policy witness now")
-    add_data(p)
+    p = command("cosign", "submit the newest checkpoint to every policy witness now", cmd_cosign)
     p.add_argument(
         "--policy",
         metavar="FILE",
@@ -253,23 +254,38 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "recover",
         "bring back the entries and heads this data dir lacks from what the log published",
+        cmd_recover,
     )
-    add_data(p)
     add_recover_arguments(p)
 
     p = command(
         "reindex",
         "rebuild the /record index from the stored entries, adding the rows it lacks (a repair)",
+        cmd_reindex,
     )
-    add_data(p)
 
-    add_monitor_arguments(command("monitor", "follow a log: check each checkpoint and new head"))
+    add_monitor_arguments(
+        command(
+            "monitor", "follow a log: check each checkpoint and new head", cmd_monitor, data=False
+        )
+    )
 
-    add_serve_arguments(command("serve", "run the HTTP service (SPEC §6) with background work"))
+    add_serve_arguments(
+        command(
+            "serve", "run the HTTP service (SPEC §6) with background work", cmd_serve, data=False
+        )
+    )
 
-    add_witness_arguments(command("witness", "run a C2SP tlog-witness for other logs"))
+    add_witness_arguments(
+        command("witness", "run a C2SP tlog-witness for other logs", cmd_witness, data=False)
+    )
 
-    p = command("demo", "anchor sample (or given) records in memory, sign and verify them")
+    p = command(
+        "demo",
+        "anchor sample (or given) records in memory, sign and verify them",
+        cmd_demo,
+        data=False,
+    )
     p.add_argument(
         "--data",
         metavar="DIR",
@@ -290,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         try:
             _check_store(args)
-            return int(COMMANDS[args.command](args))
+            return int(args.run(args))
         except (CapabilityAnchorError, OSError) as exc:  # the edge: a message and an exit code
             return fail(PROG, exc)
 
@@ -309,30 +325,6 @@ def _check_store(args: argparse.Namespace) -> None:
     creating = args.command == "init" or bool(getattr(args, "init", False))
     args.store = stores.given(data_dir(args.data), url, creating=creating)
     STORE.set(url.strip())  # for the processes the command starts (serve's sequencer, workers)
-
-
-COMMANDS = {
-    "init": cmd_init,
-    "append": cmd_append,
-    "checkpoint": cmd_checkpoint,
-    "seal": cmd_seal,
-    "timestamp": cmd_timestamp,
-    "proof": cmd_proof,
-    "consistency": cmd_consistency,
-    "rotate-key": cmd_rotate_key,
-    "export": cmd_export,
-    "audit": cmd_audit,
-    "backup": cmd_backup,
-    "migrate": cmd_migrate,
-    "policy": cmd_policy,
-    "cosign": cmd_cosign,
-    "recover": cmd_recover,
-    "reindex": cmd_reindex,
-    "monitor": cmd_monitor,
-    "serve": cmd_serve,
-    "demo": cmd_demo,
-    "witness": cmd_witness,
-}
 
 
 if __name__ == "__main__":

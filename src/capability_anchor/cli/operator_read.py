@@ -91,10 +91,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise OSError(f"no log at {data} and no --roots folder to audit")
 
     else:
-        folder = audit_folder(roots, keys, None, progress, tsa_ca or (), policy)
-        report.problems += folder.problems
-        for k, v in folder.checked.items():
-            report.count(f"roots_{k}", v)
+        report.add(audit_folder(roots, keys, None, progress, tsa_ca or (), policy), "roots_")
     progress.close()
     for problem in report.problems:
         print(f"{PROG}: audit: {problem}", file=sys.stderr)

@@ -22,26 +22,6 @@ from capability_anchor.strictjson import canonical, is_int
 
 from .statements import Revocation, exact_members, is_revocation, verify_revocation, voided
 
-__all__ = [
-    "KEY_RECORDS_FILE",
-    "KEY_TYP",
-    "SETTINGS_CLAIMS",
-    "SETTINGS_REASONS",
-    "SETTINGS_TYP",
-    "KeyRecord",
-    "TrustChain",
-    "closure",
-    "key_records_document",
-    "make_key_record",
-    "published_keys",
-    "read_key_records",
-    "settings_claims",
-    "settings_differences",
-    "sign_settings",
-    "verify_key_record",
-    "verify_settings",
-]
-
 KEY_TYP = "capability-anchor-key+jws"
 SETTINGS_TYP = "capability-anchor-settings+jws"
 KEY_CLAIMS = ("v", "iss", "kid", "jwk", "iat")

@@ -129,13 +129,3 @@ def entry_bundle(leaves: Iterable[bytes]) -> bytes:
             raise MalformedProof(f"a leaf of {len(data)} bytes does not fit an entry bundle")
         out += len(data).to_bytes(2, "big") + data
     return bytes(out)
-
-
-__all__ = [
-    "MAX_LEVEL",
-    "TileRequest",
-    "entries_path",
-    "entry_bundle",
-    "parse_tile_path",
-    "published_resources",
-]

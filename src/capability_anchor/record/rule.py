@@ -336,16 +336,3 @@ def _time_problem(checked: Observation, accepted_at: int) -> str | None:
             f"{checked.checked_at[:10]}, got {_describe(checked.first_seen)}"
         )
     return None
-
-
-__all__ = [
-    "ANY",
-    "OBSERVATION",
-    "RULES",
-    "Observation",
-    "check_record",
-    "namespace_of",
-    "record_schema",
-    "rule_of",
-    "token_problem",
-]

@@ -14,8 +14,6 @@ from capability_anchor.errors import CapabilityAnchorError, TimestampError, Usag
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
-__all__ = ["cas_of_pem", "load_cas", "pem_of", "trusted_cas"]
-
 
 def load_cas(paths: Sequence[Path]) -> list[Certificate]:
     """The certificates of PEM files, deduplicated; a bad or oversized file is a TimestampError."""

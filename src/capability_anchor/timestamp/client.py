@@ -18,8 +18,6 @@ from .verify import Verified, check_digest, digest_of, verify_reply
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
-__all__ = ["DEFAULT_DEADLINE_S", "QUERY_TYPE", "REPLY_CAP", "Request", "fetch", "make_request"]
-
 QUERY_TYPE = "application/timestamp-query"
 DEFAULT_DEADLINE_S = 10.0
 REPLY_CAP = 64 * 1024

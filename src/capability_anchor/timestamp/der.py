@@ -10,17 +10,6 @@ from datetime import UTC, datetime
 
 from capability_anchor.errors import TimestampError
 
-__all__ = [
-    "children",
-    "encode",
-    "ess_cert_id",
-    "gen_time",
-    "granted_token",
-    "signed_data",
-    "sort_certificates",
-    "tlv",
-]
-
 _STATUS_NAMES = {
     0: "granted",
     1: "grantedWithMods",

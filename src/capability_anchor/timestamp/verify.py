@@ -21,17 +21,6 @@ if TYPE_CHECKING:
     from cryptography.x509 import Certificate
     from rfc3161_client import TimeStampResponse
 
-__all__ = [
-    "SHA256_OID",
-    "Parsed",
-    "Verified",
-    "carried_certificates",
-    "check_digest",
-    "digest_of",
-    "read_reply",
-    "verify_reply",
-]
-
 SHA256_OID = "2.16.840.1.101.3.4.2.1"
 
 

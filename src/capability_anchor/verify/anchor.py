@@ -17,15 +17,6 @@ from capability_anchor.errors import VerificationError
 from capability_anchor.merkle import calculate_inclusion_root
 from capability_anchor.strictjson import is_int
 
-__all__ = [
-    "Anchor",
-    "Proof",
-    "explain_inclusion",
-    "head_mismatches",
-    "parse_anchor",
-    "parse_proof",
-]
-
 _ANCHOR_URL_RE = re.compile(r"/roots/([0-9]{4}-[0-9]{2}-[0-9]{2})(?:/([0-9]+))?\Z")
 _PROOF_TYPE = "rfc9162-sha256"
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import NamedTuple
 
-__all__ = ["CHECKS", "CHECK_NAMES", "Check", "Outcome"]
-
 CHECKS: tuple[tuple[str, str], ...] = (
     (
         "record_signature",

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 # Imported inside functions: `note` ~90 ms (python -X importtime after `cli.verify_proof`, min
 # of 7 runs, 2026-12-05): verifying a record without its history never loads it.
 
-__all__ = ["HistoryResult", "check_history", "check_witnesses", "head_payload"]
-
 PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 

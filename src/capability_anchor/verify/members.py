@@ -12,8 +12,6 @@ from typing import Any
 
 from capability_anchor.strictjson import is_int
 
-__all__ = ["differences"]
-
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
 )

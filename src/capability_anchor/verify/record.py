@@ -27,7 +27,7 @@ from capability_anchor.strictjson import is_int
 from capability_anchor.verify import members as record_members
 
 from .anchor import Anchor, Proof, explain_inclusion, head_mismatches, parse_anchor, parse_proof
-from .checks import CHECK_NAMES, CHECKS, Check, Outcome
+from .checks import Check, Outcome
 from .history_checks import check_history, check_witnesses, checkpoint_not_revoked
 from .sources import Sources
 from .stamps import check_timestamp
@@ -36,26 +36,6 @@ if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
     from capability_anchor.note import Policy
-
-__all__ = [
-    "CHECKS",
-    "CHECK_NAMES",
-    "Check",
-    "Outcome",
-    "Record",
-    "Result",
-    "check_head_matches",
-    "check_head_signature",
-    "check_history",
-    "check_inclusion",
-    "check_leaf",
-    "check_record_lifetime",
-    "check_record_signature",
-    "check_timestamp",
-    "check_witnesses",
-    "read_record",
-    "verify",
-]
 
 PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 

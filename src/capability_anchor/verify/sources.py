@@ -16,16 +16,6 @@ from .anchor import Anchor
 # Imported inside functions: `note` ~90 ms (python -X importtime after `cli.verify_proof`, min
 # of 7 runs, 2026-12-05): only a run that reads a proof loads it.
 
-__all__ = [
-    "FolderSources",
-    "ProofSource",
-    "Sources",
-    "StampSource",
-    "proof_limit",
-    "read_file",
-    "read_proof",
-]
-
 
 @dataclass(frozen=True)
 class StampSource:

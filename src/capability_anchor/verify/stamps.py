@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 # Imported inside functions: `timestamp` ~20 ms (python -X importtime after `cli.verify_proof`,
 # min of 7 runs, 2026-12-05): loaded only when there are stamps to check.
 
-__all__ = ["check_timestamp"]
-
 PASS, FAIL, SKIP = Outcome.PASS, Outcome.FAIL, Outcome.SKIP
 
 
