@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".capability-anchor-installed"
+WORKERS_PER_CORE = 2  # `test`'s pytest-xdist workers per core (see _workers)
 # Debian package -> a file it installs: the clock-jump tests need libfaketime, the docs-page
 # tests a headless Chromium, the write benchmark wrk.
 SYSTEM_PACKAGES = {
@@ -137,7 +138,18 @@ def cmd_test(extra: list[str]) -> int:
             return rc
     # Warnings are errors (pyproject's filterwarnings); exit 5 ("no tests ran") is a failure.
     lane = ["-m", "not e2e"] if fast else []
-    return _run([py, "-m", "pytest", "-W", "error", *lane, *extra])
+    os.environ.setdefault("HYPOTHESIS_PROFILE", "dev" if fast else "ci")
+    return _run([py, "-m", "pytest", "-W", "error", *lane, *_workers(fast, extra), *extra])
+
+
+def _workers(fast: bool, extra: list[str]) -> list[str]:
+    """pytest-xdist's workers, unless the arguments choose (`-n 0` runs in one process):
+    one per core for the CPU-bound fast tiers, WORKERS_PER_CORE per core for the whole suite,
+    whose e2e tests mostly wait on the processes they start."""
+    if any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in extra):
+        return []
+    cores = os.cpu_count() or 1
+    return ["-n", str(cores if fast else cores * WORKERS_PER_CORE), "--dist", "loadgroup"]
 
 
 def _cmd_system(package: str) -> Callable[[list[str]], int]:
