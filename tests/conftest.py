@@ -1,13 +1,16 @@
 """Every test gets the marker of its tier, from its folder (`-m unit`, `-m "not e2e"`...), and
 the RFC 3161 test TSA's fixtures (tsakit) and the session's PostgreSQL (pgkit) without an
-import in each module."""
+import in each module. Hypothesis runs the profile HYPOTHESIS_PROFILE names: `ci` (the
+default, and `tools/dev.py test`) or `dev` (`--fast`); see tests/kit/hypo.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
+from tests.kit import hypo
 from tests.kit.pgkit import postgres  # noqa: F401
 from tests.kit.tsakit import (  # noqa: F401
     other_pki_ec,
@@ -22,6 +25,7 @@ TIERS = ("unit", "integration", "e2e")
 # The store's contract suite keeps its own folder (every engine runs it); its tier:
 FOLDER_TIER = {"store_contract": "integration"}
 HERE = Path(__file__).resolve().parent
+settings.load_profile(hypo.PROFILE)
 
 
 def tier_of(path: Path) -> str:

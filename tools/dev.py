@@ -4,6 +4,9 @@
     python3 tools/dev.py run     # the HTTP service on its embedded default (SQLite in ./data)
     python3 tools/dev.py test    # ruff, mypy --strict on src/, and the whole pytest suite
     python3 tools/dev.py test --fast  # the same, but unit and integration only (-m "not e2e")
+
+`test` runs pytest on pytest-xdist workers and Hypothesis's `ci` profile; `--fast` its `dev`
+profile (tests/kit/hypo.py).
     python3 tools/dev.py faketime   # install libfaketime (the clock-jump tests need it)
     python3 tools/dev.py prometheus # install Prometheus and promtool (the /metrics tests)
     python3 tools/dev.py chromium   # install headless Chromium (the docs-page tests need it)
@@ -137,7 +140,18 @@ def cmd_test(extra: list[str]) -> int:
             return rc
     # Warnings are errors (pyproject's filterwarnings); exit 5 ("no tests ran") is a failure.
     lane = ["-m", "not e2e"] if fast else []
-    return _run([py, "-m", "pytest", "-W", "error", *lane, *extra])
+    os.environ.setdefault("HYPOTHESIS_PROFILE", "dev" if fast else "ci")
+    return _run([py, "-m", "pytest", "-W", "error", *lane, *_workers(fast, extra), *extra])
+
+
+def _workers(fast: bool, extra: list[str]) -> list[str]:
+    """pytest-xdist's workers, unless the arguments choose (`-n 0` runs in one process):
+    one per core for the CPU-bound fast tiers, one and a half per core for the whole suite,
+    whose e2e tests often wait on the processes they start (docs/how-to/develop.md)."""
+    if any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in extra):
+        return []
+    cores = os.cpu_count() or 1
+    return ["-n", str(cores if fast else max(2, cores * 3 // 2)), "--dist", "load"]
 
 
 def _cmd_system(package: str) -> Callable[[list[str]], int]:

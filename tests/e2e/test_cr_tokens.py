@@ -36,6 +36,7 @@ from capability_anchor.log import Log
 from capability_anchor.log import trust as logtrust
 from capability_anchor.record import rule as obs
 from capability_anchor.record.urls import canonical_url
+from tests.kit.hypo import examples
 from tests.kit.logkit import CLI, Clock, raw
 from tests.kit.obskit import observation
 from tests.kit.serverkit import clean_env, serving
@@ -442,13 +443,13 @@ def server_urls(draw: st.DrawFn) -> str:
     return url
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 @given(st.from_regex(obs.URL_PATTERN))
 def test_every_url_the_pattern_accepts_is_its_own_canonical_form(url: str) -> None:
     assert canonical_url(url) == url
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(server_urls())
 def test_the_pattern_accepts_a_url_exactly_when_it_is_canonical(url: str) -> None:
     try:
@@ -462,7 +463,7 @@ def test_the_pattern_accepts_a_url_exactly_when_it_is_canonical(url: str) -> Non
     assert URL.search(canonical), canonical
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.from_regex(obs.DAY_PATTERN))
 def test_every_day_the_pattern_accepts_is_a_real_date(day: str) -> None:
     assert dt.date.fromisoformat(day).isoformat() == day
@@ -474,14 +475,14 @@ def test_every_real_date_matches_the_day_pattern(day: dt.date) -> None:
     assert re.search(obs.CHECKED_AT_PATTERN, day.isoformat() + "T23:59:59.5Z")
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.from_regex(obs.CHECKED_AT_PATTERN))
 def test_every_checked_at_the_pattern_accepts_is_a_real_instant(value: str) -> None:
     dt.datetime.fromisoformat(value[:19])
     assert value.endswith("Z")
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.from_regex(obs.sub_pattern()))
 def test_every_sub_the_pattern_accepts_has_no_whitespace_or_control(sub: str) -> None:
     namespace, _, local = sub.partition(":")
@@ -590,7 +591,7 @@ def test_what_schemathesis_generates_from_the_body_the_door_accepts(
     operation = schemathesis.openapi.from_dict(doc)["/records"]["POST"]
     refused: list[str] = []
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
     @given(operation.as_strategy())
     def draw(case: Any) -> None:
         got = check_body(

@@ -54,6 +54,7 @@ from capability_anchor.jws import (
     verify_record_token,
 )
 from capability_anchor.keys import KeySet, SigningKey
+from tests.kit.hypo import examples
 
 
 def seeded_key(label: str) -> SigningKey:
@@ -233,7 +234,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     claims=st.dictionaries(st.text(), json_values, max_size=8),
     typ=st.sampled_from([HEAD_TYP, RECORD_TYP]),
@@ -712,7 +713,7 @@ def test_check_record_lifetime_rejects_non_integer_at() -> None:
         check_record_lifetime(record_claims(), True)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     iat=st.integers(min_value=AT - 4 * MAX_RECORD_LIFETIME, max_value=AT + 4 * MAX_RECORD_LIFETIME),
     lifetime=st.integers(min_value=-10, max_value=MAX_RECORD_LIFETIME + 10),

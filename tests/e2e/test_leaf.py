@@ -32,9 +32,10 @@ from capability_anchor.leaf import (
     parse_record,
     validate_record,
 )
+from tests.kit.hypo import examples
 
 MAX = MAX_SAFE_INTEGER
-FAST = settings(max_examples=200, deadline=None)
+FAST = settings(max_examples=examples(200), deadline=None)
 
 
 def nested(levels: int, innermost: Any = 0, kinds: str = "a") -> Any:
@@ -619,7 +620,7 @@ _plain_values = st.recursive(
 )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(st.dictionaries(_ascii_keys, _plain_values, max_size=8))
 def test_fast_path_is_byte_identical_to_rfc8785(record: dict[str, Any]) -> None:
     from capability_anchor.leaf import _walk

@@ -24,9 +24,10 @@ from capability_anchor.errors import UsageError
 from capability_anchor.merkle.tilepath import MAX_INDEX, entries_path, parse_tile_path
 from capability_anchor.merkle.tiles import tile_path
 from capability_anchor.record.urls import canonical_url
+from tests.kit.hypo import examples
 
 FIXED = settings(
-    max_examples=300,
+    max_examples=examples(300),
     derandomize=True,
     database=None,
     deadline=None,

@@ -64,7 +64,9 @@ def test_attack_the_database_fails_under_writes_503_then_resumes(
         writers: tuple[Writer, ...] = (Writer(server, "w1"), Writer(server, "w2", prove=True))
         writers += (Writer(server, "w3", prove=False),)
         with writing(*writers):
-            time.sleep(1.5)
+            # Writes under way and signed before the fault (a wait, not a fixed sleep: on a
+            # loaded machine the first head may take longer than any guess).
+            wait_for(lambda: max_head(postgres, db)[0] > 0, RESUME_WITHIN_S, "a first head")
             size, term = max_head(postgres, db)
             assert size > 0
             began = time.monotonic()

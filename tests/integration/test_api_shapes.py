@@ -23,6 +23,7 @@ from capability_anchor.api.caching import answer, ordered_answer, shaped
 from capability_anchor.api.settings import Settings
 from capability_anchor.web.errors import ErrorBody
 from tests.kit.apikit import build_history, insert_stamp, rec
+from tests.kit.hypo import examples
 
 CANONICAL = True
 """The answer is an RFC 8785 document (signed, or ETagged, or both)."""
@@ -124,7 +125,7 @@ _VALUES = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=examples(300), deadline=None, database=None)
 @given(value=_VALUES)
 def test_the_answers_fast_path_is_rfc8785_for_ascii_names_strings_and_integers(value: Any) -> None:
     """The answers `caching.answer` encodes hold ASCII member names and strings, integers,

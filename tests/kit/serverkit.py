@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,12 +47,30 @@ class ServerFailed(RuntimeError):
     """The server did not start, or did not stop, as expected."""
 
 
+# Ports to hand out lie below Linux's ephemeral range (32768 on), where no client connection
+# takes one. Each pytest-xdist worker owns a slice of them, so two workers never hand out the
+# same port between its pick and the server's bind; a run (and each process in it: a tool a
+# test starts inherits the worker's slice) starts at an offset of its own.
+PORTS = range(10000, 32768)
+_picks = itertools.count()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now, from this worker's slice."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    run = zlib.crc32(os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid())).encode())
+    span = len(PORTS) // workers
+    mine = zlib.crc32(str(os.getpid()).encode())
+    for _ in range(span):
+        port = PORTS[(run + worker * span + (mine + next(_picks)) % span) % len(PORTS)]
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise ServerFailed(f"no free port in this worker's {span} ports")
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -484,7 +484,7 @@ class AicsWitness:
         exe = str(ensure_aics_witness())
         config = str(self.folder / "witness.json")
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port()
+        self.port = free_port()
         listen = f"127.0.0.1:{self.port}"
         out = _run(
             [exe, "init", "--config", config, "--name", self.name, "--listen", listen],
@@ -556,10 +556,3 @@ class AicsWitness:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port

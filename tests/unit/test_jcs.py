@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from capability_anchor import leaf, strictjson
 from capability_anchor.errors import InvalidRecord
+from tests.kit.hypo import examples
 from tests.kit.paths import ROOT
 from tests.kit.recordgen import ANY_JSON, BOUND, PLAIN_JSON, TEXT
 
@@ -28,7 +29,7 @@ def reference(value: Any) -> bytes | None:
         return None
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(ANY_JSON)
 def test_the_fast_path_is_rfc8785_wherever_is_plain_allows_it(value: Any) -> None:
     want = reference(value)
@@ -42,7 +43,7 @@ def test_the_fast_path_is_rfc8785_wherever_is_plain_allows_it(value: Any) -> Non
         assert strictjson.canonical(value) == want
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(PLAIN_JSON)
 def test_plain_values_take_the_fast_path_with_the_same_bytes(value: Any) -> None:
     assert strictjson.is_plain(value)
@@ -71,7 +72,7 @@ def test_the_refusals_are_not_vacuous_the_fast_path_would_differ() -> None:
         assert fast != reference(value)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.dictionaries(TEXT, ANY_JSON, max_size=6))
 def test_leaf_bytes_are_rfc8785_of_the_leaf_claims(record: dict[str, Any]) -> None:
     """The leaf's walk decides the fast path for itself (`leaf._walk`): whatever it decides,

@@ -33,6 +33,7 @@ from capability_anchor.keys import (
     load_key_file,
     thumbprint,
 )
+from tests.kit.hypo import examples
 
 # RFC 8037 Appendix A.1-A.4.
 RFC8037_D = "nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A"
@@ -93,7 +94,7 @@ def test_non_canonical_x_case_is_same_bytes() -> None:
     assert base64.urlsafe_b64decode(RFC8037_X[:-1] + "p=") == b64url_decode(RFC8037_X)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.binary(min_size=32, max_size=32))
 def test_thumbprint_agrees_with_joserfc(seed: bytes) -> None:
     key = SigningKey.from_seed(seed)

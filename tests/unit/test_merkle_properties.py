@@ -7,12 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capability_anchor import merkle
+from tests.kit.hypo import examples
 from tests.kit.naive_rfc9162 import Naive, leaf
 
 leaves = st.lists(st.binary(max_size=40), min_size=1, max_size=300)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(leaves, st.data())
 def test_incremental_tree_matches_naive(data_leaves: list[bytes], data: st.DataObject) -> None:
     hashes = [leaf(x) for x in data_leaves]
@@ -37,7 +38,7 @@ def test_incremental_tree_matches_naive(data_leaves: list[bytes], data: st.DataO
     merkle.verify_consistency(m, n, naive.root(m), naive.root(n), cpath)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(1, 1 << 40), st.data())
 def test_path_lengths_agree_with_node_plans_at_any_size(size: int, data: st.DataObject) -> None:
     index = data.draw(st.integers(0, size - 1))

@@ -45,6 +45,7 @@ from capability_anchor.note import (
     sign_checkpoint,
     sign_note,
 )
+from tests.kit.hypo import examples
 
 ORIGIN = "resolver.example/history"
 ROOT = hashlib.sha256(b"root").digest()
@@ -222,7 +223,7 @@ _TEXT = st.lists(
 ).map(lambda lines: "".join(line + "\n" for line in lines))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(name=_NAMES, text=_TEXT, seed=st.binary(min_size=32, max_size=32))
 def test_note_round_trip(name: str, text: str, seed: bytes) -> None:
     signer = NoteSigner(name, SigningKey.from_seed(seed))
@@ -234,14 +235,14 @@ def test_note_round_trip(name: str, text: str, seed: bytes) -> None:
     assert parse_vkey(signer.verifier.vkey()).text() == signer.verifier.vkey()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(size=st.integers(min_value=1, max_value=2**64 - 1), root=st.binary(min_size=32, max_size=32))
 def test_checkpoint_round_trip(size: int, root: bytes) -> None:
     data = sign_checkpoint(Checkpoint(ORIGIN, size, root), LOG)
     assert open_checkpoint(data, [LOG.verifier]).checkpoint == Checkpoint(ORIGIN, size, root)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=400))
 def test_garbage_is_a_note_error_never_a_traceback(data: bytes) -> None:
     for parse in (parse_note, parse_tlog_proof, parse_policy):
@@ -251,7 +252,7 @@ def test_garbage_is_a_note_error_never_a_traceback(data: bytes) -> None:
         parse_vkey(data.decode("utf-8", "replace"))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(position=st.integers(min_value=0), byte=st.integers(min_value=0, max_value=255))
 def test_any_one_byte_change_of_a_signed_checkpoint_fails_cleanly(position: int, byte: int) -> None:
     good = _cosigned(_checkpoint(), W1)
@@ -401,7 +402,7 @@ def _tree(size: int) -> list[bytes]:
     return [hash_leaf(b"head %d" % i) for i in range(size)]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(size=st.integers(min_value=1, max_value=70), data=st.data(), extra=st.binary(max_size=50))
 def test_tlog_proof_round_trip_and_inclusion(size: int, data: st.DataObject, extra: bytes) -> None:
     index = data.draw(st.integers(min_value=0, max_value=size - 1))
@@ -472,7 +473,7 @@ def _valid_policy_and_proof() -> list[bytes]:
     return [proof, policy]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(which=st.integers(0, 1), position=st.integers(min_value=0), byte=st.integers(0, 255))
 def test_one_byte_changes_of_proofs_and_policies_fail_cleanly(
     which: int, position: int, byte: int

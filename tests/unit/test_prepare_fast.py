@@ -24,6 +24,7 @@ from capability_anchor.log.batch import _ENCODE, prepare_records
 from capability_anchor.log.serverindex import server_keys
 from capability_anchor.record import rule
 from capability_anchor.record.urls import urllib_canonical_url
+from tests.kit.hypo import examples
 from tests.kit.recordgen import ANY_JSON, ASCII_TEXT, NOW, PLAIN_JSON, TEXT, records
 
 ISS = "https://resolver.example"
@@ -45,7 +46,7 @@ def walked(record: object) -> tuple[str, Any]:
         return ("error", str(exc))
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(PLAIN_JSON)
 def test_msgspecs_sorted_encoder_writes_plain_values_as_rfc8785(value: Any) -> None:
     assert _ENCODE(value) == rfc8785.dumps(value) == strictjson.canonical(value, plain=True)
@@ -55,7 +56,7 @@ RECORDS = st.dictionaries(st.one_of(ASCII_TEXT, TEXT, RESERVED), ANY_JSON, max_s
 PLAIN_RECORDS = st.dictionaries(st.one_of(ASCII_TEXT, RESERVED), PLAIN_JSON, max_size=8)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(RECORDS, PLAIN_RECORDS, ANY_JSON))
 def test_the_plain_leaf_is_the_walked_leaf_or_none(record: Any) -> None:
     check_plain_leaf(record)
@@ -150,7 +151,7 @@ def reference_keys(record: Any) -> tuple[str, ...]:
     return tuple(keys)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(records(), min_size=1, max_size=3),
     st.sampled_from([rule.OBSERVATION, rule.ANY]),

@@ -14,6 +14,7 @@ from capability_anchor.errors import UsageError
 from capability_anchor.record import fast, rule
 from capability_anchor.record.patterns import URL_PATTERN
 from capability_anchor.record.urls import canonical_url, urllib_canonical_url
+from tests.kit.hypo import examples
 from tests.kit.recordgen import GOOD, NOW, Text, odd_urls, records
 
 NAMESPACES = st.sampled_from([None, "example", "urn"])
@@ -26,7 +27,7 @@ def url_outcome(fn: Any, url: object) -> tuple[str, str]:
         return ("error", str(exc))
 
 
-@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(800), suppress_health_check=[HealthCheck.too_slow])
 @given(odd_urls())
 def test_the_fast_canonical_url_is_urllibs_for_every_url(url: str) -> None:
     assert url_outcome(canonical_url, url) == url_outcome(urllib_canonical_url, url)
@@ -34,7 +35,7 @@ def test_the_fast_canonical_url_is_urllibs_for_every_url(url: str) -> None:
     assert fast.url_matches(url) == bool(rule._URL_RE.search(url))
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.from_regex(fast.COMMON_URL_PATTERN, fullmatch=True))
 def test_every_common_url_is_one_the_pattern_accepts(url: str) -> None:
     import re
@@ -48,7 +49,7 @@ def test_non_strings_and_subclasses_take_the_exact_path() -> None:
         assert url_outcome(canonical_url, url) == url_outcome(urllib_canonical_url, url)
 
 
-@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), suppress_health_check=[HealthCheck.too_slow])
 @given(records(), NAMESPACES, st.sampled_from([NOW, NOW + 0.9, NOW - 86400 * 365]))
 def test_the_fast_path_and_the_exact_path_give_the_same_answer(
     record: object, namespace: str | None, now: float
