@@ -1,7 +1,6 @@
 """The SQLite engine as `store.open` reaches it (`sqlite://` and every plain data dir): one
 database file in the data dir (`DB_NAME`, with its -wal and -shm while it is open), created
-atomically, opened (and migrated) or opened read-only; the witness's own database in the
-witness's data dir (`WITNESS_DB_NAME`)."""
+atomically, opened (and migrated) or opened read-only."""
 
 from __future__ import annotations
 
@@ -19,14 +18,12 @@ from capability_anchor.store import damage
 from capability_anchor.store.interface import Scrub, Store
 from capability_anchor.store.open import Engine, Where
 from capability_anchor.store.rows import SCHEMA_VERSION
-from capability_anchor.store.witness import WitnessStore
 
 from . import SqliteStore
 from .base import BUSY_TIMEOUT_MS, CACHE_KIB, DB_NAME, PAGE_SIZE
 from .errors import read_error, store_error
 from .schema import migrate
 from .scrub import Scrubber
-from .witness import WITNESS_DB_NAME, SqliteWitnessStore
 
 _SIDE = ("-wal", "-shm")
 
@@ -229,16 +226,6 @@ class SqliteEngine(Engine):
 
     def scrubber(self, where: Where) -> Scrub | None:
         return Scrubber(_dir(where))
-
-    def create_witness(self, where: Where, name: str) -> WitnessStore:
-        return SqliteWitnessStore.create(_dir(where), name)
-
-    def open_witness(self, where: Where) -> WitnessStore:
-        return SqliteWitnessStore.open(_dir(where))
-
-    def remove_witness(self, where: Where) -> None:
-        for suffix in ("", *_SIDE):
-            (_dir(where) / (WITNESS_DB_NAME + suffix)).unlink(missing_ok=True)
 
 
 def _connect(path: Path, *, create: bool) -> SqliteStore:

@@ -169,6 +169,11 @@ class SqliteWitnessStore:
             raise StoreError(f"no witness at {data_dir} (run `witness init` first)")
         return cls._connect(path)
 
+    @staticmethod
+    def remove(data_dir: Path) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            (data_dir / (WITNESS_DB_NAME + suffix)).unlink(missing_ok=True)
+
     @classmethod
     def _connect(cls, path: Path) -> SqliteWitnessStore:
         try:
