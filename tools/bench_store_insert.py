@@ -23,6 +23,7 @@ from pathlib import Path
 
 import benchdoc
 from capability_anchor.store.sqlite import SqliteStore
+from capability_anchor.store.sqlite.engine import SqliteEngine
 from capability_anchor.store.sqlite.schema import database
 
 
@@ -41,8 +42,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
-        SqliteStore.create(data, lambda store: None)
-        store = SqliteStore.open(data)
+        SqliteEngine().create(data, lambda store: None)
+        store = SqliteEngine().open(data, upkeep=False)
+        assert isinstance(store, SqliteStore)
         db = database(store._writer)  # the tool measures the writer connection itself
         entries = db.table("entries")
         times: dict[str, list[float]] = {"executemany": [], "sqlite-utils insert_all": []}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 FLOOR_BATCH = 1000
-SYNCHRONOUS = "FULL"  # the log's (store/sqlite/open.py)
+SYNCHRONOUS = "FULL"  # the log's (store/sqlite/engine.py)
 
 _SCHEMA = (
     "CREATE TABLE floor (id INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)",

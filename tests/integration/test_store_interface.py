@@ -28,12 +28,7 @@ SQLITE_ONLY = {
     "expected_schema",
     "integrity_problems",
     "schema_problems",
-    "copy_to",
-    "create",
-    "exists",
-    "open",
-    "open_readonly",
-}
+}  # the factories (create, open, open_readonly, copy_to) are the engine's (sqlite.engine)
 
 
 def _public(cls: type) -> set[str]:
@@ -52,7 +47,6 @@ PRIMITIVES = {
     "close",
     "existing",
     "find_leaf",
-    "entry_days",
     "entries_containing",
     "snapshot",
     "changed_under_read",

@@ -13,7 +13,6 @@ from capability_anchor.errors import UsageError
 
 if TYPE_CHECKING:
     from .interface import Scrub, Store
-    from .witness import WitnessStore
 
 Where = Path | str
 """A data dir, or a URL naming a store (the module docstring)."""
@@ -78,17 +77,6 @@ class Engine(ABC):
     def scrubber(self, where: Where) -> Scrub | None:
         """The background check for damage no read meets (None: the engine needs none)."""
         return None
-
-    def create_witness(self, where: Where, name: str) -> WitnessStore:
-        """A new witness store holding the key name `name`; an existing one is `Conflict`."""
-        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
-
-    def open_witness(self, where: Where) -> WitnessStore:
-        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
-
-    def remove_witness(self, where: Where) -> None:
-        """Remove a witness store `init` just made (its key could not be written)."""
-        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
 
     def grant_service(self, where: Where, role: str, *, check_only: bool = False) -> str:
         """See `grant_service`; an engine without database roles refuses."""

@@ -79,9 +79,6 @@ class Store(SqlTrees, SqlHeads):
         """Every (day, leaf_index) holding this leaf hash, newest day first."""
 
     @abstractmethod
-    def entry_days(self) -> list[str]: ...
-
-    @abstractmethod
     def entries_containing(self, day: str, start: int, needle: str, limit: int) -> list[EntryRow]:
         """Up to `limit` entries of `day` from `start` on, newest first, whose claims contain
         `needle` once ASCII letters are lower-cased (a cheap filter, never a match)."""

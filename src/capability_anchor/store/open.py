@@ -18,6 +18,7 @@ from .engines import Engine, Where
 
 if TYPE_CHECKING:
     from .interface import Scrub, Store
+    from .sqlite.witness import SqliteWitnessStore
     from .witness import WitnessStore
 
 # Imported inside functions: the SQLite engine ~250 ms, the PostgreSQL engine ~200 ms (python -X
@@ -191,19 +192,27 @@ def scrubber(where: Where) -> Scrub | None:
     return eng.scrubber(loc)
 
 
-def create_witness(where: Where, name: str) -> WitnessStore:
-    eng, loc = resolve(where)
-    return eng.create_witness(loc, name)
+def _witness(where: Path) -> type[SqliteWitnessStore]:
+    """A witness keeps its state in SQLite, in its own data dir (never a log's store)."""
+    if bound(where) is not None:
+        raise UsageError("a witness keeps its state in SQLite, in its own data dir")
+    from .sqlite.witness import SqliteWitnessStore
+
+    return SqliteWitnessStore
 
 
-def open_witness(where: Where) -> WitnessStore:
-    eng, loc = resolve(where)
-    return eng.open_witness(loc)
+def create_witness(where: Path, name: str) -> WitnessStore:
+    """A new witness store holding the key name `name`; an existing one is `Conflict`."""
+    return _witness(where).create(where, name)
 
 
-def remove_witness(where: Where) -> None:
-    eng, loc = resolve(where)
-    eng.remove_witness(loc)
+def open_witness(where: Path) -> WitnessStore:
+    return _witness(where).open(where)
+
+
+def remove_witness(where: Path) -> None:
+    """Remove a witness store `init` just made (its key could not be written)."""
+    _witness(where).remove(where)
 
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The reads PostgreSQL spells its own way: with no skip scan in PostgreSQL 15, `DISTINCT day`
 or a probe by leaf hash alone reads the whole table, so they step day to day on the primary
-key (`_DAYS`); the dedupe probe is one index probe per hash (`EXISTING`); and a search
+key (`sql.rows.DAYS`); the dedupe probe is one index probe per hash (`EXISTING`); and a search
 lower-cases claims as SQLite does (`_CONTAINS`)."""
 
 from __future__ import annotations
@@ -8,16 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from capability_anchor.store.rows import EntryRow
+from capability_anchor.store.sql.rows import DAYS
 
 from .base import PostgresBase
-
-# Every day that has entries, ascending, one primary-key probe per day.
-_DAYS = """WITH RECURSIVE days (day) AS (
-    SELECT min(day) FROM entries
-    UNION ALL
-    SELECT (SELECT min(e.day) FROM entries e WHERE e.day > days.day) FROM days
-    WHERE days.day IS NOT NULL
-)"""
 
 # ASCII-only lower-casing of claims, as SQLite's lower() (and bytes.lower) does: read as
 # LATIN1 every byte is one character, so any bytes convert (valid UTF-8 or not) and a
@@ -80,17 +73,9 @@ class PostgresReads(PostgresBase):
         return [
             (str(d), int(i))
             for d, i in self._exec(
-                f"{_DAYS} SELECT e.day, e.leaf_index FROM days "
+                f"{DAYS} SELECT e.day, e.leaf_index FROM days "
                 "JOIN entries e ON e.day = days.day AND e.leaf_hash = %s ORDER BY e.day DESC",
                 (leaf_hash,),
-            )
-        ]
-
-    def entry_days(self) -> list[str]:
-        return [
-            str(d)
-            for (d,) in self._exec(
-                f"{_DAYS} SELECT day FROM days WHERE day IS NOT NULL ORDER BY day"
             )
         ]
 

@@ -10,6 +10,15 @@ from . import SqlBase
 
 HEAD_COLUMNS = "day, tree_size, sealed, root, iat, kid, doc"
 
+# Every day that has entries, ascending, one primary-key probe per day: `DISTINCT day` reads
+# the whole table on both engines (decisions/36-store.md has the figures).
+DAYS = """WITH RECURSIVE days (day) AS (
+    SELECT min(day) FROM entries
+    UNION ALL
+    SELECT (SELECT min(e.day) FROM entries e WHERE e.day > days.day) FROM days
+    WHERE days.day IS NOT NULL
+)"""
+
 
 def head_row(row: Sequence[object]) -> HeadRow:
     day, size, sealed, root, iat, kid, doc = row
@@ -96,6 +105,10 @@ class SqlRows(SqlBase):
             ((day, first_index + n, h, claims, accepted_at) for n, (h, claims) in enumerate(rows)),
             types=("text", "int8", "bytea", "bytea", "int8"),
         )
+
+    def entry_days(self) -> list[str]:
+        sql = f"{DAYS} SELECT day FROM days WHERE day IS NOT NULL ORDER BY day"
+        return [str(d) for (d,) in self._exec(sql)]
 
     def day_size(self, day: str) -> int:
         row = self._one("SELECT max(leaf_index) FROM entries WHERE day = ?", (day,))

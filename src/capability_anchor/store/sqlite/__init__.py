@@ -1,6 +1,6 @@
 """The SQLite engine: one database file in a data dir, reached through `store.open`; the only
-package that imports `sqlite3` or `sqlite_utils`. Its parts over `base.SqliteBase`: `open`,
-`reads`, `audit`, `schema` and `migrations/`, `errors`, `scrub`, `wal`, and `witness`
+package that imports `sqlite3` or `sqlite_utils`. Its parts over `base.SqliteBase`: `engine`
+(opening), `reads`, `audit`, `schema` and `migrations/`, `errors`, `scrub`, `wal`, and `witness`
 (the witness's own database)."""
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ from capability_anchor.store.interface import Store
 
 from .audit import SqliteAudit
 from .base import DB_NAME
-from .open import SqliteOpening
 from .reads import SqliteReads
 
 
-class SqliteStore(SqliteOpening, SqliteReads, SqliteAudit):
+class SqliteStore(SqliteReads, SqliteAudit):
     """One SQLite database in a data dir (`base.SqliteBase` holds the connections)."""
 
 

@@ -66,11 +66,11 @@ class SqliteBase(Store):
         self._checkpointer: tuple[threading.Event, threading.Thread] | None = None
         # The WAL bound the writer keeps, set with the checkpointer (upkeep only).
         self._wal: wal.WalBound | None = None
-        # Set by a read-only opening (sqlite_open): the file's identity when it was opened
+        # Set by a read-only opening (engine.open_readonly): the file's identity when it was opened
         # as immutable, and the TEXT values read that were not UTF-8.
         self._immutable: tuple[int, int, int] | None = None
         self._invalid_text: list[bytes] = []
-        # A private copy a read-only opening had to read (sqlite_open), removed at close.
+        # A private copy a read-only opening had to read (engine.open_readonly), removed at close.
         self._scratch: Path | None = None
 
     def describe(self) -> str:

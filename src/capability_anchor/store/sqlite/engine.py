@@ -1,22 +1,29 @@
 """The SQLite engine as `store.open` reaches it (`sqlite://` and every plain data dir): one
-database file in the data dir (`DB_NAME`, with its -wal and -shm while it is open), and
-the witness's own database in the witness's data dir (`WITNESS_DB_NAME`)."""
+database file in the data dir (`DB_NAME`, with its -wal and -shm while it is open), created
+atomically, opened (and migrated) or opened read-only."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from capability_anchor.errors import UsageError
+from capability_anchor.errors import Conflict, StoreCorrupt, StoreError, UsageError
+from capability_anchor.files import fsync_dir
+from capability_anchor.store import damage
 from capability_anchor.store.engines import Engine, Where
 from capability_anchor.store.interface import Scrub, Store
-from capability_anchor.store.witness import WitnessStore
+from capability_anchor.store.rows import SCHEMA_VERSION
 
 from . import SqliteStore
-from .base import DB_NAME
+from .base import BUSY_TIMEOUT_MS, CACHE_KIB, DB_NAME, PAGE_SIZE
+from .errors import read_error, store_error
+from .schema import migrate
 from .scrub import Scrubber
-from .witness import WITNESS_DB_NAME, SqliteWitnessStore
 
 _SIDE = ("-wal", "-shm")
 
@@ -25,6 +32,20 @@ def _dir(where: Where) -> Path:
     if not isinstance(where, Path):
         raise UsageError(f"the SQLite engine is given a data dir, not {where!r}")
     return where
+
+
+def _known(path: Path, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} has schema version {version}; this program knows up to "
+            f"{SCHEMA_VERSION} (upgrade capability-anchor)"
+        )
+
+
+def _private(path: Path) -> None:
+    """Create `path` empty and 0600 before SQLite opens it: SQLite gives the -wal and -shm it
+    makes later the database file's mode, so all three stay private to the owner."""
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
 
 
 class SqliteEngine(Engine):
@@ -48,10 +69,40 @@ class SqliteEngine(Engine):
         return (_dir(where) / DB_NAME).exists()
 
     def create(self, where: Where, fill: Callable[[Store], None]) -> None:
-        SqliteStore.create(_dir(where), fill)
+        """Create the database atomically: it is built and filled (`fill` runs inside the
+        first write transaction) under a temporary name, closed, and only then linked to
+        its real name. A crash at any point leaves either no log or a complete one, never
+        a database without its meta."""
+        data_dir = _dir(where)
+        path = data_dir / DB_NAME
+        if path.exists():
+            raise Conflict(f"a log already exists at {path}; refusing to overwrite it")
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = data_dir / f".{DB_NAME}.init"
+        for leftover in (tmp, *(tmp.with_name(tmp.name + side) for side in _SIDE)):
+            leftover.unlink(missing_ok=True)  # from a crashed init: it never became the log
+        _private(tmp)
+        store = _connect(tmp, create=True)
+        try:
+            with store.write():
+                fill(store)
+            # Fold the WAL into the main file so the one file we link is the whole database.
+            store._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            store.close()
+        try:
+            os.link(tmp, path)  # fails rather than replace a log created meanwhile
+        except FileExistsError:
+            raise Conflict(f"a log already exists at {path}; refusing to overwrite it") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        fsync_dir(data_dir)
 
     def open(self, where: Where, *, upkeep: bool) -> Store:
-        store = SqliteStore.open(_dir(where))
+        path = _dir(where) / DB_NAME
+        if not path.exists():
+            raise StoreError(f"no log at {path} (run `capability-anchor init` first)")
+        store = _connect(path, create=False)
         if upkeep:
             try:
                 store._start_checkpointer()
@@ -61,10 +112,104 @@ class SqliteEngine(Engine):
         return store
 
     def open_readonly(self, where: Where) -> Store:
-        return SqliteStore.open_readonly(_dir(where))
+        """Open the log for reading only, never creating or changing a file in the data dir.
+
+        - a `-shm` exists (a process has the log open, or a copy kept it): `mode=ro` shares
+          its lock table, so the snapshot is one the writers respect;
+        - no `-shm` and no WAL frames (no process has the log open): `immutable=1`, which
+          reads the main file alone and needs no lock file;
+        - WAL frames but no `-shm` (a copy without it, in a folder we cannot write):
+          `immutable=1` would silently skip the frames, so the database and its WAL are
+          copied into a private temporary folder of its own, read there and removed at
+          `close`.
+        """
+        path = _dir(where) / DB_NAME
+        if not path.exists():
+            raise StoreError(f"no log at {path} (run `capability-anchor init` first)")
+        wal = path.with_name(DB_NAME + "-wal")
+        wal_size = wal.stat().st_size if wal.exists() else 0
+        immutable: tuple[int, int, int] | None = None
+        scratch: Path | None = None
+        if path.with_name(DB_NAME + "-shm").exists():
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+        elif wal_size == 0:
+            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+            st = path.stat()
+            immutable = (st.st_ino, st.st_size, st.st_mtime_ns)
+        else:
+            scratch = Path(tempfile.mkdtemp(prefix="capability-anchor-audit-"))
+            copy = scratch / DB_NAME
+            try:
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, copy.with_name(DB_NAME + "-wal"))
+            except BaseException:
+                _discard(None, scratch)
+                raise
+            uri = f"{copy.resolve().as_uri()}?mode=ro"
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+            )
+            _known(path, int(conn.execute("PRAGMA user_version").fetchone()[0]))
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            _discard(conn, scratch)
+            raise read_error(path, exc) from None
+        except BaseException:
+            _discard(conn, scratch)
+            raise
+        store = SqliteStore(path, conn)
+        store._scratch = scratch
+        store._only = conn
+        store._immutable = immutable
+        # SQLite hands back a TEXT value's bytes as stored; one that is not UTF-8 (a flipped
+        # bit) would raise in the middle of any read. It is read with its bad bytes escaped
+        # (so it equals nothing it should) and counted for the audit.
+        bad = store._invalid_text = []
+
+        def text(raw: bytes) -> str:
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append(raw[:80])
+                return raw.decode("utf-8", "backslashreplace")
+
+        conn.text_factory = text
+        return store
 
     def copy_to(self, where: Where, dest: Path) -> None:
-        SqliteStore.copy_to(_dir(where), dest)
+        """The online backup API in one step (`pages=-1`): one read transaction, so `dest` is
+        the database at one commit while writers go on (WAL: a reader blocks no writer).
+        Copied in several steps instead, a backup restarts whenever a writer commits
+        meanwhile, and under a steady write load it would never finish. The source is opened
+        with no pragma that writes and is never migrated."""
+        path = _dir(where) / DB_NAME
+        if not path.exists():
+            raise StoreError(f"no log at {path} (nothing to back up)")
+        _private(dest)
+        src = dst = None
+        try:
+            src = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            version = int(src.execute("PRAGMA user_version").fetchone()[0])
+            if not 1 <= version <= SCHEMA_VERSION:
+                raise StoreError(
+                    f"{path} has schema version {version}; this program copies 1..{SCHEMA_VERSION}"
+                )
+            dst = sqlite3.connect(dest, isolation_level=None)
+            src.backup(dst, pages=-1)
+            # One file: whatever WAL the copy got is folded in, and it is not kept in WAL.
+            dst.execute("PRAGMA journal_mode = DELETE")
+        except sqlite3.Error as exc:
+            raise store_error(exc, f"cannot copy the log at {path}") from None
+        finally:
+            for conn in (dst, src):
+                if conn is not None:
+                    conn.close()
+        fd = os.open(dest, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def copy_name(self, where: Where) -> str:
         return DB_NAME
@@ -82,15 +227,61 @@ class SqliteEngine(Engine):
     def scrubber(self, where: Where) -> Scrub | None:
         return Scrubber(_dir(where))
 
-    def create_witness(self, where: Where, name: str) -> WitnessStore:
-        return SqliteWitnessStore.create(_dir(where), name)
 
-    def open_witness(self, where: Where) -> WitnessStore:
-        return SqliteWitnessStore.open(_dir(where))
+def _connect(path: Path, *, create: bool) -> SqliteStore:
+    conn: sqlite3.Connection | None = None
+    try:
+        # isolation_level=None: no implicit transactions; write() issues BEGIN IMMEDIATE.
+        # check_same_thread=False: the HTTP service's worker threads share one writer
+        # behind the Log's lock.
+        conn = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+        # Look before touching: a file that is not ours is refused before any pragma
+        # below could write to it (journal_mode=WAL rewrites the header).
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        _known(path, version)
+        if version == 0 and not create:
+            raise StoreError(f"{path} is not a capability-anchor log (schema version 0)")
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if create:
+            # Before the first table (and WAL) fixes it: rows of ~400 bytes fill 8 KiB
+            # pages better than 4 KiB ones (docs/explanation/store.md, where the bytes go).
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # FULL: the WAL is fsynced at every commit, so an acknowledged append survives
+        # power loss, not only a process crash.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        # REPLACE conflict resolution then fires the DELETE triggers too.
+        conn.execute("PRAGMA recursive_triggers = ON")
+        # The dedupe index is keyed by random hashes: every batch touches pages all over
+        # it, so a page cache larger than the 2 MB default saves re-reading them.
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        store = SqliteStore(path, conn)
+        if version != SCHEMA_VERSION:
+            with store.write():
+                migrate(store._writer, version, store._exec)
+                store._exec(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        error = store_error(exc, f"cannot open the log at {path}")
+        if isinstance(error, StoreCorrupt) and not create:
+            damage.mark(path.parent, f"opening the log: {exc}")
+        raise error from None
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    return store
 
-    def remove_witness(self, where: Where) -> None:
-        for suffix in ("", *_SIDE):
-            (_dir(where) / (WITNESS_DB_NAME + suffix)).unlink(missing_ok=True)
+
+def _discard(conn: sqlite3.Connection | None, scratch: Path | None) -> None:
+    if conn is not None:
+        conn.close()
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 __all__ = ["SqliteEngine"]

@@ -44,9 +44,6 @@ class SqliteReads(SqliteBase):
             )
         ]
 
-    def entry_days(self) -> list[str]:
-        return [str(d) for (d,) in self._exec("SELECT DISTINCT day FROM entries ORDER BY day")]
-
     def entries_containing(self, day: str, start: int, needle: str, limit: int) -> list[EntryRow]:
         # SQLite's lower() folds ASCII letters only, as bytes.lower does.
         return [

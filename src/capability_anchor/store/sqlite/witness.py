@@ -8,6 +8,8 @@ import hashlib
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,7 +158,7 @@ class SqliteWitnessStore:
                 f"a witness already exists at {path}; refusing to overwrite it"
             ) from None
         store = cls._connect(path)
-        with store._write():
+        with store._txn("IMMEDIATE"):
             store._conn.execute("INSERT INTO meta VALUES ('name', ?)", (name,))
         return store
 
@@ -166,6 +168,11 @@ class SqliteWitnessStore:
         if not path.exists():
             raise StoreError(f"no witness at {data_dir} (run `witness init` first)")
         return cls._connect(path)
+
+    @staticmethod
+    def remove(data_dir: Path) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            (data_dir / (WITNESS_DB_NAME + suffix)).unlink(missing_ok=True)
 
     @classmethod
     def _connect(cls, path: Path) -> SqliteWitnessStore:
@@ -184,7 +191,7 @@ class SqliteWitnessStore:
         return store
 
     def _migrate(self) -> None:
-        with self._write():
+        with self._txn("IMMEDIATE"):
             (version,) = self._conn.execute("PRAGMA user_version").fetchone()
             if version > WITNESS_SCHEMA_VERSION:
                 raise StoreError(
@@ -198,44 +205,29 @@ class SqliteWitnessStore:
                     FILLS[step](self._conn)
                 self._conn.execute(f"PRAGMA user_version={step}")
 
-    class _Txn:
-        def __init__(self, store: SqliteWitnessStore, mode: str) -> None:
-            self.store, self.mode = store, mode
-
-        def __enter__(self) -> None:
-            self.store._lock.acquire()
+    @contextmanager
+    def _txn(self, mode: str = "DEFERRED") -> Iterator[None]:
+        """One transaction under the store's lock; an error of SQLite's is the project's."""
+        with self._lock:
+            conn = self._conn
             try:
-                self.store._conn.execute(f"BEGIN {self.mode}")
+                conn.execute(f"BEGIN {mode}")
             except sqlite3.Error as exc:
-                self.store._lock.release()
                 raise store_error(exc, "cannot start a witness transaction") from None
-
-        def __exit__(self, kind: object, exc: object, tb: object) -> None:
-            conn = self.store._conn
             try:
-                if kind is None:
-                    conn.execute("COMMIT")
-                else:
-                    conn.execute("ROLLBACK")
-            except sqlite3.Error as error:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise store_error(error, "the witness store refused a write") from None
-            finally:
-                self.store._lock.release()
-            if isinstance(exc, sqlite3.Error):
+                yield
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
                 raise store_error(exc, "the witness store refused a write") from None
-
-    def _write(self) -> SqliteWitnessStore._Txn:
-        return self._Txn(self, "IMMEDIATE")
-
-    def _read(self) -> SqliteWitnessStore._Txn:
-        return self._Txn(self, "DEFERRED")
+            finally:
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):  # the error that got us here is the one
+                        conn.execute("ROLLBACK")
 
     # --- WitnessStore ---------------------------------------------------------------------
 
     def name(self) -> str:
-        with self._read():
+        with self._txn():
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'name'").fetchone()
         if row is None:
             raise StoreError(f"{self._path} has no witness name")
@@ -249,19 +241,17 @@ class SqliteWitnessStore:
     )
 
     def log(self, origin: str) -> WitnessedLog | None:
-        with self._read():
-            row = self._conn.execute(
-                f"SELECT l.origin, {self._KEYS}, l.added FROM logs l WHERE l.origin = ?",
-                (origin,),
-            ).fetchone()
-        return None if row is None else WitnessedLog(row[0], tuple(row[1].split("\n")), row[2])
+        return self._log("logs l WHERE l.origin = ?", origin)
 
     def log_by_hash(self, hex_origin: str) -> WitnessedLog | None:
-        with self._read():
+        return self._log(
+            "origin_hashes h JOIN logs l ON l.origin = h.origin WHERE h.hash = ?", hex_origin
+        )
+
+    def _log(self, where: str, key: str) -> WitnessedLog | None:
+        with self._txn():
             row = self._conn.execute(
-                f"SELECT l.origin, {self._KEYS}, l.added FROM origin_hashes h "
-                "JOIN logs l ON l.origin = h.origin WHERE h.hash = ?",
-                (hex_origin,),
+                f"SELECT l.origin, {self._KEYS}, l.added FROM {where}", (key,)
             ).fetchone()
         return None if row is None else WitnessedLog(row[0], tuple(row[1].split("\n")), row[2])
 
@@ -273,7 +263,7 @@ class SqliteWitnessStore:
 
     def add_log(self, origin: str, vkeys: tuple[str, ...], added: int) -> None:
         joined = "\n".join(vkeys)
-        with self._write():
+        with self._txn("IMMEDIATE"):
             keys = self._keys(origin)
             if keys is not None:
                 if keys != joined:
@@ -291,7 +281,7 @@ class SqliteWitnessStore:
     def update_log(self, origin: str, vkeys: tuple[str, ...], when: int) -> tuple[str, ...]:
         if not vkeys:
             raise UsageError("a log's key set cannot be empty")
-        with self._write():
+        with self._txn("IMMEDIATE"):
             keys = self._keys(origin)
             if keys is None:
                 raise UsageError(
@@ -315,7 +305,7 @@ class SqliteWitnessStore:
         return None if row is None else _row(row)
 
     def latest(self, origin: str) -> Cosigned | None:
-        with self._read():
+        with self._txn():
             return self._latest(origin)
 
     def advance(self, origin: str, step: Step) -> Cosigned:
