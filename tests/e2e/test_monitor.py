@@ -355,13 +355,15 @@ def test_a_catch_up_cut_short_goes_on_from_its_last_chunk(
 ) -> None:
     """A fault injected at the read seam after two chunks of 256 heads: the state keeps
     the proven checkpoint and the 512 checked heads; the next run checks only the rest and
-    ends where a run that never crashed ends."""
+    ends where a run that never crashed ends. 700 heads: a third chunk to cut, no more."""
     from capability_anchor.monitor import Monitor, MonitorOptions, follow, open_source
     from capability_anchor.monitor import state as states
     from capability_anchor.read.source import ReadAhead
 
+    heads = 700  # more than two chunks of 256, so the third can be cut
+
     monkeypatch.setattr(follow, "CHUNK_BUNDLES", 1)
-    log = _long_log(tmp_path / "log", SigningKey.generate(), 1500)
+    log = _long_log(tmp_path / "log", SigningKey.generate(), heads)
     log.publish()
     keys = KeySet.of(log.key.public)
     source = open_source(str(log.folder))
@@ -381,10 +383,10 @@ def test_a_catch_up_cut_short_goes_on_from_its_last_chunk(
     with pytest.raises(_Crash):
         Monitor(source, MonitorOptions(keys=keys, state_dir=state_dir)).run_once()
     cut = states.load(state_dir)
-    assert (cut.size, cut.checked) == (1500, 512)
+    assert (cut.size, cut.checked) == (heads, 512)
     again = Monitor(open_source(str(log.folder)), MonitorOptions(keys=keys, state_dir=state_dir))
     result = again.run_once()
-    assert not result.alarmed and result.summary["size"] == 1500, result
+    assert not result.alarmed and result.summary["size"] == heads, result
     done = states.load(state_dir)
     fresh_dir = tmp_path / "fresh"
     fresh = Monitor(open_source(str(log.folder)), MonitorOptions(keys=keys, state_dir=fresh_dir))
