@@ -1,11 +1,13 @@
 """Several processes publishing heads at once on one data dir give one history, in SPEC
 §12.1's order, that audits clean; SIGKILL during publication leaves it so too.
 
-Two library processes run a fast clock (three UTC days in a few seconds, the same for both),
-appending and checkpointing, so their checkpoints seal past days; a third process, the real
-CLI on the real clock, appends, checkpoints and seals beside them and seals the days they are
-still writing to. Every refusal the race can cause is a `Conflict` (a sealed day); anything
-else fails the worker, and so the test.
+Two library processes run a fast clock (three UTC days in 40 appends, the same for both: it
+moves with the appends both have made, counted in a shared file, not with wall time, so a
+loaded machine slows it rather than skips days), appending and checkpointing, so their
+checkpoints seal past days; a third process, the real CLI on the real clock, appends,
+checkpoints and seals beside them and seals the days they are still writing to. Every
+refusal the race can cause is a `Conflict` (a sealed day); anything else fails the worker,
+and so the test.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from tests.e2e.test_history import audit, check_history, stored_leaves
 from tests.kit.logkit import CLI, ISS, Clock, at, raw
 
 WORKER = r"""
-import json, sys, time
+import json, os, sys, time
 from capability_anchor.errors import Conflict
 from capability_anchor.log import Log
 
-data, wid, base, start, speed = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:6])
+data, wid, ticks, base, step = sys.argv[1], sys.argv[2], sys.argv[3], *map(float, sys.argv[4:6])
 
 def fast(now):
-    return base + (now - start) * speed
+    return base + os.stat(ticks).st_size * step
 
 def clock():
     now = time.time()
@@ -54,6 +56,8 @@ with Log.open(data, clock=clock) as log:
             log.append(records)
         except Conflict:
             pass  # the day was sealed by another process meanwhile
+        with open(ticks, "ab") as f:
+            f.write(b".")
         if log.checkpoint() is not None:
             published += 1
         if caught_up:
@@ -107,18 +111,23 @@ def test_processes_publishing_at_once_make_one_history_in_order(tmp_path: Path) 
     data = tmp_path / "data"
     first = _day(-2)
     Log.init(data, iss=ISS, clock=Clock(at(first, 60))).close()
-    base, start = at(first, 3600), time.time()
-    speed = (start - base) / 6.0  # the fast clocks catch up with the real one in ~6 s
+    base, ticks = at(first, 3600), tmp_path / "ticks"
+    ticks.touch()
+    step = (time.time() - base) / 40  # the fast clocks catch up with the real one in 40 appends
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(data), str(w), repr(base), repr(start), repr(speed)],
+            [sys.executable, "-c", WORKER, str(data), str(w), str(ticks), repr(base), repr(step)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         for w in range(2)
     ]
     stop, failures = threading.Event(), []
-    time.sleep(3.0)  # the fast clocks are on the second day when the CLI seals it
+    # The CLI starts sealing once the fast clocks are on the second day (20 appends made).
+    deadline = time.monotonic() + 300
+    while ticks.stat().st_size < 20 and all(w.poll() is None for w in workers):
+        assert time.monotonic() < deadline, "the workers made no progress in 300 s"
+        time.sleep(0.05)
     cli = threading.Thread(target=_cli_loop, args=(data, stop, failures))
     cli.start()
     outputs = [w.communicate(timeout=300) for w in workers]

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,6 +36,7 @@ from capability_anchor.api.settings import Settings
 from capability_anchor.errors import StartupCheckFailed
 from capability_anchor.keys import KeySet, create_key_file
 from capability_anchor.log import Log, utc_day
+from capability_anchor.web import guards
 from tests.kit.apikit import (
     IMMUTABLE,
     ISS,
@@ -1097,7 +1099,12 @@ def test_prove_rejects_malformed_json(reads: Api, content: bytes) -> None:
 # --- rate limit ----------------------------------------------------------------------------------
 
 
-def test_rate_limit(tmp_path: Path) -> None:
+def test_rate_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bucket's clock stands still unless the test moves it: a loaded machine cannot
+    refill it between the requests (a wall-clock test failed so), and waiting Retry-After
+    is a step of that clock."""
+    now = [1000.0]
+    monkeypatch.setattr(guards, "time", SimpleNamespace(monotonic=lambda: now[0]))
     h = build_history(tmp_path / "data")
     with serve(h, rate_limit=5) as api:
         statuses = []
@@ -1124,7 +1131,7 @@ def test_rate_limit(tmp_path: Path) -> None:
         assert_error(
             api.client.post("/checkpoint", headers={"Authorization": "Bearer x"}), "unauthorized"
         )
-        time.sleep(int(retry) + 0.05)
+        now[0] += int(retry) + 0.05
         assert api.client.get("/healthz").status_code == 200
 
 

@@ -27,7 +27,9 @@ from .systools import ensure_tool
 
 BINDIR = Path("/usr/lib/postgresql/15/bin")
 PORT = 5432  # only names the socket file (.s.PGSQL.5432) in our own folder
-START_TIMEOUT_S = 60
+# pg_ctl -w waits for the condition (server stopped, or ready after crash recovery); this is
+# only its give-up bound, wide because a loaded 2-core machine made 60 s too short.
+START_TIMEOUT_S = 600
 _names = itertools.count(1)
 
 
@@ -74,7 +76,11 @@ class PgServer:
 
     def pg_ctl(self, *args: str) -> None:
         argv = [str(BINDIR / "pg_ctl"), "-D", str(self.datadir), "-w", "-t", str(START_TIMEOUT_S)]
-        subprocess.run(_as_server_user([*argv, *args]), check=True, capture_output=True)
+        done = subprocess.run(_as_server_user([*argv, *args]), capture_output=True, text=True)
+        if done.returncode != 0:
+            log = self.root / "server.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise AssertionError(f"pg_ctl {' '.join(args)}: {done.stderr}\n{tail}")
 
     def start(self) -> None:
         options = f"-c listen_addresses='' -c unix_socket_directories='{self.socket_dir}'"
