@@ -41,11 +41,6 @@ def cached(
     return Response(body, media_type=media_type, headers=headers)
 
 
-def canonical_json(obj: Any) -> bytes:
-    """RFC 8785 bytes: one spelling per document, so its ETag is stable."""
-    return canonical(obj)
-
-
 _ORDERED = msgspec.json.Encoder()
 
 
@@ -64,22 +59,9 @@ def answer(model: type[T], value: Any) -> bytes:
 def canonical_answer(model: type[T], value: Any) -> bytes:
     """RFC 8785 bytes of an answer holding an open object, checked against its Struct."""
     shaped(model, value)
-    return canonical_json(value)
+    return canonical(value)
 
 
 def ordered_answer(model: type[T], value: Any) -> bytes:
     """An answer that is no signed or canonical document, members in its Struct's order."""
     return _ORDERED.encode(shaped(model, value))
-
-
-__all__ = [
-    "IMMUTABLE",
-    "NO_CACHE",
-    "answer",
-    "cached",
-    "canonical_answer",
-    "canonical_json",
-    "etag",
-    "ordered_answer",
-    "shaped",
-]

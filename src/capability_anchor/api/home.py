@@ -186,6 +186,3 @@ async def front_page(request: Request[Any, Any, Any]) -> Response[bytes]:
     response = cached(request, page, immutable=False, media_type=MediaType.HTML)
     response.headers["Content-Security-Policy"] = CSP
     return response
-
-
-__all__ = ["NewestHead", "ServedCheckpoint", "front_page", "front_page_html", "served_checkpoint"]

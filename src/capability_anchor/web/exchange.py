@@ -1,18 +1,7 @@
-"""What every HTTP exchange gets before routing and after the answer (`guard`):
-
-- HEAD on a GET route: the GET's status and headers (Content-Length included), no body.
-- A deadline for the request body (`body_timeout` seconds from the request's start): a
-  client that trickles its body a byte at a time gets `BodyTimeout` (the app answers 400
-  and closes the connection) instead of holding a worker for ever.
-- The body is read before the answer goes out: an answer given early (401, 413, 429,
-  `/checkpoint`, which reads no body) would otherwise close a connection with unread data,
-  and the kernel then resets it, so the client never sees the answer. What the app did not
-  read is read and dropped, up to `drain_limit` bytes; past that, or past the deadline, the
-  answer says `Connection: close`.
-- One spelling per path (`one_spelling`, a guard on every route): Litestar routes `/roots/`
-  to the `/roots` handler, which would make every path a second, separately cached copy of
-  itself; a path with a trailing slash (other than `/`) is 404 instead.
-"""
+"""What every HTTP exchange gets before routing and after the answer (`guard`): HEAD on a GET
+route as the GET without its body; a deadline for the request body (`BodyTimeout`, a 400 that
+closes the connection); the unread body drained, up to `drain_limit`, before the answer; one
+spelling per path (a trailing slash is 404). Why: docs/explanation/decisions/36-api.md."""
 
 from __future__ import annotations
 
