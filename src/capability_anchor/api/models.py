@@ -187,13 +187,9 @@ class AppendedEntry(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     duplicate: bool
 
 
-class ProvedEntry(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class ProvedEntry(AppendedEntry, forbid_unknown_fields=True, frozen=True):
     """An entry of `POST /records?prove=1`: as `AppendedEntry`, with its anchor and proof."""
 
-    day: str
-    leaf_index: int
-    leaf_hash: str
-    duplicate: bool
     anchor: Anchor
     proof: InclusionProof
 
