@@ -47,15 +47,6 @@ def _log_stamp(result: StampResult) -> None:
     _logger.log(logging.INFO if result.ok else logging.WARNING, "%s", result.describe())
 
 
-def _guard_clocks(settings: Settings, *logs: Log) -> ClockGuard:
-    """One ClockGuard for every Log of the service: while the clocks disagree, every write
-    and signature fails with ClockDisagrees (503) before anything is stored."""
-    guard = ClockGuard(settings.data_dir, wall=settings.clock)
-    for log in logs:
-        log.clock = guard.now
-    return guard
-
-
 def _open_service(settings: Settings) -> Service:
     # A missing or mistyped data dir is named as the CLI names it, before the token is looked
     # for in it: "no log at DIR", not a missing token file that is only a consequence.
@@ -98,7 +89,10 @@ def _open_service(settings: Settings) -> Service:
         reader.close()
         writer.close()
         raise
-    guard = _guard_clocks(settings, writer, reader)
+    # One ClockGuard for every Log of the service: while the clocks disagree, every write
+    # and signature fails with ClockDisagrees (503) before anything is stored.
+    guard = ClockGuard(settings.data_dir, wall=settings.clock)
+    writer.clock = reader.clock = guard.now
     bodies = BodyChecker(settings.body_workers, settings.body_queue)
     limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
     service = Service(settings, reader, writer, token, bodies, guard, limiter)

@@ -204,8 +204,6 @@ class BodyChecker:
     def __init__(self, workers: int, queue: int) -> None:
         if workers < 0 or queue < 1:
             raise ValueError("body workers must be >= 0 and the queue >= 1")
-        self.workers = workers
-        self.queue = queue
         self.public = _Lane("public", workers, queue, PUBLIC_BUSY_NOTE)
         self.writers = _Lane("writer", workers, queue, WRITER_BUSY_NOTE)
 

@@ -19,10 +19,6 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 NO_CACHE = "no-cache"
 
 
-def etag(body: bytes) -> str:
-    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-
-
 def cached(
     request: Request[Any, Any, Any],
     body: bytes,
@@ -31,7 +27,7 @@ def cached(
     media_type: str = "application/json",
 ) -> Response[bytes]:
     """A 200 with the caching SPEC §6 asks for, or a 304 when the client's copy matches."""
-    tag = etag(body)
+    tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     headers = {"Cache-Control": IMMUTABLE if immutable else NO_CACHE, "ETag": tag}
     wanted = request.headers.get("if-none-match")
     if wanted is not None:

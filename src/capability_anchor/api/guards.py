@@ -107,7 +107,7 @@ async def before(request: Request[Any, Any, Any]) -> None:
     check_integers(request)
     kind = opt.get("body")
     if kind is None:
-        # Nothing here reads a body: what was sent is drained by `edge.guard` (and the
+        # Nothing here reads a body: what was sent is drained by `AnchorApp` (and the
         # connection closed past its limit), so no answer of this operation is a 413.
         return
     check_length(request, body_limit(service.settings, kind))
