@@ -1,10 +1,6 @@
-"""The HTTP API (SPEC §6): `create_app(settings)` is the one factory.
-
-It opens the log (running its start-up self-check before any port opens), gives every part
-of the service one clock, and builds Litestar around the parts: `guards.before` (auth, rate
-limit, integer spelling, body checks), `errors.HANDLERS` (every error is `{v, error,
-note}`), the operations of `routes/` and the pages of `pages.py`.
-"""
+"""The HTTP API (SPEC §6): `create_app(settings)` is the one factory. It opens the log (its
+self-check runs before any port opens), gives the service one clock, and builds Litestar
+around `guards.before`, `errors.HANDLERS`, the operations of `routes/` and the pages."""
 
 from __future__ import annotations
 
@@ -16,7 +12,6 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from capability_anchor import __version__
-from capability_anchor.api import bodyschema
 from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.files import tighten_modes
 from capability_anchor.log import MAX_BATCH, Log
@@ -34,7 +29,7 @@ from capability_anchor.web.exchange import AnchorApp
 from capability_anchor.web.guards import RateLimiter, metrics_token
 from capability_anchor.witness.client import Witnessing
 
-from .bodies import BodyChecker, forkserver_context
+from .bodies import BodyChecker, forkserver_context, install_schemas
 from .errors import HANDLERS
 from .guards import before
 from .home import front_page
@@ -50,15 +45,6 @@ _logger = logging.getLogger("capability_anchor.stamping")
 def _log_stamp(result: StampResult) -> None:
     observe().stamps.labels("stored" if result.ok else "failed").inc()
     _logger.log(logging.INFO if result.ok else logging.WARNING, "%s", result.describe())
-
-
-def _guard_clocks(settings: Settings, *logs: Log) -> ClockGuard:
-    """One ClockGuard for every Log of the service: while the clocks disagree, every write
-    and signature fails with ClockDisagrees (503) before anything is stored."""
-    guard = ClockGuard(settings.data_dir, wall=settings.clock)
-    for log in logs:
-        log.clock = guard.now
-    return guard
 
 
 def _open_service(settings: Settings) -> Service:
@@ -103,7 +89,10 @@ def _open_service(settings: Settings) -> Service:
         reader.close()
         writer.close()
         raise
-    guard = _guard_clocks(settings, writer, reader)
+    # One ClockGuard for every Log of the service: while the clocks disagree, every write
+    # and signature fails with ClockDisagrees (503) before anything is stored.
+    guard = ClockGuard(settings.data_dir, wall=settings.clock)
+    writer.clock = reader.clock = guard.now
     bodies = BodyChecker(settings.body_workers, settings.body_queue)
     limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
     service = Service(settings, reader, writer, token, bodies, guard, limiter)
@@ -198,16 +187,11 @@ def create_app(settings: Settings) -> Litestar:
         logging_config=accesslog.litestar_logging(),  # not the root logger: ours (accesslog)
     )
     app.state.service = service
-    # The record bodies of the OpenAPI document are the log's own rule (api/bodyschema.py).
-    bodyschema.install(
-        app, service.writer.records, service.writer.id_namespace, settings.max_records
-    )
+    # The record bodies of the OpenAPI document are the log's own rule (api/bodies.py).
+    install_schemas(app, service.writer.records, service.writer.id_namespace, settings.max_records)
     app.body_timeout = settings.body_timeout
     app.drain_limit = settings.max_body
     # Access and event log lines, and the request metrics (web/accesslog.py); a refused
     # POST /records is also counted by its error code.
     accesslog.install(app, writes=("POST", "/records"))
     return app
-
-
-__all__ = ["create_app"]

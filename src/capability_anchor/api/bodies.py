@@ -1,9 +1,8 @@
-"""Checking request bodies: strict parse, shape, SPEC §2, record rule, JCS and leaf hashes.
-
-`check_body` is pure and picklable both ways (its answer plain data, never an exception), so
-bodies over `INLINE_BODY` are checked in worker processes, a lane each for public and writers'
-bodies, each bounded (503 busy past it). Why: docs/explanation/write-path.md.
-"""
+"""Request bodies, in one place: their Structs and OpenAPI schemas, and their check (strict
+parse, shape, SPEC §2, the record rule, JCS, leaf hashes), read once into the handler's `data`.
+`check_body` is pure and picklable both ways, so bodies over `INLINE_BODY` are checked in
+worker processes, a bounded lane each for public and writers' bodies (503 busy past it).
+Why: docs/explanation/write-path.md."""
 
 from __future__ import annotations
 
@@ -13,18 +12,49 @@ import logging
 import multiprocessing
 import os
 import time
+from collections.abc import Generator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import msgspec
+from litestar import Litestar
+from litestar.dto import AbstractDTO, DTOFieldDefinition
+from litestar.openapi.spec import Example, RequestBody, Schema
+from litestar.typing import FieldDefinition
 
 from capability_anchor import leaf
 from capability_anchor.errors import InvalidRecord
 from capability_anchor.log import prepare_records
 from capability_anchor.parentdeath import tie_to_parent
-from capability_anchor.record.rule import OBSERVATION
+from capability_anchor.record.rule import JSON_VALUE, OBSERVATION, json_value_schema, record_schema
 from capability_anchor.service.sequencing import Busy
 
+from .settings import MAX_RECORDS
+
+if TYPE_CHECKING:
+    from litestar._openapi.schema_generation import SchemaCreator
+    from litestar.openapi.spec import Reference
+
 _logger = logging.getLogger("capability_anchor.api")
+
+
+class RecordsBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """`POST /records`: 1 to `MAX_RECORDS` records, each a JSON object (SPEC §2)."""
+
+    records: Annotated[list[dict[str, Any]], msgspec.Meta(min_length=1, max_length=MAX_RECORDS)]
+
+
+class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """`POST /prove`: a record as an entry's leaf holds it (reserved members dropped)."""
+
+    record: dict[str, Any]
+
+
+REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (RecordsBody, ProveBody)
+"""The request bodies: closed objects (`forbid_unknown_fields`), as the body check has them
+(`api.bodies.check_body` refuses any other member); `openapi.finish` says so."""
 
 
 def forkserver_context() -> multiprocessing.context.ForkServerContext:
@@ -174,8 +204,6 @@ class BodyChecker:
     def __init__(self, workers: int, queue: int) -> None:
         if workers < 0 or queue < 1:
             raise ValueError("body workers must be >= 0 and the queue >= 1")
-        self.workers = workers
-        self.queue = queue
         self.public = _Lane("public", workers, queue, PUBLIC_BUSY_NOTE)
         self.writers = _Lane("writer", workers, queue, WRITER_BUSY_NOTE)
 
@@ -207,3 +235,105 @@ class BodyChecker:
             return check_body(*args)
         lane = self.writers if writer else self.public
         return await lane.run(*args)
+
+
+T = TypeVar("T")
+
+
+class CheckedBody(AbstractDTO[T]):
+    """`data` of a handler with `opt={"body": kind}`: what `before` made of the body, never a
+    second decode. `CheckedBody[Struct]` documents the body as `Struct`."""
+
+    def decode_bytes(self, value: bytes) -> Any:
+        return self.asgi_connection.state.checked_body
+
+    def decode_builtins(self, value: dict[str, Any]) -> Any:
+        return self.asgi_connection.state.checked_body
+
+    @classmethod
+    def create_for_field_definition(
+        cls, field_definition: FieldDefinition, handler_id: str, backend_cls: Any = None
+    ) -> None:
+        """Nothing to build: no transfer model, since nothing is decoded here."""
+
+    @classmethod
+    def create_openapi_schema(
+        cls, field_definition: FieldDefinition, handler_id: str, schema_creator: SchemaCreator
+    ) -> Reference | Schema:
+        return schema_creator.for_field_definition(FieldDefinition.from_annotation(cls.model_type))
+
+    @classmethod
+    def generate_field_definitions(
+        cls, model_type: type[Any]
+    ) -> Generator[DTOFieldDefinition, None, None]:
+        yield from ()
+
+    @classmethod
+    def detect_nested_field(cls, field_definition: FieldDefinition) -> bool:
+        return False
+
+
+_JSON = "application/json"
+_REF = "#/components/schemas/"
+
+
+@dataclass
+class RawSchema(Schema):
+    """A JSON Schema given whole, as `msgspec.json.schema` wrote it: Litestar's own Schema
+    objects cannot hold a `pattern` with msgspec's meaning and a `not` at once without
+    re-spelling every keyword."""
+
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def to_schema(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+
+def install_schemas(app: Litestar, rule: str, namespace: str | None, max_records: int) -> None:
+    """Put the record (a component, so `/schema` lists its members), the JSON value it refers
+    to, and the two bodies that refer to it, each with an example request, into `app`'s
+    OpenAPI document (built here, once)."""
+    openapi = app.openapi_schema
+    paths = openapi.paths or {}
+    if openapi.components.schemas is None:
+        openapi.components.schemas = {}
+    components = openapi.components.schemas
+    components[JSON_VALUE] = RawSchema(raw=json_value_schema(_REF))
+    components["Record"] = RawSchema(raw=record_schema(rule, namespace, _REF))
+    ref = {"$ref": _REF + "Record"}
+    # A record every rule accepts (the observation rule's, in the log's id namespace when it
+    # pins one; no `iss`, optional and else the log's): stored as is if a client sends it.
+    record = {
+        "v": "0.2",
+        "sub": f"{namespace or 'example'}:weather",
+        "url": "https://weather.example/mcp",
+        "status": "ok",
+        "checked_at": "2025-01-15T09:30:00Z",
+        "evidence": {"method": "tools/list"},
+        "name": "Weather",
+    }
+    items = {"type": "array", "items": ref, "minItems": 1, "maxItems": max_records}
+    said = {"description": f"1 to {max_records} records, each valid before any is stored"}
+    bodies: dict[str, tuple[str, str, dict[str, Any], dict[str, Any]]] = {
+        "/records": ("RecordsBody", "records", items, said),
+        "/prove": ("ProveBody", "record", ref, {}),
+    }
+    for path, (name, member, schema, more) in bodies.items():
+        components[name] = RawSchema(
+            raw={
+                "type": "object",
+                "properties": {member: schema},
+                "required": [member],
+                "additionalProperties": False,
+                **more,
+            }
+        )
+        example = {member: [record] if member == "records" else record}
+        item = paths.get(path)
+        post = item.post if item is not None else None
+        if post is None or not isinstance(post.request_body, RequestBody):
+            continue
+        media = post.request_body.content.get(_JSON)
+        if media is not None:
+            media.schema = RawSchema(raw={"$ref": _REF + name})
+            media.examples = {"record": Example(summary="one record", value=example)}

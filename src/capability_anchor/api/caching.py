@@ -19,10 +19,6 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 NO_CACHE = "no-cache"
 
 
-def etag(body: bytes) -> str:
-    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-
-
 def cached(
     request: Request[Any, Any, Any],
     body: bytes,
@@ -31,7 +27,7 @@ def cached(
     media_type: str = "application/json",
 ) -> Response[bytes]:
     """A 200 with the caching SPEC §6 asks for, or a 304 when the client's copy matches."""
-    tag = etag(body)
+    tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     headers = {"Cache-Control": IMMUTABLE if immutable else NO_CACHE, "ETag": tag}
     wanted = request.headers.get("if-none-match")
     if wanted is not None:
@@ -39,11 +35,6 @@ def cached(
         if tag in tags or "*" in tags:
             return Response(b"", status_code=HTTP_304_NOT_MODIFIED, headers=headers)
     return Response(body, media_type=media_type, headers=headers)
-
-
-def canonical_json(obj: Any) -> bytes:
-    """RFC 8785 bytes: one spelling per document, so its ETag is stable."""
-    return canonical(obj)
 
 
 _ORDERED = msgspec.json.Encoder()
@@ -64,22 +55,9 @@ def answer(model: type[T], value: Any) -> bytes:
 def canonical_answer(model: type[T], value: Any) -> bytes:
     """RFC 8785 bytes of an answer holding an open object, checked against its Struct."""
     shaped(model, value)
-    return canonical_json(value)
+    return canonical(value)
 
 
 def ordered_answer(model: type[T], value: Any) -> bytes:
     """An answer that is no signed or canonical document, members in its Struct's order."""
     return _ORDERED.encode(shaped(model, value))
-
-
-__all__ = [
-    "IMMUTABLE",
-    "NO_CACHE",
-    "answer",
-    "cached",
-    "canonical_answer",
-    "canonical_json",
-    "etag",
-    "ordered_answer",
-    "shaped",
-]

@@ -59,6 +59,3 @@ def documented(*statuses: int, unavailable: str | None = None) -> dict[int, Resp
             generate_examples=False,
         )
     return specs
-
-
-__all__ = ["HANDLERS", "WORKER_LOST_NOTE", "documented"]

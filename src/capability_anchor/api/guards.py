@@ -1,20 +1,15 @@
-"""What every request passes before its handler: checks only (SPEC §2, §6, §10).
-
-Writer auth, the public rate limit, one spelling per integer, body limits, and the body read
-once and strictly checked (`api/bodies.py`) into the handler's `data` (`CheckedBody`).
-Nothing here stores: docs/explanation/write-path.md.
-"""
+"""What every request passes before its handler, checks only (SPEC §2, §6, §10): writer
+auth, the public rate limit, one spelling per integer, body limits and the body check
+(`api/bodies.py`). Nothing here stores: docs/explanation/write-path.md."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from litestar import Request
-from litestar.dto import AbstractDTO, DTOFieldDefinition
-from litestar.typing import FieldDefinition
 
 from capability_anchor.errors import UsageError
 from capability_anchor.log.clockguard import monotonic
@@ -30,48 +25,8 @@ from capability_anchor.web.guards import (
 from .service import Batch, Service, service_of
 from .settings import Settings
 
-if TYPE_CHECKING:
-    from litestar._openapi.schema_generation import SchemaCreator
-    from litestar.openapi.spec import Reference, Schema
-
-
-T = TypeVar("T")
-
 INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove", "size")
 _DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
-
-
-class CheckedBody(AbstractDTO[T]):
-    """`data` of a handler with `opt={"body": kind}`: what `before` made of the body, never a
-    second decode. `CheckedBody[Struct]` documents the body as `Struct`."""
-
-    def decode_bytes(self, value: bytes) -> Any:
-        return self.asgi_connection.state.checked_body
-
-    def decode_builtins(self, value: dict[str, Any]) -> Any:
-        return self.asgi_connection.state.checked_body
-
-    @classmethod
-    def create_for_field_definition(
-        cls, field_definition: FieldDefinition, handler_id: str, backend_cls: Any = None
-    ) -> None:
-        """Nothing to build: no transfer model, since nothing is decoded here."""
-
-    @classmethod
-    def create_openapi_schema(
-        cls, field_definition: FieldDefinition, handler_id: str, schema_creator: SchemaCreator
-    ) -> Reference | Schema:
-        return schema_creator.for_field_definition(FieldDefinition.from_annotation(cls.model_type))
-
-    @classmethod
-    def generate_field_definitions(
-        cls, model_type: type[Any]
-    ) -> Generator[DTOFieldDefinition, None, None]:
-        yield from ()
-
-    @classmethod
-    def detect_nested_field(cls, field_definition: FieldDefinition) -> bool:
-        return False
 
 
 # --- the guards ------------------------------------------------------------------------------
@@ -79,12 +34,6 @@ class CheckedBody(AbstractDTO[T]):
 
 MISSING_TOKEN_NOTE = "this endpoint needs Authorization: Bearer <writer token>"  # noqa: S105
 WRONG_TOKEN_NOTE = "the bearer token does not match this log's writer token"  # noqa: S105
-
-
-def check_writer(request: Request[Any, Any, Any], service: Service) -> None:
-    """401 `unauthorized` unless the request carries the writer token. A missing and a wrong
-    token get different notes; neither says anything of the token given or expected."""
-    check_bearer(request, service.token, MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE)
 
 
 def check_integers(request: Request[Any, Any, Any]) -> None:
@@ -132,7 +81,7 @@ async def checked_body(request: Request[Any, Any, Any], service: Service, kind: 
         writer.records,
         now,
         writer.id_namespace,
-        # Only a request that passed `check_writer` reaches the writers' lane.
+        # Only a request that passed the writer token check reaches the writers' lane.
         writer=bool(request.route_handler.opt.get("writer")),
     )
     if code != "ok":
@@ -149,7 +98,8 @@ async def before(request: Request[Any, Any, Any]) -> None:
     service.refuse_if_damaged()
     opt = request.route_handler.opt
     if opt.get("writer"):
-        check_writer(request, service)
+        # A missing and a wrong token get different notes; neither tells of the token.
+        check_bearer(request, service.token, MISSING_TOKEN_NOTE, WRONG_TOKEN_NOTE)
     elif opt.get("metrics"):
         check_metrics(request, service.settings.metrics_token)
     else:
@@ -157,7 +107,7 @@ async def before(request: Request[Any, Any, Any]) -> None:
     check_integers(request)
     kind = opt.get("body")
     if kind is None:
-        # Nothing here reads a body: what was sent is drained by `edge.guard` (and the
+        # Nothing here reads a body: what was sent is drained by `AnchorApp` (and the
         # connection closed past its limit), so no answer of this operation is a 413.
         return
     check_length(request, body_limit(service.settings, kind))

@@ -156,9 +156,9 @@ def served_checkpoint(note: bytes) -> ServedCheckpoint:
     return ServedCheckpoint(body.size, b64encode(body.root), tuple(dict.fromkeys(names)))
 
 
-def home_state(log: Any) -> tuple[NewestHead | None, ServedCheckpoint | None, str | None]:
-    """The newest head, the served checkpoint and today, each None when the log has none
-    (or cannot say: the page still shows everything else)."""
+def _front_page_bytes(log: Any) -> bytes:
+    """The page of the newest head, the served checkpoint and today, each left out when the
+    log has none (or cannot say: the page still shows everything else)."""
     row = log.read.newest_published()
     head = None
     if row is not None:
@@ -171,12 +171,7 @@ def home_state(log: Any) -> tuple[NewestHead | None, ServedCheckpoint | None, st
         today = log.today()
     except CapabilityAnchorError:
         today = None  # the clock guard distrusts the wall clock: the day is not named
-    return head, checkpoint, today
-
-
-def _front_page_bytes(reader: Any) -> bytes:
-    head, checkpoint, today = home_state(reader)
-    return front_page_html(reader.roots(None, 1), head, checkpoint, today)
+    return front_page_html(log.roots(None, 1), head, checkpoint, today)
 
 
 @get("/", include_in_schema=False, media_type=MediaType.HTML)
@@ -186,6 +181,3 @@ async def front_page(request: Request[Any, Any, Any]) -> Response[bytes]:
     response = cached(request, page, immutable=False, media_type=MediaType.HTML)
     response.headers["Content-Security-Policy"] = CSP
     return response
-
-
-__all__ = ["NewestHead", "ServedCheckpoint", "front_page", "front_page_html", "served_checkpoint"]

@@ -10,26 +10,6 @@ from typing import Annotated, Any
 import msgspec
 from litestar.openapi import ResponseSpec
 
-MAX_RECORDS = 1000
-"""Records per `POST /records` (SPEC §6: 1-1000, else 400)."""
-
-
-class RecordsBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """`POST /records`: 1 to `MAX_RECORDS` records, each a JSON object (SPEC §2)."""
-
-    records: Annotated[list[dict[str, Any]], msgspec.Meta(min_length=1, max_length=MAX_RECORDS)]
-
-
-class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """`POST /prove`: a record as an entry's leaf holds it (reserved members dropped)."""
-
-    record: dict[str, Any]
-
-
-REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (RecordsBody, ProveBody)
-"""The request bodies: closed objects (`forbid_unknown_fields`), as the body check has them
-(`api.bodies.check_body` refuses any other member); `openapi.finish` says so."""
-
 
 class Health(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
     """`status` is `ok`, or `degraded` with the `reason` (a log behind what it published
@@ -207,13 +187,9 @@ class AppendedEntry(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     duplicate: bool
 
 
-class ProvedEntry(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class ProvedEntry(AppendedEntry, forbid_unknown_fields=True, frozen=True):
     """An entry of `POST /records?prove=1`: as `AppendedEntry`, with its anchor and proof."""
 
-    day: str
-    leaf_index: int
-    leaf_hash: str
-    duplicate: bool
     anchor: Anchor
     proof: InclusionProof
 
@@ -244,32 +220,3 @@ def success(
         media_type=media_type,
     )
     return {200: spec}
-
-
-__all__ = [
-    "MAX_RECORDS",
-    "REQUEST_BODIES",
-    "Anchor",
-    "AppendedEntry",
-    "ConsistencyAnswer",
-    "EntriesListing",
-    "Entry",
-    "HeadDocument",
-    "Health",
-    "InclusionProof",
-    "Jwk",
-    "Jwks",
-    "KeyRecords",
-    "ProofAnswer",
-    "ProveBody",
-    "ProvedEntry",
-    "ProvedRecordsAnswer",
-    "RecordsAnswer",
-    "RecordsBody",
-    "RootsListing",
-    "SealedDay",
-    "ServerRecord",
-    "Timestamp",
-    "TimestampsDocument",
-    "success",
-]

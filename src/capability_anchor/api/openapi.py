@@ -19,9 +19,10 @@ from capability_anchor.merkle.tilepath import MAX_INDEX, MAX_LEVEL
 from capability_anchor.merkle.tiles import TILE_WIDTH
 from capability_anchor.read.reader import MAX_INT
 
+from .bodies import REQUEST_BODIES
 from .caching import IMMUTABLE, NO_CACHE
-from .guards import Refusal, refusals
-from .models import REQUEST_BODIES, AppendedEntry
+from .guards import refusals
+from .models import AppendedEntry
 from .settings import Settings
 
 # --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
@@ -238,14 +239,6 @@ CACHING_HEADERS = {
 }
 
 
-def _caching_headers(responses: dict[str, Any]) -> None:
-    """An operation that can answer 304 answers through `caching.cached`: its 200 and 304
-    carry an ETag and a Cache-Control."""
-    if "304" in responses:
-        for status in ("200", "304"):
-            responses[status].setdefault("headers", {}).update(copy.deepcopy(CACHING_HEADERS))
-
-
 def _head(get: dict[str, Any]) -> dict[str, Any]:
     """HEAD of a GET: the same parameters and statuses, the same headers, no body."""
     head = copy.deepcopy(get)
@@ -255,19 +248,6 @@ def _head(get: dict[str, Any]) -> dict[str, Any]:
     for response in head.get("responses", {}).values():
         response.pop("content", None)
     return head
-
-
-def _closed_bodies(doc: dict[str, Any]) -> None:
-    """A request body that refuses unknown members says so (`additionalProperties: false`);
-    so does `AppendedEntry`, an answer with exactly its members: otherwise a proved entry
-    would also be a plain one, and `POST /records`'s `oneOf` of the two answers would hold
-    twice for every `?prove=1` answer."""
-    schemas = doc.get("components", {}).get("schemas", {})
-    closed: tuple[type[msgspec.Struct], ...] = (*REQUEST_BODIES, AppendedEntry)
-    for struct in closed:
-        schema = schemas.get(struct.__name__)
-        if schema is not None and struct.__struct_config__.forbid_unknown_fields:
-            schema["additionalProperties"] = False
 
 
 def _handlers(app: Litestar) -> dict[tuple[str, str], HTTPRouteHandler]:
@@ -281,15 +261,6 @@ def _handlers(app: Litestar) -> dict[tuple[str, str], HTTPRouteHandler]:
     return found
 
 
-def _refusal(refusal: Refusal) -> dict[str, Any]:
-    headers = {name: {"schema": {"type": "string"}, "required": True} for name in refusal.headers}
-    return {
-        "description": refusal.description,
-        **({"headers": headers} if headers else {}),
-        "content": {"application/json": {"schema": ERROR_REF}},
-    }
-
-
 def _guarded(operation: dict[str, Any], handler: HTTPRouteHandler, settings: Settings) -> None:
     """Add what `guards.before` can answer this operation instead of its handler: derived
     from the handler's `opt` (`guards.refusals`, the branches `before` takes), so each
@@ -301,14 +272,26 @@ def _guarded(operation: dict[str, Any], handler: HTTPRouteHandler, settings: Set
     responses = operation.setdefault("responses", {})
     for status, refusal in refusals(handler.opt, takes_input, settings).items():
         if str(status) not in own:
-            responses[str(status)] = _refusal(refusal)
+            headers = {h: {"schema": {"type": "string"}, "required": True} for h in refusal.headers}
+            responses[str(status)] = {
+                "description": refusal.description,
+                **({"headers": headers} if headers else {}),
+                "content": {"application/json": {"schema": ERROR_REF}},
+            }
 
 
 def finish(generated: dict[str, Any], app: Litestar | None = None) -> dict[str, Any]:
     """The served OpenAPI document made from Litestar's (which is not changed). With `app`
     (the one serving it), each operation also lists what the guards can answer it."""
     doc = copy.deepcopy(generated)
-    _closed_bodies(doc)
+    # A request body refuses unknown members, and says so; so does `AppendedEntry`, else a
+    # proved entry would also be a plain one, and `POST /records`'s `oneOf` would hold twice.
+    schemas = doc.get("components", {}).get("schemas", {})
+    closed: tuple[type[msgspec.Struct], ...] = (*REQUEST_BODIES, AppendedEntry)
+    for struct in closed:
+        schema = schemas.get(struct.__name__)
+        if schema is not None and struct.__struct_config__.forbid_unknown_fields:
+            schema["additionalProperties"] = False
     handlers = _handlers(app) if app is not None else {}
     settings: Settings | None = app.state.service.settings if app is not None else None
     for path, item in doc.get("paths", {}).items():
@@ -324,8 +307,11 @@ def finish(generated: dict[str, Any], app: Litestar | None = None) -> dict[str, 
                     parameter["schema"] = _plain(parameter["schema"])
             if method == "get" and path in QUERY_FORMS:
                 _query_form(operation, *QUERY_FORMS[path])
-            operation.setdefault("responses", {})["405"] = copy.deepcopy(METHOD_NOT_ALLOWED)
-            _caching_headers(operation["responses"])
+            responses = operation.setdefault("responses", {})
+            responses["405"] = copy.deepcopy(METHOD_NOT_ALLOWED)
+            # An operation that can answer 304 answers through `caching.cached`.
+            for status in ("200", "304") if "304" in responses else ():
+                responses[status].setdefault("headers", {}).update(copy.deepcopy(CACHING_HEADERS))
         if "get" in item:
             item["head"] = _head(item["get"])
     _integers(doc)
@@ -344,22 +330,3 @@ class JsonDocument(JsonRenderPlugin):
         if self._rendered is None:
             self._rendered = msgspec.json.encode(finish(openapi_schema, request.app))
         return self._rendered
-
-
-__all__ = [
-    "DAY_PATTERN",
-    "HASH_PATTERN",
-    "HTTPS_URL_PATTERN",
-    "TILE_PATTERN",
-    "BeforeDay",
-    "Day",
-    "JsonDocument",
-    "LeafHash",
-    "OptionalDay",
-    "OptionalLeafHash",
-    "QueryDay",
-    "TilePath",
-    "count",
-    "finish",
-    "path_count",
-]

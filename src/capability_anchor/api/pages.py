@@ -138,8 +138,7 @@ def _members(schema: Mapping[str, Any]) -> str:
     for prop, spec in props.items() if isinstance(props, Mapping) else ():
         if not isinstance(spec, Mapping):
             continue
-        inner = _inline_object(spec)
-        kind = _schema_type(spec) + (_members(inner) if inner is not None else "")
+        kind = _schema_type(spec) + _parameter_members(spec)
         rows.append((f"<code>{_e(prop)}</code>", kind, "yes" if prop in required else "no"))
     return _table(("Member", "Type", "Required"), rows) if rows else ""
 
@@ -218,21 +217,6 @@ def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> st
     return "".join(parts)
 
 
-def _example_value(body: object) -> object | None:
-    """The first example of a JSON request body, if it has one."""
-    content = body.get("content") if isinstance(body, Mapping) else None
-    media = content.get("application/json") if isinstance(content, Mapping) else None
-    if not isinstance(media, Mapping):
-        return None
-    examples = media.get("examples")
-    found: list[object] = [
-        example["value"]
-        for example in (examples.values() if isinstance(examples, Mapping) else ())
-        if isinstance(example, Mapping) and "value" in example
-    ]
-    return found[0] if found else None
-
-
 def _example_request(method: str, path: str, op: Mapping[str, Any]) -> str:
     """A write as it goes over the wire: the request line, the Authorization its security
     asks for, and the body's example, if any."""
@@ -241,27 +225,24 @@ def _example_request(method: str, path: str, op: Mapping[str, Any]) -> str:
     if names:
         token = "writer token" if names[0] == "bearer" else f"{names[0]} token"
         lines.append(f"Authorization: Bearer <{token}>")
-    value = _example_value(op.get("requestBody"))
-    if value is not None:
-        lines += ["Content-Type: application/json", "", json.dumps(value, indent=2)]
+    # The first example of a JSON request body, if it has one.
+    body = op.get("requestBody")
+    content = body.get("content") if isinstance(body, Mapping) else None
+    media = content.get("application/json") if isinstance(content, Mapping) else None
+    examples = media.get("examples") if isinstance(media, Mapping) else None
+    for example in examples.values() if isinstance(examples, Mapping) else ():
+        if isinstance(example, Mapping) and "value" in example:
+            lines += ["Content-Type: application/json", "", json.dumps(example["value"], indent=2)]
+            break
     return f"<h4>Example request</h4><pre><code>{_e(chr(10).join(lines))}</code></pre>"
 
 
 def _parameter_members(schema: object) -> str:
-    """A query form (one exploded object parameter): its members, each a query parameter."""
+    """The members of an object written in place (a record's, a query form's parameters)."""
     if not isinstance(schema, Mapping):
         return ""
     inner = _inline_object(schema)
     return _members(inner) if inner is not None else ""
-
-
-def _component(name: str, schema: Mapping[str, Any]) -> str:
-    anchor = "schema-" + _NOT_ID.sub("-", name)
-    table = _members(schema)
-    return (
-        f'<section id="{_e(anchor)}"><h3>{_e(name)}</h3>'
-        f"<p>{_schema_type(schema)}</p>{table}</section>"
-    )
 
 
 def docs_html(doc: Mapping[str, Any], openapi_json: str) -> bytes:
@@ -296,7 +277,12 @@ def docs_html(doc: Mapping[str, Any], openapi_json: str) -> bytes:
         + (f"<h2>Authorization</h2><ul>{auth}</ul>" if auth else "")
         + "".join(_operation(*operation) for operation in operations)
         + "<h2>Schemas</h2>"
-        + "".join(_component(str(n), s) for n, s in components.items() if isinstance(s, Mapping))
+        + "".join(
+            f'<section id="{_e("schema-" + _NOT_ID.sub("-", str(n)))}"><h3>{_e(n)}</h3>'
+            f"<p>{_schema_type(s)}</p>{_members(s)}</section>"
+            for n, s in components.items()
+            if isinstance(s, Mapping)
+        )
     )
     version = f"OpenAPI {_e(doc.get('openapi', ''))}, version {_e(info.get('version', ''))}"
     return _page(f"{title}: HTTP API", f"{title} HTTP API", version, body)

@@ -1,9 +1,6 @@
-"""What every handler reaches the log through: the `Service` on the app's state.
-
-A reader `Log` answers on the loop only reads bounded by design, others in threads (`read`,
-docs/explanation/api-reads.md); writes go through `append` (the sequencer, or the writer
-`Log` in a thread) and `write`.
-"""
+"""What every handler reaches the log through: the `Service` on the app's state. The reader
+answers on the loop only reads bounded by design, others in threads (`read`,
+docs/explanation/api-reads.md); writes go through `append` and `write`."""
 
 from __future__ import annotations
 
@@ -118,6 +115,3 @@ def service_of(request: Request[Any, Any, Any]) -> Service:
 def day_param(value: str) -> str:
     """A `day` path or query parameter, checked and in its one spelling (SPEC §6)."""
     return parse_day(value).isoformat()
-
-
-__all__ = ["Batch", "Service", "day_param", "service_of"]

@@ -13,7 +13,8 @@ from capability_anchor.log.datafiles import check_restored
 from capability_anchor.log.writer_token import writer_token
 from capability_anchor.store import open as stores
 
-from .models import MAX_RECORDS
+MAX_RECORDS = 1000
+"""Records per `POST /records` (SPEC §6: 1-1000, else 400)."""
 
 
 @dataclass(frozen=True)

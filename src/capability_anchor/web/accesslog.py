@@ -1,16 +1,7 @@
-"""The service's log: one access line per request and the service's events (checkpoints,
-seals, stamps, clock episodes, start and shutdown), on stderr, as JSON Lines or plain text.
-
-`install(app)` (called by `create_app`) wraps the Litestar app's request handler, so every
-answer it gives is logged: routed or not, 2xx or refused (401, 413, 429, 400
-`invalid_record`, 409 ...), with the `error` code and `note` of a refusal. It also replaces
-uvicorn's own access log, which would log the same requests a second time and without the
-reason. The format is `serve --log-format json|plain` or, for the uvicorn form, env
-CAPABILITY_ANCHOR_LOG_FORMAT; default `plain`.
-
-Every logger under `capability_anchor` goes to the one handler installed here. Records still
-propagate, so a host application's (or pytest's) handlers see them too.
-"""
+"""The service's log on stderr (JSON Lines or plain, `serve --log-format`, env
+CAPABILITY_ANCHOR_LOG_FORMAT): one access line per request, refusals with their `error` and
+`note` (it replaces uvicorn's access log), and the service's events. Every logger under
+`capability_anchor` goes to the one handler installed here; records still propagate."""
 
 from __future__ import annotations
 
@@ -161,10 +152,6 @@ def configure_drivers(fmt: str) -> None:
     _attach(_handler(log_format(fmt)), DRIVER_LOGGERS)
 
 
-def _configured() -> bool:
-    return configured_format() is not None
-
-
 def _visible(text: str) -> str:
     """`text` as is when it is visible ASCII without `"` or `\\` (what a request line
     carries), else percent-encoded: a line of the log is never split or forged by a path."""
@@ -298,12 +285,9 @@ def litestar_logging() -> Any:
 
 
 def install(app: Any, writes: tuple[str, str] | None = None) -> None:
-    """Log every request the Litestar `app` answers, and its start and shutdown.
-
-    The request handler is wrapped (not the app's `__call__`) so the edge guard, HEAD
-    handling and the exception handlers all sit inside: the status logged is the one sent.
-    """
-    if not _configured():
+    """Log every request the Litestar `app` answers, and its start and shutdown. Its request
+    handler is wrapped, not `__call__`, so the status logged is the one sent."""
+    if configured_format() is None:
         configure()
     app.asgi_handler = AccessLog(app.asgi_handler, ORIGINAL_METHOD, writes)
 

@@ -1,10 +1,6 @@
-"""Every error answer of both services is `{v, error, note}` (SPEC §6) with a stable `error`.
-
-The project's exceptions answer with their class's own `http_error` and `http_note()`
-(`capability_anchor/errors.py`, the one source of codes; `HTTP_STATUS` below their statuses);
-the edge's own (`ApiError`: auth, limits), Litestar's (404, 405, validation, body too large)
-and anything unexpected are mapped here. No stack trace or internals ever reach a response.
-"""
+"""Every error answer of both services is `{v, error, note}` (SPEC §6) with a stable `error`:
+the project's exceptions by their own `http_error` and `http_note()` (`errors.py`), the edge's
+(`ApiError`), Litestar's and anything unexpected mapped here; no internals reach an answer."""
 
 from __future__ import annotations
 
@@ -82,8 +78,8 @@ def error_response(code: str, note: str, headers: dict[str, str] | None = None) 
     )
 
 
-def _edge_answer(exc: Exception) -> Response[bytes] | None:
-    """The answer to an exception raised by the edge itself, else None."""
+def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """The one exception handler (see `HANDLERS`)."""
     if isinstance(exc, ApiError):
         return error_response(exc.code, exc.note, exc.headers)
     if isinstance(exc, OtherSpelling):
@@ -91,29 +87,6 @@ def _edge_answer(exc: Exception) -> Response[bytes] | None:
         return error_response("not_found", str(exc), {"Cache-Control": "no-store"})
     if isinstance(exc, BodyTimeout):
         return error_response("bad_request", str(exc), {"Connection": "close"})
-    return None
-
-
-def _litestar_answer(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
-    if exc.status_code >= 500:
-        return error_response("unavailable", UNAVAILABLE_NOTE)
-    code = _CODE_FOR_STATUS.get(exc.status_code, "bad_request")
-    if code == "not_found":
-        note = "no such resource"
-    elif code == "method_not_allowed":
-        note = f"{request.scope.get(ORIGINAL_METHOD, request.method)} is not allowed here"
-    elif code == "too_large":
-        note = "the request body is too large"
-    else:
-        note = _safe_detail(exc)
-    return error_response(code, note, exc.headers)
-
-
-def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    """The one exception handler (see `HANDLERS`)."""
-    answer = _edge_answer(exc)
-    if answer is not None:
-        return answer
     if isinstance(exc, CapabilityAnchorError):
         if isinstance(exc, StoreBusy):
             observe().store_busy.inc()  # the store raises; the edge that answers counts
@@ -123,8 +96,19 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
         return error_response(exc.http_error, exc.http_note(), RETRY_SOON if soon else None)
     if isinstance(exc, RecursionError):
         return error_response("bad_request", "the request is nested too deeply")
+    if isinstance(exc, HTTPException) and exc.status_code < 500:
+        code = _CODE_FOR_STATUS.get(exc.status_code, "bad_request")
+        if code == "not_found":
+            note = "no such resource"
+        elif code == "method_not_allowed":
+            note = f"{request.scope.get(ORIGINAL_METHOD, request.method)} is not allowed here"
+        elif code == "too_large":
+            note = "the request body is too large"
+        else:
+            note = _safe_detail(exc)
+        return error_response(code, note, exc.headers)
     if isinstance(exc, HTTPException):
-        return _litestar_answer(request, exc)
+        return error_response("unavailable", UNAVAILABLE_NOTE)
     request.logger.exception("unexpected error")
     return error_response("unavailable", UNAVAILABLE_NOTE)
 
@@ -152,14 +136,3 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
     405: handle,
 }
 """Litestar's exception-handler map: every path to an error answer goes through `handle`."""
-
-
-__all__ = [
-    "HANDLERS",
-    "HTTP_STATUS",
-    "RETRY_SOON",
-    "ApiError",
-    "ErrorBody",
-    "error_response",
-    "handle",
-]

@@ -1,18 +1,7 @@
-"""What every HTTP exchange gets before routing and after the answer (`guard`):
-
-- HEAD on a GET route: the GET's status and headers (Content-Length included), no body.
-- A deadline for the request body (`body_timeout` seconds from the request's start): a
-  client that trickles its body a byte at a time gets `BodyTimeout` (the app answers 400
-  and closes the connection) instead of holding a worker for ever.
-- The body is read before the answer goes out: an answer given early (401, 413, 429,
-  `/checkpoint`, which reads no body) would otherwise close a connection with unread data,
-  and the kernel then resets it, so the client never sees the answer. What the app did not
-  read is read and dropped, up to `drain_limit` bytes; past that, or past the deadline, the
-  answer says `Connection: close`.
-- One spelling per path (`one_spelling`, a guard on every route): Litestar routes `/roots/`
-  to the `/roots` handler, which would make every path a second, separately cached copy of
-  itself; a path with a trailing slash (other than `/`) is 404 instead.
-"""
+"""What every HTTP exchange gets before routing and after the answer (`AnchorApp`): HEAD on a
+GET route as the GET without its body; a deadline for the request body (`BodyTimeout`, a 400 that
+closes the connection); the unread body drained, up to `drain_limit`, before the answer; one
+spelling per path (a trailing slash is 404). Why: docs/explanation/decisions/36-api.md."""
 
 from __future__ import annotations
 
@@ -64,10 +53,6 @@ def one_spelling(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHan
         raise OtherSpelling(path)
 
 
-def _expects_continue(headers: list[tuple[bytes, bytes]]) -> bool:
-    return any(n == b"expect" and v.lower() == b"100-continue" for n, v in headers)
-
-
 def _has_body(headers: list[tuple[bytes, bytes]]) -> tuple[bool, int | None]:
     """(whether a body follows, its Content-Length if given)."""
     for name, value in headers:
@@ -99,7 +84,9 @@ class _Exchange:
         # A client that sent `Expect: 100-continue` sends its body only once asked (uvicorn
         # asks on the app's first read), so an answer given before that is final: nothing
         # to drain.
-        self.waits_to_be_asked = self.pending and _expects_continue(scope["headers"])
+        self.waits_to_be_asked = self.pending and any(
+            n == b"expect" and v.lower() == b"100-continue" for n, v in scope["headers"]
+        )
         self.close = length is not None and length > drain_limit
 
     async def receive(self) -> Message:
@@ -155,34 +142,8 @@ class _Exchange:
         return dict(message, headers=[*headers, (b"connection", b"close")])
 
 
-async def guard(
-    app: ASGIApp,
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-    *,
-    body_timeout: float,
-    drain_limit: int,
-) -> None:
-    scope[SENT_PATH] = scope["path"]
-    head = scope["method"] == "HEAD"
-    if head:
-        scope = dict(scope, method="GET")
-        scope[ORIGINAL_METHOD] = "HEAD"
-    exchange = _Exchange(scope, receive, body_timeout, drain_limit)
-
-    async def guarded_send(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            message = await exchange.start_answer(message)
-        elif head and message["type"] == "http.response.body":
-            message = dict(message, body=b"")
-        await send(message)
-
-    await app(scope, exchange.receive, guarded_send)
-
-
 class AnchorApp(Litestar):
-    """Litestar behind `edge.guard` (HEAD, body deadline, reading bodies before answering):
+    """Litestar behind the exchange's guard (HEAD, body deadline, bodies read before answering):
     those act before routing, where Litestar's own middleware cannot. Every route also
     gets the `one_spelling` guard, before any other."""
 
@@ -197,11 +158,19 @@ class AnchorApp(Litestar):
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
-        await guard(
-            super().__call__,
-            scope,
-            receive,
-            send,
-            body_timeout=self.body_timeout,
-            drain_limit=self.drain_limit,
-        )
+        scope[SENT_PATH] = scope["path"]
+        head = scope["method"] == "HEAD"
+        if head:
+            scope = dict(scope, method="GET")
+            scope[ORIGINAL_METHOD] = "HEAD"
+        exchange = _Exchange(scope, receive, self.body_timeout, self.drain_limit)
+
+        async def guarded_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = await exchange.start_answer(message)
+            elif head and message["type"] == "http.response.body":
+                message = dict(message, body=b"")
+            await send(message)
+
+        app: ASGIApp = super().__call__
+        await app(scope, exchange.receive, guarded_send)

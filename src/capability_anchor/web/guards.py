@@ -43,7 +43,7 @@ class RateLimiter:
 def check_bearer(
     request: Request[Any, Any, Any], expected: str, missing_note: str, wrong_note: str
 ) -> None:
-    """401 `unauthorized` unless the request carries Bearer `expected` (see `check_writer`)."""
+    """401 `unauthorized` unless the request carries Bearer `expected`."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     token = token.strip()
@@ -109,15 +109,3 @@ async def metrics_answer(*collectors: Any) -> Response[bytes]:
     return Response(
         body, media_type=metrics.CONTENT_TYPE, headers={"Content-Type": metrics.CONTENT_TYPE}
     )
-
-
-__all__ = [
-    "MISSING_METRICS_TOKEN_NOTE",
-    "RateLimiter",
-    "check_bearer",
-    "check_length",
-    "check_metrics",
-    "check_rate",
-    "metrics_answer",
-    "metrics_token",
-]

@@ -1,18 +1,8 @@
-"""An h11 protocol for uvicorn that sets TCP_NODELAY and times out slow request headers.
-
-`uvicorn --workers N` binds its listening socket with protocol 0, so asyncio never enables
-TCP_NODELAY on accepted connections; a keep-alive response written in two parts then waits
-~40 ms for the client's delayed ACK (uvicorn issue 3149). Use it with
-`--http capability_anchor.web.nodelay:NoDelayH11Protocol`. It lives apart from `asgi` so
-the supervisor process can import it without opening the log.
-
-uvicorn has no header-read timeout: its keep-alive timer is cancelled by the first byte, so
-a client that trickles a header a byte at a time holds a connection for ever (slowloris).
-Here each request's header block must be complete within `header_timeout` seconds of the
-connection opening or of the previous response ending (env
-CAPABILITY_ANCHOR_HEADER_TIMEOUT, default 10; `serve --header-timeout`), else the
-connection is closed without an answer. The body's deadline is the app's (`web/exchange.py`).
-"""
+"""An h11 protocol for uvicorn (`--http capability_anchor.web.nodelay:NoDelayH11Protocol`)
+that sets TCP_NODELAY and closes a connection whose request headers are not complete within
+`header_timeout` seconds (env CAPABILITY_ANCHOR_HEADER_TIMEOUT, default 10). Apart from
+`asgi`, so uvicorn's supervisor imports it without opening the log. Why:
+docs/explanation/decisions/36-api.md."""
 
 from __future__ import annotations
 

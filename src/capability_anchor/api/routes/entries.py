@@ -11,12 +11,13 @@ from typing import Annotated, Any
 from litestar import Request, Response, get
 from litestar.params import QueryParameter
 
-from capability_anchor.api.caching import NO_CACHE, cached, canonical_answer, canonical_json
+from capability_anchor.api.caching import NO_CACHE, cached, canonical_answer
 from capability_anchor.api.errors import documented
 from capability_anchor.api.models import EntriesListing, ServerRecord, success
 from capability_anchor.api.openapi import HTTPS_URL_PATTERN, Day, count
 from capability_anchor.api.service import day_param, service_of
 from capability_anchor.head import VERSION
+from capability_anchor.strictjson import canonical
 
 _RECORD_UNAVAILABLE = (
     "the note says why: a store fault or the damage mark, or the wall and monotonic clocks "
@@ -70,5 +71,5 @@ async def record(
     # its members.
     # A fresh token per request (its own iat and exp): never cached.
     return Response(
-        canonical_json(answer), media_type="application/json", headers={"Cache-Control": NO_CACHE}
+        canonical(answer), media_type="application/json", headers={"Cache-Control": NO_CACHE}
     )

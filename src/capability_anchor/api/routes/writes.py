@@ -11,18 +11,16 @@ from typing import Annotated, Any
 from litestar import Request, Response, post
 from litestar.params import Body
 
+from capability_anchor.api.bodies import CheckedBody, ProveBody, RecordsBody
 from capability_anchor.api.caching import answer, ordered_answer
 from capability_anchor.api.errors import documented
-from capability_anchor.api.guards import CheckedBody
 from capability_anchor.api.models import (
     AppendedEntry,
     HeadDocument,
     ProofAnswer,
-    ProveBody,
     ProvedEntry,
     ProvedRecordsAnswer,
     RecordsAnswer,
-    RecordsBody,
     success,
 )
 from capability_anchor.api.openapi import count
