@@ -2,9 +2,11 @@
 fails or what the tables hold changed, the audit says so (and never crashes).
 
 The log: 40 entries over two days, checkpoints, both days sealed and stamped by the test
-TSA. Flip positions are drawn from a seeded generator, so a failure names a bit that
-reproduces. The audit runs in this process (the same `audit_data_dir` the CLI calls; 600
-subprocesses would take minutes); every 40th flip also goes through the real CLI, whose
+TSA. Flip positions are stratified: the same number in every page of the file (so every
+table's and index's pages, and the header, are hit), drawn in each page from a seeded
+generator, so a failure names a bit that reproduces; 600 uniform draws took six minutes on a
+loaded machine and could miss a small table's page. The audit runs in this process (the
+same `audit_data_dir` the CLI calls); every 40th flip also goes through the real CLI, whose
 exit code must match."""
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tests.kit.logkit import DAY1, DAY2, DAY3, ISS, Clock, at, record, run_cli
 from tests.kit.tsakit import TestTsa
 
 SEED = 20261201
-FLIPS = 600
+PER_PAGE = 8  # flips in each page of the file (about 30 pages: about 240 flips)
 CLI_EVERY = 40
 TABLES = (
     "meta",
@@ -177,12 +179,16 @@ def test_every_meaningful_single_bit_flip_is_flagged(tmp_path: Path, tsa_ec: Tes
     (work / KEY_FILE).chmod(0o600)
     db = work / DB_NAME
     rng = random.Random(SEED)
+    page = int.from_bytes(pristine[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = len(pristine) // page
+    bits = [p * page * 8 + b for p in range(pages) for b in rng.sample(range(page * 8), PER_PAGE)]
+    bits.append(USER_VERSION[-1] * 8)  # another schema version: the exit-2 path, always
     tally: Counter[str] = Counter()
     flagged_by: Counter[str] = Counter()
     missed: list[str] = []
     false_alarms: list[str] = []  # reported, not asserted: a flag where nothing changed
-    for n in range(FLIPS):
-        bit = rng.randrange(len(pristine) * 8)
+    for n, bit in enumerate(bits):
         at_byte = bit // 8
         flipped = bytearray(pristine)
         flipped[at_byte] ^= 1 << (bit % 8)
@@ -224,7 +230,7 @@ def test_every_meaningful_single_bit_flip_is_flagged(tmp_path: Path, tsa_ec: Tes
         tally["flagged"] += 1
         flagged_by[_kind(report.problems[0])] += 1
     summary = "\n".join(
-        [f"seed {SEED}, {FLIPS} flips of a {len(pristine)}-byte database"]
+        [f"seed {SEED}, {len(bits)} flips of a {len(pristine)}-byte database ({pages} pages)"]
         + [f"{k}: {v}" for k, v in sorted(tally.items())]
         + [f"first problem named: {k}: {v}" for k, v in flagged_by.most_common()]
         + [f"flagged although nothing changed: {a}" for a in false_alarms]

@@ -410,6 +410,12 @@ def head_kid_changed(data: Path) -> None:
     sql(data, "UPDATE heads SET kid = 'another-kid' WHERE day = ? AND sealed = 1", (DAY3,))
 
 
+def settings_kid_changed(data: Path) -> None:
+    # Found by the audit sweep's stratified bit flips (#36): a flip in this column passed.
+    drop(data, "settings_no_update")
+    sql(data, "UPDATE settings SET kid = 'another-kid' WHERE id = (SELECT min(id) FROM settings)")
+
+
 def entry_accepted_on_another_day(data: Path) -> None:
     drop(data, "entries_no_update")
     sql(
@@ -636,6 +642,11 @@ STORE_CASES = [
         head_kid_changed,
         [f"head {DAY3} size 320 sealed: the kid column says 'another-kid', its JWS header"],
         id="head_kid_column_changed",
+    ),
+    pytest.param(
+        settings_kid_changed,
+        ["settings statement #1: the kid column says 'another-kid', its JWS header"],
+        id="settings_kid_column_changed",
     ),
     pytest.param(
         entry_accepted_on_another_day,

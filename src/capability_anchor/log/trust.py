@@ -206,6 +206,17 @@ def trust_problems(log: Log) -> list[str]:
         if kid not in listed:
             problems.append(f"keys table: trusted key {kid} is not listed")
     problems += settings_problems(log)
+    for number, kid, token in log.read.settings_statements():
+        # The column is what rotation dates a revocation by; the header is what was signed.
+        try:
+            signed_kid = jws.unverified_header(token).get("kid")
+        except CapabilityAnchorError:
+            continue  # an unreadable statement is reported by `settings_problems`
+        if isinstance(signed_kid, str) and signed_kid != kid:
+            problems.append(
+                f"settings statement #{number}: the kid column says {kid!r}, "
+                f"its JWS header {signed_kid!r}"
+            )
     problems += _added_problems(log)
     return problems
 
