@@ -1,6 +1,5 @@
 """The log, in six stages: append -> checkpoint -> seal -> stamp -> publish -> verify
-(docs/explanation/procedures.md names each and its owner). `Log` (`log.lifecycle`) is the
-object a Python resolver embeds; the CLI and the HTTP service are thin edges over it.
+(docs/explanation/procedures.md). `Log` (`log.lifecycle`) is what a Python resolver embeds.
 May import the kernel, `timestamp/`, `record/`, `read/`, the store's contract and
 `metrics/`; never `witness/`, `monitor/`, `api/`, `cli/`, `audit/` or `export/`.
 """

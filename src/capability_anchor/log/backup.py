@@ -4,8 +4,11 @@ as a restored copy (what is copied and in which order: docs/explanation/procedur
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,29 +82,6 @@ def _side_files(data_dir: Path) -> dict[str, bytes]:
     return {name: (data_dir / name).read_bytes() for name in names}
 
 
-def _not_copied(data_dir: Path, copied: dict[str, bytes]) -> list[str]:
-    """What else is in the data dir (none of it a restore needs; runtime files unnamed)."""
-    return sorted(
-        p.name
-        for p in data_dir.iterdir()
-        if p.name not in copied
-        and p.name != RESTORED_FILE  # a restored copy's own mark: DEST gets one of its own
-        and p.name not in stores.own_files(data_dir)
-        and not datafiles.is_runtime(data_dir, p.name)
-    )
-
-
-def _prepare_dest(dest: Path) -> None:
-    if dest.exists():
-        if not dest.is_dir():
-            raise UsageError(f"{dest} exists and is not a folder; refusing to back up into it")
-        if any(dest.iterdir()):
-            raise UsageError(f"{dest} is not empty; a backup goes into a new or empty folder")
-    else:
-        dest.mkdir(mode=0o700, parents=True)
-    os.chmod(dest, 0o700)
-
-
 def _partial(dest: Path, name: str) -> Path:
     return dest / f".{name}.partial"
 
@@ -113,15 +93,22 @@ def _write_file(dest: Path, name: str, data: bytes) -> None:
     os.rename(tmp, dest / name)
 
 
-def _summary(dest: Path, db_name: str) -> tuple[int, bytes, dict[str, int]]:
-    """The history size and root, and each day's size, of the copy, read before the copy
-    is renamed (its mark holds them): through a link in a folder of its own."""
-    import shutil
-
-    stage = dest / ".summary.partial"
+@contextlib.contextmanager
+def _stage(dest: Path, name: str) -> Iterator[Path]:
+    """A fresh folder `dest/.NAME.partial`, removed afterwards."""
+    stage = dest / f".{name}.partial"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(mode=0o700)
     try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _summary(dest: Path, db_name: str) -> tuple[int, bytes, dict[str, int]]:
+    """The copy's history size and root and day sizes, read through a link before the copy
+    is renamed (its mark holds them)."""
+    with _stage(dest, "summary") as stage:
         os.link(_partial(dest, db_name), stage / db_name)
         store = stores.open_readonly(stage)
         try:
@@ -131,41 +118,38 @@ def _summary(dest: Path, db_name: str) -> tuple[int, bytes, dict[str, int]]:
                 return log.read.history.size(), log.read.history.root(), days
         finally:
             store.close()
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _copy_rows(data_dir: Path, dest: Path, db_name: str) -> None:
     """A log in another engine (PostgreSQL) is backed up as a SQLite log: every row copied
-    (`log.copy`) from one snapshot of it, so DEST is a data dir `serve` runs from and
-    `migrate` moves back into a database."""
-    import shutil
-
-    tmp = _partial(dest, db_name)
-    stage = dest / ".rows.partial"
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(mode=0o700)
+    (`log.copy`) from one snapshot of it (DEST runs as it is, `migrate` moves it back)."""
     src = stores.open_readonly(data_dir)
     try:
 
         def fill(dst: Store) -> None:
             copy_store(src, dst)
 
-        with src.snapshot():
-            stores.create(stage, fill)
-        os.rename(stage / db_name, tmp)
+        with _stage(dest, "rows") as stage:
+            with src.snapshot():
+                stores.create(stage, fill)
+            os.rename(stage / db_name, _partial(dest, db_name))
     finally:
         src.close()
-        shutil.rmtree(stage, ignore_errors=True)
 
 
 def backup(data_dir: Path, dest: Path) -> BackupResult:
-    """Copy the log in `data_dir` to `dest` (a new or empty folder): see the module
-    docstring. Raises UsageError (exit 2) for a non-empty DEST or a missing file."""
+    """Copy the log in `data_dir` to `dest` (a new or empty folder, else UsageError)."""
     started = time.monotonic()
     if not stores.exists(data_dir):
         raise StoreError(f"no log at {stores.describe(data_dir)} (nothing to back up)")
-    _prepare_dest(dest)
+    if dest.exists():
+        if not dest.is_dir():
+            raise UsageError(f"{dest} exists and is not a folder; refusing to back up into it")
+        if any(dest.iterdir()):
+            raise UsageError(f"{dest} is not empty; a backup goes into a new or empty folder")
+    else:
+        dest.mkdir(mode=0o700, parents=True)
+    os.chmod(dest, 0o700)
     engine, _ = stores.resolve(data_dir)
     own = engine.scheme == stores.DEFAULT_SCHEME
     db_name = (
@@ -196,16 +180,16 @@ def backup(data_dir: Path, dest: Path) -> BackupResult:
     fsync_dir(dest)
     files = [db_name, *before]
     total = sum((dest / name).stat().st_size for name in files)
-    return BackupResult(
-        dest,
-        size,
-        root,
-        days,
-        files,
-        total,
-        time.monotonic() - started,
-        _not_copied(data_dir, before),
+    others = sorted(  # what a restore does not need; runtime files and a copy's mark unnamed
+        p.name
+        for p in data_dir.iterdir()
+        if p.name not in before
+        and p.name != RESTORED_FILE
+        and p.name not in stores.own_files(data_dir)
+        and not datafiles.is_runtime(data_dir, p.name)
     )
+    took = time.monotonic() - started
+    return BackupResult(dest, size, root, days, files, total, took, others)
 
 
 __all__ = ["BackupResult", "backup"]

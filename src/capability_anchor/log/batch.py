@@ -1,8 +1,5 @@
 """What the *append* stage takes and gives back: prepared records and their results.
-
-Preparing (validation, RFC 8785 leaf bytes, leaf hash, server keys) is pure and needs only
-the log's issuer and record rule, so a worker process can run it (`api.appendworker`); storing
-the prepared batch is the writer's (`writer.LogWriter.append_prepared`).
+Preparing is pure (a worker process runs it: `api.appendworker`); storing is the writer's.
 """
 
 from __future__ import annotations
@@ -56,16 +53,14 @@ def prepare_records(
     *,
     now: float,
 ) -> list[Prepared]:
-    """`Log.prepare` given only the log's issuer, record rule and pinned id namespace
-    (`record.rule`), and the log's clock `now`: pure, so a worker process can run it. SPEC §2
-    first, then the issuer, then the record rule. The batch is stored at a reading of the
-    clock no earlier than `now`, so a record accepted here meets the rule's time limit then
-    too (a time limit only ever moves later)."""
+    """`Log.prepare`, pure: SPEC §2, then the issuer, then the record rule at `now` (the
+    batch is stored no earlier, and a time limit only ever moves later)."""
     prepared: list[Prepared] = []
     append = prepared.append
     observed = rule == observation.OBSERVATION
     second = int(now)
     for position, record in enumerate(records):
+        keys: tuple[str, ...]
         try:
             data = leaf.plain_leaf_bytes(record, _ENCODE)
             plain = data is not None
@@ -74,9 +69,10 @@ def prepare_records(
             if isinstance(record, dict) and "iss" in record and record["iss"] != iss:
                 raise InvalidRecord(f"iss {record['iss']!r} is not this log's issuer {iss!r}")
             if observed and accepts(record, second, namespace, names_checked=plain):
-                # The fast rule held `url` to the §4 pattern: it is its own canonical form,
-                # so these are `server_keys(record)` without matching it again.
-                keys = _accepted_keys(cast(dict[str, str], record))
+                # The fast rule held `url` to the §4 pattern (its own canonical form): these
+                # are `server_keys(record)`; without `iss` /record needs none.
+                held = cast(dict[str, str], record)
+                keys = ("sub:" + held["sub"], "url:" + held["url"]) if "iss" in held else ()
             else:
                 observation.check_record(record, rule, now=now, namespace=namespace)
                 keys = server_keys(record)
@@ -84,9 +80,3 @@ def prepare_records(
             raise InvalidRecord(str(exc), position=position) from None
         append((sha256(b"\x00" + data).digest(), data, keys))
     return prepared
-
-
-def _accepted_keys(record: dict[str, str]) -> tuple[str, ...]:
-    if "iss" not in record:  # the one member /record needs that the rule does not
-        return ()
-    return ("sub:" + record["sub"], "url:" + record["url"])

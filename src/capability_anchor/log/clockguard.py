@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from capability_anchor.errors import ClockDisagrees
+from capability_anchor.files import write_secret_file
 from capability_anchor.metrics.service import observe
 
 ACK_FILE = "clock-ack"
@@ -70,21 +71,13 @@ def _write(path: Path, text: str) -> None:
     """`text` in `path`, written to a temporary file and renamed: a reader never sees half."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
-    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_secret_file(tmp, text.encode("ascii"))
+    os.replace(tmp, path)
 
 
 def disagreeing(data_dir: Path) -> str | None:
-    """How a running service's clocks on `data_dir` disagree (`DISAGREES_FILE`: since
-    when, by how much), or None when no process of this boot that is still running says so
-    (one that stopped during an episode leaves the file behind)."""
+    """How a running service's clocks on `data_dir` disagree (`DISAGREES_FILE`), or None
+    when no live process of this boot says so."""
     try:
         with open(Path(data_dir) / DISAGREES_FILE, "rb") as handle:
             episode = json.loads(handle.read(_MAX_ACK_FILE))
@@ -104,9 +97,8 @@ def disagreeing(data_dir: Path) -> str | None:
 
 
 def acknowledge(data_dir: Path, wall: float | None = None, mono: float | None = None) -> Path:
-    """Record that the operator takes the wall clock as right (at the reading `wall`,
-    `mono`, default now), for a running service to re-baseline on (docs/explanation/procedures.md).
-    Written to a temporary file and renamed, so a reader never sees half of it."""
+    """Record that the operator takes the wall clock as right (at `wall`, `mono`, default
+    now), for a running service to re-baseline on."""
     reading = {
         "v": _ACK_VERSION,
         "wall": time.time() if wall is None else wall,
@@ -155,10 +147,8 @@ class ClockGuard:
     # --- reading the time -------------------------------------------------------------------
 
     def pinned(self, call: Callable[[], T]) -> Callable[[], T]:
-        """`call` with one verdict: the first reading of the time in it decides, and later
-        ones in the same call (same thread) continue that reading by the monotonic clock.
-        For work that must not fail halfway on a jump: `POST /records?prove=1` appends,
-        then checkpoints, and a refusal after the append would be a 503 for a stored batch."""
+        """`call` with one verdict: its first reading of the time decides, later ones go on
+        by the monotonic clock (so `POST /records?prove=1` never fails after its append)."""
 
         def run() -> T:
             self._pins.active, self._pins.reading = True, None
@@ -228,8 +218,7 @@ class ClockGuard:
         return True
 
     def _episode(self, episode: dict[str, str] | None) -> None:
-        """Say that an episode started (`DISAGREES_FILE`), or remove that it did; a data
-        dir that cannot be written only costs `seal` its knowing (logged)."""
+        """Write (or, None, remove) `DISAGREES_FILE`; a failure is only logged."""
         try:
             if episode is None:
                 self.episode_path.unlink(missing_ok=True)
@@ -242,9 +231,7 @@ class ClockGuard:
     # --- the operator's acknowledgement ---------------------------------------------------------
 
     def _take_ack(self, mono: float) -> bool:
-        """Adopt a new acknowledgement's reading as the baseline; whether one was adopted.
-        Called with the lock held, only while the clocks disagree (so a stat per refused
-        request, and a read only when the file changed)."""
+        """Adopt a new acknowledgement's reading as the baseline (lock held); whether adopted."""
         signature = self._ack_signature()
         if signature is None or signature == self._ack_seen:
             return False

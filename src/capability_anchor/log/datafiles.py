@@ -42,16 +42,14 @@ def key_files(data_dir: Path) -> list[Path]:
 
 
 def missing_files(data_dir: Path, *, token: bool = True) -> list[str]:
-    """The files a log needs beside its database that `data_dir` lacks (`token`: count the
-    writer token too, for a process that takes writes)."""
-    # The token file is part of the data dir unless the token comes from the environment.
+    """The files beside the database `data_dir` lacks (`token`: the writer token's too,
+    unless it comes from the environment)."""
     wanted = [KEY_FILE] + ([TOKEN_FILE] if token and not TOKEN.is_set() else [])
     return [name for name in wanted if not (data_dir / name).exists()]
 
 
 def check_restored(data_dir: Path) -> None:
-    """Refuse (exit 2) a data dir that has the database but not its key file, naming every
-    file it lacks: a database restored alone, without the files a backup holds."""
+    """Refuse a data dir with the database but not its key file (restored alone)."""
     missing = missing_files(data_dir)
     if KEY_FILE in missing and stores.exists(data_dir):
         raise KeyFileError(

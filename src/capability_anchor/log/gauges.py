@@ -17,13 +17,8 @@ from .days import next_day, utc_day
 if TYPE_CHECKING:
     from . import Log
 
-# Unsealed days reported at most: today and the days before it not sealed yet (normally
-# yesterday for a minute after 00:00 UTC); bounded however long the service was down.
-MAX_OPEN_DAYS = 3
-# Cosigned sizes read, newest first, to find the newest checkpoint meeting the quorum; when
-# none of them does, the age reported is the oldest one's, a lower bound (a day of
-# checkpoints a minute apart is 1,440: past any alert's threshold long before).
-QUORUM_SEARCH = 2000
+MAX_OPEN_DAYS = 3  # unsealed days reported at most, however long the service was down
+QUORUM_SEARCH = 2000  # cosigned sizes read for the quorum's age (else a lower bound)
 
 
 class StoreCollector:
@@ -95,8 +90,7 @@ class StoreCollector:
 
     def _open_days(self) -> list[tuple[str, int]]:
         log = self.log
-        # The wall clock as it is: the log's own clock refuses while the clocks disagree,
-        # and a scrape is when an operator most needs an answer.
+        # The wall clock as it is: the log's own clock refuses while the clocks disagree.
         today = utc_day(self.clock())
         last = log.store.last_sealed_day()
         day = log.first_day if last is None else next_day(last)
@@ -112,8 +106,7 @@ class StoreCollector:
         return max(0.0, now - rows[0].iat) if rows else math.inf
 
     def _quorum_size(self, marker: tuple[int, int, int]) -> tuple[int | None, int | None]:
-        """`read.history.quorum_met_size` over the QUORUM_SEARCH newest cosigned sizes,
-        found once per change of what is stored (`witnessed_marker`)."""
+        """`quorum_met_size` over the newest cosigned sizes, once per `witnessed_marker`."""
         if self._quorum is not None and self._quorum[0] == marker:
             return self._quorum[1]
         found = quorum_met_size(self.log.store, marker[0], QUORUM_SEARCH)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from capability_anchor.errors import Conflict
 from capability_anchor.merkle import TreeEdge, hash_leaf
@@ -30,9 +30,8 @@ class HistoryHead:
 
 
 def check_order(store: Store, day: str, size: int, sealed: bool) -> None:
-    """Raise `Conflict` unless a head of `day` at `size` (`sealed` or not) may be published
-    now; run inside the write transaction that would store it, so no writer in any process
-    can publish a head in between."""
+    """`Conflict` unless a head of `day` at `size` may be published now (run inside the
+    write transaction that would store it)."""
     newest = store.newest_head(day)
     if newest is None:
         return
@@ -48,9 +47,7 @@ def check_order(store: Store, day: str, size: int, sealed: bool) -> None:
 
 
 def append_head(store: Store, row: HeadRow) -> HistoryHead:
-    """Store `row`'s history leaf and the tiles it completes (the partial tiles of the new
-    size among them: every history size is a published one), inside the caller's write
-    transaction, after `row` itself was stored."""
+    """Store `row`'s history leaf and the tiles it completes (partial ones too), after `row`."""
     size = store.history_size()
     edge = TreeEdge(size, store.history_edge_partials(size))
     leaf_hash = hash_leaf(row.history_leaf())
@@ -59,14 +56,8 @@ def append_head(store: Store, row: HeadRow) -> HistoryHead:
     return HistoryHead(edge.size, edge.root())
 
 
-def note_signer(origin: str, key: SigningKey) -> NoteSigner:
-    """The log's note signer (SPEC §12.2): its head-signing key under the origin's name."""
-    return NoteSigner(origin, key)
-
-
 def history_origin(store: Store, public_url: str) -> str:
-    """The stored origin; a history made before origins were stored gets the one of
-    `public_url` now, inside the caller's write transaction, and keeps it from then on."""
+    """The stored origin; an older history gets (and keeps) the one of `public_url` now."""
     origin = store.meta().get(HISTORY_ORIGIN)
     if origin is None:
         origin = origin_from_url(public_url)
@@ -74,20 +65,13 @@ def history_origin(store: Store, public_url: str) -> str:
     return origin
 
 
-class Signer(Protocol):
-    """The log, as the checkpoint signer sees it: its key and its public URL."""
-
-    key: SigningKey
-    public_url: str
-
-
-def sign_history_checkpoint(store: Store, log: Signer, history: HistoryHead) -> None:
+def sign_history_checkpoint(
+    store: Store, key: SigningKey, public_url: str, history: HistoryHead
+) -> None:
     """Sign and store the checkpoint of `history.size` (SPEC §12.2) in the head's write
-    transaction, so head, leaf and checkpoint commit together; an earlier size without one
-    (a log migrated to schema 4) is signed first, so the stored checkpoints stay 1..n."""
-    key, public_url = log.key, log.public_url
+    transaction, after any earlier size a migrated log lacks (`catch_up`)."""
     catch_up(store, key, public_url, below=history.size)
-    signer = note_signer(history_origin(store, public_url), key)
+    signer = NoteSigner(history_origin(store, public_url), key)
     store.insert_checkpoint(
         history.size, sign_checkpoint(Checkpoint(signer.name, history.size, history.root), signer)
     )
@@ -96,9 +80,8 @@ def sign_history_checkpoint(store: Store, log: Signer, history: HistoryHead) -> 
 def sign_missing(
     store: Store, lock: AbstractContextManager[object], key: SigningKey, public_url: str
 ) -> int:
-    """At open: sign the checkpoints a log migrated to schema 4 lacks (`catch_up`), in one
-    write transaction under the writer's `lock`; nothing, and no write, when none is
-    missing. Returns how many were signed."""
+    """At open: sign the checkpoints a migrated log lacks (`catch_up`), under `lock`, in one
+    write only when some are missing; how many."""
     with store.read():
         if store.checkpoint_size() >= store.history_size():
             return 0
@@ -116,7 +99,7 @@ def catch_up(store: Store, key: SigningKey, public_url: str, below: int | None =
     done = store.checkpoint_size()
     if done >= end:
         return 0
-    signer = note_signer(history_origin(store, public_url), key)
+    signer = NoteSigner(history_origin(store, public_url), key)
     edge = TreeEdge()
     for start in range(0, end, 10_000):
         hashes = store.history_leaf_hashes(start, min(start + 10_000, end))

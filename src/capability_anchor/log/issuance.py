@@ -17,7 +17,7 @@ from capability_anchor.record.urls import canonical_url
 from .days import day_end, prev_day
 from .marks import check_not_behind
 from .serverindex import SERVER_MEMBERS, index_watermark, server_keys
-from .trust import signer
+from .trust import current_key
 
 if TYPE_CHECKING:
     from .lifecycle import Log
@@ -28,17 +28,13 @@ DEFAULT_LIFETIME = 24 * 3600
 def issue_record(
     log: Log, *, sub: str | None = None, url: str | None = None, lifetime: int = DEFAULT_LIFETIME
 ) -> dict[str, Any]:
-    """`Log.record`: the record of the server given by `sub`, or by canonical `url`, with its
-    `expires` time and compact `jws`. NotFound, with a note saying why, when no published
-    head covers an entry of it, or when the newest covered one breaks a rule of CR 0.2 tokens
-    (`record.rule.token_problem`, with the time of acceptance stored with the entry, never
-    later than the end of its day)."""
+    """`Log.record`: the signed record of the server `sub` or `url`; NotFound (saying why)
+    without a covered entry, or when the newest covered one is no CR 0.2 token."""
     if (sub is None) == (url is None):
         raise UsageError("give exactly one of id and url")
     if not 0 < lifetime <= jws.MAX_RECORD_LIFETIME:
         raise UsageError(f"record lifetime must be 1..{jws.MAX_RECORD_LIFETIME} seconds")
-    # Behind what it published, the log's newest entry of a server may be older than the
-    # newest one the world saw: no token (SPEC §13.3, the log signs nothing).
+    # Behind what it published, its newest entry may not be the world's: no token (§13.3).
     check_not_behind(log.data_dir)
     key = f"sub:{sub}" if sub is not None else f"url:{canonical_url(url)}"
     read = log.read
@@ -53,8 +49,7 @@ def issue_record(
         claims = json.loads(entry.claims)
         if key not in server_keys(claims):
             continue  # indexed under the same digest as another key (schema 5 stores digests)
-        # Never a token that is not a CR 0.2 token (SPEC §13.1), whatever rule stored the
-        # entry, and never an older observation in place of the newest: 404 naming the rule.
+        # Only CR 0.2 tokens (SPEC §13.1), never an older entry in place of the newest.
         problem = token_problem(
             claims, accepted_at=min(accepted_at, day_end(day)), namespace=log.id_namespace
         )
@@ -66,12 +61,13 @@ def issue_record(
                 f"signs no token for it: {problem}"
             )
         answer = read.proof(day, index)
-        signing_key, iat = signer(log)
+        iat = int(log.clock())  # the time first, then the key: no revocation is crossed
+        signer = current_key(log)
         return jws.sign_record(
             claims,
             anchor=answer["anchor"],
             proof=answer["proof"],
-            key=signing_key,
+            key=signer,
             iat=iat,
             lifetime=lifetime,
         )
@@ -79,15 +75,8 @@ def issue_record(
     days = (today, prev_day(today))
     tails = []
     for day in days:
-        newest = read.newest_head(day)
-        tails.append(
-            (
-                day,
-                index_watermark(
-                    0 if newest is None else newest.tree_size, read.day_size(day), log.index_chunk
-                ),
-            )
-        )
+        size = 0 if (newest := read.newest_head(day)) is None else newest.tree_size
+        tails.append((day, index_watermark(size, read.day_size(day), log.index_chunk)))
     raise NotFound(
         not_found_note(
             read, key, indexed=bool(indexed), days=days, needs=SERVER_MEMBERS, tails=tails

@@ -37,11 +37,7 @@ __all__ = ["KEY_FILE", "Log"]
 
 
 def _key_and_token(data_dir: Path) -> SigningKey:
-    """`init`'s key and token files, in a data dir only the owner may list, read or replace.
-    The database is the commit point of init. A key or token file without a database is left
-    by an init that crashed before it: nothing was ever signed with that key or accepted with
-    that token, so they are taken over rather than refused (but checked: a token the service
-    would refuse must not become the log's)."""
+    """`init`'s key and token files; ones a crashed init left (no database) are taken over."""
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     tighten_modes(data_dir, stores.own_files(data_dir))
     key_path, token_path = data_dir / KEY_FILE, data_dir / TOKEN_FILE
@@ -53,14 +49,6 @@ def _key_and_token(data_dir: Path) -> SigningKey:
     if TOKEN.is_set():
         writer_token(data_dir)  # the token the service would use instead: refuse it now
     return key
-
-
-def _refuse_moved(data_dir: Path, store: Store) -> None:
-    """A SQLite log `migrate` moved elsewhere never opens again (it would be a second live
-    copy of the log, signing with its key)."""
-    moved = store.meta().get(MOVED_TO)
-    if moved is not None:
-        raise StoreError(moved_message(data_dir, moved))
 
 
 class Log:
@@ -88,15 +76,11 @@ class Log:
         self.index_chunk = serverindex.chunk_of(meta)
         self.public_url = meta.get("public_url") or self.iss
         self.config: dict[str, Any] = json.loads(meta.get("config", "{}"))
-        # What an append accepts beyond SPEC §2 (`record.rule`), signed with the config.
         self.records, self.id_namespace = observation.rules_of(self.config)
-        # What api/, export and audit read; the store itself stays the write path's.
         self.read = LogReader(store, self)
         self.writer = LogWriter(self, handoff)
-        # (marker, closure) of `keyset()`, recomputed when the rotation records change.
         self._trust_cache: tuple[object, trust.TrustChain] | None = None
-        # Held while a key another process activated is adopted (`log.trust.current_key`).
-        self._key_lock = threading.Lock()
+        self._key_lock = threading.Lock()  # held while `trust.current_key` adopts a key
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -114,11 +98,8 @@ class Log:
         id_namespace: str | None = None,
         store: str | None = None,
     ) -> Log:
-        """Create a new log (store, Ed25519 key, writer token), never over an existing one. Its
-        config keeps `records` and `id_namespace` (`record.rule`); `policy` (SPEC §12.3) is
-        checked against the new key and stored in the first transaction (else MalformedPolicy).
-        `store`: the URL of the store to create the log in (`store.open.given`), the data dir
-        bound to it; None: the data dir's own SQLite database."""
+        """Create a new log (store, key, writer token), never over an existing one; `store`:
+        the URL of another store to bind the data dir to (None: its own SQLite database)."""
         check_origin(iss)
         config = {**(config or {}), **observation.config_of(records, id_namespace)}
         if public_url is not None:
@@ -139,8 +120,6 @@ class Log:
         if policy is not None:
             policytrust.check_policy(policy, policytrust.log_vkey(public_url or iss, key))
 
-        # Durable when this returns: the database was filled in one transaction under a
-        # temporary name and only then linked into place.
         stores.create(
             data_dir, lambda store: _fill(store, iss, public_url, config, key, policy, int(now))
         )
@@ -156,18 +135,13 @@ class Log:
         handoff: bool = True,
     ) -> Log:
         """Open an existing log and run the start-up self-check (refuse to guess).
-
-        `background_checkpoints`: this process serves the log for long, so the store runs
-        its engine's background upkeep (`store.open.open`'s `upkeep`; SQLite: copying the
-        WAL back into the database from a thread of its own); it is stopped by `close`.
-
-        `handoff`: appends, checkpoints and seals go to the log's sequencer when one is live
-        (`log.handoff`), so they share its commits; False only for the sequencer itself.
-        """
+        `background_checkpoints`: run the store's background upkeep until `close`;
+        `handoff`: writes go to a live sequencer (`log.handoff`), False only in it."""
         data_dir = Path(data_dir)
         store = stores.open(data_dir, upkeep=background_checkpoints)
         try:
-            _refuse_moved(data_dir, store)
+            if (moved := store.meta().get(MOVED_TO)) is not None:  # `migrate` moved it away
+                raise StoreError(moved_message(data_dir, moved))
             check_restored(data_dir)  # a log's database, without its key file beside it
             key = load_key_file(data_dir / KEY_FILE)
             log = cls(data_dir, store, key, clock, handoff)
@@ -192,7 +166,21 @@ class Log:
     def self_check(self) -> None:
         """Refuse to run unless a trusted key verifies the newest head (of this `iss`) and
         the newest settings statement is the key file's and says what meta says."""
-        _check_newest_head(self)
+        newest = self.read.newest_published()
+        if newest is not None:
+            try:  # the plain claims beside the JWS are not compared here: the audit does
+                verified = heads.verify_document(newest.doc, self.keyset()).head
+            except CapabilityAnchorError as exc:
+                raise StartupCheckFailed(
+                    f"the configured key (kid {self.key.kid}) does not verify the newest "
+                    f"published head ({newest.day}, size {newest.tree_size}, kid "
+                    f"{newest.kid}): {exc}"
+                ) from None
+            if verified.claims["iss"] != self.iss:
+                raise StartupCheckFailed(
+                    f"the newest head's iss {verified.claims['iss']!r} is not the log's "
+                    f"{self.iss!r}"
+                )
         logtrust.check_settings(self)
 
     # --- small accessors -------------------------------------------------------------------
@@ -202,11 +190,10 @@ class Log:
 
     def keyset(self) -> KeySet:
         """The key file's key and every key rotation records chain to from it."""
-        return logtrust.trusted_keys(self)
+        return logtrust.trusted_chain(self).keys
 
     def set_policy(self, text: bytes) -> None:
-        """Store a new witness policy, signed with the others (`log.policies`); the caller
-        has checked it (`witness.client.check_policy`)."""
+        """Store a new (checked) witness policy, signed with the others (`log.policies`)."""
         with self.writer.lock, self.store.write():
             key = self.signing_key()  # a rotation another process activated is followed
             policytrust.store_policy(self.store, key, self.iss, text, int(self.clock()))
@@ -237,15 +224,12 @@ class Log:
         return self.writer.append_prepared(prepared)
 
     def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
-        """`LogWriter.append_and_prove`: append, sign a head over it and prove each entry."""
         return self.writer.append_and_prove(prepared)
 
     def checkpoint(self) -> bytes | None:
-        """`LogWriter.checkpoint`: today's newest head document, signed anew if it grew."""
         return self.writer.checkpoint()
 
     def seal(self, on_sealed: Callable[[bytes], None] | None = None) -> list[bytes]:
-        """`LogWriter.seal`: seal every past day that is not sealed, oldest first."""
         return self.writer.seal(on_sealed)
 
     def stamp_targets(self) -> list[tuple[str, bytes, set[str]]]:
@@ -261,9 +245,8 @@ class Log:
             ]
 
     def add_stamp(self, day: str, tsa: str, token: bytes, gen_time: str) -> bool:
-        """Store a verified RFC 3161 reply for `day`'s sealed head, unless this TSA already
-        stamped it (another process may have been quicker): stored stamps never change.
-        Returns whether it was stored (durably, when this returns True)."""
+        """Store a verified RFC 3161 reply for `day`'s sealed head unless this TSA already
+        stamped it; returns whether it was stored (durably)."""
         with self.writer.lock, self.store.write():
             if self.store.sealed_head(day) is None:
                 raise Conflict(f"day {day} is not sealed; only sealed heads are stamped")
@@ -326,21 +309,3 @@ def _fill(
     store.add_settings(key.kid, settings, now)
     if policy is not None:
         policytrust.store_policy(store, key, iss, policy, now)
-
-
-def _check_newest_head(log: Log) -> None:
-    newest = log.read.newest_published()
-    if newest is None:
-        return
-    try:
-        # The plain claims beside the JWS are not compared here: the audit reports them.
-        verified = heads.verify_document(newest.doc, log.keyset()).head
-    except CapabilityAnchorError as exc:
-        raise StartupCheckFailed(
-            f"the configured key (kid {log.key.kid}) does not verify the newest published "
-            f"head ({newest.day}, size {newest.tree_size}, kid {newest.kid}): {exc}"
-        ) from None
-    if verified.claims["iss"] != log.iss:
-        raise StartupCheckFailed(
-            f"the newest head's iss {verified.claims['iss']!r} is not the log's {log.iss!r}"
-        )

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from capability_anchor.errors import BehindPublished, NotCompared
-from capability_anchor.files import fsync_dir
+from capability_anchor.files import fsync_dir, write_secret_file
 
 BEHIND_FILE = "behind-published.json"
 RESTORED_FILE = "restored-copy.json"
@@ -27,9 +27,8 @@ BEHIND, CONFLICT = "behind", "conflict"
 
 @dataclass(frozen=True)
 class Behind:
-    """Why the log signs nothing: `kind` is BEHIND (a larger history was published) or
-    CONFLICT (a history of a size we hold was published with another root: this data dir
-    already forked, recover cannot fix it)."""
+    """Why the log signs nothing: BEHIND (a larger history was published) or CONFLICT
+    (another root at a size we hold: forked, recover cannot fix it)."""
 
     kind: str
     source: str
@@ -45,14 +44,7 @@ class Behind:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "source": self.source,
-            "published_size": self.published_size,
-            "our_size": self.our_size,
-            "since": self.since,
-            "detail": self.detail,
-        }
+        return dict(self.__dict__)
 
     def error(self) -> BehindPublished:
         fix = (
@@ -66,8 +58,7 @@ class Behind:
 
 
 def behind_state(data_dir: Path) -> Behind | None:
-    """The data dir's behind state, or None (the metrics engineer's reader). A state file that
-    cannot be read is still a state: the log stays stopped rather than guess."""
+    """The data dir's behind state, or None (an unreadable state file is a state)."""
     path = Path(data_dir) / BEHIND_FILE
     try:
         raw = path.read_bytes()
@@ -97,19 +88,14 @@ def check_not_behind(data_dir: Path) -> None:
 
 
 def mark_behind(data_dir: Path, state: Behind) -> bool:
-    """Enter the behind state; True if this call entered it (and wrote the one event line),
-    False if it was already set (by this process or another)."""
+    """Enter the behind state; whether this call entered it (and logged it)."""
     data_dir = Path(data_dir)
     path = data_dir / BEHIND_FILE
     if path.exists():
         return False
     tmp = data_dir / f".{BEHIND_FILE}.tmp-{os.getpid()}-{time.monotonic_ns()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    write_secret_file(tmp, json.dumps(state.to_json(), sort_keys=True).encode() + b"\n")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(state.to_json(), sort_keys=True).encode() + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
         try:
             os.link(tmp, path)  # fails if another process entered it first
         except FileExistsError:
@@ -204,8 +190,7 @@ def not_compared(mark: Restored, why: str) -> NotCompared:
 
 
 def check_compared(data_dir: Path) -> None:
-    """Raise NotCompared while the data dir is a restored copy not yet compared with what
-    was published (`sign_head` asks before each signature, whoever calls it)."""
+    """NotCompared while the data dir is a restored copy not compared with the published."""
     mark = restored_mark(data_dir)
     if mark is not None:
         raise not_compared(mark, "it signs nothing until it was compared with what was published")

@@ -29,9 +29,7 @@ STAGING = ".migrate"
 
 
 Prove = Callable[[Any, Path, Path, Progress], dict[str, Any]]
-"""(source log, its data dir, the copy's data dir, progress) -> the proof's report; raises
-Conflict when the copy is not proven (`audit.copies.prove_copy`: this layer may not
-export or audit)."""
+"""(log, data dir, copy's data dir, progress) -> report, or Conflict (`audit.copies.prove_copy`)."""
 
 
 def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent) -> dict[str, Any]:
@@ -51,16 +49,18 @@ def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent)
             moved = source.meta().get(MOVED_TO)
     finally:
         source.close()
-    if moved is not None:
-        return _finish(data_dir, url, moved)
+    if moved is not None:  # the switch was made: only the binding is left to write
+        if moved != url:
+            raise UsageError(f"the log in {data_dir} moved to {moved} already, not to {url}")
+        stores.bind(data_dir, url)
+        return {"from": str(data_dir), "to": stores.describe(url), "finished": True}
     with (
         _no_service(data_dir),
         Log.open(data_dir, background_checkpoints=False, handoff=False) as log,
     ):
         if stores.exists(url):
             raise Conflict(f"a log already exists at {stores.describe(url)}; not replacing it")
-        # The source's own index made whole first (`reindex`): its audit is part of the
-        # proof, and a log recovered before #35 lacks rows its entries imply.
+        # The source's index made whole first (`reindex`): its audit is part of the proof.
         reindexed = sum(d["added"] for d in log.writer.reindex())
         with log.store.snapshot():
             before = fingerprint(log.store)
@@ -85,13 +85,6 @@ def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent)
         "source_index_rows_added": reindexed,
         **proof,
     }
-
-
-def _finish(data_dir: Path, url: str, moved: str) -> dict[str, Any]:
-    if moved != url:
-        raise UsageError(f"the log in {data_dir} moved to {moved} already, not to {url}")
-    stores.bind(data_dir, url)
-    return {"from": str(data_dir), "to": stores.describe(url), "finished": True}
 
 
 @contextlib.contextmanager

@@ -47,8 +47,7 @@ def sign_policies(store: Store, key: SigningKey, iss: str, now: int) -> None:
 
 
 def store_policy(store: Store, key: SigningKey, iss: str, text: bytes, now: int) -> None:
-    """Store a new witness policy and sign every stored policy (inside the caller's write).
-    Every writer of the `policies` table goes through here."""
+    """Store a new witness policy and sign every stored one (the only writer of `policies`)."""
     store.set_policy(text, now)
     sign_policies(store, key, iss, now)
 
@@ -91,8 +90,7 @@ def policies_problems(store: Store, iss: str, keys: KeySet) -> list[str]:
 
 
 def check_policy(data: bytes, log_vkey: str | Sequence[str]) -> Policy:
-    """The parsed policy in DATA, or MalformedPolicy (a usage error, exit 2) saying why.
-    `log_vkey` is the log's vkey, or its vkeys with the current one first."""
+    """The policy in DATA, or MalformedPolicy; `log_vkey`: the log's vkey(s), current first."""
     policy = parse_policy(data)
     vkeys = (log_vkey,) if isinstance(log_vkey, str) else tuple(log_vkey)
     for entry in policy.logs:
@@ -107,21 +105,16 @@ def check_policy(data: bytes, log_vkey: str | Sequence[str]) -> Policy:
             f"the policy's log lines name the keys {', '.join(named)}, but this log's key is "
             f"{vkeys[0]}: add `log {vkeys[0]}` to the policy (`capability-anchor policy FILE`)"
         )
-    for witness in policy.witnesses:
-        if witness.url is not None:
-            _check_url(witness)
+    for witness in submitted_to(policy):
+        url = witness.url or ""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise MalformedPolicy(f"witness {witness.name}: {url!r} is not an http(s):// URL")
+        if parts.query or parts.fragment or url.endswith(("?", "#")):
+            raise MalformedPolicy(
+                f"witness {witness.name}: a submission prefix has no query or fragment: {url!r}"
+            )
     return policy
-
-
-def _check_url(witness: PolicyWitness) -> None:
-    url = witness.url or ""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise MalformedPolicy(f"witness {witness.name}: {url!r} is not an http(s):// URL")
-    if parts.query or parts.fragment or url.endswith(("?", "#")):
-        raise MalformedPolicy(
-            f"witness {witness.name}: a submission prefix has no query or fragment: {url!r}"
-        )
 
 
 def submitted_to(policy: Policy) -> list[PolicyWitness]:
@@ -130,14 +123,12 @@ def submitted_to(policy: Policy) -> list[PolicyWitness]:
 
 
 def log_vkey(public_url: str, key: SigningKey) -> str:
-    """The vkey a log with this public URL and key will have (SPEC §12.2), for a policy
-    checked before the log exists (`init --witness-policy`)."""
+    """The vkey a log with this public URL and key will have (SPEC §12.2; `init`)."""
     return format_vkey(origin_from_url(public_url), TYPE_ED25519, key.public.raw)
 
 
 def stored_policy(log: Log) -> Policy | None:
-    """The data dir's policy, checked again against the log's note keys now (a rotation
-    changes them; a policy is read as untrusted input every time), or None without one."""
+    """The data dir's policy, checked again against the log's note keys now, or None."""
     with log.store.read():
         text = log.store.policy()
     if text is None:

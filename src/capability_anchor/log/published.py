@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.note import NoteVerifier, open_checkpoint
-from capability_anchor.read.source import LogSource, open_source
+from capability_anchor.read.source import open_source
 
 from .marks import (
     BEHIND,
@@ -68,14 +68,8 @@ def monitoring_path(origin: str) -> str:
     return f"{hashlib.sha256(origin.encode('utf-8')).hexdigest()}/checkpoint"
 
 
-def open_published(where: str, deadline: float = LEARN_DEADLINE_S) -> LogSource:
-    """A URL (a serving log, or a static export over HTTP) or an export folder."""
-    return open_source(where, deadline=deadline)
-
-
 def verified_checkpoint(log: Log, source: str, note: bytes) -> Seen:
-    """The checkpoint `note` if the log's trusted keys sign it under the log's origin; else a
-    CapabilityAnchorError saying why it is not believed."""
+    """`note` if the log's keys sign it under its origin; else CapabilityAnchorError."""
     origin = log.read.history.origin()
     verifiers = [NoteVerifier(origin, key.raw) for key in log.keyset()]
     opened = open_checkpoint(note, list(verifiers), origin=origin)
@@ -83,7 +77,7 @@ def verified_checkpoint(log: Log, source: str, note: bytes) -> Seen:
 
 
 def _read_checkpoint(log: Log, where: str, path: str, deadline: float) -> Seen | None:
-    source = open_published(where, deadline)
+    source = open_source(where, deadline=deadline)
     try:
         note = source.read(path)
     finally:
@@ -94,8 +88,7 @@ def _read_checkpoint(log: Log, where: str, path: str, deadline: float) -> Seen |
 
 
 def judge(log: Log, seen: Seen) -> Behind | None:
-    """Behind (or conflicting) if `seen` is larger than our history, or of a size we hold
-    with another root (SPEC §13.3's conflicts: the history's root covers every head)."""
+    """Behind if `seen` is larger than our history, conflicting if another root (§13.3)."""
     with log.store.read():
         ours = log.store.checkpoint_size()
         root = log.read.history.root(seen.size) if 0 < seen.size <= ours else None
@@ -117,9 +110,8 @@ def judge(log: Log, seen: Seen) -> Behind | None:
 def _sources(
     log: Log, published: str | None, publish: Path | None, skip_failing: bool
 ) -> list[tuple[str, str]]:
-    """(where, path) of each source: `--published`, the `--publish` folder, each policy
-    witness's monitoring view; with SKIP_FAILING, not those of witnesses in their backoff
-    (a hanging witness would cost every checkpoint a deadline)."""
+    """(where, path) of `--published`, `--publish` and each policy witness's monitoring view
+    (with SKIP_FAILING, not witnesses in their backoff)."""
     sources: list[tuple[str, str]] = []
     if published and published != PUBLISHED_NONE:
         sources.append((published, "history/checkpoint"))
@@ -153,10 +145,8 @@ def learn(
     skip_failing: bool = False,
     before_signing: bool = False,
 ) -> Behind | None:
-    """Ask every source what was published, enter the behind state when one shows more or other than
-    this data dir holds, and return the state (None: not behind). A source that cannot be read, or
-    serves what the log's keys do not verify, is logged and ignored: learning never stops the log by
-    itself failing. BEFORE_SIGNING (a command or service about to sign): a restored copy's mark
+    """Ask every source what was published and return the behind state it enters (None: not
+    behind); failing sources are logged and ignored. BEFORE_SIGNING: a restored copy's mark
     must be cleared by a comparison here, else NotCompared (SPEC §14.2)."""
     state = behind_state(log.data_dir)
     if state is not None:
@@ -187,8 +177,7 @@ def learn(
 def _compare(
     log: Log, sources: list[tuple[str, str]], deadline: float
 ) -> tuple[Behind | None, list[str], list[str]]:
-    """Read every source at once: the behind state entered (or None), the sources whose
-    believed checkpoint this data dir holds, and why each other source said nothing."""
+    """Read every source at once: (behind state, sources held, why others said nothing)."""
     pool = ThreadPoolExecutor(min(LEARN_PARALLEL, len(sources)), thread_name_prefix="learn")
     futures = {
         pool.submit(_read_checkpoint, log, where, path, deadline): where for where, path in sources
@@ -227,10 +216,8 @@ def _compare(
 
 
 def witness_ahead(log: Log, witness: PolicyWitness, size: int, ours: int) -> Behind | None:
-    """A policy witness answered 409 naming `size` > `ours` (SPEC §12.3). A 409 is not signed,
-    so it is checked like every other source: that witness's monitoring view must show a
-    checkpoint the log's keys signed that is larger than (or conflicts with) ours. Believed,
-    the log enters the behind state; otherwise the witness is only stopped (rounds.py)."""
+    """A witness's 409 naming `size` > `ours` (SPEC §12.3) is believed only if its monitoring
+    view shows a checkpoint of ours that is larger or conflicts: then the log is behind."""
     where = witness.url or ""
     try:
         seen = _read_checkpoint(log, where, monitoring_path(log.read.history.origin()), 10.0)
@@ -259,7 +246,6 @@ __all__ = [
     "judge",
     "learn",
     "monitoring_path",
-    "open_published",
     "verified_checkpoint",
     "witness_ahead",
 ]

@@ -21,12 +21,12 @@ from capability_anchor.errors import CapabilityAnchorError, Conflict, InputError
 from capability_anchor.merkle import TILE_WIDTH, TreeEdge, hash_leaf
 from capability_anchor.note import parse_note
 from capability_anchor.note.cosignature import timestamp_of
-from capability_anchor.read.source import FolderSource, LogSource, read_bundles
+from capability_anchor.read.source import FolderSource, LogSource, open_source, read_bundles
 from capability_anchor.store import CosignatureRow, HeadRow
 
 from .marks import BEHIND, behind_state, clear_behind, clear_restored
 from .policies import stored_policy
-from .published import Seen, open_published, verified_checkpoint
+from .published import Seen, verified_checkpoint
 from .serverindex import leaf_keys
 
 if TYPE_CHECKING:
@@ -64,15 +64,8 @@ class Recovered:
         }
 
 
-@dataclass(frozen=True)
-class _Head:
-    row: HeadRow
-    leaf: bytes
-
-
 def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
-    """Recover from `where`. VerificationError (exit 1) when the published data do not verify or
-    conflict with this data dir; InputError (exit 2) for I/O."""
+    """Recover from `where` (VerificationError: it does not verify or conflicts)."""
     state = behind_state(log.data_dir)
     if state is not None and state.kind != BEHIND:
         raise VerificationError(
@@ -80,7 +73,7 @@ def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
             "and cannot be recovered; restore a backup the published history extends"
         )
     with _no_service(log.data_dir):
-        source = open_published(where, deadline)
+        source = open_source(where, deadline=deadline)  # a URL or an export folder
         try:
             done = _recover(log, source, where)
         finally:
@@ -99,9 +92,7 @@ def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
 
 @contextlib.contextmanager
 def _no_service(data_dir: Path) -> Iterator[None]:
-    """Hold the background work's flock (`service/background.py`) while recovering: a running
-    service holds it, and is then refused here; one started meanwhile does no background
-    work until the state is cleared and this returns."""
+    """Hold the background work's flock (`service/background.py`): refused while served."""
     fd = os.open(data_dir / "background.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -174,8 +165,7 @@ def _newest_size(log: Log, source: LogSource, seen: Seen) -> int:
 
 
 def _heads_in_folder(source: FolderSource) -> int:
-    """Every published head is a file of an export (`<day>.json`, `<day>/<size>.json`), and
-    every head is a history leaf: their number is the export's history size."""
+    """An export's history size: its number of head files (each head is a history leaf)."""
     folder = source.file("history").parent
     count = 0
     for item in folder.iterdir():
@@ -188,7 +178,7 @@ def _heads_in_folder(source: FolderSource) -> int:
 
 def _heads(
     log: Log, source: LogSource, edge: TreeEdge, ours: int, target: int, seen: Seen
-) -> list[_Head]:
+) -> list[HeadRow]:
     """The published history leaves ours..target-1 as verified heads (step 2)."""
     leaves: list[bytes] = []
     first = ours // TILE_WIDTH
@@ -224,7 +214,7 @@ def _head_path(leaf: bytes, index: int) -> str:
     return f"roots/{day}" if claims["sealed"] else f"roots/{day}/{size}"
 
 
-def _head(log: Log, source: LogSource, path: str, leaf: bytes, doc: bytes | None) -> _Head:
+def _head(log: Log, source: LogSource, path: str, leaf: bytes, doc: bytes | None) -> HeadRow:
     if doc is None:
         raise InputError(f"{source.where}/{path}: not found (a head the history holds)")
     try:
@@ -238,7 +228,7 @@ def _head(log: Log, source: LogSource, path: str, leaf: bytes, doc: bytes | None
             f"{source.where}/{path}: the head document is not the history's leaf byte for "
             "byte (or its plain claims are not the signed ones, or its iss is not the log's)"
         )
-    row = HeadRow(
+    return HeadRow(
         claims["day"],
         claims["tree_size"],
         claims["sealed"],
@@ -247,14 +237,13 @@ def _head(log: Log, source: LogSource, path: str, leaf: bytes, doc: bytes | None
         verified.kid,
         doc,
     )
-    return _Head(row, leaf)
 
 
-def _entries(log: Log, source: LogSource, new: list[_Head]) -> dict[str, tuple[int, list[bytes]]]:
+def _entries(log: Log, source: LogSource, new: list[HeadRow]) -> dict[str, tuple[int, list[bytes]]]:
     """Each day's stored size and the published leaf bytes from it to its largest new head."""
     largest: dict[str, int] = {}
     for h in new:
-        largest[h.row.day] = max(largest.get(h.row.day, 0), h.row.tree_size)
+        largest[h.day] = max(largest.get(h.day, 0), h.tree_size)
     out: dict[str, tuple[int, list[bytes]]] = {}
     for day, size in largest.items():
         with log.store.read():
@@ -272,13 +261,13 @@ def _entries(log: Log, source: LogSource, new: list[_Head]) -> dict[str, tuple[i
 
 
 def _store(
-    log: Log, new: list[_Head], entries: dict[str, tuple[int, list[bytes]]], done: Recovered
+    log: Log, new: list[HeadRow], entries: dict[str, tuple[int, list[bytes]]], done: Recovered
 ) -> None:
     """Step 4, in one write transaction."""
     store, writer = log.store, log.writer
     with writer.lock, store.write():
         for h in new:
-            day, size = h.row.day, h.row.tree_size
+            day, size = h.day, h.tree_size
             have = store.day_size(day)
             if size > have:
                 first, published = entries[day]
@@ -286,12 +275,12 @@ def _store(
                     raise Conflict(f"day {day} changed while recover read; run it again")
                 leaves = published[have - first : size - first]
                 edge = TreeEdge(have, store.edge_partials(day, have))
-                accepted = h.row.iat - 1 if h.row.sealed else h.row.iat
+                accepted = h.iat - 1 if h.sealed else h.iat
                 # As an append stores them: with their tiles and /record index runs.
                 new_entries = [(hash_leaf(b), b, leaf_keys(b)) for b in leaves]
                 writer.integrate(day, edge, new_entries, accepted)
                 done.entries += len(leaves)
-            writer.store_published_head(h.row)
+            writer.store_published_head(h)
             done.heads += 1
             if day not in done.days:
                 done.days.append(day)
@@ -300,9 +289,8 @@ def _store(
 
 
 def _cosignatures(log: Log, note: bytes, size: int) -> int:
-    """Store the cosignatures of the published checkpoint of `size` by the policy's witnesses
-    that verify over it (others are ignored, as in an add-checkpoint answer), so that
-    `/history/checkpoint` serves it with its quorum at once. Returns how many were new."""
+    """Store the verifying cosignatures of the policy's witnesses on the published checkpoint
+    of `size`; returns how many were new."""
     policy = stored_policy(log)
     if policy is None:
         return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,8 +70,7 @@ class Published:
 
 @dataclass(frozen=True)
 class Activated:
-    """Phase 2 done: `kid` signs; `old_kid` is kept in `backup` (and revoked when
-    `revoked_at` is set)."""
+    """Phase 2 done: `kid` signs; `old_kid` is kept in `backup` (revoked if `revoked_at`)."""
 
     old_kid: str
     kid: str
@@ -97,8 +96,7 @@ class Activated:
 
 
 def pending_rotation(log: Log) -> PendingRotation | None:
-    """The stored pending rotation, verified with the key file's key (a row someone wrote
-    without it raises a VerificationError), or None."""
+    """The stored pending rotation, verified with the key file's key, or None."""
     token = log.read.meta().get(PENDING)
     if token is None:
         return None
@@ -106,9 +104,8 @@ def pending_rotation(log: Log) -> PendingRotation | None:
 
 
 def pending_problems(log: Log) -> list[str]:
-    """What the audit reports about the pending rotation: its statement must verify with
-    the key file's key and name a key the log trusts (endorsed by the current key); and a
-    revocation still owed (`REVOKING`)."""
+    """The audit of the pending rotation (signed by the key file's key, naming a trusted
+    key) and of a revocation still owed (`REVOKING`)."""
     try:
         found = pending_rotation(log)
     except CapabilityAnchorError as exc:
@@ -130,8 +127,8 @@ def pending_problems(log: Log) -> list[str]:
     return problems
 
 
-def note_vkey(log: Log, key: PublicKey) -> str:
-    origin = log.read.meta().get(HISTORY_ORIGIN) or origin_from_url(log.public_url)
+def note_vkey(meta: Mapping[str, str], key: PublicKey) -> str:
+    origin = meta.get(HISTORY_ORIGIN) or origin_from_url(meta.get("public_url") or meta["iss"])
     return format_vkey(origin, TYPE_ED25519, key.raw)
 
 
@@ -142,8 +139,7 @@ def _add_record(log: Log, signer: SigningKey, endorsed: PublicKey, now: int) -> 
 
 
 def _next_key(data_dir: Path, expected: str | None) -> SigningKey:
-    """The next key from `signing-key.jwk.new`; a file no stored row names yet (left by a
-    crash, perhaps half written) is replaced, since nothing was published with it."""
+    """The next key from `signing-key.jwk.new` (one no stored row names yet is replaced)."""
     path = data_dir / NEW_KEY_FILE
     try:
         found: SigningKey | None = load_key_file(path) if path.exists() else None
@@ -168,8 +164,7 @@ def _next_key(data_dir: Path, expected: str | None) -> SigningKey:
 
 
 def publish(data_dir: Path, log_open: Opener, notice: int = DEFAULT_NOTICE) -> Published:
-    """Phase 1: publish the next key (docs/explanation/procedures.md). A rerun while a rotation is
-    pending reports that one and changes nothing."""
+    """Phase 1: publish the next key; a rerun reports the pending one and changes nothing."""
     if notice < 0:
         raise CapabilityAnchorError("--notice must be 0 or more seconds")
     log = log_open(Path(data_dir))
@@ -187,10 +182,8 @@ def publish(data_dir: Path, log_open: Opener, notice: int = DEFAULT_NOTICE) -> P
                 _add_record(log, current, nxt.public, now)
                 log.store.set_meta(PENDING, token)
             found = verify_pending_rotation(token, KeySet.of(current.public), iss=log.iss)
-        nxt_public = log.keyset().get(found.kid)
-        return Published(
-            log.key.kid, found.kid, note_vkey(log, nxt_public), found.published, found.activate_at
-        )
+        vkey = note_vkey(log.read.meta(), log.keyset().get(found.kid))
+        return Published(log.key.kid, found.kid, vkey, found.published, found.activate_at)
     finally:
         log.close()
 
@@ -222,7 +215,8 @@ def activate(
         nxt = _next_key(data_dir, found.kid if found is not None else None)
         backup = data_dir / backup_name(old.kid)
         _link_backup(data_dir / KEY_FILE, backup, old)
-        old_vkey, new_vkey = note_vkey(log, old.public), note_vkey(log, nxt.public)
+        meta = log.read.meta()
+        old_vkey, new_vkey = note_vkey(meta, old.public), note_vkey(meta, nxt.public)
         with log.store.write():
             now = int(log.clock())
             log.store.add_key(nxt.kid, json.dumps(nxt.public.jwk(), sort_keys=True), now)
@@ -234,8 +228,7 @@ def activate(
                 updated = policy_with(
                     policy, new_vkey, keep=None if compromised else old_vkey, drop=drop
                 )
-                # Every stored policy is vouched for by the key that signs from now on (so
-                # a revoked key's statement of them is replaced at once).
+                # The key that signs from now on vouches for every stored policy.
                 if updated != policy:
                     policytrust.store_policy(log.store, nxt, log.iss, updated, now)
                 else:
@@ -244,8 +237,7 @@ def activate(
             log.store.clear_meta(PENDING)
             if compromised:
                 log.store.set_meta(REVOKING, old.kid)
-        # From this commit on every signer reads `nxt` as its key: only now is a revocation
-        # time read that nothing the old key signs can be dated after.
+        # Only now can nothing the old key signs be dated after the revocation time.
         revoked_at = revoke(log.store, log.clock, log.iss, nxt, old.kid) if compromised else None
     finally:
         log.close()
@@ -255,10 +247,8 @@ def activate(
 
 
 def revoke(store: Store, clock: Clock, iss: str, successor: SigningKey, kid: str) -> int | None:
-    """Store the revocation of `kid` (the key `successor` replaced, named by meta
-    `REVOKING`) in one write transaction, and return its `revoked_at`: the time read inside
-    it, or the newest `iat` the store holds from `kid` if that is later. None when no
-    revocation is owed (another run stored it)."""
+    """Store the owed (`REVOKING`) revocation of `kid` and return its `revoked_at` (now, or
+    `kid`'s newest stored `iat` if later); None when none is owed."""
     with store.write():
         if store.meta().get(REVOKING) != kid:
             return None
@@ -273,10 +263,8 @@ HEADS_CHUNK = 1024
 
 
 def newest_signed(store: Store, kid: str) -> int:
-    """The newest `iat` among what `kid` signed that the store keeps (0: none): its heads
-    (each checkpoint is signed with its head), settings statements and rotation records.
-    A head's `iat` falls on its day and the history is in day order, so only the heads of
-    the newest day in the history are read."""
+    """The newest `iat` of what `kid` signed that the store keeps (0: none); of the heads
+    (in day order, `iat` on their day) only the newest day's are read."""
     added = store.added_times()
     found = [added["settings"].get(i, 0) for i, k, _ in store.settings_statements() if k == kid]
     found += [added["key_records"].get(i, 0) for i, s, _, _ in store.key_records() if s == kid]
@@ -310,9 +298,7 @@ def _swap(data_dir: Path) -> None:
 
 
 def _finish_swap(data_dir: Path) -> Activated | None:
-    """An activation whose transaction committed but whose key file was not swapped yet
-    (the log refuses to open in that state): finish it, with the revocation a `--compromised`
-    one owes. None when there is none."""
+    """Finish an activation that committed but did not swap the key file yet (or None)."""
     new_file = data_dir / NEW_KEY_FILE
     if not new_file.exists():
         return None
@@ -339,18 +325,15 @@ def _finish_swap(data_dir: Path) -> Activated | None:
     backup = data_dir / backup_name(old.kid)
     _link_backup(data_dir / KEY_FILE, backup, old)
     _swap(data_dir)
-    origin = meta.get(HISTORY_ORIGIN) or origin_from_url(meta.get("public_url") or meta["iss"])
-    vkey = format_vkey(origin, TYPE_ED25519, nxt.public.raw)
-    return Activated(old.kid, nxt.kid, vkey, backup, revoked_at)
+    return Activated(old.kid, nxt.kid, note_vkey(meta, nxt.public), backup, revoked_at)
 
 
 # --- the witness policy ----------------------------------------------------------------------
 
 
 def policy_with(text: bytes, add: str, *, keep: str | None, drop: str | None) -> bytes:
-    """The policy `text` with a `log` line for `add` (after its last `log` line, else first),
-    one for `keep` if it has none, and without the line of `drop`. Every other line is kept
-    byte for byte."""
+    """`text` with `log` lines for `add` (after the last one) and `keep`, without `drop`'s;
+    every other line kept byte for byte."""
     lines = text.split(b"\n")
 
     def vkey_of(line: bytes) -> str | None:

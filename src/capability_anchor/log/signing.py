@@ -41,20 +41,10 @@ class HeadSigner:
     def sign_head(
         self, day: str, size: int, sealed: bool, iat: int, pending: Pending | None = None
     ) -> HeadRow:
-        """Sign and store a head of `day` at `size`, inside the caller's write transaction
-        (the *checkpoint* and *seal* stages; serving it is *publish*).
-
-        The root signed is computed here from what this transaction reads (the stored leaf
-        hashes of the right edge and the roots of the full tiles below it), never from a
-        cache: a head is a statement about the stored entries, made under the same write lock
-        that keeps them from changing. A cached edge of the same size must agree; if it does
-        not, something is badly wrong and nothing is signed.
-
-        Its history leaf and checkpoint (`log.history`) are stored in the same transaction;
-        a head out of the history's order is refused (`Conflict`) before it is signed, and
-        nothing is signed while the log is behind what it published (`BehindPublished`,
-        checked in the transaction that would store it: SPEC §13.3), nor by a restored copy
-        not yet compared with what was published (`NotCompared`, SPEC §14.2)."""
+        """Sign and store a head of `day` at `size` with its history leaf and checkpoint, in
+        the caller's write transaction. The root is computed from the stored rows, never a
+        cache (a cached edge must agree); nothing is signed out of order (`Conflict`), while
+        behind (`BehindPublished`, §13.3) or by an uncompared restored copy (§14.2)."""
         check_not_behind(self._log.data_dir)
         check_compared(self._log.data_dir)
         check_order(self._store, day, size, sealed)
@@ -75,9 +65,8 @@ class HeadSigner:
         return row
 
     def store_published_head(self, row: HeadRow) -> None:
-        """Store a published head as published (`recover`), after its entries: its root and
-        `prev` must be the stored ones and it must come next in the history. Only its
-        checkpoint is signed, to the published bytes (Ed25519 is deterministic)."""
+        """Store a published head (`recover`) that chains onto the stored entries and heads;
+        only its checkpoint is signed (to the published bytes: Ed25519 is deterministic)."""
         check_order(self._store, row.day, row.tree_size, row.sealed)
         edge, root = self._stored_edge(row.day, row.tree_size)
         claims = heads.parse_document(row.doc).claims
@@ -116,4 +105,5 @@ class HeadSigner:
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
         )
         self._store.insert_head(row)
-        sign_history_checkpoint(self._store, self._log, append_head(self._store, row))
+        history = append_head(self._store, row)
+        sign_history_checkpoint(self._store, self._log.key, self._log.public_url, history)

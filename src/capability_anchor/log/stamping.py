@@ -1,7 +1,6 @@
-"""Stamping sealed heads with RFC 3161 TSAs (SPEC §7): configuration, one pass over what is missing,
-and the service's retry schedule. It fails open: a bad TSA costs at most its deadline per pass,
-never a sealed head; a reply is stored only once `verify_reply` accepted it, and failures are
-returned for the caller to report and retry."""
+"""Stamping sealed heads with RFC 3161 TSAs (SPEC §7): configuration, one pass over what is
+missing, and the service's retry schedule. It fails open: a bad TSA costs at most its deadline
+per pass; only verified replies are stored."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ if TYPE_CHECKING:
 
     from . import Log
 
-# Service retries per TSA after a failure: 30 s, doubling, at most an hour, with jitter so
-# that several logs do not hammer a recovering TSA in step.
+# Service retries per TSA after a failure: 30 s, doubling, at most an hour, with jitter.
 RETRY_FIRST_S = 30.0
 RETRY_MAX_S = 3600.0
 # How often the service looks for sealed heads without stamps when nothing failed.
@@ -51,10 +49,7 @@ class TsaConfig:
         cls, urls: Sequence[str], ca_files: Sequence[str | Path], deadline: float | None = None
     ) -> TsaConfig:
         """From `--tsa` and `--tsa-ca` (checked: see `check`)."""
-        pem = _pem_of(ca_files) if ca_files else ""
-        config = cls(tuple(urls), pem, DEFAULT_DEADLINE_S if deadline is None else deadline)
-        config.check()
-        return config
+        return cls.resolve({}, urls, ca_files, deadline)
 
     @classmethod
     def resolve(
@@ -64,7 +59,7 @@ class TsaConfig:
         ca_files: Sequence[str | Path] = (),
         deadline: float | None = None,
     ) -> TsaConfig:
-        """The stored configuration, each part replaced by what the command line gives (SPEC §7)."""
+        """The stored configuration, each part replaced by what the command line gives (§7)."""
         stored_urls = stored.get("tsa", [])
         stored_pem = stored.get("tsa_ca", "")
         if not isinstance(stored_urls, list) or not all(isinstance(u, str) for u in stored_urls):
@@ -73,7 +68,7 @@ class TsaConfig:
             raise UsageError("the data dir's stored TSA CA certificates are malformed")
         config = cls(
             tuple(urls) if urls else tuple(stored_urls),
-            _pem_of(ca_files) if ca_files else stored_pem,
+            pem_of(trusted_cas(ca_files)) if ca_files else stored_pem,
             DEFAULT_DEADLINE_S if deadline is None else deadline,
         )
         config.check()
@@ -100,10 +95,6 @@ class TsaConfig:
 
     def cas(self) -> list[Certificate]:
         return cas_of_pem(self.ca_pem)
-
-
-def _pem_of(files: Sequence[str | Path]) -> str:
-    return pem_of(trusted_cas(files))
 
 
 @dataclass(frozen=True)

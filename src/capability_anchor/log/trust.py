@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from capability_anchor import jws, strictjson
 from capability_anchor.encoding import b64url_decode
 from capability_anchor.errors import CapabilityAnchorError, StartupCheckFailed
-from capability_anchor.keys import KeySet, PublicKey, SigningKey, load_key_file, trust
+from capability_anchor.keys import KeySet, SigningKey, load_key_file, trust
 from capability_anchor.keys.statements import voided
 from capability_anchor.note import TYPE_ED25519, key_id, parse_note
 from capability_anchor.store import HISTORY_ORIGIN, SETTINGS_UNSIGNED, HeadRow
@@ -24,7 +24,6 @@ from .policies import POLICIES_META
 
 if TYPE_CHECKING:
     from capability_anchor.log import Log
-    from capability_anchor.read.reader import LogReader
 
 KEY_FILE = "signing-key.jwk"
 NEW_KEY_FILE = "signing-key.jwk.new"
@@ -36,16 +35,9 @@ def backup_name(kid: str) -> str:
     return f"signing-key.{kid}.jwk"
 
 
-def chain(read: LogReader, anchor: PublicKey, iss: str) -> trust.TrustChain:
-    """The closure of `anchor` over the stored rotation records (positions = list order)."""
-    return trust.closure([anchor], [token for _, _, _, token in read.key_records()], iss=iss)
-
-
 def trusted_chain(log: Log) -> trust.TrustChain:
-    """The key file's key closed over the stored records: `Log.keyset()` is its keys (every
-    key the log ever signed with, revoked ones included, so what they signed before their
-    revocation still verifies) and `Log.published_keys()` those not revoked. Cached until
-    the stored records or the key change (records are append-only)."""
+    """The key file's key closed over the stored records (revoked keys included), cached
+    until the records (append-only) or the key change."""
     records = log.read.key_records()
     cached = log._trust_cache
     marker = (log.key.kid, len(records), records[-1][0] if records else 0)
@@ -56,20 +48,12 @@ def trusted_chain(log: Log) -> trust.TrustChain:
     return found
 
 
-def trusted_keys(log: Log) -> KeySet:
-    return trusted_chain(log).keys
-
-
 # --- which key signs now ---------------------------------------------------------------------
 
 
 def current_key(log: Log) -> SigningKey:
-    """The key this process signs with now, asked before every signature: the one the
-    store's newest settings statement is signed by. When another process (`rotate-key
-    --activate`) made that a new key, it is adopted here (from the key file, or from
-    `signing-key.jwk.new` in the instant before the file is swapped), once it verifies that
-    statement: a row written by someone without the key file moves nothing. A key the store
-    does not name is never used; with none to use, nothing is signed (StartupCheckFailed)."""
+    """The key that signs the store's newest settings statement: one another process
+    activated is adopted once it verifies that statement; else StartupCheckFailed."""
     statements = log.store.settings_statements()  # one statement: one snapshot of its own
     if not statements or statements[-1][1] == log.key.kid:
         return log.key
@@ -100,20 +84,12 @@ def current_key(log: Log) -> SigningKey:
     )
 
 
-def signer(log: Log) -> tuple[SigningKey, int]:
-    """The key and `iat` of a signature outside a write transaction: the time first, then
-    the key, so a revocation dated after its key stopped signing is never crossed."""
-    iat = int(log.clock())
-    return current_key(log), iat
-
-
 # --- the settings statement ------------------------------------------------------------------
 
 
 def settings_problems(log: Log) -> list[str]:
-    """What is wrong with the stored settings statements: none, the newest not signed by
-    the key file's key or differing from the stored meta, an older one signed by no trusted
-    key."""
+    """What is wrong with the stored settings statements (none, the newest not the key
+    file's or not meta, an older one signed by no trusted key)."""
     statements = log.read.settings_statements()
     if not statements:
         return ["the log has no signed settings statement (meta is not vouched for)"]
@@ -149,11 +125,8 @@ def sign_settings(log: Log, key: SigningKey, reason: str) -> None:
 
 
 def check_settings(log: Log) -> None:
-    """Start-up: the newest settings statement is the key file's and says what meta says.
-    A log upgraded from before statements existed (`SETTINGS_UNSIGNED`, set by its
-    migration) gets one now, from the key-file holder: it vouches for the settings as they
-    are at this open (docs/explanation/decisions/21-restore-rotation.md). Only that mark
-    signs unsigned settings."""
+    """Start-up: the newest settings statement is the key file's and says what meta says;
+    only the `SETTINGS_UNSIGNED` mark of an upgrade has unsigned settings signed now."""
     if SETTINGS_UNSIGNED in log.read.meta():
         with log.store.write():
             if not log.store.settings_statements():
@@ -173,12 +146,10 @@ def check_settings(log: Log) -> None:
 
 
 def trust_problems(log: Log) -> list[str]:
-    """The data dir's trust: every `keys` row a valid key with an endorsement chain from the
-    key file's key, every rotation record valid and reachable, every trusted key listed in
-    `keys`, and the settings statements (`settings_problems`)."""
+    """The audit of `keys` rows, rotation records, settings statements and their `added`."""
     problems: list[str] = []
-    found = chain(log.read, log.key.public, log.iss)
     records = log.read.key_records()
+    found = trust.closure([log.key.public], [r[3] for r in records], iss=log.iss)
     for position, message in sorted(found.problems.items()):
         number = records[position][0]
         problems.append(f"key record #{number}: {message}")
@@ -217,19 +188,16 @@ def trust_problems(log: Log) -> list[str]:
                 f"settings statement #{number}: the kid column says {kid!r}, "
                 f"its JWS header {signed_kid!r}"
             )
-    problems += _added_problems(log)
-    return problems
+    return problems + _added_problems(log, records)
 
 
-def _added_problems(log: Log) -> list[str]:
-    """Beside each settings statement and rotation record the store keeps `added`, which
-    nothing else vouches for; it is written from the same clock reading as the `iat` signed
-    inside, so it must equal it."""
+def _added_problems(log: Log, records: list[tuple[int, str, str, str]]) -> list[str]:
+    """`added` beside each statement and record is read with its `iat`: they must agree."""
     problems: list[str] = []
     added = log.read.added_times()
     signed = {
         "settings": [(i, token) for i, _, token in log.read.settings_statements()],
-        "key_records": [(i, token) for i, _, _, token in log.read.key_records()],
+        "key_records": [(i, token) for i, _, _, token in records],
     }
     for table, rows in signed.items():
         for number, token in rows:
@@ -249,11 +217,8 @@ Dated = tuple[str, str, int]  # what was signed, by which kid, at which iat
 
 
 def late_signature_problems(log: Log, all_heads: Sequence[HeadRow]) -> list[str]:
-    """Every signature the data dir keeps that a revoked key made after its `revoked_at`
-    (SPEC §13.2: what `verify-proof` and `monitor` report): heads, history checkpoints
-    (dated by the newest head they cover), settings statements and the policies' statement.
-    Rotation records are `trust.closure`'s (`trust_problems`). `/record` tokens are not
-    kept; they follow the same rule (`signer`)."""
+    """Every kept signature (heads, history checkpoints, statements) a revoked key made
+    after its `revoked_at` (SPEC §13.2)."""
     revoked = trusted_chain(log).revocations
     if not revoked:
         return []
@@ -310,10 +275,8 @@ def _statements(log: Log) -> Iterator[Dated]:
 
 
 def audit_key_records(problems: list[str], folder: Path, keys: KeySet) -> KeySet:
-    """The folder's `key-records.json`, if any: each record verifies and is reachable from
-    `keys` (keys.json, or the auditor's `--keys`), and every key they lead to is listed in
-    keys.json. Returns `keys` extended by the records, which is what the folder's heads are
-    then checked with (an auditor holding only an old key follows its rotation)."""
+    """Check the folder's `key-records.json` against `keys` and keys.json; returns `keys`
+    extended by its records (what the folder's heads are checked with)."""
     path = folder / trust.KEY_RECORDS_FILE
     if not path.exists():
         return keys
@@ -342,8 +305,7 @@ def audit_key_records(problems: list[str], folder: Path, keys: KeySet) -> KeySet
 
 
 def folder_trust_problems(folder: Path, log: Log) -> list[str]:
-    """With the data dir: keys.json is exactly the log's trusted set (an extra key is one the
-    log never vouched for), and key-records.json is the log's records (or an earlier part)."""
+    """keys.json is the log's trusted set, key-records.json its records (or a prefix)."""
     problems: list[str] = []
     trusted = log.keyset()
     try:

@@ -1,8 +1,6 @@
-"""The writer token (`Authorization: Bearer`): the one place that reads it and checks it.
-
-From, in order: the embedding program's value, env CAPABILITY_ANCHOR_TOKEN (even empty: a
-mistake to report), else `DIR/writer-token`. Every source is held to `check_token` (at least
-MIN_TOKEN_BYTES of visible ASCII), the file also to mode 0600; a break is a `TokenError`.
+"""The writer token (`Authorization: Bearer`), read and checked here only: the embedding
+program's value, else env CAPABILITY_ANCHOR_TOKEN (even empty), else `DIR/writer-token` (mode
+0600); each held to `check_token` (MIN_TOKEN_BYTES of visible ASCII), else `TokenError`.
 """
 
 from __future__ import annotations
@@ -24,19 +22,13 @@ _MAX_TOKEN_FILE = 4096
 _WHITESPACE = " \t\r\n"
 
 
-def new_token() -> str:
-    """A fresh token: 32 random bytes, base64url (43 characters)."""
-    return secrets.token_urlsafe(32)
-
-
 def create_token_file(path: Path) -> None:
     """Write a fresh token to `path` (mode 0600 from creation; refuses an existing path)."""
-    write_secret_file(path, (new_token() + "\n").encode())
+    write_secret_file(path, (secrets.token_urlsafe(32) + "\n").encode())
 
 
 def check_token(value: str, source: str) -> str:
-    """`value` stripped of surrounding whitespace, if it is a usable token; `source` names
-    where it came from in the message. The message never echoes the token."""
+    """`value` stripped, if a usable token; the message names `source`, never the token."""
     token = value.strip(_WHITESPACE)
     if not token:
         raise TokenError(f"the writer token in {source} is empty; refusing to run without one")
@@ -55,15 +47,12 @@ def check_token(value: str, source: str) -> str:
 
 
 def read_token_file(path: Path) -> str:
-    """The token in `path`, checked: type and mode on the open descriptor (the file checked
-    is the file read), then its content. O_NONBLOCK keeps a FIFO at the path from hanging."""
+    """The token in `path`, checked on the open descriptor (O_NONBLOCK: a FIFO never hangs)."""
     name = os.fspath(path)
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(name, flags)
     except FileNotFoundError:
-        # One line that says what to do, not a bare "cannot open": a log without its token
-        # file is a data dir copied without it, or one whose token was deleted.
         raise TokenError(
             f"no writer token: {name} does not exist (set env {TOKEN_ENV}, or write a token "
             f"of at least {MIN_TOKEN_BYTES} visible ASCII characters to that file, mode 0600)"
