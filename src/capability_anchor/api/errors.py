@@ -1,5 +1,5 @@
-"""The API's own error answers beside the edge's (`web/errors.py`): a body worker busy or
-lost, and the OpenAPI entries of the errors a handler gives."""
+"""The API's own error answers beside the edge's (`web/errors.py`): the sequencer busy or a
+writer lost, and the OpenAPI entries of the errors a handler gives."""
 
 from __future__ import annotations
 

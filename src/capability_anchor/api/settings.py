@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from capability_anchor import envvars as e
-from capability_anchor.envvars import DEFAULT_WRITE_QUEUE as DEFAULT_QUEUE_RECORDS
+from capability_anchor.envvars import DEFAULT_WRITE_QUEUE
 from capability_anchor.log.datafiles import check_restored
 from capability_anchor.log.writer_token import writer_token
 from capability_anchor.store import open as stores
@@ -59,7 +59,7 @@ class Settings:
     body_queue: int = 16
     """Bodies being checked or waiting at once, per lane; more get 503 `unavailable` (busy)."""
 
-    write_queue: int = DEFAULT_QUEUE_RECORDS
+    write_queue: int = DEFAULT_WRITE_QUEUE
     """Records waiting for the log's sequencer to commit them, at most (`--write-queue`, env
     CAPABILITY_ANCHOR_WRITE_QUEUE); a batch that would pass it gets 503 busy, Retry-After 1.
     With body workers (the default) the service starts a sequencer candidate
@@ -134,7 +134,7 @@ class Settings:
             body_timeout=float(value(e.BODY_TIMEOUT, "30")),
             header_timeout=float(value(e.HEADER_TIMEOUT, "10")),
             body_workers=int(value(e.BODY_WORKERS, "1")),
-            write_queue=int(value(e.WRITE_QUEUE, str(DEFAULT_QUEUE_RECORDS))),
+            write_queue=int(value(e.WRITE_QUEUE, str(DEFAULT_WRITE_QUEUE))),
             # Space-separated lists: URLs and paths with spaces are not supported here.
             tsa=tuple(value(e.TSA, "").split()),
             tsa_ca=tuple(Path(p) for p in value(e.TSA_CA, "").split()),

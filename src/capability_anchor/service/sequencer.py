@@ -41,7 +41,6 @@ from capability_anchor.log.handoff import (
 from capability_anchor.log.lifecycle import Log
 from capability_anchor.parentdeath import tie_to_parent
 
-DEFAULT_QUEUE_RECORDS = DEFAULT_WRITE_QUEUE  # CAPABILITY_ANCHOR_WRITE_QUEUE, `--write-queue`
 WAKE_S = 0.05
 """How often an idle sequencer looks for a standby's request to sign."""
 BUSY_NOTE = "busy: the log's write queue is full; try again in a second"
@@ -82,7 +81,7 @@ class _Connection:
 class Sequencer:
     """The committer of one log (the process holding the lease), and its readers' side."""
 
-    def __init__(self, log: Log, queue_records: int = DEFAULT_QUEUE_RECORDS) -> None:
+    def __init__(self, log: Log, queue_records: int = DEFAULT_WRITE_QUEUE) -> None:
         if queue_records < MAX_BATCH:
             raise ValueError(f"the write queue must hold at least {MAX_BATCH} records")
         self.log = log
