@@ -246,6 +246,11 @@ def cmd_tsa(extra: list[str]) -> int:
     except OSError as exc:
         print(f"port {args.port} on 127.0.0.1 is taken ({exc.strerror}); try --port 0")
         return 2
+    # Handlers before the instructions: a Ctrl-C sent as soon as they are read must stop it
+    # cleanly, not raise KeyboardInterrupt (exit 130).
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda *_: stop.set())
     with tsa:
         print(
             f"RFC 3161 TSA at {tsa.url}\n"
@@ -260,9 +265,6 @@ def cmd_tsa(extra: list[str]) -> int:
             "Ctrl-C stops it.",
             flush=True,
         )
-        stop = threading.Event()
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, lambda *_: stop.set())
         while not stop.wait(3600):
             pass
     print("TSA stopped", file=sys.stderr)
