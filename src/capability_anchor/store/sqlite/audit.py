@@ -15,8 +15,7 @@ from contextlib import contextmanager
 from capability_anchor.errors import StoreCorrupt, StoreError
 from capability_anchor.store.interface import EngineFindings
 
-from .base import SqliteBase
-from .errors import quoted, read_error
+from .base import SqliteBase, read_error
 from .schema import (
     SchemaRow,
     database,
@@ -31,6 +30,10 @@ from .schema import (
 INDEX_EXPRESSIONS: dict[str, tuple[str, ...]] = {"entries_by_hash": ("substr({}.leaf_hash, 1, 6)",)}
 _TREE = re.compile(r"\b(?:Tree|tree|root) (\d+)\b")
 _PAGE = re.compile(r"\bpage (\d+)\b")
+
+
+def quoted(name: object) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
 
 
 class SqliteAudit(SqliteBase):

@@ -8,6 +8,8 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -20,12 +22,61 @@ from capability_anchor.store.interface import Scrub, Store
 from capability_anchor.store.rows import SCHEMA_VERSION
 
 from . import SqliteStore
-from .base import BUSY_TIMEOUT_MS, CACHE_KIB, DB_NAME, PAGE_SIZE
-from .errors import read_error, store_error
+from .base import BUSY_TIMEOUT_MS, CACHE_KIB, DB_NAME, PAGE_SIZE, read_error, store_error
 from .schema import migrate
-from .scrub import Scrubber
 
 _SIDE = ("-wal", "-shm")
+# The background scrub: `PRAGMA quick_check` of the whole database now and then, on a fresh
+# read-only connection, at most 1% of a core, so damage no request reads is found anyway and
+# kept as the damage mark (docs/explanation/store.md, "Module notes").
+SCRUB_EVERY_S = 1.0
+DUTY = 0.01
+
+
+class Scrubber:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._next = 0.0  # the first one at once
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def due(self) -> bool:
+        return time.monotonic() >= self._next
+
+    def run_once(self) -> str | None:
+        """One quick_check (in a thread): the finding if the database is damaged (it is then
+        marked), else None. An interrupted or busy check finds nothing."""
+        started = time.monotonic()
+        finding = None
+        uri = f"{(self.data_dir / DB_NAME).resolve().as_uri()}?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.Error:
+            return None  # the store's own opening names what is wrong with the file
+        with self._lock:
+            self._conn = conn
+        try:
+            rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(20)").fetchall()]
+            if rows != ["ok"]:
+                finding = "the background scrub (PRAGMA quick_check) found: " + "; ".join(rows)
+        except sqlite3.Error as exc:
+            if isinstance(store_error(exc, "the scrub"), StoreCorrupt):
+                finding = f"the background scrub (PRAGMA quick_check) found: {exc}"
+        finally:
+            with self._lock:
+                self._conn = None
+            conn.close()
+            elapsed = time.monotonic() - started
+            self._next = time.monotonic() + max(SCRUB_EVERY_S, elapsed / DUTY)
+        if finding is not None:
+            damage.mark(self.data_dir, finding)
+        return finding
+
+    def interrupt(self) -> None:
+        """Stop a scrub in progress (from another thread), for a prompt shutdown."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.interrupt()
 
 
 def _dir(where: Where) -> Path:

@@ -12,11 +12,9 @@ import sqlite_utils
 from capability_anchor.errors import StoreError
 from capability_anchor.store.rows import SCHEMA_VERSION
 
-from .migrations import Migration, migrations, split_sql
+from .migrations import MIGRATIONS
 
 SchemaRow = tuple[str, str, str, str | None]  # (type, name, tbl_name, sql) in sqlite_master
-
-MIGRATIONS: tuple[Migration, ...] = migrations()
 
 
 def migrate(conn: sqlite3.Connection, version: int, run: Callable[[str], object]) -> None:
@@ -164,6 +162,5 @@ __all__ = [
     "expected_schema",
     "migrate",
     "schema_problems",
-    "split_sql",
     "structure_problems",
 ]

@@ -21,7 +21,8 @@ from capability_anchor.store.witness import (
     WitnessedLog,
 )
 
-from .errors import store_error
+from .base import store_error
+from .migrations import split_sql
 
 WITNESS_DB_NAME = "witness.sqlite3"
 _BUSY_TIMEOUT_MS = 30_000
@@ -109,15 +110,11 @@ def origin_hash(origin: str) -> str:
 
 
 def _fill_origin_hashes(conn: sqlite3.Connection) -> None:
-    """Version 2's rows for the logs a version 1 store already had (SQLite has no SHA-256)."""
+    """Version 2's rows for the logs a version 1 store already had."""
     origins = [row[0] for row in conn.execute("SELECT origin FROM logs")]
     conn.executemany(
         "INSERT INTO origin_hashes VALUES (?, ?)", [(origin_hash(o), o) for o in origins]
     )
-
-
-FILLS = {2: _fill_origin_hashes}
-"""Python run after a migration's SQL, in its transaction, for what SQL cannot compute."""
 
 
 @dataclass
@@ -129,10 +126,6 @@ class _Pending:
     done: bool = False
     result: Cosigned | None = None
     error: BaseException | None = None
-
-
-def _row(row: tuple[str, int, bytes, bytes, str, int]) -> Cosigned:
-    return Cosigned(*row)
 
 
 class SqliteWitnessStore:
@@ -199,10 +192,10 @@ class SqliteWitnessStore:
                     f"{WITNESS_SCHEMA_VERSION}"
                 )
             for step in range(version + 1, WITNESS_SCHEMA_VERSION + 1):
-                for statement in _statements(MIGRATIONS[step]):
+                for statement in split_sql(MIGRATIONS[step]):
                     self._conn.execute(statement)
-                if step in FILLS:
-                    FILLS[step](self._conn)
+                if step == 2:  # what SQL cannot compute (SQLite has no SHA-256)
+                    _fill_origin_hashes(self._conn)
                 self._conn.execute(f"PRAGMA user_version={step}")
 
     @contextmanager
@@ -302,7 +295,7 @@ class SqliteWitnessStore:
             "WHERE origin = ? ORDER BY seq DESC LIMIT 1",
             (origin,),
         ).fetchone()
-        return None if row is None else _row(row)
+        return None if row is None else Cosigned(*row)
 
     def latest(self, origin: str) -> Cosigned | None:
         with self._txn():
@@ -365,16 +358,3 @@ class SqliteWitnessStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-
-
-def _statements(script: str) -> list[str]:
-    """The statements of a schema script, for `execute` inside our own transaction
-    (`executescript` would commit it first). Triggers hold `;` inside BEGIN ... END."""
-    out: list[str] = []
-    current = ""
-    for line in script.strip().splitlines():
-        current += line + "\n"
-        if sqlite3.complete_statement(current):
-            out.append(current.strip())
-            current = ""
-    return out

@@ -15,13 +15,15 @@ from .v3 import migration_3
 from .v4 import migration_4
 from .v5 import migration_5
 
+# Each: (connection, run one statement with the caller's error handling), inside the caller's
+# transaction.
 Migration = Callable[[sqlite3.Connection, Callable[[str], object]], None]
-"""(connection, run one statement with the caller's error handling), inside the caller's
-transaction."""
+MIGRATIONS: tuple[Migration, ...] = (
+    migration_1,
+    migration_2,
+    migration_3,
+    migration_4,
+    migration_5,
+)
 
-
-def migrations() -> tuple[Migration, ...]:
-    return (migration_1, migration_2, migration_3, migration_4, migration_5)
-
-
-__all__ = ["Migration", "migrations", "split_sql"]
+__all__ = ["MIGRATIONS", "Migration", "split_sql"]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from capability_anchor.merkle import TreeEdge, hash_leaf
 from capability_anchor.store.rows import HeadRow
 
-from ..errors import store_error
+from ..base import store_error
 from .statements import split_sql
 
 SQL = """\
