@@ -122,12 +122,6 @@ def bind(data_dir: Path, url: str) -> None:
     fsync_dir(data_dir)
 
 
-def unbind(data_dir: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        (data_dir / STORE_FILE).unlink()
-        fsync_dir(data_dir)
-
-
 __all__ = [
     "STORE_FILE",
     "bind",
@@ -136,5 +130,4 @@ __all__ = [
     "check_url",
     "has_password",
     "same_database",
-    "unbind",
 ]

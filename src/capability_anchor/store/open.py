@@ -54,12 +54,6 @@ def grant_service(where: Where, role: str, *, check_only: bool = False) -> str:
     return eng.grant_service(loc, role, check_only=check_only)
 
 
-def register(scheme: str, loader: Callable[[], type[Engine]]) -> None:
-    """Register the engine whose class `loader` returns for URLs of `scheme`."""
-    _ENGINES[scheme.lower()] = loader
-    _loaded.pop(scheme.lower(), None)
-
-
 def schemes() -> list[str]:
     """Every registered scheme (the contract suite runs against each)."""
     return sorted(_ENGINES)
@@ -234,7 +228,6 @@ __all__ = [
     "open_readonly",
     "open_witness",
     "own_files",
-    "register",
     "remove_witness",
     "resolve",
     "schemes",

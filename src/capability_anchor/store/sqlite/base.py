@@ -84,17 +84,13 @@ class SqliteBase(Store):
         self.path = path
         self._writer = conn
         self._write_lock = threading.Lock()
-        # One checkpoint at a time in this process (taken after `_write_lock`, never before).
-        self._checkpoint_lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
         # A read-only opening (the audit) has one connection, for reads on its one thread.
         self._only: sqlite3.Connection | None = None
-        self._checkpointer: tuple[threading.Event, threading.Thread] | None = None
-        # The WAL bound the writer keeps, set with the checkpointer (upkeep only).
-        self._wal: wal.WalBound | None = None
+        self._wal: wal.WalUpkeep | None = None  # upkeep only
         # Set by a read-only opening (engine.open_readonly): the file's identity when it was opened
         # as immutable, and the TEXT values read that were not UTF-8.
         self._immutable: tuple[int, int, int] | None = None
@@ -151,25 +147,17 @@ class SqliteBase(Store):
     def _start_checkpointer(self) -> None:
         """Copy the WAL back into the database from a thread of its own, and keep it bounded
         (`wal.py` says how and why)."""
-        if self._checkpointer is not None:
-            return
-        self._checkpointer = wal.start_checkpointer(
-            self.path,
-            CHECKPOINT_INTERVAL_S,
-            BUSY_TIMEOUT_MS,
-            self._write_lock,
-            self._checkpoint_lock,
-        )
-        # The writer's own automatic checkpoints become a rarely needed safety net.
-        self._writer.execute("PRAGMA wal_autocheckpoint = 100000")
-        self._wal = wal.WalBound(self.path, self._checkpoint_lock)
+        if self._wal is None:
+            self._wal = wal.WalUpkeep(
+                self.path, CHECKPOINT_INTERVAL_S, BUSY_TIMEOUT_MS, self._write_lock
+            )
+            # The writer's own automatic checkpoints become a rarely needed safety net.
+            self._writer.execute("PRAGMA wal_autocheckpoint = 100000")
 
     def close(self) -> None:
-        if self._checkpointer is not None:
-            stop, thread = self._checkpointer
-            stop.set()
-            thread.join()
-            self._checkpointer = None
+        if self._wal is not None:
+            self._wal.stop()
+            self._wal = None
         with self._readers_lock:
             self._closed = True
             readers, self._readers = self._readers, []

@@ -85,6 +85,14 @@ def _dir(where: Where) -> Path:
     return where
 
 
+def _log(where: Where, missing: str = "run `capability-anchor init` first") -> Path:
+    """The log's database; StoreError when there is none."""
+    path = _dir(where) / DB_NAME
+    if not path.exists():
+        raise StoreError(f"no log at {path} ({missing})")
+    return path
+
+
 def _known(path: Path, version: int) -> None:
     if version > SCHEMA_VERSION:
         raise StoreError(
@@ -150,9 +158,7 @@ class SqliteEngine(Engine):
         fsync_dir(data_dir)
 
     def open(self, where: Where, *, upkeep: bool) -> Store:
-        path = _dir(where) / DB_NAME
-        if not path.exists():
-            raise StoreError(f"no log at {path} (run `capability-anchor init` first)")
+        path = _log(where)
         store = _connect(path, create=False)
         if upkeep:
             try:
@@ -174,9 +180,7 @@ class SqliteEngine(Engine):
           copied into a private temporary folder of its own, read there and removed at
           `close`.
         """
-        path = _dir(where) / DB_NAME
-        if not path.exists():
-            raise StoreError(f"no log at {path} (run `capability-anchor init` first)")
+        path = _log(where)
         wal = path.with_name(DB_NAME + "-wal")
         wal_size = wal.stat().st_size if wal.exists() else 0
         immutable: tuple[int, int, int] | None = None
@@ -234,9 +238,7 @@ class SqliteEngine(Engine):
         Copied in several steps instead, a backup restarts whenever a writer commits
         meanwhile, and under a steady write load it would never finish. The source is opened
         with no pragma that writes and is never migrated."""
-        path = _dir(where) / DB_NAME
-        if not path.exists():
-            raise StoreError(f"no log at {path} (nothing to back up)")
+        path = _log(where, "nothing to back up")
         _private(dest)
         src = dst = None
         try:

@@ -4,6 +4,7 @@ accepts as each object's definition: the frozen text or the text 0.x wrote
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable
 
@@ -12,14 +13,23 @@ import sqlite_utils
 from capability_anchor.errors import StoreError
 from capability_anchor.store.rows import SCHEMA_VERSION
 
-from .migrations import MIGRATIONS
+from .migrations import v1, v2, v3, v4, v5
 
 SchemaRow = tuple[str, str, str, str | None]  # (type, name, tbl_name, sql) in sqlite_master
+# Each: (connection, run one statement with the caller's error handling), inside the caller's
+# transaction.
+Migration = Callable[[sqlite3.Connection, Callable[[str], object]], None]
+MIGRATIONS: tuple[Migration, ...] = (
+    v1.migration_1,
+    v2.migration_2,
+    v3.migration_3,
+    v4.migration_4,
+    v5.migration_5,
+)
 
 
 def migrate(conn: sqlite3.Connection, version: int, run: Callable[[str], object]) -> None:
-    """Apply the migrations after `version` on `conn`, inside the caller's transaction (it
-    stays open). `run` executes one SQL statement with the caller's error handling."""
+    """Apply the migrations after `version` on `conn`, inside the caller's transaction."""
     for n in range(version, SCHEMA_VERSION):
         MIGRATIONS[n](conn, run)
 
@@ -143,17 +153,14 @@ def _same(want: SchemaRow, got: SchemaRow) -> bool:
         return True
     # 0.x's text stands only for the object it wrote: not for one a later migration made
     # anew under the same name (schema 5's entries_by_hash).
-    return got[3] is not None and got[3] == HISTORIC_SQL.get(got[1]) and want[3] == _v2_text(got[1])
+    v2 = _v2_texts().get(got[1])
+    return got[3] is not None and got[3] == HISTORIC_SQL.get(got[1]) and want[3] == v2
 
 
-def _v2_text(name: str) -> str | None:
-    """The text the migrations up to schema 2 (what 0.x had) give object `name`."""
-    if not _V2_TEXT:
-        _V2_TEXT.update({row[1]: row[3] for row in expected_schema(2)})
-    return _V2_TEXT.get(name)
-
-
-_V2_TEXT: dict[str, str | None] = {}
+@functools.cache
+def _v2_texts() -> dict[str, str | None]:
+    """The text the migrations up to schema 2 (what 0.x had) give each object."""
+    return {row[1]: row[3] for row in expected_schema(2)}
 
 
 __all__ = [

@@ -17,68 +17,60 @@ WAL_TRUNCATE_BYTES = 32 * 2**20
 WAL_WAIT_MS = 250
 
 
-def size(path: Path) -> int:
-    """The file's size; 0 when it is absent or cannot be read (the bound is upkeep, never a
-    reason for a write to fail)."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
+class WalUpkeep:
+    """The checkpointer thread on a connection of its own, and the writer's hard limit: after
+    each commit, when one more commit as large as its largest yet would take the WAL past
+    the limit (the checkpointer fell behind, or a long read held it), the writer truncates
+    it itself before it writes on."""
 
+    def __init__(
+        self, db: Path, interval_s: float, busy_timeout_ms: int, write_lock: threading.Lock
+    ) -> None:
+        self.wal = db.with_name(db.name + "-wal")
+        self.limit, self.soft = WAL_LIMIT_BYTES, WAL_TRUNCATE_BYTES
+        self.commit_max = 0  # the most one commit has added, in bytes
+        # One checkpoint at a time in this process (taken after the write lock, never before).
+        self._checkpoint_lock = threading.Lock()
+        self._stop = threading.Event()
+        conn = sqlite3.connect(
+            db, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(f"PRAGMA busy_timeout = {WAL_WAIT_MS}")
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(conn, interval_s, write_lock),
+            name="capability-anchor-wal",
+            daemon=True,
+        )
+        self._thread.start()
 
-def wal_path(db: Path) -> Path:
-    return db.with_name(db.name + "-wal")
-
-
-def start_checkpointer(
-    db: Path,
-    interval_s: float,
-    busy_timeout_ms: int,
-    write_lock: threading.Lock,
-    checkpoint_lock: threading.Lock,
-) -> tuple[threading.Event, threading.Thread]:
-    """The checkpointer thread on a connection of its own; set the event to stop it."""
-    stop = threading.Event()
-    conn = sqlite3.connect(
-        db, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
-    )
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute(f"PRAGMA busy_timeout = {WAL_WAIT_MS}")
-    wal, soft = wal_path(db), WAL_TRUNCATE_BYTES
-
-    def run() -> None:
+    def _run(self, conn: sqlite3.Connection, interval_s: float, write_lock: threading.Lock) -> None:
         try:
-            while not stop.wait(interval_s):
+            while not self._stop.wait(interval_s):
                 with contextlib.suppress(sqlite3.OperationalError):
-                    with checkpoint_lock:
+                    with self._checkpoint_lock:
                         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                    if size(wal) >= soft:
+                    if self.size() >= self.soft:
                         # The writer's lock first (the order `write` takes them in): a writer
                         # of this process that keeps committing would otherwise win SQLite's
                         # write lock back every time.
-                        with write_lock, checkpoint_lock:
+                        with write_lock, self._checkpoint_lock:
                             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             conn.close()
 
-    thread = threading.Thread(target=run, name="capability-anchor-wal", daemon=True)
-    thread.start()
-    return stop, thread
-
-
-class WalBound:
-    """The writer's hard limit: after each commit, when one more commit as large as its
-    largest yet would take the WAL past the limit (the checkpointer fell behind, or a long
-    read held it), the writer truncates it itself before it writes on."""
-
-    def __init__(self, db: Path, checkpoint_lock: threading.Lock) -> None:
-        self.wal = wal_path(db)
-        self.limit = WAL_LIMIT_BYTES
-        self.commit_max = 0  # the most one commit has added, in bytes
-        self._checkpoint_lock = checkpoint_lock
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
     def size(self) -> int:
-        return size(self.wal)
+        """The WAL's size; 0 when it is absent or cannot be read (the bound is upkeep, never a
+        reason for a write to fail)."""
+        try:
+            return self.wal.stat().st_size
+        except OSError:
+            return 0
 
     def after_commit(self, writer: sqlite3.Connection, before: int, busy_timeout_ms: int) -> None:
         """`before`: the WAL's size when the transaction began. Only the writing thread

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from .statements import split_sql
+from . import split_sql
 
 SQL = """\
 CREATE TABLE "meta" (

@@ -13,7 +13,7 @@ from capability_anchor.merkle import TreeEdge, hash_leaf
 from capability_anchor.store.rows import HeadRow
 
 from ..base import store_error
-from .statements import split_sql
+from . import split_sql
 
 SQL = """\
 CREATE TABLE history (

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from capability_anchor.store.rows import server_key_digest
 
-from .statements import split_sql
+from . import split_sql
 
 SQL = """\
 DROP TRIGGER entries_no_replace;
