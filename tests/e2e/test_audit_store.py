@@ -29,7 +29,7 @@ from capability_anchor.log.stamping import stamp_missing
 from capability_anchor.store import SCHEMA_VERSION
 from capability_anchor.store import open as stores
 from capability_anchor.store.sqlite import DB_NAME
-from capability_anchor.store.sqlite import SqliteStore as Store
+from capability_anchor.store.sqlite.schema import expected_schema
 from tests.e2e.test_stamping import config_for, past_log
 from tests.kit import paths
 from tests.kit.logkit import CLI, DAY5, History, build_history, record, run_cli
@@ -57,9 +57,7 @@ def sql(data: Path, statement: str, params: tuple[object, ...] = ()) -> None:
 def update_stamps(data: Path, statement: str, params: tuple[object, ...] = ()) -> None:
     """An UPDATE past the trigger, which is then put back exactly as the schema defines it:
     only the stamp checks can see what changed."""
-    (trigger,) = (
-        row[3] for row in Store.expected_schema(SCHEMA_VERSION) if row[1] == "stamps_no_update"
-    )
+    (trigger,) = (row[3] for row in expected_schema(SCHEMA_VERSION) if row[1] == "stamps_no_update")
     assert trigger is not None
     sql(data, "DROP TRIGGER stamps_no_update")
     sql(data, statement, params)

@@ -20,15 +20,8 @@ from capability_anchor.store.witness import WitnessStore
 from tests.kit.logkit import DAY1, ISS, Clock, at, record
 
 # What the SQLite store offers beyond the contract: raw SQL for the tests that play the
-# attacker, and sqlite_master as it is and as the migrations write it (the audit's tests),
-# and the parts of its one diagnostics method (`engine_findings`).
-SQLITE_ONLY = {
-    "execute_raw",
-    "schema",
-    "expected_schema",
-    "integrity_problems",
-    "schema_problems",
-}  # the factories (create, open, open_readonly, copy_to) are the engine's (sqlite.engine)
+# attacker. The factories (create, open, open_readonly, copy_to) are the engine's.
+SQLITE_ONLY = {"execute_raw"}
 
 
 def _public(cls: type) -> set[str]:

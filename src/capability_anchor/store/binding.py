@@ -120,14 +120,3 @@ def bind(data_dir: Path, url: str) -> None:
     write_secret_file(temp, url.encode("utf-8") + b"\n")
     os.replace(temp, path)
     fsync_dir(data_dir)
-
-
-__all__ = [
-    "STORE_FILE",
-    "bind",
-    "bound",
-    "bound_file",
-    "check_url",
-    "has_password",
-    "same_database",
-]

@@ -88,6 +88,3 @@ def clear(data_dir: Path) -> bool:
     except FileNotFoundError:
         return False
     return True
-
-
-__all__ = ["MARK_FILE", "Damage", "clear", "describe", "found", "mark", "refuse_if_damaged"]

@@ -135,6 +135,3 @@ class Store(SqlTrees, SqlHeads):
         """Who holds the sequencer lease, for `/metrics` ("" while nobody does); None for an
         engine with no such lease, or when it cannot be read now."""
         return None
-
-
-__all__ = ["EngineFindings", "Scrub", "Store"]

@@ -207,29 +207,3 @@ def open_witness(where: Path) -> WitnessStore:
 def remove_witness(where: Path) -> None:
     """Remove a witness store `init` just made (its key could not be written)."""
     _witness(where).remove(where)
-
-
-__all__ = [
-    "DEFAULT_SCHEME",
-    "Engine",
-    "Where",
-    "bind",
-    "copy_name",
-    "copy_to",
-    "create",
-    "create_witness",
-    "describe",
-    "engine",
-    "exists",
-    "given",
-    "grant_service",
-    "is_runtime",
-    "open",
-    "open_readonly",
-    "open_witness",
-    "own_files",
-    "remove_witness",
-    "resolve",
-    "schemes",
-    "scrubber",
-]

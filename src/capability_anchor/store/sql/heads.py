@@ -258,6 +258,3 @@ class SqlHeads(SqlBase):
     def witness_states(self) -> list[WitnessState]:
         sql = f"SELECT {_STATE_COLUMNS} FROM witness_state ORDER BY witness{self._dialect.collate}"
         return [_state(r) for r in self._exec(sql)]
-
-
-__all__ = ["SqlHeads"]

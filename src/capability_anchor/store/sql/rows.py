@@ -209,6 +209,3 @@ class SqlRows(SqlBase):
                 (server_key_digest(key), self._limit(limit)),
             )
         ]
-
-
-__all__ = ["HEAD_COLUMNS", "SqlRows", "head_row"]

@@ -202,6 +202,3 @@ class SqlTrees(SqlRows):
 
     def iter_history_tiles(self) -> Iterator[TileRow]:
         return self._iter_tiles(HISTORY, HISTORY_LABEL)
-
-
-__all__ = ["HISTORY_LABEL", "SqlTrees", "TileValues"]

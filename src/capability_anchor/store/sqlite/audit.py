@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from capability_anchor.errors import StoreCorrupt, StoreError
@@ -17,9 +17,7 @@ from capability_anchor.store.interface import EngineFindings
 
 from .base import SqliteBase, read_error
 from .schema import (
-    SchemaRow,
     database,
-    expected_schema,
     schema_problems,
     schema_rows,
     structure_problems,
@@ -37,10 +35,8 @@ def quoted(name: object) -> str:
 
 
 class SqliteAudit(SqliteBase):
-    def _raw(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
-        """A statement on the read-only connection with SQLite's own errors: the audit reads
-        damage as findings, so it wants them as SQLite reports them (`read_error`)."""
-        return self._conn.execute(sql, params)
+    """Its statements run on the connection itself, not `_exec`: the audit reads damage as
+    findings, so it wants SQLite's own errors (`read_error`)."""
 
     def changed_under_read(self) -> bool:
         """After reading a file opened as immutable (nothing had the log open): a process
@@ -62,15 +58,17 @@ class SqliteAudit(SqliteBase):
             return EngineFindings(
                 [f"{len(bad)} text value(s) in the database are not UTF-8, e.g. {bad[0]!r}"]
             )
-        problems = [f"integrity_check: {line}" for line in self.integrity_problems()]
+        problems = [f"integrity_check: {line}" for line in self._integrity_problems()]
         checked = {"integrity_check": 1}
         version = -1
         try:
-            version = int(self._raw("PRAGMA user_version").fetchone()[0])
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
             if version != 0:
-                found, objects = self.schema_problems(version)
-                problems += found
-                checked["schema_objects"] = objects
+                # The texts against the frozen migrations', and, when every text is accepted,
+                # the structure SQLite reads from them (sqlite-utils' introspection).
+                got = schema_rows(self._conn)
+                problems += schema_problems(got, version) or structure_problems(self._conn, version)
+                checked["schema_objects"] = len(got)
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             # What integrity_check found stays reported, beside what stopped the rest.
             return EngineFindings(problems, checked, version, read_error(self.path, exc))
@@ -106,7 +104,7 @@ class SqliteAudit(SqliteBase):
 
     # --- 0: the file -----------------------------------------------------------------------
 
-    def integrity_problems(self) -> list[str]:
+    def _integrity_problems(self) -> list[str]:
         """`PRAGMA integrity_check`: every b-tree, every index against its table, free pages,
         NOT NULL and CHECK constraints, one problem a line with the table or index it names
         by page added. Empty when SQLite finds nothing wrong."""
@@ -121,7 +119,7 @@ class SqliteAudit(SqliteBase):
 
     def _integrity_lines(self) -> list[str]:
         try:
-            rows = [str(r[0]) for r in self._raw("PRAGMA integrity_check(1000)")]
+            rows = [str(r[0]) for r in self._conn.execute("PRAGMA integrity_check(1000)")]
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             # Some damage (a zeroed page) stops the whole check at once: then each table is
             # checked with its indexes on its own, so the report still names where it is.
@@ -140,7 +138,9 @@ class SqliteAudit(SqliteBase):
         rows: list[str] = []
         for name in database(self._conn).table_names():
             try:
-                found = [str(r[0]) for r in self._raw(f"PRAGMA integrity_check({quoted(name)})")]
+                found = [
+                    str(r[0]) for r in self._conn.execute(f"PRAGMA integrity_check({quoted(name)})")
+                ]
             except (sqlite3.DatabaseError, UnicodeDecodeError) as inner:
                 found = [str(inner)]
             if found != ["ok"]:
@@ -150,7 +150,7 @@ class SqliteAudit(SqliteBase):
     def _tree_names(self) -> dict[int, str]:
         """Each b-tree's name by its root page (integrity_check names trees by root page)."""
         try:
-            rows = self._raw("SELECT rootpage, type, name FROM sqlite_master").fetchall()
+            rows = self._conn.execute("SELECT rootpage, type, name FROM sqlite_master").fetchall()
         except (sqlite3.Error, ValueError):  # ValueError: a name that is not UTF-8
             return {}
         return {int(str(r)): str(n) for r, _, n in rows if str(r).isdigit()}
@@ -161,32 +161,14 @@ class SqliteAudit(SqliteBase):
         owners: dict[int, str] = {}
         for page in pages:
             try:
-                row = self._raw("SELECT name FROM dbstat WHERE pageno = ?", (page,)).fetchone()
+                row = self._conn.execute(
+                    "SELECT name FROM dbstat WHERE pageno = ?", (page,)
+                ).fetchone()
             except (sqlite3.Error, UnicodeDecodeError):
                 return owners  # no dbstat, or the damage stops it too
             if row is not None:
                 owners[page] = str(row[0])
         return owners
-
-    # --- 5: the schema ---------------------------------------------------------------------
-
-    def schema(self) -> list[SchemaRow]:
-        """(type, name, tbl_name, sql) of every schema object, by name."""
-        return schema_rows(self._conn)
-
-    @staticmethod
-    def expected_schema(version: int) -> list[SchemaRow]:
-        """What `schema()` returns for a log created at schema `version` by this program."""
-        return expected_schema(version)
-
-    def schema_problems(self, version: int) -> tuple[list[str], int]:
-        """The texts against the frozen migrations', and, when every text is accepted, the
-        structure SQLite reads from them (sqlite-utils' introspection)."""
-        got = self.schema()
-        problems = schema_problems(got, version)
-        if not problems:
-            problems = structure_problems(self._conn, version)
-        return problems, len(got)
 
     # --- 6: the indexes --------------------------------------------------------------------
 
@@ -197,18 +179,18 @@ class SqliteAudit(SqliteBase):
         A WITHOUT ROWID table is its primary key's b-tree: every row a scan finds must also
         be found by a seek on that key (what `/record` lookups do)."""
         problems: list[str] = []
-        for name, table in self._raw(
+        for name, table in self._conn.execute(
             "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY name"
         ).fetchall():
             problems += self._index_mismatches(str(name), str(table))
-        for (table,) in self._raw(
+        for (table,) in self._conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%WITHOUT ROWID%'"
         ).fetchall():
             problems += self._key_mismatches(str(table))
         return problems
 
     def _index_mismatches(self, name: str, table: str) -> list[str]:
-        columns = [str(r[2]) for r in self._raw(f"PRAGMA index_info({quoted(name)})")]
+        columns = [str(r[2]) for r in self._conn.execute(f"PRAGMA index_info({quoted(name)})")]
         # Each term with `{}` for the alias of the table it is read from.
         terms = [f"{{}}.{quoted(c)}" for c in columns]
         if name in INDEX_EXPRESSIONS:
@@ -225,12 +207,12 @@ class SqliteAudit(SqliteBase):
         # BY says; counting a column read from the index makes SQLite walk this one.
         entries_sql = f"SELECT count({terms[0].format('i')} IS NULL) FROM {t} AS i INDEXED BY {i}"
         for query in (missing_sql, entries_sql):
-            plan = " ".join(str(r[-1]) for r in self._raw(f"EXPLAIN QUERY PLAN {query}"))
+            plan = " ".join(str(r[-1]) for r in self._conn.execute(f"EXPLAIN QUERY PLAN {query}"))
             if f"INDEX {name}" not in plan:
                 raise StoreError(f"SQLite will not read index {name} for the audit: {plan}")
-        (missing,) = self._raw(missing_sql).fetchone()
-        (rows,) = self._raw(f"SELECT count(*) FROM {t} NOT INDEXED").fetchone()
-        (entries,) = self._raw(entries_sql).fetchone()
+        (missing,) = self._conn.execute(missing_sql).fetchone()
+        (rows,) = self._conn.execute(f"SELECT count(*) FROM {t} NOT INDEXED").fetchone()
+        (entries,) = self._conn.execute(entries_sql).fetchone()
         problems: list[str] = []
         if missing:
             problems.append(f"index {name}: {missing} row(s) of {table} are not found through it")
@@ -242,7 +224,7 @@ class SqliteAudit(SqliteBase):
         key = database(self._conn).table(table).pks
         t = quoted(table)
         same = " AND ".join(f"s.{quoted(c)} = t.{quoted(c)}" for c in key)
-        (missing,) = self._raw(
+        (missing,) = self._conn.execute(
             f"SELECT count(*) FROM {t} AS t WHERE NOT EXISTS (SELECT 1 FROM {t} AS s WHERE {same})"
         ).fetchone()
         if missing:

@@ -335,6 +335,3 @@ def _discard(conn: sqlite3.Connection | None, scratch: Path | None) -> None:
         conn.close()
     if scratch is not None:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-__all__ = ["SqliteEngine"]

@@ -161,13 +161,3 @@ def _same(want: SchemaRow, got: SchemaRow) -> bool:
 def _v2_texts() -> dict[str, str | None]:
     """The text the migrations up to schema 2 (what 0.x had) give each object."""
     return {row[1]: row[3] for row in expected_schema(2)}
-
-
-__all__ = [
-    "HISTORIC_SQL",
-    "MIGRATIONS",
-    "expected_schema",
-    "migrate",
-    "schema_problems",
-    "structure_problems",
-]

@@ -21,11 +21,10 @@ from capability_anchor.store.witness import (
     WitnessedLog,
 )
 
-from .base import store_error
+from .base import BUSY_TIMEOUT_MS, store_error
 from .migrations import split_sql
 
 WITNESS_DB_NAME = "witness.sqlite3"
-_BUSY_TIMEOUT_MS = 30_000
 
 # Version 1. Append-only: no UPDATE or DELETE on any table; a cosigned row never goes back
 # in size, and never gives a size another root (the same size and root again is allowed:
@@ -109,14 +108,6 @@ def origin_hash(origin: str) -> str:
     return hashlib.sha256(origin.encode("utf-8")).hexdigest()
 
 
-def _fill_origin_hashes(conn: sqlite3.Connection) -> None:
-    """Version 2's rows for the logs a version 1 store already had."""
-    origins = [row[0] for row in conn.execute("SELECT origin FROM logs")]
-    conn.executemany(
-        "INSERT INTO origin_hashes VALUES (?, ?)", [(origin_hash(o), o) for o in origins]
-    )
-
-
 @dataclass
 class _Pending:
     """One `advance` waiting for the group commit that holds it."""
@@ -171,12 +162,12 @@ class SqliteWitnessStore:
     def _connect(cls, path: Path) -> SqliteWitnessStore:
         try:
             conn = sqlite3.connect(
-                path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000
+                path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
             )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         except sqlite3.Error as exc:
             raise store_error(exc, f"cannot open the witness store {path}") from None
         store = cls(conn, path)
@@ -194,8 +185,12 @@ class SqliteWitnessStore:
             for step in range(version + 1, WITNESS_SCHEMA_VERSION + 1):
                 for statement in split_sql(MIGRATIONS[step]):
                     self._conn.execute(statement)
-                if step == 2:  # what SQL cannot compute (SQLite has no SHA-256)
-                    _fill_origin_hashes(self._conn)
+                if step == 2:  # the rows of version 1's logs (SQLite has no SHA-256)
+                    origins = [o for (o,) in self._conn.execute("SELECT origin FROM logs")]
+                    self._conn.executemany(
+                        "INSERT INTO origin_hashes VALUES (?, ?)",
+                        [(origin_hash(o), o) for o in origins],
+                    )
                 self._conn.execute(f"PRAGMA user_version={step}")
 
     @contextmanager
