@@ -16,21 +16,15 @@ _COSIGNATURE_COLUMNS = "witness, key_id, size, timestamp, line"
 _STATE_COLUMNS = "witness, size, status, retry_at, failures, detail, updated"
 
 
-def _cosignature(row: Sequence[object]) -> CosignatureRow:
+def _cosignature(row: Any) -> CosignatureRow:
     witness, key_id, size, timestamp, line = row
-    return CosignatureRow(str(witness), bytes(key_id), int(size), int(timestamp), str(line))  # type: ignore[call-overload]
+    return CosignatureRow(str(witness), bytes(key_id), int(size), int(timestamp), str(line))
 
 
-def _state(row: Sequence[object]) -> WitnessState:
-    witness, size, status, retry_at, failures, detail, updated = row
+def _state(row: Any) -> WitnessState:
+    w, size, status, retry_at, failures, detail, updated = row
     return WitnessState(
-        str(witness),
-        int(size),  # type: ignore[call-overload]
-        str(status),
-        int(retry_at),  # type: ignore[call-overload]
-        int(failures),  # type: ignore[call-overload]
-        str(detail),
-        int(updated),  # type: ignore[call-overload]
+        str(w), int(size), str(status), int(retry_at), int(failures), str(detail), int(updated)
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from capability_anchor.store.rows import EntryRow, HeadRow, server_key_digest
 
@@ -20,9 +21,9 @@ DAYS = """WITH RECURSIVE days (day) AS (
 )"""
 
 
-def head_row(row: Sequence[object]) -> HeadRow:
+def head_row(row: Any) -> HeadRow:
     day, size, sealed, root, iat, kid, doc = row
-    return HeadRow(str(day), int(size), bool(sealed), bytes(root), int(iat), str(kid), bytes(doc))  # type: ignore[call-overload]
+    return HeadRow(str(day), int(size), bool(sealed), bytes(root), int(iat), str(kid), bytes(doc))
 
 
 class SqlRows(SqlBase):

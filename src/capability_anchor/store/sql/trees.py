@@ -4,7 +4,8 @@ rebuilt by the same code."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from capability_anchor.errors import StoreError
 from capability_anchor.merkle import TILE_HEIGHT, partial_counts
@@ -25,9 +26,9 @@ def day_tree(day: str) -> Tree:
     return ("tiles", "day = ?", (day,))
 
 
-def _leaf(row: Sequence[object]) -> HistoryLeaf:
+def _leaf(row: Any) -> HistoryLeaf:
     index, leaf_hash, day, sealed, tree_size = row
-    return HistoryLeaf(int(index), bytes(leaf_hash), str(day), bool(sealed), int(tree_size))  # type: ignore[call-overload]
+    return HistoryLeaf(int(index), bytes(leaf_hash), str(day), bool(sealed), int(tree_size))
 
 
 def edge_partials(
@@ -94,14 +95,8 @@ class SqlTrees(SqlRows):
             "ORDER BY level, idx, width",
             key,
         ):
-            yield TileRow(
-                label,
-                int(level),
-                int(idx),
-                int(width),
-                bytes(hashes),
-                None if root is None else bytes(root),
-            )
+            root = None if root is None else bytes(root)
+            yield TileRow(label, int(level), int(idx), int(width), bytes(hashes), root)
 
     def insert_tiles(self, day: str, rows: Iterable[TileValues]) -> None:
         """(level, index, width, hashes, root) tiles of a day's tree."""
