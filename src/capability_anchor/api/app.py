@@ -1,13 +1,14 @@
 """The HTTP API (SPEC §6): `create_app(settings)` is the one factory. It opens the log (its
 self-check runs before any port opens), gives the service one clock, and builds Litestar
-around `guards.before`, `errors.HANDLERS`, the operations of `routes/` and the pages."""
+around `guards.before`, the exception handlers, the operations of `routes/` and the pages."""
 
 from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import Any
 
-from litestar import Litestar
+from litestar import Litestar, Request, Response
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
@@ -21,16 +22,16 @@ from capability_anchor.log.published import learn
 from capability_anchor.log.stamping import Stamper, StampResult, TsaConfig
 from capability_anchor.metrics.service import enable, observe, register_state
 from capability_anchor.service.background import Background
-from capability_anchor.service.sequencing import SequencerLink
+from capability_anchor.service.sequencing import Busy, SequencerLink, WorkerLost
 from capability_anchor.store import open as stores
 from capability_anchor.store.damage import refuse_if_damaged
 from capability_anchor.web import accesslog
+from capability_anchor.web import errors as edge
 from capability_anchor.web.exchange import AnchorApp
 from capability_anchor.web.guards import RateLimiter, metrics_token
 from capability_anchor.witness.client import Witnessing
 
 from .bodies import BodyChecker, forkserver_context, install_schemas
-from .errors import HANDLERS
 from .guards import before
 from .home import front_page
 from .openapi import JsonDocument
@@ -40,6 +41,16 @@ from .service import Service
 from .settings import Settings
 
 _logger = logging.getLogger("capability_anchor.stamping")
+WORKER_LOST_NOTE = (
+    "the writer process stopped before answering: the batch may or may not be stored; "
+    "re-sending it is safe (records already stored are answered with duplicate: true)"
+)
+
+
+def _worker_answer(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """The sequencer's answers: busy, or lost (both 503, Retry-After 1)."""
+    note = exc.note if isinstance(exc, Busy) else WORKER_LOST_NOTE
+    return edge.error_response("unavailable", note, edge.RETRY_SOON)
 
 
 def _log_stamp(result: StampResult) -> None:
@@ -163,7 +174,7 @@ def create_app(settings: Settings) -> Litestar:
     app = AnchorApp(
         route_handlers=[front_page, *ROUTES],
         before_request=before,
-        exception_handlers=HANDLERS,
+        exception_handlers={**edge.HANDLERS, Busy: _worker_answer, WorkerLost: _worker_answer},
         on_startup=[startup],
         on_shutdown=[shutdown],
         openapi_config=OpenAPIConfig(
