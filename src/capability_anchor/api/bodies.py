@@ -52,11 +52,6 @@ class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     record: dict[str, Any]
 
 
-REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (RecordsBody, ProveBody)
-"""The request bodies: closed objects (`forbid_unknown_fields`), as the body check has them
-(`api.bodies.check_body` refuses any other member); `openapi.finish` says so."""
-
-
 def forkserver_context() -> multiprocessing.context.ForkServerContext:
     """The one forkserver every helper process of the service is started from (body workers,
     the sequencer candidate), which imports what they run before it forks any."""
@@ -216,25 +211,13 @@ class BodyChecker:
         self.public.stop()
         self.writers.stop()
 
-    async def check(
-        self,
-        kind: str,
-        body: bytes,
-        iss: str,
-        max_records: int,
-        rule: str = OBSERVATION,
-        now: float | None = None,
-        namespace: str | None = None,
-        *,
-        writer: bool = False,
-    ) -> Outcome:
-        """`check_body` in the caller's lane (`writer`: an authenticated writer), or on the
-        loop for a body of at most INLINE_BODY bytes (cheaper than the trip to a worker)."""
-        args = (kind, body, iss, max_records, rule, now, namespace)
+    async def check(self, kind: str, body: bytes, *args: Any, writer: bool = False) -> Outcome:
+        """`check_body(kind, body, *args)` in the caller's lane (`writer`: an authenticated
+        writer), or on the loop for a body of at most INLINE_BODY bytes (cheaper than the
+        trip to a worker)."""
         if len(body) <= INLINE_BODY:
-            return check_body(*args)
-        lane = self.writers if writer else self.public
-        return await lane.run(*args)
+            return check_body(kind, body, *args)
+        return await (self.writers if writer else self.public).run(kind, body, *args)
 
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """The OpenAPI document says exactly what the server accepts and answers (SPEC §6): the
 parameter annotations carry the pattern or bounds of the server's own check
 (tests/e2e/test_openapi_patterns.py holds each to it), and `finish` completes the document
-Litestar generates (HEAD, 405, caching headers, integer bounds, closed bodies, query forms).
+Litestar generates (HEAD, 405, caching headers, the guards' answers, query forms).
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from capability_anchor.merkle.tilepath import MAX_INDEX, MAX_LEVEL
 from capability_anchor.merkle.tiles import TILE_WIDTH
 from capability_anchor.read.reader import MAX_INT
 
-from .bodies import REQUEST_BODIES
 from .caching import IMMUTABLE, NO_CACHE
 from .guards import refusals
-from .models import AppendedEntry
 from .settings import Settings
 
 # --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
@@ -183,23 +181,6 @@ def _plain(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _integers(node: Any) -> None:
-    """Integer bounds as JSON integers. A float bound that is not an exact integer below
-    2**53 cannot be one the server means: it is refused, not rounded."""
-    if isinstance(node, dict):
-        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-            value = node.get(key)
-            if isinstance(value, float):
-                if not (value.is_integer() and abs(value) < 2**53):
-                    raise ValueError(f"a bound of {value!r} in the OpenAPI document")
-                node[key] = int(value)
-        for value in node.values():
-            _integers(value)
-    elif isinstance(node, list):
-        for value in node:
-            _integers(value)
-
-
 def _query_form(
     operation: dict[str, Any], name: str, description: str, rule: dict[str, Any]
 ) -> None:
@@ -280,27 +261,22 @@ def _guarded(operation: dict[str, Any], handler: HTTPRouteHandler, settings: Set
             }
 
 
-def finish(generated: dict[str, Any], app: Litestar | None = None) -> dict[str, Any]:
-    """The served OpenAPI document made from Litestar's (which is not changed). With `app`
-    (the one serving it), each operation also lists what the guards can answer it."""
+def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
+    """The OpenAPI document `app` serves, made from Litestar's (which is not changed)."""
     doc = copy.deepcopy(generated)
-    # A request body refuses unknown members, and says so; so does `AppendedEntry`, else a
-    # proved entry would also be a plain one, and `POST /records`'s `oneOf` would hold twice.
-    schemas = doc.get("components", {}).get("schemas", {})
-    closed: tuple[type[msgspec.Struct], ...] = (*REQUEST_BODIES, AppendedEntry)
-    for struct in closed:
-        schema = schemas.get(struct.__name__)
-        if schema is not None and struct.__struct_config__.forbid_unknown_fields:
-            schema["additionalProperties"] = False
-    handlers = _handlers(app) if app is not None else {}
-    settings: Settings | None = app.state.service.settings if app is not None else None
+    # `AppendedEntry` refuses unknown members, and says so: else a proved entry would also be
+    # a plain one, and `POST /records`'s `oneOf` would hold twice. (The request bodies are
+    # closed by `bodies.install_schemas`.)
+    doc["components"]["schemas"]["AppendedEntry"]["additionalProperties"] = False
+    handlers = _handlers(app)
+    settings: Settings = app.state.service.settings
     for path, item in doc.get("paths", {}).items():
         for method in _METHODS:
             operation = item.get(method)
             if operation is None:
                 continue
             handler = handlers.get((path, method))
-            if handler is not None and settings is not None:
+            if handler is not None:
                 _guarded(operation, handler, settings)
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") == "query" and not parameter.get("required"):
@@ -314,7 +290,6 @@ def finish(generated: dict[str, Any], app: Litestar | None = None) -> dict[str, 
                 responses[status].setdefault("headers", {}).update(copy.deepcopy(CACHING_HEADERS))
         if "get" in item:
             item["head"] = _head(item["get"])
-    _integers(doc)
     return doc
 
 
