@@ -4,6 +4,7 @@ around `guards.before`, the exception handlers, the operations of `routes/` and 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from functools import partial
 from typing import Any
@@ -77,15 +78,14 @@ def _open_service(settings: Settings) -> Service:
         )
     refuse_if_damaged(settings.data_dir)
     tighten_modes(settings.data_dir, stores.own_files(settings.data_dir))
-    writer = Log.open(settings.data_dir, clock=settings.clock)
-    try:
-        reader = Log.open(settings.data_dir, clock=settings.clock, background_checkpoints=False)
-    except BaseException:
-        writer.close()
-        raise
-    if settings.public_url:
-        writer.public_url = reader.public_url = settings.public_url.rstrip("/")
-    try:
+    # Each Log is closed again if the service cannot be made; from then on, by the service.
+    with contextlib.ExitStack() as opened:
+        writer = opened.enter_context(Log.open(settings.data_dir, clock=settings.clock))
+        reader = opened.enter_context(
+            Log.open(settings.data_dir, clock=settings.clock, background_checkpoints=False)
+        )
+        if settings.public_url:
+            writer.public_url = reader.public_url = settings.public_url.rstrip("/")
         # Before the port listens and anything can sign: a data dir behind what was published
         # enters the behind state (SPEC §13.3), and a restored copy that nothing could be
         # compared with is refused, naming `--published` (NotCompared, SPEC §14.2).
@@ -96,48 +96,41 @@ def _open_service(settings: Settings) -> Service:
             deadline=settings.witness_deadline,
             before_signing=True,
         )
-    except BaseException:
-        reader.close()
-        writer.close()
-        raise
-    # One ClockGuard for every Log of the service: while the clocks disagree, every write
-    # and signature fails with ClockDisagrees (503) before anything is stored.
-    guard = ClockGuard(settings.data_dir, wall=settings.clock)
-    writer.clock = reader.clock = guard.now
-    bodies = BodyChecker(settings.body_workers, settings.body_queue)
-    limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
-    service = Service(settings, reader, writer, token, bodies, guard, limiter)
-    if settings.body_workers > 0:
-        url = writer.public_url
-        service.sequencer = SequencerLink(
-            settings.data_dir, settings.write_queue, url, forkserver_context()
-        )
-    try:
+        # One ClockGuard for every Log of the service: while the clocks disagree, every write
+        # and signature fails with ClockDisagrees (503) before anything is stored.
+        guard = ClockGuard(settings.data_dir, wall=settings.clock)
+        writer.clock = reader.clock = guard.now
+        bodies = BodyChecker(settings.body_workers, settings.body_queue)
+        limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
+        service = Service(settings, reader, writer, token, bodies, guard, limiter)
+        if settings.body_workers > 0:
+            url = writer.public_url
+            service.sequencer = SequencerLink(
+                settings.data_dir, settings.write_queue, url, forkserver_context()
+            )
         # Checked before the port opens: a TSA without a trusted CA is a usage error (SPEC §7).
         tsa = TsaConfig.resolve(writer.config, settings.tsa, settings.tsa_ca, settings.tsa_deadline)
-    except BaseException:
-        service.close()
-        raise
-    if settings.background:
-        stamper = None
-        if tsa.urls:
-            stamper = Stamper(writer, tsa, retry_first=settings.tsa_retry, report=_log_stamp)
-        # Witnesses are read from the stored policy at every round (none: nothing to do).
-        witnessing = Witnessing(
-            writer, settings.checkpoint_interval, deadline=settings.witness_deadline
-        )
-        service.background = Background(
-            writer,
-            settings.data_dir,
-            settings.checkpoint_interval,
-            stamper,
-            guard,
-            witnessing,
-            published=settings.published,
-            learn_deadline=settings.witness_deadline,
-            scrubber=stores.scrubber(settings.data_dir),
-            publish=settings.publish,
-        )
+        if settings.background:
+            stamper = None
+            if tsa.urls:
+                stamper = Stamper(writer, tsa, retry_first=settings.tsa_retry, report=_log_stamp)
+            # Witnesses are read from the stored policy at every round (none: nothing to do).
+            witnessing = Witnessing(
+                writer, settings.checkpoint_interval, deadline=settings.witness_deadline
+            )
+            service.background = Background(
+                writer,
+                settings.data_dir,
+                settings.checkpoint_interval,
+                stamper,
+                guard,
+                witnessing,
+                published=settings.published,
+                learn_deadline=settings.witness_deadline,
+                scrubber=stores.scrubber(settings.data_dir),
+                publish=settings.publish,
+            )
+        opened.pop_all()
     return service
 
 

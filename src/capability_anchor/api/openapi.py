@@ -18,9 +18,10 @@ from litestar.params import PathParameter, QueryParameter
 from capability_anchor.merkle.tilepath import MAX_INDEX, MAX_LEVEL
 from capability_anchor.merkle.tiles import TILE_WIDTH
 from capability_anchor.read.reader import MAX_INT
+from capability_anchor.web.guards import MISSING_METRICS_TOKEN_NOTE
 
 from .caching import IMMUTABLE, NO_CACHE
-from .guards import refusals
+from .guards import MISSING_TOKEN_NOTE, body_limit
 from .settings import Settings
 
 # --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
@@ -85,23 +86,18 @@ _DAY_SCHEMA = {"pattern": DAY_PATTERN, "format": "date"}
 _HASH_SCHEMA = {"pattern": HASH_PATTERN, "minLength": 64, "maxLength": 64}
 
 
-def _day_parameter(kind: type[QueryParameter] | type[PathParameter], description: str) -> Any:
-    return kind(description=description, schema_extra=dict(_DAY_SCHEMA))
-
-
-Day = Annotated[str, _day_parameter(PathParameter, "a UTC day, YYYY-MM-DD")]
+_QUERY_DAY = QueryParameter(description="a UTC day, YYYY-MM-DD", schema_extra=_DAY_SCHEMA)
+Day = Annotated[str, PathParameter(description="a UTC day, YYYY-MM-DD", schema_extra=_DAY_SCHEMA)]
 """The `{day}` of a path."""
-QueryDay = Annotated[str, _day_parameter(QueryParameter, "a UTC day, YYYY-MM-DD")]
-OptionalDay = Annotated[str | None, _day_parameter(QueryParameter, "a UTC day, YYYY-MM-DD")]
-BeforeDay = Annotated[str | None, _day_parameter(QueryParameter, "exclusive day bound, YYYY-MM-DD")]
-LeafHash = Annotated[
-    str,
-    QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=dict(_HASH_SCHEMA)),
-]
-OptionalLeafHash = Annotated[
+QueryDay = Annotated[str, _QUERY_DAY]
+OptionalDay = Annotated[str | None, _QUERY_DAY]
+BeforeDay = Annotated[
     str | None,
-    QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=dict(_HASH_SCHEMA)),
+    QueryParameter(description="exclusive day bound, YYYY-MM-DD", schema_extra=_DAY_SCHEMA),
 ]
+_LEAF_HASH = QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=_HASH_SCHEMA)
+LeafHash = Annotated[str, _LEAF_HASH]
+OptionalLeafHash = Annotated[str | None, _LEAF_HASH]
 TilePath = Annotated[
     str,
     PathParameter(
@@ -242,23 +238,63 @@ def _handlers(app: Litestar) -> dict[tuple[str, str], HTTPRouteHandler]:
     return found
 
 
+def _refusal(description: str, *headers: str) -> dict[str, Any]:
+    schema = {"schema": {"type": "string"}, "required": True}
+    return {
+        "description": description,
+        **({"headers": dict.fromkeys(headers, schema)} if headers else {}),
+        "content": {"application/json": {"schema": ERROR_REF}},
+    }
+
+
+def _size(limit: int) -> str:
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit % size == 0:
+            return f"{limit // size} {unit}"
+    return f"{limit} bytes"
+
+
 def _guarded(operation: dict[str, Any], handler: HTTPRouteHandler, settings: Settings) -> None:
-    """Add what `guards.before` can answer this operation instead of its handler: derived
-    from the handler's `opt` (`guards.refusals`, the branches `before` takes), so each
-    operation lists only its own (no 413 without a body, no writer-token 401 on `/metrics`).
-    A status the handler documents itself keeps its fuller description; one Litestar made up
-    (its 400 of a validation error, in a body we never send) is replaced."""
-    takes_input = bool(operation.get("parameters") or operation.get("requestBody"))
+    """Add what `guards.before` (or Litestar's parameter checks behind it) can answer this
+    operation instead of its handler, read off the branches `before` takes on the handler's
+    `opt`: each operation lists only its own (no 413 without a body, no writer-token 401 on
+    `/metrics`), and nothing the settings turn off. A status the handler documents itself
+    keeps its fuller description; one Litestar made up (its 400 of a validation error, in a
+    body we never send) is replaced."""
+    opt = handler.opt
+    found = {
+        503: _refusal(
+            "unavailable: the note says why (a store fault, or the data dir is marked damaged)"
+        )
+    }
+    kind = opt.get("body")
+    if kind is not None:
+        found[400] = _refusal(
+            "bad_request or invalid_record: the note names what is wrong (a parameter, the "
+            "body's JSON, a record's member), or the body did not arrive within "
+            f"{settings.body_timeout:g} s"
+        )
+        found[413] = _refusal(f"too_large: the body is over {_size(body_limit(settings, kind))}")
+    elif operation.get("parameters") or operation.get("requestBody"):
+        found[400] = _refusal(
+            "bad_request: a parameter is malformed or out of range; the note names it"
+        )
+    if opt.get("writer"):
+        found[401] = _refusal(f"unauthorized: {MISSING_TOKEN_NOTE}", "WWW-Authenticate")
+    elif opt.get("metrics"):
+        if settings.metrics_token is not None:
+            found[401] = _refusal(f"unauthorized: {MISSING_METRICS_TOKEN_NOTE}", "WWW-Authenticate")
+    elif settings.rate_limit > 0:
+        found[429] = _refusal(
+            f"rate_limited: over {settings.rate_limit} requests per second from this address "
+            "(--rate-limit); Retry-After says when to come back",
+            "Retry-After",
+        )
     own = {str(status) for status in handler.responses or {}}
     responses = operation.setdefault("responses", {})
-    for status, refusal in refusals(handler.opt, takes_input, settings).items():
+    for status, refusal in found.items():
         if str(status) not in own:
-            headers = {h: {"schema": {"type": "string"}, "required": True} for h in refusal.headers}
-            responses[str(status)] = {
-                "description": refusal.description,
-                **({"headers": headers} if headers else {}),
-                "content": {"application/json": {"schema": ERROR_REF}},
-            }
+            responses[str(status)] = refusal
 
 
 def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
