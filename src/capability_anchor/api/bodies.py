@@ -16,7 +16,7 @@ from collections.abc import Generator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from litestar import Litestar
@@ -31,8 +31,6 @@ from capability_anchor.parentdeath import tie_to_parent
 from capability_anchor.record.rule import JSON_VALUE, OBSERVATION, json_value_schema, record_schema
 from capability_anchor.service.sequencing import Busy
 
-from .settings import MAX_RECORDS
-
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
     from litestar.openapi.spec import Reference
@@ -41,9 +39,10 @@ _logger = logging.getLogger("capability_anchor.api")
 
 
 class RecordsBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """`POST /records`: 1 to `MAX_RECORDS` records, each a JSON object (SPEC §2)."""
+    """`POST /records`: 1 to `max_records` records, each a JSON object (SPEC §2); its schema
+    is the log's own (`install_schemas`)."""
 
-    records: Annotated[list[dict[str, Any]], msgspec.Meta(min_length=1, max_length=MAX_RECORDS)]
+    records: list[dict[str, Any]]
 
 
 class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):

@@ -11,7 +11,7 @@ from litestar import Request, Response, get
 from litestar.params import QueryParameter
 
 from capability_anchor import __version__
-from capability_anchor.api.caching import NO_CACHE, answer, cached, canonical_answer
+from capability_anchor.api.caching import NO_CACHE, answer, cached
 from capability_anchor.api.models import (
     ConsistencyAnswer,
     EntriesListing,
@@ -243,7 +243,7 @@ async def entries(
     service = service_of(request)
     listed = await service.read(service.reader.entries, day, start, limit)
     # Claims are the writer's object (any member name, any number): RFC 8785 itself.
-    body = canonical_answer(EntriesListing, {"v": VERSION, "day": day, "entries": listed})
+    body = answer(EntriesListing, {"v": VERSION, "day": day, "entries": listed}, plain=False)
     return cached(request, body, immutable=False)
 
 
