@@ -1,13 +1,15 @@
 """The HTTP API (SPEC §6): `create_app(settings)` is the one factory. It opens the log (its
 self-check runs before any port opens), gives the service one clock, and builds Litestar
-around `guards.before`, `errors.HANDLERS`, the operations of `routes/` and the pages."""
+around `guards.before`, the exception handlers, the operations of `routes/` and the pages."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from functools import partial
+from typing import Any
 
-from litestar import Litestar
+from litestar import Litestar, Request, Response
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
@@ -21,16 +23,16 @@ from capability_anchor.log.published import learn
 from capability_anchor.log.stamping import Stamper, StampResult, TsaConfig
 from capability_anchor.metrics.service import enable, observe, register_state
 from capability_anchor.service.background import Background
-from capability_anchor.service.sequencing import SequencerLink
+from capability_anchor.service.sequencing import Busy, SequencerLink, WorkerLost
 from capability_anchor.store import open as stores
 from capability_anchor.store.damage import refuse_if_damaged
 from capability_anchor.web import accesslog
+from capability_anchor.web import errors as edge
 from capability_anchor.web.exchange import AnchorApp
 from capability_anchor.web.guards import RateLimiter, metrics_token
 from capability_anchor.witness.client import Witnessing
 
 from .bodies import BodyChecker, forkserver_context, install_schemas
-from .errors import HANDLERS
 from .guards import before
 from .home import front_page
 from .openapi import JsonDocument
@@ -40,6 +42,16 @@ from .service import Service
 from .settings import Settings
 
 _logger = logging.getLogger("capability_anchor.stamping")
+WORKER_LOST_NOTE = (
+    "the writer process stopped before answering: the batch may or may not be stored; "
+    "re-sending it is safe (records already stored are answered with duplicate: true)"
+)
+
+
+def _worker_answer(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """The sequencer's answers: busy, or lost (both 503, Retry-After 1)."""
+    note = exc.note if isinstance(exc, Busy) else WORKER_LOST_NOTE
+    return edge.error_response("unavailable", note, edge.RETRY_SOON)
 
 
 def _log_stamp(result: StampResult) -> None:
@@ -66,15 +78,14 @@ def _open_service(settings: Settings) -> Service:
         )
     refuse_if_damaged(settings.data_dir)
     tighten_modes(settings.data_dir, stores.own_files(settings.data_dir))
-    writer = Log.open(settings.data_dir, clock=settings.clock)
-    try:
-        reader = Log.open(settings.data_dir, clock=settings.clock, background_checkpoints=False)
-    except BaseException:
-        writer.close()
-        raise
-    if settings.public_url:
-        writer.public_url = reader.public_url = settings.public_url.rstrip("/")
-    try:
+    # Each Log is closed again if the service cannot be made; from then on, by the service.
+    with contextlib.ExitStack() as opened:
+        writer = opened.enter_context(Log.open(settings.data_dir, clock=settings.clock))
+        reader = opened.enter_context(
+            Log.open(settings.data_dir, clock=settings.clock, background_checkpoints=False)
+        )
+        if settings.public_url:
+            writer.public_url = reader.public_url = settings.public_url.rstrip("/")
         # Before the port listens and anything can sign: a data dir behind what was published
         # enters the behind state (SPEC §13.3), and a restored copy that nothing could be
         # compared with is refused, naming `--published` (NotCompared, SPEC §14.2).
@@ -85,48 +96,41 @@ def _open_service(settings: Settings) -> Service:
             deadline=settings.witness_deadline,
             before_signing=True,
         )
-    except BaseException:
-        reader.close()
-        writer.close()
-        raise
-    # One ClockGuard for every Log of the service: while the clocks disagree, every write
-    # and signature fails with ClockDisagrees (503) before anything is stored.
-    guard = ClockGuard(settings.data_dir, wall=settings.clock)
-    writer.clock = reader.clock = guard.now
-    bodies = BodyChecker(settings.body_workers, settings.body_queue)
-    limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
-    service = Service(settings, reader, writer, token, bodies, guard, limiter)
-    if settings.body_workers > 0:
-        url = writer.public_url
-        service.sequencer = SequencerLink(
-            settings.data_dir, settings.write_queue, url, forkserver_context()
-        )
-    try:
+        # One ClockGuard for every Log of the service: while the clocks disagree, every write
+        # and signature fails with ClockDisagrees (503) before anything is stored.
+        guard = ClockGuard(settings.data_dir, wall=settings.clock)
+        writer.clock = reader.clock = guard.now
+        bodies = BodyChecker(settings.body_workers, settings.body_queue)
+        limiter = RateLimiter(settings.rate_limit) if settings.rate_limit > 0 else None
+        service = Service(settings, reader, writer, token, bodies, guard, limiter)
+        if settings.body_workers > 0:
+            url = writer.public_url
+            service.sequencer = SequencerLink(
+                settings.data_dir, settings.write_queue, url, forkserver_context()
+            )
         # Checked before the port opens: a TSA without a trusted CA is a usage error (SPEC §7).
         tsa = TsaConfig.resolve(writer.config, settings.tsa, settings.tsa_ca, settings.tsa_deadline)
-    except BaseException:
-        service.close()
-        raise
-    if settings.background:
-        stamper = None
-        if tsa.urls:
-            stamper = Stamper(writer, tsa, retry_first=settings.tsa_retry, report=_log_stamp)
-        # Witnesses are read from the stored policy at every round (none: nothing to do).
-        witnessing = Witnessing(
-            writer, settings.checkpoint_interval, deadline=settings.witness_deadline
-        )
-        service.background = Background(
-            writer,
-            settings.data_dir,
-            settings.checkpoint_interval,
-            stamper,
-            guard,
-            witnessing,
-            published=settings.published,
-            learn_deadline=settings.witness_deadline,
-            scrubber=stores.scrubber(settings.data_dir),
-            publish=settings.publish,
-        )
+        if settings.background:
+            stamper = None
+            if tsa.urls:
+                stamper = Stamper(writer, tsa, retry_first=settings.tsa_retry, report=_log_stamp)
+            # Witnesses are read from the stored policy at every round (none: nothing to do).
+            witnessing = Witnessing(
+                writer, settings.checkpoint_interval, deadline=settings.witness_deadline
+            )
+            service.background = Background(
+                writer,
+                settings.data_dir,
+                settings.checkpoint_interval,
+                stamper,
+                guard,
+                witnessing,
+                published=settings.published,
+                learn_deadline=settings.witness_deadline,
+                scrubber=stores.scrubber(settings.data_dir),
+                publish=settings.publish,
+            )
+        opened.pop_all()
     return service
 
 
@@ -163,7 +167,7 @@ def create_app(settings: Settings) -> Litestar:
     app = AnchorApp(
         route_handlers=[front_page, *ROUTES],
         before_request=before,
-        exception_handlers=HANDLERS,
+        exception_handlers={**edge.HANDLERS, Busy: _worker_answer, WorkerLost: _worker_answer},
         on_startup=[startup],
         on_shutdown=[shutdown],
         openapi_config=OpenAPIConfig(

@@ -16,7 +16,7 @@ from collections.abc import Generator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from litestar import Litestar
@@ -31,8 +31,6 @@ from capability_anchor.parentdeath import tie_to_parent
 from capability_anchor.record.rule import JSON_VALUE, OBSERVATION, json_value_schema, record_schema
 from capability_anchor.service.sequencing import Busy
 
-from .settings import MAX_RECORDS
-
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
     from litestar.openapi.spec import Reference
@@ -41,20 +39,16 @@ _logger = logging.getLogger("capability_anchor.api")
 
 
 class RecordsBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """`POST /records`: 1 to `MAX_RECORDS` records, each a JSON object (SPEC §2)."""
+    """`POST /records`: 1 to `max_records` records, each a JSON object (SPEC §2); its schema
+    is the log's own (`install_schemas`)."""
 
-    records: Annotated[list[dict[str, Any]], msgspec.Meta(min_length=1, max_length=MAX_RECORDS)]
+    records: list[dict[str, Any]]
 
 
 class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """`POST /prove`: a record as an entry's leaf holds it (reserved members dropped)."""
 
     record: dict[str, Any]
-
-
-REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (RecordsBody, ProveBody)
-"""The request bodies: closed objects (`forbid_unknown_fields`), as the body check has them
-(`api.bodies.check_body` refuses any other member); `openapi.finish` says so."""
 
 
 def forkserver_context() -> multiprocessing.context.ForkServerContext:
@@ -216,25 +210,13 @@ class BodyChecker:
         self.public.stop()
         self.writers.stop()
 
-    async def check(
-        self,
-        kind: str,
-        body: bytes,
-        iss: str,
-        max_records: int,
-        rule: str = OBSERVATION,
-        now: float | None = None,
-        namespace: str | None = None,
-        *,
-        writer: bool = False,
-    ) -> Outcome:
-        """`check_body` in the caller's lane (`writer`: an authenticated writer), or on the
-        loop for a body of at most INLINE_BODY bytes (cheaper than the trip to a worker)."""
-        args = (kind, body, iss, max_records, rule, now, namespace)
+    async def check(self, kind: str, body: bytes, *args: Any, writer: bool = False) -> Outcome:
+        """`check_body(kind, body, *args)` in the caller's lane (`writer`: an authenticated
+        writer), or on the loop for a body of at most INLINE_BODY bytes (cheaper than the
+        trip to a worker)."""
         if len(body) <= INLINE_BODY:
-            return check_body(*args)
-        lane = self.writers if writer else self.public
-        return await lane.run(*args)
+            return check_body(kind, body, *args)
+        return await (self.writers if writer else self.public).run(kind, body, *args)
 
 
 T = TypeVar("T")

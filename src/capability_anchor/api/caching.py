@@ -45,17 +45,11 @@ def shaped(model: type[T], value: Any) -> T:
     return msgspec.convert(value, model, strict=True)
 
 
-def answer(model: type[T], value: Any) -> bytes:
-    """RFC 8785 bytes of a plain answer (`strictjson.is_plain`) on JCS's fast path (the hot
-    read path), checked against its Struct first."""
+def answer(model: type[T], value: Any, *, plain: bool = True) -> bytes:
+    """RFC 8785 bytes of an answer, checked against its Struct first: on JCS's fast path
+    (the hot read path) unless it holds an open object (`plain=False`)."""
     shaped(model, value)
-    return canonical(value, plain=True)
-
-
-def canonical_answer(model: type[T], value: Any) -> bytes:
-    """RFC 8785 bytes of an answer holding an open object, checked against its Struct."""
-    shaped(model, value)
-    return canonical(value)
+    return canonical(value, plain=plain)
 
 
 def ordered_answer(model: type[T], value: Any) -> bytes:

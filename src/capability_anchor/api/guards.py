@@ -5,8 +5,6 @@ auth, the public rate limit, one spelling per integer, body limits and the body 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from litestar import Request
@@ -14,13 +12,7 @@ from litestar import Request
 from capability_anchor.errors import UsageError
 from capability_anchor.log.clockguard import monotonic
 from capability_anchor.web.errors import ApiError
-from capability_anchor.web.guards import (
-    MISSING_METRICS_TOKEN_NOTE,
-    check_bearer,
-    check_length,
-    check_metrics,
-    check_rate,
-)
+from capability_anchor.web.guards import check_bearer, check_length, check_metrics, check_rate
 
 from .service import Batch, Service, service_of
 from .settings import Settings
@@ -112,58 +104,3 @@ async def before(request: Request[Any, Any, Any]) -> None:
         return
     check_length(request, body_limit(service.settings, kind))
     request.state.checked_body = await checked_body(request, service, kind)
-
-
-# --- what the guards can answer, for the OpenAPI document ------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """An answer `before` (or Litestar's parameter checks behind it) gives instead of the
-    handler: its description and the headers that come with it."""
-
-    description: str
-    headers: tuple[str, ...] = ()
-
-
-def _size(limit: int) -> str:
-    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if limit % size == 0:
-            return f"{limit // size} {unit}"
-    return f"{limit} bytes"
-
-
-def refusals(opt: Mapping[str, Any], takes_input: bool, settings: Settings) -> dict[int, Refusal]:
-    """What `before` can answer an operation whose handler has `opt`, read off its branches
-    (what the settings turn off is not listed), for `openapi.finish` to document."""
-    found = {
-        503: Refusal(
-            "unavailable: the note says why (a store fault, or the data dir is marked damaged)"
-        )
-    }
-    kind = opt.get("body")
-    if kind is not None:
-        found[400] = Refusal(
-            "bad_request or invalid_record: the note names what is wrong (a parameter, the "
-            "body's JSON, a record's member), or the body did not arrive within "
-            f"{settings.body_timeout:g} s"
-        )
-        found[413] = Refusal(f"too_large: the body is over {_size(body_limit(settings, kind))}")
-    elif takes_input:
-        found[400] = Refusal(
-            "bad_request: a parameter is malformed or out of range; the note names it"
-        )
-    if opt.get("writer"):
-        found[401] = Refusal(f"unauthorized: {MISSING_TOKEN_NOTE}", ("WWW-Authenticate",))
-    elif opt.get("metrics"):
-        if settings.metrics_token is not None:
-            found[401] = Refusal(
-                f"unauthorized: {MISSING_METRICS_TOKEN_NOTE}", ("WWW-Authenticate",)
-            )
-    elif settings.rate_limit > 0:
-        found[429] = Refusal(
-            f"rate_limited: over {settings.rate_limit} requests per second from this address "
-            "(--rate-limit); Retry-After says when to come back",
-            ("Retry-After",),
-        )
-    return found

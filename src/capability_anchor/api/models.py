@@ -10,6 +10,8 @@ from typing import Annotated, Any
 import msgspec
 from litestar.openapi import ResponseSpec
 
+from capability_anchor.web.errors import ErrorBody
+
 
 class Health(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
     """`status` is `ok`, or `degraded` with the `reason` (a log behind what it published
@@ -220,3 +222,24 @@ def success(
         media_type=media_type,
     )
     return {200: spec}
+
+
+def documented(*statuses: int, unavailable: str | None = None) -> dict[int, ResponseSpec]:
+    """OpenAPI entries for what the handler itself answers besides 200 (304, 404, 409, its
+    503 reasons); the guards' answers and 405 are added by `openapi.finish`."""
+    described = {
+        304: "not modified: If-None-Match names the answer's current ETag (no body)",
+        404: "not_found: the log holds no such thing (yet); the note says what is missing",
+        409: "conflict: refused by the log's rules (a sealed day, a day before the log's first)",
+    }
+    if unavailable is not None:
+        described[503] = f"unavailable: {unavailable}"
+        statuses = (*statuses, 503)
+    return {
+        s: ResponseSpec(
+            data_container=None if s == 304 else ErrorBody,
+            description=described[s],
+            generate_examples=False,
+        )
+        for s in statuses
+    }

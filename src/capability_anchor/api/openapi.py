@@ -1,7 +1,7 @@
 """The OpenAPI document says exactly what the server accepts and answers (SPEC §6): the
 parameter annotations carry the pattern or bounds of the server's own check
 (tests/e2e/test_openapi_patterns.py holds each to it), and `finish` completes the document
-Litestar generates (HEAD, 405, caching headers, integer bounds, closed bodies, query forms).
+Litestar generates (HEAD, 405, caching headers, the guards' answers, query forms).
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from litestar.params import PathParameter, QueryParameter
 from capability_anchor.merkle.tilepath import MAX_INDEX, MAX_LEVEL
 from capability_anchor.merkle.tiles import TILE_WIDTH
 from capability_anchor.read.reader import MAX_INT
+from capability_anchor.web.guards import MISSING_METRICS_TOKEN_NOTE
 
-from .bodies import REQUEST_BODIES
 from .caching import IMMUTABLE, NO_CACHE
-from .guards import refusals
-from .models import AppendedEntry
+from .guards import MISSING_TOKEN_NOTE, body_limit
 from .settings import Settings
 
 # --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
@@ -87,23 +86,18 @@ _DAY_SCHEMA = {"pattern": DAY_PATTERN, "format": "date"}
 _HASH_SCHEMA = {"pattern": HASH_PATTERN, "minLength": 64, "maxLength": 64}
 
 
-def _day_parameter(kind: type[QueryParameter] | type[PathParameter], description: str) -> Any:
-    return kind(description=description, schema_extra=dict(_DAY_SCHEMA))
-
-
-Day = Annotated[str, _day_parameter(PathParameter, "a UTC day, YYYY-MM-DD")]
+_QUERY_DAY = QueryParameter(description="a UTC day, YYYY-MM-DD", schema_extra=_DAY_SCHEMA)
+Day = Annotated[str, PathParameter(description="a UTC day, YYYY-MM-DD", schema_extra=_DAY_SCHEMA)]
 """The `{day}` of a path."""
-QueryDay = Annotated[str, _day_parameter(QueryParameter, "a UTC day, YYYY-MM-DD")]
-OptionalDay = Annotated[str | None, _day_parameter(QueryParameter, "a UTC day, YYYY-MM-DD")]
-BeforeDay = Annotated[str | None, _day_parameter(QueryParameter, "exclusive day bound, YYYY-MM-DD")]
-LeafHash = Annotated[
-    str,
-    QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=dict(_HASH_SCHEMA)),
-]
-OptionalLeafHash = Annotated[
+QueryDay = Annotated[str, _QUERY_DAY]
+OptionalDay = Annotated[str | None, _QUERY_DAY]
+BeforeDay = Annotated[
     str | None,
-    QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=dict(_HASH_SCHEMA)),
+    QueryParameter(description="exclusive day bound, YYYY-MM-DD", schema_extra=_DAY_SCHEMA),
 ]
+_LEAF_HASH = QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=_HASH_SCHEMA)
+LeafHash = Annotated[str, _LEAF_HASH]
+OptionalLeafHash = Annotated[str | None, _LEAF_HASH]
 TilePath = Annotated[
     str,
     PathParameter(
@@ -183,23 +177,6 @@ def _plain(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _integers(node: Any) -> None:
-    """Integer bounds as JSON integers. A float bound that is not an exact integer below
-    2**53 cannot be one the server means: it is refused, not rounded."""
-    if isinstance(node, dict):
-        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-            value = node.get(key)
-            if isinstance(value, float):
-                if not (value.is_integer() and abs(value) < 2**53):
-                    raise ValueError(f"a bound of {value!r} in the OpenAPI document")
-                node[key] = int(value)
-        for value in node.values():
-            _integers(value)
-    elif isinstance(node, list):
-        for value in node:
-            _integers(value)
-
-
 def _query_form(
     operation: dict[str, Any], name: str, description: str, rule: dict[str, Any]
 ) -> None:
@@ -261,46 +238,81 @@ def _handlers(app: Litestar) -> dict[tuple[str, str], HTTPRouteHandler]:
     return found
 
 
+def _refusal(description: str, *headers: str) -> dict[str, Any]:
+    schema = {"schema": {"type": "string"}, "required": True}
+    return {
+        "description": description,
+        **({"headers": dict.fromkeys(headers, schema)} if headers else {}),
+        "content": {"application/json": {"schema": ERROR_REF}},
+    }
+
+
+def _size(limit: int) -> str:
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit % size == 0:
+            return f"{limit // size} {unit}"
+    return f"{limit} bytes"
+
+
 def _guarded(operation: dict[str, Any], handler: HTTPRouteHandler, settings: Settings) -> None:
-    """Add what `guards.before` can answer this operation instead of its handler: derived
-    from the handler's `opt` (`guards.refusals`, the branches `before` takes), so each
-    operation lists only its own (no 413 without a body, no writer-token 401 on `/metrics`).
-    A status the handler documents itself keeps its fuller description; one Litestar made up
-    (its 400 of a validation error, in a body we never send) is replaced."""
-    takes_input = bool(operation.get("parameters") or operation.get("requestBody"))
+    """Add what `guards.before` (or Litestar's parameter checks behind it) can answer this
+    operation instead of its handler, read off the branches `before` takes on the handler's
+    `opt`: each operation lists only its own (no 413 without a body, no writer-token 401 on
+    `/metrics`), and nothing the settings turn off. A status the handler documents itself
+    keeps its fuller description; one Litestar made up (its 400 of a validation error, in a
+    body we never send) is replaced."""
+    opt = handler.opt
+    found = {
+        503: _refusal(
+            "unavailable: the note says why (a store fault, or the data dir is marked damaged)"
+        )
+    }
+    kind = opt.get("body")
+    if kind is not None:
+        found[400] = _refusal(
+            "bad_request or invalid_record: the note names what is wrong (a parameter, the "
+            "body's JSON, a record's member), or the body did not arrive within "
+            f"{settings.body_timeout:g} s"
+        )
+        found[413] = _refusal(f"too_large: the body is over {_size(body_limit(settings, kind))}")
+    elif operation.get("parameters") or operation.get("requestBody"):
+        found[400] = _refusal(
+            "bad_request: a parameter is malformed or out of range; the note names it"
+        )
+    if opt.get("writer"):
+        found[401] = _refusal(f"unauthorized: {MISSING_TOKEN_NOTE}", "WWW-Authenticate")
+    elif opt.get("metrics"):
+        if settings.metrics_token is not None:
+            found[401] = _refusal(f"unauthorized: {MISSING_METRICS_TOKEN_NOTE}", "WWW-Authenticate")
+    elif settings.rate_limit > 0:
+        found[429] = _refusal(
+            f"rate_limited: over {settings.rate_limit} requests per second from this address "
+            "(--rate-limit); Retry-After says when to come back",
+            "Retry-After",
+        )
     own = {str(status) for status in handler.responses or {}}
     responses = operation.setdefault("responses", {})
-    for status, refusal in refusals(handler.opt, takes_input, settings).items():
+    for status, refusal in found.items():
         if str(status) not in own:
-            headers = {h: {"schema": {"type": "string"}, "required": True} for h in refusal.headers}
-            responses[str(status)] = {
-                "description": refusal.description,
-                **({"headers": headers} if headers else {}),
-                "content": {"application/json": {"schema": ERROR_REF}},
-            }
+            responses[str(status)] = refusal
 
 
-def finish(generated: dict[str, Any], app: Litestar | None = None) -> dict[str, Any]:
-    """The served OpenAPI document made from Litestar's (which is not changed). With `app`
-    (the one serving it), each operation also lists what the guards can answer it."""
+def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
+    """The OpenAPI document `app` serves, made from Litestar's (which is not changed)."""
     doc = copy.deepcopy(generated)
-    # A request body refuses unknown members, and says so; so does `AppendedEntry`, else a
-    # proved entry would also be a plain one, and `POST /records`'s `oneOf` would hold twice.
-    schemas = doc.get("components", {}).get("schemas", {})
-    closed: tuple[type[msgspec.Struct], ...] = (*REQUEST_BODIES, AppendedEntry)
-    for struct in closed:
-        schema = schemas.get(struct.__name__)
-        if schema is not None and struct.__struct_config__.forbid_unknown_fields:
-            schema["additionalProperties"] = False
-    handlers = _handlers(app) if app is not None else {}
-    settings: Settings | None = app.state.service.settings if app is not None else None
+    # `AppendedEntry` refuses unknown members, and says so: else a proved entry would also be
+    # a plain one, and `POST /records`'s `oneOf` would hold twice. (The request bodies are
+    # closed by `bodies.install_schemas`.)
+    doc["components"]["schemas"]["AppendedEntry"]["additionalProperties"] = False
+    handlers = _handlers(app)
+    settings: Settings = app.state.service.settings
     for path, item in doc.get("paths", {}).items():
         for method in _METHODS:
             operation = item.get(method)
             if operation is None:
                 continue
             handler = handlers.get((path, method))
-            if handler is not None and settings is not None:
+            if handler is not None:
                 _guarded(operation, handler, settings)
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") == "query" and not parameter.get("required"):
@@ -314,7 +326,6 @@ def finish(generated: dict[str, Any], app: Litestar | None = None) -> dict[str, 
                 responses[status].setdefault("headers", {}).update(copy.deepcopy(CACHING_HEADERS))
         if "get" in item:
             item["head"] = _head(item["get"])
-    _integers(doc)
     return doc
 
 

@@ -82,13 +82,6 @@ def _page(title: str, heading: str, subtitle: str, body: str) -> bytes:
 # --- /schema ----------------------------------------------------------------------------------
 
 
-def _number(value: object) -> str:
-    # Litestar writes integer bounds as floats; 2**63 - 1 as a float would print one too many.
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return str(value)
-
-
 def _schema_type(schema: Mapping[str, Any]) -> str:
     """A one-line HTML description of a JSON Schema: `integer (≥ 0, default 0)`,
     `array of object`, a link to a component, `string | null`."""
@@ -113,20 +106,8 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
         text += ", no other members"
     if "enum" in schema and isinstance(schema["enum"], list):
         text += " one of " + ", ".join(f"<code>{_e(v)}</code>" for v in schema["enum"])
-    limits = [f"{word}{_e(_number(schema[key]))}" for key, word in _CONSTRAINTS if key in schema]
+    limits = [f"{word}{_e(schema[key])}" for key, word in _CONSTRAINTS if key in schema]
     return text + (f" ({', '.join(limits)})" if limits else "")
-
-
-def _inline_object(schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The object schema written in place (not a `$ref`) that `schema` is or holds as its
-    items, if it names members: a record's members, a query form's parameters."""
-    items = schema.get("items")
-    if schema.get("type") == "array" and isinstance(items, Mapping):
-        schema = items
-    props = schema.get("properties")
-    if "$ref" not in schema and isinstance(props, Mapping) and props:
-        return schema
-    return None
 
 
 def _members(schema: Mapping[str, Any]) -> str:
@@ -158,12 +139,6 @@ def _content(content: object) -> str:
         for media, spec in content.items()
         if isinstance(spec, Mapping)
     )
-
-
-def _status_order(item: tuple[str, object]) -> tuple[int, str]:
-    """Numeric order, `default` and other names last."""
-    status = str(item[0])
-    return (int(status), "") if status.isdigit() else (1000, status)
 
 
 def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> str:
@@ -208,7 +183,10 @@ def _operation(method: str, path: str, op: Mapping[str, Any], anchor: str) -> st
                 _e(r.get("description", "")),
                 _content(r.get("content")),
             )
-            for status, r in sorted(responses.items(), key=_status_order)
+            # Numeric order, `default` and other names last.
+            for status, r in sorted(
+                responses.items(), key=lambda i: (not str(i[0]).isdigit(), str(i[0]))
+            )
             if isinstance(r, Mapping)
         ]
         parts.append("<h4>Responses</h4>")
@@ -238,11 +216,14 @@ def _example_request(method: str, path: str, op: Mapping[str, Any]) -> str:
 
 
 def _parameter_members(schema: object) -> str:
-    """The members of an object written in place (a record's, a query form's parameters)."""
+    """The members of an object written in place that `schema` is or holds as its items (a
+    record's, a query form's parameters); a `$ref` has none here."""
     if not isinstance(schema, Mapping):
         return ""
-    inner = _inline_object(schema)
-    return _members(inner) if inner is not None else ""
+    items = schema.get("items")
+    return _members(
+        items if schema.get("type") == "array" and isinstance(items, Mapping) else schema
+    )
 
 
 def docs_html(doc: Mapping[str, Any], openapi_json: str) -> bytes:

@@ -22,7 +22,6 @@ from capability_anchor.metrics.service import observe
 from .exchange import ORIGINAL_METHOD
 
 FORMATS = ("plain", "json")
-FORMAT_ENV = LOG_FORMAT.name
 ROOT_LOGGER = "capability_anchor"
 ACCESS_LOGGER = "capability_anchor.access"
 EVENTS_LOGGER = "capability_anchor.service"
@@ -208,14 +207,8 @@ class AccessLog:
     count and latency in the metrics (`metrics.py`). A refusal of the `writes` route
     ((method, template), `POST /records`) is also counted by its error code."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        method_key: str | None = None,
-        writes: tuple[str, str] | None = None,
-    ) -> None:
+    def __init__(self, app: ASGIApp, writes: tuple[str, str] | None) -> None:
         self.app = app
-        self.method_key = method_key
         self.writes = writes
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
@@ -232,7 +225,7 @@ class AccessLog:
             if logged:
                 return
             logged = True
-            method = scope.get(self.method_key or "", None) or scope.get("method", "")
+            method = str(scope.get(ORIGINAL_METHOD) or scope.get("method", ""))
             client = scope.get("client")
             extra: dict[str, Any] = {
                 "method": method,
@@ -245,7 +238,12 @@ class AccessLog:
                 extra.update(_reason(bytes(body)))
             level = logging.INFO if 0 < status < 400 else logging.WARNING
             _access.log(level, "%s %s %s", method, extra["path"], status, extra=extra)
-            self._count(scope, str(method), status, extra.get("error"), started)
+            m = observe()
+            route = route_of(scope)
+            m.requests.labels(route, method, str(status)).inc()
+            m.request_seconds.labels(route, method).observe(time.perf_counter() - started)
+            if status >= 400 and (method, route) == self.writes:
+                m.rejected.labels(extra.get("error") or str(status)).inc()
 
         async def logged_send(message: Message) -> None:
             nonlocal status
@@ -265,16 +263,6 @@ class AccessLog:
             # logged too, with the status it got so far (0: none).
             line()
 
-    def _count(
-        self, scope: Scope, method: str, status: int, error: str | None, started: float
-    ) -> None:
-        m = observe()
-        route = route_of(scope)
-        m.requests.labels(route, method, str(status)).inc()
-        m.request_seconds.labels(route, method).observe(time.perf_counter() - started)
-        if status >= 400 and (method, route) == self.writes:
-            m.rejected.labels(error or str(status)).inc()
-
 
 def litestar_logging() -> Any:
     """Litestar's own logging ("litestar" logger: unexpected errors) without the handler it
@@ -289,7 +277,7 @@ def install(app: Any, writes: tuple[str, str] | None = None) -> None:
     handler is wrapped, not `__call__`, so the status logged is the one sent."""
     if configured_format() is None:
         configure()
-    app.asgi_handler = AccessLog(app.asgi_handler, ORIGINAL_METHOD, writes)
+    app.asgi_handler = AccessLog(app.asgi_handler, writes)
 
     async def started(_: Any) -> None:
         events.info("started (pid %d)", os.getpid())

@@ -37,15 +37,8 @@ MAX_NOTE_CHARS = 300
 
 UNAVAILABLE_NOTE = "the service cannot answer right now"
 RETRY_SOON = {"Retry-After": "1"}
-_CODE_FOR_STATUS = {
-    400: "bad_request",
-    401: "unauthorized",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "too_large",
-    429: "rate_limited",
-}
+# Litestar's own refusals (below 500) by their status; a 400 is `bad_request`.
+_CODE_FOR_STATUS = {s: c for c, s in HTTP_STATUS.items() if c != "invalid_record"}
 
 
 class ErrorBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -127,12 +120,6 @@ def _safe_detail(exc: HTTPException) -> str:
 
 _FOR_PATH = re.compile(r" for path \S*$")
 
-HANDLERS: dict[Any, Callable[..., Any]] = {
-    Exception: handle,
-    HTTPException: handle,
-    ApiError: handle,
-    CapabilityAnchorError: handle,
-    404: handle,
-    405: handle,
-}
-"""Litestar's exception-handler map: every path to an error answer goes through `handle`."""
+HANDLERS: dict[Any, Callable[..., Any]] = {Exception: handle}
+"""Litestar's exception-handler map: every error answer is `handle`'s (Litestar looks a
+handler up along the exception's classes)."""

@@ -5,14 +5,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from litestar import Request, Response, get
 
 from capability_anchor.api.caching import cached
-from capability_anchor.api.errors import documented
-from capability_anchor.api.models import success
+from capability_anchor.api.models import documented, success
 from capability_anchor.api.openapi import LeafHash, TilePath, count, path_count
 from capability_anchor.api.service import service_of
 from capability_anchor.encoding import hash_from_hex
@@ -20,7 +18,6 @@ from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.merkle.tilepath import parse_tile_path
 from capability_anchor.read.reader import MAX_INT
 
-T = TypeVar("T")
 OCTETS = "application/octet-stream"
 TILE = success(
     bytes,
@@ -61,10 +58,6 @@ def text_response(request: Request[Any, Any, Any], body: bytes) -> Response[byte
     return cached(request, body, immutable=False, media_type=TEXT)
 
 
-async def _read(request: Request[Any, Any, Any], call: Callable[..., T], *args: Any) -> T:
-    return await service_of(request).read(call, *args)
-
-
 def _text(description: str) -> dict[int, Any]:
     return success(str, description, "text/plain")
 
@@ -80,8 +73,9 @@ def _text(description: str) -> dict[int, Any]:
     responses={**_text("a C2SP checkpoint note with its cosignatures"), **documented(304, 404)},
 )
 async def history_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
-    history = service_of(request).reader.read.history
-    return text_response(request, await _read(request, history.served_checkpoint))
+    service = service_of(request)
+    note = await service.read(service.reader.read.history.served_checkpoint)
+    return text_response(request, note)
 
 
 @get(
@@ -96,8 +90,8 @@ async def history_checkpoint_size(
         raise UsageError("the history size is a positive integer written in digits")
     if int(size) > MAX_INT:
         raise UsageError(f"the history size is at most {MAX_INT}")
-    history = service_of(request).reader.read.history
-    note = await _read(request, history.served_checkpoint, int(size))
+    service = service_of(request)
+    note = await service.read(service.reader.read.history.served_checkpoint, int(size))
     return text_response(request, note)
 
 
@@ -118,8 +112,9 @@ async def history_proof(
     size: Annotated[int | None, count(1)] = None,
 ) -> Response[bytes]:
     h = hash_from_hex(leaf_hash, "leaf_hash")
-    history = service_of(request).reader.read.history
-    return text_response(request, await _read(request, history.tlog_proof, h, size))
+    service = service_of(request)
+    proof = await service.read(service.reader.read.history.tlog_proof, h, size)
+    return text_response(request, proof)
 
 
 @get(
@@ -128,7 +123,8 @@ async def history_proof(
     responses={**_text("<origin>+<key id>+<base64 key>, and a newline"), **documented(304)},
 )
 async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
-    vkey = await _read(request, service_of(request).reader.read.history.vkey)
+    service = service_of(request)
+    vkey = await service.read(service.reader.read.history.vkey)
     return text_response(request, vkey.encode("utf-8") + b"\n")
 
 

@@ -13,7 +13,6 @@ from litestar.params import Body
 
 from capability_anchor.api.bodies import CheckedBody, ProveBody, RecordsBody
 from capability_anchor.api.caching import answer, ordered_answer
-from capability_anchor.api.errors import documented
 from capability_anchor.api.models import (
     AppendedEntry,
     HeadDocument,
@@ -21,6 +20,7 @@ from capability_anchor.api.models import (
     ProvedEntry,
     ProvedRecordsAnswer,
     RecordsAnswer,
+    documented,
     success,
 )
 from capability_anchor.api.openapi import count
