@@ -27,8 +27,7 @@ from capability_anchor.note import (
 from capability_anchor.store import open as stores
 from capability_anchor.store.sqlite.witness import MIGRATIONS, WITNESS_DB_NAME
 from capability_anchor.store.witness import WITNESS_SCHEMA_VERSION
-from capability_anchor.witness.server.protocol import Refusal
-from capability_anchor.witness.server.service import KEY_FILE, Witness
+from capability_anchor.witness.server.protocol import KEY_FILE, Refusal, Witness
 from tests.kit.serverkit import CLI, free_port, start
 
 

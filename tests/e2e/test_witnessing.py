@@ -664,6 +664,13 @@ def test_places_in_flight_go_oldest_first_up_to_the_bound(tmp_path: Path) -> Non
             first = witnessing.due()
             assert [w.name for w in first] == ["w1", "w2"]
             assert witnessing.due() == []  # both places taken
-            assert witnessing.submit(first[0]).result == "cosigned"
+
+            async def submit() -> str:
+                try:
+                    return (await witnessing.run(first[0])).result
+                finally:
+                    await witnessing.aclose()
+
+            assert asyncio.run(submit()) == "cosigned"
             assert [w.name for w in witnessing.due()] == ["w3"]  # never asked: before w1
             assert witnessing.in_flight == 2

@@ -22,7 +22,7 @@ from litestar.testing import TestClient
 from capability_anchor.api.app import create_app
 from capability_anchor.api.settings import Settings
 from capability_anchor.witness.server.app import create_witness_app
-from capability_anchor.witness.server.service import Witness
+from capability_anchor.witness.server.protocol import Witness
 from tests.kit.apikit import build_history, insert_stamp
 from tests.kit.witnesskit import witness_cli
 

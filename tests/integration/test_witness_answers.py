@@ -13,16 +13,18 @@ import pytest
 from capability_anchor.errors import UsageError, WitnessError
 from capability_anchor.keys import SigningKey
 from capability_anchor.note import Checkpoint, NoteSigner, parse_policy, sign_checkpoint
-from capability_anchor.witness.client.answers import (
+from capability_anchor.witness.client.client import (
     COSIGNED,
     FAILED,
     RETRY_FROM,
     STOP,
     UNKNOWN,
+    Answer,
     Sent,
     judge,
+    post,
+    request_body,
 )
-from capability_anchor.witness.client.client import Answer, post, request_body
 from tests.kit.naive_rfc9162 import Naive, leaf
 from tests.kit.witnesskit import TestWitness, consistent
 

@@ -201,7 +201,7 @@ def audit_day(
     progress: Progress,
 ) -> int:
     """Entries, tiles and heads of one day; returns the number of entries."""
-    store = log.read
+    store = log.store
     head_sizes = sorted({h.tree_size for h in day_heads})
     tree = TreeCheck(report, day, store.iter_tiles(day), head_sizes)
     watermark = index_watermark(max(head_sizes, default=0), store.day_size(day), log.index_chunk)

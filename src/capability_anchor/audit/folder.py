@@ -146,7 +146,7 @@ def _audit_saved_unsealed(
         doc, verified = checked
         c = verified.claims
         if log is not None:
-            row = log.read.head(c["day"], c["tree_size"], False)
+            row = log.store.head(c["day"], c["tree_size"], False)
             if row is None or row.doc != doc:
                 report.problems.append(f"{path} differs from the log's head {day}/{path.stem}")
         if c["day"] != day or str(c["tree_size"]) != path.stem or c["sealed"]:

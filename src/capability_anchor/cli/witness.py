@@ -108,7 +108,7 @@ def _init(args: argparse.Namespace) -> int:
     from capability_anchor.note import Cosigner
     from capability_anchor.note.signed import check_key_name
     from capability_anchor.store import open as stores
-    from capability_anchor.witness.server.service import KEY_FILE
+    from capability_anchor.witness.server.protocol import KEY_FILE
 
     try:
         check_key_name(args.name)
@@ -133,7 +133,7 @@ def _init(args: argparse.Namespace) -> int:
 
 def _info(args: argparse.Namespace) -> int:
     """The name, vkey and `add-checkpoint` prefix a log's policy `witness` line needs."""
-    from capability_anchor.witness.server.service import Witness
+    from capability_anchor.witness.server.protocol import Witness
 
     data = witness_data(args.data)
     witness = Witness.open(data)
@@ -218,7 +218,7 @@ def _serve(args: argparse.Namespace) -> int:
     from capability_anchor.metrics import service as metrics
     from capability_anchor.web import accesslog
     from capability_anchor.witness.server.app import create_witness_app
-    from capability_anchor.witness.server.service import Witness
+    from capability_anchor.witness.server.protocol import Witness
 
     if args.rate_limit < 0:
         raise UsageError("--rate-limit must be >= 0")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capability_anchor import head as heads
@@ -16,7 +16,7 @@ from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.head import proof_json
 from capability_anchor.merkle import TileCache, TileNodes, consistency_nodes, inclusion_nodes
 from capability_anchor.merkle.nodes import resolve
-from capability_anchor.store import EntryRow, HeadRow, StampRow, Store, TileRow
+from capability_anchor.store import EntryRow, HeadRow, StampRow, Store
 from capability_anchor.strictjson import is_int
 
 from .history_proofs import HistoryReader
@@ -66,9 +66,6 @@ class LogReader:
 
     def all_heads(self) -> list[HeadRow]:
         return self._store.all_heads()
-
-    def head(self, day: str, tree_size: int, sealed: bool) -> HeadRow | None:
-        return self._store.head(day, tree_size, sealed)
 
     def newest_head(self, day: str) -> HeadRow | None:
         return self._store.newest_head(day)
@@ -135,15 +132,6 @@ class LogReader:
 
     def entry_rows(self, day: str, start: int, limit: int) -> list[EntryRow]:
         return self._store.entries(day, start, limit)
-
-    def iter_entries(self, day: str) -> Iterator[EntryRow]:
-        return self._store.iter_entries(day)
-
-    def iter_tiles(self, day: str) -> Iterator[TileRow]:
-        return self._store.iter_tiles(day)
-
-    def iter_servers(self, day: str) -> Iterator[tuple[int, str]]:
-        return self._store.iter_servers(day)
 
     def server_entries(self, key: str) -> list[tuple[str, int]]:
         """(day, leaf index) of the indexed entries of a server key, newest first."""

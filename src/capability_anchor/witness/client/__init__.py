@@ -1,9 +1,6 @@
-"""The witness client (SPEC §12.3, c2sp.org/tlog-witness): the log asks the witnesses of its
-policy to cosign the history's newest checkpoint, verifies the answers, and stores the
-cosignatures. Witnessing never delays appends, checkpoints, seals or stamps. May import the kernel,
-`bounded.post`, the store's contract, `log/` (the policy is `log.policies`) and `metrics/`;
-never `witness.server`, `monitor/`, `api/` or `cli/`.
-"""
+"""The witness client (SPEC §12.3): the log asks the witnesses of its policy to cosign the history's
+newest checkpoint, verifies the answers and stores the cosignatures; witnessing never delays
+appends, checkpoints, seals or stamps."""
 
 from .client import DEFAULT_DEADLINE_S
 from .rounds import Outcome, retry_delay, submit

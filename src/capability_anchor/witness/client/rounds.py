@@ -5,6 +5,7 @@ and their crash safety: docs/explanation/procedures.md).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -13,7 +14,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from capability_anchor.errors import MalformedNote, WitnessError
@@ -22,8 +23,21 @@ from capability_anchor.metrics.service import observe
 from capability_anchor.note import PolicyWitness, parse_note
 from capability_anchor.store import CosignatureRow, WitnessState
 
-from .answers import COSIGNED, FAILED, RETRY_FROM, STOP, UNKNOWN, Sent, Verdict, judge
-from .client import DEFAULT_DEADLINE_S, Answer, post, post_async, request_body
+from .client import (
+    COSIGNED,
+    DEFAULT_DEADLINE_S,
+    FAILED,
+    RETRY_FROM,
+    STOP,
+    UNKNOWN,
+    Answer,
+    Sent,
+    Verdict,
+    judge,
+    post,
+    post_async,
+    request_body,
+)
 from .episodes import REFUSED, UNREACHABLE
 
 if TYPE_CHECKING:
@@ -57,21 +71,14 @@ class Outcome:
     size: int
     result: str
     detail: str
-    problem: str | None = None
-    """When it failed: the kind of problem (`episodes.REFUSED` or `UNREACHABLE`)."""
+    problem: str | None = None  # when it failed: `episodes.REFUSED` or `UNREACHABLE`
 
     @property
     def ok(self) -> bool:
         return self.result in (COSIGNED, CURRENT)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "witness": self.witness,
-            "old": self.old,
-            "size": self.size,
-            "result": self.result,
-            "detail": self.detail,
-        }
+        return {k: v for k, v in asdict(self).items() if k != "problem"}
 
 
 def submit(
@@ -85,24 +92,16 @@ def submit(
     """Submit the newest checkpoint to WITNESS (docs/explanation/procedures.md). A stopped
     witness is skipped unless RESUME (the operator acts); with WAIT false, a witness another
     process is submitting to right now is skipped rather than waited for."""
-    with _exclusive(log_, witness.name, wait) as mine:
-        if not mine:
-            return _busy(witness)
-        begun = _begin(log_, witness, resume)
-        if isinstance(begun, Outcome):
-            return begun
-        state, sent = begun
-        verdict = _ask(
-            log_, sent, lambda body: post(sent.witness.url or "", body, deadline=deadline)
-        )
-        again = _again(verdict, sent)
-        if again is not None:
-            sent = again
-            verdict = _twice(
-                _ask(log_, sent, lambda b: post(sent.witness.url or "", b, deadline=deadline))
-            )
-        outcome, stored = _store(log_, state, sent, verdict)
-    _report(outcome, stored)
+
+    async def send(body: bytes) -> Answer:
+        return post(witness.url or "", body, deadline=deadline)
+
+    async def inline(fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    outcome, stored = asyncio.run(_submit(log_, witness, send, inline, resume, wait))
+    if stored is not None:
+        _report(outcome, stored)
     return outcome
 
 
@@ -116,24 +115,36 @@ async def submit_async(
 ) -> Outcome:
     """`submit` (WAIT false, no RESUME) with the exchange on this event loop and CLIENT,
     and the store's steps through OFFLOAD. Nothing is logged: the caller reports."""
-    with _exclusive(log_, witness.name, False) as mine:  # non-blocking: fine on the loop
+
+    async def send(body: bytes) -> Answer:
+        return await post_async(client, witness.url or "", body, deadline=deadline)
+
+    return (await _submit(log_, witness, send, offload, False, False))[0]
+
+
+async def _submit(
+    log_: Log,
+    witness: PolicyWitness,
+    send: Callable[[bytes], Awaitable[Answer]],
+    offload: Offload,
+    resume: bool,
+    wait: bool,
+) -> tuple[Outcome, int | None]:
+    """Both `submit`s: the outcome, and how many cosignatures were stored (None: no exchange)."""
+    with _exclusive(log_, witness.name, wait) as mine:  # non-blocking unless WAIT
         if not mine:
-            return _busy(witness)
-        begun = await offload(_begin, log_, witness, False)
+            return Outcome(witness.name, 0, 0, FAILED, "another process is submitting to it"), None
+        begun = await offload(_begin, log_, witness, resume)
         if isinstance(begun, Outcome):
-            return begun
+            return begun, None
         state, sent = begun
-        verdict = await _ask_async(log_, sent, client, offload, deadline)
-        again = _again(verdict, sent)
-        if again is not None:
-            sent = again
-            verdict = _twice(await _ask_async(log_, sent, client, offload, deadline))
-        outcome, _ = await offload(_store, log_, state, sent, verdict)
-        return outcome  # type: ignore[no-any-return]
-
-
-def _busy(witness: PolicyWitness) -> Outcome:
-    return Outcome(witness.name, 0, 0, FAILED, "another process is submitting to it")
+        verdict = await _ask(log_, sent, send, offload)
+        if verdict.kind == RETRY_FROM and verdict.witness_size is not None:
+            sent = Sent(sent.witness, verdict.witness_size, sent.size, sent.checkpoint)
+            verdict = await _ask(log_, sent, send, offload)
+            if verdict.kind == RETRY_FROM:  # retried once: a second 409 is a failure
+                verdict = Verdict(FAILED, verdict.detail + " (again)", (), verdict.witness_size)
+        return await offload(_store, log_, state, sent, verdict)  # type: ignore[no-any-return]
 
 
 def _begin(log_: Log, witness: PolicyWitness, resume: bool) -> tuple[WitnessState, Sent] | Outcome:
@@ -144,19 +155,18 @@ def _begin(log_: Log, witness: PolicyWitness, resume: bool) -> tuple[WitnessStat
         )
     if state.status == STOPPED and not resume:
         return Outcome(witness.name, state.size, state.size, STOPPED_RESULT, state.detail)
-    sent = _prepare(log_, witness, state.size)
-    if sent is None:
-        with log_.store.read():
-            size = log_.store.checkpoint_size()
-        if state.size > size:
-            # Never stored by a submission (a 409's size is kept only up to ours): the
-            # store was changed. Said, not taken for "cosigned", which would end the
-            # submissions to this witness silently.
-            detail = _BEYOND.format(old=state.size, size=size)
-            log.error("witness %s: %s", witness.name, detail)
-            return Outcome(witness.name, state.size, size, FAILED, detail)
-        return Outcome(witness.name, state.size, size, CURRENT, f"cosigned size {size}")
-    return state, sent
+    with log_.store.read():
+        size = log_.store.checkpoint_size()
+        if size > 0 and state.size < size:
+            return state, Sent(witness, state.size, size, log_.read.history.checkpoint(size))
+    if state.size > size:
+        # Never stored by a submission (a 409's size is kept only up to ours): the
+        # store was changed. Said, not taken for "cosigned", which would end the
+        # submissions to this witness silently.
+        detail = _BEYOND.format(old=state.size, size=size)
+        log.error("witness %s: %s", witness.name, detail)
+        return Outcome(witness.name, state.size, size, FAILED, detail)
+    return Outcome(witness.name, state.size, size, CURRENT, f"cosigned size {size}")
 
 
 _BEYOND = (
@@ -180,35 +190,6 @@ def _exclusive(log_: Log, name: str, wait: bool) -> Iterator[bool]:
         os.close(fd)  # releases the flock
 
 
-def _prepare(log_: Log, witness: PolicyWitness, old: int) -> Sent | None:
-    """The request to send from OLD, in one read snapshot; None when the witness already
-    cosigned the newest checkpoint (or there is none yet)."""
-    with log_.store.read():
-        size = log_.store.checkpoint_size()
-        if size == 0 or old >= size:
-            return None
-        return Sent(witness, old, size, log_.read.history.checkpoint(size))
-
-
-def _again(verdict: Verdict, sent: Sent) -> Sent | None:
-    """The request to send once more after a 409 naming M' <= N, else None."""
-    if verdict.kind == RETRY_FROM and verdict.witness_size is not None:
-        return Sent(sent.witness, verdict.witness_size, sent.size, sent.checkpoint)
-    return None
-
-
-def _twice(verdict: Verdict) -> Verdict:
-    if verdict.kind == RETRY_FROM:  # retried once: a second 409 is a failure
-        return Verdict(FAILED, verdict.detail + " (again)", (), verdict.witness_size)
-    return verdict
-
-
-def _request(log_: Log, sent: Sent) -> bytes:
-    # tlog-witness: the proof is empty from size 0
-    proof = log_.read.history.consistency(sent.old, sent.size) if sent.old else []
-    return request_body(sent.old, proof, sent.checkpoint)
-
-
 def _counted(sent: Sent, verdict: Verdict, started: float) -> Verdict:
     # Witness names come from the stored policy: a bounded set of labels.
     m = observe()
@@ -219,23 +200,16 @@ def _counted(sent: Sent, verdict: Verdict, started: float) -> Verdict:
     return verdict
 
 
-def _ask(log_: Log, sent: Sent, send: Callable[[bytes], Answer]) -> Verdict:
-    body = _request(log_, sent)
-    started = time.monotonic()
-    try:
-        answer = send(body)
-    except WitnessError as exc:
-        return _counted(sent, Verdict(FAILED, str(exc), answered=False), started)
-    return _counted(sent, judge(answer, sent, now=int(log_.clock())), started)
-
-
-async def _ask_async(
-    log_: Log, sent: Sent, client: AsyncClient, offload: Offload, deadline: float
+async def _ask(
+    log_: Log, sent: Sent, send: Callable[[bytes], Awaitable[Answer]], offload: Offload
 ) -> Verdict:
-    body = await offload(_request, log_, sent)
+    # tlog-witness: the proof is empty from size 0
+    history = log_.read.history
+    proof = await offload(history.consistency, sent.old, sent.size) if sent.old else []
+    body = request_body(sent.old, proof, sent.checkpoint)
     started = time.monotonic()
     try:
-        answer = await post_async(client, sent.witness.url or "", body, deadline=deadline)
+        answer = await send(body)
     except WitnessError as exc:
         return _counted(sent, Verdict(FAILED, str(exc), answered=False), started)
     now = int(log_.clock())

@@ -144,17 +144,6 @@ class Witnessing:
         with self._lock:
             return len(self._in_flight)
 
-    def submit(self, witness: PolicyWitness) -> Outcome:
-        """One submission to a witness `due` returned, in this thread (blocking)."""
-        started = time.monotonic()
-        try:
-            outcome = submit(self.log, witness, deadline=self.deadline, wait=False)
-        finally:
-            with self._lock:
-                self._in_flight.discard(witness.name)
-        self._account(outcome, time.monotonic() - started)
-        return outcome
-
     async def run(self, witness: PolicyWitness) -> Outcome:
         """One submission to a witness `due` returned, on the running event loop: the
         exchange waits there, the store's steps in `STORE_THREADS` threads. A failure of the

@@ -1,16 +1,7 @@
-"""The witness's HTTP service (`witness serve`): Litestar behind the HTTP edge `web/` (body
-deadline, HEAD, reading bodies before answering), with its rate limit and body limit.
-
-Answers: `POST /add-checkpoint` as c2sp.org/tlog-witness says (200 with one cosignature
-line, 409 `text/x.tlog.size` with the latest cosigned size); every other refusal, and every
-error of the edge, is `{v, error, note}` JSON with the protocol's status, as the log's API
-answers. `GET /<hex sha256(origin)>/checkpoint` is the monitoring view; `/healthz` says
-the service is up.
-
-Store reads: every one runs on a worker thread (the cosigning and the monitoring view read
-and write the witness store and sign or verify), none on the event loop; `/healthz` and
-`/metrics` read no store (docs/explanation/api-reads.md).
-"""
+"""The witness's HTTP service (`witness serve`): Litestar behind the HTTP edge `web/`. `POST
+/add-checkpoint` answers as c2sp.org/tlog-witness says (409 `text/x.tlog.size`); every other refusal
+is `{v, error, note}` JSON as the log's API answers; `GET /<hex sha256(origin)>/checkpoint` is the
+monitoring view. Store reads and signing run on worker threads (docs/explanation/api-reads.md)."""
 
 from __future__ import annotations
 
@@ -25,7 +16,7 @@ from litestar.params import PathParameter
 from capability_anchor.head import VERSION
 from capability_anchor.metrics import service as metrics
 from capability_anchor.web import accesslog
-from capability_anchor.web.errors import HANDLERS, ApiError, ErrorBody, error_response
+from capability_anchor.web.errors import HANDLERS, ApiError, ErrorBody
 from capability_anchor.web.exchange import AnchorApp
 from capability_anchor.web.guards import (
     RateLimiter,
@@ -35,15 +26,16 @@ from capability_anchor.web.guards import (
     metrics_answer,
 )
 
-from .protocol import MAX_BODY, SIZE_CONTENT_TYPE, Refusal
-from .service import Witness
+from .protocol import MAX_BODY, SIZE_CONTENT_TYPE, Refusal, Witness
 
 TEXT = "text/plain; charset=utf-8"
 _ENCODER = msgspec.json.Encoder()
 _CODES = {400: "bad_request", 403: "forbidden", 404: "not_found", 422: "unprocessable"}
 
 
-def refusal_response(exc: Refusal) -> Response[bytes]:
+def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    if not isinstance(exc, Refusal):
+        return HANDLERS[Exception](request, exc)  # type: ignore[no-any-return]
     if exc.status == 409:
         # Exactly `text/x.tlog.size` (clients compare it whole): Litestar would append a
         # charset to a text/ media type, an explicit header is sent as given.
@@ -55,12 +47,6 @@ def refusal_response(exc: Refusal) -> Response[bytes]:
         )
     body = _ENCODER.encode(ErrorBody(VERSION, _CODES[exc.status], exc.reason[:300]))
     return Response(body, status_code=exc.status, media_type="application/json")
-
-
-def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    if isinstance(exc, Refusal):
-        return refusal_response(exc)
-    return HANDLERS[Exception](request, exc)  # type: ignore[no-any-return]
 
 
 def _witness(request: Request[Any, Any, Any]) -> Witness:
@@ -101,9 +87,7 @@ async def healthz() -> str:
 
 @get("/metrics", opt={"metrics": True})
 async def metrics_page() -> Response[bytes]:
-    """The witness's Prometheus metrics (its requests by route and status, with latency),
-    as the log's `/metrics` answers them: public unless `--metrics-token`, never rate
-    limited, made off the event loop."""
+    """As the log's `/metrics`: public unless `--metrics-token`, never rate limited."""
     return await metrics_answer()
 
 
@@ -137,6 +121,3 @@ def create_witness_app(
     # One access line per request and the start and shutdown events, as the log's service.
     accesslog.install(app)
     return app
-
-
-__all__ = ["create_witness_app", "error_response", "refusal_response"]

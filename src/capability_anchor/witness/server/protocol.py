@@ -1,21 +1,20 @@
-"""c2sp.org/tlog-witness `add-checkpoint`, pure: the request body, and the checks in the
-order the spec gives them. No storage and no HTTP: bytes and the witness's state in, the
-new state out or a `Refusal` naming the status.
-
-The order matters because each status tells the client something different: 404 (we do
-not know this origin) and 403 (no signature by a key we trust, or a bad one by such a key)
-come before anything stateful; 400 (old > size, or a body that is not the format); 409
-`text/x.tlog.size` with our latest cosigned size (the client retries from it); 422 (the
-proof does not prove old -> size, a proof with old 0, a size-0 checkpoint whose root is not
-the empty tree's); then the row to store and the cosignature to answer with.
-"""
+"""c2sp.org/tlog-witness `add-checkpoint` (SPEC §12.3): the body, the checks in the spec's order
+(404, 403, 400, 409, 422: each status tells the client something else), and `Witness`, which
+verifies the log's signature outside any transaction and runs the stateful checks and the insert
+as one `WitnessStore.advance`. A log's keys are read at every request (`witness update-log`
+is adopted at once)."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from capability_anchor.errors import MalformedNote, MalformedProof, NoteSignatureError, RootMismatch
+from capability_anchor.keys import load_key_file
 from capability_anchor.merkle.verify import verify_consistency
 from capability_anchor.note import (
     Checkpoint,
@@ -27,7 +26,8 @@ from capability_anchor.note import (
 )
 from capability_anchor.note.checkpoint import parse_size
 from capability_anchor.note.signed import b64decode, parse_note
-from capability_anchor.store.witness import Cosigned, WitnessedLog
+from capability_anchor.store import open as stores
+from capability_anchor.store.witness import Cosigned, WitnessStore
 
 MAX_PROOF_LINES = 63
 HASH_SIZE = 32
@@ -106,44 +106,83 @@ def _hash_line(line: bytes, number: int) -> bytes:
     return raw
 
 
-def check_signature(request: AddCheckpoint, log: WitnessedLog | None) -> None:
-    """404 for an origin we do not witness, 403 unless a trusted key signed and none failed."""
-    origin = request.checkpoint.origin
-    if log is None:
-        raise Refusal(404, f"unknown log origin {origin[:100]!r}")
-    try:
-        verifiers = [note_verifier(v) for v in log.vkeys]
-        open_checkpoint(request.note, list(verifiers), origin=origin)
-    except NoteSignatureError as exc:
-        raise Refusal(403, str(exc)) from None
-    if request.old > request.checkpoint.size:
-        raise Refusal(
-            400, f"old size {request.old} is over the checkpoint's {request.checkpoint.size}"
-        )
+KEY_FILE = "witness-key.jwk"
+log = logging.getLogger("capability_anchor.witness")
 
 
-def check_state(request: AddCheckpoint, latest: Cosigned | None) -> None:
-    """409, then 422, against the latest cosigned checkpoint (None: never cosigned, size 0)."""
-    cp, old = request.checkpoint, request.old
-    size = latest.size if latest is not None else 0
-    if old != size:
-        raise Refusal(409, f"old size {old} is not the latest cosigned size {size}", size)
-    if old == 0 and request.proof:
-        raise Refusal(422, "a consistency proof was sent with old size 0")
-    if cp.size == 0 and cp.root != EMPTY_ROOT:
-        raise Refusal(422, "a size-0 checkpoint's root is not SHA-256 of the empty string")
-    if latest is None or old == 0:
-        return
-    if cp.size == old and cp.root != latest.root:
-        raise Refusal(409, f"another root was cosigned at size {old}", size)
-    try:
-        verify_consistency(old, cp.size, latest.root, cp.root, list(request.proof))
-    except (MalformedProof, RootMismatch) as exc:
-        raise Refusal(422, f"the consistency proof does not verify: {exc}") from None
+@dataclass
+class Witness:
+    """One witness: its store, its cosigning key, and the `add-checkpoint` steps in order."""
 
+    store: WitnessStore
+    cosigner: Cosigner
+    clock: Callable[[], float] = field(default=time.time)
+    _keys_seen: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-def cosign(request: AddCheckpoint, cosigner: Cosigner, now: int) -> Cosigned:
-    """The row to store and the cosignature/v1 line (type 0x04) to answer with."""
-    cp = request.checkpoint
-    line = cosigner.cosign(request.note.text, now).line()
-    return Cosigned(cp.origin, cp.size, cp.root, request.note_bytes, line, now)
+    @classmethod
+    def open(cls, data_dir: Path) -> Witness:
+        store = stores.open_witness(data_dir)
+        try:
+            key = load_key_file(data_dir / KEY_FILE)
+            return cls(store, Cosigner(store.name(), key))
+        except BaseException:
+            store.close()
+            raise
+
+    def add_checkpoint(self, body: bytes) -> str:
+        """The cosignature line for a valid request, else a `Refusal`."""
+        request = parse_request(body)
+        cp, old = request.checkpoint, request.old
+        witnessed = self.store.log(cp.origin)
+        if witnessed is None:
+            raise Refusal(404, f"unknown log origin {cp.origin[:100]!r}")
+        before = self._keys_seen.get(witnessed.origin)
+        self._keys_seen[witnessed.origin] = witnessed.vkeys
+        if before is not None and before != witnessed.vkeys:
+            log.info(
+                "log %s: now verified with the key set [%s] (was [%s])",
+                witnessed.origin,
+                ", ".join(witnessed.vkeys),
+                ", ".join(before),
+            )
+        try:
+            verifiers = [note_verifier(v) for v in witnessed.vkeys]
+            open_checkpoint(request.note, list(verifiers), origin=cp.origin)
+        except NoteSignatureError as exc:
+            raise Refusal(403, str(exc)) from None
+        if old > cp.size:
+            raise Refusal(400, f"old size {old} is over the checkpoint's {cp.size}")
+
+        def step(latest: Cosigned | None) -> Cosigned:
+            """409, then 422, against the latest cosigned checkpoint; the row to store."""
+            size = latest.size if latest is not None else 0
+            if old != size:
+                raise Refusal(409, f"old size {old} is not the latest cosigned size {size}", size)
+            if old == 0 and request.proof:
+                raise Refusal(422, "a consistency proof was sent with old size 0")
+            if cp.size == 0 and cp.root != EMPTY_ROOT:
+                raise Refusal(422, "a size-0 checkpoint's root is not SHA-256 of the empty string")
+            if latest is not None and old != 0:
+                if cp.size == old and cp.root != latest.root:
+                    raise Refusal(409, f"another root was cosigned at size {old}", size)
+                try:
+                    verify_consistency(old, cp.size, latest.root, cp.root, list(request.proof))
+                except (MalformedProof, RootMismatch) as exc:
+                    raise Refusal(422, f"the consistency proof does not verify: {exc}") from None
+            now = int(self.clock())
+            line = self.cosigner.cosign(request.note.text, now).line()  # cosignature/v1
+            return Cosigned(cp.origin, cp.size, cp.root, request.note_bytes, line, now)
+
+        return self.store.advance(cp.origin, step).cosignature
+
+    def monitoring(self, hex_origin: str) -> bytes:
+        """The latest cosigned checkpoint of the log whose origin hashes to `hex_origin`,
+        with our cosignature; a Refusal(404) when there is none."""
+        witnessed = self.store.log_by_hash(hex_origin)
+        latest = None if witnessed is None else self.store.latest(witnessed.origin)
+        if latest is None:
+            raise Refusal(404, "no checkpoint cosigned for that log")
+        return latest.monitoring_note()
+
+    def close(self) -> None:
+        self.store.close()
