@@ -1,5 +1,5 @@
 """C2SP formats, pure (SPEC §12.2-§12.5): signed notes (`signed`), checkpoints, cosignatures,
-tlog-policy, tlog-proof and a checkpoint's witnesses (`witnessed`); bytes in, validated objects or a
+tlog-policy and a checkpoint's witnesses (`policy`), tlog-proof; bytes in, validated objects or a
 `NoteError` out. On the verifying path: may import `merkle/`, `keys/`, `errors` and `record.urls`
 (the one origin ladder); nothing with I/O."""
 
@@ -11,7 +11,7 @@ from .checkpoint import (
     sign_checkpoint,
 )
 from .cosignature import Cosigner, cosignature_verifier
-from .policy import Policy, PolicyWitness, parse_policy
+from .policy import Policy, PolicyWitness, check_cosignatures, parse_policy
 from .proof import TlogProof, parse_tlog_proof
 from .signed import (
     EM_DASH,
@@ -29,7 +29,6 @@ from .signed import (
     parse_vkey,
     sign_note,
 )
-from .witnessed import check_cosignatures
 
 __all__ = [
     "EM_DASH",
