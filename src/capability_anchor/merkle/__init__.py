@@ -2,10 +2,9 @@
 `NodeSource` (`TiledTree` in memory, `TileNodes` over stored tiles), and proof verification that
 trusts only the root it is given. The kernel's base: imports only `errors` and `strictjson`."""
 
-from .edge import FullTile, TreeEdge, partial_counts
-from .hashing import EMPTY_ROOT, HASH_SIZE, hash_children, hash_leaf
+from .edge import TreeEdge, partial_counts
+from .hashing import EMPTY_ROOT, HASH_SIZE, hash_leaf
 from .nodes import (
-    NodeSource,
     consistency_nodes,
     consistency_path_length,
     inclusion_nodes,
@@ -19,7 +18,6 @@ from .tiles import (
     TileID,
     TileNodes,
     tile_path,
-    tile_rows,
     tiles_changed,
 )
 from .tree import TiledTree, consistency_path, inclusion_path, root_hash
@@ -30,8 +28,6 @@ __all__ = [
     "HASH_SIZE",
     "TILE_HEIGHT",
     "TILE_WIDTH",
-    "FullTile",
-    "NodeSource",
     "TileCache",
     "TileID",
     "TileNodes",
@@ -41,7 +37,6 @@ __all__ = [
     "consistency_nodes",
     "consistency_path",
     "consistency_path_length",
-    "hash_children",
     "hash_leaf",
     "inclusion_nodes",
     "inclusion_path",
@@ -50,7 +45,6 @@ __all__ = [
     "root_from",
     "root_hash",
     "tile_path",
-    "tile_rows",
     "tiles_changed",
     "verify_consistency",
     "verify_inclusion",

@@ -114,6 +114,3 @@ def make() -> Metrics:
             buckets=LATENCY_BUCKETS,
         ),
     )
-
-
-__all__ = ["BATCH_BUCKETS", "LATENCY_BUCKETS", "PREFIX", "Metrics", "make"]

@@ -1,30 +1,7 @@
-"""The service's Prometheus metrics (`/metrics`, through `prometheus-client`).
-
-    metrics.prepare()              # once, at the top process, before anything counts
-    metrics.observe().appended.inc(n)
-    body = metrics.exposition(reader)   # every process's counts, and the store's gauges
-
-Several processes count: uvicorn workers, and the body workers that append (`api/bodies.py`).
-So the client's multiprocess mode is on whenever the service runs: `prepare` gives the
-service a private folder (PROMETHEUS_MULTIPROC_DIR), new and empty for each start, under
-`$TMPDIR/capability-anchor-metrics-<uid>/`, named by the process that owns the service
-(`serve` itself, or the uvicorn supervisor of the ASGI form's workers) and that process's
-start time, so a reused pid never inherits old counts. Folders of owners that are gone are
-removed by the next start. Every process writes its own files there; a scrape, in whichever
-worker it lands, sums them all, and first marks the files of processes that died
-(`mark_process_dead`: their live gauges go, their counters stay in the sums).
-
-The metric objects are made on first use, never at import: prometheus-client picks its
-value class (in memory or in the folder) when a metric is made, and the folder must be known
-by then. Processes started by the service inherit the variable.
-
-The gauges that describe the log (tree size per open day, the age of the newest head, of the
-newest checkpoint and of the newest checkpoint meeting the quorum) are read from the store at
-scrape time by `log.gauges.StoreCollector`, each in one indexed query or a few (never a scan). Two
-states other parts of the service own, `behind_published` and `witnessing_problem`, are
-gauges fed either by a function read at scrape time (`register_state`) or by the process
-holding the state (`set_state`); until one is, the gauge has no sample.
-"""
+"""The service's Prometheus registry (`/metrics`): the multiprocess folder every process of a
+service counts in (`prepare`), the metrics made on first use (`observe`; prometheus-client picks
+in-memory or folder values when a metric is made), the state gauges other parts feed, and the
+exposition. Folder lifecycle and states: docs/explanation/architecture.md, "Metrics"."""
 
 from __future__ import annotations
 
@@ -306,59 +283,23 @@ def _mark_dead(path: Path) -> None:
 # --- the exposition -----------------------------------------------------------------------------
 
 
-def registry(*collectors: Collector) -> Any:
-    """A registry for one scrape: every process's counts (multiprocess mode) or this
-    process's (else), and `collectors`."""
-    from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
-
-    observe()  # this process's metrics exist (and so have samples) even before any count
-    path = folder()
-    if path is None:
-        reg: Any = REGISTRY
-        extra = CollectorRegistry(auto_describe=False)
-        for collector in collectors:
-            extra.register(collector)
-        return _Both(reg, extra)
-    _mark_dead(path)
-    reg = CollectorRegistry(auto_describe=False)
-    multiprocess.MultiProcessCollector(reg, str(path))  # type: ignore[no-untyped-call]
-    for collector in collectors:
-        reg.register(collector)
-    return reg
-
-
-class _Both:
-    """Two registries read as one (the default registry is shared with the host process)."""
-
-    def __init__(self, *registries: Any) -> None:
-        self.registries = registries
-
-    def collect(self) -> Iterator[Any]:
-        for reg in self.registries:
-            yield from reg.collect()
-
-
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Prometheus text exposition format, version 0.0.4."""
 
 
 def exposition(*collectors: Collector) -> bytes:
-    """The text exposition of every process's metrics and of `collectors` (blocking: files
-    and the store are read; call it off the event loop)."""
-    from prometheus_client import generate_latest
+    """The text exposition of every process's counts (multiprocess mode), else of this process's
+    (the default registry, shared with a host process), and of `collectors` (blocking: files and
+    the store are read; call it off the event loop)."""
+    from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
 
-    return bytes(generate_latest(registry(*collectors)))
-
-
-__all__ = [
-    "CONTENT_TYPE",
-    "STATES",
-    "Metrics",
-    "enable",
-    "exposition",
-    "folder",
-    "observe",
-    "prepare",
-    "register_state",
-    "set_state",
-]
+    observe()  # this process's metrics exist (and so have samples) even before any count
+    path = folder()
+    reg = CollectorRegistry(auto_describe=False)
+    if path is not None:
+        _mark_dead(path)
+        multiprocess.MultiProcessCollector(reg, str(path))  # type: ignore[no-untyped-call]
+    for collector in collectors:
+        reg.register(collector)
+    own = generate_latest(REGISTRY) if path is None else b""
+    return bytes(own + generate_latest(reg))

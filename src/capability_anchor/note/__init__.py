@@ -1,30 +1,26 @@
 """C2SP formats, pure (SPEC §12.2-§12.5): signed notes (`signed`), checkpoints, cosignatures,
-tlog-policy, tlog-proof and a checkpoint's witnesses (`witnessed`); bytes in, validated objects or a
+tlog-policy and a checkpoint's witnesses (`policy`), tlog-proof; bytes in, validated objects or a
 `NoteError` out. On the verifying path: may import `merkle/`, `keys/`, `errors` and `record.urls`
 (the one origin ladder); nothing with I/O."""
 
 from .checkpoint import (
     Checkpoint,
-    OpenedCheckpoint,
     open_checkpoint,
     origin_from_url,
     parse_checkpoint,
     sign_checkpoint,
 )
-from .cosignature import CosignatureVerifier, Cosigner, cosignature_verifier
-from .policy import Policy, PolicyLog, PolicyWitness, parse_policy
+from .cosignature import Cosigner, cosignature_verifier
+from .policy import Policy, PolicyWitness, check_cosignatures, parse_policy
 from .proof import TlogProof, parse_tlog_proof
 from .signed import (
     EM_DASH,
-    TYPE_COSIGNATURE_V1,
     TYPE_ED25519,
     Note,
     NoteSigner,
     NoteVerifier,
-    OpenedNote,
     Signature,
     Verifier,
-    VKey,
     format_vkey,
     key_id,
     note_verifier,
@@ -33,28 +29,20 @@ from .signed import (
     parse_vkey,
     sign_note,
 )
-from .witnessed import Witnessed, check_cosignatures
 
 __all__ = [
     "EM_DASH",
-    "TYPE_COSIGNATURE_V1",
     "TYPE_ED25519",
     "Checkpoint",
-    "CosignatureVerifier",
     "Cosigner",
     "Note",
     "NoteSigner",
     "NoteVerifier",
-    "OpenedCheckpoint",
-    "OpenedNote",
     "Policy",
-    "PolicyLog",
     "PolicyWitness",
     "Signature",
     "TlogProof",
-    "VKey",
     "Verifier",
-    "Witnessed",
     "check_cosignatures",
     "cosignature_verifier",
     "format_vkey",

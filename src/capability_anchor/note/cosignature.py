@@ -5,22 +5,17 @@ ID apart from its note key."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from capability_anchor.errors import (
-    MalformedNote,
-    MalformedVKey,
-    NoteSignatureError,
-    SignatureMismatch,
-)
-from capability_anchor.keys import ED25519_SIGNATURE_SIZE, PublicKey, SigningKey
+from capability_anchor.errors import MalformedNote, MalformedVKey, NoteSignatureError
+from capability_anchor.keys import ED25519_SIGNATURE_SIZE, SigningKey
 
 from .signed import (
     TYPE_COSIGNATURE_V1,
     TYPE_ED25519,
+    NoteVerifier,
     Signature,
     check_key_name,
-    format_vkey,
-    key_id,
     parse_vkey,
 )
 
@@ -52,34 +47,19 @@ def timestamp_of(signature: bytes) -> int:
 
 
 @dataclass(frozen=True)
-class CosignatureVerifier:
+class CosignatureVerifier(NoteVerifier):
     """A witness's cosignature/v1 key: a `Verifier` for `open_note`."""
 
-    name: str
-    public_key: bytes
-
-    def __post_init__(self) -> None:
-        check_key_name(self.name)
-        PublicKey.from_raw(self.public_key)
-
-    @property
-    def key_id(self) -> bytes:
-        return key_id(self.name, TYPE_COSIGNATURE_V1, self.public_key)
-
-    def vkey(self) -> str:
-        return format_vkey(self.name, TYPE_COSIGNATURE_V1, self.public_key)
+    key_type: ClassVar[int] = TYPE_COSIGNATURE_V1
 
     def verify(self, text: bytes, signature: bytes) -> None:
-        who = f"{self.name}+{self.key_id.hex()}"
         try:
             timestamp = timestamp_of(signature)
         except MalformedNote as exc:
+            who = f"{self.name}+{self.key_id.hex()}"
             raise NoteSignatureError(f"the cosignature by {who}: {exc}") from None
         message = signed_message(text, timestamp)
-        try:
-            PublicKey.from_raw(self.public_key).verify(message, signature[TIMESTAMP_SIZE:])
-        except SignatureMismatch as exc:
-            raise NoteSignatureError(f"the cosignature by {who} does not verify: {exc}") from None
+        self._ed25519(message, signature[TIMESTAMP_SIZE:], "cosignature")
 
 
 def cosignature_verifier(vkey: str) -> CosignatureVerifier:

@@ -9,7 +9,7 @@ import binascii
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from capability_anchor.errors import (
     MalformedNote,
@@ -188,6 +188,7 @@ class NoteVerifier:
 
     name: str
     public_key: bytes
+    key_type: ClassVar[int] = TYPE_ED25519
 
     def __post_init__(self) -> None:
         check_key_name(self.name)
@@ -195,17 +196,20 @@ class NoteVerifier:
 
     @property
     def key_id(self) -> bytes:
-        return key_id(self.name, TYPE_ED25519, self.public_key)
+        return key_id(self.name, self.key_type, self.public_key)
 
     def vkey(self) -> str:
-        return format_vkey(self.name, TYPE_ED25519, self.public_key)
+        return format_vkey(self.name, self.key_type, self.public_key)
 
     def verify(self, text: bytes, signature: bytes) -> None:
+        self._ed25519(text, signature, "signature")
+
+    def _ed25519(self, message: bytes, signature: bytes, what: str) -> None:
         try:
-            _ed25519_key(self.public_key, self.name).verify(text, signature)
+            _ed25519_key(self.public_key, self.name).verify(message, signature)
         except SignatureMismatch as exc:
             who = f"{self.name}+{self.key_id.hex()}"
-            raise NoteSignatureError(f"the signature by {who} does not verify: {exc}") from None
+            raise NoteSignatureError(f"the {what} by {who} does not verify: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,8 @@ lazily, so the verifying path stays light."""
 from __future__ import annotations
 
 from .cas import cas_of_pem, load_cas, pem_of, trusted_cas
-from .client import DEFAULT_DEADLINE_S, QUERY_TYPE, REPLY_CAP, Request, fetch, make_request, stamp
+from .client import DEFAULT_DEADLINE_S, fetch, make_request, stamp
 from .verify import (
-    SHA256_OID,
-    Parsed,
     Verified,
     carried_certificates,
     digest_of,
@@ -20,11 +18,6 @@ from .verify import (
 
 __all__ = [
     "DEFAULT_DEADLINE_S",
-    "QUERY_TYPE",
-    "REPLY_CAP",
-    "SHA256_OID",
-    "Parsed",
-    "Request",
     "Verified",
     "carried_certificates",
     "cas_of_pem",
