@@ -54,6 +54,9 @@ class SqlHeads(SqlBase):
         sql = f"SELECT {HEAD_COLUMNS} FROM heads WHERE {where} ORDER BY {order} LIMIT ?"
         return [head_row(r) for r in self._exec(sql, (*params, self._limit(limit)))]
 
+    def _head(self, where: str, params: Sequence[object], order: str = "day") -> HeadRow | None:
+        return next(iter(self._heads(where, params, order, 1)), None)
+
     def heads(self, day: str) -> list[HeadRow]:
         return self._heads("day = ?", (day,), "tree_size, sealed")
 
@@ -61,14 +64,10 @@ class SqlHeads(SqlBase):
         return self._heads("TRUE", (), "day, tree_size, sealed")
 
     def head(self, day: str, tree_size: int, sealed: bool) -> HeadRow | None:
-        rows = self._heads(
-            "day = ? AND tree_size = ? AND sealed = ?", (day, tree_size, int(sealed)), "day"
-        )
-        return rows[0] if rows else None
+        return self._head("day = ? AND tree_size = ? AND sealed = ?", (day, tree_size, int(sealed)))
 
     def sealed_head(self, day: str) -> HeadRow | None:
-        rows = self._heads("day = ? AND sealed = 1", (day,), "day")
-        return rows[0] if rows else None
+        return self._head("day = ? AND sealed = 1", (day,))
 
     def newest_head(self, day: str) -> HeadRow | None:
         """The sealed head of the day, else its largest unsealed head: one statement of two
@@ -83,8 +82,7 @@ class SqlHeads(SqlBase):
         return max(found, key=lambda row: row.sealed, default=None)
 
     def newest_unsealed(self, day: str) -> HeadRow | None:
-        rows = self._heads("day = ? AND sealed = 0", (day,), "tree_size DESC", 1)
-        return rows[0] if rows else None
+        return self._head("day = ? AND sealed = 0", (day,), "tree_size DESC")
 
     def has_head_between(self, day: str, low: int, high: int) -> bool:
         """Whether a head of `day` has a size in `low <= size < high` (its partial tiles)."""
@@ -105,15 +103,12 @@ class SqlHeads(SqlBase):
         return None if row[0] is None else str(row[0])
 
     def newest_published(self) -> HeadRow | None:
-        rows = self._heads("TRUE", (), "day DESC, sealed DESC, tree_size DESC", 1)
-        return rows[0] if rows else None
+        return self._head("TRUE", (), "day DESC, sealed DESC, tree_size DESC")
 
     def newest_covering(self, day: str, leaf_index: int) -> HeadRow | None:
         """The newest head of `day` that covers `leaf_index`, if any."""
-        rows = self._heads(
-            "day = ? AND tree_size > ?", (day, leaf_index), "sealed DESC, tree_size DESC", 1
-        )
-        return rows[0] if rows else None
+        order = "sealed DESC, tree_size DESC"
+        return self._head("day = ? AND tree_size > ?", (day, leaf_index), order)
 
     # --- stamps: the first of a day is "the earliest stored" (SPEC §6) ---------------------
 
