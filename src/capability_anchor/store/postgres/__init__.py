@@ -1,15 +1,15 @@
 """The PostgreSQL engine (issue #24, SPEC §13.5): one log per database, reached by a
 `postgresql://` URL through `store.open` (`engine.PostgresEngine`); the only package that
 imports psycopg. Its parts over `base.PostgresBase` (the pool, transactions, the write
-lock): `reads` (its own spelling of a few reads), `leader` and `lease` (the sequencer lease
-and fencing term), `audit` and `amcheck`; `schema` and `migrations/`, `errors`."""
+lock): `reads` (its own spelling of a few reads), `lease` (the sequencer lease and fencing
+term), `audit` and `amcheck`; `schema` and `migrations/`, `errors`."""
 
 from __future__ import annotations
 
 from capability_anchor.store.interface import Store
 
 from .audit import PostgresAudit
-from .leader import PostgresLeader
+from .lease import PostgresLeader
 from .reads import PostgresReads
 
 
