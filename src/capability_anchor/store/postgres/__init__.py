@@ -2,7 +2,7 @@
 `postgresql://` URL through `store.open` (`engine.PostgresEngine`); the only package that
 imports psycopg. Its parts over `base.PostgresBase` (the pool, transactions, the write
 lock): `reads` (its own spelling of a few reads), `lease` (the sequencer lease and fencing
-term), `audit` and `amcheck`; `schema` and `migrations/`, `errors`."""
+term), `audit`; `schema` and `migrations/`, `errors`."""
 
 from __future__ import annotations
 
