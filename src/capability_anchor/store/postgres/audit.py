@@ -10,8 +10,6 @@ import hashlib
 import logging
 import shutil
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib import resources
 
 import psycopg
@@ -168,12 +166,8 @@ def _amcheck_skipped_because(tool: str | None, conn: psycopg.Connection) -> str 
 
 
 class PostgresAudit(PostgresBase):
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """One REPEATABLE READ snapshot around everything inside: commits made meanwhile
-        are invisible to it, so nothing read changes under the audit's reads."""
-        with self.read():
-            yield
+    # One REPEATABLE READ snapshot: commits made meanwhile are invisible to the audit's reads.
+    snapshot = PostgresBase.read
 
     def changed_under_read(self) -> bool:
         return False  # one snapshot (above): the server keeps it whole

@@ -32,18 +32,17 @@ for this long (it is paused, or its machine is frozen) loses its session, and so
 lease, to a standby. Its term was already superseded when it resumes: nothing it signs then
 is stored."""
 
-_HELD = (
-    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation'"
-    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    " AND relation = 'sequencer_lease'::regclass AND pid = pg_backend_pid()"
-    " AND mode = 'ExclusiveLock' AND granted)"
+# The lease's granted lock: its holder's session is `l.pid`.
+_LEASE = (
+    " FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = 'sequencer_lease'::regclass"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.mode = 'ExclusiveLock' AND l.granted"
 )
+_HELD = f"SELECT EXISTS (SELECT 1{_LEASE} AND l.pid = pg_backend_pid())"
 # The `application_name` of the session holding the lease (`PostgresLeader.lease_holder`).
 HOLDER = (
-    "SELECT COALESCE(NULLIF(a.application_name, ''), 'pid ' || l.pid) FROM pg_locks l"
-    " LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'relation'"
-    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    " AND l.relation = 'sequencer_lease'::regclass AND l.mode = 'ExclusiveLock' AND l.granted"
+    "SELECT COALESCE(NULLIF((SELECT a.application_name FROM pg_stat_activity a"
+    f" WHERE a.pid = l.pid), ''), 'pid ' || l.pid){_LEASE}"
 )
 
 
