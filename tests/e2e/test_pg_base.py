@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from capability_anchor.errors import Conflict, LeaseLost, StoreError, StoreIOError
-from capability_anchor.store.postgres.leader import PostgresLeader
+from capability_anchor.store.postgres.lease import PostgresLeader
 from tests.kit.pgkit import PgServer
 from tests.kit.pglog import migrated_database, service_role
 
@@ -211,31 +211,31 @@ def test_a_store_opened_while_the_server_is_down_answers_io_errors_then_works(
 
 def test_one_store_holds_the_signing_lease_and_a_lost_session_is_a_newer_term(db: Db) -> None:
     leader, standby = db.store(), db.store()
-    first = leader._signing_term()
-    assert leader._signing_term() == first  # held: the same term, not a new one per head
+    first = leader._term()
+    assert leader._term() == first  # held: the same term, not a new one per head
     with pytest.raises(LeaseLost, match="another replica holds"):
-        standby._signing_term()
+        standby._term()
     # The leader's lease session cut (as a kill -9 of its host would end it): the standby
     # takes it with a newer term, and the old leader, asking again, is refused.
     assert db.server.terminate_backends(db.name) >= 1
-    taken = standby._signing_term()
+    taken = standby._term()
     assert taken > first
     with pytest.raises(LeaseLost):
-        leader._signing_term()
+        leader._term()
     standby.close()  # a clean close frees the lease at once
-    assert leader._signing_term() > taken
+    assert leader._term() > taken
 
 
 _HOLDER = """
 import sys
 from capability_anchor.errors import LeaseLost
-from capability_anchor.store.postgres.leader import PostgresLeader
+from capability_anchor.store.postgres.lease import PostgresLeader
 store = PostgresLeader(sys.argv[1], "holder")
-term = store._signing_term()
+term = store._term()
 print(term, flush=True)
 for line in sys.stdin:  # after SIGCONT: one line asks it to sign once more
     try:
-        print("term", store._signing_term(), flush=True)
+        print("term", store._term(), flush=True)
     except LeaseLost as exc:
         print("lost", exc, flush=True)
     try:
@@ -272,12 +272,12 @@ def _paused_leader(db: Db, holder: subprocess.Popen[str]) -> None:
         first = int(holder.stdout.readline())
         standby = db.store()
         with pytest.raises(LeaseLost):
-            standby._signing_term()
+            standby._term()
         holder.send_signal(signal.SIGSTOP)
         deadline = time.monotonic() + 30
         while True:
             try:
-                taken = standby._signing_term()
+                taken = standby._term()
                 break
             except LeaseLost:
                 assert time.monotonic() < deadline, "the paused leader kept the lease"
@@ -297,10 +297,10 @@ def _paused_leader(db: Db, holder: subprocess.Popen[str]) -> None:
 _SKEWED = """
 import sys
 from capability_anchor.errors import ClockDisagrees
-from capability_anchor.store.postgres.leader import PostgresLeader
+from capability_anchor.store.postgres.lease import PostgresLeader
 store = PostgresLeader(sys.argv[1], "skewed")
 try:
-    print("term", store._signing_term())
+    print("term", store._term())
 except ClockDisagrees as exc:
     print("refused", exc)
 store.close()
@@ -309,7 +309,7 @@ store.close()
 
 def test_attack_a_replica_whose_clock_is_off_never_takes_the_lease(db: Db) -> None:
     """A replica 10 minutes ahead of the database server (libfaketime, beyond
-    lease.CLOCK_TOLERANCE_S) is refused before it takes the lease, so it never blocks a
+    base.CLOCK_TOLERANCE_S) is refused before it takes the lease, so it never blocks a
     replica whose clock is right; that one then leads."""
     from tests.kit.systools import ensure_tool
 
@@ -330,7 +330,7 @@ def test_attack_a_replica_whose_clock_is_off_never_takes_the_lease(db: Db) -> No
     ).stdout
     assert out.startswith("refused"), out
     assert "off the database server's" in out
-    assert db.store()._signing_term() == 1  # the lease was never taken: the first term
+    assert db.store()._term() == 1  # the lease was never taken: the first term
 
 
 def test_a_read_on_a_connection_the_server_cut_is_sent_again_on_a_live_one(db: Db) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from capability_anchor.leaf import leaf_hash
 from capability_anchor.log import Log
-from capability_anchor.store.postgres.reads import EXISTING
+from capability_anchor.store.postgres import EXISTING
 from tests.kit.obskit import observation
 from tests.kit.pgkit import PgServer
 

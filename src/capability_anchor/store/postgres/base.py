@@ -1,7 +1,7 @@
 """The PostgreSQL engine's pool, transactions and write lock (the write discipline): one
-transaction per `write()` with `synchronous_commit` on, the `write_lock` table's lock and
-the clock checked first, `OutcomeUnknown` for a COMMIT whose connection broke, and a pool
-that outlives a database outage (docs/explanation/store.md, "Module notes")."""
+transaction per `write()` with `synchronous_commit` on, the `write_lock` table's EXCLUSIVE
+lock and the clock checked first, `OutcomeUnknown` for a COMMIT whose connection broke, and
+a pool that outlives a database outage (docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 
@@ -19,16 +19,52 @@ import psycopg
 import psycopg_pool
 
 from capability_anchor.errors import (
+    ClockDisagrees,
     OutcomeUnknown,
+    StoreBusy,
     StoreCorrupt,
     StoreError,
     StoreIOError,
 )
+from capability_anchor.metrics.service import observe
 from capability_anchor.store.sql import Dialect, Names, Rows, SqlBase
 
 from .errors import outcome_lost, store_error
-from .lease import check_clock, take_write_lock
 
+STALL_S = 5.0
+"""How long a write transaction may stall (between statements, or inside a COPY) before
+its session is ended and the write lock is free again."""
+LOCK_WAIT_S = 10.0
+"""How long a writer waits for the write lock before it is answered StoreBusy (503)."""
+_LOCK_TRY_S = STALL_S / 2  # a waiter looks for a stalled holder this often
+CLOCK_TOLERANCE_S = 300.0
+"""A process whose clock is off the database server's by more than this writes and signs
+nothing (the service's own clock guard's tolerance, `log.clockguard.TOLERANCE_S`)."""
+# One round trip: the transaction's settings, the lock (under a savepoint, so that a lock
+# wait that timed out can be retried in the same transaction), and the server's clock.
+_TAKE_WRITE_LOCK = (
+    "SET LOCAL synchronous_commit = on; "
+    f"SET LOCAL idle_in_transaction_session_timeout = {int(STALL_S * 1000)}; "
+    f"SET LOCAL lock_timeout = {int(_LOCK_TRY_S * 1000)}; "
+    "SAVEPOINT write_lock; LOCK TABLE write_lock IN EXCLUSIVE MODE; RELEASE write_lock; "
+    f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}; "
+    "SELECT extract(epoch FROM clock_timestamp())::float8"
+)
+_STALLED_COPY_S = 2.0
+# The write lock's holder if it waited on its client for _STALLED_COPY_S inside a statement
+# (a COPY) or STALL_S between statements (docs/explanation/store.md, `base.py`); the activity
+# read afresh (a transaction keeps its first reading), against the clock (not now()).
+_END_STALLED = (
+    "SELECT pg_stat_clear_snapshot(); "
+    "SELECT a.pid, a.state, pg_terminate_backend(a.pid) FROM pg_locks l"
+    " JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()"
+    " AND a.wait_event_type = 'Client' AND a.wait_event IN ('ClientRead', 'ClientWrite')"
+    " AND a.state_change < clock_timestamp() - CASE a.state"
+    f" WHEN 'active' THEN interval '{_STALLED_COPY_S} s' ELSE interval '{STALL_S} s' END"
+)
 CONNECT_TIMEOUT_S = 5.0
 POOL_MAX = 8
 FRESH_S = 2.0
@@ -47,21 +83,76 @@ DIALECT = Dialect(
 _logger = logging.getLogger("capability_anchor.store")
 
 
-def connect(
-    conninfo: str, what: str, *, options: str | None = None, name: str | None = None
-) -> psycopg.Connection[Any]:
-    """A connection of its own (autocommit, the store's connect timeout), outside the pool,
-    its `application_name` NAME if given; psycopg's errors become the project's, saying
-    `what` could not be done."""
-    extra: dict[str, Any] = {} if options is None else {"options": options}
-    if name is not None:
-        extra["application_name"] = name
+def connect(conninfo: str, what: str, **params: Any) -> psycopg.Connection[Any]:
+    """A connection of its own (autocommit, the store's connect timeout, libpq's `params`),
+    outside the pool; psycopg's errors become the project's, saying `what` could not be done."""
     try:
         return psycopg.connect(
-            conninfo, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S), **extra
+            conninfo, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S), **params
         )
     except psycopg.Error as exc:
         raise store_error(exc, what) from None
+
+
+def check_clock(skew: float, what: str) -> None:
+    """ClockDisagrees when this machine's clock is `skew` seconds off the database server's,
+    more than CLOCK_TOLERANCE_S: WHAT ("writes", "signs") waits until they agree."""
+    if abs(skew) > CLOCK_TOLERANCE_S:
+        raise ClockDisagrees(
+            f"this machine's clock is {skew:+.0f} s off the database server's clock (more "
+            f"than {CLOCK_TOLERANCE_S:.0f} s): this replica {what} nothing until they agree; "
+            "correct its time (NTP)"
+        )
+
+
+def take_write_lock(conn: psycopg.Connection[Any], where: str) -> float:
+    """Take the write lock in `conn`'s new transaction (the log at WHERE); the server's clock
+    once taken. A holder stalled on its client is ended by the waiter; StoreBusy after
+    LOCK_WAIT_S."""
+    began = time.monotonic()
+    try:
+        while True:
+            try:
+                cur = conn.execute(_TAKE_WRITE_LOCK)
+                while cur.nextset():
+                    pass
+                row = cur.fetchone()
+                assert row is not None
+                return float(row[0])
+            except psycopg.errors.LockNotAvailable:
+                conn.execute("ROLLBACK TO write_lock")
+                if time.monotonic() - began >= LOCK_WAIT_S:
+                    raise StoreBusy(
+                        f"another writer held the write lock of the log at {where} "
+                        f"for {LOCK_WAIT_S:.0f} s"
+                    ) from None
+                _end_stalled(conn)
+                conn.execute("RELEASE write_lock")
+    finally:
+        observe().lock_wait.observe(time.monotonic() - began)
+
+
+def _end_stalled(conn: psycopg.Connection[Any]) -> None:
+    """End the sessions that hold the lock `conn` waits for (at its savepoint `write_lock`)
+    and stalled on their client, inside a COPY or between statements."""
+    try:
+        cur = conn.execute(_END_STALLED)
+        cur.nextset()
+        ended = cur.fetchall()
+    except psycopg.errors.InsufficientPrivilege:
+        # A superuser's session: its own timeout, or its operator, ends it.
+        conn.execute("ROLLBACK TO write_lock")
+        return
+    for pid, state, done in ended:
+        if done:
+            inside = state == "active"
+            _logger.warning(
+                "ended the database session %d: it held the log's write lock and had "
+                "waited on its client %s for more than %.1f s",
+                pid,
+                "inside a statement (a COPY)" if inside else f"while {state}",
+                _STALLED_COPY_S if inside else STALL_S,
+            )
 
 
 class PostgresBase(SqlBase):
@@ -82,14 +173,6 @@ class PostgresBase(SqlBase):
         self._conninfo = conninfo
         self._local = threading.local()
         self._closed = False
-        # The sequencer lease's own session (lease.py), taken at the first signed insert.
-        self._lease_lock = threading.Lock()
-        self._lease: tuple[psycopg.Connection[Any], int] | None = None
-        self._listen: psycopg.Connection[Any] | None = None  # the wake-ups' session
-        self._beat_stop = threading.Event()
-        self._wanted = threading.Event()
-        self._next_beat = 0.0
-        self._beat: threading.Thread | None = None
         self._used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float]
         self._used = weakref.WeakKeyDictionary()
         options: dict[str, object] = {
@@ -122,16 +205,6 @@ class PostgresBase(SqlBase):
 
     def close(self) -> None:
         self._closed = True
-        self._beat_stop.set()
-        if self._beat is not None:
-            self._beat.join()
-        with self._lease_lock:
-            if self._lease is not None:
-                self._lease[0].close()  # ends the session: the lease is free at once
-                self._lease = None
-            if self._listen is not None:
-                self._listen.close()
-                self._listen = None
         self._pool.close()
 
     # --- transactions ----------------------------------------------------------------------
@@ -161,7 +234,7 @@ class PostgresBase(SqlBase):
                 raise store_error(exc, "a write to the log failed") from None
             finally:
                 local.conn = None
-                local.term = None  # the fencing term this transaction signed under (leader.py)
+                local.term = None  # the fencing term this transaction signed under (lease.py)
 
     @contextmanager
     def read(self) -> Iterator[None]:
@@ -175,16 +248,12 @@ class PostgresBase(SqlBase):
         with self._connection() as conn:
             local.conn = conn
             try:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                yield
+                with _snapshot(conn):
+                    yield
             except psycopg.Error as exc:
                 raise store_error(exc, "a read of the log failed") from None
             finally:
                 local.conn = None
-                if not conn.closed:
-                    # A broken connection: the pool's check replaces it.
-                    with contextlib.suppress(psycopg.Error):
-                        conn.execute("COMMIT")
 
     def _check_taken(self, conn: psycopg.Connection[Any]) -> None:
         """The pool's test of a connection it hands out: only of one idle for a while."""
@@ -223,20 +292,18 @@ class PostgresBase(SqlBase):
     def _exec(self, query: str, params: Sequence[object] = ()) -> list[Any]:
         local = self._local
         local.lost = False
-        try:
-            return self._exec_once(query, params)
-        except StoreIOError:
-            read = query.lstrip("( ").startswith("SELECT")
-            if not (local.lost and read and getattr(local, "conn", None) is None):
-                raise
-        # A read of its own on a connection the server had dropped: the pool now holds
-        # live ones, and a read is safe to send again.
-        return self._exec_once(query, params)
-
-    def _exec_once(self, query: str, params: Sequence[object]) -> list[Any]:
-        with self._statement() as conn:
-            cur = conn.execute(_spelled(query), params)
-            return cur.fetchall() if cur.description is not None else []
+        # A read of its own on a connection the server had dropped is sent once more: the
+        # pool holds live ones by then, and a read is safe to send again.
+        resend = query.lstrip("( ").startswith("SELECT") and getattr(local, "conn", None) is None
+        while True:
+            try:
+                with self._statement() as conn:
+                    cur = conn.execute(_spelled(query), params)
+                    return cur.fetchall() if cur.description is not None else []
+            except StoreIOError:
+                if not (resend and local.lost):
+                    raise
+                resend = False
 
     def _iter(self, query: str, params: Sequence[object] = ()) -> Iterator[Any]:
         """Rows one at a time, from a server-side cursor (for results too large to fetch at
@@ -244,40 +311,25 @@ class PostgresBase(SqlBase):
         holds a connection and a read-only snapshot of its own until it is exhausted or
         closed, so other calls on the thread meanwhile go to other connections."""
         conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            yield from self._cursor(conn, query, params)
-            return
-        with self._connection() as own:
+        with contextlib.ExitStack() as own:
+            if conn is None:
+                conn = own.enter_context(self._connection())
+                own.enter_context(_snapshot(conn))
             try:
-                own.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                yield from self._cursor(own, query, params)
-            finally:
-                if not own.closed:
-                    with contextlib.suppress(psycopg.Error):
-                        own.execute("COMMIT")
-
-    @staticmethod
-    def _cursor(
-        conn: psycopg.Connection[Any], query: str, params: Sequence[object]
-    ) -> Iterator[Any]:
-        try:
-            with conn.cursor(name=f"capability_anchor_{next(_cursor_names)}") as cur:
-                cur.execute(_spelled(query), params)
-                yield from cur
-        except UnicodeDecodeError as exc:
-            raise _not_text(exc) from None
-        except psycopg.Error as exc:
-            raise store_error(exc, "a read of the log failed") from None
+                with conn.cursor(name=f"capability_anchor_{next(_cursor_names)}") as cur:
+                    cur.execute(_spelled(query), params)
+                    yield from cur
+            except UnicodeDecodeError as exc:
+                raise _not_text(exc) from None
+            except psycopg.Error as exc:
+                raise store_error(exc, "a read of the log failed") from None
 
     def _insert(
         self, table: str, cols: Names, rows: Rows, *, ignore: bool = False, types: Names = ()
     ) -> None:
-        """New rows by COPY (binary): several times faster than one INSERT of arrays, and
-        the table's row and statement triggers run as for an INSERT. Rows that may be
-        stored already by one INSERT per chunk, not `executemany`: psycopg pipelines that
-        and ends it with a Flush after its Sync, which disarms the server's
-        idle_in_transaction_session_timeout until the next statement, so a writer stalled
-        right after it held the write lock for good (#35 item 5)."""
+        """New rows by binary COPY (the tables' triggers run as for an INSERT); rows that
+        may be stored already by one INSERT per chunk, never `executemany` (its Flush
+        disarms the stall timeout: docs/explanation/store.md, `base.py`)."""
         into = f"{table} ({', '.join(cols)})"
         if not ignore:
             with (
@@ -317,6 +369,18 @@ class PostgresBase(SqlBase):
 
 
 __all__ = ["CONNECT_TIMEOUT_S", "HEAD_REUSE_S", "PostgresBase"]
+
+
+@contextmanager
+def _snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A read-only REPEATABLE READ transaction on `conn` around the block."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    try:
+        yield
+    finally:
+        if not conn.closed:  # a broken connection: the pool's check replaces it
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("COMMIT")
 
 
 def _spelled(query: str) -> bytes:

@@ -34,6 +34,14 @@ _BY_STATE: Kinds = (
     (("58",), StoreIOError, "the database server reports an I/O error"),
 )
 
+# Constraints that state an append-only rule themselves (migration 1), with its message:
+# they are checked as each row is inserted, before the entries rule (once per statement).
+_RULE_CONSTRAINTS = {
+    "entries_by_hash": "append-only: this leaf is already stored in this day",
+    "entries_leaf_index_check": "append-only: leaf_index is not the next index of its day",
+    "entries_pkey": "append-only: leaf_index is not the next index of its day",
+}
+
 
 def store_error(
     exc: psycopg.Error | psycopg_pool.PoolTimeout, context: str
@@ -41,21 +49,21 @@ def store_error(
     """The project's error for a psycopg one."""
     if isinstance(exc, psycopg_pool.PoolTimeout):
         return StoreIOError(f"{context}: no connection to the database in time: {exc}")
-    state = exc.sqlstate or ""
+    state, detail = exc.sqlstate or "", _first(exc)
     if state == "42501":
         # The service's role may not change stored rows (SPEC §13.5): what the triggers
         # would refuse, refused one step earlier by the grants.
-        return Conflict(f"append-only: the service's role may not do this: {_first(exc)}")
+        return Conflict(f"append-only: the service's role may not do this: {detail}")
     if state.startswith("23"):
-        return _refused(exc)
+        rule = _RULE_CONSTRAINTS.get(exc.diag.constraint_name or "")
+        if rule is not None:
+            return Conflict(rule)
+        return LeaseLost(detail) if detail.startswith("fenced:") else refused(detail)
     if not state and isinstance(exc, psycopg.OperationalError):
         # A connection that failed or broke has no SQLSTATE of its own.
-        return StoreIOError(f"{context}: the database server is unavailable: {_first(exc)}")
-    found = classified(state, _BY_STATE, context, _first(exc))
-    return (
-        found
-        if found is not None
-        else StoreError(f"{context}: {_first(exc)} (SQLSTATE {state or 'none'})")
+        return StoreIOError(f"{context}: the database server is unavailable: {detail}")
+    return classified(state, _BY_STATE, context, detail) or StoreError(
+        f"{context}: {detail} (SQLSTATE {state or 'none'})"
     )
 
 
@@ -67,25 +75,6 @@ def outcome_lost(exc: psycopg.Error) -> bool:
     if not state:
         return isinstance(exc, psycopg.OperationalError)
     return state.startswith("08") or state in ("57P01", "57P02", "57P03")
-
-
-# Constraints that state an append-only rule themselves (migration 1), with its message:
-# they are checked as each row is inserted, before the entries rule (once per statement).
-_RULE_CONSTRAINTS = {
-    "entries_by_hash": "append-only: this leaf is already stored in this day",
-    "entries_leaf_index_check": "append-only: leaf_index is not the next index of its day",
-    "entries_pkey": "append-only: leaf_index is not the next index of its day",
-}
-
-
-def _refused(exc: psycopg.Error) -> CapabilityAnchorError:
-    rule = _RULE_CONSTRAINTS.get(exc.diag.constraint_name or "")
-    if rule is not None:
-        return Conflict(rule)
-    message = _first(exc)
-    if message.startswith("fenced:"):
-        return LeaseLost(message)
-    return refused(message)
 
 
 def _first(exc: psycopg.Error) -> str:

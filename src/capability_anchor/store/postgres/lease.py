@@ -1,58 +1,23 @@
-"""The log's two locks on PostgreSQL (SPEC §13.4, §14.3): the write lock (`write_lock`'s
-EXCLUSIVE lock, first in every write) and the sequencer's lease (`sequencer_lease`'s, held
-by a session of its own, with the fencing term that makes a signature safe), and the clock
-checked with them (docs/explanation/store.md, "Module notes")."""
+"""The sequencer's lease and fencing term on PostgreSQL (SPEC §13.4, §14.3): the
+`sequencer_lease` table's EXCLUSIVE lock, held by an open transaction of a session of its
+own, taken at the first signed insert and kept alive by a heartbeat, the term taken with it,
+and the standbys' wake-ups heard on a second session (docs/explanation/store.md)."""
 
 from __future__ import annotations
 
-import logging
+import contextlib
+import os
+import socket
+import threading
 import time
 from typing import Any
 
 import psycopg
 
-from capability_anchor.errors import ClockDisagrees, StoreBusy
-from capability_anchor.metrics.service import observe
+from capability_anchor.errors import ClockDisagrees, LeaseLost, StoreError
 
-STALL_S = 5.0
-"""How long a write transaction may stall (between statements, or inside a COPY) before
-its session is ended and the write lock is free again."""
-LOCK_WAIT_S = 10.0
-"""How long a writer waits for the write lock before it is answered StoreBusy (503)."""
-_LOCK_TRY_S = STALL_S / 2  # a waiter looks for a stalled holder this often
-CLOCK_TOLERANCE_S = 300.0
-"""A process whose clock is off the database server's by more than this writes and signs
-nothing (the service's own clock guard's tolerance, `log.clockguard.TOLERANCE_S`)."""
-# One round trip: the transaction's settings, the lock (under a savepoint, so that a lock
-# wait that timed out can be retried in the same transaction), and the server's clock.
-_TAKE_WRITE_LOCK = (
-    "SET LOCAL synchronous_commit = on; "
-    f"SET LOCAL idle_in_transaction_session_timeout = {int(STALL_S * 1000)}; "
-    f"SET LOCAL lock_timeout = {int(_LOCK_TRY_S * 1000)}; "
-    "SAVEPOINT write_lock; LOCK TABLE write_lock IN EXCLUSIVE MODE; RELEASE write_lock; "
-    f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}; "
-    "SELECT extract(epoch FROM clock_timestamp())::float8"
-)
-_STALLED_COPY_S = 2.0
-# The holder of the write lock (this session waits no more: its try timed out), if it waits
-# on its client: for _STALLED_COPY_S inside a statement (the rows of a COPY, or a client
-# that reads no more of a result: the server waits with no timeout), or for STALL_S between
-# statements (what the transaction's idle_in_transaction_session_timeout ends, but the
-# server re-arms that only when it answers ReadyForQuery: a message after that, a Flush,
-# disarms it). The activity is read afresh (a transaction keeps its first reading), against
-# the clock (now() is when this transaction began).
-_END_STALLED = (
-    "SELECT pg_stat_clear_snapshot(); "
-    "SELECT a.pid, a.state, pg_terminate_backend(a.pid) FROM pg_locks l"
-    " JOIN pg_stat_activity a ON a.pid = l.pid"
-    " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
-    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    " AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()"
-    " AND a.wait_event_type = 'Client' AND a.wait_event IN ('ClientRead', 'ClientWrite')"
-    " AND a.state_change < clock_timestamp() - CASE a.state"
-    f" WHEN 'active' THEN interval '{_STALLED_COPY_S} s' ELSE interval '{STALL_S} s' END"
-)
-_logger = logging.getLogger("capability_anchor.store")
+from .base import PostgresBase, check_clock, connect
+from .errors import store_error
 
 HEARTBEAT_S = 1.0
 """How often the holder's session runs a statement (and checks it still holds the lease)."""
@@ -67,30 +32,36 @@ for this long (it is paused, or its machine is frozen) loses its session, and so
 lease, to a standby. Its term was already superseded when it resumes: nothing it signs then
 is stored."""
 
-_HELD = (
-    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation'"
-    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    " AND relation = 'sequencer_lease'::regclass AND pid = pg_backend_pid()"
-    " AND mode = 'ExclusiveLock' AND granted)"
+# The lease's granted lock: its holder's session is `l.pid`.
+_LEASE = (
+    " FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = 'sequencer_lease'::regclass"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.mode = 'ExclusiveLock' AND l.granted"
 )
+_HELD = f"SELECT EXISTS (SELECT 1{_LEASE} AND l.pid = pg_backend_pid())"
 # The `application_name` of the session holding the lease (`PostgresLeader.lease_holder`).
 HOLDER = (
-    "SELECT COALESCE(NULLIF(a.application_name, ''), 'pid ' || l.pid) FROM pg_locks l"
-    " LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'relation'"
-    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    " AND l.relation = 'sequencer_lease'::regclass AND l.mode = 'ExclusiveLock' AND l.granted"
+    "SELECT COALESCE(NULLIF((SELECT a.application_name FROM pg_stat_activity a"
+    f" WHERE a.pid = l.pid), ''), 'pid ' || l.pid){_LEASE}"
 )
+
+
+def _locked(hold: psycopg.Connection) -> bool:
+    """Begin a transaction on `hold` and lock the lease's table in it, if nobody holds it."""
+    hold.execute("BEGIN")
+    try:
+        hold.execute("LOCK TABLE sequencer_lease IN EXCLUSIVE MODE NOWAIT")
+    except psycopg.errors.LockNotAvailable:
+        hold.execute("ROLLBACK")
+        return False
+    return True
 
 
 def try_take(hold: psycopg.Connection) -> int | None:
     """Take the lease in a transaction of `hold`'s if nobody holds it: the new term (taken
     and committed while the lock is held), else None. `hold` is in autocommit mode; its
     transaction stays open while the lease is held."""
-    hold.execute("BEGIN")
-    try:
-        hold.execute("LOCK TABLE sequencer_lease IN EXCLUSIVE MODE NOWAIT")
-    except psycopg.errors.LockNotAvailable:
-        hold.execute("ROLLBACK")
+    if not _locked(hold):
         return None
     # A term only as the lock's holder (the function checks, migrations/v3.py), committed at
     # once: an update left open in the lease's transaction would hold every fenced insert.
@@ -99,11 +70,7 @@ def try_take(hold: psycopg.Connection) -> int | None:
     assert term is not None  # the function always returns the row it updated
     # The lease's transaction proper. Whoever took the lock between the two took a newer
     # term: then ours is already fenced, and the lease is theirs.
-    hold.execute("BEGIN")
-    try:
-        hold.execute("LOCK TABLE sequencer_lease IN EXCLUSIVE MODE NOWAIT")
-    except psycopg.errors.LockNotAvailable:
-        hold.execute("ROLLBACK")
+    if not _locked(hold):
         return None
     if current_term(hold) != int(term[0]):
         hold.execute("ROLLBACK")
@@ -126,79 +93,139 @@ def current_term(conn: psycopg.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def woken(conn: psycopg.Connection) -> bool:
-    """Whether a wake-up (NOTIFY on WAKE_CHANNEL) arrived on the listening session, without
-    waiting; False also once the session ended (the heartbeat finds that)."""
-    try:
-        return bool(list(conn.notifies(timeout=0)))
-    except psycopg.Error:
-        return False
+class PostgresLeader(PostgresBase):
+    def __init__(self, conninfo: str, where: str, **options: Any) -> None:
+        super().__init__(conninfo, where, **options)
+        self._lease_lock = threading.Lock()
+        self._lease: tuple[psycopg.Connection[Any], int] | None = None  # (session, term)
+        self._listen: psycopg.Connection[Any] | None = None  # the wake-ups' session
+        self._beat_stop = threading.Event()
+        self._wanted = threading.Event()
+        self._next_beat = 0.0
+        self._beat: threading.Thread | None = None
 
+    def close(self) -> None:
+        self._beat_stop.set()
+        if self._beat is not None:
+            self._beat.join()
+        with self._lease_lock:
+            self._let_go()
+        super().close()
 
-def server_clock(conn: psycopg.Connection) -> float:
-    """The database server's wall clock, seconds since the epoch."""
-    row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
-    assert row is not None
-    return float(row[0])
+    def _term(self) -> int:
+        """The fencing term a head or checkpoint is written under: the lease's, taken now if
+        this store holds none. `LeaseLost` when another replica holds it; `ClockDisagrees`
+        when this machine's clock is off the server's (the lease is let go). The term check
+        in the insert's own transaction is what keeps a stale leader from signing."""
+        local = self._local
+        if getattr(local, "term", None) is not None:
+            return int(local.term)
+        term = self._lease_term()
+        # Once per write transaction: its first fenced insert locked the `sequencer_term`
+        # row, so taking a term from the lease session now would wait for it, for good.
+        if getattr(local, "conn", None) is not None:
+            local.term = term
+        return term
 
-
-def check_clock(skew: float, what: str) -> None:
-    """ClockDisagrees when this machine's clock is `skew` seconds off the database server's,
-    more than CLOCK_TOLERANCE_S: WHAT ("writes", "signs") waits until they agree."""
-    if abs(skew) > CLOCK_TOLERANCE_S:
-        raise ClockDisagrees(
-            f"this machine's clock is {skew:+.0f} s off the database server's clock (more "
-            f"than {CLOCK_TOLERANCE_S:.0f} s): this replica {what} nothing until they agree; "
-            "correct its time (NTP)"
-        )
-
-
-def take_write_lock(conn: psycopg.Connection[Any], where: str) -> float:
-    """Take the write lock in `conn`'s new transaction (the log at WHERE); the server's clock
-    once taken. A holder stalled on its client is ended by the waiter; StoreBusy after
-    LOCK_WAIT_S."""
-    began = time.monotonic()
-    try:
-        while True:
-            try:
-                cur = conn.execute(_TAKE_WRITE_LOCK)
-                while cur.nextset():
-                    pass
-                row = cur.fetchone()
-                assert row is not None
-                return float(row[0])
-            except psycopg.errors.LockNotAvailable:
-                conn.execute("ROLLBACK TO write_lock")
-                if time.monotonic() - began >= LOCK_WAIT_S:
-                    raise StoreBusy(
-                        f"another writer held the write lock of the log at {where} "
-                        f"for {LOCK_WAIT_S:.0f} s"
-                    ) from None
-                _end_stalled(conn)
-                conn.execute("RELEASE write_lock")
-    finally:
-        observe().lock_wait.observe(time.monotonic() - began)
-
-
-def _end_stalled(conn: psycopg.Connection[Any]) -> None:
-    """End the sessions that hold the lock `conn` waits for and stalled on their client,
-    inside a COPY or between statements (`conn` is inside its transaction, at the
-    savepoint `write_lock`)."""
-    try:
-        cur = conn.execute(_END_STALLED)
-        cur.nextset()
-        ended = cur.fetchall()
-    except psycopg.errors.InsufficientPrivilege:
-        # A superuser's session: its own timeout, or its operator, ends it.
-        conn.execute("ROLLBACK TO write_lock")
-        return
-    for pid, state, done in ended:
-        if done:
-            inside = state == "active"
-            _logger.warning(
-                "ended the database session %d: it held the log's write lock and had "
-                "waited on its client %s for more than %.1f s",
-                pid,
-                "inside a statement (a COPY)" if inside else f"while {state}",
-                _STALLED_COPY_S if inside else STALL_S,
+    def _lease_term(self) -> int:
+        """The lease's term, the lease taken first if this store holds none."""
+        with self._lease_lock:
+            if self._lease is not None and self._listen is not None:
+                hold, term = self._lease
+                if held(hold):
+                    try:
+                        self._check_clock(self._listen)
+                    except (ClockDisagrees, psycopg.Error):
+                        self._let_go()  # the lease is free for a replica whose clock is right
+                        raise
+                    return term
+            self._let_go()
+            # A session named for the operator who asks who holds it (`lease_holder`), whose
+            # waits are bounded: a paused holder's session ends idle in its transaction.
+            hold = connect(
+                self._conninfo,
+                "cannot take the sequencer lease",
+                options=(
+                    f"-c idle_in_transaction_session_timeout={STALL_MS} -c lock_timeout={STALL_MS}"
+                ),
+                application_name=(
+                    f"capability-anchor lease {socket.gethostname()} pid {os.getpid()}"[:63]
+                ),
             )
+            try:
+                talk = connect(self._conninfo, "cannot take the sequencer lease")
+            except BaseException:
+                hold.close()
+                raise
+            try:
+                self._check_clock(talk)  # before taking it: a replica off the clock never leads
+                taken = try_take(hold)
+                if taken is None:
+                    raise LeaseLost(
+                        f"another replica holds the sequencer lease of the log at {self._where}"
+                    )
+                talk.execute(f"LISTEN {WAKE_CHANNEL}".encode())
+            except BaseException as exc:
+                hold.close()
+                talk.close()
+                if isinstance(exc, psycopg.Error):
+                    raise store_error(exc, "cannot take the sequencer lease") from None
+                raise
+            self._lease, self._listen = (hold, taken), talk
+            if self._beat is None:
+                self._beat = threading.Thread(
+                    target=self._heartbeat, name="capability-anchor-lease", daemon=True
+                )
+                self._beat.start()
+            return taken
+
+    def _let_go(self) -> None:
+        """Close the lease's sessions (with `_lease_lock` held): the lease is free at once."""
+        if self._lease is not None:
+            self._lease[0].close()
+            self._lease = None
+        if self._listen is not None:
+            self._listen.close()
+            self._listen = None
+
+    def _check_clock(self, conn: psycopg.Connection[Any]) -> None:
+        row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        assert row is not None
+        check_clock(time.time() - float(row[0]), "signs")
+
+    def _heartbeat(self) -> None:
+        """Keep the lease's transaction busy while this process runs, and notice at once
+        when its session ended (the next signature then asks for the lease again)."""
+        while not self._beat_stop.wait(HEARTBEAT_S / 10):
+            with self._lease_lock:
+                if self._lease is None or self._listen is None:
+                    continue
+                # A wake-up (NOTIFY on WAKE_CHANNEL) on the listening session, not waited
+                # for; a session that ended is the heartbeat's to find.
+                with contextlib.suppress(psycopg.Error):
+                    if list(self._listen.notifies(timeout=0)):
+                        self._wanted.set()
+                if time.monotonic() >= self._next_beat:
+                    self._next_beat = time.monotonic() + HEARTBEAT_S
+                    if not held(self._lease[0]):
+                        self._let_go()
+
+    def lease_holder(self) -> str | None:
+        """Who holds the lease (its session's application_name), "" while nobody does."""
+        try:
+            rows = self._exec(HOLDER)
+        except StoreError:
+            return None
+        return str(rows[0][0]) if rows else ""
+
+    def wake_signer(self) -> None:
+        with contextlib.suppress(StoreError):
+            self._exec(f"NOTIFY {WAKE_CHANNEL}")
+
+    def signature_wanted(self) -> bool:
+        wanted = self._wanted.is_set()
+        self._wanted.clear()
+        return wanted
+
+
+__all__ = ["PostgresLeader"]

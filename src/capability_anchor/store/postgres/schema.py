@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from .migrations import MIGRATIONS
+from .migrations import v1, v2, v3
 
 APPEND_ONLY_TABLES = (
     "entries",
@@ -34,6 +34,8 @@ LOCK_TABLES = ("write_lock", "sequencer_lease")
 the service's role gets UPDATE on them, which is what `LOCK TABLE` asks for (they have no
 columns, so there is nothing to update)."""
 
+MIGRATIONS = (v1.SQL, v2.SQL, v3.SQL)
+"""Migration n (1-based) is MIGRATIONS[n - 1]: never change what a shipped one creates."""
 SCHEMA_VERSION = len(MIGRATIONS)
 # The log's schema (store.rows.SCHEMA_VERSION, SQLite's numbering) each migration gives: the
 # audit and the store contract speak of that one, whichever engine keeps it.
@@ -83,37 +85,22 @@ def migrate(conn: psycopg.Connection, upto: int = SCHEMA_VERSION) -> int:
 def grant_service_role(conn: psycopg.Connection, role: str) -> None:
     """Give `role` what the service needs and nothing more, in one transaction."""
     name = sql.Identifier(role)
+
+    def grant(what: str, tables: tuple[str, ...]) -> None:
+        on = sql.SQL(", ").join(map(sql.Identifier, tables))
+        conn.execute(sql.SQL(f"GRANT {what} ON {{}} TO {{}}").format(on, name))
+
     with conn.transaction():
-        conn.execute(
-            sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(
-                sql.SQL(", ").join(map(sql.Identifier, APPEND_ONLY_TABLES)), name
-            )
-        )
-        conn.execute(
-            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(
-                sql.SQL(", ").join(map(sql.Identifier, MUTABLE_TABLES)), name
-            )
-        )
-        conn.execute(
-            sql.SQL("GRANT SELECT ON schema_migrations, sequencer_term TO {}").format(name)
-        )
+        grant("SELECT, INSERT", APPEND_ONLY_TABLES)
+        grant("SELECT, INSERT, UPDATE, DELETE", MUTABLE_TABLES)
+        grant("SELECT", ("schema_migrations", "sequencer_term"))
         # A term only as the lease holder: sequencer_next_term() is the owner's (migration 2).
         conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION sequencer_take_term() TO {}").format(name))
         # The identity columns' sequences: an INSERT that takes the default draws from one.
         conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {}").format(name))
-        conn.execute(
-            sql.SQL("GRANT UPDATE ON {} TO {}").format(
-                sql.SQL(", ").join(map(sql.Identifier, LOCK_TABLES)), name
-            )
-        )
+        grant("UPDATE", LOCK_TABLES)
         # Defence in depth (SPEC §14.3): a role nobody granted anything cannot even connect,
         # so it cannot hold what a connection can (connections, advisory keys).
-        database = sql.Identifier(_current_database(conn))
+        database = sql.Identifier(conn.info.dbname)
         conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, name))
         conn.execute(sql.SQL("REVOKE CONNECT ON DATABASE {} FROM PUBLIC").format(database))
-
-
-def _current_database(conn: psycopg.Connection) -> str:
-    row = conn.execute("SELECT current_database()").fetchone()
-    assert row is not None
-    return str(row[0])
