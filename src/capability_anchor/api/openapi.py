@@ -133,14 +133,9 @@ def path_count(minimum: int, maximum: int = MAX_INT, description: str | None = N
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 _METHODS = ("get", "put", "post", "delete", "options", "patch", "trace")
-METHOD_NOT_ALLOWED = {
-    "description": (
-        "method_not_allowed: a method this path does not list (the Allow header names the "
-        "ones it does)"
-    ),
-    "headers": {"Allow": {"schema": {"type": "string"}, "required": True}},
-    "content": {"application/json": {"schema": ERROR_REF}},
-}
+METHOD_NOT_ALLOWED = (
+    "method_not_allowed: a method this path does not list (the Allow header names the ones it does)"
+)
 
 QUERY_FORMS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "/record": (
@@ -320,7 +315,7 @@ def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
             if method == "get" and path in QUERY_FORMS:
                 _query_form(operation, *QUERY_FORMS[path])
             responses = operation.setdefault("responses", {})
-            responses["405"] = copy.deepcopy(METHOD_NOT_ALLOWED)
+            responses["405"] = _refusal(METHOD_NOT_ALLOWED, "Allow")
             # An operation that can answer 304 answers through `caching.cached`.
             for status in ("200", "304") if "304" in responses else ():
                 responses[status].setdefault("headers", {}).update(copy.deepcopy(CACHING_HEADERS))
