@@ -7,12 +7,13 @@ Litestar generates (HEAD, 405, caching headers, the guards' answers, query forms
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Litestar, Request
+from litestar.enums import MediaType, OpenAPIMediaType
 from litestar.handlers import HTTPRouteHandler
-from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.openapi.plugins import OpenAPIRenderPlugin
 from litestar.params import PathParameter, QueryParameter
 
 from capability_anchor.merkle.tilepath import MAX_INDEX, MAX_LEVEL
@@ -324,15 +325,22 @@ def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
     return doc
 
 
-class JsonDocument(JsonRenderPlugin):
-    """`/schema/openapi.json`: the finished document, made and encoded once (the document
-    does not change while the app runs)."""
+class Finished(OpenAPIRenderPlugin):
+    """A form of the finished document at `path` (under `/schema`): `render(doc, json_path)`
+    made once (the document does not change while the app runs)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        path: str,
+        media_type: MediaType | OpenAPIMediaType,
+        render: Callable[[dict[str, Any], str], bytes],
+    ) -> None:
+        super().__init__(path=path, media_type=media_type, favicon="", style="")
+        self._render = render
         self._rendered: bytes | None = None
 
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
         if self._rendered is None:
-            self._rendered = msgspec.json.encode(finish(openapi_schema, request.app))
+            doc = finish(openapi_schema, request.app)
+            self._rendered = self._render(doc, self.get_openapi_json_route(request))
         return self._rendered
