@@ -9,7 +9,9 @@ import logging
 from functools import partial
 from typing import Any
 
+import msgspec
 from litestar import Litestar, Request, Response
+from litestar.enums import MediaType, OpenAPIMediaType
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
@@ -35,8 +37,8 @@ from capability_anchor.witness.client import Witnessing
 from .bodies import BodyChecker, forkserver_context, install_schemas
 from .guards import before
 from .home import front_page
-from .openapi import JsonDocument
-from .pages import DocsPage
+from .openapi import Finished
+from .pages import docs_html
 from .routes import ROUTES
 from .service import Service
 from .settings import Settings
@@ -52,6 +54,10 @@ def _worker_answer(request: Request[Any, Any, Any], exc: Exception) -> Response[
     """The sequencer's answers: busy, or lost (both 503, Retry-After 1)."""
     note = exc.note if isinstance(exc, Busy) else WORKER_LOST_NOTE
     return edge.error_response("unavailable", note, edge.RETRY_SOON)
+
+
+def _json(doc: dict[str, Any], _: str) -> bytes:
+    return msgspec.json.encode(doc)
 
 
 def _log_stamp(result: StampResult) -> None:
@@ -174,7 +180,10 @@ def create_app(settings: Settings) -> Litestar:
             title="capability-anchor",
             version=__version__,
             path="/schema",
-            render_plugins=[DocsPage(), JsonDocument()],
+            render_plugins=[
+                Finished("/", MediaType.HTML, docs_html),  # /schema, for people
+                Finished("/openapi.json", OpenAPIMediaType.OPENAPI_JSON, _json),
+            ],
             components=Components(
                 security_schemes={
                     "bearer": SecurityScheme(type="http", scheme="bearer"),

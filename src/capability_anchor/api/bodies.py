@@ -1,5 +1,5 @@
-"""Request bodies, in one place: their Structs and OpenAPI schemas, and their check (strict
-parse, shape, SPEC §2, the record rule, JCS, leaf hashes), read once into the handler's `data`.
+"""Request bodies, in one place: their OpenAPI schemas and their check (strict parse, shape,
+SPEC §2, the record rule, JCS, leaf hashes), read once into `request.state.checked_body`.
 `check_body` is pure and picklable both ways, so bodies over `INLINE_BODY` are checked in
 worker processes, a bounded lane each for public and writers' bodies (503 busy past it).
 Why: docs/explanation/write-path.md."""
@@ -12,17 +12,13 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Generator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import msgspec
 from litestar import Litestar
-from litestar.dto import AbstractDTO, DTOFieldDefinition
-from litestar.openapi.spec import Example, RequestBody, Schema
-from litestar.typing import FieldDefinition
+from litestar.openapi.spec import Example, OpenAPIMediaType, RequestBody, Schema
 
 from capability_anchor import leaf
 from capability_anchor.errors import InvalidRecord
@@ -32,23 +28,9 @@ from capability_anchor.record.rule import JSON_VALUE, OBSERVATION, json_value_sc
 from capability_anchor.service.sequencing import Busy
 
 if TYPE_CHECKING:
-    from litestar._openapi.schema_generation import SchemaCreator
-    from litestar.openapi.spec import Reference
+    pass
 
 _logger = logging.getLogger("capability_anchor.api")
-
-
-class RecordsBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """`POST /records`: 1 to `max_records` records, each a JSON object (SPEC §2); its schema
-    is the log's own (`install_schemas`)."""
-
-    records: list[dict[str, Any]]
-
-
-class ProveBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """`POST /prove`: a record as an entry's leaf holds it (reserved members dropped)."""
-
-    record: dict[str, Any]
 
 
 def forkserver_context() -> multiprocessing.context.ForkServerContext:
@@ -219,42 +201,6 @@ class BodyChecker:
         return await (self.writers if writer else self.public).run(kind, body, *args)
 
 
-T = TypeVar("T")
-
-
-class CheckedBody(AbstractDTO[T]):
-    """`data` of a handler with `opt={"body": kind}`: what `before` made of the body, never a
-    second decode. `CheckedBody[Struct]` documents the body as `Struct`."""
-
-    def decode_bytes(self, value: bytes) -> Any:
-        return self.asgi_connection.state.checked_body
-
-    def decode_builtins(self, value: dict[str, Any]) -> Any:
-        return self.asgi_connection.state.checked_body
-
-    @classmethod
-    def create_for_field_definition(
-        cls, field_definition: FieldDefinition, handler_id: str, backend_cls: Any = None
-    ) -> None:
-        """Nothing to build: no transfer model, since nothing is decoded here."""
-
-    @classmethod
-    def create_openapi_schema(
-        cls, field_definition: FieldDefinition, handler_id: str, schema_creator: SchemaCreator
-    ) -> Reference | Schema:
-        return schema_creator.for_field_definition(FieldDefinition.from_annotation(cls.model_type))
-
-    @classmethod
-    def generate_field_definitions(
-        cls, model_type: type[Any]
-    ) -> Generator[DTOFieldDefinition, None, None]:
-        yield from ()
-
-    @classmethod
-    def detect_nested_field(cls, field_definition: FieldDefinition) -> bool:
-        return False
-
-
 _JSON = "application/json"
 _REF = "#/components/schemas/"
 
@@ -312,10 +258,10 @@ def install_schemas(app: Litestar, rule: str, namespace: str | None, max_records
         )
         example = {member: [record] if member == "records" else record}
         item = paths.get(path)
-        post = item.post if item is not None else None
-        if post is None or not isinstance(post.request_body, RequestBody):
-            continue
-        media = post.request_body.content.get(_JSON)
-        if media is not None:
-            media.schema = RawSchema(raw={"$ref": _REF + name})
-            media.examples = {"record": Example(summary="one record", value=example)}
+        if item is not None and item.post is not None:
+            # The body is read by `guards.before`, never by Litestar: it is documented here.
+            media = OpenAPIMediaType(
+                schema=RawSchema(raw={"$ref": _REF + name}),
+                examples={"record": Example(summary="one record", value=example)},
+            )
+            item.post.request_body = RequestBody(content={_JSON: media}, required=True)

@@ -7,12 +7,13 @@ Litestar generates (HEAD, 405, caching headers, the guards' answers, query forms
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Litestar, Request
+from litestar.enums import MediaType, OpenAPIMediaType
 from litestar.handlers import HTTPRouteHandler
-from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.openapi.plugins import OpenAPIRenderPlugin
 from litestar.params import PathParameter, QueryParameter
 
 from capability_anchor.merkle.tilepath import MAX_INDEX, MAX_LEVEL
@@ -133,14 +134,9 @@ def path_count(minimum: int, maximum: int = MAX_INT, description: str | None = N
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 _METHODS = ("get", "put", "post", "delete", "options", "patch", "trace")
-METHOD_NOT_ALLOWED = {
-    "description": (
-        "method_not_allowed: a method this path does not list (the Allow header names the "
-        "ones it does)"
-    ),
-    "headers": {"Allow": {"schema": {"type": "string"}, "required": True}},
-    "content": {"application/json": {"schema": ERROR_REF}},
-}
+METHOD_NOT_ALLOWED = (
+    "method_not_allowed: a method this path does not list (the Allow header names the ones it does)"
+)
 
 QUERY_FORMS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "/record": (
@@ -320,7 +316,7 @@ def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
             if method == "get" and path in QUERY_FORMS:
                 _query_form(operation, *QUERY_FORMS[path])
             responses = operation.setdefault("responses", {})
-            responses["405"] = copy.deepcopy(METHOD_NOT_ALLOWED)
+            responses["405"] = _refusal(METHOD_NOT_ALLOWED, "Allow")
             # An operation that can answer 304 answers through `caching.cached`.
             for status in ("200", "304") if "304" in responses else ():
                 responses[status].setdefault("headers", {}).update(copy.deepcopy(CACHING_HEADERS))
@@ -329,15 +325,22 @@ def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
     return doc
 
 
-class JsonDocument(JsonRenderPlugin):
-    """`/schema/openapi.json`: the finished document, made and encoded once (the document
-    does not change while the app runs)."""
+class Finished(OpenAPIRenderPlugin):
+    """A form of the finished document at `path` (under `/schema`): `render(doc, json_path)`
+    made once (the document does not change while the app runs)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        path: str,
+        media_type: MediaType | OpenAPIMediaType,
+        render: Callable[[dict[str, Any], str], bytes],
+    ) -> None:
+        super().__init__(path=path, media_type=media_type, favicon="", style="")
+        self._render = render
         self._rendered: bytes | None = None
 
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
         if self._rendered is None:
-            self._rendered = msgspec.json.encode(finish(openapi_schema, request.app))
+            doc = finish(openapi_schema, request.app)
+            self._rendered = self._render(doc, self.get_openapi_json_route(request))
         return self._rendered

@@ -11,11 +11,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from litestar import Request
-from litestar.openapi.plugins import OpenAPIRenderPlugin
-
-from .openapi import finish
-
 HTML = "text/html; charset=utf-8"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
 _METHODS = ("get", "head", "post", "put", "patch", "delete")
@@ -267,18 +262,3 @@ def docs_html(doc: Mapping[str, Any], openapi_json: str) -> bytes:
     )
     version = f"OpenAPI {_e(doc.get('openapi', ''))}, version {_e(info.get('version', ''))}"
     return _page(f"{title}: HTTP API", f"{title} HTTP API", version, body)
-
-
-class DocsPage(OpenAPIRenderPlugin):
-    """`/schema`: the OpenAPI document as plain HTML, rendered once (the document does not
-    change while the app runs)."""
-
-    def __init__(self) -> None:
-        super().__init__(path="/", favicon="", style="")
-        self._rendered: bytes | None = None
-
-    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
-        if self._rendered is None:
-            doc = finish(openapi_schema, request.app)
-            self._rendered = docs_html(doc, self.get_openapi_json_route(request))
-        return self._rendered

@@ -13,9 +13,6 @@ from capability_anchor.log.datafiles import check_restored
 from capability_anchor.log.writer_token import writer_token
 from capability_anchor.store import open as stores
 
-MAX_RECORDS = 1000
-"""Records per `POST /records` (SPEC §6: 1-1000, else 400)."""
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -65,8 +62,8 @@ class Settings:
     With body workers (the default) the service starts a sequencer candidate
     (`service/sequencing.py`); with none, appends are group-committed in this process."""
 
-    max_records: int = MAX_RECORDS
-    """Records per `POST /records` (SPEC §6)."""
+    max_records: int = 1000
+    """Records per `POST /records` (SPEC §6: 1-1000, else 400)."""
 
     tsa: tuple[str, ...] = ()
     """RFC 3161 TSAs that stamp sealed heads (`--tsa`); empty: the data dir's stored ones."""

@@ -11,7 +11,6 @@ import os
 import re
 import sys
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
@@ -19,7 +18,7 @@ from capability_anchor.envvars import LOG_FORMAT
 from capability_anchor.errors import UsageError
 from capability_anchor.metrics.service import observe
 
-from .exchange import ORIGINAL_METHOD
+from .exchange import ORIGINAL_METHOD, ASGIApp, Message, Scope
 
 FORMATS = ("plain", "json")
 ROOT_LOGGER = "capability_anchor"
@@ -34,9 +33,6 @@ MAX_PATH = 200
 MAX_ERROR_BODY = 4096
 _VISIBLE = re.compile(r"[!#-\[\]-~…]*")
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-ASGIApp = Callable[..., Awaitable[None]]
 
 events = logging.getLogger(EVENTS_LOGGER)
 _access = logging.getLogger(ACCESS_LOGGER)

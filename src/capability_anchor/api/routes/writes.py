@@ -1,17 +1,15 @@
 """The POST operations: `/records` and `/checkpoint` (writers, SPEC §6) and `/prove`.
 
-Each body arrives as `data` already checked by `guards.before` (`CheckedBody`): for `/prove`
-the leaf hash, for `/records` the prepared `Batch`, which the handler appends.
-"""
+Litestar never reads a body: `guards.before` checked it and left, in
+`request.state.checked_body`, the leaf hash for `/prove` and for `/records` the prepared
+`Batch`, which the handler appends."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from litestar import Request, Response, post
-from litestar.params import Body
 
-from capability_anchor.api.bodies import CheckedBody, ProveBody, RecordsBody
 from capability_anchor.api.caching import answer, ordered_answer
 from capability_anchor.api.models import (
     AppendedEntry,
@@ -42,17 +40,15 @@ _WRITE_UNAVAILABLE = (
     summary="Proof for a record, by its leaf",
     status_code=200,
     opt={"body": "record"},
-    dto=CheckedBody[ProveBody],
-    return_dto=None,
     responses={
         **success(ProofAnswer, "the proof in the newest head covering the record"),
         **documented(404),
     },
 )
-async def prove(request: Request[Any, Any, Any], data: Annotated[bytes, Body()]) -> Response[bytes]:
-    """`data`: the record's leaf hash."""
+async def prove(request: Request[Any, Any, Any]) -> Response[bytes]:
     service = service_of(request)
-    found = await service.read(service.reader.proof_by_leaf_hash, data)
+    leaf_hash: bytes = request.state.checked_body
+    found = await service.read(service.reader.proof_by_leaf_hash, leaf_hash)
     return Response(answer(ProofAnswer, found), media_type="application/json")
 
 
@@ -61,8 +57,6 @@ async def prove(request: Request[Any, Any, Any], data: Annotated[bytes, Body()])
     summary="Append records (writers)",
     status_code=200,
     opt={"writer": True, "body": "records"},
-    dto=CheckedBody[RecordsBody],
-    return_dto=None,
     responses={
         **success(RecordsAnswer | ProvedRecordsAnswer, "one entry per record, in order"),
         **documented(409, unavailable=_WRITE_UNAVAILABLE),
@@ -71,11 +65,11 @@ async def prove(request: Request[Any, Any, Any], data: Annotated[bytes, Body()])
 )
 async def post_records(
     request: Request[Any, Any, Any],
-    data: Annotated[Batch, Body()],
     prove: Annotated[
         int, count(0, 1, "1: publish a head covering the batch and answer each entry's proof")
     ] = 0,
 ) -> Response[bytes]:
+    data: Batch = request.state.checked_body
     value = await service_of(request).append(data, bool(prove))
     if prove:
         entries = ordered_answer(list[ProvedEntry], value)
