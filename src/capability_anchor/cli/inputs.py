@@ -11,13 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capability_anchor.bounded.read import (
-    DEFAULT_DEADLINE_S,
-    INPUT_LIMIT,
-    Getter,
-    read_file,
-    read_stream,
-)
+from capability_anchor.bounded.read import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file
 from capability_anchor.errors import (
     ClaimsError,
     InputError,
@@ -78,15 +72,6 @@ def read_source(
     return read_file(source, limit=limit)
 
 
-def read_record(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
-    """RECORD: a file path, a URL, or - for stdin, each read to at most FETCH_LIMIT."""
-    if source == "-":
-        import sys
-
-        return read_stream(sys.stdin.buffer, "stdin (RECORD -)")
-    return read_source(source, deadline=deadline)
-
-
 def load_keys(data: bytes, where: str) -> KeySet:
     """A JWK set; malformed JSON or keys are an InputError (exit 2)."""
     try:
@@ -98,32 +83,25 @@ def load_keys(data: bytes, where: str) -> KeySet:
     return keys
 
 
-def follow_key_records(
-    keys: KeySet, roots: Path, *, deadline: float = DEFAULT_DEADLINE_S
+def trust_chain(
+    keys: KeySet, where: str, roots: Path | None, *, deadline: float = DEFAULT_DEADLINE_S
 ) -> trust.TrustChain:
-    """`keys` and every key the folder's `key-records.json` leads to, and its revocations."""
-    path = roots / trust.KEY_RECORDS_FILE
-    if not path.exists():
+    """`keys` and every key the key records lead to, with their revocations: the `--roots`
+    folder's `key-records.json`, else the `/keys/records` beside a `--keys` URL (404: `keys`)."""
+    data = None
+    if roots is not None:
+        source = str(roots / trust.KEY_RECORDS_FILE)
+        if Path(source).exists():
+            data = read_source(source, deadline=deadline)
+    elif is_url(where) and where.rstrip("/").endswith("/keys"):
+        source = where.rstrip("/") + "/records"
+        data = fetch_if_found(source, deadline=deadline)
+    if data is None:
         return trust.TrustChain(keys)
-    return _closure(keys, read_source(str(path), deadline=deadline), str(path))
-
-
-def follow_served_records(
-    keys: KeySet, keys_url: str, *, deadline: float = DEFAULT_DEADLINE_S
-) -> trust.TrustChain:
-    """`follow_key_records` over a log's `/keys/records` (a 404: `keys` alone)."""
-    if not (is_url(keys_url) and keys_url.rstrip("/").endswith("/keys")):
-        return trust.TrustChain(keys)
-    url = keys_url.rstrip("/") + "/records"
-    data = fetch_if_found(url, deadline=deadline)
-    return trust.TrustChain(keys) if data is None else _closure(keys, data, url)
-
-
-def _closure(keys: KeySet, data: bytes, where: str) -> trust.TrustChain:
     try:
         iss, tokens = trust.read_key_records(data)
     except ClaimsError as exc:
-        raise InputError(f"{where}: {exc}") from None
+        raise InputError(f"{source}: {exc}") from None
     return trust.closure(keys, tokens, iss=iss)
 
 

@@ -1,7 +1,7 @@
 """`capability-anchor`, the operator CLI (SPEC §10): the parser and the dispatch. JSON on stdout,
 messages on stderr; every subcommand takes `--data DIR`; the clock is the system's. The commands
-live in `operator_write`, `operator_append`, `operator_witness`, `operator_read`, `operator_backup`,
-`operator_recover` and `serve`, what they share in `operator_base`."""
+live in `operator_write`, `operator_append`, `operator_read`, `operator_recover` and `serve`, what
+they share in `operator_base`."""
 
 from __future__ import annotations
 
@@ -15,17 +15,25 @@ from capability_anchor.envvars import STORE
 from capability_anchor.errors import CapabilityAnchorError, UsageError
 
 from .common import EXIT_USAGE, fail, quiet_broken_pipe
+from .demo import cmd_demo
 from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
 from .operator_append import cmd_append
-from .operator_backup import add_backup_arguments, cmd_backup, cmd_migrate
-from .operator_base import PROG, add_data, add_published, add_tsa, data_dir
-from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
-from .operator_recover import add_recover_arguments, cmd_recover, cmd_reindex
-from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
+from .operator_base import PROG, add_data, add_published, add_tsa, add_witness_deadline, data_dir
+from .operator_read import cmd_audit, cmd_consistency, cmd_export, cmd_proof
+from .operator_recover import (
+    add_backup_arguments,
+    add_recover_arguments,
+    cmd_backup,
+    cmd_migrate,
+    cmd_recover,
+    cmd_reindex,
+)
 from .operator_write import (
     cmd_checkpoint,
+    cmd_cosign,
     cmd_init,
+    cmd_policy,
     cmd_rotate_key,
     cmd_seal,
     cmd_timestamp,

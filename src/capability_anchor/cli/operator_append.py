@@ -1,18 +1,7 @@
-"""`capability-anchor append FILE|-`: JSON Lines into the log in bounded memory (#23).
-
-Two passes, and neither holds the input (docs/explanation/decisions/23-writes.md, "A
-streaming append"):
-
-1. *Validate*: the input is read one line at a time; each record is parsed, checked and
-   prepared (`Log.prepare`, 1,000 records at a time), and the prepared batches go to a
-   spool, an unnamed temporary file in the data dir. Nothing is stored in this pass, so one
-   bad line still stores nothing. It counts the records: the total the progress shows.
-2. *Append*: the spool is read back one batch at a time, and each batch is stored as one
-   durable transaction (`Log.append_prepared`); its lines are printed once it committed.
-
-The input is read once, so stdin needs no copy of its own, and a file that changes while
-the second pass runs cannot change what is stored: that is what was validated.
-"""
+"""`capability-anchor append FILE|-`: JSON Lines into the log in bounded memory (#23), in two
+passes that never hold the input: *validate* parses, checks and prepares every record into a spool
+(an unnamed file in the data dir), storing nothing; *append* stores the spool one durable batch at
+a time. Why: docs/explanation/decisions/23-writes.md, "A streaming append"."""
 
 from __future__ import annotations
 
@@ -74,7 +63,9 @@ def cmd_append(args: argparse.Namespace) -> int:
 
 def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
     # The input is opened first: a missing file is said before anything about the log.
-    with _opened(args.file) as stream, open_log(args) as log, _Spool(log.data_dir) as spool:
+    stdin = contextlib.nullcontext(sys.stdin.buffer)
+    opened = stdin if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 (with below)
+    with opened as stream, open_log(args) as log, _Spool(log.data_dir) as spool:
         from capability_anchor.log import MAX_BATCH
 
         total = _validate(log, _Lines(stream), spool, progress, MAX_BATCH)
@@ -132,8 +123,8 @@ def _validate(log: Log, lines: _Lines, spool: _Spool, progress: Any, size: int) 
 
 
 class _Batches:
-    """Records gathered into batches of `size`, each prepared into the spool when full;
-    after the first refused line (`refused`), records are no longer prepared."""
+    """Records gathered into batches of `size`, each prepared into the spool when full, until
+    the first refused line (`refused`)."""
 
     def __init__(self, log: Log, spool: _Spool, size: int) -> None:
         self._log, self._spool, self._size = log, spool, size
@@ -154,17 +145,14 @@ class _Batches:
         return True
 
     def refuse(self, number: int, error: InvalidRecord) -> None:
-        """A line refused before it was parsed: the records before it are prepared first,
-        so that the first refused line is the one said."""
+        """A line refused unparsed; the records before it are prepared first (one may fail)."""
         self.flush()
         if self.refused is None:
             self.refused = (number, error)
 
     def flush(self) -> None:
-        """Prepare the gathered records into the spool. Prepared at the clock of now: each
-        batch is stored at a later reading, and the record rule's one time limit
-        (`checked_at` no later than acceptance + 300 s) only moves later with the clock, so
-        what passes here passes then too."""
+        """Prepare the gathered records into the spool, at the clock of now: the record rule's
+        time limit only moves later, so what passes now passes when stored (23-writes.md)."""
         records, numbers = self._records, self._numbers
         self._records, self._numbers = [], []
         if not records or self.refused is not None:
@@ -218,9 +206,7 @@ class _Lines:
 
 def _json_lines_hint(first: bytes, lines: _Lines) -> str:
     """A hint when the first record does not parse because the input is one JSON document
-    spread over several lines (a pretty-printed object or an array), not JSON Lines. The
-    blank lines before `first` are left out of that document, unless they hold whitespace
-    JSON does not allow: then the document would not parse."""
+    over several lines (pretty-printed, or an array), not JSON Lines."""
     rest = lines.rest()
     if rest is None:  # more than HINT_LIMIT follows: not parsed as one document
         return HINT if first.strip() in (b"{", b"[") else ""
@@ -228,7 +214,7 @@ def _json_lines_hint(first: bytes, lines: _Lines) -> str:
         return ""  # one line of content: nothing spread over lines
     if first.strip() in (b"{", b"["):
         return HINT
-    if lines.odd_space:
+    if lines.odd_space:  # blank lines before `first` that JSON would not parse
         return ""
     try:
         leaf.parse_json(first + b"\n" + rest)
@@ -237,22 +223,12 @@ def _json_lines_hint(first: bytes, lines: _Lines) -> str:
     return HINT
 
 
-@contextlib.contextmanager
-def _opened(name: str) -> Iterator[IO[bytes]]:
-    if name == "-":
-        yield sys.stdin.buffer
-        return
-    with open(name, "rb") as stream:
-        yield stream
-
-
 _FRAME = struct.Struct(">I")
 
 
 class _Spool:
-    """Prepared batches on disk, each a msgpack frame after its length: an unnamed file
-    (O_TMPFILE) in the data dir, the disk the log's database grows on anyway (a tmpfs
-    $TMPDIR would hold it in memory); it vanishes with the process, a killed one too."""
+    """Prepared batches on disk, each a msgpack frame after its length, in an unnamed file in
+    the data dir (not a tmpfs $TMPDIR); it vanishes with the process, a killed one too."""
 
     def __init__(self, where: Path) -> None:
         self._where = where

@@ -1,4 +1,4 @@
-"""The operator commands that only read the log: proof, consistency, export, audit, demo."""
+"""The operator commands that only read the log: proof, consistency, export, audit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from capability_anchor.keys import KeySet
 from capability_anchor.progress import StderrProgress
 
 from .common import EXIT_FAILED, EXIT_OK, emit
-from .demo import demo_folder, run_demo
 from .operator_base import PROG, data_dir, open_log
 
 if TYPE_CHECKING:
@@ -111,7 +110,3 @@ def _keep_damage_mark(data: Path, report: AuditReport) -> None:
             "the service can start again",
             file=sys.stderr,
         )
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    return run_demo(demo_folder(args.data), args.iss, args.records)
