@@ -33,21 +33,17 @@ from capability_anchor.verify.sources import (
 )
 
 if TYPE_CHECKING:
-    from cryptography.x509 import Certificate
-
     from capability_anchor.note import Policy
 
 # Imported inside functions: `note` ~90 ms and `timestamp` ~20 ms (python -X importtime after
 # `cli.verify_proof`, min of 7 runs, 2026-12-05): only inputs that need them load them.
-
-FETCH_LIMIT = INPUT_LIMIT  # 1 MiB, for a file as for a reply
 
 
 def is_url(source: str) -> bool:
     return source.startswith(("http://", "https://"))
 
 
-def fetch(url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
+def fetch(url: str, *, limit: int = INPUT_LIMIT, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
     """GET `url` (`limit` bytes, `deadline` seconds); any failure, a 404 too, is an InputError."""
     body = fetch_if_found(url, limit=limit, deadline=deadline)
     if body is None:
@@ -56,7 +52,7 @@ def fetch(url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADL
 
 
 def fetch_if_found(
-    url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S
+    url: str, *, limit: int = INPUT_LIMIT, deadline: float = DEFAULT_DEADLINE_S
 ) -> bytes | None:
     """`fetch`, except that HTTP 404 is None: the server has no such thing (yet)."""
     with Getter(url, deadline=deadline) as getter:
@@ -64,7 +60,7 @@ def fetch_if_found(
 
 
 def read_source(
-    source: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S
+    source: str, *, limit: int = INPUT_LIMIT, deadline: float = DEFAULT_DEADLINE_S
 ) -> bytes:
     """A file's or URL's bytes, at most `limit`; any failure is an InputError."""
     if is_url(source):
@@ -121,13 +117,6 @@ def parse_at(text: str) -> int:
     except ValueError:
         raise UsageError(f"--at {text!r} is not a real date-time") from None
     return int(when.timestamp())
-
-
-def load_tsa_cas(paths: Sequence[str]) -> list[Certificate]:
-    """The `--tsa-ca` certificates; an unreadable file is an InputError (exit 2)."""
-    from capability_anchor.timestamp import trusted_cas
-
-    return trusted_cas(paths, error=InputError)
 
 
 def load_policy(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> Policy:
@@ -207,7 +196,9 @@ def verify_inputs(
     """`verify` over what the command line names (see `CommandLineSources`); the TSA CAs and the
     policy are read first, so a bad one stops everything (exit 2). Each URL read has `deadline`
     seconds in all."""
-    cas = load_tsa_cas(tsa_ca)
+    from capability_anchor.timestamp import trusted_cas
+
+    cas = trusted_cas(tsa_ca, error=InputError)
     loaded = None if policy is None else load_policy(policy, deadline=deadline)
     folder = None if roots is None else Path(roots)
     sources = CommandLineSources(head, folder, history_proof, deadline)

@@ -94,14 +94,37 @@ def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
 
 
 def _validate(log: Log, lines: _Lines, spool: _Spool, progress: Any, size: int) -> int:
-    """The first pass: every line parsed, every record prepared into the spool. Gives the
-    number of records, or minus the exit code once the first bad line was said. Malformed
-    JSON anywhere is exit 2 even after a refused record (1): the rest is still parsed."""
-    batches = _Batches(log, spool, size)
+    """The first pass: every line parsed, every record prepared into the spool in batches of
+    `size`, until the first refused line. Gives the number of records, or minus the exit code
+    once the first bad line was said. Malformed JSON anywhere is exit 2 even after a refused
+    record (1): the rest is still parsed."""
+    records: list[object] = []
+    numbers: list[int] = []
+    count = 0
+    refused: tuple[int, InvalidRecord] | None = None
+
+    def flush() -> None:
+        # Prepared at the clock of now: the record rule's time limit only moves later, so
+        # what passes now passes when stored (23-writes.md).
+        nonlocal records, numbers, count, refused
+        batch, at = records, numbers
+        records, numbers = [], []
+        if not batch or refused is not None:
+            return
+        try:
+            prepared = log.prepare(batch)
+        except InvalidRecord as exc:
+            refused = (at[exc.position] if exc.position is not None else 0), exc
+            return
+        spool.write(prepared)
+        count += len(prepared)
+
     for line in lines:
         if line is None:
             over = f"the line is longer than {LINE_LIMIT} bytes: no record is (SPEC §2)"
-            batches.refuse(lines.number, InvalidRecord(over))
+            flush()  # the records before it first: the first refused line is the one said
+            if refused is None:
+                refused = lines.number, InvalidRecord(over)
             continue
         if not line.strip():
             continue  # blank lines are skipped but counted
@@ -113,57 +136,17 @@ def _validate(log: Log, lines: _Lines, spool: _Spool, progress: Any, size: int) 
             hint = _json_lines_hint(line, lines) if lines.first_content else ""
             print(f"{PROG}: line {lines.number}: {exc}{hint}", file=sys.stderr)
             return -EXIT_USAGE
-        if batches.add(record, lines.number):
-            progress(lines.number, None, "validate (lines)")
-    batches.flush()
-    if batches.refused is not None:
-        print(f"{PROG}: line {batches.refused[0]}: {batches.refused[1]}", file=sys.stderr)
+        if refused is None:
+            records.append(record)
+            numbers.append(lines.number)
+            if len(records) >= size:
+                flush()
+                progress(lines.number, None, "validate (lines)")
+    flush()
+    if refused is not None:
+        print(f"{PROG}: line {refused[0]}: {refused[1]}", file=sys.stderr)
         return -EXIT_FAILED
-    return batches.count
-
-
-class _Batches:
-    """Records gathered into batches of `size`, each prepared into the spool when full, until
-    the first refused line (`refused`)."""
-
-    def __init__(self, log: Log, spool: _Spool, size: int) -> None:
-        self._log, self._spool, self._size = log, spool, size
-        self._records: list[object] = []
-        self._numbers: list[int] = []
-        self.count = 0
-        self.refused: tuple[int, InvalidRecord] | None = None
-
-    def add(self, record: object, number: int) -> bool:
-        """Add a record; True when that filled and prepared a batch."""
-        if self.refused is not None:
-            return False
-        self._records.append(record)
-        self._numbers.append(number)
-        if len(self._records) < self._size:
-            return False
-        self.flush()
-        return True
-
-    def refuse(self, number: int, error: InvalidRecord) -> None:
-        """A line refused unparsed; the records before it are prepared first (one may fail)."""
-        self.flush()
-        if self.refused is None:
-            self.refused = (number, error)
-
-    def flush(self) -> None:
-        """Prepare the gathered records into the spool, at the clock of now: the record rule's
-        time limit only moves later, so what passes now passes when stored (23-writes.md)."""
-        records, numbers = self._records, self._numbers
-        self._records, self._numbers = [], []
-        if not records or self.refused is not None:
-            return
-        try:
-            prepared = self._log.prepare(records)
-        except InvalidRecord as exc:
-            self.refused = (numbers[exc.position] if exc.position is not None else 0), exc
-            return
-        self._spool.write(prepared)
-        self.count += len(prepared)
+    return count
 
 
 class _Lines:

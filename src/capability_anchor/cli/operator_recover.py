@@ -18,17 +18,6 @@ from .operator_base import PROG, data_dir, open_log
 # in its command.
 
 
-def add_recover_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--from",
-        dest="source",
-        required=True,
-        metavar="URL|DIR",
-        help="the log's public mirror (a serving log or a static export over HTTP) or an "
-        "export folder (`export --tiles`) (required)",
-    )
-
-
 def cmd_recover(args: argparse.Namespace) -> int:
     from capability_anchor.log.recovery import recover
 
@@ -63,11 +52,6 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_OK
-
-
-def add_backup_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dest", metavar="DEST", help="a new or empty folder (created mode 0700)")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
 
 def cmd_backup(args: argparse.Namespace) -> int:

@@ -28,7 +28,6 @@ PROG = "capability-anchor witness"
 MAX_LOG_KEYS = 16
 """Keys a witnessed log may have at once: a rotation's overlap needs two; every cosign
 request of the log parses each of them."""
-DATA_ENV = WITNESS_DATA.name
 
 
 def witness_data(value: str | None) -> Path:
@@ -54,27 +53,22 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
             epilog=epilog_of(f"witness {name}"),
         )
         q.set_defaults(witness_run=run)
-        return q
-
-    def data(q: argparse.ArgumentParser) -> None:
         q.add_argument(
             "--data",
             metavar="DIR",
-            help=f"witness data dir (default: ${DATA_ENV}, else ./witness-data)",
+            help=f"witness data dir (default: ${WITNESS_DATA.name}, else ./witness-data)",
         )
+        return q
 
     def listen(q: argparse.ArgumentParser) -> None:
         q.add_argument("--host", default="127.0.0.1", help="address to listen on")
         q.add_argument("--port", type=int, default=8380, help="TCP port to listen on")
 
     q = command("init", "create the witness store and its Ed25519 cosigning key", _init)
-    data(q)
     q.add_argument("--name", required=True, help="the witness's key name, e.g. witness.example/w1")
     q = command("info", "print the witness's name, vkey and submission prefix (JSON)", _info)
-    data(q)
     listen(q)
     q = command("add-log", "witness a log: its origin line and a vkey of its key", _add_log)
-    data(q)
     q.add_argument("--origin", required=True, help="the log's checkpoint origin line")
     q.add_argument(
         "--vkey", required=True, action="append", help="the log's note vkey (repeatable)"
@@ -84,7 +78,6 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
         "replace a witnessed log's key set (after the log rotated its key)",
         _update_log,
     )
-    data(q)
     q.add_argument("--origin", required=True, help="the log's checkpoint origin line")
     q.add_argument(
         "--vkey",
@@ -94,7 +87,6 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
         f"and the new key during a rotation's overlap; at most {MAX_LOG_KEYS})",
     )
     q = command("serve", "answer add-checkpoint and the monitoring endpoint", _serve)
-    data(q)
     listen(q)
     q.add_argument(
         "--rate-limit", type=int, default=100, help="requests/s per client address; 0: off"
