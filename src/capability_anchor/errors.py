@@ -162,7 +162,7 @@ class TokenNotYetValid(ClaimsError):
 
 class NoteError(VerificationError):
     """A C2SP text (signed note, checkpoint, cosignature, tlog-proof, vkey or policy) was
-    rejected. Subclasses say whether its bytes or its signatures are at fault."""
+    rejected."""
 
 
 class MalformedNote(NoteError):
@@ -194,8 +194,8 @@ class QuorumNotMet(NoteError):
 
 class TimestampError(CapabilityAnchorError):
     """An RFC 3161 time-stamp could not be obtained or does not verify (TSA unreachable, slow,
-    refusing, or its reply wrong, unsigned or untrusted), or a TSA CA file is unusable. The
-    message is the human reason; no third-party exception escapes `timestamp`."""
+    refusing, or its reply wrong, unsigned or untrusted), or a TSA CA file is unusable. No
+    third-party exception escapes `timestamp`."""
 
     code = "timestamp_failed"
     retryable = True
@@ -203,8 +203,7 @@ class TimestampError(CapabilityAnchorError):
 
 class WitnessError(CapabilityAnchorError):
     """A witness exchange (SPEC §12.3) failed: the witness is unreachable, too slow, or its
-    answer is malformed. The message is the human reason; no httpx exception escapes
-    `witness.client.client`. Retryable: the schedule tries again later (the log never waits)."""
+    answer is malformed. No httpx exception escapes `witness.client.client`."""
 
     code = "witness_failed"
     retryable = True

@@ -43,12 +43,9 @@ def _segment(name: str) -> str:
     return _UNSAFE_IN_MESSAGE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
-def _where(path: str) -> str:
-    return f"at {path}" if path else "at the top level"
-
-
 def _fail(path: str, problem: str) -> NoReturn:
-    raise InvalidRecord(f"invalid record {_where(path)}: {problem}")
+    where = f"at {path}" if path else "at the top level"
+    raise InvalidRecord(f"invalid record {where}: {problem}")
 
 
 def _describe_int(value: int) -> str:

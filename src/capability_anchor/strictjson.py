@@ -58,33 +58,13 @@ def _check_strings(value: Any) -> None:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                raise MalformedJSON("a string contains a lone surrogate") from None
+            if not _encodes(item):
+                raise MalformedJSON("a string contains a lone surrogate")
         elif isinstance(item, dict):
             stack.extend(item.keys())
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-
-
-def decode_text(data: str | bytes | bytearray) -> str:
-    """The text of a JSON document: strict UTF-8, no byte order mark."""
-    if isinstance(data, bytes | bytearray):
-        if data.startswith(b"\xef\xbb\xbf"):
-            raise MalformedJSON("text starts with a UTF-8 byte order mark")
-        try:
-            return bytes(data).decode("utf-8", errors="strict")
-        except UnicodeDecodeError as exc:
-            raise MalformedJSON(
-                f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-            ) from None
-    if isinstance(data, str):
-        if data.startswith("\ufeff"):
-            raise MalformedJSON("text starts with a byte order mark (U+FEFF)")
-        return data
-    raise MalformedJSON(f"JSON text must be str or bytes, got {type(data).__name__}")
 
 
 # A number token that may not fit a double has a run of 100 digits or an exponent of 3 or
@@ -102,7 +82,22 @@ def _numbers_need_hooks(text: str) -> bool:
 
 def loads(data: str | bytes | bytearray, *, allow_lone_surrogates: bool = False) -> Any:
     """Parse strict JSON; `MalformedJSON` says what is wrong and where."""
-    text = decode_text(data)
+    # Strict UTF-8 text, no byte order mark.
+    if isinstance(data, bytes | bytearray):
+        if data.startswith(b"\xef\xbb\xbf"):
+            raise MalformedJSON("text starts with a UTF-8 byte order mark")
+        try:
+            text = bytes(data).decode("utf-8", errors="strict")
+        except UnicodeDecodeError as exc:
+            raise MalformedJSON(
+                f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+            ) from None
+    elif isinstance(data, str):
+        if data.startswith("\ufeff"):
+            raise MalformedJSON("text starts with a byte order mark (U+FEFF)")
+        text = data
+    else:
+        raise MalformedJSON(f"JSON text must be str or bytes, got {type(data).__name__}")
     return _strict_loads(text, allow_lone_surrogates, number_hooks=_numbers_need_hooks(text))
 
 

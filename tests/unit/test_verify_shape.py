@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from capability_anchor import head as heads
-from capability_anchor.cli.inputs import load_tsa_cas
 from capability_anchor.errors import InputError, VerificationError
 from capability_anchor.keys import KeySet, SigningKey
+from capability_anchor.timestamp import trusted_cas
 from capability_anchor.verify import record as verifying
 from capability_anchor.verify.anchor import Anchor
 from capability_anchor.verify.checks import CHECK_NAMES, CHECKS, Check
@@ -73,7 +73,7 @@ def test_the_sample_verifies_from_the_folder_with_loaded_cas(keys: KeySet) -> No
         "history": SAMPLE_HISTORY,
         "witnesses": Outcome.SKIP,
     }
-    cas = load_tsa_cas([str(ROOTS / "tsa-ca.pem")])
+    cas = trusted_cas([str(ROOTS / "tsa-ca.pem")], error=InputError)
     result = verify(RECORD.read_bytes(), keys=keys, sources=sources, cas=cas, at=AT)
     timestamp = result.checks[CHECK_NAMES.index("timestamp")]
     assert result.ok and timestamp.outcome is Outcome.PASS, timestamp
@@ -109,7 +109,7 @@ def test_the_library_takes_its_inputs_loaded(keys: KeySet) -> None:
         (ROOTS / "2026-11-01.timestamps.json").read_bytes(),
         [],
     )
-    cas = load_tsa_cas([str(ROOTS / "tsa-ca.pem")])
+    cas = trusted_cas([str(ROOTS / "tsa-ca.pem")], error=InputError)
     result = verify(RECORD.read_bytes(), keys=keys, sources=sources, cas=cas, at=AT)
     assert result.ok, result.checks
     assert [c.outcome for c in result.checks] == [Outcome.PASS] * 7 + [Outcome.SKIP] * 2

@@ -30,11 +30,6 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_FAILED
 
 
-def fail(prog: str, exc: BaseException) -> int:
-    print(f"{prog}: {exc}", file=sys.stderr)
-    return exit_code_for(exc)
-
-
 def emit(obj: Any) -> None:
     """One JSON document per line on stdout (machine output)."""
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")

@@ -5,6 +5,7 @@ and the files can be checked with any JOSE library."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import sys
@@ -49,14 +50,13 @@ def sample_records(iss: str, now: dt.datetime) -> list[dict[str, Any]]:
     ]
 
 
-def demo_folder(data: str | None) -> Path:
-    """`DIR/demo` with `--data DIR`, else a new temporary folder (never a real log's)."""
-    if data is not None:
-        return Path(data) / "demo"
-    return Path(tempfile.mkdtemp(prefix="capability-anchor-demo-"))
-
-
-def run_demo(out: Path, iss: str, records_file: Path | None) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
+    # `DIR/demo` with `--data DIR`, else a new temporary folder (never a real log's).
+    if args.data is not None:
+        out = Path(args.data) / "demo"
+    else:
+        out = Path(tempfile.mkdtemp(prefix="capability-anchor-demo-"))
+    iss, records_file = args.iss, args.records
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     key_file = out / "signing-key.jwk"
     if key_file.exists():
@@ -120,9 +120,7 @@ def run_demo(out: Path, iss: str, records_file: Path | None) -> int:
     root = hash_from_hex(head["root"], "head root")
     at = int(time.time())
     for record in issued:
-        signed = jws.verify_claims(record["jws"], keys, jws.RECORD_TYP)
-        jws.check_record_claims(signed, iss=iss)
-        jws.check_record_lifetime(signed, at)
+        signed = jws.verify_record_token(record["jws"], keys, iss=iss, at=at)
         proof = signed["proof"]
         merkle.verify_inclusion(
             leaf.leaf_hash(signed),

@@ -11,13 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capability_anchor.bounded.read import (
-    DEFAULT_DEADLINE_S,
-    INPUT_LIMIT,
-    Getter,
-    read_file,
-    read_stream,
-)
+from capability_anchor.bounded.read import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file
 from capability_anchor.errors import (
     ClaimsError,
     InputError,
@@ -39,21 +33,17 @@ from capability_anchor.verify.sources import (
 )
 
 if TYPE_CHECKING:
-    from cryptography.x509 import Certificate
-
     from capability_anchor.note import Policy
 
 # Imported inside functions: `note` ~90 ms and `timestamp` ~20 ms (python -X importtime after
 # `cli.verify_proof`, min of 7 runs, 2026-12-05): only inputs that need them load them.
-
-FETCH_LIMIT = INPUT_LIMIT  # 1 MiB, for a file as for a reply
 
 
 def is_url(source: str) -> bool:
     return source.startswith(("http://", "https://"))
 
 
-def fetch(url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
+def fetch(url: str, *, limit: int = INPUT_LIMIT, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
     """GET `url` (`limit` bytes, `deadline` seconds); any failure, a 404 too, is an InputError."""
     body = fetch_if_found(url, limit=limit, deadline=deadline)
     if body is None:
@@ -62,7 +52,7 @@ def fetch(url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADL
 
 
 def fetch_if_found(
-    url: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S
+    url: str, *, limit: int = INPUT_LIMIT, deadline: float = DEFAULT_DEADLINE_S
 ) -> bytes | None:
     """`fetch`, except that HTTP 404 is None: the server has no such thing (yet)."""
     with Getter(url, deadline=deadline) as getter:
@@ -70,21 +60,12 @@ def fetch_if_found(
 
 
 def read_source(
-    source: str, *, limit: int = FETCH_LIMIT, deadline: float = DEFAULT_DEADLINE_S
+    source: str, *, limit: int = INPUT_LIMIT, deadline: float = DEFAULT_DEADLINE_S
 ) -> bytes:
     """A file's or URL's bytes, at most `limit`; any failure is an InputError."""
     if is_url(source):
         return fetch(source, limit=limit, deadline=deadline)
     return read_file(source, limit=limit)
-
-
-def read_record(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> bytes:
-    """RECORD: a file path, a URL, or - for stdin, each read to at most FETCH_LIMIT."""
-    if source == "-":
-        import sys
-
-        return read_stream(sys.stdin.buffer, "stdin (RECORD -)")
-    return read_source(source, deadline=deadline)
 
 
 def load_keys(data: bytes, where: str) -> KeySet:
@@ -98,32 +79,25 @@ def load_keys(data: bytes, where: str) -> KeySet:
     return keys
 
 
-def follow_key_records(
-    keys: KeySet, roots: Path, *, deadline: float = DEFAULT_DEADLINE_S
+def trust_chain(
+    keys: KeySet, where: str, roots: Path | None, *, deadline: float = DEFAULT_DEADLINE_S
 ) -> trust.TrustChain:
-    """`keys` and every key the folder's `key-records.json` leads to, and its revocations."""
-    path = roots / trust.KEY_RECORDS_FILE
-    if not path.exists():
+    """`keys` and every key the key records lead to, with their revocations: the `--roots`
+    folder's `key-records.json`, else the `/keys/records` beside a `--keys` URL (404: `keys`)."""
+    data = None
+    if roots is not None:
+        source = str(roots / trust.KEY_RECORDS_FILE)
+        if Path(source).exists():
+            data = read_source(source, deadline=deadline)
+    elif is_url(where) and where.rstrip("/").endswith("/keys"):
+        source = where.rstrip("/") + "/records"
+        data = fetch_if_found(source, deadline=deadline)
+    if data is None:
         return trust.TrustChain(keys)
-    return _closure(keys, read_source(str(path), deadline=deadline), str(path))
-
-
-def follow_served_records(
-    keys: KeySet, keys_url: str, *, deadline: float = DEFAULT_DEADLINE_S
-) -> trust.TrustChain:
-    """`follow_key_records` over a log's `/keys/records` (a 404: `keys` alone)."""
-    if not (is_url(keys_url) and keys_url.rstrip("/").endswith("/keys")):
-        return trust.TrustChain(keys)
-    url = keys_url.rstrip("/") + "/records"
-    data = fetch_if_found(url, deadline=deadline)
-    return trust.TrustChain(keys) if data is None else _closure(keys, data, url)
-
-
-def _closure(keys: KeySet, data: bytes, where: str) -> trust.TrustChain:
     try:
         iss, tokens = trust.read_key_records(data)
     except ClaimsError as exc:
-        raise InputError(f"{where}: {exc}") from None
+        raise InputError(f"{source}: {exc}") from None
     return trust.closure(keys, tokens, iss=iss)
 
 
@@ -143,13 +117,6 @@ def parse_at(text: str) -> int:
     except ValueError:
         raise UsageError(f"--at {text!r} is not a real date-time") from None
     return int(when.timestamp())
-
-
-def load_tsa_cas(paths: Sequence[str]) -> list[Certificate]:
-    """The `--tsa-ca` certificates; an unreadable file is an InputError (exit 2)."""
-    from capability_anchor.timestamp import trusted_cas
-
-    return trusted_cas(paths, error=InputError)
 
 
 def load_policy(source: str, *, deadline: float = DEFAULT_DEADLINE_S) -> Policy:
@@ -229,7 +196,9 @@ def verify_inputs(
     """`verify` over what the command line names (see `CommandLineSources`); the TSA CAs and the
     policy are read first, so a bad one stops everything (exit 2). Each URL read has `deadline`
     seconds in all."""
-    cas = load_tsa_cas(tsa_ca)
+    from capability_anchor.timestamp import trusted_cas
+
+    cas = trusted_cas(tsa_ca, error=InputError)
     loaded = None if policy is None else load_policy(policy, deadline=deadline)
     folder = None if roots is None else Path(roots)
     sources = CommandLineSources(head, folder, history_proof, deadline)

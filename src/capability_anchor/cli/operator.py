@@ -1,7 +1,7 @@
 """`capability-anchor`, the operator CLI (SPEC §10): the parser and the dispatch. JSON on stdout,
 messages on stderr; every subcommand takes `--data DIR`; the clock is the system's. The commands
-live in `operator_write`, `operator_append`, `operator_witness`, `operator_read`, `operator_backup`,
-`operator_recover` and `serve`, what they share in `operator_base`."""
+live in `operator_write`, `operator_append`, `operator_read`, `operator_recover` and `serve`, what
+they share in `operator_base`."""
 
 from __future__ import annotations
 
@@ -14,18 +14,19 @@ from capability_anchor import __version__
 from capability_anchor.envvars import STORE
 from capability_anchor.errors import CapabilityAnchorError, UsageError
 
-from .common import EXIT_USAGE, fail, quiet_broken_pipe
+from .common import EXIT_USAGE, exit_code_for, quiet_broken_pipe
+from .demo import cmd_demo
 from .exitcodes import ALL, epilog, epilog_of
 from .monitor import add_monitor_arguments, cmd_monitor
 from .operator_append import cmd_append
-from .operator_backup import add_backup_arguments, cmd_backup, cmd_migrate
-from .operator_base import PROG, add_data, add_published, add_tsa, data_dir
-from .operator_read import cmd_audit, cmd_consistency, cmd_demo, cmd_export, cmd_proof
-from .operator_recover import add_recover_arguments, cmd_recover, cmd_reindex
-from .operator_witness import add_witness_deadline, cmd_cosign, cmd_policy
+from .operator_base import PROG, add_data, add_published, add_tsa, add_witness_deadline, data_dir
+from .operator_read import cmd_audit, cmd_consistency, cmd_export, cmd_proof
+from .operator_recover import cmd_backup, cmd_migrate, cmd_recover, cmd_reindex
 from .operator_write import (
     cmd_checkpoint,
+    cmd_cosign,
     cmd_init,
+    cmd_policy,
     cmd_rotate_key,
     cmd_seal,
     cmd_timestamp,
@@ -63,10 +64,6 @@ def _seconds(text: str) -> int:
     return value
 
 
-def _version() -> str:
-    return f"{PROG} {__version__}"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -75,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
         formatter_class=_Help,
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(
@@ -214,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "backup", "copy the log, its keys and token to DEST, while writers go on", cmd_backup
     )
-    add_backup_arguments(p)
+    p.add_argument("dest", metavar="DEST", help="a new or empty folder (created mode 0700)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
     p = command(
         "migrate",
@@ -256,7 +254,14 @@ def build_parser() -> argparse.ArgumentParser:
         "bring back the entries and heads this data dir lacks from what the log published",
         cmd_recover,
     )
-    add_recover_arguments(p)
+    p.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="URL|DIR",
+        help="the log's public mirror (a serving log or a static export over HTTP) or an "
+        "export folder (`export --tiles`) (required)",
+    )
 
     p = command(
         "reindex",
@@ -308,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
             _check_store(args)
             return int(args.run(args))
         except (CapabilityAnchorError, OSError) as exc:  # the edge: a message and an exit code
-            return fail(PROG, exc)
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return exit_code_for(exc)
 
 
 def _check_store(args: argparse.Namespace) -> None:

@@ -1,18 +1,7 @@
-"""`capability-anchor append FILE|-`: JSON Lines into the log in bounded memory (#23).
-
-Two passes, and neither holds the input (docs/explanation/decisions/23-writes.md, "A
-streaming append"):
-
-1. *Validate*: the input is read one line at a time; each record is parsed, checked and
-   prepared (`Log.prepare`, 1,000 records at a time), and the prepared batches go to a
-   spool, an unnamed temporary file in the data dir. Nothing is stored in this pass, so one
-   bad line still stores nothing. It counts the records: the total the progress shows.
-2. *Append*: the spool is read back one batch at a time, and each batch is stored as one
-   durable transaction (`Log.append_prepared`); its lines are printed once it committed.
-
-The input is read once, so stdin needs no copy of its own, and a file that changes while
-the second pass runs cannot change what is stored: that is what was validated.
-"""
+"""`capability-anchor append FILE|-`: JSON Lines into the log in bounded memory (#23), in two
+passes that never hold the input: *validate* parses, checks and prepares every record into a spool
+(an unnamed file in the data dir), storing nothing; *append* stores the spool one durable batch at
+a time. Why: docs/explanation/decisions/23-writes.md, "A streaming append"."""
 
 from __future__ import annotations
 
@@ -74,7 +63,9 @@ def cmd_append(args: argparse.Namespace) -> int:
 
 def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
     # The input is opened first: a missing file is said before anything about the log.
-    with _opened(args.file) as stream, open_log(args) as log, _Spool(log.data_dir) as spool:
+    stdin = contextlib.nullcontext(sys.stdin.buffer)
+    opened = stdin if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 (with below)
+    with opened as stream, open_log(args) as log, _Spool(log.data_dir) as spool:
         from capability_anchor.log import MAX_BATCH
 
         total = _validate(log, _Lines(stream), spool, progress, MAX_BATCH)
@@ -103,14 +94,37 @@ def _append(args: argparse.Namespace, progress: Any, stored: list[int]) -> int:
 
 
 def _validate(log: Log, lines: _Lines, spool: _Spool, progress: Any, size: int) -> int:
-    """The first pass: every line parsed, every record prepared into the spool. Gives the
-    number of records, or minus the exit code once the first bad line was said. Malformed
-    JSON anywhere is exit 2 even after a refused record (1): the rest is still parsed."""
-    batches = _Batches(log, spool, size)
+    """The first pass: every line parsed, every record prepared into the spool in batches of
+    `size`, until the first refused line. Gives the number of records, or minus the exit code
+    once the first bad line was said. Malformed JSON anywhere is exit 2 even after a refused
+    record (1): the rest is still parsed."""
+    records: list[object] = []
+    numbers: list[int] = []
+    count = 0
+    refused: tuple[int, InvalidRecord] | None = None
+
+    def flush() -> None:
+        # Prepared at the clock of now: the record rule's time limit only moves later, so
+        # what passes now passes when stored (23-writes.md).
+        nonlocal records, numbers, count, refused
+        batch, at = records, numbers
+        records, numbers = [], []
+        if not batch or refused is not None:
+            return
+        try:
+            prepared = log.prepare(batch)
+        except InvalidRecord as exc:
+            refused = (at[exc.position] if exc.position is not None else 0), exc
+            return
+        spool.write(prepared)
+        count += len(prepared)
+
     for line in lines:
         if line is None:
             over = f"the line is longer than {LINE_LIMIT} bytes: no record is (SPEC §2)"
-            batches.refuse(lines.number, InvalidRecord(over))
+            flush()  # the records before it first: the first refused line is the one said
+            if refused is None:
+                refused = lines.number, InvalidRecord(over)
             continue
         if not line.strip():
             continue  # blank lines are skipped but counted
@@ -122,60 +136,17 @@ def _validate(log: Log, lines: _Lines, spool: _Spool, progress: Any, size: int) 
             hint = _json_lines_hint(line, lines) if lines.first_content else ""
             print(f"{PROG}: line {lines.number}: {exc}{hint}", file=sys.stderr)
             return -EXIT_USAGE
-        if batches.add(record, lines.number):
-            progress(lines.number, None, "validate (lines)")
-    batches.flush()
-    if batches.refused is not None:
-        print(f"{PROG}: line {batches.refused[0]}: {batches.refused[1]}", file=sys.stderr)
+        if refused is None:
+            records.append(record)
+            numbers.append(lines.number)
+            if len(records) >= size:
+                flush()
+                progress(lines.number, None, "validate (lines)")
+    flush()
+    if refused is not None:
+        print(f"{PROG}: line {refused[0]}: {refused[1]}", file=sys.stderr)
         return -EXIT_FAILED
-    return batches.count
-
-
-class _Batches:
-    """Records gathered into batches of `size`, each prepared into the spool when full;
-    after the first refused line (`refused`), records are no longer prepared."""
-
-    def __init__(self, log: Log, spool: _Spool, size: int) -> None:
-        self._log, self._spool, self._size = log, spool, size
-        self._records: list[object] = []
-        self._numbers: list[int] = []
-        self.count = 0
-        self.refused: tuple[int, InvalidRecord] | None = None
-
-    def add(self, record: object, number: int) -> bool:
-        """Add a record; True when that filled and prepared a batch."""
-        if self.refused is not None:
-            return False
-        self._records.append(record)
-        self._numbers.append(number)
-        if len(self._records) < self._size:
-            return False
-        self.flush()
-        return True
-
-    def refuse(self, number: int, error: InvalidRecord) -> None:
-        """A line refused before it was parsed: the records before it are prepared first,
-        so that the first refused line is the one said."""
-        self.flush()
-        if self.refused is None:
-            self.refused = (number, error)
-
-    def flush(self) -> None:
-        """Prepare the gathered records into the spool. Prepared at the clock of now: each
-        batch is stored at a later reading, and the record rule's one time limit
-        (`checked_at` no later than acceptance + 300 s) only moves later with the clock, so
-        what passes here passes then too."""
-        records, numbers = self._records, self._numbers
-        self._records, self._numbers = [], []
-        if not records or self.refused is not None:
-            return
-        try:
-            prepared = self._log.prepare(records)
-        except InvalidRecord as exc:
-            self.refused = (numbers[exc.position] if exc.position is not None else 0), exc
-            return
-        self._spool.write(prepared)
-        self.count += len(prepared)
+    return count
 
 
 class _Lines:
@@ -218,9 +189,7 @@ class _Lines:
 
 def _json_lines_hint(first: bytes, lines: _Lines) -> str:
     """A hint when the first record does not parse because the input is one JSON document
-    spread over several lines (a pretty-printed object or an array), not JSON Lines. The
-    blank lines before `first` are left out of that document, unless they hold whitespace
-    JSON does not allow: then the document would not parse."""
+    over several lines (pretty-printed, or an array), not JSON Lines."""
     rest = lines.rest()
     if rest is None:  # more than HINT_LIMIT follows: not parsed as one document
         return HINT if first.strip() in (b"{", b"[") else ""
@@ -228,7 +197,7 @@ def _json_lines_hint(first: bytes, lines: _Lines) -> str:
         return ""  # one line of content: nothing spread over lines
     if first.strip() in (b"{", b"["):
         return HINT
-    if lines.odd_space:
+    if lines.odd_space:  # blank lines before `first` that JSON would not parse
         return ""
     try:
         leaf.parse_json(first + b"\n" + rest)
@@ -237,22 +206,12 @@ def _json_lines_hint(first: bytes, lines: _Lines) -> str:
     return HINT
 
 
-@contextlib.contextmanager
-def _opened(name: str) -> Iterator[IO[bytes]]:
-    if name == "-":
-        yield sys.stdin.buffer
-        return
-    with open(name, "rb") as stream:
-        yield stream
-
-
 _FRAME = struct.Struct(">I")
 
 
 class _Spool:
-    """Prepared batches on disk, each a msgpack frame after its length: an unnamed file
-    (O_TMPFILE) in the data dir, the disk the log's database grows on anyway (a tmpfs
-    $TMPDIR would hold it in memory); it vanishes with the process, a killed one too."""
+    """Prepared batches on disk, each a msgpack frame after its length, in an unnamed file in
+    the data dir (not a tmpfs $TMPDIR); it vanishes with the process, a killed one too."""
 
     def __init__(self, where: Path) -> None:
         self._where = where

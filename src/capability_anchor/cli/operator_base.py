@@ -1,4 +1,5 @@
-"""What the operator commands share: the program name, the data dir, opening the log."""
+"""What the operator commands share: the program name, the data dir, opening the log, the options
+several commands take."""
 
 from __future__ import annotations
 
@@ -8,11 +9,40 @@ from pathlib import Path
 from typing import Any
 
 from capability_anchor.envvars import DATA, PUBLISHED
+from capability_anchor.errors import UsageError
 
 # Imported inside functions: the log ~380 ms (python -X importtime after `cli.operator`, min of
 # 7 runs, 2026-12-05): `--help` and the commands that open no log skip it.
 
 PROG = "capability-anchor"
+MAX_DEADLINE_S = 600.0
+
+
+def _deadline(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= MAX_DEADLINE_S:
+        raise argparse.ArgumentTypeError("must be more than 0 and at most 600 seconds")
+    return value
+
+
+def add_witness_deadline(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--witness-deadline",
+        type=_deadline,
+        default=10.0,
+        metavar="S",
+        help="total time allowed for one witness exchange",
+    )
+
+
+def read_policy(name: str) -> bytes:
+    try:
+        return Path(name).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read the policy file {name}: {exc.strerror}") from None
 
 
 def data_dir(value: str | None) -> Path:

@@ -1,11 +1,10 @@
-"""The operator commands that only read the log: proof, consistency, export, audit, demo."""
+"""The operator commands that only read the log: proof, consistency, export, audit."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from capability_anchor.encoding import hash_from_hex
 from capability_anchor.errors import UsageError
@@ -13,11 +12,7 @@ from capability_anchor.keys import KeySet
 from capability_anchor.progress import StderrProgress
 
 from .common import EXIT_FAILED, EXIT_OK, emit
-from .demo import demo_folder, run_demo
 from .operator_base import PROG, data_dir, open_log
-
-if TYPE_CHECKING:
-    from capability_anchor.audit import AuditReport
 
 # Imported inside functions: the audit ~230 ms, export ~130 ms, the store's registry ~40 ms
 # (python -X importtime after `cli.operator`, min of 7 runs, 2026-12-05): each only in its
@@ -57,6 +52,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from capability_anchor.audit import AuditReport, audit_folder
     from capability_anchor.audit.datadir import audit_data_dir
+    from capability_anchor.store import damage
     from capability_anchor.store import open as stores
 
     progress = StderrProgress()
@@ -86,7 +82,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
         report = audit_data_dir(
             data, keys=keys, tsa_ca=tsa_ca, roots=roots, progress=progress, policy=policy
         )
-        _keep_damage_mark(data, report)
+        # A failed audit stops every writer (the damage mark); a passing one frees them.
+        if report.damage is not None:
+            damage.mark(data, f"`capability-anchor audit` found: {report.damage}")
+        elif report.ok and damage.clear(data):
+            print(
+                f"{PROG}: audit: passed: removed the damage mark {data / damage.MARK_FILE}; "
+                "the service can start again",
+                file=sys.stderr,
+            )
     elif roots is None:
         raise OSError(f"no log at {data} and no --roots folder to audit")
 
@@ -97,21 +101,3 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"{PROG}: audit: {problem}", file=sys.stderr)
     emit(report.to_json())
     return EXIT_OK if report.ok else EXIT_FAILED
-
-
-def _keep_damage_mark(data: Path, report: AuditReport) -> None:
-    """Write or clear the damage mark: a failed audit stops every writer, a passing one frees."""
-    from capability_anchor.store import damage
-
-    if report.damage is not None:
-        damage.mark(data, f"`capability-anchor audit` found: {report.damage}")
-    elif report.ok and damage.clear(data):
-        print(
-            f"{PROG}: audit: passed: removed the damage mark {data / damage.MARK_FILE}; "
-            "the service can start again",
-            file=sys.stderr,
-        )
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    return run_demo(demo_folder(args.data), args.iss, args.records)

@@ -1,28 +1,21 @@
-"""`capability-anchor recover --from URL|DIR` (SPEC §13.3): bring a data dir restored from an
-older backup back to what the log published (`log.recovery`), then resume signing; and
-`reindex`, the repair of what is derived from entries (SPEC §14.1)."""
+"""The data dir's copies and repairs: `backup DEST` (a copy `serve --data DEST` runs from),
+`migrate` (SQLite into PostgreSQL), `recover --from URL|DIR` (SPEC §13.3: back to what the log
+published, then signing resumes) and `reindex` (what is derived from entries, SPEC §14.1)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from capability_anchor.progress import StderrProgress
 
 from .common import EXIT_OK, emit
-from .operator_base import PROG, open_log
+from .operator_base import PROG, data_dir, open_log
 
-# Imported inside functions: the log's recovery ~120 ms or more (python -X importtime after
-# `cli.operator`, min of 7 runs, 2026-12-05): only `recover` pays it.
-
-
-def add_recover_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--from",
-        dest="source",
-        required=True,
-        metavar="URL|DIR",
-        help="the log's public mirror (a serving log or a static export over HTTP) or an "
-        "export folder (`export --tiles`) (required)",
-    )
+# Imported inside functions: the log ~200-430 ms, its recovery ~120 ms or more, the audit's copy
+# proof ~800 ms (python -X importtime after `cli.operator`, min of 7 runs, 2026-12-05): each only
+# in its command.
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
@@ -56,6 +49,36 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     print(
         f"{PROG}: reindex: {added} /record index rows added over {len(days)} days; the index "
         "holds every row the stored entries imply",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    from capability_anchor.log.backup import backup
+
+    result = backup(data_dir(args.data), Path(args.dest))
+    if args.json:
+        emit(result.to_json())
+    else:
+        print(result.text())
+    for name in result.not_copied:
+        print(
+            f"{PROG}: backup: {name} in the data dir is not a log file; not copied", file=sys.stderr
+        )
+    return EXIT_OK
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from capability_anchor.audit.copies import prove_copy
+    from capability_anchor.log.migrate import migrate
+
+    progress = StderrProgress()
+    report = migrate(Path(args.source), args.target, prove_copy, progress)
+    progress.close()
+    emit(report)
+    print(
+        f"{PROG}: moved the log in {args.source} to {report['to']}; {args.source} opens it now",
         file=sys.stderr,
     )
     return EXIT_OK

@@ -1,10 +1,6 @@
-"""`capability-anchor serve`: the HTTP service in one process, with its background work.
-
-It never creates a log unless told to (`--init`), binds its socket itself (a taken port is
-exit 2 with one line; "serving on" comes once connections can be made), logs every request
-and event (`web/accesslog.py`), and stops cleanly, exit 0, on SIGTERM or SIGINT once
-in-flight requests are done.
-"""
+"""`capability-anchor serve`, the HTTP service with its background work, and what `witness serve`
+shares with it: the socket bound here (a taken port is exit 2 with one line), the access and event
+log (`web/accesslog.py`), a clean exit 0 on SIGTERM or SIGINT once in-flight requests are done."""
 
 from __future__ import annotations
 
@@ -19,8 +15,15 @@ from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.jws import MAX_RECORD_LIFETIME
 
 from .common import EXIT_OK
-from .operator_base import add_data, add_published, add_tsa, data_dir, published_of
-from .operator_witness import add_witness_deadline
+from .operator_base import (
+    PROG,
+    add_data,
+    add_published,
+    add_tsa,
+    add_witness_deadline,
+    data_dir,
+    published_of,
+)
 
 if TYPE_CHECKING:
     import socket
@@ -28,8 +31,6 @@ if TYPE_CHECKING:
 # Imported inside functions: the API ~850 ms, the log ~380 ms, the HTTP edge (`web`) 60-320 ms
 # (python -X importtime after `cli.operator`, min of 7 runs, 2026-12-05): `--help` and every
 # other command would pay them.
-
-PROG = "capability-anchor"
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
@@ -110,12 +111,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="records waiting for the log's sequencer to commit them, at most; a batch that "
         "would pass it is answered 503 busy, with Retry-After",
     )
-    add_metrics_token(p)
-    add_log_format(p)
+    add_edge_arguments(p)
 
 
-def add_metrics_token(p: argparse.ArgumentParser) -> None:
-    """`--metrics-token`, for `serve` and `witness serve` alike."""
+def add_edge_arguments(p: argparse.ArgumentParser) -> None:
+    """`--metrics-token` and `--log-format`, for `serve` and `witness serve` alike."""
     p.add_argument(
         "--metrics-token",
         metavar="TOKEN",
@@ -124,17 +124,6 @@ def add_metrics_token(p: argparse.ArgumentParser) -> None:
         "(default: $CAPABILITY_ANCHOR_METRICS_TOKEN, else /metrics is public)",
     )
 
-
-def metrics_token_of(args: argparse.Namespace) -> str | None:
-    """The metrics token: the option, else the environment; checked (a usage error)."""
-    from capability_anchor.web.guards import metrics_token
-
-    given = args.metrics_token if args.metrics_token is not None else METRICS_TOKEN.get()
-    return metrics_token(given)
-
-
-def add_log_format(p: argparse.ArgumentParser) -> None:
-    """`--log-format`, for `serve` and `witness serve` alike (one access and event log)."""
     p.add_argument(
         "--log-format",
         choices=("plain", "json"),
@@ -148,7 +137,7 @@ def _exit_cleanly(signum: int, frame: object) -> None:
     raise SystemExit(EXIT_OK)
 
 
-def _bind(host: str, port: int) -> Any:
+def bind(host: str, port: int) -> Any:
     """The listening socket, bound here so a taken port is a one-line usage error (exit 2)
     and "serving on" is printed only once connections can be made."""
     import errno
@@ -173,40 +162,12 @@ def _bind(host: str, port: int) -> Any:
     return sock
 
 
-def _needs_init(args: argparse.Namespace, data: Path) -> bool:
-    """`serve` never creates a log unless told to (`--init`): a mistyped --data would
-    otherwise start a new log with a new key and iss, silently forking the resolver."""
-    from capability_anchor.store import open as stores
-
-    if stores.exists(data):
-        if args.iss is not None:
-            print(f"{PROG}: --iss ignored: a log exists in {data}", file=sys.stderr)
-        return False
-    if not args.init:
-        raise StoreError(
-            f"no log at {stores.describe(data)} (run `capability-anchor init` first, or "
-            "`serve --init`)"
-        )
-    return True
-
-
-def _init_log(args: argparse.Namespace, data: Path) -> None:
-    from capability_anchor.log import Log
-
-    iss = args.iss or f"http://{_url_host(args.host)}:{args.port}"
-    Log.init(data, iss=iss, public_url=args.public_url, store=args.store).close()
-    print(f"{PROG}: initialised a log in {data} (iss {iss})", file=sys.stderr)
-
-
-def _publish_of(args: argparse.Namespace) -> Path | None:
-    where = args.publish or PUBLISH.get()
-    return Path(where) if where else None
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     from capability_anchor.api import Settings, create_app
+    from capability_anchor.log import Log
+    from capability_anchor.log.writer_token import TOKEN_FILE
     from capability_anchor.metrics import service as metrics
-    from capability_anchor.web import accesslog
+    from capability_anchor.store import open as stores
 
     # Until uvicorn takes the signals over (and after it gives them back), a Ctrl-C or
     # SIGTERM during start-up is a quiet exit too, not a KeyboardInterrupt traceback.
@@ -222,15 +183,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--header-timeout and --body-timeout must be > 0, --body-workers >= 0")
     if args.iss is not None and not args.init:
         raise UsageError("--iss is only for --init (a log keeps the iss it was made with)")
-    accesslog.configure(args.log_format)
-    token = metrics_token_of(args)
-    create = _needs_init(args, data)
+    token = edge_token(args)
+    # Never a new log unless told to (`--init`): a mistyped --data would otherwise start a
+    # new log with a new key and iss, silently forking the resolver.
+    create = not stores.exists(data)
+    if not create and args.iss is not None:
+        print(f"{PROG}: --iss ignored: a log exists in {data}", file=sys.stderr)
+    if create and not args.init:
+        raise StoreError(
+            f"no log at {stores.describe(data)} (run `capability-anchor init` first, or "
+            "`serve --init`)"
+        )
     # Bound, not yet listening: a taken port is refused before a log is created or opened,
     # and no connection is accepted before the log's self-check and the token check pass.
-    sock = _bind(args.host, args.port)
+    sock = bind(args.host, args.port)
     try:
         if create:
-            _init_log(args, data)
+            iss = args.iss or f"http://{url_host(args.host)}:{args.port}"
+            Log.init(data, iss=iss, public_url=args.public_url, store=args.store).close()
+            print(f"{PROG}: initialised a log in {data} (iss {iss})", file=sys.stderr)
+        publish = args.publish or PUBLISH.get()
         settings = Settings(
             data_dir=data,
             public_url=args.public_url,
@@ -242,7 +214,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tsa_deadline=args.tsa_deadline,
             witness_deadline=args.witness_deadline,
             published=published_of(args),
-            publish=_publish_of(args),
+            publish=Path(publish) if publish else None,
             header_timeout=args.header_timeout,
             body_timeout=args.body_timeout,
             body_workers=args.body_workers,
@@ -255,17 +227,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # The log is opened and self-checked here, before the socket listens.
         app = create_app(settings)
         # Said once the token is known to be usable: a refusal is then the only line.
-        print(f"{PROG}: writer token in {_token_source(data)}", file=sys.stderr)
+        where = f"env {TOKEN.name}" if TOKEN.is_set() else str(data / TOKEN_FILE)
+        print(f"{PROG}: writer token in {where}", file=sys.stderr)
         run_on(sock, app, header_timeout=settings.header_timeout)
     finally:
         sock.close()
     return EXIT_OK
 
 
-def _token_source(data: Path) -> str:
-    from capability_anchor.log.writer_token import TOKEN_FILE
+def edge_token(args: argparse.Namespace) -> str | None:
+    """Set the access and event log's `--log-format`; the metrics token (the option, else the
+    environment), checked: a usage error."""
+    from capability_anchor.web import accesslog
+    from capability_anchor.web.guards import metrics_token
 
-    return f"env {TOKEN.name}" if TOKEN.is_set() else str(data / TOKEN_FILE)
+    accesslog.configure(args.log_format)
+    given = args.metrics_token if args.metrics_token is not None else METRICS_TOKEN.get()
+    return metrics_token(given)
 
 
 def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str = PROG) -> None:
@@ -273,7 +251,18 @@ def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str
     `serve` and `witness serve` both."""
     import uvicorn
 
+    from capability_anchor.web.accesslog import events
     from capability_anchor.web.nodelay import with_header_timeout
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, logging the signal that stops it (it logs nothing itself at
+        the level the service runs it)."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.should_exit:
+                name = signal.Signals(sig).name
+                events.info("%s received: finishing in-flight requests, then stopping", name)
+            super().handle_exit(sig, frame)
 
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
@@ -284,7 +273,7 @@ def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str
         # The production form's protocol: TCP_NODELAY and the header timeout.
         http=with_header_timeout(header_timeout),
     )
-    server = _server_class()(config)
+    server = Server(config)
     # From "serving on" on, a signal that comes before uvicorn has taken the signals over
     # stops the server as uvicorn's own handler would (start, then at once a clean
     # shutdown, logged), rather than a SystemExit out of a half-started event loop.
@@ -293,30 +282,12 @@ def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str
     sock.listen(config.backlog)
     host, port = sock.getsockname()[:2]
     # Connections made from now on wait in the backlog until uvicorn accepts them.
-    print(f"{prog}: serving on http://{_url_host(host)}:{port}", file=sys.stderr, flush=True)
+    print(f"{prog}: serving on http://{url_host(host)}:{port}", file=sys.stderr, flush=True)
     # uvicorn stops accepting on SIGTERM/SIGINT and lets in-flight requests (and batches)
     # finish before the app's shutdown closes the log; then it re-raises the signal it
     # caught to the handler that was in place before it (ours): a clean exit 0.
     server.run(sockets=[sock])
 
 
-def _url_host(host: str) -> str:
+def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-def _server_class() -> Any:
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        """uvicorn's server, logging the signal that stops it (it logs nothing itself at
-        the level the service runs it)."""
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            from capability_anchor.web.accesslog import events
-
-            if not self.should_exit:
-                name = signal.Signals(sig).name
-                events.info("%s received: finishing in-flight requests, then stopping", name)
-            super().handle_exit(sig, frame)
-
-    return Server

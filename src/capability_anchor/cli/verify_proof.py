@@ -19,7 +19,7 @@ from capability_anchor.verify.checks import CHECKS
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, quiet_broken_pipe
 
 if TYPE_CHECKING:
-    from capability_anchor.keys import KeySet
+    from capability_anchor.verify.record import Result
 
 # Imported inside functions: `cli.inputs` ~110 ms and `note` ~90 ms (python -X importtime after
 # `cli.verify_proof`, min of 7 runs, 2026-12-05): `verify-proof --help` skips them.
@@ -151,20 +151,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _kid_notices(keys: KeySet, where: str) -> None:
-    """CR §8: a kid SHOULD be the key's thumbprint; tell the auditor which kids are not."""
-    for key in keys.non_thumbprint_keys:
-        print(
-            f"{PROG}: notice: {where}: trusted key kid {key.kid!r} is not its RFC 7638 "
-            f"thumbprint ({key.thumbprint}); tokens are matched to it by that kid",
-            file=sys.stderr,
-        )
+def main(argv: list[str] | None = None) -> int:
+    with quiet_broken_pipe():
+        args = build_parser().parse_args(argv)
+        # Imported here so `--help` stays as light as argparse.
+        from capability_anchor.bounded.read import read_stream
+
+        from .inputs import load_keys, parse_at, read_source, trust_chain, verify_inputs
+
+        try:
+            deadline = check_deadline(args.deadline)
+            at = None if args.at is None else parse_at(args.at)
+            # Trust: only --keys, else the folder's keys.json, followed through the key
+            # rotation records (which only extend trust from keys already trusted); never
+            # the record or the head.
+            if args.keys is not None:
+                where = args.keys
+            elif args.roots is not None:
+                where = str(Path(args.roots) / "keys.json")
+            else:
+                raise UsageError("no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)")
+            keys = load_keys(read_source(where, deadline=deadline), where)
+            # CR §8: a kid SHOULD be the key's thumbprint; tell the auditor which are not.
+            for key in keys.non_thumbprint_keys:
+                print(
+                    f"{PROG}: notice: {where}: trusted key kid {key.kid!r} is not its RFC 7638 "
+                    f"thumbprint ({key.thumbprint}); tokens are matched to it by that kid",
+                    file=sys.stderr,
+                )
+            roots = None if args.roots is None else Path(args.roots)
+            chain = trust_chain(keys, where, roots, deadline=deadline)
+            if args.record == "-":
+                record = read_stream(sys.stdin.buffer, "stdin (RECORD -)")
+            else:
+                record = read_source(args.record, deadline=deadline)
+            result = verify_inputs(
+                record,
+                keys=chain.keys,
+                head=args.head,
+                roots=roots,
+                iss=args.iss,
+                tsa_ca=args.tsa_ca,
+                at=at,
+                history_proof=args.history_proof,
+                policy=args.policy,
+                origin=None if args.origin is None else _origin(args.origin),
+                deadline=deadline,
+                revocations=chain.revocations,
+            )
+        except (UsageError, OSError) as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return _report(result, args)
 
 
-def _origin(origin: str | None) -> str | None:
+def _origin(origin: str) -> str:
     """`--origin` must be a signed-note key name (it names the checkpoint's signer)."""
-    if origin is None:
-        return None
     from capability_anchor.note.signed import check_key_name
 
     try:
@@ -173,62 +215,7 @@ def _origin(origin: str | None) -> str | None:
         raise UsageError(f"--origin: {exc}") from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    with quiet_broken_pipe():
-        return _main(argv)
-
-
-def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
-    # Imported here so `--help` stays as light as argparse.
-
-    from .inputs import (
-        follow_key_records,
-        follow_served_records,
-        load_keys,
-        parse_at,
-        read_record,
-        read_source,
-        verify_inputs,
-    )
-
-    try:
-        deadline = check_deadline(args.deadline)
-        at = None if args.at is None else parse_at(args.at)
-        # Trust: only --keys, else the folder's keys.json, followed through the folder's key
-        # rotation records; never the record or the head.
-        if args.keys is not None:
-            where = args.keys
-        elif args.roots is not None:
-            where = str(Path(args.roots) / "keys.json")
-        else:
-            raise UsageError("no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)")
-        keys = load_keys(read_source(where, deadline=deadline), where)
-        _kid_notices(keys, where)
-        # Rotation records only extend trust from keys already trusted (SPEC proposal).
-        if args.roots is not None:
-            chain = follow_key_records(keys, Path(args.roots), deadline=deadline)
-        else:
-            chain = follow_served_records(keys, where, deadline=deadline)
-        keys, revocations = chain.keys, chain.revocations
-        record = read_record(args.record, deadline=deadline)
-        result = verify_inputs(
-            record,
-            keys=keys,
-            head=args.head,
-            roots=None if args.roots is None else Path(args.roots),
-            iss=args.iss,
-            tsa_ca=args.tsa_ca,
-            at=at,
-            history_proof=args.history_proof,
-            policy=args.policy,
-            origin=_origin(args.origin),
-            deadline=deadline,
-            revocations=revocations,
-        )
-    except (UsageError, OSError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+def _report(result: Result, args: argparse.Namespace) -> int:
     if args.explain:
         out = sys.stderr if args.json else sys.stdout
         for line in result.explain or ["inclusion: no hash steps (the check did not run)"]:

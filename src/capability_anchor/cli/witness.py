@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 from capability_anchor.envvars import WITNESS_DATA
@@ -16,7 +18,7 @@ from capability_anchor.keys import create_key_file
 
 from .common import EXIT_OK, emit
 from .exitcodes import epilog_of
-from .serve import _bind, _url_host, add_log_format, add_metrics_token, metrics_token_of, run_on
+from .serve import add_edge_arguments, bind, edge_token, run_on, url_host
 
 # Imported inside functions: the witness server ~530 ms, `note` ~60 ms, the store's registry ~40
 # ms (python -X importtime after `cli.operator`, min of 7 runs, 2026-12-05): only `witness`
@@ -26,7 +28,6 @@ PROG = "capability-anchor witness"
 MAX_LOG_KEYS = 16
 """Keys a witnessed log may have at once: a rotation's overlap needs two; every cosign
 request of the log parses each of them."""
-DATA_ENV = WITNESS_DATA.name
 
 
 def witness_data(value: str | None) -> Path:
@@ -41,40 +42,42 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
         help="init, info, add-log, update-log or serve",
     )
 
-    def command(name: str, text: str) -> argparse.ArgumentParser:
-        return sub.add_parser(
+    def command(
+        name: str, text: str, run: Callable[[argparse.Namespace], int]
+    ) -> argparse.ArgumentParser:
+        q = sub.add_parser(
             name,
             help=text,
             description=text,
             formatter_class=p.formatter_class,
             epilog=epilog_of(f"witness {name}"),
         )
-
-    def data(q: argparse.ArgumentParser) -> None:
+        q.set_defaults(witness_run=run)
         q.add_argument(
             "--data",
             metavar="DIR",
-            help=f"witness data dir (default: ${DATA_ENV}, else ./witness-data)",
+            help=f"witness data dir (default: ${WITNESS_DATA.name}, else ./witness-data)",
         )
+        return q
 
     def listen(q: argparse.ArgumentParser) -> None:
         q.add_argument("--host", default="127.0.0.1", help="address to listen on")
         q.add_argument("--port", type=int, default=8380, help="TCP port to listen on")
 
-    q = command("init", "create the witness store and its Ed25519 cosigning key")
-    data(q)
+    q = command("init", "create the witness store and its Ed25519 cosigning key", _init)
     q.add_argument("--name", required=True, help="the witness's key name, e.g. witness.example/w1")
-    q = command("info", "print the witness's name, vkey and submission prefix (JSON)")
-    data(q)
+    q = command("info", "print the witness's name, vkey and submission prefix (JSON)", _info)
     listen(q)
-    q = command("add-log", "witness a log: its origin line and a vkey of its key")
-    data(q)
+    q = command("add-log", "witness a log: its origin line and a vkey of its key", _add_log)
     q.add_argument("--origin", required=True, help="the log's checkpoint origin line")
     q.add_argument(
         "--vkey", required=True, action="append", help="the log's note vkey (repeatable)"
     )
-    q = command("update-log", "replace a witnessed log's key set (after the log rotated its key)")
-    data(q)
+    q = command(
+        "update-log",
+        "replace a witnessed log's key set (after the log rotated its key)",
+        _update_log,
+    )
     q.add_argument("--origin", required=True, help="the log's checkpoint origin line")
     q.add_argument(
         "--vkey",
@@ -83,25 +86,16 @@ def add_witness_arguments(p: argparse.ArgumentParser) -> None:
         help="a note vkey of the log's new key set, named for --origin (repeatable: the old "
         f"and the new key during a rotation's overlap; at most {MAX_LOG_KEYS})",
     )
-    q = command("serve", "answer add-checkpoint and the monitoring endpoint")
-    data(q)
+    q = command("serve", "answer add-checkpoint and the monitoring endpoint", _serve)
     listen(q)
     q.add_argument(
         "--rate-limit", type=int, default=100, help="requests/s per client address; 0: off"
     )
-    add_metrics_token(q)
-    add_log_format(q)
+    add_edge_arguments(q)
 
 
 def cmd_witness(args: argparse.Namespace) -> int:
-    commands = {
-        "init": _init,
-        "info": _info,
-        "add-log": _add_log,
-        "update-log": _update_log,
-        "serve": _serve,
-    }
-    return commands[args.witness_command](args)
+    return int(args.witness_run(args))
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -136,12 +130,9 @@ def _info(args: argparse.Namespace) -> int:
     from capability_anchor.witness.server.protocol import Witness
 
     data = witness_data(args.data)
-    witness = Witness.open(data)
-    try:
+    with closing(Witness.open(data)) as witness:
         name, vkey = witness.cosigner.name, witness.cosigner.verifier.vkey()
-    finally:
-        witness.close()
-    prefix = f"http://{_url_host(args.host)}:{args.port}"
+    prefix = f"http://{url_host(args.host)}:{args.port}"
     emit({"name": name, "vkey": vkey, "submission_prefix": prefix, "data": str(data)})
     return EXIT_OK
 
@@ -167,11 +158,8 @@ def _add_log(args: argparse.Namespace) -> int:
     from capability_anchor.store import open as stores
 
     vkeys = _log_keys(args, "add-log")
-    store = stores.open_witness(witness_data(args.data))
-    try:
+    with closing(stores.open_witness(witness_data(args.data))) as store:
         store.add_log(args.origin, vkeys, int(time.time()))
-    finally:
-        store.close()
     emit({"origin": args.origin, "vkeys": list(vkeys)})
     return EXIT_OK
 
@@ -187,8 +175,7 @@ def _update_log(args: argparse.Namespace) -> int:
         )
     if len(set(vkeys)) != len(vkeys):
         raise UsageError("update-log: a --vkey is given twice")
-    store = stores.open_witness(witness_data(args.data))
-    try:
+    with closing(stores.open_witness(witness_data(args.data))) as store:
         if store.log(args.origin) is not None:  # else the store names `add-log`
             # A log signs under its origin: a key named otherwise would verify none of its
             # checkpoints, and the witness would refuse every one of them.
@@ -199,8 +186,6 @@ def _update_log(args: argparse.Namespace) -> int:
                         f"{args.origin}: it would verify none of its checkpoints"
                     )
         old = store.update_log(args.origin, vkeys, int(time.time()))
-    finally:
-        store.close()
     emit({"origin": args.origin, "vkeys": list(vkeys), "old_vkeys": list(old)})
     # The change, for the operator's log (a running `witness serve` adopts it at once).
     if old == vkeys:
@@ -216,16 +201,13 @@ def _update_log(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from capability_anchor.metrics import service as metrics
-    from capability_anchor.web import accesslog
     from capability_anchor.witness.server.app import create_witness_app
     from capability_anchor.witness.server.protocol import Witness
 
     if args.rate_limit < 0:
         raise UsageError("--rate-limit must be >= 0")
-    # The log's service's access and event log, in the same format (web/accesslog.py).
-    accesslog.configure(args.log_format)
-    token = metrics_token_of(args)
-    sock = _bind(args.host, args.port)
+    token = edge_token(args)  # the access and event log of the log's service, its format too
+    sock = bind(args.host, args.port)
     try:
         metrics.prepare(own=True)
         witness = Witness.open(witness_data(args.data))
