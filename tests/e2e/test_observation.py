@@ -19,7 +19,7 @@ import pytest
 from capability_anchor.errors import InvalidRecord, NotFound, StartupCheckFailed, UsageError
 from capability_anchor.log import Log
 from capability_anchor.log import trust as logtrust
-from capability_anchor.record.rule import Observation, check_record, rule_of
+from capability_anchor.record.rule import Observation, check_record, rules_of
 from tests.kit.logkit import Clock, raw
 from tests.kit.obskit import observation
 from tests.kit.serverkit import serving
@@ -342,9 +342,9 @@ def test_a_log_from_before_the_rule_keeps_accepting_what_it_did(tmp_path: Path) 
     with Log.open(data) as log:
         assert log.records == "any"
         log.append([{"v": "0.2", "sub": "example:1"}])
-    assert rule_of({}) == "any"
+    assert rules_of({})[0] == "any"
     with pytest.raises(UsageError, match="names records 'strict'"):
-        rule_of({"records": "strict"})
+        rules_of({"records": "strict"})
 
 
 # --- HTTP -----------------------------------------------------------------------------------

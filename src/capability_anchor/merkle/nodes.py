@@ -34,11 +34,6 @@ def range_nodes(begin: int, end: int) -> list[NodeID]:
     return ids
 
 
-def root_nodes(size: int) -> ProofNode:
-    """Node IDs whose right-to-left fold is the root of a tree of `size` leaves."""
-    return tuple(range_nodes(0, size))
-
-
 def inclusion_nodes(index: int, size: int) -> list[ProofNode]:
     """RFC 9162 PATH(index, D[size]) as node IDs, leaf-most first."""
     if not 0 <= index < size:
@@ -110,4 +105,4 @@ def root_from(source: NodeSource, size: int) -> bytes:
     """The root hash of the first `size` leaves of a tree, in O(log size) node reads."""
     if size == 0:
         return EMPTY_ROOT
-    return fold([source.node(h, i) for h, i in root_nodes(size)])
+    return fold([source.node(h, i) for h, i in range_nodes(0, size)])

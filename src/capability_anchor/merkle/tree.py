@@ -9,8 +9,8 @@ from hashlib import sha256
 
 from capability_anchor.errors import UsageError
 
-from .hashing import EMPTY_ROOT, HASH_SIZE
-from .nodes import consistency_nodes, fold, inclusion_nodes, resolve, root_nodes
+from .hashing import HASH_SIZE
+from .nodes import consistency_nodes, inclusion_nodes, resolve, root_from
 from .tiles import TILE_HEIGHT, TILE_WIDTH, TileID, tiles_changed, tiles_for_size
 
 
@@ -31,18 +31,7 @@ class TiledTree:
     def append(self, leaf_hash: bytes) -> int:
         """Append one leaf hash; returns its index."""
         index = self.size
-        rows = self._rows
-        rows[0] += _checked_hash(leaf_hash)
-        # Fast path of extend_concatenated for one leaf: each trailing 1-bit of the index
-        # completes one pair, so appends cost one hash amortised and no batching machinery.
-        node, height = index, 0
-        while node & 1:
-            parent = sha256(b"\x01" + rows[height][-64:]).digest()
-            height += 1
-            if height == len(rows):
-                rows.append(bytearray())
-            rows[height] += parent
-            node >>= 1
+        self.extend_concatenated(_checked_hash(leaf_hash))
         return index
 
     def extend(self, leaf_hashes: Iterable[bytes]) -> None:
@@ -98,10 +87,7 @@ class TiledTree:
 
     def root(self, size: int | None = None) -> bytes:
         """Root at `size` (default: now), for any earlier size in O(log n)."""
-        size = self._check_size(size)
-        if size == 0:
-            return EMPTY_ROOT
-        return fold([self.node(h, i) for h, i in root_nodes(size)])
+        return root_from(self, self._check_size(size))
 
     def inclusion_proof(self, index: int, size: int | None = None) -> list[bytes]:
         size = self._check_size(size)

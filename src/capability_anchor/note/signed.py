@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -308,21 +308,16 @@ class OpenedNote:
     ignored: tuple[Signature, ...]
 
 
-def _index(verifiers: Iterable[Verifier]) -> dict[tuple[str, bytes], Verifier]:
-    known: dict[tuple[str, bytes], Verifier] = {}
-    for verifier in verifiers:
-        ident = (verifier.name, bytes(verifier.key_id))
-        if ident in known:
-            # Which of two keys with one name and ID verifies would be up to us.
-            raise MalformedVKey(f"two known keys are named {verifier.name}+{ident[1].hex()}")
-        known[ident] = verifier
-    return known
-
-
 def open_note(data: bytes | Note, verifiers: Iterable[Verifier]) -> OpenedNote:
     """Parse and verify against the known keys; a known key's bad or repeated signature fails."""
     note = data if isinstance(data, Note) else parse_note(data)
-    known: Mapping[tuple[str, bytes], Verifier] = _index(verifiers)
+    known: dict[tuple[str, bytes], Verifier] = {}
+    for key in verifiers:
+        ident = (key.name, bytes(key.key_id))
+        if ident in known:
+            # Which of two keys with one name and ID verifies would be up to us.
+            raise MalformedVKey(f"two known keys are named {key.name}+{ident[1].hex()}")
+        known[ident] = key
     text = note.text.encode("utf-8")
     verified: list[Signature] = []
     ignored: list[Signature] = []

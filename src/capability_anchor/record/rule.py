@@ -149,25 +149,16 @@ def check_namespace(namespace: str) -> str:
     return namespace
 
 
-def rule_of(config: Mapping[str, Any]) -> str:
-    """The record rule a log's stored config names (LEGACY_RULE when it names none)."""
+def rules_of(config: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The record rule a log's stored config names (LEGACY_RULE when it names none) and the id
+    namespace it pins (`init --id-namespace`), if any."""
     rule = config.get(CONFIG_KEY, LEGACY_RULE)
     if rule not in RULES:
         raise UsageError(
             f"the log's config names records {rule!r}; expected one of {', '.join(RULES)}"
         )
-    return str(rule)
-
-
-def namespace_of(config: Mapping[str, Any]) -> str | None:
-    """The id namespace a log's stored config pins (`init --id-namespace`), if any."""
     namespace = config.get(NAMESPACE_KEY)
-    return None if namespace is None else check_namespace(namespace)
-
-
-def rules_of(config: Mapping[str, Any]) -> tuple[str, str | None]:
-    """The record rule and the pinned id namespace a log's stored config names."""
-    return rule_of(config), namespace_of(config)
+    return str(rule), None if namespace is None else check_namespace(namespace)
 
 
 def config_of(records: str, id_namespace: str | None) -> dict[str, str]:

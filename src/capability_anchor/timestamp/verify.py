@@ -1,5 +1,6 @@
 """Verifying a TimeStampResp (SPEC §7): `verify_reply` for a fresh or stored stamp, `read_reply` and
-`carried_certificates` for the audit, `digest_of` for what is stamped. rfc3161-client (OpenSSL's
+`carried_certificates` for the audit, `digest_of` for what is stamped, and the trusted TSA CAs every
+command reads the same way (`--tsa-ca` files, the PEM text `init` stores). rfc3161-client (OpenSSL's
 `PKCS7_verify`) checks the CMS signature, chain, nonce and imprint; the status, the imprint's
 algorithm, the EKU and the ESS binding are checked here (the table:
 docs/explanation/decisions/36-h5-prose.md). Heavy imports happen inside the functions."""
@@ -11,9 +12,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capability_anchor.errors import TimestampError, UsageError
+from capability_anchor.bounded.read import read_file
+from capability_anchor.errors import CapabilityAnchorError, TimestampError, UsageError
 
 from .der import encode, ess_cert_id, gen_time, granted_token, sort_certificates
 
@@ -60,7 +63,7 @@ def verify_reply(
         raise UsageError("a nonce is a non-negative integer")
     token, response = _decode(reply)
     # Names that do not parse fail here, not in a panic of rfc3161-client's Rust part.
-    carried_certificates(reply)
+    _certificates(response, _BAD_CERTIFICATE)
     try:
         for ca in cas:
             _ = ca.subject, ca.issuer
@@ -124,34 +127,34 @@ class Parsed:
 
 def read_reply(reply: bytes) -> Parsed:
     """Parse a stored TimeStampResp's shape only (status, SHA-256 imprint, genTime)."""
-    from cryptography import x509
-
     token, response = _decode(reply)
-    try:
-        certs = [x509.load_der_x509_certificate(c) for c in response.signed_data.certificates]
-        # Names are parsed when first read: a damaged one raises here, not in a caller.
-        self_signed = tuple(c for c in certs if c.issuer == c.subject)
-    except Exception as e:  # as in _decode
-        raise TimestampError(f"the reply is not a valid TimeStampResp: {e}") from None
+    certs = _certificates(response, "the reply is not a valid TimeStampResp")
     return Parsed(
         digest=bytes(response.tst_info.message_imprint.message),
         gen_time=_rfc3339(gen_time(token)),
-        self_signed=self_signed,
+        self_signed=tuple(c for c in certs if c.issuer == c.subject),
     )
 
 
 def carried_certificates(reply: bytes) -> list[Certificate]:
     """Every certificate a stored reply carries (outside its signature: the audit checks them)."""
+    return _certificates(_decode(reply)[1], _BAD_CERTIFICATE)
+
+
+_BAD_CERTIFICATE = "the reply carries a certificate that is not valid"
+
+
+def _certificates(response: TimeStampResponse, problem: str) -> list[Certificate]:
+    """The token's certificates, names parsed (a damaged one raises here, not in a caller)."""
     from cryptography import x509
 
-    _, response = _decode(reply)
     try:
         certs = [x509.load_der_x509_certificate(c) for c in response.signed_data.certificates]
         for cert in certs:
-            _ = cert.subject, cert.issuer  # parsed when first read: fail here, not in a caller
+            _ = cert.subject, cert.issuer
         return certs
     except Exception as e:  # as in _decode
-        raise TimestampError(f"the reply carries a certificate that is not valid: {e}") from None
+        raise TimestampError(f"{problem}: {e}") from None
 
 
 def _library_reason(
@@ -225,3 +228,52 @@ def _check_signer_eku(response: TimeStampResponse) -> Certificate:
             "the TSA certificate's extended key usage is not critical timeStamping alone"
         )
     return signer
+
+
+# --- the trusted TSA CAs ----------------------------------------------------------------------
+
+
+def load_cas(paths: Sequence[Path]) -> list[Certificate]:
+    """The certificates of PEM files, deduplicated; a bad or oversized file is a TimestampError."""
+    from cryptography import x509
+
+    cas: list[Certificate] = []
+    for path in paths:
+        data = read_file(path, error=TimestampError, name=f"TSA CA file {path}")
+        try:
+            certs = x509.load_pem_x509_certificates(data)
+        except ValueError:
+            raise TimestampError(f"TSA CA file {path} holds no readable PEM certificate") from None
+        for cert in certs:
+            if cert not in cas:  # certificates compare by their DER bytes
+                cas.append(cert)
+    return cas
+
+
+def trusted_cas(
+    files: Sequence[str | Path], error: type[CapabilityAnchorError] = UsageError
+) -> list[Certificate]:
+    """`--tsa-ca` files as certificates; an unreadable one raises `error`."""
+    if not files:
+        return []
+    try:
+        return load_cas([Path(f) for f in files])
+    except TimestampError as exc:
+        raise error(str(exc)) from None
+
+
+def pem_of(cas: Sequence[Certificate]) -> str:
+    """CAS as the PEM text `init` stores in the data dir's config."""
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    return "".join(c.public_bytes(Encoding.PEM).decode("ascii") for c in cas)
+
+
+def cas_of_pem(pem: str) -> list[Certificate]:
+    """The certificates of the PEM text a data dir stores; unreadable: a UsageError."""
+    from cryptography import x509
+
+    try:
+        return x509.load_pem_x509_certificates(pem.encode("ascii"))
+    except (ValueError, UnicodeEncodeError, x509.InvalidVersion):
+        raise UsageError("the TSA CA certificates are not readable PEM") from None

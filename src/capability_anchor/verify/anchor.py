@@ -92,14 +92,6 @@ def head_mismatches(
     h: heads.Head, anchor: Anchor, proof: Proof, claims: dict[str, Any], iss: str | None
 ) -> list[str]:
     """Every way the verified head `h` is not the one the anchor, proof and record name."""
-    return [
-        *_tree_mismatches(h, anchor, proof),
-        *_url_mismatches(h, anchor),
-        *_iss_mismatches(h.claims["iss"], claims, iss),
-    ]
-
-
-def _tree_mismatches(h: heads.Head, anchor: Anchor, proof: Proof) -> list[str]:
     problems: list[str] = []
     if h.day != anchor.day:
         problems.append(f"head day {h.day} != anchor day {anchor.day}")
@@ -109,31 +101,19 @@ def _tree_mismatches(h: heads.Head, anchor: Anchor, proof: Proof) -> list[str]:
         problems.append(f"head root {h.root.hex()} != anchor root {anchor.root.hex()}")
     if h.tree_size != proof.tree_size:
         problems.append(f"head tree_size {h.tree_size} != proof tree_size {proof.tree_size}")
-    return problems
-
-
-def _url_mismatches(h: heads.Head, anchor: Anchor) -> list[str]:
-    if anchor.url_size is None:
-        if h.sealed:
-            return []
-        return [f"anchor url {anchor.url} names a sealed head; this head is unsealed"]
-    problems: list[str] = []
-    if h.sealed:
+    if anchor.url_size is None and not h.sealed:
+        problems.append(f"anchor url {anchor.url} names a sealed head; this head is unsealed")
+    if anchor.url_size is not None and h.sealed:
         problems.append(f"anchor url {anchor.url} names an unsealed head; this head is sealed")
-    if anchor.url_size != h.tree_size:
+    if anchor.url_size is not None and anchor.url_size != h.tree_size:
         problems.append(f"anchor url size {anchor.url_size} != head tree_size {h.tree_size}")
-    return problems
-
-
-def _iss_mismatches(head_iss: object, claims: dict[str, Any], iss: str | None) -> list[str]:
-    problems: list[str] = []
+    head_iss = h.claims["iss"]
     if "iss" in claims and claims["iss"] != head_iss:
         problems.append(f"record iss {claims['iss']!r} != head iss {head_iss!r}")
-    if iss is not None:
-        if head_iss != iss:
-            problems.append(f"head iss {head_iss!r} != --iss {iss!r}")
-        if "iss" in claims and claims["iss"] != iss:
-            problems.append(f"record iss {claims['iss']!r} != --iss {iss!r}")
+    if iss is not None and head_iss != iss:
+        problems.append(f"head iss {head_iss!r} != --iss {iss!r}")
+    if iss is not None and "iss" in claims and claims["iss"] != iss:
+        problems.append(f"record iss {claims['iss']!r} != --iss {iss!r}")
     return problems
 
 

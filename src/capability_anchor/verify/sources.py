@@ -80,7 +80,8 @@ class FolderSources:
         if anchor is None:
             return ProofSource(f"nowhere in {self.roots} (no anchor to name the head by)")
         path = self.roots / f"{anchor.file_stem}.tlog-proof"
-        return ProofSource(str(path), read_proof(path) if path.exists() else None)
+        data = read_file(path, limit=proof_limit()) if path.exists() else None
+        return ProofSource(str(path), data)
 
 
 def proof_limit() -> int:
@@ -88,7 +89,3 @@ def proof_limit() -> int:
     from capability_anchor.note.proof import MAX_PROOF_SIZE
 
     return MAX_PROOF_SIZE
-
-
-def read_proof(path: str | Path) -> bytes:
-    return read_file(path, limit=proof_limit())
