@@ -24,7 +24,6 @@ from capability_anchor import head as heads
 from capability_anchor import jws
 from capability_anchor.encoding import b64url_decode
 from capability_anchor.keys import KeySet, load_key_file, trust
-from capability_anchor.keys import statements as keystatements
 from capability_anchor.log import Log, rotation
 from capability_anchor.store import HeadRow
 from capability_anchor.store import open as stores
@@ -247,7 +246,7 @@ def test_monitor_alarms_on_a_checkpoint_only_the_revoked_key_signed_after_the_re
     evidence = state / "evidence" / alarm["alarm_id"]
     assert (evidence / "checkpoint").read_bytes() == forged
     revocation = (evidence / f"revocation-{old.kid}.jws").read_text()
-    assert keystatements.is_revocation(revocation)
+    assert trust.is_revocation(revocation)
     # Nothing past the alarm is committed: the next run repeats it.
     assert monitor(out, compromised["keys_before"], state)[0] == 1
 
@@ -329,8 +328,8 @@ def test_a_revocation_signed_by_a_revoked_key_counts_for_nothing() -> None:
     tokens = [
         trust.make_key_record(a, b.public, iss=ISS, iat=1),
         trust.make_key_record(b, a.public, iss=ISS, iat=1),
-        keystatements.make_revocation(b, a.kid, iss=ISS, revoked_at=5),
-        keystatements.make_revocation(a, b.kid, iss=ISS, revoked_at=6),
+        trust.make_revocation(b, a.kid, iss=ISS, revoked_at=5),
+        trust.make_revocation(a, b.kid, iss=ISS, revoked_at=6),
     ]
     chain = trust.closure([b.public], tokens, iss=ISS)
     assert set(chain.revocations) == {a.kid}
@@ -509,12 +508,12 @@ def _late_signatures(data: Path, tokens: Sequence[str]) -> list[str]:
         f"head {h.day} size {h.tree_size} sealed={h.sealed} by {h.kid} at {h.iat}: "
         + gone.describe()
         for h in heads_signed
-        if (gone := keystatements.voided(chain.revocations, h.kid, h.iat)) is not None
+        if (gone := trust.voided(chain.revocations, h.kid, h.iat)) is not None
     ]
     for token in tokens:
         kid = jws.unverified_header(token)["kid"]
         iat = json.loads(b64url_decode(token.split(".")[1]))["iat"]
-        if (gone := keystatements.voided(chain.revocations, kid, iat)) is not None:
+        if (gone := trust.voided(chain.revocations, kid, iat)) is not None:
             late.append(f"/record token by {kid} at {iat}: {gone.describe()}")
     return late
 
@@ -596,7 +595,7 @@ def test_audit_reports_a_signature_by_a_revoked_key_after_its_revocation(tmp_pat
     rotation.activate(data, lambda d: Log.open(d, clock=clock), force=True)
     with Log.open(data, clock=clock) as log:
         new = log.signing_key()
-        token = keystatements.make_revocation(new, old.kid, iss=ISS, revoked_at=start + 60)
+        token = trust.make_revocation(new, old.kid, iss=ISS, revoked_at=start + 60)
         with log.store.write():
             log.store.add_key_record(new.kid, old.kid, token, start + 60)
     done = cli("audit", "--data", data)

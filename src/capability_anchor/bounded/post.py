@@ -45,9 +45,15 @@ def post(body: bytes, headers: dict[str, str], *, deadline: float, cap: int, pee
 
     outcome: list[Reply | BaseException] = []
 
+    async def fresh_client() -> Reply:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=deadline, follow_redirects=False) as client:
+            return await post_async(client, body, headers, deadline=deadline, cap=cap, peer=peer)
+
     def exchange() -> None:
         try:
-            outcome.append(asyncio.run(_post(body, headers, deadline, cap, peer)))
+            outcome.append(asyncio.run(fresh_client()))
         except BaseException as e:  # handed to the caller's thread below
             outcome.append(e)
 
@@ -59,15 +65,6 @@ def post(body: bytes, headers: dict[str, str], *, deadline: float, cap: int, pee
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     return outcome[0]
-
-
-async def _post(
-    body: bytes, headers: dict[str, str], deadline: float, cap: int, peer: Peer
-) -> Reply:
-    import httpx
-
-    async with httpx.AsyncClient(timeout=deadline, follow_redirects=False) as client:
-        return await post_async(client, body, headers, deadline=deadline, cap=cap, peer=peer)
 
 
 async def post_async(

@@ -21,7 +21,7 @@ from capability_anchor.errors import (
     UsageError,
 )
 from capability_anchor.keys import KeySet, trust
-from capability_anchor.keys.statements import Revocation
+from capability_anchor.keys.trust import Revocation
 from capability_anchor.verify.anchor import Anchor
 from capability_anchor.verify.record import Result, verify
 from capability_anchor.verify.sources import (

@@ -1,5 +1,5 @@
 """Ed25519 keys (PyNaCl does the cryptography): RFC 7638 key IDs, the trusted `KeySet` and signed
-statements of trust (`public`, `trust`, `statements`), the private key file (`private`: mode 0600 at
+statements of trust (`public`, `trust`), the private key file (`private`: mode 0600 at
 creation, refused when others may read it). Trust comes only from a `KeySet` the caller built. On
 the verifying path: may import only the kernel (`errors`, `encoding`, `strictjson`, `files`, `jws`,
 `head`); never the store, the log or HTTP."""

@@ -22,7 +22,7 @@ from capability_anchor.keys import (
     load_key_file,
     trust,
 )
-from capability_anchor.keys.statements import (
+from capability_anchor.keys.trust import (
     PendingRotation,
     make_pending_rotation,
     make_revocation,

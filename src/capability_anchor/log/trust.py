@@ -16,7 +16,7 @@ from capability_anchor import jws, strictjson
 from capability_anchor.encoding import b64url_decode
 from capability_anchor.errors import CapabilityAnchorError, StartupCheckFailed
 from capability_anchor.keys import KeySet, SigningKey, load_key_file, trust
-from capability_anchor.keys.statements import voided
+from capability_anchor.keys.trust import voided
 from capability_anchor.note import TYPE_ED25519, key_id, parse_note
 from capability_anchor.store import HISTORY_ORIGIN, SETTINGS_UNSIGNED, HeadRow
 

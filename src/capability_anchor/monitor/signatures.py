@@ -12,7 +12,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from capability_anchor import jws, strictjson
 from capability_anchor.errors import CapabilityAnchorError, InputError
 from capability_anchor.keys import KeySet
-from capability_anchor.keys.statements import Revocation, voided
+from capability_anchor.keys.trust import Revocation, voided
 from capability_anchor.parentdeath import watch_parent
 from capability_anchor.read.source import LogSource, open_source
 from capability_anchor.strictjson import is_int

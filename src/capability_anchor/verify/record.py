@@ -20,7 +20,7 @@ from capability_anchor.errors import (
     VerificationError,
 )
 from capability_anchor.keys import KeySet
-from capability_anchor.keys.statements import Revocation, voided
+from capability_anchor.keys.trust import Revocation, voided
 from capability_anchor.leaf import leaf_hash
 from capability_anchor.merkle import verify_inclusion
 from capability_anchor.strictjson import is_int
@@ -28,9 +28,8 @@ from capability_anchor.verify import members as record_members
 
 from .anchor import Anchor, Proof, explain_inclusion, head_mismatches, parse_anchor, parse_proof
 from .checks import Check, Outcome
-from .history_checks import check_history, check_witnesses, checkpoint_not_revoked
+from .history_checks import check_history, check_timestamp, check_witnesses, checkpoint_not_revoked
 from .sources import Sources
-from .stamps import check_timestamp
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
