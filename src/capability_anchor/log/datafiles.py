@@ -66,6 +66,3 @@ def is_runtime(data_dir: Path, name: str) -> bool:
     if name in RUNTIME_FILES or stores.is_runtime(data_dir, name):
         return True
     return name.startswith("witness-") and name.endswith(".lock")
-
-
-__all__ = ["KEY_FILE", "check_restored", "is_runtime", "key_files", "missing_files"]

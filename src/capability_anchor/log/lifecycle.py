@@ -28,12 +28,10 @@ from . import serverindex
 from .batch import AppendResult, Prepared, prepare_records
 from .datafiles import KEY_FILE, MOVED_TO, check_restored, moved_message
 from .days import Clock, utc_day
-from .history_leaves import sign_missing
 from .issuance import DEFAULT_LIFETIME, issue_record
+from .signing import sign_missing
 from .writer import LogWriter
 from .writer_token import TOKEN_FILE, create_token_file, read_token_file, writer_token
-
-__all__ = ["KEY_FILE", "Log"]
 
 
 def _key_and_token(data_dir: Path) -> SigningKey:

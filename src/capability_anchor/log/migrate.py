@@ -20,7 +20,7 @@ from capability_anchor.store import binding
 from capability_anchor.store import open as stores
 
 from .copy import copy_store, fingerprint
-from .datafiles import MOVED_TO, key_files, moved_message
+from .datafiles import MOVED_TO, key_files
 from .handoff import LOCK_NAME
 from .lifecycle import Log
 from .writer_token import TOKEN_FILE
@@ -116,6 +116,3 @@ def _staged(log: Any, data_dir: Path, url: str, prove: Prove, progress: Progress
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         fsync_dir(data_dir)
-
-
-__all__ = ["MOVED_TO", "Prove", "migrate", "moved_message"]

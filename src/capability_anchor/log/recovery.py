@@ -318,6 +318,3 @@ def _cosignatures(log: Log, note: bytes, size: int) -> int:
             if (row.witness, row.key_id) not in have:
                 stored += int(log.store.insert_cosignature(row, int(log.clock())))
     return stored
-
-
-__all__ = ["Recovered", "recover"]

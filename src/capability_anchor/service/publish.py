@@ -55,6 +55,3 @@ class Publisher:
                 day,
                 len(store.stamps(day)) if day else 0,
             )
-
-
-__all__ = ["Publisher"]

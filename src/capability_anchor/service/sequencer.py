@@ -111,7 +111,7 @@ class Sequencer:
         self.committer.serve(lambda: self.stopping, self._sign_for_standby, WAKE_S)
 
     def _sign_for_standby(self) -> None:
-        """A standby replica waits for a head covering what it appended (`log.standby`)."""
+        """A standby replica waits for a head covering what it appended (`log.writer._prove_on_standby`)."""
         if not self.log.store.signature_wanted():
             return
         try:
