@@ -34,21 +34,6 @@ from .writer import LogWriter
 from .writer_token import TOKEN_FILE, create_token_file, read_token_file, writer_token
 
 
-def _key_and_token(data_dir: Path) -> SigningKey:
-    """`init`'s key and token files; ones a crashed init left (no database) are taken over."""
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tighten_modes(data_dir, stores.own_files(data_dir))
-    key_path, token_path = data_dir / KEY_FILE, data_dir / TOKEN_FILE
-    key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
-    if token_path.exists():
-        read_token_file(token_path)
-    else:
-        create_token_file(token_path)
-    if TOKEN.is_set():
-        writer_token(data_dir)  # the token the service would use instead: refuse it now
-    return key
-
-
 class Log:
     """A capability-anchor log in a data dir.
 
@@ -111,7 +96,17 @@ class Log:
             )
         if policy is not None:
             parse_policy(policy)  # a malformed policy is refused before anything is made
-        key = _key_and_token(data_dir)
+        # The key and token files; ones a crashed init left (no database) are taken over.
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tighten_modes(data_dir, stores.own_files(data_dir))
+        key_path, token_path = data_dir / KEY_FILE, data_dir / TOKEN_FILE
+        key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
+        if token_path.exists():
+            read_token_file(token_path)
+        else:
+            create_token_file(token_path)
+        if TOKEN.is_set():
+            writer_token(data_dir)  # the token the service would use instead: refuse it now
         if store is not None:
             stores.bind(data_dir, store)
         now = clock()

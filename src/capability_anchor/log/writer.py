@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from capability_anchor import head as heads
 from capability_anchor.errors import (
@@ -79,15 +79,13 @@ class LogWriter(HeadSigner):
 
     def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
         """Store a batch; returns once the commit holding it returned (`_append`)."""
-        result: list[AppendResult] = self._append(prepared, False)
-        return result
+        return cast(list[AppendResult], self._append(prepared, False))
 
     def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
         """Store a batch and sign a head covering it in ONE transaction (past days sealed
         first), and return each entry with that head's anchor and inclusion proof: if the
         commit fails nothing was stored and no head exists (`POST /records?prove=1`)."""
-        result: list[dict[str, Any]] = self._append(prepared, True)
-        return result
+        return cast(list[dict[str, Any]], self._append(prepared, True))
 
     def _append(self, prepared: Sequence[Prepared], prove: bool) -> Any:
         """By the log's sequencer when one is live (`log.handoff`), else by the committer in
@@ -218,7 +216,8 @@ class LogWriter(HeadSigner):
         self._store.insert_tiles(
             day, ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full)
         )
-        return self._index.index_full_runs(pending.plus([k for _, _, k in new]))
+        pending = pending.plus([k for _, _, k in new])
+        return self._index.index(pending, pending.end - pending.end % self._index.chunk)
 
     def reindex(self) -> list[dict[str, Any]]:
         """The operator's repair (`reindex`, SPEC §14.1): `ServerIndex.repair`."""
