@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from capability_anchor import head as heads
 from capability_anchor.envvars import TOKEN
@@ -211,13 +211,16 @@ class Log:
 
     def append(self, records: Sequence[object]) -> list[AppendResult]:
         """Append a batch atomically: all records are stored, or none (and it raises)."""
-        return self.writer.append_prepared(self.prepare(records))
+        return self.append_prepared(self.prepare(records))
 
     def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
-        return self.writer.append_prepared(prepared)
+        return cast(list[AppendResult], self.writer.append(prepared, False))
 
     def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
-        return self.writer.append_and_prove(prepared)
+        """Store a batch and sign a head covering it in ONE transaction (past days sealed
+        first), and return each entry with that head's anchor and inclusion proof: if the
+        commit fails nothing was stored and no head exists (`POST /records?prove=1`)."""
+        return cast(list[dict[str, Any]], self.writer.append(prepared, True))
 
     def checkpoint(self) -> bytes | None:
         return self.writer.checkpoint()

@@ -82,10 +82,6 @@ class Pending:
     def end(self) -> int:
         return self.start + len(self.keys)
 
-    def plus(self, keys: list[tuple[str, ...]]) -> Pending:
-        """These and the keys of the entries appended after them."""
-        return Pending(self.day, self.start, self.keys + tuple(keys))
-
 
 class ServerIndex:
     """The writer's side of the index. While this process is the writer it keeps the pending

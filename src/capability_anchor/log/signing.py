@@ -101,24 +101,23 @@ class HeadSigner:
 
     def _store_head(self, row: HeadRow, edge: TreeEdge, pending: Pending | None) -> None:
         """Store `row` with what serving it needs, its history leaf and its checkpoint."""
-        day, size = row.day, row.tree_size
+        store, day, size = self._store, row.day, row.tree_size
         # Everything this head covers is findable through /record once it is served.
         if pending is None:
             pending = self._index.take(day, size)
         self._index.index(pending, size)
         # The partial tiles at this size make every proof up to it servable from tiles.
-        self._store.insert_tiles(
+        store.insert_tiles(
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
         )
-        store = self._store
         store.insert_head(row)
         # Its history leaf, in publication order `(day, unsealed before sealed, tree_size)`,
         # with the tiles it completes (partial ones too), then the checkpoint of the new size
         # (after any earlier one a migrated log lacks).
-        size = store.history_size()
-        history = TreeEdge(size, store.history_edge_partials(size))
+        at = store.history_size()
+        history = TreeEdge(at, store.history_edge_partials(at))
         leaf_hash = hash_leaf(row.history_leaf())
-        store.insert_history_leaf(HistoryLeaf(size, leaf_hash, row.day, row.sealed, row.tree_size))
+        store.insert_history_leaf(HistoryLeaf(at, leaf_hash, day, row.sealed, size))
         store.insert_history_tiles(history.extend_published(leaf_hash))
         key, url = self._log.key, self._log.public_url
         catch_up(store, key, url, below=history.size)

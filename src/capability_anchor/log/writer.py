@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from capability_anchor import head as heads
 from capability_anchor.errors import (
@@ -52,7 +52,7 @@ _events = logging.getLogger("capability_anchor.heads")
 
 @dataclass(frozen=True, slots=True)
 class _Batch:
-    """A batch sequenced inside a write transaction: what `_keep` caches once it commits."""
+    """A batch sequenced inside a write transaction: what the writer caches once it commits."""
 
     day: str
     results: list[AppendResult]
@@ -77,19 +77,10 @@ class LogWriter(HeadSigner):
 
     # --- append ----------------------------------------------------------------------------
 
-    def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
-        """Store a batch; returns once the commit holding it returned (`_append`)."""
-        return cast(list[AppendResult], self._append(prepared, False))
-
-    def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
-        """Store a batch and sign a head covering it in ONE transaction (past days sealed
-        first), and return each entry with that head's anchor and inclusion proof: if the
-        commit fails nothing was stored and no head exists (`POST /records?prove=1`)."""
-        return cast(list[dict[str, Any]], self._append(prepared, True))
-
-    def _append(self, prepared: Sequence[Prepared], prove: bool) -> Any:
-        """By the log's sequencer when one is live (`log.handoff`), else by the committer in
-        this process (`log.committer`): one path, sharing commits with other writers."""
+    def append(self, prepared: Sequence[Prepared], prove: bool) -> Any:
+        """`Log.append_prepared` (`prove`: `append_and_prove`), returning once the commit
+        holding the batch returned: by the log's sequencer when one is live (`log.handoff`),
+        else by the committer in this process (`log.committer`), sharing commits."""
         if not prepared:
             return []
         handed = self.handoff.call(lambda h: h.append(list(prepared), prove, self._log.clock()))
@@ -216,7 +207,7 @@ class LogWriter(HeadSigner):
         self._store.insert_tiles(
             day, ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full)
         )
-        pending = pending.plus([k for _, _, k in new])
+        pending = Pending(pending.day, pending.start, pending.keys + tuple(k for _, _, k in new))
         return self._index.index(pending, pending.end - pending.end % self._index.chunk)
 
     def reindex(self) -> list[dict[str, Any]]:

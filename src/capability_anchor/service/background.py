@@ -75,11 +75,6 @@ class Background:
         self.stopped_by: CapabilityAnchorError | None = None
         """The fatal error that stopped the background work, if one did."""
 
-    def _try_lock(self) -> bool:
-        if self._fd is None:
-            self._fd = try_lock(self.lock_path)
-        return self._fd is not None
-
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="capability-anchor-background")
 
@@ -101,7 +96,9 @@ class Background:
 
     async def _run(self) -> None:
         while not self._stopping.is_set() and self.stopped_by is None:
-            if self._try_lock() and self._clock_agrees():
+            if self._fd is None:
+                self._fd = try_lock(self.lock_path)
+            if self._fd is not None and self._clock_agrees():
                 await self._tick()
                 if self.publisher is not None and self.stopped_by is None:
                     await self.publisher.run_once()
