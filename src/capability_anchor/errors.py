@@ -314,7 +314,7 @@ class LeaseLost(StoreError):
 
 class Unproven(StoreError):
     """A standby replica stored the batch, and no head covering it was signed in time:
-    re-sending it returns its entries as duplicates, with their proofs (`log.standby`)."""
+    re-sending it returns its entries as duplicates, with their proofs (`log.writer`)."""
 
     note = (
         "the records are stored but no head covers them yet; resend the batch for its proofs "

@@ -33,8 +33,7 @@ import pytest
 
 from capability_anchor import head as heads
 from capability_anchor.keys import SigningKey, load_key_file
-from capability_anchor.log import Log
-from capability_anchor.log.lifecycle import KEY_FILE
+from capability_anchor.log import KEY_FILE, Log
 from capability_anchor.note import NoteSigner, parse_note, sign_checkpoint
 from capability_anchor.note.checkpoint import parse_checkpoint
 from capability_anchor.read.source import FETCH_LIMIT

@@ -171,7 +171,7 @@ def test_a_log_keeps_the_chunk_it_was_made_with(tmp_path: Path) -> None:
 def test_two_writers_taking_turns_keep_the_index_and_tree_exact(tmp_path: Path, seed: int) -> None:
     """Replicas take turns at the write lock: each writer's kept keys and tree edge are then
     behind the store, and are caught up from the other's entries alone (ServerIndex.take,
-    LogWriter._edge_at). After every step the index holds exactly the entries below the
+    log.writer.edge_at). After every step the index holds exactly the entries below the
     watermark, and every head's root is its entries' (the audit recomputes them)."""
     rng = random.Random(seed)
     data = tmp_path / "d"

@@ -5,8 +5,9 @@ May import the kernel, `timestamp/`, `record/`, `read/`, the store's contract an
 """
 
 from .batch import MAX_BATCH, AppendResult, Prepared, prepare_records
+from .datafiles import KEY_FILE
 from .days import Clock, utc_day
-from .lifecycle import KEY_FILE, Log
+from .lifecycle import Log
 from .serverindex import INDEX_CHUNK, SERVER_MEMBERS, index_watermark, server_keys
 from .writer import LogWriter
 

@@ -190,6 +190,3 @@ def backup(data_dir: Path, dest: Path) -> BackupResult:
     )
     took = time.monotonic() - started
     return BackupResult(dest, size, root, days, files, total, took, others)
-
-
-__all__ = ["BackupResult", "backup"]

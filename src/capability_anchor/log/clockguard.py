@@ -261,15 +261,3 @@ class ClockGuard:
             iso(wall),
         )
         return True
-
-
-__all__ = [
-    "ACK_FILE",
-    "DISAGREES_FILE",
-    "TOLERANCE_S",
-    "ClockGuard",
-    "acknowledge",
-    "disagreeing",
-    "iso",
-    "monotonic",
-]

@@ -32,11 +32,6 @@ class Submission:
     error: BaseException | None = None
     done: bool = False
 
-    def answer(self) -> Any:
-        if self.error is not None:
-            raise self.error
-        return self.result
-
 
 Commit = Callable[[Sequence[Submission]], None]
 """Commits a group in one transaction and sets `result` or `error` on each submission."""
@@ -117,7 +112,9 @@ class Committer:
                     self._cond.wait()
                 else:
                     self._lead()
-        return sub.answer()
+        if sub.error is not None:
+            raise sub.error
+        return sub.result
 
     def serve(self, stopping: Callable[[], bool], idle: Callable[[], None], wake_s: float) -> None:
         """Lead every group until `stopping()` with nothing queued; `idle()` each `wake_s`

@@ -151,6 +151,3 @@ def fingerprint(store: Store) -> dict[str, object]:
         "meta": sorted(store.meta().items()),
         "witness_states": len(store.witness_states()),
     }
-
-
-__all__ = ["BATCH", "Copied", "copy_store", "fingerprint"]

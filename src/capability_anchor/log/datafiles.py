@@ -4,10 +4,14 @@ in docs/explanation/procedures.md.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from capability_anchor.envvars import TOKEN
-from capability_anchor.errors import KeyFileError
+from capability_anchor.errors import CapabilityAnchorError, KeyFileError
 from capability_anchor.store import binding
 from capability_anchor.store import open as stores
 
@@ -41,10 +45,10 @@ def key_files(data_dir: Path) -> list[Path]:
     return sorted(p for p in data_dir.iterdir() if p.name.startswith(KEY_PREFIX) and p.is_file())
 
 
-def missing_files(data_dir: Path, *, token: bool = True) -> list[str]:
-    """The files beside the database `data_dir` lacks (`token`: the writer token's too,
-    unless it comes from the environment)."""
-    wanted = [KEY_FILE] + ([TOKEN_FILE] if token and not TOKEN.is_set() else [])
+def missing_files(data_dir: Path) -> list[str]:
+    """The files beside the database `data_dir` lacks (the writer token's unless it comes
+    from the environment)."""
+    wanted = [KEY_FILE] + ([] if TOKEN.is_set() else [TOKEN_FILE])
     return [name for name in wanted if not (data_dir / name).exists()]
 
 
@@ -61,11 +65,33 @@ def check_restored(data_dir: Path) -> None:
         )
 
 
+def try_lock(path: Path) -> int | None:
+    """The descriptor of an exclusive flock on `path` (made 0600), or None while another
+    process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@contextlib.contextmanager
+def locked(path: Path, refusal: CapabilityAnchorError) -> Iterator[None]:
+    """Hold the flock on `path` (a service's `background.lock` or `sequencer.lock`), else
+    raise `refusal`."""
+    fd = try_lock(path)
+    if fd is None:
+        raise refusal
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
 def is_runtime(data_dir: Path, name: str) -> bool:
     """A file of a running process, not of the log (never copied)."""
     if name in RUNTIME_FILES or stores.is_runtime(data_dir, name):
         return True
     return name.startswith("witness-") and name.endswith(".lock")
-
-
-__all__ = ["KEY_FILE", "check_restored", "is_runtime", "key_files", "missing_files"]

@@ -112,6 +112,3 @@ class StoreCollector:
         found = quorum_met_size(self.log.store, marker[0], QUORUM_SEARCH)
         self._quorum = (marker, found)
         return found
-
-
-__all__ = ["StoreCollector"]

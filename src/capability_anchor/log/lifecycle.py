@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from capability_anchor import head as heads
 from capability_anchor.envvars import TOKEN
@@ -28,27 +28,10 @@ from . import serverindex
 from .batch import AppendResult, Prepared, prepare_records
 from .datafiles import KEY_FILE, MOVED_TO, check_restored, moved_message
 from .days import Clock, utc_day
-from .history_leaves import sign_missing
 from .issuance import DEFAULT_LIFETIME, issue_record
+from .signing import sign_missing
 from .writer import LogWriter
 from .writer_token import TOKEN_FILE, create_token_file, read_token_file, writer_token
-
-__all__ = ["KEY_FILE", "Log"]
-
-
-def _key_and_token(data_dir: Path) -> SigningKey:
-    """`init`'s key and token files; ones a crashed init left (no database) are taken over."""
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tighten_modes(data_dir, stores.own_files(data_dir))
-    key_path, token_path = data_dir / KEY_FILE, data_dir / TOKEN_FILE
-    key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
-    if token_path.exists():
-        read_token_file(token_path)
-    else:
-        create_token_file(token_path)
-    if TOKEN.is_set():
-        writer_token(data_dir)  # the token the service would use instead: refuse it now
-    return key
 
 
 class Log:
@@ -113,7 +96,17 @@ class Log:
             )
         if policy is not None:
             parse_policy(policy)  # a malformed policy is refused before anything is made
-        key = _key_and_token(data_dir)
+        # The key and token files; ones a crashed init left (no database) are taken over.
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tighten_modes(data_dir, stores.own_files(data_dir))
+        key_path, token_path = data_dir / KEY_FILE, data_dir / TOKEN_FILE
+        key = load_key_file(key_path) if key_path.exists() else create_key_file(key_path)
+        if token_path.exists():
+            read_token_file(token_path)
+        else:
+            create_token_file(token_path)
+        if TOKEN.is_set():
+            writer_token(data_dir)  # the token the service would use instead: refuse it now
         if store is not None:
             stores.bind(data_dir, store)
         now = clock()
@@ -218,13 +211,16 @@ class Log:
 
     def append(self, records: Sequence[object]) -> list[AppendResult]:
         """Append a batch atomically: all records are stored, or none (and it raises)."""
-        return self.writer.append_prepared(self.prepare(records))
+        return self.append_prepared(self.prepare(records))
 
     def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
-        return self.writer.append_prepared(prepared)
+        return cast(list[AppendResult], self.writer.append(prepared, False))
 
     def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
-        return self.writer.append_and_prove(prepared)
+        """Store a batch and sign a head covering it in ONE transaction (past days sealed
+        first), and return each entry with that head's anchor and inclusion proof: if the
+        commit fails nothing was stored and no head exists (`POST /records?prove=1`)."""
+        return cast(list[dict[str, Any]], self.writer.append(prepared, True))
 
     def checkpoint(self) -> bytes | None:
         return self.writer.checkpoint()

@@ -5,11 +5,8 @@ docs/explanation/procedures.md).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,7 @@ from capability_anchor.store import binding
 from capability_anchor.store import open as stores
 
 from .copy import copy_store, fingerprint
-from .datafiles import MOVED_TO, key_files, moved_message
+from .datafiles import MOVED_TO, key_files, locked
 from .handoff import LOCK_NAME
 from .lifecycle import Log
 from .writer_token import TOKEN_FILE
@@ -54,8 +51,12 @@ def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent)
             raise UsageError(f"the log in {data_dir} moved to {moved} already, not to {url}")
         stores.bind(data_dir, url)
         return {"from": str(data_dir), "to": stores.describe(url), "finished": True}
+    # The sequencer's lock: a service's sequencer holds it while it lives.
+    busy = UsageError(
+        f"a service is running on {data_dir}: stop it (and every writer) before migrate"
+    )
     with (
-        _no_service(data_dir),
+        locked(data_dir / LOCK_NAME, busy),
         Log.open(data_dir, background_checkpoints=False, handoff=False) as log,
     ):
         if stores.exists(url):
@@ -87,22 +88,6 @@ def migrate(data_dir: Path, url: str, prove: Prove, progress: Progress = silent)
     }
 
 
-@contextlib.contextmanager
-def _no_service(data_dir: Path) -> Iterator[None]:
-    """Hold the sequencer's lock (a service's sequencer holds it while it lives)."""
-    fd = os.open(data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(
-                f"a service is running on {data_dir}: stop it (and every writer) before migrate"
-            ) from None
-        yield
-    finally:
-        os.close(fd)
-
-
 def _staged(log: Any, data_dir: Path, url: str, prove: Prove, progress: Progress) -> dict[str, Any]:
     """`prove` run with the copy's data dir as the data dir will be after the switch."""
     staging = data_dir / STAGING
@@ -116,6 +101,3 @@ def _staged(log: Any, data_dir: Path, url: str, prove: Prove, progress: Progress
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         fsync_dir(data_dir)
-
-
-__all__ = ["MOVED_TO", "Prove", "migrate", "moved_message"]

@@ -134,16 +134,3 @@ def stored_policy(log: Log) -> Policy | None:
     if text is None:
         return None
     return check_policy(text, log.read.history.vkeys())
-
-
-__all__ = [
-    "POLICIES_META",
-    "check_policy",
-    "log_vkey",
-    "policies_problems",
-    "sign_policies",
-    "store_policy",
-    "stored_policy",
-    "submitted_to",
-    "vouch_unsigned",
-]

@@ -238,14 +238,3 @@ def witness_ahead(log: Log, witness: PolicyWitness, size: int, ours: int) -> Beh
         return None
     mark_behind(log.data_dir, state)
     return behind_state(log.data_dir)
-
-
-__all__ = [
-    "PUBLISHED_NONE",
-    "Seen",
-    "judge",
-    "learn",
-    "monitoring_path",
-    "verified_checkpoint",
-    "witness_ahead",
-]

@@ -5,14 +5,9 @@ here signs a head (the steps: docs/explanation/procedures.md).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from capability_anchor import head as heads
@@ -24,6 +19,7 @@ from capability_anchor.note.cosignature import timestamp_of
 from capability_anchor.read.source import FolderSource, LogSource, open_source, read_bundles
 from capability_anchor.store import CosignatureRow, HeadRow
 
+from .datafiles import locked
 from .marks import BEHIND, behind_state, clear_behind, clear_restored
 from .policies import stored_policy
 from .published import Seen, verified_checkpoint
@@ -72,7 +68,11 @@ def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
             f"this data dir conflicts with what was published ({state.reason()}): it forked "
             "and cannot be recovered; restore a backup the published history extends"
         )
-    with _no_service(log.data_dir):
+    busy = Conflict(
+        f"a service is running on {log.data_dir} (it holds background.lock): stop it, then run "
+        "recover"
+    )
+    with locked(log.data_dir / "background.lock", busy):
         source = open_source(where, deadline=deadline)  # a URL or an export folder
         try:
             done = _recover(log, source, where)
@@ -88,23 +88,6 @@ def recover(log: Log, where: str, *, deadline: float = 30.0) -> Recovered:
         # A verified comparison with what was published: a restored copy may sign (§14.2).
         clear_restored(log.data_dir, f"recovered from {where}")
     return done
-
-
-@contextlib.contextmanager
-def _no_service(data_dir: Path) -> Iterator[None]:
-    """Hold the background work's flock (`service/background.py`): refused while served."""
-    fd = os.open(data_dir / "background.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise Conflict(
-                f"a service is running on {data_dir} (it holds background.lock): stop it, "
-                "then run recover"
-            ) from None
-        yield
-    finally:
-        os.close(fd)
 
 
 def _recover(log: Log, source: LogSource, where: str) -> Recovered:
@@ -180,11 +163,7 @@ def _heads(
     log: Log, source: LogSource, edge: TreeEdge, ours: int, target: int, seen: Seen
 ) -> list[HeadRow]:
     """The published history leaves ours..target-1 as verified heads (step 2)."""
-    leaves: list[bytes] = []
-    first = ours // TILE_WIDTH
-    indices = list(range(first, (target - 1) // TILE_WIDTH + 1))
-    for n, bundle in zip(indices, read_bundles(source, "history/", target, indices), strict=True):
-        leaves += bundle[max(0, ours - n * TILE_WIDTH) :]
+    leaves = _leaves(source, "history/", ours, target)
     edge = edge.copy()
     upto = seen.size - ours
     if upto > 0:
@@ -248,16 +227,17 @@ def _entries(log: Log, source: LogSource, new: list[HeadRow]) -> dict[str, tuple
     for day, size in largest.items():
         with log.store.read():
             have = log.store.day_size(day)
-        leaves: list[bytes] = []
-        out[day] = (have, leaves)
-        if size <= have:
-            continue
-        indices = list(range(have // TILE_WIDTH, (size - 1) // TILE_WIDTH + 1))
-        for n, bundle in zip(
-            indices, read_bundles(source, f"roots/{day}/", size, indices), strict=True
-        ):
-            leaves += bundle[max(0, have - n * TILE_WIDTH) :]
+        out[day] = (have, _leaves(source, f"roots/{day}/", have, size) if size > have else [])
     return out
+
+
+def _leaves(source: LogSource, prefix: str, start: int, end: int) -> list[bytes]:
+    """The published leaves `start`..`end - 1` of the tree under `prefix`, from its bundles."""
+    leaves: list[bytes] = []
+    indices = list(range(start // TILE_WIDTH, (end - 1) // TILE_WIDTH + 1))
+    for n, bundle in zip(indices, read_bundles(source, prefix, end, indices), strict=True):
+        leaves += bundle[max(0, start - n * TILE_WIDTH) :]
+    return leaves
 
 
 def _store(
@@ -318,6 +298,3 @@ def _cosignatures(log: Log, note: bytes, size: int) -> int:
             if (row.witness, row.key_id) not in have:
                 stored += int(log.store.insert_cosignature(row, int(log.clock())))
     return stored
-
-
-__all__ = ["Recovered", "recover"]

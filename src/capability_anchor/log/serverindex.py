@@ -1,24 +1,6 @@
-"""The `/record` server index: which stored entries `/record` finds by server id or url.
-
-Indexing every server record as it is appended costs two B-tree inserts at keys all over the
-index, i.e. a dirty page each per batch. The index is therefore filled in sorted runs: when a
-head is signed (all `/record` serves is covered entries), and whenever a chunk more entries
-accumulated, so that signing a head never has much to do. Which entries are indexed follows
-from stored state alone, in every process: those below max(newest head's size, day size
-rounded down to the log's chunk) (`index_watermark`; the audit holds the index to it).
-
-The chunk is the log's own, in its meta (`index_chunk`): INDEX_CHUNK (512) for a log made
-since #23, LEGACY_INDEX_CHUNK (32,768) for one made before, whose stored index follows that.
-A run is part of one transaction, and with key digests spread over the whole index each key
-dirties a page of its own once the index is large: 1,024 keys are at most 1,024 pages of
-WAL (8 MiB at 8 KiB), whatever the size of the index, where a run of 65,536 keys grew with
-the index past any WAL bound. Once the index has more pages than a run has keys, small runs
-cost no more page writes per entry than large ones.
-
-Entries arrive by `append` and also by `recover` (published entries) and `migrate` (a copy):
-each of them, and the operator's repair (`reindex`), derives the index through this module
-alone: `leaf_keys` gives an entry's keys from its bytes, `ServerIndex.index` stores a run of
-them, and `index_watermark` says how far the index must reach (SPEC §14.1).
+"""The `/record` server index: which stored entries `/record` finds by server id or url,
+filled in sorted runs up to `index_watermark` (why: docs/explanation/store.md). Every entry,
+appended, recovered or copied, and the operator's `reindex` derive it here alone (SPEC §14.1).
 """
 
 from __future__ import annotations
@@ -54,7 +36,7 @@ _SERVER_MEMBERS = frozenset(SERVER_MEMBERS)
 
 def index_watermark(newest_head_size: int, day_size: int, chunk: int) -> int:
     """How many of a day's first entries the /record index holds: all that its newest head
-    covers, and every full run of the log's `chunk` (this module's docstring)."""
+    covers, and every full run of the log's `chunk`."""
     return max(newest_head_size, day_size - day_size % chunk)
 
 
@@ -99,10 +81,6 @@ class Pending:
     @property
     def end(self) -> int:
         return self.start + len(self.keys)
-
-    def plus(self, keys: list[tuple[str, ...]]) -> Pending:
-        """These and the keys of the entries appended after them."""
-        return Pending(self.day, self.start, self.keys + tuple(keys))
 
 
 class ServerIndex:
@@ -165,14 +143,8 @@ class ServerIndex:
             self.index(Pending(day, start, keys), start + len(keys))
             start += len(keys)
 
-    def index_full_runs(self, pending: Pending) -> Pending:
-        """After an append (same transaction): index every full run of the log's chunk."""
-        end = pending.end
-        return self.index(pending, end - end % self.chunk)
-
     def keep(self, pending: Pending) -> None:
-        """After a commit: `pending` is what is stored, this process's copy until the next
-        write transaction takes it."""
+        """After a commit: `pending` is this process's copy until the next write takes it."""
         self._kept = pending
 
     def repair(self, lock: AbstractContextManager[object]) -> list[dict[str, Any]]:

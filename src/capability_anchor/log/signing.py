@@ -1,24 +1,30 @@
 """The signing half of the log's writer (`LogWriter` inherits it): a head over the stored
-entries, with its history leaf and checkpoint in the same transaction, and a published head
-stored back as published (`recover`). Every method runs inside the caller's write
-transaction, under the writer's lock."""
+entries, with its history leaf (SPEC §12.1) and checkpoint (§12.2) in the same transaction,
+and a published head stored back as published (`recover`). Every method runs inside the
+caller's write transaction, under the writer's lock."""
 
 from __future__ import annotations
 
+import logging
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from capability_anchor import head as heads
-from capability_anchor.errors import StoreError, VerificationError
-from capability_anchor.merkle import TreeEdge
-from capability_anchor.store import HeadRow, Store
+from capability_anchor.errors import Conflict, StoreError, VerificationError
+from capability_anchor.merkle import TreeEdge, hash_leaf
+from capability_anchor.note import Checkpoint, NoteSigner, origin_from_url, sign_checkpoint
+from capability_anchor.store import HISTORY_ORIGIN, HeadRow, HistoryLeaf, Store
 
 from .days import prev_day
-from .history_leaves import append_head, check_order, sign_history_checkpoint
 from .marks import check_compared, check_not_behind
 from .serverindex import Pending, ServerIndex
 
 if TYPE_CHECKING:
+    from capability_anchor.keys import SigningKey
+
     from .lifecycle import Log
+
+_events = logging.getLogger("capability_anchor.heads")
 
 
 class HeadSigner:
@@ -95,15 +101,86 @@ class HeadSigner:
 
     def _store_head(self, row: HeadRow, edge: TreeEdge, pending: Pending | None) -> None:
         """Store `row` with what serving it needs, its history leaf and its checkpoint."""
-        day, size = row.day, row.tree_size
+        store, day, size = self._store, row.day, row.tree_size
         # Everything this head covers is findable through /record once it is served.
         if pending is None:
             pending = self._index.take(day, size)
         self._index.index(pending, size)
         # The partial tiles at this size make every proof up to it servable from tiles.
-        self._store.insert_tiles(
+        store.insert_tiles(
             day, ((t.level, t.index, t.width, data, None) for t, data in edge.partial_tiles())
         )
-        self._store.insert_head(row)
-        history = append_head(self._store, row)
-        sign_history_checkpoint(self._store, self._log.key, self._log.public_url, history)
+        store.insert_head(row)
+        # Its history leaf, in publication order `(day, unsealed before sealed, tree_size)`,
+        # with the tiles it completes (partial ones too), then the checkpoint of the new size
+        # (after any earlier one a migrated log lacks).
+        at = store.history_size()
+        history = TreeEdge(at, store.history_edge_partials(at))
+        leaf_hash = hash_leaf(row.history_leaf())
+        store.insert_history_leaf(HistoryLeaf(at, leaf_hash, day, row.sealed, size))
+        store.insert_history_tiles(history.extend_published(leaf_hash))
+        key, url = self._log.key, self._log.public_url
+        catch_up(store, key, url, below=history.size)
+        signer = NoteSigner(_history_origin(store, url), key)
+        checkpoint = Checkpoint(signer.name, history.size, history.root())
+        store.insert_checkpoint(history.size, sign_checkpoint(checkpoint, signer))
+
+
+def check_order(store: Store, day: str, size: int, sealed: bool) -> None:
+    """`Conflict` unless a head of `day` at `size` may be published now (run inside the
+    write transaction that would store it)."""
+    newest = store.newest_head(day)
+    if newest is None:
+        return
+    if newest.sealed:
+        raise Conflict(f"day {day} is sealed at size {newest.tree_size}; it takes no more heads")
+    if newest.tree_size > size:
+        raise Conflict(
+            f"day {day} has a published head of size {newest.tree_size}; a head of size "
+            f"{size} would be out of the history's order"
+        )
+    if newest.tree_size == size and not sealed:
+        raise Conflict(f"day {day} already has an unsealed head of size {size}")
+
+
+def _history_origin(store: Store, public_url: str) -> str:
+    """The stored origin; an older history gets (and keeps) the one of `public_url` now."""
+    origin = store.meta().get(HISTORY_ORIGIN)
+    if origin is None:
+        origin = origin_from_url(public_url)
+        store.set_meta(HISTORY_ORIGIN, origin)
+    return origin
+
+
+def sign_missing(
+    store: Store, lock: AbstractContextManager[object], key: SigningKey, public_url: str
+) -> int:
+    """At open: sign the checkpoints a migrated log lacks (`catch_up`), under `lock`, in one
+    write only when some are missing; how many."""
+    with store.read():
+        if store.checkpoint_size() >= store.history_size():
+            return 0
+    with lock, store.write():
+        signed = catch_up(store, key, public_url)
+    if signed:
+        _events.info("history: signed the %d checkpoints this log had not signed yet", signed)
+    return signed
+
+
+def catch_up(store: Store, key: SigningKey, public_url: str, below: int | None = None) -> int:
+    """Sign the checkpoint of every history size after the newest stored one, below `below`
+    (default: through the history's size), from the stored leaf hashes; how many."""
+    end = store.history_size() if below is None else below - 1
+    done = store.checkpoint_size()
+    if done >= end:
+        return 0
+    signer = NoteSigner(_history_origin(store, public_url), key)
+    edge = TreeEdge()
+    for start in range(0, end, 10_000):
+        hashes = store.history_leaf_hashes(start, min(start + 10_000, end))
+        for leaf_hash in hashes:
+            edge.extend(leaf_hash)
+            if edge.size > done:
+                checkpoint = Checkpoint(signer.name, edge.size, edge.root())
+                store.insert_checkpoint(edge.size, sign_checkpoint(checkpoint, signer))
+    return end - done

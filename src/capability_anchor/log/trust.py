@@ -147,12 +147,9 @@ def check_settings(log: Log) -> None:
 
 def trust_problems(log: Log) -> list[str]:
     """The audit of `keys` rows, rotation records, settings statements and their `added`."""
-    problems: list[str] = []
     records = log.read.key_records()
     found = trust.closure([log.key.public], [r[3] for r in records], iss=log.iss)
-    for position, message in sorted(found.problems.items()):
-        number = records[position][0]
-        problems.append(f"key record #{number}: {message}")
+    problems = [f"key record #{records[p][0]}: {m}" for p, m in sorted(found.problems.items())]
     for position, record in sorted(found.records.items()):
         number, signer, kid, _ = records[position]
         if (signer, kid) != (record.signer, record.key.kid):
@@ -222,13 +219,11 @@ def late_signature_problems(log: Log, all_heads: Sequence[HeadRow]) -> list[str]
     revoked = trusted_chain(log).revocations
     if not revoked:
         return []
-    problems: list[str] = []
-    for what, kid, iat in (*_head_signatures(log, all_heads, revoked), *_statements(log)):
-        if (gone := voided(revoked, kid, iat)) is not None:
-            problems.append(
-                f"{what}: signed at iat {iat}, after its key's revocation: {gone.describe()}"
-            )
-    return problems
+    return [
+        f"{what}: signed at iat {iat}, after its key's revocation: {gone.describe()}"
+        for what, kid, iat in (*_head_signatures(log, all_heads, revoked), *_statements(log))
+        if (gone := voided(revoked, kid, iat)) is not None
+    ]
 
 
 def _head_signatures(

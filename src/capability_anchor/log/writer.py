@@ -20,12 +20,12 @@ from capability_anchor.errors import (
     OutcomeUnknown,
     StoreError,
     StoreIOError,
+    Unproven,
 )
 from capability_anchor.merkle import TILE_WIDTH, TreeEdge
 from capability_anchor.metrics.service import observe
 from capability_anchor.store import Store
 
-from . import standby
 from .batch import AppendResult, Prepared
 from .committer import Committer, Submission, answers
 from .days import next_day, utc_day
@@ -43,6 +43,8 @@ OUTCOME_WAIT_S = 10.0
 """How long a write whose COMMIT lost its connection looks for its entries before it is
 answered `OutcomeUnknown` (the database is typically back from a restart in a second)."""
 _OUTCOME_POLL_S = 0.2
+STANDBY_WAIT_S = 10.0
+"""How long a standby's proved batch waits for a covering head."""
 
 # Heads, as they commit (the service's event log; the CLI prints them instead).
 _events = logging.getLogger("capability_anchor.heads")
@@ -50,24 +52,12 @@ _events = logging.getLogger("capability_anchor.heads")
 
 @dataclass(frozen=True, slots=True)
 class _Batch:
-    """A batch sequenced inside a write transaction: what `_keep` caches once it commits."""
+    """A batch sequenced inside a write transaction: what the writer caches once it commits."""
 
     day: str
     results: list[AppendResult]
     edge: TreeEdge
     pending: Pending
-
-
-def _count(batch: _Batch, subs: Sequence[Submission]) -> None:
-    """A committed group in the metrics: each batch's size, the batches it held, and its new
-    and duplicate records."""
-    m = observe()
-    duplicates = sum(1 for r in batch.results if r.duplicate)
-    for sub in subs:
-        m.batch_size.observe(len(sub.prepared))
-    m.commit_batches.observe(len(subs))
-    m.appended.inc(len(batch.results) - duplicates)
-    m.duplicates.inc(duplicates)
 
 
 class LogWriter(HeadSigner):
@@ -87,21 +77,10 @@ class LogWriter(HeadSigner):
 
     # --- append ----------------------------------------------------------------------------
 
-    def append_prepared(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
-        """Store a batch; returns once the commit holding it returned (`_append`)."""
-        result: list[AppendResult] = self._append(prepared, False)
-        return result
-
-    def append_and_prove(self, prepared: Sequence[Prepared]) -> list[dict[str, Any]]:
-        """Store a batch and sign a head covering it in ONE transaction (past days sealed
-        first), and return each entry with that head's anchor and inclusion proof: if the
-        commit fails nothing was stored and no head exists (`POST /records?prove=1`)."""
-        result: list[dict[str, Any]] = self._append(prepared, True)
-        return result
-
-    def _append(self, prepared: Sequence[Prepared], prove: bool) -> Any:
-        """By the log's sequencer when one is live (`log.handoff`), else by the committer in
-        this process (`log.committer`): one path, sharing commits with other writers."""
+    def append(self, prepared: Sequence[Prepared], prove: bool) -> Any:
+        """`Log.append_prepared` (`prove`: `append_and_prove`), returning once the commit
+        holding the batch returned: by the log's sequencer when one is live (`log.handoff`),
+        else by the committer in this process (`log.committer`), sharing commits."""
         if not prepared:
             return []
         handed = self.handoff.call(lambda h: h.append(list(prepared), prove, self._log.clock()))
@@ -113,14 +92,14 @@ class LogWriter(HeadSigner):
         """The committer's commit: every submission of `subs` in ONE write transaction, as of
         one reading of the clock (so one day), each one's `result` set, or every one's
         `error` and nothing stored. A `prove` submission among them has a head signed over
-        the whole group (on a standby: `standby.commit_and_prove`)."""
+        the whole group (on a standby: `_prove_on_standby`)."""
         try:
             try:
                 out = self._commit_group(subs)
             except LeaseLost:
                 if not any(sub.prove for sub in subs):
                     raise
-                out = standby.commit_and_prove(self, subs)
+                out = _prove_on_standby(self, subs)
         except Exception as exc:
             for sub in subs:
                 sub.error = exc
@@ -147,8 +126,15 @@ class LogWriter(HeadSigner):
                     now = self._log.clock()
                     batch = self._sequence(prepared, now)
                     row = None
-                    if prove:
-                        batch, row, signed = _sign_covering(self, batch, now)
+                    if prove:  # the head covering the group, unless one of its size is signed
+                        row = self._store.newest_unsealed(batch.day)
+                        if row is None or row.tree_size != batch.edge.size:
+                            size = batch.edge.size
+                            row = self.sign_head(batch.day, size, False, int(now), batch.pending)
+                            signed = True
+                            batch = _Batch(
+                                batch.day, batch.results, batch.edge, Pending(batch.day, size, ())
+                            )
                     # Proofs read inside the transaction: they cover the rows it wrote.
                     out = answers(subs, batch.results, self._log.read, row)
             except OutcomeUnknown:
@@ -159,8 +145,16 @@ class LogWriter(HeadSigner):
                 _events.info(
                     "prove: published a head of %s at tree size %d", batch.day, batch.edge.size
                 )
-            self._keep(batch)
-            _count(batch, subs)
+            self.edge, self.edge_day = batch.edge, batch.day
+            self._index.keep(batch.pending)
+            # The group in the metrics: each batch's size, the batches, new and duplicates.
+            m = observe()
+            duplicates = sum(1 for r in batch.results if r.duplicate)
+            for sub in subs:
+                m.batch_size.observe(len(sub.prepared))
+            m.commit_batches.observe(len(subs))
+            m.appended.inc(len(batch.results) - duplicates)
+            m.duplicates.inc(duplicates)
         return out
 
     def _sequence(self, prepared: Sequence[Prepared], now: float) -> _Batch:
@@ -175,7 +169,9 @@ class LogWriter(HeadSigner):
             raise Conflict(f"day {day} is sealed; it takes no more entries")
         size = self._store.day_size(day)
         pending = self._index.take(day, size)
-        edge = self._edge_at(day, size).copy()
+        # This process's edge (kept only after a commit) when it has one of that day.
+        kept = self.edge if self.edge_day == day else None
+        edge = edge_at(self._store, kept, day, size).copy()
         seen = self._store.existing(day, [p[0] for p in prepared])
         results: list[AppendResult] = []
         new: list[Prepared] = []
@@ -211,21 +207,12 @@ class LogWriter(HeadSigner):
         self._store.insert_tiles(
             day, ((t.tile.level, t.tile.index, TILE_WIDTH, t.hashes, t.root) for t in full)
         )
-        return self._index.index_full_runs(pending.plus([k for _, _, k in new]))
-
-    def _keep(self, batch: _Batch) -> None:
-        """After a commit: this process's caches of what is now durable."""
-        self.edge, self.edge_day = batch.edge, batch.day
-        self._index.keep(batch.pending)
+        pending = Pending(pending.day, pending.start, pending.keys + tuple(k for _, _, k in new))
+        return self._index.index(pending, pending.end - pending.end % self._index.chunk)
 
     def reindex(self) -> list[dict[str, Any]]:
         """The operator's repair (`reindex`, SPEC §14.1): `ServerIndex.repair`."""
         return self._index.repair(self.lock)
-
-    def _edge_at(self, day: str, size: int) -> TreeEdge:
-        """The right edge of `day`'s tree at `size`, from this process's copy (cached only
-        by `_keep`, after a commit) when it has one of that day (`edge_at`)."""
-        return edge_at(self._store, self.edge if self.edge_day == day else None, day, size)
 
     # --- heads -----------------------------------------------------------------------------
 
@@ -349,12 +336,36 @@ def read_back(store: Store, batch: _Batch, *, signed: bool) -> None:
     raise OutcomeUnknown("a COMMIT lost its connection; some of its records are stored")
 
 
-def _sign_covering(writer: LogWriter, batch: _Batch, now: float) -> tuple[_Batch, Any, bool]:
-    """Inside the group's transaction: the head covering the batch, signed unless one of its
-    size is signed already (then the group was all duplicates), and whether it was signed."""
-    size = batch.edge.size
-    newest = writer._store.newest_unsealed(batch.day)
-    if newest is not None and newest.tree_size == size:
-        return batch, newest, False
-    row = writer.sign_head(batch.day, size, False, int(now), batch.pending)
-    return _Batch(batch.day, batch.results, batch.edge, Pending(batch.day, size, ())), row, True
+def _prove_on_standby(writer: LogWriter, subs: Sequence[Submission]) -> list[Any]:
+    """`?prove=1` on a replica without the sequencer lease (SPEC §13.4): the group committed
+    unsigned, the leader asked to sign, and each `prove` submission's entries proved in the
+    first head that covers them all (`Unproven` after STANDBY_WAIT_S). Why:
+    docs/explanation/write-path.md#prove1-on-a-standby."""
+    plain_answers = writer._commit_group([Submission(s.prepared) for s in subs])
+    results = [r for answer in plain_answers for r in answer]
+    if not results:
+        return plain_answers
+    day = results[0].day
+    last = max(r.leaf_index for r in results)
+    store = writer._store
+    store.wake_signer()
+    deadline = time.monotonic() + STANDBY_WAIT_S
+    retry = time.monotonic() + 1.0
+    while True:
+        with store.read():
+            head = store.newest_covering(day, last)
+        if head is not None:
+            return answers(subs, results, writer._log.read, head)
+        now = time.monotonic()
+        if now >= deadline:
+            raise Unproven(
+                f"no head of {day} covers index {last} after {STANDBY_WAIT_S:.0f} s (is a "
+                "leader signing?)"
+            )
+        if now >= retry:
+            retry = now + 1.0
+            try:
+                writer.checkpoint()  # the leader gone: its lease is free, and ours to take
+            except LeaseLost:
+                store.wake_signer()
+        time.sleep(0.02)

@@ -1,5 +1,6 @@
 """The service's background work: checkpoints, sealing after 00:00 UTC, stamps, witnessing,
-publishing and the scrub, by the one process of a data dir holding `DIR/background.lock`.
+publishing (`serve --publish`) and the scrub, by the one process of a data dir holding
+`DIR/background.lock`.
 
 Failures, the clock guard and shutdown: docs/explanation/write-path.md#background-work.
 """
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import time
@@ -17,8 +17,10 @@ from pathlib import Path
 import anyio
 
 from capability_anchor.errors import CapabilityAnchorError, LeaseLost, StoreBusy, StoreDamaged
+from capability_anchor.export.days import export
 from capability_anchor.log import Log, utc_day
 from capability_anchor.log.clockguard import ClockGuard
+from capability_anchor.log.datafiles import try_lock
 from capability_anchor.log.marks import Behind, behind_state
 from capability_anchor.log.published import LEARN_DEADLINE_S, learn
 from capability_anchor.log.stamping import Stamper
@@ -27,8 +29,6 @@ from capability_anchor.store import Scrub
 from capability_anchor.store.damage import Damage, describe, found
 from capability_anchor.witness.client import Witnessing
 from capability_anchor.witness.client.episodes import FAILED
-
-from .publish import Publisher
 
 log = logging.getLogger("capability_anchor.background")
 TICK_S = 1.0
@@ -75,18 +75,6 @@ class Background:
         self.stopped_by: CapabilityAnchorError | None = None
         """The fatal error that stopped the background work, if one did."""
 
-    def _try_lock(self) -> bool:
-        if self._fd is not None:
-            return True
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
-
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="capability-anchor-background")
 
@@ -108,7 +96,9 @@ class Background:
 
     async def _run(self) -> None:
         while not self._stopping.is_set() and self.stopped_by is None:
-            if self._try_lock() and self._clock_agrees():
+            if self._fd is None:
+                self._fd = try_lock(self.lock_path)
+            if self._fd is not None and self._clock_agrees():
                 await self._tick()
                 if self.publisher is not None and self.stopped_by is None:
                     await self.publisher.run_once()
@@ -127,7 +117,7 @@ class Background:
         try:
             writer = self.writer
             last = writer.read.last_sealed_day()
-            yesterday_or_later = last is not None and last >= _yesterday(writer)
+            yesterday_or_later = last is not None and last >= utc_day(writer.clock() - 86400)
             need_seal = not yesterday_or_later and writer.first_day < writer.today()
             now = time.monotonic()
             due = now - self._last_checkpoint >= self.interval
@@ -247,8 +237,7 @@ class Background:
             await self.witnessing.aclose()
 
     def _clock_agrees(self) -> bool:
-        """No background work while the wall clock disagrees with the monotonic clock (the
-        guard logs the episode once; the tick would only fail on every clock reading)."""
+        """No background work while the clocks disagree (the guard logs the episode once)."""
         return self.guard is None or self.guard.agrees()
 
     def _maybe_stamp(self) -> None:
@@ -297,5 +286,45 @@ def _grew(writer: Log) -> bool:
     return size > (0 if newest is None else newest.tree_size)
 
 
-def _yesterday(writer: Log) -> str:
-    return utc_day(writer.clock() - 86400)
+class Publisher:
+    """`serve --publish DIR`: the static read path (SPEC §13.6) exported again whenever the
+    log signed or stored something new, by the leader or a standby (it reads what the leader
+    signed). Immutable files first, the checkpoint last (`export.days`)."""
+
+    def __init__(self, writer: Log, folder: Path) -> None:
+        self.writer = writer
+        self.folder = folder
+        self._published: tuple[object, ...] | None = None
+
+    async def run_once(self) -> None:
+        """Export into the folder if anything changed since the last export (a failure is
+        logged once, and tried again at the next tick). Nothing while the log is behind what
+        was published: the folder may hold more than this data dir (a restored copy's
+        `--publish` folder), and an export would write an older checkpoint over a newer one."""
+        if behind_state(self.writer.data_dir) is not None:
+            return
+        try:
+            mark = await anyio.to_thread.run_sync(self._mark)
+            if mark == self._published:
+                return
+            await anyio.to_thread.run_sync(lambda: export(self.writer, self.folder, tiles=True))
+            self._published = mark
+        except (CapabilityAnchorError, OSError) as exc:
+            if self._published != ("failed", str(exc)):
+                log.error("publish to %s failed, retrying at the next tick: %s", self.folder, exc)
+            self._published = ("failed", str(exc))
+
+    def _mark(self) -> tuple[object, ...]:
+        """What a publish would change, cheaply: the history, the newest checkpoint and its
+        cosignatures, the newest sealed day and its stamps."""
+        store = self.writer.store
+        with store.read():
+            size = store.checkpoint_size()
+            day = store.last_sealed_day()
+            return (
+                store.history_size(),
+                size,
+                len(store.cosignatures(size)),
+                day,
+                len(store.stamps(day)) if day else 0,
+            )

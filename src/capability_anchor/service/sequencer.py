@@ -16,7 +16,7 @@ import signal
 import socket
 import threading
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -111,7 +111,7 @@ class Sequencer:
         self.committer.serve(lambda: self.stopping, self._sign_for_standby, WAKE_S)
 
     def _sign_for_standby(self) -> None:
-        """A standby replica waits for a head covering what it appended (`log.standby`)."""
+        """A standby replica waits for a head covering what it appended (its `?prove=1`)."""
         if not self.log.store.signature_wanted():
             return
         try:
@@ -133,8 +133,12 @@ class Sequencer:
             if n == 0:
                 reply.events = events
             conn.send(reply)
+        # The log's handle is not to be trusted after any other failure: it is reopened.
         failed = group[0].error
-        if failed is not None and not _retryable(failed):
+        trusted = isinstance(failed, CapabilityAnchorError) and (
+            not isinstance(failed, StoreError) or failed.retryable
+        )
+        if failed is not None and not trusted:
             self._reopen()
 
     def _answer(self, group: Sequence[Submission]) -> None:
@@ -179,13 +183,6 @@ class Sequencer:
         self.log.public_url = public_url
 
 
-def _retryable(exc: BaseException) -> bool:
-    """Whether the log's handle is still to be trusted after `exc` (else it is reopened)."""
-    return isinstance(exc, CapabilityAnchorError) and (
-        not isinstance(exc, StoreError) or exc.retryable
-    )
-
-
 def _listen(data_dir: Path) -> socket.socket:
     """The socket, bound 0600 in place of any a former sequencer left (the lease is ours)."""
     (data_dir / SOCKET_NAME).unlink(missing_ok=True)
@@ -211,9 +208,16 @@ def _accept(listener: socket.socket, sequencer: Sequencer) -> None:
         ).start()
 
 
-def main(data_dir: str, queue_records: int, public_url: str | None = None) -> None:
-    """A sequencer candidate: wait for the lease, then sequence the log until SIGTERM or the
-    death of the process that started it."""
+def main(
+    data_dir: str,
+    queue_records: int,
+    public_url: str | None = None,
+    setup: Callable[[], None] | None = None,
+) -> None:
+    """A sequencer candidate: `setup` (the service's log format), then wait for the lease and
+    sequence the log until SIGTERM or the death of the process that started it."""
+    if setup is not None:
+        setup()
     tie_to_parent()
     # A Ctrl-C reaches the whole process group: the service stops its candidate (SIGTERM).
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -29,7 +29,7 @@ from capability_anchor.log.handoff import (
     reply_decoder,
 )
 
-from .sequencer import main as sequencer_main
+from . import sequencer
 
 _logger = logging.getLogger("capability_anchor.api")
 CONNECT_DEADLINE_S = 10.0
@@ -49,16 +49,6 @@ class Busy(Exception):
 class WorkerLost(Exception):
     """The process appending a batch was lost before answering: the batch may or may not be
     stored. Re-sending it is safe: what was stored is answered `duplicate: true`."""
-
-
-def candidate_main(
-    data_dir: str, queue_records: int, public_url: str | None, setup: Callable[[], None] | None
-) -> None:
-    """The candidate's process: `setup` (the service's log format for the drivers), then
-    `sequencer.main`."""
-    if setup is not None:
-        setup()
-    sequencer_main(data_dir, queue_records, public_url)
 
 
 class SequencerLink:
@@ -90,7 +80,7 @@ class SequencerLink:
         if self.candidate is not None:
             self.candidate.join(0)
         self.candidate = self.context.Process(  # type: ignore[attr-defined]
-            target=candidate_main,
+            target=sequencer.main,
             args=(*self.args, self.setup),
             name="capability-anchor-sequencer",
             daemon=True,
