@@ -223,17 +223,6 @@ def _head(get: dict[str, Any]) -> dict[str, Any]:
     return head
 
 
-def _handlers(app: Litestar) -> dict[tuple[str, str], HTTPRouteHandler]:
-    """Every operation's handler, by (path, method) as the document names them."""
-    found: dict[tuple[str, str], HTTPRouteHandler] = {}
-    for route in app.routes:
-        for handler in getattr(route, "route_handlers", ()):
-            if isinstance(handler, HTTPRouteHandler):
-                for method in handler.http_methods:
-                    found[(route.path_format, str(method).lower())] = handler
-    return found
-
-
 def _refusal(description: str, *headers: str) -> dict[str, Any]:
     schema = {"schema": {"type": "string"}, "required": True}
     return {
@@ -300,7 +289,14 @@ def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
     # a plain one, and `POST /records`'s `oneOf` would hold twice. (The request bodies are
     # closed by `bodies.install_schemas`.)
     doc["components"]["schemas"]["AppendedEntry"]["additionalProperties"] = False
-    handlers = _handlers(app)
+    # Every operation's handler, by (path, method) as the document names them.
+    handlers = {
+        (route.path_format, str(method).lower()): handler
+        for route in app.routes
+        for handler in getattr(route, "route_handlers", ())
+        if isinstance(handler, HTTPRouteHandler)
+        for method in handler.http_methods
+    }
     settings: Settings = app.state.service.settings
     for path, item in doc.get("paths", {}).items():
         for method in _METHODS:

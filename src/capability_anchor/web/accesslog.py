@@ -105,7 +105,11 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
 DRIVER_LOGGERS = ("psycopg",)
 
 
-def _attach(handler: logging.Handler, names: tuple[str, ...]) -> None:
+def _attach(fmt: str | None, names: tuple[str, ...]) -> None:
+    """One stderr handler in the format `fmt` (checked) on the loggers `names`, in place of
+    any such handler they had."""
+    handler = _Stderr()
+    handler.setFormatter(_Formatter(log_format(fmt)))
     for name in names:
         logger = logging.getLogger(name)
         for old in list(logger.handlers):
@@ -117,15 +121,9 @@ def _attach(handler: logging.Handler, names: tuple[str, ...]) -> None:
         driver.setLevel(logging.WARNING)  # its warnings and errors, not its chatter
 
 
-def _handler(fmt: str) -> logging.Handler:
-    handler = _Stderr()
-    handler.setFormatter(_Formatter(fmt))
-    return handler
-
-
 def configure(fmt: str | None = None) -> None:
     """Install (or replace) the service's one stderr handler in the given format."""
-    _attach(_handler(log_format(fmt)), (ROOT_LOGGER, *DRIVER_LOGGERS))
+    _attach(fmt, (ROOT_LOGGER, *DRIVER_LOGGERS))
     root = logging.getLogger(ROOT_LOGGER)
     if root.level == logging.NOTSET or root.level > logging.INFO:
         root.setLevel(logging.INFO)
@@ -144,7 +142,7 @@ def configured_format() -> str | None:
 def configure_drivers(fmt: str) -> None:
     """In another process of the service's (the sequencer candidate, whose own events the
     service replays in its log), the drivers' warnings in the service's format."""
-    _attach(_handler(log_format(fmt)), DRIVER_LOGGERS)
+    _attach(fmt, DRIVER_LOGGERS)
 
 
 def _visible(text: str) -> str:
