@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -117,14 +118,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     )
     if args.max_lag < 0:
         raise UsageError("--max-lag is a number of seconds, at least 0")
-    source = open_source(args.target[0], deadline=deadline)
-    try:
+    with closing(open_source(args.target[0], deadline=deadline)) as source:
         monitor = Monitor(source, options)
         if args.watch is None:
             return _once(monitor, args.strict)
         return _watch(monitor, max(args.watch, 0.01), args.strict)
-    finally:
-        source.close()
 
 
 def _once(monitor: Monitor, strict: bool) -> int:
