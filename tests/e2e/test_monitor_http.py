@@ -81,7 +81,7 @@ def new_log(data: Path) -> None:
 
 
 def state_files(state: Path) -> dict[str, bytes]:
-    """What the state committed (an alarm adds its evidence beside it: `alarms.py`)."""
+    """What the state committed (an alarm adds its evidence beside it: `state.py`)."""
     files = [state / "state.json", state / "leaves"]
     return {p.name: p.read_bytes() for p in files if p.exists()}
 

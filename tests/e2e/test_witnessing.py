@@ -592,7 +592,8 @@ def test_a_problem_is_logged_once_when_it_starts_and_once_when_it_ends(
 ) -> None:
     import logging
 
-    from capability_anchor.witness.client.episodes import REFUSED, UNREACHABLE, Episodes
+    from capability_anchor.witness.client.rounds import REFUSED, UNREACHABLE
+    from capability_anchor.witness.client.schedule import Episodes
 
     problems = Episodes(logging.getLogger("capability_anchor.witnessing"))
     with caplog.at_level(logging.INFO, "capability_anchor.witnessing"):
@@ -616,7 +617,7 @@ def test_attack_a_policy_without_the_current_key_stops_submissions_logged_once(
 ) -> None:
     import logging
 
-    from capability_anchor.witness.client.episodes import POLICY
+    from capability_anchor.witness.client.schedule import POLICY
 
     other = NoteSigner(ORIGIN, SigningKey.generate()).verifier.vkey()
     with new_log(tmp_path) as log, TestWitness("witness.test/w1", log.read.history.vkey()) as w:

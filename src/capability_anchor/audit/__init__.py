@@ -15,27 +15,17 @@ from capability_anchor.log import trust as logtrust
 from capability_anchor.log.rotation import pending_problems
 from capability_anchor.log.stamping import TsaConfig
 from capability_anchor.progress import Progress, silent
-from capability_anchor.store import HeadRow
 
 from .cosignatures import audit_cosignatures
-from .day import audit_day
+from .day import audit_day, audit_history
 from .folder import audit_folder
-from .history_tree import audit_history
 from .report import AuditReport, days_between, parses
-from .stamps import audit_stored_stamps, stamp_problems
+from .stamps import audit_stored_stamps
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
-__all__ = ["AuditReport", "audit_folder", "audit_store", "stamp_problems", "trusted_keys"]
-
-
-def trusted_keys(log: Log, extra: KeySet | None) -> KeySet:
-    """What the data-dir audit trusts: the configured key, the keys rotation records lead to from
-    it, and `--keys`; never the store's keys table, which a database writer could extend."""
-    by_kid = {k.kid: k for k in (extra or ())}
-    by_kid.update((k.kid, k) for k in log.keyset())
-    return KeySet(by_kid.values())
+__all__ = ["AuditReport", "audit_folder", "audit_store"]
 
 
 def audit_store(
@@ -51,55 +41,45 @@ def audit_store(
         tsa_ca = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
     report.problems += logtrust.trust_problems(log)
     report.problems += pending_problems(log)
-    keys = trusted_keys(log, keys)
+    # Trusted: the configured key, the keys rotation records lead to from it, and `--keys`;
+    # never the store's keys table, which a database writer could extend.
+    by_kid = {k.kid: k for k in (keys or ())}
+    by_kid.update((k.kid, k) for k in log.keyset())
+    keys = KeySet(by_kid.values())
     all_heads = store.all_heads()
     report.problems += logtrust.late_signature_problems(log, all_heads)
     entry_days = store.entry_days()
     last_sealed = store.last_sealed_day()
     candidates = [log.first_day, *entry_days, *(h.day for h in all_heads)]
     last_day = max(candidates)
-    prev_digest: str | None = None
+    prev_digest: str | None = None  # the previous day's sealed claims, which `prev` names
     for day in days_between(log.first_day, last_day):
         day_heads = sorted(
             (h for h in all_heads if h.day == day), key=lambda h: (h.tree_size, h.sealed)
         )
-        sealed = [h for h in day_heads if h.sealed]
+        sealed = next((h for h in day_heads if h.sealed), None)
         size = audit_day(report, log, day, day_heads, keys, progress)
-        if last_sealed is not None and day <= last_sealed and not sealed:
+        if last_sealed is not None and day <= last_sealed and sealed is None:
             report.problems.append(f"day {day} is not sealed, but later day {last_sealed} is")
         want_prev = None if day == log.first_day else prev_digest
-        _check_prev(report, day, day_heads, want_prev)
-        audit_stored_stamps(report, log, day, sealed[0] if sealed else None, tsa_ca)
-        prev_digest = _sealed_digest(report, day, sealed[0], size) if sealed else None
+        for h in filter(parses, day_heads):
+            claims = heads.parse_document(h.doc).claims
+            if claims["prev"] != want_prev:
+                report.problems.append(
+                    f"head {day} size {h.tree_size}: prev is {claims['prev']}, the previous "
+                    f"day's sealed head digests to {want_prev}"
+                )
+        audit_stored_stamps(report, log, day, sealed, tsa_ca)
+        prev_digest = None
+        if sealed is not None and sealed.tree_size != size:
+            report.problems.append(
+                f"day {day}: sealed at size {sealed.tree_size} but holds {size} entries"
+            )
+        if sealed is not None and parses(sealed):
+            prev_digest = heads.claims_digest(heads.parse_document(sealed.doc).claims)
         report.count("days")
     if any(h.day < log.first_day for h in all_heads) or any(d < log.first_day for d in entry_days):
         report.problems.append(f"data exists before the log's first day {log.first_day}")
     audit_history(report, log, all_heads, keys)
     audit_cosignatures(report, log)
     return report
-
-
-def _check_prev(
-    report: AuditReport, day: str, day_heads: list[HeadRow], want_prev: str | None
-) -> None:
-    """Every head of a day links to the digest of the previous day's sealed claims."""
-    for h in day_heads:
-        if not parses(h):
-            continue
-        claims = heads.parse_document(h.doc).claims
-        if claims["prev"] != want_prev:
-            report.problems.append(
-                f"head {day} size {h.tree_size}: prev is {claims['prev']}, the previous "
-                f"day's sealed head digests to {want_prev}"
-            )
-
-
-def _sealed_digest(report: AuditReport, day: str, sealed: HeadRow, size: int) -> str | None:
-    """The digest the next day's `prev` must name; a sealed day holds what its head says."""
-    if sealed.tree_size != size:
-        report.problems.append(
-            f"day {day}: sealed at size {sealed.tree_size} but holds {size} entries"
-        )
-    if parses(sealed):
-        return heads.claims_digest(heads.parse_document(sealed.doc).claims)
-    return None

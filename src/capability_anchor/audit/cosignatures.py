@@ -66,11 +66,7 @@ def _in_force(policies: Sequence[_Stored], added: int) -> list[Policy]:
 
 def _gaps(report: AuditReport, table: str, ids: Sequence[int]) -> None:
     """Rows are numbered 1..n; every number missing is a deleted row."""
-    missing: list[int] = []
-    expected = 1
-    for number in ids:
-        missing += range(expected, number)
-        expected = number + 1
+    missing = sorted(set(range(1, max(ids, default=0) + 1)) - set(ids))
     if missing:
         shown = ", ".join(f"#{n}" for n in missing[:10]) + (" ..." if len(missing) > 10 else "")
         report.problems.append(f"witnesses: {table} row(s) {shown} are missing (deleted)")
@@ -115,7 +111,17 @@ def _check(report: AuditReport, log: Log, policies: Sequence[Policy], row: Cosig
     report.count("cosignatures")
 
 
-def _check_states(report: AuditReport, log: Log, cosigned: set[tuple[str, int]]) -> None:
+def audit_cosignatures(report: AuditReport, log: Log) -> None:
+    """Check every stored witness fact, inside the caller's read snapshot if any."""
+    report.problems += policies_problems(log.store, log.iss, log.keyset())
+    policies = _policies(report, log)
+    _gaps(report, "policies", [p.id for p in policies])
+    rows = list(log.store.iter_cosignature_rows())
+    _gaps(report, "cosignatures", [number for number, _, _ in rows])
+    cosigned: set[tuple[str, int]] = set()
+    for _, added, row in rows:
+        _check(report, log, _in_force(policies, added), row)
+        cosigned.add((row.witness, row.size))
     newest = log.store.checkpoint_size()
     for state in log.store.witness_states():
         where = f"witnesses: the stored state of {state.witness}"
@@ -130,17 +136,3 @@ def _check_states(report: AuditReport, log: Log, cosigned: set[tuple[str, int]])
                 "by it is stored (a deleted row)"
             )
         report.count("witness_states")
-
-
-def audit_cosignatures(report: AuditReport, log: Log) -> None:
-    """Check every stored witness fact, inside the caller's read snapshot if any."""
-    report.problems += policies_problems(log.store, log.iss, log.keyset())
-    policies = _policies(report, log)
-    _gaps(report, "policies", [p.id for p in policies])
-    rows = list(log.store.iter_cosignature_rows())
-    _gaps(report, "cosignatures", [number for number, _, _ in rows])
-    cosigned: set[tuple[str, int]] = set()
-    for _, added, row in rows:
-        _check(report, log, _in_force(policies, added), row)
-        cosigned.add((row.witness, row.size))
-    _check_states(report, log, cosigned)

@@ -80,13 +80,14 @@ def _audit_once(
             damaged, version = _check_structure(report, store)
             if damaged:
                 report.damage = report.problems[0] if report.problems else "damaged structure"
-            if version != 0:
-
-                def run() -> None:
-                    _audit_log(report, data_dir, store, key, keys, tsa_ca, roots, progress, policy)
-
-                # An older schema's queries may fail as a damaged one's would.
-                _guarded(report, damaged or version != SCHEMA_VERSION, run)
+            if version != 0:  # an older schema's queries may fail as a damaged one's would
+                _guarded(
+                    report,
+                    damaged or version != SCHEMA_VERSION,
+                    lambda: _audit_log(
+                        report, data_dir, store, key, keys, tsa_ca, roots, progress, policy
+                    ),
+                )
             report.problems += store.engine_findings(after_reads=True).problems
     except StoreCorrupt as exc:
         if report.problems:

@@ -42,9 +42,15 @@ def audit_folder(
 ) -> AuditReport:
     report = AuditReport()
     folder = Path(folder)
-    keys = keys if keys is not None else _published_keys(report, folder)
     if keys is None:
-        return report
+        try:
+            keys = KeySet.from_json((folder / "keys.json").read_bytes())
+        except FileNotFoundError:
+            report.problems.append(f"{folder / 'keys.json'} is missing (or pass --keys)")
+            return report
+        except (InvalidKey, MalformedJSON) as exc:
+            report.problems.append(f"{folder / 'keys.json'} is not a valid JWK set: {exc}")
+            return report
     keys = logtrust.audit_key_records(report.problems, folder, keys)
     sealed = _audit_days(report, folder, keys, log, progress, tsa_ca)
     audit_index(report, folder, sealed, log)
@@ -55,16 +61,6 @@ def audit_folder(
         _cross_check(report, folder, log, sealed)
         report.problems += logtrust.folder_trust_problems(folder, log)
     return report
-
-
-def _published_keys(report: AuditReport, folder: Path) -> KeySet | None:
-    try:
-        return KeySet.from_json((folder / "keys.json").read_bytes())
-    except FileNotFoundError:
-        report.problems.append(f"{folder / 'keys.json'} is missing (or pass --keys)")
-    except (InvalidKey, MalformedJSON) as exc:
-        report.problems.append(f"{folder / 'keys.json'} is not a valid JWK set: {exc}")
-    return None
 
 
 def _audit_days(

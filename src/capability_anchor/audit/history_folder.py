@@ -5,6 +5,7 @@ trusted key, its root the rebuilt one; with a policy, a quorum), and each head's
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,33 +41,19 @@ from capability_anchor.note import (
 from .report import AuditReport, is_day
 
 
-@dataclass(frozen=True)
-class FolderHead:
-    path: Path
-    day: str
-    sealed: bool
-    tree_size: int
-    jws: str
-
-    @property
-    def proof_path(self) -> Path:
-        if self.sealed:
-            return self.path.with_name(f"{self.day}.tlog-proof")
-        return self.path.with_name(f"{self.tree_size}.tlog-proof")
-
-
-def folder_heads(folder: Path) -> list[FolderHead]:
+def folder_heads(folder: Path) -> list[tuple[Path, heads.Head]]:
     """Every head file of the folder that parses, in SPEC §12.1 order."""
     files = [p for p in folder.glob("????-??-??.json") if is_day(p.stem)]
     files += [p for p in folder.glob("????-??-??/*.json") if is_day(p.parent.name)]
     found = []
     for path in files:
-        try:
-            parsed = heads.parse_document(path.read_bytes())
-        except CapabilityAnchorError:
-            continue
-        found.append(FolderHead(path, parsed.day, parsed.sealed, parsed.tree_size, parsed.jws))
-    return sorted(found, key=lambda h: (h.day, h.sealed, h.tree_size))
+        with contextlib.suppress(CapabilityAnchorError):
+            found.append((path, heads.parse_document(path.read_bytes())))
+    return sorted(found, key=lambda f: (f[1].day, f[1].sealed, f[1].tree_size))
+
+
+def _proof_path(path: Path, head: heads.Head) -> Path:
+    return path.with_name(f"{head.day if head.sealed else head.tree_size}.tlog-proof")
 
 
 @dataclass
@@ -83,7 +70,6 @@ def audit_folder_history(
     folder: Path,
     keys: list[bytes],
     policy: Policy | None = None,
-    now: int | None = None,
 ) -> None:
     """`keys`: the trusted Ed25519 public keys (raw), the folder's `keys.json` or `--keys`."""
     history = folder / "history"
@@ -92,7 +78,7 @@ def audit_folder_history(
         if found:  # a log with no head yet has no history to export
             report.problems.append(f"{history} is missing (export writes it, SPEC §12.4)")
         return
-    leaves = [b64url_decode(h.jws.split(".")[1]) for h in found]
+    leaves = [b64url_decode(h.jws.split(".")[1]) for _, h in found]
     tree = TiledTree(hash_leaf(leaf) for leaf in leaves)
     origin = _origin(report, history, keys, policy)
     if origin is None:
@@ -100,11 +86,10 @@ def audit_folder_history(
     h = _History(folder, leaves, tree, [NoteVerifier(origin, k) for k in keys], origin)
     report.count("history_leaves", len(leaves))
     _audit_tiles(report, h)
-    at = int(time.time()) if now is None else now
-    _audit_served_checkpoint(report, h, policy, at)
-    for index, head in enumerate(found):
-        _audit_tlog_proof(report, h, head, index)
-    expected = {head.proof_path for head in found}
+    _audit_served_checkpoint(report, h, policy, int(time.time()))
+    for index, (path, head) in enumerate(found):
+        _audit_tlog_proof(report, h, path, head, index)
+    expected = {_proof_path(*f) for f in found}
     for stray in sorted(folder.rglob("*.tlog-proof")):
         if stray not in expected:
             report.problems.append(f"{stray}: no head of the folder has this tlog-proof")
@@ -208,8 +193,10 @@ def _audit_served_checkpoint(
             report.problems.append(f"{path}: the policy's witnesses: {exc}")
 
 
-def _audit_tlog_proof(report: AuditReport, h: _History, head: FolderHead, index: int) -> None:
-    path = head.proof_path
+def _audit_tlog_proof(
+    report: AuditReport, h: _History, head_path: Path, head: heads.Head, index: int
+) -> None:
+    path = _proof_path(head_path, head)
     if not path.exists():
         report.problems.append(f"{path} is missing (every exported head has its tlog-proof)")
         return
@@ -219,11 +206,11 @@ def _audit_tlog_proof(report: AuditReport, h: _History, head: FolderHead, index:
         report.problems.append(f"{path}: {exc}")
         return
     if proof.extra != head.jws.encode("ascii"):
-        report.problems.append(f"{path}: its extra is not the JWS of {head.path.name}")
+        report.problems.append(f"{path}: its extra is not the JWS of {head_path.name}")
         return
     if proof.index != index:
         report.problems.append(
-            f"{path}: index {proof.index}, but {head.path.name} is history leaf {index}"
+            f"{path}: index {proof.index}, but {head_path.name} is history leaf {index}"
         )
         return
     checkpoint = _opened(report, h, path, proof.note)

@@ -19,9 +19,7 @@ from capability_anchor.store import EngineFindings, HeadRow
 class AuditReport:
     problems: list[str] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=dict)
-    damage: str | None = None
-    """The first problem that says the database file itself is damaged (SQLite's own
-    checks), if any: `audit --data` keeps it as the data dir's damage mark."""
+    damage: str | None = None  # the first problem saying the file is damaged (`audit --data` marks)
 
     @property
     def ok(self) -> bool:

@@ -87,12 +87,7 @@ def audit_folder_stamps(
     if doc is None:
         return
     stamps = doc.get("timestamps") if isinstance(doc, dict) else None
-    if (
-        not isinstance(doc, dict)
-        or doc.get("v") != heads.VERSION
-        or doc.get("day") != day
-        or not isinstance(stamps, list)
-    ):
+    if not isinstance(stamps, list) or doc.get("v") != heads.VERSION or doc.get("day") != day:
         report.problems.append(f"{path} is not the timestamps document of {day}")
         return
     tokens: list[bytes] = []

@@ -82,7 +82,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from capability_anchor.monitor import (
         Monitor,
         MonitorOptions,
-        alarms,
+        acknowledge,
         compare_states,
         open_source,
     )
@@ -94,7 +94,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         )
         if not usable:
             raise UsageError("usage: monitor --acknowledge ID --state DIR [URL|DIR --keys FILE]")
-        emit(alarms.acknowledge(Path(args.state), args.acknowledge))
+        emit(acknowledge(Path(args.state), args.acknowledge))
         if not args.target:
             return EXIT_OK
         sys.stdout.flush()  # with a log named too, the run follows, from the last good state

@@ -1,13 +1,15 @@
-"""Static publication (SPEC §8): the files an auditor needs, written create-or-identical
-(temporary name, fsync, link; `index.json` last). The files: docs/explanation/procedures.md.
-"""
+"""Static publication (SPEC §8, §12.4): the files an auditor needs, written create-or-identical
+(temporary name, fsync, link; `index.json` last), the history's as the same bytes the API serves
+(the files: docs/explanation/procedures.md; which tiles: decisions/19-verification.md)."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +23,15 @@ from capability_anchor.errors import (
 from capability_anchor.files import fsync_dir
 from capability_anchor.keys import KeySet, trust
 from capability_anchor.log import Log
+from capability_anchor.merkle.tilepath import published_resources
+from capability_anchor.note.proof import format_tlog_proof
 from capability_anchor.progress import Progress, silent
-from capability_anchor.store import StampRow
+from capability_anchor.read.history_proofs import size_of
+from capability_anchor.store import HistoryLeaf, StampRow
 from capability_anchor.strictjson import canonical
 
-from .history_files import Made, history_files, tile_files
-
 _TMP_MARK = ".tmp-"
+Made = Callable[[], bytes]
 
 
 @dataclass
@@ -151,13 +155,62 @@ def _remove_stale_tmp(outdir: Path) -> None:
             stale.unlink()
 
 
+def tile_files(log: Log, outdir: Path, day_tiles: bool) -> list[tuple[Path, Made]]:
+    """(path, maker of its bytes) of every tile to write, all create-or-identical: made on
+    demand, since a day's entry bundles hold the whole day again."""
+    read = log.read
+    files: list[tuple[Path, Made]] = []
+    size = read.history.size()
+    for request in published_resources(range(1, size + 1), size):
+        files.append((outdir / "history" / request.path, partial(read.tiles.history, request)))
+    if day_tiles:
+        by_day: dict[str, list[int]] = {}
+        for row in read.all_heads():
+            by_day.setdefault(row.day, []).append(row.tree_size)
+        for day, sizes in sorted(by_day.items()):
+            for request in published_resources(sizes, max(sizes)):
+                files.append((outdir / day / request.path, partial(read.tiles.day, day, request)))
+    return files
+
+
+def history_files(log: Log, outdir: Path) -> list[tuple[Path, Made]]:
+    """(path, maker of its bytes) of the rewritten history files (see the module
+    docstring); none before the first head."""
+    history = log.read.history
+    if history.size() == 0:
+        return []
+    served = history.served_checkpoint()
+    files: list[tuple[Path, Made]] = [
+        (outdir / "history" / "checkpoint", lambda: served),
+        (outdir / "history" / "vkey", lambda: history.vkey().encode("utf-8") + b"\n"),
+    ]
+    policy = history.policy()
+    if policy is not None:
+        files.append((outdir / "history" / "policy", lambda: policy))
+    newest = history.served_checkpoint(history.checkpoint_size())
+    docs = {(r.day, r.sealed, r.tree_size): r.doc for r in log.read.all_heads()}
+
+    def proof(leaf: HistoryLeaf) -> bytes:
+        note = served if leaf.index < size_of(served) else newest
+        path = history.inclusion(leaf.leaf_hash, size_of(note))
+        token = heads.parse_document(docs[(leaf.day, leaf.sealed, leaf.tree_size)]).jws
+        return format_tlog_proof(leaf.index, path, note, token.encode("ascii"))
+
+    for leaf in history.iter_leaves():
+        name = (
+            f"{leaf.day}.tlog-proof" if leaf.sealed else f"{leaf.day}/{leaf.tree_size}.tlog-proof"
+        )
+        files.append((outdir / name, partial(proof, leaf)))
+    return files
+
+
 def export(
     log: Log, outdir: Path, progress: Progress = silent, *, tiles: bool = False
 ) -> ExportReport:
     """Write the folder. Every file that must never change is compared first: if any
     existing one differs, nothing at all is written (a half-published folder would list
     days that index.json does not, or the other way round). `tiles`: also each day's
-    tlog-tiles under `<day>/tile/` (the history's are always written, `export.history`)."""
+    tlog-tiles under `<day>/tile/` (the history's are always written)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(outdir)

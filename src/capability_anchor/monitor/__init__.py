@@ -3,12 +3,10 @@ folder): each run checks the newest checkpoint, its consistency with the last on
 SPEC §4 rule on the new heads. May import the kernel, `verify/`, `bounded/` and `read.source`;
 never the store, the log or the service."""
 
-from capability_anchor.monitor import alarms
 from capability_anchor.read.source import LogSource, open_source
 
-from .compare import compare_states
-from .follow import Monitor, MonitorOptions, RunResult
-from .state import MonitorState
+from .follow import Monitor, RunResult
+from .state import MonitorOptions, MonitorState, acknowledge, compare_states
 
 __all__ = [
     "LogSource",
@@ -16,7 +14,7 @@ __all__ = [
     "MonitorOptions",
     "MonitorState",
     "RunResult",
-    "alarms",
+    "acknowledge",
     "compare_states",
     "open_source",
 ]

@@ -6,56 +6,49 @@ each chunk of heads that passed are committed."""
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from capability_anchor.errors import CapabilityAnchorError, InputError
-from capability_anchor.keys import KeySet
 from capability_anchor.keys.trust import TrustChain
 from capability_anchor.merkle import (
-    TILE_WIDTH,
     TiledTree,
     TileNodes,
     consistency_nodes,
+    hash_leaf,
     verify_consistency,
 )
 from capability_anchor.merkle.nodes import resolve
 from capability_anchor.merkle.tiles import tiles_for_size
-from capability_anchor.monitor import alarms, staleness
+from capability_anchor.monitor import staleness
 from capability_anchor.monitor import state as states
+from capability_anchor.monitor.state import MonitorOptions
 from capability_anchor.note import Checkpoint, Policy, check_cosignatures, open_checkpoint
 from capability_anchor.note.checkpoint import origin_from_url, parse_checkpoint
 from capability_anchor.note.signed import b64encode, parse_note
-from capability_anchor.read.source import LogSource, read_bundles, read_tile
+from capability_anchor.read.source import LogSource, read_leaves, read_tile
 from capability_anchor.verify.history_checks import log_verifiers
 
-from .heads import Finding, HeadRules, changed, check_chunk, parse_leaves
-from .rotations import checkpoint_alarm, follow_keys
+from .heads import (
+    Finding,
+    HeadRules,
+    changed,
+    check_chunk,
+    checkpoint_alarm,
+    follow_keys,
+    parse_leaves,
+)
 from .signatures import Signatures
 
 CHUNK_BUNDLES = 64  # 16,384 heads held at once during a catch-up
-
-
-@dataclass(frozen=True)
-class MonitorOptions:
-    keys: KeySet
-    state_dir: Path
-    policy: Policy | None = None
-    origin: str | None = None
-    entries: bool = False
-    max_lag: float = 3600.0  # seconds the heads may be past the checkpoint (`checkpoint_stale`)
-    now: Callable[[], float] = time.time
 
 
 @dataclass
 class RunResult:
     findings: list[Finding] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
-    evidence: dict[str, bytes] = field(default_factory=dict, repr=False)  # `alarms.py`
+    evidence: dict[str, bytes] = field(default_factory=dict, repr=False)  # `state.raise_alarm`
     pending: list[str] = field(default_factory=list)  # IDs repeated, not raised by this run
 
     @property
@@ -66,11 +59,11 @@ class RunResult:
 class Monitor:
     def __init__(self, source: LogSource, options: MonitorOptions) -> None:
         self.source, self.options = source, options
-        self.chain = TrustChain(options.keys)  # with what the key records add: `rotations`
+        self.chain = TrustChain(options.keys)  # with what the key records add: `follow_keys`
 
     def run_once(self) -> RunResult:
         folder = self.options.state_dir
-        waiting = alarms.pending(folder)
+        waiting = states.pending(folder)
         state = states.load(folder)
         result = RunResult()
         if waiting:  # never committed past: repeated until acknowledged, the log not read
@@ -85,14 +78,14 @@ class Monitor:
         return result
 
     def _raise(self, state: states.MonitorState, result: RunResult) -> None:
-        """Keep the evidence and record the alarm (`alarms.py`); each line names its ID."""
+        """Keep the evidence and record the alarm (`state.py`); each line names its ID."""
         evidence = dict(result.evidence)
         if state.checkpoint is not None:
             last = state.checkpoint.encode("utf-8")
             if evidence.get("checkpoint") == last:
                 del evidence["checkpoint"]
             evidence["checkpoint.last"] = last
-        ident = alarms.raise_alarm(self.options.state_dir, result.findings, evidence)
+        ident = states.raise_alarm(self.options.state_dir, result.findings, evidence)
         result.findings = [{**f, "alarm_id": ident} if "alarm" in f else f for f in result.findings]
         result.summary["alarm_id"] = ident
 
@@ -106,14 +99,7 @@ class Monitor:
                 return
         data = self.source.read("history/checkpoint")
         if data is None:
-            staleness.missing(
-                self.source,
-                state,
-                now=self.options.now(),
-                max_lag=self.options.max_lag,
-                state_dir=self.options.state_dir,
-                findings=result.findings,
-            )
+            staleness.missing(self.source, state, self.options, result.findings)
             result.summary = self._summary(state, old_size, 0)
             return
         result.evidence["checkpoint"] = data
@@ -137,13 +123,7 @@ class Monitor:
             states.save(self.options.state_dir, state, old_size)
             self._check_heads(state, result)
             if not result.alarmed:
-                stale = staleness.check(
-                    self.source,
-                    state,
-                    now=self.options.now(),
-                    max_lag=self.options.max_lag,
-                    state_dir=self.options.state_dir,
-                )
+                stale = staleness.check(self.source, state, self.options)
                 if stale is not None:
                     result.findings.append(stale)
         result.summary = self._summary(state, old_size, 0 if result.alarmed else state.size)
@@ -239,7 +219,7 @@ class Monitor:
         index = state.size
         while index < checkpoint.size:
             leaves = _chunk(self.source, index, checkpoint.size)
-            hashed = b"".join(hashlib.sha256(b"\x00" + leaf).digest() for leaf in leaves)
+            hashed = b"".join(hash_leaf(leaf) for leaf in leaves)
             edge.extend(hashed)
             state.leaf_hashes += hashed
             index += len(leaves)
@@ -320,12 +300,11 @@ def _unwitnessed(where: str, policy: Policy | None, data: bytes) -> None:
 
 def _chunk(source: LogSource, start: int, size: int) -> list[bytes]:
     """The leaves from `start`, up to CHUNK_BUNDLES entry bundles (bounded memory)."""
-    first = start // TILE_WIDTH
-    indices = list(range(first, (size - 1) // TILE_WIDTH + 1)[:CHUNK_BUNDLES])
-    leaves: list[bytes] = []
-    for n, bundle in enumerate(read_bundles(source, "history/", size, indices)):
-        leaves += bundle[start - first * TILE_WIDTH :] if n == 0 else bundle
-    return leaves
+    return [
+        leaf
+        for bundle in read_leaves(source, "history/", start, size, CHUNK_BUNDLES)
+        for leaf in bundle
+    ]
 
 
 def _revoked(
@@ -335,7 +314,7 @@ def _revoked(
     checkpoint: tuple[bytes, int],
     result: RunResult,
 ) -> None:
-    """`key_revoked_signature` for this run's checkpoint (`rotations.checkpoint_alarm`)."""
+    """`key_revoked_signature` for this run's checkpoint (`heads.checkpoint_alarm`)."""
     note, size = checkpoint
     (leaf,) = _chunk(source, size - 1, size)[:1]
     if not changed(state, size - 1, leaf, result.findings, result.evidence):

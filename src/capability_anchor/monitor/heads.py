@@ -2,7 +2,8 @@
 document (`signatures.py`); (3) `two_sealed_heads`, `head_after_seal`; (4) `order`; (5)
 `prev_broken`; (6) `day_head_shrinks`, `root_conflict`; (7) `day_inconsistent`, by proofs from the
 day's tiles; (8) with `--entries`, `day_root_mismatch`. A leaf failing (1) is no head; one failing
-(2) still is."""
+(2) still is. Before them, the log's key records (SPEC §13.2): an endorsed rotation is followed
+(noted once, `key_rotation`) and revocations reach the rules (`key_revoked_signature`)."""
 
 from __future__ import annotations
 
@@ -10,29 +11,39 @@ import datetime as dt
 import functools
 import hashlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capability_anchor import head as heads
 from capability_anchor import strictjson
-from capability_anchor.errors import CapabilityAnchorError, InputError, VerificationError
+from capability_anchor.errors import (
+    CapabilityAnchorError,
+    ClaimsError,
+    InputError,
+    VerificationError,
+)
+from capability_anchor.keys import KeySet, trust
 from capability_anchor.merkle import (
     HASH_SIZE,
-    TILE_WIDTH,
     TileCache,
     TileNodes,
     TreeEdge,
     consistency_nodes,
+    hash_leaf,
     verify_consistency,
 )
 from capability_anchor.merkle.nodes import resolve
-from capability_anchor.read.source import LogSource, read_bundles, read_tile
+from capability_anchor.read.source import LogSource, read_leaves, read_tile
 from capability_anchor.strictjson import canonical
+from capability_anchor.verify.history_checks import revoked_checkpoint
 
 from .signatures import Item, Problem
 from .state import DayEdge, LastHead, MonitorState
 
+if TYPE_CHECKING:
+    from capability_anchor.note import Note
+
 Finding = dict[str, Any]
-Evidence = dict[str, bytes]  # file name -> bytes as served (`alarms.py`)
+Evidence = dict[str, bytes]  # file name -> bytes as served (`state.raise_alarm`)
 MEMO_NODES = 1 << 16  # about 6 MB of node hashes and their keys
 
 
@@ -47,18 +58,11 @@ def leaf_claims(leaf: bytes) -> dict[str, Any]:
     return claims
 
 
-def head_path(claims: dict[str, Any]) -> str:
-    if claims["sealed"]:
-        return f"roots/{claims['day']}"
-    return f"roots/{claims['day']}/{claims['tree_size']}"
-
-
 class HeadRules:
     def __init__(self, source: LogSource, state: MonitorState, *, entries: bool) -> None:
         self.source = source
         self.state = state
         self.entries = entries
-        self.checked = 0
         self.targets: dict[str, tuple[int, bytes]] = {}  # day -> its newest head in this run
         # Shared across heads: the full tiles of a day serve every later proof. Soundness
         # does not rest on where a hash came from: each proof is checked against both roots.
@@ -86,7 +90,6 @@ class HeadRules:
         for name, detail in self._rules(claims):
             alarm(name, detail, **where)
         self._advance(claims, leaf)
-        self.checked += 1
         return found
 
     def _rules(self, claims: dict[str, Any]) -> list[tuple[str, str]]:
@@ -161,12 +164,8 @@ class HeadRules:
         edge = saved.edge() if saved is not None and saved.day == day else TreeEdge()
         if size < edge.size:
             edge = TreeEdge()  # the shrink is alarmed above; re-derive this head alone
-        prefix = f"roots/{day}/"
-        first = edge.size // TILE_WIDTH
-        indices = list(range(first, (size - 1) // TILE_WIDTH + 1)) if edge.size < size else []
-        for n, entries in enumerate(read_bundles(self.source, prefix, size, indices)):
-            skip = edge.size - first * TILE_WIDTH if n == 0 else 0
-            edge.extend(b"".join(hashlib.sha256(b"\x00" + e).digest() for e in entries[skip:]))
+        for entries in read_leaves(self.source, f"roots/{day}/", edge.size, size):
+            edge.extend(b"".join(hash_leaf(e) for e in entries))
         self._day_edge = DayEdge.of(day, edge)
         if edge.root() != root:
             return [("day_root_mismatch", f"the day's entries give root {edge.root().hex()}")]
@@ -190,7 +189,7 @@ def changed(
 ) -> bool:
     """Whether leaf `index`, read again, is not the one whose hash gave the root (alarmed)."""
     stored = state.leaf_hashes[index * HASH_SIZE : (index + 1) * HASH_SIZE]
-    if hashlib.sha256(b"\x00" + leaf).digest() == stored:
+    if hash_leaf(leaf) == stored:
         return False
     findings.append(
         {
@@ -240,5 +239,76 @@ def parse_leaves(
             continue
         parsed.append(claims)
         targets[claims["day"]] = (claims["tree_size"], bytes.fromhex(claims["root"]))
-        items.append((head_path(claims), leaf))
+        path = f"roots/{claims['day']}"  # the sealed head's, or the unsealed head's of its size
+        items.append((path if claims["sealed"] else f"{path}/{claims['tree_size']}", leaf))
     return parsed, targets, items
+
+
+KEY_RECORDS_PATH = "keys/records"
+
+
+def follow_keys(
+    source: LogSource, keys: KeySet, state: MonitorState, findings: list[dict[str, Any]]
+) -> trust.TrustChain:
+    """The closure of `keys` over the log's records; a note for each key followed the first time."""
+    data = source.read(KEY_RECORDS_PATH)
+    if data is None:
+        return trust.TrustChain(keys)
+    try:
+        iss, tokens = trust.read_key_records(data)
+    except ClaimsError as exc:
+        raise InputError(f"{source.where}/{KEY_RECORDS_PATH}: {exc}") from None
+    chain = trust.closure(keys, tokens, iss=iss)
+    notes = findings
+    for _, record in sorted(chain.records.items()):
+        kid = record.key.kid
+        if kid in keys or kid in state.rotations:
+            continue
+        state.rotations.append(kid)
+        notes.append(
+            {
+                "note": "key_rotation",
+                "kid": kid,
+                "endorsed_by": record.signer,
+                "detail": f"the log's key records endorse key {kid} (signed by "
+                f"{record.signer}): followed as one of the log's keys",
+            }
+        )
+    for kid, revocation in chain.revocations.items():
+        mark = f"revoked:{kid}"
+        if mark not in state.rotations:
+            state.rotations.append(mark)
+            notes.append(
+                {
+                    "note": "key_revoked",
+                    "kid": kid,
+                    "revoked_at": revocation.revoked_at,
+                    "detail": revocation.describe(),
+                }
+            )
+    return chain
+
+
+def checkpoint_alarm(
+    chain: trust.TrustChain, note: Note, size: int, leaf: bytes
+) -> tuple[Finding, Evidence] | None:
+    """SPEC §13.2 as `verify-proof` has it: a checkpoint is dated by `leaf`, the newest head it
+    covers; after a revocation it needs a signature by a key not revoked. The alarm and its
+    evidence, or None."""
+    try:
+        iat: int = leaf_claims(leaf)["iat"]
+    except CapabilityAnchorError:
+        return None  # not a head: the head rules name why (`invalid_head_leaf`)
+    gone = revoked_checkpoint(note, iat, chain.keys, chain.revocations)
+    if not gone:
+        return None
+    finding: Finding = {
+        "alarm": "key_revoked_signature",
+        "size": size,
+        "detail": f"history/checkpoint: covers a head signed at iat {iat} (index {size - 1}) "
+        "but carries no signature by a key that is not revoked: "
+        + "; ".join(r.describe() for r in gone),
+    }
+    evidence = {f"leaf-{size - 1}": leaf}
+    evidence.update({f"revocation-{r.kid}.jws": r.token.encode("ascii") for r in gone})
+    return finding, evidence

@@ -89,26 +89,25 @@ def _inline(
         ahead.close()
 
 
-_worker_source: LogSource | None = None  # in a worker process, set by its initializer
-_worker_keys: KeySet | None = None
-_worker_revoked: Mapping[str, Revocation] = {}
+# In a worker process, set by its initializer: its source, the keys, the revocations.
+_worker: tuple[LogSource, KeySet, Mapping[str, Revocation]] | None = None
 
 
 def _start_worker(
     where: str, keys: KeySet, deadline: float, revoked: Mapping[str, Revocation]
 ) -> None:
-    global _worker_source, _worker_keys, _worker_revoked
+    global _worker
     # A kill -9 of the monitor must not leave its workers waiting on their queue for ever
     # (the parent-sentinel watch only: the pool may be started from any thread of it).
     watch_parent()
-    _worker_source, _worker_keys = open_source(where, deadline=deadline), keys
-    _worker_revoked = revoked
+    _worker = open_source(where, deadline=deadline), keys, revoked
 
 
 def _check_batch(items: list[Item]) -> list[Problem]:
-    if _worker_source is None or _worker_keys is None:
+    if _worker is None:
         raise RuntimeError("_check_batch runs only in a worker started by Signatures")
-    return list(_inline(_worker_source, _worker_keys, items, _worker_revoked))
+    source, keys, revoked = _worker
+    return list(_inline(source, keys, items, revoked))
 
 
 class Signatures:

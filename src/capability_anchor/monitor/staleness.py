@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
 
 from capability_anchor.errors import CapabilityAnchorError, InputError
 from capability_anchor.merkle import HASH_SIZE, TILE_WIDTH, TreeEdge
@@ -16,7 +15,7 @@ from capability_anchor.note import Checkpoint
 from capability_anchor.note.signed import b64decode
 from capability_anchor.read.source import FolderSource, LogSource, split_bundle, where_of
 
-from .heads import leaf_claims
+from .heads import Finding, leaf_claims
 
 
 def _iso(t: float) -> str:
@@ -26,17 +25,15 @@ def _iso(t: float) -> str:
 def missing(
     source: LogSource,
     state: states.MonitorState,
-    *,
-    now: float,
-    max_lag: float,
-    state_dir: Path,
-    findings: list[dict[str, Any]],
+    options: states.MonitorOptions,
+    findings: list[Finding],
 ) -> None:
     """No checkpoint served (404, no file): exit 2 naming where, until it lasted past `max_lag`
     since the first run that found it so; then `checkpoint_missing`. Before any checkpoint was seen
     there is nothing to miss."""
     if not state.size:
         return
+    now, max_lag, state_dir = options.now(), options.max_lag, options.state_dir
     if state.missing_since is None:
         state.missing_since = now
         states.save(state_dir, state, state.size)
@@ -70,7 +67,7 @@ def older(
     state: states.MonitorState,
     checkpoint: Checkpoint,
     state_dir: Path,
-    findings: list[dict[str, Any]],
+    findings: list[Finding],
 ) -> bool:
     """Whether `checkpoint` is smaller than the last seen and its root is that of the first `size`
     leaves this monitor proved (a lagging mirror: `checkpoint_older`); any other smaller one: False
@@ -104,11 +101,12 @@ def older(
 
 
 def check(
-    source: LogSource, state: states.MonitorState, *, now: float, max_lag: float, state_dir: Path
-) -> dict[str, Any] | None:
+    source: LogSource, state: states.MonitorState, options: states.MonitorOptions
+) -> Finding | None:
     """The warning when the heads are past the checkpoint for longer than `max_lag`, else None;
     measured from the first run that saw it (or an unsealed head's `iat`; a sealed head's would
     overstate the lag)."""
+    now, max_lag = options.now(), options.max_lag
     leaf = leaf_past(source, state.size)
     behind = state.behind
     if leaf is None:
@@ -123,7 +121,7 @@ def check(
             behind.since = min(behind.since, float(claims["iat"]))
     if behind != state.behind:
         state.behind = behind
-        states.save(state_dir, state, state.size)
+        states.save(options.state_dir, state, state.size)
     if behind is None or now - behind.since <= max_lag:
         return None
     return {

@@ -6,7 +6,6 @@ so every size can be proven).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from capability_anchor import head as heads
@@ -21,7 +20,7 @@ from capability_anchor.merkle import (
 from capability_anchor.merkle.nodes import resolve
 from capability_anchor.note import TYPE_ED25519, Policy, format_vkey, parse_policy
 from capability_anchor.note.proof import format_tlog_proof
-from capability_anchor.store import HISTORY_ORIGIN, CosignatureRow, HistoryLeaf, Store, TileRow
+from capability_anchor.store import HISTORY_ORIGIN, CosignatureRow, HistoryLeaf, Store
 
 from .tiles import stored_tiles
 
@@ -39,15 +38,6 @@ class NoteKeyHolder(Protocol):
 
 # The history's key in the shared tile cache: no day (`YYYY-MM-DD`) can be spelled so.
 _NAMESPACE = "history"
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryInclusion:
-    """A head's history leaf and its RFC 9162 inclusion path in the history of `size`."""
-
-    leaf: HistoryLeaf
-    size: int
-    path: list[bytes]
 
 
 class HistoryReader:
@@ -70,10 +60,6 @@ class HistoryReader:
     def iter_leaves(self) -> Iterator[HistoryLeaf]:
         """Every stored leaf, by index (the audit)."""
         return self._store.iter_history()
-
-    def iter_tiles(self) -> Iterator[TileRow]:
-        """Every stored history tile (the audit)."""
-        return self._store.iter_history_tiles()
 
     def _nodes(self, size: int, cached: bool = True) -> TileNodes:
         get = stored_tiles(self._store.history_tile, size, "the history")
@@ -104,13 +90,12 @@ class HistoryReader:
             raise NotFound(f"no published head has history leaf hash {leaf_hash.hex()}")
         return found
 
-    def inclusion(self, leaf_hash: bytes, size: int | None = None) -> HistoryInclusion:
-        """The inclusion proof of the head whose history leaf hash is `leaf_hash`, in the
+    def inclusion(self, leaf_hash: bytes, size: int | None = None) -> list[bytes]:
+        """The inclusion path of the head whose history leaf hash is `leaf_hash`, in the
         history of `size` (default: now), which must already hold that head."""
         leaf = self.leaf(leaf_hash)
         size = self._size(size, at_least=leaf.index + 1)
-        path = resolve(inclusion_nodes(leaf.index, size), self._nodes(size).node)
-        return HistoryInclusion(leaf, size, path)
+        return resolve(inclusion_nodes(leaf.index, size), self._nodes(size).node)
 
     def consistency(self, first: int, second: int | None = None) -> list[bytes]:
         """The RFC 9162 consistency proof from history size `first` to `second` (default:
@@ -202,20 +187,20 @@ class HistoryReader:
         cover the head yet)."""
         leaf = self.leaf(leaf_hash)
         note = self.served_checkpoint(size)
-        covered = _size_of(note)
+        covered = size_of(note)
         if size is None and covered <= leaf.index:
             covered = self._store.checkpoint_size()
             note = self.served_checkpoint(covered)
-        inclusion = self.inclusion(leaf_hash, covered)
+        path = self.inclusion(leaf_hash, covered)
         row = self._store.head(leaf.day, leaf.tree_size, leaf.sealed)
         if row is None:  # pragma: no cover - the store's trigger keeps leaves heads
             raise StoreError(f"history leaf {leaf.index} is no stored head")
         token = heads.parse_document(row.doc).jws.encode("ascii")
         # Built unchecked: the note is our own stored checkpoint, the path our own tiles'.
-        return format_tlog_proof(leaf.index, inclusion.path, note, token)
+        return format_tlog_proof(leaf.index, path, note, token)
 
 
-def _size_of(note: bytes) -> int:
+def size_of(note: bytes) -> int:
     """The size line of a stored checkpoint note (its second line)."""
     return int(note.split(b"\n", 2)[1])
 

@@ -19,26 +19,21 @@ from capability_anchor.merkle.nodes import resolve
 from capability_anchor.store import EntryRow, HeadRow, StampRow, Store
 from capability_anchor.strictjson import is_int
 
-from .history_proofs import HistoryReader
+from .history_proofs import HistoryReader, NoteKeyHolder
 from .tiles import PublishedTiles, stored_tiles
 
 if TYPE_CHECKING:
-    from capability_anchor.keys import KeySet, SigningKey
+    pass
 
 MAX_INT = 2**63 - 1  # SQLite's integers
 
 
-class Origin(Protocol):
+class Origin(NoteKeyHolder, Protocol):
     """Whose log this is: read at each use, since an embedding program may set `public_url`
     after opening (the service does, from its settings)."""
 
     iss: str
     public_url: str
-    key: SigningKey  # whose note key signs the history's checkpoints
-
-    def signing_key(self) -> SigningKey: ...  # the key that signs now (after a rotation)
-
-    def published_keys(self) -> KeySet: ...  # every key not revoked
 
 
 def bounded(value: int, what: str) -> int:
@@ -93,11 +88,10 @@ class LogReader:
         """SPEC §6 head selection: without a size the newest head of the day (the sealed one
         once sealed); with a size the unsealed head of that size, else the sealed one."""
         parse_day(day)
-        if tree_size is not None:
-            bounded(tree_size, "tree size")
         if tree_size is None:
             found = self._store.newest_head(day)
         else:
+            bounded(tree_size, "tree size")
             found = self._store.head(day, tree_size, False) or self._store.head(
                 day, tree_size, True
             )

@@ -1,9 +1,6 @@
-"""Where a monitor reads a log: its HTTP read API or an export folder (SPEC §6, §8, §12.4).
-
-Both answer the same questions by path; a missing resource is None (HTTP 404, no file),
-anything else that goes wrong is an InputError (exit 2): the monitor cannot tell a broken
-network from a broken log, so it never raises an alarm for I/O.
-"""
+"""Where a monitor or `recover` reads a log: its HTTP read API or an export folder (SPEC §6, §8,
+§12.4), by path. A missing resource is None (HTTP 404, no file), anything else that goes wrong an
+InputError (exit 2): a broken network looks like a broken log, so I/O never raises an alarm."""
 
 from __future__ import annotations
 
@@ -41,17 +38,6 @@ class LogSource(Protocol):
     def read_ahead(self, paths: list[str]) -> ReadAhead: ...
 
     def close(self) -> None: ...
-
-
-class _OnDemand:
-    def __init__(self, read: Callable[[str], bytes | None]) -> None:
-        self._read = read
-
-    def take(self, path: str) -> bytes | None:
-        return self._read(path)
-
-    def close(self) -> None:
-        pass
 
 
 class _InFlight:
@@ -141,7 +127,9 @@ class FolderSource:
         return read_file(file, limit=FETCH_LIMIT)  # bounded as over HTTP
 
     def read_ahead(self, paths: list[str]) -> ReadAhead:
-        return _OnDemand(self.read)
+        return self  # a folder is read on demand: `take` is `read`
+
+    take = read
 
     def close(self) -> None:
         pass
@@ -220,6 +208,18 @@ def read_bundles(
             yield split_bundle(where_of(source, path), data, width)
     finally:
         ahead.close()
+
+
+def read_leaves(
+    source: LogSource, prefix: str, start: int, size: int, bundles: int | None = None
+) -> Iterator[list[bytes]]:
+    """The entries `start`.. of the tree at `size`, bundle by bundle (at most `bundles`)."""
+    first = start // TILE_WIDTH
+    indices = list(range(first, (size - 1) // TILE_WIDTH + 1))[:bundles] if start < size else []
+    skip = start - first * TILE_WIDTH
+    for bundle in read_bundles(source, prefix, size, indices):
+        yield bundle[skip:]
+        skip = 0
 
 
 def split_bundle(where: str, data: bytes, width: int) -> list[bytes]:

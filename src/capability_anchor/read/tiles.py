@@ -48,14 +48,18 @@ class _Resources:
         self._bytes = 0
         self._lock = threading.Lock()  # the event loop and worker threads read at once
 
-    def get(self, key: tuple[str, TileRequest]) -> bytes | None:
+    def get(self, key: tuple[str, TileRequest], make: Callable[[], bytes]) -> bytes:
+        """The resource kept under `key`, else `make()`'s (kept when small enough)."""
         with self._lock:
             data = self._items.get(key)
             if data is not None:
                 self._items.move_to_end(key)
-            return data
+                return data
+        data = make()
+        self._put(key, data)
+        return data
 
-    def put(self, key: tuple[str, TileRequest], data: bytes) -> None:
+    def _put(self, key: tuple[str, TileRequest], data: bytes) -> None:
         if len(data) > self.max_bytes // 4:
             return
         with self._lock:
@@ -85,12 +89,7 @@ class PublishedTiles:
             return low < MAX_SIZE and store.has_head_between(day, low, min(high, MAX_SIZE))
 
         _published(request, has_size_in, what)
-        key = (day, request)
-        data = self._cache.get(key)
-        if data is None:
-            data = self._day(day, request, what)
-            self._cache.put(key, data)
-        return data
+        return self._cache.get((day, request), lambda: self._day(day, request, what))
 
     def _day(self, day: str, request: TileRequest, what: str) -> bytes:
         store = self._store
@@ -108,12 +107,7 @@ class PublishedTiles:
         newest = store.history_size()
         # Every size 1..newest is published.
         _published(request, lambda low, high: low <= newest, what)
-        key = (HISTORY, request)
-        data = self._cache.get(key)
-        if data is None:
-            data = self._history(request, what)
-            self._cache.put(key, data)
-        return data
+        return self._cache.get((HISTORY, request), lambda: self._history(request, what))
 
     def _history(self, request: TileRequest, what: str) -> bytes:
         store = self._store

@@ -28,7 +28,7 @@ from capability_anchor.metrics.service import observe, set_state
 from capability_anchor.store import Scrub
 from capability_anchor.store.damage import Damage, describe, found
 from capability_anchor.witness.client import Witnessing
-from capability_anchor.witness.client.episodes import FAILED
+from capability_anchor.witness.client.schedule import FAILED
 
 log = logging.getLogger("capability_anchor.background")
 TICK_S = 1.0

@@ -92,12 +92,9 @@ class Sent:
 class Verdict:
     kind: str
     detail: str
-    cosignatures: tuple[tuple[Signature, int], ...] = ()
-    """(line, timestamp) of each verified cosignature by the witness (COSIGNED)."""
-    witness_size: int | None = None
-    """The size the witness says it last cosigned (a 409)."""
-    answered: bool = True
-    """False when no answer came (unreachable, the deadline, a broken exchange)."""
+    cosignatures: tuple[tuple[Signature, int], ...] = ()  # (line, timestamp), when COSIGNED
+    witness_size: int | None = None  # the size the witness says it last cosigned (a 409)
+    answered: bool = True  # False: no answer (unreachable, the deadline, a broken exchange)
 
 
 def judge(answer: Answer, sent: Sent, *, now: int) -> Verdict:

@@ -38,15 +38,13 @@ from .client import (
     post_async,
     request_body,
 )
-from .episodes import REFUSED, UNREACHABLE
 
 if TYPE_CHECKING:
     from httpx import AsyncClient
 
     from capability_anchor.log import Log
 
-Offload = Callable[..., Awaitable[Any]]
-"""Runs a blocking function off the event loop: `await offload(fn, *args)`."""
+Offload = Callable[..., Awaitable[Any]]  # `await offload(fn, *args)`: fn off the event loop
 
 log = logging.getLogger("capability_anchor.witnessing")
 
@@ -58,6 +56,9 @@ UNKNOWN_RETRY_S = 3600.0
 
 # WitnessState.status
 OK, RETRY, STOPPED = "ok", "retry", "stopped"
+# Outcome.problem (an episode kind): answered, but not with a cosignature (403/404, 409, 422,
+# 429, 5xx, a bad answer); no answer (the connection failed, the deadline passed).
+REFUSED, UNREACHABLE = "refused", "unreachable"
 # Outcome.result: cosigned now, nothing to submit, failed (retried later), stopped.
 CURRENT, STOPPED_RESULT = "current", "stopped"
 
@@ -71,7 +72,7 @@ class Outcome:
     size: int
     result: str
     detail: str
-    problem: str | None = None  # when it failed: `episodes.REFUSED` or `UNREACHABLE`
+    problem: str | None = None  # when it failed: REFUSED or UNREACHABLE
 
     @property
     def ok(self) -> bool:
@@ -190,16 +191,6 @@ def _exclusive(log_: Log, name: str, wait: bool) -> Iterator[bool]:
         os.close(fd)  # releases the flock
 
 
-def _counted(sent: Sent, verdict: Verdict, started: float) -> Verdict:
-    # Witness names come from the stored policy: a bounded set of labels.
-    m = observe()
-    name = sent.witness.name
-    # The duration first: a scrape that sees the exchange counted then sees its duration too.
-    m.witness_seconds.labels(name).observe(time.monotonic() - started)
-    m.witness_requests.labels(name, verdict.kind).inc()
-    return verdict
-
-
 async def _ask(
     log_: Log, sent: Sent, send: Callable[[bytes], Awaitable[Answer]], offload: Offload
 ) -> Verdict:
@@ -211,10 +202,16 @@ async def _ask(
     try:
         answer = await send(body)
     except WitnessError as exc:
-        return _counted(sent, Verdict(FAILED, str(exc), answered=False), started)
-    now = int(log_.clock())
-    verdict: Verdict = await offload(lambda: judge(answer, sent, now=now))
-    return _counted(sent, verdict, started)
+        verdict = Verdict(FAILED, str(exc), answered=False)
+    else:
+        now = int(log_.clock())
+        verdict = await offload(lambda: judge(answer, sent, now=now))
+    # Witness names come from the stored policy: a bounded set of labels. The duration first:
+    # a scrape that sees the exchange counted then sees its duration too.
+    m = observe()
+    m.witness_seconds.labels(sent.witness.name).observe(time.monotonic() - started)
+    m.witness_requests.labels(sent.witness.name, verdict.kind).inc()
+    return verdict
 
 
 def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> tuple[Outcome, int]:
@@ -241,7 +238,8 @@ def _store(log_: Log, before: WitnessState, sent: Sent, verdict: Verdict) -> tup
     problem = None
     if verdict.kind != COSIGNED:
         problem = REFUSED if verdict.answered else UNREACHABLE
-    outcome = Outcome(name, sent.old, sent.size, _result(verdict), verdict.detail, problem)
+    result = {COSIGNED: COSIGNED, STOP: STOPPED_RESULT}.get(verdict.kind, FAILED)
+    outcome = Outcome(name, sent.old, sent.size, result, verdict.detail, problem)
     return outcome, stored
 
 
@@ -311,14 +309,6 @@ def retry_delay(failures: int) -> float:
     """30 s after the first failure, doubling, at most an hour, jittered by ±20%."""
     delay = RETRY_FIRST_S * float(1 << min(max(failures, 1) - 1, 20))
     return min(RETRY_MAX_S, delay * random.uniform(0.8, 1.2))  # noqa: S311 (jitter)
-
-
-def _result(verdict: Verdict) -> str:
-    if verdict.kind == COSIGNED:
-        return COSIGNED
-    if verdict.kind == STOP:
-        return STOPPED_RESULT
-    return FAILED
 
 
 def _report(outcome: Outcome, stored: int) -> None:

@@ -1,7 +1,7 @@
-"""When the log submits to its witnesses: one round now (`cosign`), and the service's
-schedule (`Witnessing`): at most one submission per witness per interval, places handed out
-oldest first (docs/explanation/procedures.md).
-"""
+"""When the log submits to its witnesses: one round now (`cosign`), and the service's schedule
+(`Witnessing`): at most one submission per witness per interval, places handed out oldest first
+(docs/explanation/procedures.md). Its problems are episodes (`Episodes`): one log line when one
+starts, one when it ends, never one per tick (issue #21)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from capability_anchor.errors import CapabilityAnchorError
@@ -17,7 +18,6 @@ from capability_anchor.log.policies import check_policy, stored_policy, submitte
 from capability_anchor.note import Policy, PolicyWitness
 
 from .client import DEFAULT_DEADLINE_S
-from .episodes import FAILED, POLICY, Episodes
 from .rounds import STOPPED, STOPPED_RESULT, Outcome, submit, submit_async
 
 if TYPE_CHECKING:
@@ -28,13 +28,108 @@ if TYPE_CHECKING:
 _logger = logging.getLogger("capability_anchor.witnessing")
 
 MAX_PARALLEL = 16  # witnesses asked at once by `cosign`
-MAX_IN_FLIGHT = 64
-"""Submissions the service has in flight at once (each an open connection, no thread)."""
-STORE_THREADS = 4
-"""Threads for the store's steps of the service's submissions (reads, proofs, the write)."""
+MAX_IN_FLIGHT = 64  # submissions the service has in flight (each an open connection, no thread)
+STORE_THREADS = 4  # threads for the store's steps of the service's submissions
+# Between two submissions to one witness, whatever the interval: a witness answering at once
+# (a 403 retried at the next interval) is never asked in a loop.
 MIN_GAP_S = 1.0
-"""Between two submissions to one witness, whatever the interval: a witness answering at
-once (a 403 retried at the next interval) is never asked in a loop."""
+
+
+POLICY = "policy"  # the stored policy cannot be used now (its log lines name no current key)
+FAILED = "failed"  # the submission failed on the log's side (a busy store)
+
+
+@dataclass(frozen=True)
+class ProblemState:
+    """One (witness, kind)'s counters, as `Episodes.snapshot` returns them."""
+
+    witness: str
+    problem: str
+    active: bool  # an episode of it is going on now
+    episodes: int  # how many started (each logged once)
+    occurrences: int  # how many times it was seen (failed submissions, skipped rounds)
+    since: float | None  # the wall time the current episode started
+    detail: str  # its newest message
+
+
+@dataclass
+class _Counts:
+    episodes: int = 0
+    occurrences: int = 0
+    since: float | None = None
+    detail: str = ""
+
+
+class Episodes:
+    """The problems of one process's witnessing (thread-safe)."""
+
+    def __init__(self, logger: logging.Logger, clock: Callable[[], float] = time.time) -> None:
+        self._log = logger
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], _Counts] = {}
+
+    def seen(self, witness: str, problem: str, detail: str, level: int = logging.WARNING) -> None:
+        """PROBLEM was seen now: logged if it starts an episode, else counted."""
+        ended: list[tuple[str, _Counts]] = []
+        with self._lock:
+            counts = self._counts.setdefault((witness, problem), _Counts())
+            counts.occurrences += 1
+            counts.detail = detail
+            starts = counts.since is None
+            if starts:
+                counts.episodes += 1
+                counts.since = self._clock()
+                ended = self._end_locked(witness, keep=problem)
+        for kind, other in ended:
+            self._ended(witness, kind, other, f"now {problem}")
+        if starts:
+            self._log.log(
+                level,
+                "%s: %s (logged once: the next line says when it ends)",
+                _who(witness),
+                detail,
+            )
+
+    def cleared(self, witness: str, problem: str | None = None) -> None:
+        """WITNESS's episode of PROBLEM (default: any) has ended: one line each."""
+        with self._lock:
+            ended = self._end_locked(witness, keep=None, only=problem)
+        for kind, counts in ended:
+            self._ended(witness, kind, counts, "resolved")
+
+    def _end_locked(
+        self, witness: str, keep: str | None, only: str | None = None
+    ) -> list[tuple[str, _Counts]]:
+        ended: list[tuple[str, _Counts]] = []
+        for (name, kind), counts in self._counts.items():
+            if name != witness or kind == keep or counts.since is None:
+                continue
+            if only is not None and kind != only:
+                continue
+            ended.append((kind, _Counts(counts.episodes, counts.occurrences, counts.since)))
+            counts.since = None
+        return ended
+
+    def _ended(self, witness: str, kind: str, counts: _Counts, how: str) -> None:
+        lasted = self._clock() - (counts.since or 0.0)
+        self._log.info(
+            "%s: the %s problem has ended (%s after %.0f s)", _who(witness), kind, how, lasted
+        )
+
+    def snapshot(self) -> list[ProblemState]:
+        """Every (witness, kind) seen so far, sorted (what a metrics endpoint exports)."""
+        with self._lock:
+            return [
+                ProblemState(
+                    w, k, c.since is not None, c.episodes, c.occurrences, c.since, c.detail
+                )
+                for (w, k), c in sorted(self._counts.items())
+            ]
+
+
+def _who(witness: str) -> str:
+    return f"witness {witness}" if witness else "witnessing"
 
 
 def run_round(
@@ -73,10 +168,8 @@ class Witnessing:
         self.interval = interval
         self.deadline = deadline
         self.max_in_flight = in_flight
-        self.on_outcome = on_outcome
-        """Called with each submission's outcome and its duration in seconds (metrics)."""
-        self.problems = Episodes(_logger, log.clock)
-        """Each witness's (and the policy's) problems: logged once per episode, counted."""
+        self.on_outcome = on_outcome  # each submission's outcome and its seconds (metrics)
+        self.problems = Episodes(_logger, log.clock)  # each witness's and the policy's
         self._monotonic = monotonic
         self._policy: tuple[bytes, tuple[str, ...], Policy] | None = None
         self._last: dict[str, float] = {}
@@ -149,19 +242,23 @@ class Witnessing:
         exchange waits there, the store's steps in `STORE_THREADS` threads. A failure of the
         log's own side (a busy store) is an episode too, and re-raised."""
         import anyio
+        import httpx
 
         started = time.monotonic()
         try:
-            if self._offload is None:
+            if self._client is None:
                 limiter = anyio.CapacityLimiter(STORE_THREADS)
 
                 async def offload(fn: Callable[..., Any], *args: Any) -> Any:
                     return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
 
                 self._offload = offload
-            client = self._http()
+                limits = httpx.Limits(
+                    max_connections=self.max_in_flight, max_keepalive_connections=0
+                )
+                self._client = httpx.AsyncClient(follow_redirects=False, limits=limits)
             outcome = await submit_async(
-                self.log, witness, client, self._offload, deadline=self.deadline
+                self.log, witness, self._client, self._offload, deadline=self.deadline
             )
         except Exception as exc:  # the episode names it; the caller's task holds it
             self.problems.seen(witness.name, FAILED, f"the submission failed: {exc!r}")
@@ -169,29 +266,18 @@ class Witnessing:
         finally:
             with self._lock:
                 self._in_flight.discard(witness.name)
-        self._account(outcome, time.monotonic() - started)
+        if self.on_outcome is not None:
+            self.on_outcome(outcome, time.monotonic() - started)
+        # One episode line for a problem that starts or ends, never one per submission.
+        if outcome.ok:
+            self.problems.cleared(outcome.witness)
+        elif outcome.problem is not None:
+            level = logging.ERROR if outcome.result == STOPPED_RESULT else logging.WARNING
+            self.problems.seen(outcome.witness, outcome.problem, outcome.detail, level)
         return outcome
-
-    def _http(self) -> AsyncClient:
-        if self._client is None:
-            import httpx
-
-            limits = httpx.Limits(max_connections=self.max_in_flight, max_keepalive_connections=0)
-            self._client = httpx.AsyncClient(follow_redirects=False, limits=limits)
-        return self._client
 
     async def aclose(self) -> None:
         """Close the HTTP client (the service's shutdown, after the submissions ended)."""
         if self._client is not None:
             await self._client.aclose()
             self._client = None
-
-    def _account(self, outcome: Outcome, seconds: float) -> None:
-        """One episode line for a problem that starts or ends, never one per submission."""
-        if self.on_outcome is not None:
-            self.on_outcome(outcome, seconds)
-        if outcome.ok:
-            self.problems.cleared(outcome.witness)
-        elif outcome.problem is not None:
-            level = logging.ERROR if outcome.result == STOPPED_RESULT else logging.WARNING
-            self.problems.seen(outcome.witness, outcome.problem, outcome.detail, level)

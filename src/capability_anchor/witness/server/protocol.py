@@ -31,8 +31,7 @@ from capability_anchor.store.witness import Cosigned, WitnessStore
 
 MAX_PROOF_LINES = 63
 HASH_SIZE = 32
-MAX_BODY = 64 * 1024
-"""A checkpoint with 100 signatures and 63 proof lines is under 20 KiB."""
+MAX_BODY = 64 * 1024  # a checkpoint with 100 signatures and 63 proof lines is under 20 KiB
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 SIZE_CONTENT_TYPE = "text/x.tlog.size"
 
