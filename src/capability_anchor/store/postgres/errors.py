@@ -20,6 +20,8 @@ from capability_anchor.errors import (
 )
 from capability_anchor.store.sql import Kinds, classified, refused
 
+# The server went away or the connection broke: a COMMIT's outcome is then unknown.
+_GONE = ("57P01", "57P02", "57P03", "08")
 # SQLSTATE classes and codes (PostgreSQL's Appendix A) and what each is for an operator.
 _BY_STATE: Kinds = (
     (("53100",), StoreFull, "the database's disk is full"),
@@ -27,7 +29,7 @@ _BY_STATE: Kinds = (
     (("25006",), StoreReadOnly, "the database is read-only (a standby, or read-only mode)"),
     (("XX001", "XX002"), StoreCorrupt, "the database reports damaged data"),
     (("40001", "40P01", "55P03"), StoreBusy, "another writer held the log's rows"),
-    (("57P01", "57P02", "57P03", "08"), StoreIOError, "the database server is unavailable"),
+    (_GONE, StoreIOError, "the database server is unavailable"),
     # The server ended a session that stalled inside its transaction (this process was
     # paused): nothing of the transaction is stored, and the next one gets a new session.
     (("25P03",), StoreIOError, "the database ended a transaction that stalled"),
@@ -71,10 +73,8 @@ def outcome_lost(exc: psycopg.Error) -> bool:
     """Whether `exc`, raised by a COMMIT, leaves its outcome unknown: the connection broke
     or the server went away (it may have made the commit durable first), rather than a
     refusal the server answered with (then nothing was committed)."""
-    state = exc.sqlstate or ""
-    if not state:
-        return isinstance(exc, psycopg.OperationalError)
-    return state.startswith("08") or state in ("57P01", "57P02", "57P03")
+    state = exc.sqlstate
+    return state.startswith(_GONE) if state else isinstance(exc, psycopg.OperationalError)
 
 
 def _first(exc: psycopg.Error) -> str:
