@@ -94,6 +94,27 @@ def test_attack_a_tamper_by_the_owner_is_reported(
     assert named in " ".join(problems), problems
 
 
+def test_attack_a_stale_index_is_reported_once(postgres: PgServer, tmp_path: Path) -> None:
+    """Rows changed under an index left stale (`indisready` off meanwhile): the audit names the
+    index once (the engine's catalog findings and the audit's re-derivation both ran it)."""
+    name = a_log(postgres, tmp_path / "data")
+    with postgres.connect(name) as owner:
+        for statement in (
+            "UPDATE pg_index SET indisready = false WHERE indexrelid = 'entries_by_hash'::regclass",
+            "ALTER TABLE entries DISABLE TRIGGER entries_no_update",
+            "UPDATE entries SET leaf_hash = sha256(leaf_hash) WHERE leaf_index < 3",
+            "ALTER TABLE entries ENABLE TRIGGER entries_no_update",
+            "UPDATE pg_index SET indisready = true WHERE indexrelid = 'entries_by_hash'::regclass",
+        ):
+            owner.execute(statement.encode())
+    code, report, err = audit(tmp_path / "data")
+    assert code == 1, (report, err)
+    problems = report["problems"]
+    assert isinstance(problems, list)
+    stale = [p for p in problems if p.startswith("index entries_by_hash does not match")]
+    assert len(stale) == 1, problems
+
+
 def test_attack_a_damaged_page_on_disk_is_reported(postgres: PgServer, tmp_path: Path) -> None:
     """Bytes of the entries table's first page overwritten while the server is stopped:
     what a bad disk does. The audit says so (pg_amcheck, or the read it breaks)."""
