@@ -164,27 +164,24 @@ class SqliteWitnessStore:
         except sqlite3.Error as exc:
             raise store_error(exc, f"cannot open the witness store {path}") from None
         store = cls(conn, path)
-        store._migrate()
-        return store
-
-    def _migrate(self) -> None:
-        with self._txn("IMMEDIATE"):
-            (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+        with store._txn("IMMEDIATE"):
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
             if version > WITNESS_SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self._path} has witness schema {version}; this version reads up to "
+                    f"{path} has witness schema {version}; this version reads up to "
                     f"{WITNESS_SCHEMA_VERSION}"
                 )
             for step in range(version + 1, WITNESS_SCHEMA_VERSION + 1):
                 for statement in split_sql(MIGRATIONS[step]):
-                    self._conn.execute(statement)
+                    conn.execute(statement)
                 if step == 2:  # the rows of version 1's logs (SQLite has no SHA-256)
-                    origins = [o for (o,) in self._conn.execute("SELECT origin FROM logs")]
-                    self._conn.executemany(
+                    origins = conn.execute("SELECT origin FROM logs").fetchall()
+                    conn.executemany(
                         "INSERT INTO origin_hashes VALUES (?, ?)",
-                        [(origin_hash(o), o) for o in origins],
+                        [(origin_hash(o), o) for (o,) in origins],
                     )
-                self._conn.execute(f"PRAGMA user_version={step}")
+                conn.execute(f"PRAGMA user_version={step}")
+        return store
 
     @contextmanager
     def _txn(self, mode: str = "DEFERRED") -> Iterator[None]:
