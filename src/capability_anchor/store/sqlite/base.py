@@ -5,6 +5,7 @@ thread (docs/explanation/store.md, "Module notes")."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
 import threading
@@ -64,6 +65,37 @@ def read_error(path: Path, exc: sqlite3.Error | UnicodeDecodeError) -> StoreErro
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in str(exc):
         return StoreCorrupt(f"{path} is damaged: {exc}")
     return StoreError(f"cannot read the log at {path}: {exc}")
+
+
+def connect(target: Path | str, *, uri: bool = False) -> sqlite3.Connection:
+    """A connection as every store here opens one: no implicit transactions (each BEGIN is
+    written), shared by threads behind the caller's lock, a lock waited for up to
+    `BUSY_TIMEOUT_MS` (Python sets SQLite's busy timeout from `timeout`)."""
+    timeout = BUSY_TIMEOUT_MS / 1000
+    return sqlite3.connect(
+        target, uri=uri, timeout=timeout, isolation_level=None, check_same_thread=False
+    )
+
+
+def durable(conn: sqlite3.Connection) -> None:
+    """WAL, fsynced at every commit (FULL: an acknowledged write survives power loss, not only
+    a process crash), with foreign keys enforced."""
+    for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON"):
+        conn.execute(f"PRAGMA {pragma}")
+
+
+def private(path: Path) -> None:
+    """Create `path` empty and 0600 before SQLite opens it: SQLite gives the -wal and -shm it
+    makes later the database file's mode, so all three stay private to the owner."""
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """End what is open. SQLite may already have rolled back (disk full, I/O error): that is not
+    an error of its own, and the error that got us here is the one to report."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 class SqliteBase(Store):
@@ -129,14 +161,7 @@ class SqliteBase(Store):
             if self._closed:
                 raise StoreError(f"the log at {self.path} is closed")
             try:
-                conn = sqlite3.connect(
-                    self.path,
-                    timeout=BUSY_TIMEOUT_MS / 1000,
-                    isolation_level=None,
-                    # Closed by `close()`, which may run on another thread.
-                    check_same_thread=False,
-                )
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn = connect(self.path)  # closed by `close()`, maybe on another thread
                 conn.execute("PRAGMA query_only = ON")
                 conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
             except sqlite3.Error as exc:
@@ -148,9 +173,8 @@ class SqliteBase(Store):
         """Copy the WAL back into the database from a thread of its own, and keep it bounded
         (`wal.py` says how and why)."""
         if self._wal is None:
-            self._wal = wal.WalUpkeep(
-                self.path, CHECKPOINT_INTERVAL_S, BUSY_TIMEOUT_MS, self._write_lock
-            )
+            conn = connect(self.path)
+            self._wal = wal.WalUpkeep(self.path, conn, CHECKPOINT_INTERVAL_S, self._write_lock)
             # The writer's own automatic checkpoints become a rarely needed safety net.
             self._writer.execute("PRAGMA wal_autocheckpoint = 100000")
 
@@ -189,7 +213,8 @@ class SqliteBase(Store):
         with self._write_lock:
             local.writing = True
             try:
-                self._rollback()  # a transaction left open by a failure never absorbs this one
+                # A transaction left open by a failure never absorbs this one.
+                rollback(self._writer)
                 try:
                     self._writer.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:
@@ -204,20 +229,13 @@ class SqliteBase(Store):
                     if self._wal is not None:
                         self._wal.after_commit(self._writer, wal_before, BUSY_TIMEOUT_MS)
                 except sqlite3.Error as exc:
-                    self._rollback()
+                    rollback(self._writer)
                     raise self._failed(exc, "the commit failed") from None
                 except BaseException:
-                    self._rollback()
+                    rollback(self._writer)
                     raise
             finally:
                 local.writing = False
-
-    def _rollback(self) -> None:
-        if self._writer.in_transaction:
-            # SQLite may already have rolled back (disk full, I/O error): that is not an error
-            # of its own, and the error that got us here is the one to report.
-            with contextlib.suppress(sqlite3.Error):
-                self._writer.execute("ROLLBACK")
 
     @contextmanager
     def read(self) -> Iterator[None]:

@@ -22,7 +22,7 @@ from capability_anchor.store.interface import Scrub, Store
 from capability_anchor.store.rows import SCHEMA_VERSION
 
 from . import SqliteStore
-from .base import BUSY_TIMEOUT_MS, CACHE_KIB, DB_NAME, PAGE_SIZE, read_error, store_error
+from .base import CACHE_KIB, DB_NAME, PAGE_SIZE, connect, durable, private, read_error, store_error
 from .schema import migrate
 
 _SIDE = ("-wal", "-shm")
@@ -50,7 +50,7 @@ class Scrubber:
         finding = None
         uri = f"{(self.data_dir / DB_NAME).resolve().as_uri()}?mode=ro"
         try:
-            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+            conn = connect(uri, uri=True)
         except sqlite3.Error:
             return None  # the store's own opening names what is wrong with the file
         with self._lock:
@@ -101,12 +101,6 @@ def _known(path: Path, version: int) -> None:
         )
 
 
-def _private(path: Path) -> None:
-    """Create `path` empty and 0600 before SQLite opens it: SQLite gives the -wal and -shm it
-    makes later the database file's mode, so all three stay private to the owner."""
-    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
-
-
 class SqliteEngine(Engine):
     scheme = "sqlite"
 
@@ -140,7 +134,7 @@ class SqliteEngine(Engine):
         tmp = data_dir / f".{DB_NAME}.init"
         for leftover in (tmp, *(tmp.with_name(tmp.name + side) for side in _SIDE)):
             leftover.unlink(missing_ok=True)  # from a crashed init: it never became the log
-        _private(tmp)
+        private(tmp)
         store = _connect(tmp, create=True)
         try:
             with store.write():
@@ -203,9 +197,7 @@ class SqliteEngine(Engine):
             uri = f"{copy.resolve().as_uri()}?mode=ro"
         conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(
-                uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
-            )
+            conn = connect(uri, uri=True)
             _known(path, int(conn.execute("PRAGMA user_version").fetchone()[0]))
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             _discard(conn, scratch)
@@ -239,10 +231,10 @@ class SqliteEngine(Engine):
         meanwhile, and under a steady write load it would never finish. The source is opened
         with no pragma that writes and is never migrated."""
         path = _log(where, "nothing to back up")
-        _private(dest)
+        private(dest)
         src = dst = None
         try:
-            src = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            src = connect(path)
             version = int(src.execute("PRAGMA user_version").fetchone()[0])
             if not 1 <= version <= SCHEMA_VERSION:
                 raise StoreError(
@@ -284,28 +276,18 @@ class SqliteEngine(Engine):
 def _connect(path: Path, *, create: bool) -> SqliteStore:
     conn: sqlite3.Connection | None = None
     try:
-        # isolation_level=None: no implicit transactions; write() issues BEGIN IMMEDIATE.
-        # check_same_thread=False: the HTTP service's worker threads share one writer
-        # behind the Log's lock.
-        conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
+        conn = connect(path)  # the service's threads share it, behind the Log's lock
         # Look before touching: a file that is not ours is refused before any pragma
         # below could write to it (journal_mode=WAL rewrites the header).
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         _known(path, version)
         if version == 0 and not create:
             raise StoreError(f"{path} is not a capability-anchor log (schema version 0)")
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if create:
             # Before the first table (and WAL) fixes it: rows of ~400 bytes fill 8 KiB
             # pages better than 4 KiB ones (docs/explanation/store.md, where the bytes go).
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        # FULL: the WAL is fsynced at every commit, so an acknowledged append survives
-        # power loss, not only a process crash.
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA foreign_keys = ON")
+        durable(conn)
         # REPLACE conflict resolution then fires the DELETE triggers too.
         conn.execute("PRAGMA recursive_triggers = ON")
         # The dedupe index is keyed by random hashes: every batch touches pages all over

@@ -24,7 +24,7 @@ class WalUpkeep:
     it itself before it writes on."""
 
     def __init__(
-        self, db: Path, interval_s: float, busy_timeout_ms: int, write_lock: threading.Lock
+        self, db: Path, conn: sqlite3.Connection, interval_s: float, write_lock: threading.Lock
     ) -> None:
         self.wal = db.with_name(db.name + "-wal")
         self.limit, self.soft = WAL_LIMIT_BYTES, WAL_TRUNCATE_BYTES
@@ -32,9 +32,6 @@ class WalUpkeep:
         # One checkpoint at a time in this process (taken after the write lock, never before).
         self._checkpoint_lock = threading.Lock()
         self._stop = threading.Event()
-        conn = sqlite3.connect(
-            db, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
-        )
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute(f"PRAGMA busy_timeout = {WAL_WAIT_MS}")
         self._thread = threading.Thread(

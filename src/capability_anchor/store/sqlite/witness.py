@@ -5,11 +5,10 @@ WAL with `synchronous=FULL` (a cosignature is answered only once durable), `adva
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from capability_anchor.store.witness import (
     WitnessedLog,
 )
 
-from .base import BUSY_TIMEOUT_MS, store_error
+from .base import connect, durable, private, rollback, store_error
 from .migrations import split_sql
 
 WITNESS_DB_NAME = "witness.sqlite3"
@@ -135,8 +134,7 @@ class SqliteWitnessStore:
         path = data_dir / WITNESS_DB_NAME
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
-            # 0600 before SQLite opens it: its -wal and -shm get the same mode.
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+            private(path)
         except FileExistsError:
             raise Conflict(
                 f"a witness already exists at {path}; refusing to overwrite it"
@@ -161,37 +159,29 @@ class SqliteWitnessStore:
     @classmethod
     def _connect(cls, path: Path) -> SqliteWitnessStore:
         try:
-            conn = sqlite3.connect(
-                path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn = connect(path)
+            durable(conn)
         except sqlite3.Error as exc:
             raise store_error(exc, f"cannot open the witness store {path}") from None
         store = cls(conn, path)
-        store._migrate()
-        return store
-
-    def _migrate(self) -> None:
-        with self._txn("IMMEDIATE"):
-            (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+        with store._txn("IMMEDIATE"):
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
             if version > WITNESS_SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self._path} has witness schema {version}; this version reads up to "
+                    f"{path} has witness schema {version}; this version reads up to "
                     f"{WITNESS_SCHEMA_VERSION}"
                 )
             for step in range(version + 1, WITNESS_SCHEMA_VERSION + 1):
                 for statement in split_sql(MIGRATIONS[step]):
-                    self._conn.execute(statement)
+                    conn.execute(statement)
                 if step == 2:  # the rows of version 1's logs (SQLite has no SHA-256)
-                    origins = [o for (o,) in self._conn.execute("SELECT origin FROM logs")]
-                    self._conn.executemany(
+                    origins = conn.execute("SELECT origin FROM logs").fetchall()
+                    conn.executemany(
                         "INSERT INTO origin_hashes VALUES (?, ?)",
-                        [(origin_hash(o), o) for o in origins],
+                        [(origin_hash(o), o) for (o,) in origins],
                     )
-                self._conn.execute(f"PRAGMA user_version={step}")
+                conn.execute(f"PRAGMA user_version={step}")
+        return store
 
     @contextmanager
     def _txn(self, mode: str = "DEFERRED") -> Iterator[None]:
@@ -208,9 +198,7 @@ class SqliteWitnessStore:
             except sqlite3.Error as exc:
                 raise store_error(exc, "the witness store refused a write") from None
             finally:
-                if conn.in_transaction:
-                    with suppress(sqlite3.Error):  # the error that got us here is the one
-                        conn.execute("ROLLBACK")
+                rollback(conn)
 
     # --- WitnessStore ---------------------------------------------------------------------
 
@@ -337,14 +325,12 @@ class SqliteWitnessStore:
                 conn.execute("RELEASE step")
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            rollback(conn)
             error = store_error(exc, "the witness store could not commit")
             for pending in batch:
                 pending.result, pending.error = None, pending.error or error
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            rollback(conn)
             raise
         finally:
             for pending in batch:
