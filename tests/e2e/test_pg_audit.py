@@ -134,3 +134,4 @@ def test_an_index_that_no_longer_matches_its_table_is_a_finding(
     with store.snapshot():
         mismatches = store.index_mismatches()
     assert any("entries_by_hash" in m for m in mismatches), mismatches
+    assert any("entries_by_hash" in p for p in findings(store))

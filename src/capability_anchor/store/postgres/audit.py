@@ -199,8 +199,9 @@ class PostgresAudit(PostgresBase):
                 # pg_amcheck before any read of the rows: damage it finds is named even when
                 # a read that follows cannot go on.
                 problems += self._amcheck(checked)
-                # The indexes are re-derived by the audit itself (`index_mismatches`), once.
+                mismatches = self.index_mismatches()
                 checked["indexes"] = len(self._exec(_INDEXES, (list(_TABLES),)))
+                problems += mismatches
         except StoreError as exc:
             return EngineFindings([], {}, -1, exc)
         return EngineFindings(problems, checked, schema.log_schema_version(version))
