@@ -13,7 +13,7 @@ keep it):
   2. meanwhile samples the WAL file's size every few milliseconds (the maximum is the
      figure; goal <= 64 MB), and a reader process (this script again, `--reader-child`)
      opens the same log and at a fixed rate (`--read-rate`) looks up a random entry
-     (`Log.read.entry`) and proves a random covered one (`Log.proof`): their p50/p99/max,
+     (`Log.store.entry`) and proves a random covered one (`Log.proof`): their p50/p99/max,
      so a checkpoint that stalls shows up there;
   3. then the fast floor (tools/writefloors.py) on the same records, in the same run: its
      write rate, and its database's bytes per record after a full checkpoint;
@@ -93,12 +93,12 @@ def reader_child(data: Path, rate: float, stop: Path) -> None:
     due = time.perf_counter()
     try:
         while not stop.exists():
-            head = log.read.newest_head(DAY)
+            head = log.store.newest_head(DAY)
             size = 0 if head is None else head.tree_size
             if size:
                 i = rng.randrange(size)
                 t0 = time.perf_counter()
-                if log.read.entry(DAY, i) is None:
+                if log.store.entry(DAY, i) is None:
                     raise SystemExit(f"entry {i} missing")
                 t1 = time.perf_counter()
                 log.proof(DAY, rng.randrange(size))

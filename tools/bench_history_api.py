@@ -95,8 +95,8 @@ def build(data: Path, heads: int) -> tuple[str, list[bytes]]:
         took = time.monotonic() - began
         say(f"built {heads:,} heads in {took:.1f} s  (load average {loadavg()})")
     with Log.open(data, background_checkpoints=False) as log:
-        hashes = [leaf.leaf_hash for leaf in log.read.history.iter_leaves()]
-        day = max(row.day for row in log.read.all_heads())
+        hashes = [leaf.leaf_hash for leaf in log.store.iter_history()]
+        day = max(row.day for row in log.store.all_heads())
     if len(hashes) < heads:
         raise SystemExit(f"the log in {data} has a history of {len(hashes)}, not {heads}")
     return day, hashes

@@ -88,7 +88,7 @@ def build(root: Path) -> tuple[Path, Path, Path, Path, int]:
         log.seal()
         record = log.record(sub="s500")
         export(log, root / "export")
-        size = log.read.history.checkpoint_size()
+        size = log.store.checkpoint_size()
         text = parse_note(log.read.history.checkpoint(size)).text
         policy = _policy(log, witnesses)
         with log.store.write():

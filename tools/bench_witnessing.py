@@ -58,7 +58,7 @@ async def run(interval: float, seconds: float) -> dict[str, float]:
 
             def timed_checkpoint() -> bytes | None:
                 doc = checkpoint()
-                size = log.read.history.size()
+                size = log.store.history_size()
                 published.setdefault(size, time.monotonic())
                 return doc
 

@@ -101,7 +101,7 @@ def witness_new_checkpoints(log: Log, clock: Clock) -> None:
     witness = test_witness()
     history = log.read.history
     done = max((row.size for row in _cosigned(log)), default=0)
-    for size in range(done + 1, history.checkpoint_size() + 1):
+    for size in range(done + 1, log.store.checkpoint_size() + 1):
         text = parse_note(history.checkpoint(size)).text
         timestamp = int(clock.t) + 5
         line = witness.cosign(text, timestamp)
@@ -114,8 +114,8 @@ def witness_new_checkpoints(log: Log, clock: Clock) -> None:
 def _cosigned(log: Log) -> list[CosignatureRow]:
     return [
         row
-        for size in range(1, log.read.history.checkpoint_size() + 1)
-        for row in log.read.history.cosignatures(size)
+        for size in range(1, log.store.checkpoint_size() + 1)
+        for row in log.store.cosignatures(size)
     ]
 
 

@@ -324,7 +324,7 @@ def test_real_answers_have_exactly_the_documented_members(tmp_path: Path) -> Non
     with Log.open(h.data, background_checkpoints=False) as log:
         with log.store.write():
             log.store.set_policy(b"quorum none\n", 0)
-        first_head = next(log.read.history.iter_leaves()).leaf_hash.hex()
+        first_head = next(log.store.iter_history()).leaf_hash.hex()
     calls: list[tuple[str, str, str, dict[str, Any]]] = [
         ("GET", "/healthz", "/healthz", {}),
         ("GET", "/roots", "/roots", {}),

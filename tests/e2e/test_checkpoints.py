@@ -91,7 +91,7 @@ def test_the_vkey_is_the_origin_the_key_id_and_the_key(made: History) -> None:
 def test_aics_tlog_verifies_a_stored_checkpoint(made: History) -> None:
     peer = ensure_venv()
     with made.open() as log:
-        size = log.read.history.checkpoint_size()
+        size = log.store.checkpoint_size()
         answer = run_peer(
             peer,
             {
@@ -113,7 +113,7 @@ def test_the_origin_stays_when_the_public_url_changes(made: History, tmp_path: P
         log.append([record(DAY5, 50)])
         copy.clock.t += 60
         assert log.checkpoint() is not None
-        size = log.read.history.checkpoint_size()
+        size = log.store.checkpoint_size()
         assert log.read.history.checkpoint(size).startswith(f"{ORIGIN}\n{size}\n".encode())
 
 
@@ -199,7 +199,7 @@ def test_the_served_checkpoint_is_the_newest_meeting_the_quorum(
     a, b = "wa.example/w", "wb.example/w"
     with copy.open() as log:
         history = log.read.history
-        newest = history.checkpoint_size()
+        newest = log.store.checkpoint_size()
         # No policy: the newest, with whatever it has.
         assert history.served_checkpoint() == history.checkpoint(newest)
         with log.store.write():

@@ -74,15 +74,15 @@ def check_history(data: Path) -> None:
     naive = Naive(hashes)
     with Log.open(data) as log:
         history = log.read.history
-        assert history.size() == len(hashes)
+        assert log.store.history_size() == len(hashes)
         for n in range(1, len(hashes) + 1):
             assert history.root(n) == naive.root(n)
         for i, h in enumerate(hashes):
             for n in sorted({i + 1, len(hashes)}):
-                proof = history.inclusion(h, n)
-                assert (proof.leaf.index, proof.size) == (i, n)
-                assert proof.path == naive.inclusion(i, n)[0]
-                verify_inclusion(h, i, n, proof.path, naive.root(n))
+                path = history.inclusion(h, n)
+                assert history.leaf(h).index == i
+                assert path == naive.inclusion(i, n)[0]
+                verify_inclusion(h, i, n, path, naive.root(n))
         for m in range(1, len(hashes) + 1):
             path = history.consistency(m)
             assert path == naive.consistency(m, len(hashes))[0]
@@ -127,7 +127,7 @@ def test_a_head_out_of_order_is_refused_and_nothing_is_stored(
 ) -> None:
     copy = made.copy(tmp_path / "data")
     with copy.open() as log:
-        before = log.read.history.size()
+        before = log.store.history_size()
         writer = log.writer
         for day, size, sealed in [
             (DAY5, 2, False),
@@ -137,7 +137,7 @@ def test_a_head_out_of_order_is_refused_and_nothing_is_stored(
         ]:
             with pytest.raises(Conflict), writer.lock, log.store.write():
                 writer.sign_head(day, size, sealed, 0)
-        assert log.read.history.size() == before
+        assert log.store.history_size() == before
     check_history(copy.data)
 
 

@@ -128,7 +128,7 @@ def test_front_page_of_a_log_with_unsealed_heads_only(tmp_path: Path) -> None:
     with Log.open(tmp_path / "data", clock=clock) as log:
         log.append([observation(n, "home") for n in range(3)])
         log.checkpoint()
-        row = log.read.newest_published()
+        row = log.store.newest_published()
         assert row is not None and not row.sealed
     app = create_app(Settings(data_dir=tmp_path / "data", background=False, clock=clock))
     with TestClient(app) as c:
@@ -546,9 +546,9 @@ def test_front_page_of_unsealed_heads_with_a_cosigned_checkpoint_in_chromium(
         with log.writer.lock, log.store.write():
             log.store.set_policy(policy, int(log.clock()))
         assert submit(log, parse_policy(policy).witnesses[0]).result == "cosigned"
-        head = log.read.newest_published()
-        size = log.read.history.size()
-        assert head is not None and not head.sealed and log.read.sealed_heads() == []
+        head = log.store.newest_published()
+        size = log.store.history_size()
+        assert head is not None and not head.sealed and log.store.sealed_heads() == []
         with serving(data, "--checkpoint-interval", "3600") as server:
             page = visit(chromium, server.url + "/", tmp_path / "chromium")
             with server.client() as c:

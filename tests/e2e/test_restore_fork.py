@@ -372,12 +372,12 @@ def test_attack_a_409_naming_a_larger_size_is_believed_only_through_the_monitori
                 log.append([observation(0, tag)])
                 log.checkpoint()
             assert [o.result for o in run_round(log)] == ["cosigned"]
-            published = log.read.history.size()
+            published = log.store.history_size()
         restore(tmp_path / "backup", data)
         with Log.open(data) as log:
             log.append([observation(0, "after")])
             log.checkpoint()
-            ours = log.read.history.size()
+            ours = log.store.history_size()
             outcomes = run_round(log)
             assert [o.result for o in outcomes] == ["stopped"], outcomes
             state = behind_state(data)

@@ -58,7 +58,7 @@ def _early_log(data: Path, clock: Clock) -> tuple[dict[str, Any], HeadRow]:
         log.append([observation(n, "early", iss=ISS) for n in range(2)])
         log.checkpoint()
         early = log.record(sub="example:early-0")
-        head = log.read.newest_published()
+        head = log.store.newest_published()
     assert head is not None
     return early, head
 
@@ -427,7 +427,7 @@ def test_compromised_drops_the_old_log_line_and_the_new_key_vouches_for_the_poli
     with Log.open(data) as log:
         stored = log.store.policy()
         new_vkey = log.read.history.vkey()
-        statement = log.read.meta()[POLICIES_META]
+        statement = log.store.meta()[POLICIES_META]
     assert stored is not None
     assert {e.verifier.vkey() for e in parse_policy(stored).logs} == {new_vkey}
     assert json.loads(b64url_decode(statement.split(".")[0]))["kid"] == kid_file(data)

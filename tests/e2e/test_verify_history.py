@@ -143,7 +143,7 @@ def tlog_proof(
 def _history_heads(log: Log) -> list[heads.Head]:
     """The published heads in SPEC §12.1's order, read back from the log's history leaves."""
     found = []
-    for leaf in log.read.history.iter_leaves():
+    for leaf in log.store.iter_history():
         row = log.read.head_for(leaf.day, leaf.tree_size)
         doc = heads.parse_document(row.doc)
         if doc.sealed != leaf.sealed:  # head_for prefers the unsealed head of a size
@@ -196,7 +196,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         key = log.key
         leaves = _history_heads(log)
         entries = [bytes.fromhex(e["leaf_hash"]) for e in log.entries(DAY1)]
-        assert log.read.history.size() == log.read.history.checkpoint_size() == 3
+        assert log.store.history_size() == log.store.checkpoint_size() == 3
         assert log.read.history.origin() == ORIGIN
         for size in (1, 2, 3):
             assert log.read.history.root(size) == history_root(leaves, size)

@@ -58,7 +58,7 @@ def grow(log: Log, n: int, tag: str) -> int:
     """Append N records and publish a head; the history's size after it."""
     log.append([observation(i, tag) for i in range(n)])
     log.checkpoint()
-    return log.read.history.size()
+    return log.store.history_size()
 
 
 def new_log(tmp: Path, clock: Clock | None = None, heads: int = 2) -> Log:
@@ -83,7 +83,7 @@ def one(log: Log, witness: TestWitness, **kw: object):  # type: ignore[no-untype
     """One submission to WITNESS, stored as the policy (a witness the stored policy does not
     list gets nothing stored)."""
     text = policy_of(witness)
-    if log.read.history.policy() != text:
+    if log.store.policy() != text:
         set_policy(log, text)
     policy = parse_policy(text)
     return submit(log, policy.witnesses[0], **kw)  # type: ignore[arg-type]
@@ -104,7 +104,7 @@ def stored(log: Log, size: int) -> list:  # type: ignore[type-arg]
 
 def test_a_witness_cosigns_each_new_checkpoint_with_a_consistency_proof(tmp_path: Path) -> None:
     with new_log(tmp_path) as log, TestWitness("witness.test/w1", log.read.history.vkey()) as w:
-        n = log.read.history.size()
+        n = log.store.history_size()
         outcome = one(log, w)
         assert (outcome.result, outcome.old, outcome.size) == ("cosigned", 0, n)
         assert w.requests[0] == b"old 0\n\n" + log.read.history.checkpoint(n)
@@ -128,7 +128,7 @@ def test_a_witness_cosigns_each_new_checkpoint_with_a_consistency_proof(tmp_path
 
 def test_a_second_cosignature_of_one_size_is_not_stored(tmp_path: Path) -> None:
     with new_log(tmp_path) as log, TestWitness("witness.test/w1", log.read.history.vkey()) as w:
-        n = log.read.history.size()
+        n = log.store.history_size()
         assert one(log, w).result == "cosigned"
         # The witness cosigns size n again (we lost our state): the first line stays.
         with log.writer.lock, log.store.write():
@@ -193,7 +193,7 @@ def test_each_fault_gets_spec_12_3_s_behaviour_and_sealing_goes_on(
         new_log(tmp_path, clock) as log,
         TestWitness("witness.test/w1", log.read.history.vkey()) as w,
     ):
-        n = log.read.history.size()
+        n = log.store.history_size()
         w.mode, w.conflict_size = mode, n + 5 if conflict is None else conflict
         if mode == "down":
             w.down()
@@ -220,7 +220,7 @@ def test_a_409_below_our_size_is_retried_once_from_the_witness_s_size(tmp_path: 
         new_log(tmp_path, clock, heads=3) as log,
         TestWitness("witness.test/w1", log.read.history.vkey()) as w,
     ):
-        n = log.read.history.size()
+        n = log.store.history_size()
         # The witness cosigned size 2 before (our record of it was lost).
         two = parse_note(log.read.history.checkpoint(2)).text.split("\n")
         w.state[ORIGIN] = (2, base64.b64decode(two[2]))
@@ -285,7 +285,7 @@ def test_a_hanging_witness_never_delays_background_checkpoints_or_seals(tmp_path
             for k in range(6):
                 await asyncio.to_thread(log.append, [observation(k, "bg")])
                 await asyncio.sleep(1.2)  # a tick or so: a head per append
-                sizes.append(log.read.history.size())
+                sizes.append(log.store.history_size())
             clock.t += DAY  # past midnight: sealed at the next tick
             await asyncio.sleep(1.5)
             sealed = log.store.sealed_head(utc_day(clock.t - DAY))
@@ -337,7 +337,7 @@ def test_serve_submits_to_its_witnesses_and_a_hanging_one_costs_nothing(tmp_path
             while time.monotonic() < deadline and not _cosigned_up_to_date(data, 4):
                 time.sleep(0.2)
         with Log.open(data) as log:
-            size = log.read.history.size()
+            size = log.store.history_size()
             assert size >= 4, "a head per append, while one witness hung"
             with log.store.read():
                 rows = list(log.store.iter_cosignatures())
@@ -428,7 +428,7 @@ def test_aics_witness_cosigns_our_checkpoints(tmp_path: Path) -> None:
             for k in range(2):
                 [outcome] = run_round(log)
                 assert outcome.result == "cosigned", (outcome.detail, aics.log())
-                n = log.read.history.size()
+                n = log.store.history_size()
                 [row] = stored(log, n)
                 note = parse_note(log.read.history.checkpoint(n) + row.line.encode() + b"\n")
                 assert check_cosignatures(note, policy, at=int(time.time())).ok
@@ -545,7 +545,7 @@ def test_kill_9_during_witnessing_leaves_the_audit_clean(tmp_path: Path) -> None
         TestWitness("witness.test/w1", log.read.history.vkey()) as w,
     ):
         set_policy(log, policy_of(w))
-        notes = {k: log.read.history.checkpoint(k) for k in range(1, log.read.history.size() + 1)}
+        notes = {k: log.read.history.checkpoint(k) for k in range(1, log.store.history_size() + 1)}
         data = log.data_dir
         w.mode = "hang"
         for delay in (0.3, 0.6, 1.0):
@@ -576,7 +576,7 @@ def test_kill_9_during_witnessing_leaves_the_audit_clean(tmp_path: Path) -> None
         # Witnessing goes on: old 0 gets a 409 naming the size it cosigned, retried from it.
         w.delay = 0.0
         [outcome] = run_round(log)
-        assert (outcome.result, outcome.old) == ("cosigned", log.read.history.size())
+        assert (outcome.result, outcome.old) == ("cosigned", log.store.history_size())
         assert audit_store(log).ok
 
 

@@ -167,5 +167,5 @@ def build(data: Path) -> Built:
         clock.t = now
         log.append([record(today, n) for n in range(3)])
         assert log.checkpoint() is not None
-        heads = sorted((row.doc for row in log.read.all_heads()), key=head_key)
+        heads = sorted((row.doc for row in log.store.all_heads()), key=head_key)
     return Built(data, d2, d1, today, now, heads)

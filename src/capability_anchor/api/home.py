@@ -159,7 +159,7 @@ def served_checkpoint(note: bytes) -> ServedCheckpoint:
 def _front_page_bytes(log: Any) -> bytes:
     """The page of the newest head, the served checkpoint and today, each left out when the
     log has none (or cannot say: the page still shows everything else)."""
-    row = log.read.newest_published()
+    row = log.store.newest_published()
     head = None
     if row is not None:
         head = NewestHead(row.day, row.tree_size, row.root.hex(), row.iat, row.sealed)

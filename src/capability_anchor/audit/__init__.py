@@ -36,7 +36,7 @@ def audit_store(
 ) -> AuditReport:
     """Re-derive and check the data dir; stamps chain to `tsa_ca`, else the stored TSA CAs."""
     report = AuditReport()
-    store = log.read
+    store = log.store
     if tsa_ca is None:
         tsa_ca = TsaConfig.resolve(log.config).cas() if log.config.get("tsa_ca") else []
     report.problems += logtrust.trust_problems(log)

@@ -27,7 +27,7 @@ def prove_copy(log: Log, data_dir: Path, staging: Path, progress: Progress) -> d
             moved, staging / "export-to", labelled(progress, "migrate: export the copy"), tiles=True
         )
     left, right = digest(staging / "export-from"), digest(staging / "export-to")
-    entries = sum(log.read.day_size(day) for day in log.read.entry_days())
+    entries = sum(log.store.day_size(day) for day in log.store.entry_days())
     audits = {}
     for name, where in (("from", data_dir), ("to", staging)):
         what = f"migrate: audit the {'source' if name == 'from' else 'copy'}"

@@ -269,7 +269,7 @@ def audit_history(
     reader = log.read.history
     ordered = sorted(all_heads, key=_key)
     by_key = {_key(h): _leaf_hash(report, h) for h in ordered}
-    stored = list(reader.iter_leaves())
+    stored = list(log.store.iter_history())
     _check_leaves(report, stored, by_key)
     size = len(ordered)
     # Every history size is a published one.
@@ -320,7 +320,7 @@ def audit_checkpoints(
     verifiers = [NoteVerifier(origin, key.raw) for key in keys]
     edge = TreeEdge()
     expected_size = 0
-    for size, note in history.iter_checkpoints():
+    for size, note in history.store.iter_checkpoints():
         if size > len(leaf_hashes):
             report.problems.append(
                 f"history: checkpoint {size} is beyond the history's {len(leaf_hashes)} leaves"

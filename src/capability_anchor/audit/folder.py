@@ -161,7 +161,7 @@ def _audit_saved_unsealed(
 def _cross_check(
     report: AuditReport, folder: Path, log: Log, sealed: dict[str, heads.Head]
 ) -> None:
-    store_sealed = {h.day: h for h in log.read.sealed_heads()}
+    store_sealed = {h.day: h for h in log.store.sealed_heads()}
     newest_file = max(sealed, default=None)
     for day, row in sorted(store_sealed.items()):
         path = folder / f"{day}.json"
@@ -204,9 +204,9 @@ def audit_index(
     ):
         report.problems.append(f"{folder / 'index.json'}: v or iss disagree with the heads")
     if log is not None:
-        want = canonical(log.roots(limit=max(1, len(log.read.sealed_heads()))))
+        want = canonical(log.roots(limit=max(1, len(log.store.sealed_heads()))))
         newest_file = max(sealed, default=None)
-        newest_log = log.read.last_sealed_day()
+        newest_log = log.store.last_sealed_day()
         if newest_file == newest_log and (folder / "index.json").read_bytes() != want:
             report.problems.append(f"{folder / 'index.json'} differs from the log's listing")
     days = index.get("days") if isinstance(index, dict) else None

@@ -61,7 +61,7 @@ def audit_stored_stamps(
     sealed: HeadRow | None,
     cas: Sequence[Certificate],
 ) -> None:
-    for stamp in log.read.stamps(day):
+    for stamp in log.store.stamps(day):
         where = f"day {day}: the stamp by {stamp.tsa}"
         if sealed is None or not parses(sealed):
             report.problems.append(f"{where} has no sealed head to stamp")
@@ -110,6 +110,6 @@ def audit_folder_stamps(
     elif tokens:
         report.problems.append(f"{tsr} is missing although {path.name} lists stamps")
     if log is not None:
-        want = canonical(timestamps_document(day, log.read.stamps(day)))
+        want = canonical(timestamps_document(day, log.store.stamps(day)))
         if path.read_bytes() != want:
             report.problems.append(f"{path} differs from the log's stamps of {day}")

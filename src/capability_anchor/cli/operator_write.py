@@ -68,7 +68,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     with open_log(args) as log:
         refuse_if_behind(log, args)
-        before = log.read.newest_unsealed(log.today())
+        before = log.store.newest_unsealed(log.today())
         doc = log.checkpoint()
         emit_doc(doc)
         if doc is None:

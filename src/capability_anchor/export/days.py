@@ -160,12 +160,12 @@ def tile_files(log: Log, outdir: Path, day_tiles: bool) -> list[tuple[Path, Made
     demand, since a day's entry bundles hold the whole day again."""
     read = log.read
     files: list[tuple[Path, Made]] = []
-    size = read.history.size()
+    size = log.store.history_size()
     for request in published_resources(range(1, size + 1), size):
         files.append((outdir / "history" / request.path, partial(read.tiles.history, request)))
     if day_tiles:
         by_day: dict[str, list[int]] = {}
-        for row in read.all_heads():
+        for row in log.store.all_heads():
             by_day.setdefault(row.day, []).append(row.tree_size)
         for day, sizes in sorted(by_day.items()):
             for request in published_resources(sizes, max(sizes)):
@@ -177,18 +177,18 @@ def history_files(log: Log, outdir: Path) -> list[tuple[Path, Made]]:
     """(path, maker of its bytes) of the rewritten history files (see the module
     docstring); none before the first head."""
     history = log.read.history
-    if history.size() == 0:
+    if log.store.history_size() == 0:
         return []
     served = history.served_checkpoint()
     files: list[tuple[Path, Made]] = [
         (outdir / "history" / "checkpoint", lambda: served),
         (outdir / "history" / "vkey", lambda: history.vkey().encode("utf-8") + b"\n"),
     ]
-    policy = history.policy()
+    policy = log.store.policy()
     if policy is not None:
         files.append((outdir / "history" / "policy", lambda: policy))
-    newest = history.served_checkpoint(history.checkpoint_size())
-    docs = {(r.day, r.sealed, r.tree_size): r.doc for r in log.read.all_heads()}
+    newest = history.served_checkpoint(log.store.checkpoint_size())
+    docs = {(r.day, r.sealed, r.tree_size): r.doc for r in log.store.all_heads()}
 
     def proof(leaf: HistoryLeaf) -> bytes:
         note = served if leaf.index < size_of(served) else newest
@@ -196,7 +196,7 @@ def history_files(log: Log, outdir: Path) -> list[tuple[Path, Made]]:
         token = heads.parse_document(docs[(leaf.day, leaf.sealed, leaf.tree_size)]).jws
         return format_tlog_proof(leaf.index, path, note, token.encode("ascii"))
 
-    for leaf in history.iter_leaves():
+    for leaf in log.store.iter_history():
         name = (
             f"{leaf.day}.tlog-proof" if leaf.sealed else f"{leaf.day}/{leaf.tree_size}.tlog-proof"
         )
@@ -221,7 +221,7 @@ def export(
 
 
 def _export(log: Log, outdir: Path, progress: Progress, tiles: bool) -> ExportReport:
-    store = log.read
+    store = log.store
     sealed = list(reversed(store.sealed_heads()))
     unsealed = [h for h in store.all_heads() if not h.sealed]
     immutable: list[tuple[Path, bytes | Made]] = []

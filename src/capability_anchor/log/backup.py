@@ -114,8 +114,8 @@ def _summary(dest: Path, db_name: str) -> tuple[int, bytes, dict[str, int]]:
         try:
             log = Log(stage, store, load_key_file(dest / datafiles.KEY_FILE), time.time)
             with store.snapshot():
-                days = {day: log.read.day_size(day) for day in log.read.entry_days()}
-                return log.read.history.size(), log.read.history.root(), days
+                days = {day: log.store.day_size(day) for day in log.store.entry_days()}
+                return log.store.history_size(), log.read.history.root(), days
         finally:
             store.close()
 

@@ -37,13 +37,13 @@ def issue_record(
     # Behind what it published, its newest entry may not be the world's: no token (§13.3).
     check_not_behind(log.data_dir)
     key = f"sub:{sub}" if sub is not None else f"url:{canonical_url(url)}"
-    read = log.read
-    indexed = read.server_entries(key)
+    read, store = log.read, log.store
+    indexed = store.server_entries(key)
     for day, index in indexed:
-        if read.newest_covering(day, index) is None:
+        if store.newest_covering(day, index) is None:
             continue  # not yet under a published head: an older entry may be
-        entry = read.entry(day, index)
-        accepted_at = read.accepted_at(day, index)
+        entry = store.entry(day, index)
+        accepted_at = store.accepted_at(day, index)
         if entry is None or accepted_at is None:
             raise StoreError(f"the server index names a missing entry {day}/{index}")
         claims = json.loads(entry.claims)
@@ -75,8 +75,8 @@ def issue_record(
     days = (today, prev_day(today))
     tails = []
     for day in days:
-        size = 0 if (newest := read.newest_head(day)) is None else newest.tree_size
-        tails.append((day, index_watermark(size, read.day_size(day), log.index_chunk)))
+        size = 0 if (newest := store.newest_head(day)) is None else newest.tree_size
+        tails.append((day, index_watermark(size, store.day_size(day), log.index_chunk)))
     raise NotFound(
         not_found_note(
             read, key, indexed=bool(indexed), days=days, needs=SERVER_MEMBERS, tails=tails

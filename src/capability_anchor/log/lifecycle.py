@@ -159,7 +159,7 @@ class Log:
     def self_check(self) -> None:
         """Refuse to run unless a trusted key verifies the newest head (of this `iss`) and
         the newest settings statement is the key file's and says what meta says."""
-        newest = self.read.newest_published()
+        newest = self.store.newest_published()
         if newest is not None:
             try:  # the plain claims beside the JWS are not compared here: the audit does
                 verified = heads.verify_document(newest.doc, self.keyset()).head

@@ -54,7 +54,7 @@ def store_policy(store: Store, key: SigningKey, iss: str, text: bytes, now: int)
 
 def vouch_unsigned(log: Log) -> None:
     """A log whose policies were stored before they were signed: sign them now."""
-    if not log.read.history.policy() or POLICIES_META in log.read.meta():
+    if not log.store.policy() or POLICIES_META in log.store.meta():
         return
     with log.writer.lock, log.store.write():
         if POLICIES_META not in log.store.meta():

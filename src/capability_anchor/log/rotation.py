@@ -97,7 +97,7 @@ class Activated:
 
 def pending_rotation(log: Log) -> PendingRotation | None:
     """The stored pending rotation, verified with the key file's key, or None."""
-    token = log.read.meta().get(PENDING)
+    token = log.store.meta().get(PENDING)
     if token is None:
         return None
     return verify_pending_rotation(token, KeySet.of(log.key.public), iss=log.iss)
@@ -118,7 +118,7 @@ def pending_problems(log: Log) -> list[str]:
         problems.append(
             f"meta.{PENDING}: it names key {found.kid}, which the key records do not endorse"
         )
-    revoking = log.read.meta().get(REVOKING)
+    revoking = log.store.meta().get(REVOKING)
     if revoking is not None:
         problems.append(
             f"meta.{REVOKING}: the revocation of key {revoking} by `rotate-key --compromised` "
@@ -182,7 +182,7 @@ def publish(data_dir: Path, log_open: Opener, notice: int = DEFAULT_NOTICE) -> P
                 _add_record(log, current, nxt.public, now)
                 log.store.set_meta(PENDING, token)
             found = verify_pending_rotation(token, KeySet.of(current.public), iss=log.iss)
-        vkey = note_vkey(log.read.meta(), log.keyset().get(found.kid))
+        vkey = note_vkey(log.store.meta(), log.keyset().get(found.kid))
         return Published(log.key.kid, found.kid, vkey, found.published, found.activate_at)
     finally:
         log.close()
@@ -215,7 +215,7 @@ def activate(
         nxt = _next_key(data_dir, found.kid if found is not None else None)
         backup = data_dir / backup_name(old.kid)
         _link_backup(data_dir / KEY_FILE, backup, old)
-        meta = log.read.meta()
+        meta = log.store.meta()
         old_vkey, new_vkey = note_vkey(meta, old.public), note_vkey(meta, nxt.public)
         with log.store.write():
             now = int(log.clock())

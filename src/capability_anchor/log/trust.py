@@ -38,7 +38,7 @@ def backup_name(kid: str) -> str:
 def trusted_chain(log: Log) -> trust.TrustChain:
     """The key file's key closed over the stored records (revoked keys included), cached
     until the records (append-only) or the key change."""
-    records = log.read.key_records()
+    records = log.store.key_records()
     cached = log._trust_cache
     marker = (log.key.kid, len(records), records[-1][0] if records else 0)
     if cached is not None and cached[0] == marker:
@@ -90,7 +90,7 @@ def current_key(log: Log) -> SigningKey:
 def settings_problems(log: Log) -> list[str]:
     """What is wrong with the stored settings statements (none, the newest not the key
     file's or not meta, an older one signed by no trusted key)."""
-    statements = log.read.settings_statements()
+    statements = log.store.settings_statements()
     if not statements:
         return ["the log has no signed settings statement (meta is not vouched for)"]
     problems: list[str] = []
@@ -105,7 +105,7 @@ def settings_problems(log: Log) -> list[str]:
     else:
         problems += [
             f"settings statement #{newest_id}: {d}"
-            for d in trust.settings_differences(signed, log.read.meta())
+            for d in trust.settings_differences(signed, log.store.meta())
         ]
     keys = log.keyset()
     for number, _, token in older:
@@ -127,7 +127,7 @@ def sign_settings(log: Log, key: SigningKey, reason: str) -> None:
 def check_settings(log: Log) -> None:
     """Start-up: the newest settings statement is the key file's and says what meta says;
     only the `SETTINGS_UNSIGNED` mark of an upgrade has unsigned settings signed now."""
-    if SETTINGS_UNSIGNED in log.read.meta():
+    if SETTINGS_UNSIGNED in log.store.meta():
         with log.store.write():
             if not log.store.settings_statements():
                 sign_settings(log, log.key, "upgrade")
@@ -147,7 +147,7 @@ def check_settings(log: Log) -> None:
 
 def trust_problems(log: Log) -> list[str]:
     """The audit of `keys` rows, rotation records, settings statements and their `added`."""
-    records = log.read.key_records()
+    records = log.store.key_records()
     found = trust.closure([log.key.public], [r[3] for r in records], iss=log.iss)
     problems = [f"key record #{records[p][0]}: {m}" for p, m in sorted(found.problems.items())]
     for position, record in sorted(found.records.items()):
@@ -158,7 +158,7 @@ def trust_problems(log: Log) -> list[str]:
                 f"{record.signer} -> {record.key.kid}"
             )
     listed: set[str] = set()
-    for kid, jwk in log.read.signing_keys():
+    for kid, jwk in log.store.signing_keys():
         listed.add(kid)
         try:
             key = KeySet.from_jwks({"keys": [json.loads(jwk)]}, require_thumbprints=True).get(kid)
@@ -174,7 +174,7 @@ def trust_problems(log: Log) -> list[str]:
         if kid not in listed:
             problems.append(f"keys table: trusted key {kid} is not listed")
     problems += settings_problems(log)
-    for number, kid, token in log.read.settings_statements():
+    for number, kid, token in log.store.settings_statements():
         # The column is what rotation dates a revocation by; the header is what was signed.
         try:
             signed_kid = jws.unverified_header(token).get("kid")
@@ -191,9 +191,9 @@ def trust_problems(log: Log) -> list[str]:
 def _added_problems(log: Log, records: list[tuple[int, str, str, str]]) -> list[str]:
     """`added` beside each statement and record is read with its `iat`: they must agree."""
     problems: list[str] = []
-    added = log.read.added_times()
+    added = log.store.added_times()
     signed = {
-        "settings": [(i, token) for i, _, token in log.read.settings_statements()],
+        "settings": [(i, token) for i, _, token in log.store.settings_statements()],
         "key_records": [(i, token) for i, _, _, token in records],
     }
     for table, rows in signed.items():
@@ -234,13 +234,13 @@ def _head_signatures(
     for row in history:
         state = "sealed" if row.sealed else "unsealed"
         yield f"head {row.day} size {row.tree_size} {state}", row.kid, row.iat
-    origin = log.read.meta().get(HISTORY_ORIGIN)
+    origin = log.store.meta().get(HISTORY_ORIGIN)
     if origin is None or not history:
         return
     wanted = set(revoked)
     by_id = {key_id(origin, TYPE_ED25519, k.raw): k.kid for k in log.keyset() if k.kid in wanted}
     dates = list(itertools.accumulate((h.iat for h in history), max))
-    for size, note in log.read.history.iter_checkpoints():
+    for size, note in log.store.iter_checkpoints():
         try:
             signatures = parse_note(note).signatures if 0 < size <= len(dates) else []
         except CapabilityAnchorError:
@@ -252,8 +252,8 @@ def _head_signatures(
 
 def _statements(log: Log) -> Iterator[Dated]:
     """The settings statements and the policies' statement, dated by their `iat`."""
-    signed = [(f"settings statement #{n}", t) for n, _, t in log.read.settings_statements()]
-    statement = log.read.meta().get(POLICIES_META)
+    signed = [(f"settings statement #{n}", t) for n, _, t in log.store.settings_statements()]
+    statement = log.store.meta().get(POLICIES_META)
     if statement is not None:
         signed.append((f"meta.{POLICIES_META}", statement))
     for what, token in signed:
@@ -315,7 +315,7 @@ def folder_trust_problems(folder: Path, log: Log) -> list[str]:
                 f"(no endorsement chain from the key file's key {log.key.kid})"
             )
     path = folder / trust.KEY_RECORDS_FILE
-    tokens = [token for _, _, _, token in log.read.key_records()]
+    tokens = [token for _, _, _, token in log.store.key_records()]
     if path.exists():
         try:
             iss, published_tokens = trust.read_key_records(path.read_bytes())

@@ -5,7 +5,6 @@ so every size can be proven).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from capability_anchor import head as heads
@@ -46,7 +45,7 @@ class HistoryReader:
     def __init__(
         self, store: Store, cache: TileCache | None = None, signer: NoteKeyHolder | None = None
     ) -> None:
-        self._store = store
+        self.store = store
         self._cache = cache
         self._signer = signer
         # What `/history/checkpoint` served, by `Store.witnessed_marker`: finding the newest
@@ -54,22 +53,15 @@ class HistoryReader:
         # the quorum down for a month), so it is found once per change, not per request.
         self._served: tuple[tuple[int, int, int], bytes] | None = None
 
-    def size(self) -> int:
-        return self._store.history_size()
-
-    def iter_leaves(self) -> Iterator[HistoryLeaf]:
-        """Every stored leaf, by index (the audit)."""
-        return self._store.iter_history()
-
     def _nodes(self, size: int, cached: bool = True) -> TileNodes:
-        get = stored_tiles(self._store.history_tile, size, "the history")
+        get = stored_tiles(self.store.history_tile, size, "the history")
         if not cached:
             return TileNodes(get)
         return TileNodes(get, cache=self._cache, namespace=_NAMESPACE)
 
     def _size(self, size: int | None, at_least: int = 0) -> int:
         """`size`, else the current size; refused unless at_least <= size <= current."""
-        current = self._store.history_size()
+        current = self.store.history_size()
         if size is None:
             size = current
         if not at_least <= size <= current:
@@ -85,7 +77,7 @@ class HistoryReader:
         return root_from(self._nodes(size, cached), size)
 
     def leaf(self, leaf_hash: bytes) -> HistoryLeaf:
-        found = self._store.history_leaf(leaf_hash)
+        found = self.store.history_leaf(leaf_hash)
         if found is None:
             raise NotFound(f"no published head has history leaf hash {leaf_hash.hex()}")
         return found
@@ -108,7 +100,7 @@ class HistoryReader:
     # --- checkpoints and cosignatures (SPEC §12.2-§12.4) ---------------------------------------
 
     def origin(self) -> str:
-        origin = self._store.meta().get(HISTORY_ORIGIN)
+        origin = self.store.meta().get(HISTORY_ORIGIN)
         if origin is None:
             raise NotFound("this log has no history origin yet (no writer has opened it)")
         return origin
@@ -130,29 +122,16 @@ class HistoryReader:
 
     def checkpoint(self, size: int) -> bytes:
         """The log-signed checkpoint note of `size`, without cosignatures."""
-        note = self._store.checkpoint_note(size)
+        note = self.store.checkpoint_note(size)
         if note is None:
             raise NotFound(
                 f"no checkpoint of history size {size} (the history has "
-                f"{self._store.checkpoint_size()})"
+                f"{self.store.checkpoint_size()})"
             )
         return note
 
-    def checkpoint_size(self) -> int:
-        return self._store.checkpoint_size()
-
-    def iter_checkpoints(self) -> Iterator[tuple[int, bytes]]:
-        """(size, log-signed note) of every stored checkpoint, by size (the audit)."""
-        return self._store.iter_checkpoints()
-
-    def cosignatures(self, size: int) -> list[CosignatureRow]:
-        return self._store.cosignatures(size)
-
-    def policy(self) -> bytes | None:
-        return self._store.policy()
-
     def parsed_policy(self) -> Policy | None:
-        text = self._store.policy()
+        text = self.store.policy()
         return None if text is None else parse_policy(text)
 
     def served_checkpoint(self, size: int | None = None) -> bytes:
@@ -161,8 +140,8 @@ class HistoryReader:
         stored policy's quorum, with those witnesses' newest lines in policy order, or, with
         no policy, `quorum none` or no such checkpoint yet, the newest with all it has."""
         if size is not None:
-            return _with_lines(self.checkpoint(size), self._store.cosignatures(size))
-        marker = self._store.witnessed_marker()
+            return _with_lines(self.checkpoint(size), self.store.cosignatures(size))
+        marker = self.store.witnessed_marker()
         served = self._served
         if served is not None and served[0] == marker:
             return served[1]
@@ -175,10 +154,10 @@ class HistoryReader:
             raise NotFound("the history has no checkpoint yet (no head is published)")
         policy = self.parsed_policy()
         if policy is not None and policy.quorum != "none":
-            met = _quorum_met(self._store, policy)
+            met = _quorum_met(self.store, policy)
             if met is not None:
                 return _with_lines(self.checkpoint(met[0]), list(met[1].values()))
-        return _with_lines(self.checkpoint(newest), self._store.cosignatures(newest))
+        return _with_lines(self.checkpoint(newest), self.store.cosignatures(newest))
 
     def tlog_proof(self, leaf_hash: bytes, size: int | None = None) -> bytes:
         """The C2SP tlog-proof of the head whose history leaf hash is `leaf_hash` (SPEC
@@ -189,10 +168,10 @@ class HistoryReader:
         note = self.served_checkpoint(size)
         covered = size_of(note)
         if size is None and covered <= leaf.index:
-            covered = self._store.checkpoint_size()
+            covered = self.store.checkpoint_size()
             note = self.served_checkpoint(covered)
         path = self.inclusion(leaf_hash, covered)
-        row = self._store.head(leaf.day, leaf.tree_size, leaf.sealed)
+        row = self.store.head(leaf.day, leaf.tree_size, leaf.sealed)
         if row is None:  # pragma: no cover - the store's trigger keeps leaves heads
             raise StoreError(f"history leaf {leaf.index} is no stored head")
         token = heads.parse_document(row.doc).jws.encode("ascii")

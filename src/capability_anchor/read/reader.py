@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from capability_anchor import head as heads
 from capability_anchor.encoding import parse_day
@@ -16,14 +16,11 @@ from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.head import proof_json
 from capability_anchor.merkle import TileCache, TileNodes, consistency_nodes, inclusion_nodes
 from capability_anchor.merkle.nodes import resolve
-from capability_anchor.store import EntryRow, HeadRow, StampRow, Store
+from capability_anchor.store import HeadRow, Store
 from capability_anchor.strictjson import is_int
 
 from .history_proofs import HistoryReader, NoteKeyHolder
 from .tiles import PublishedTiles, stored_tiles
-
-if TYPE_CHECKING:
-    pass
 
 MAX_INT = 2**63 - 1  # SQLite's integers
 
@@ -44,11 +41,10 @@ def bounded(value: int, what: str) -> int:
 
 
 class LogReader:
-    """Published heads, entries, tiles, stamps and key records of one log, and the proofs
-    and listings over them."""
+    """Head selection, proofs and listings of one log; its plain rows are read from `store`."""
 
     def __init__(self, store: Store, origin: Origin) -> None:
-        self._store = store
+        self.store = store
         self._origin = origin
         # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
         self._tile_cache = TileCache()
@@ -59,42 +55,15 @@ class LogReader:
 
     # --- heads -------------------------------------------------------------------------------
 
-    def all_heads(self) -> list[HeadRow]:
-        return self._store.all_heads()
-
-    def newest_head(self, day: str) -> HeadRow | None:
-        return self._store.newest_head(day)
-
-    def newest_unsealed(self, day: str) -> HeadRow | None:
-        return self._store.newest_unsealed(day)
-
-    def newest_published(self) -> HeadRow | None:
-        return self._store.newest_published()
-
-    def newest_covering(self, day: str, leaf_index: int) -> HeadRow | None:
-        return self._store.newest_covering(day, leaf_index)
-
-    def sealed_head(self, day: str) -> HeadRow | None:
-        return self._store.sealed_head(day)
-
-    def sealed_heads(self, before: str | None = None, limit: int | None = None) -> list[HeadRow]:
-        """Sealed heads, newest first."""
-        return self._store.sealed_heads(before, limit)
-
-    def last_sealed_day(self) -> str | None:
-        return self._store.last_sealed_day()
-
     def head_for(self, day: str, tree_size: int | None = None) -> HeadRow:
         """SPEC §6 head selection: without a size the newest head of the day (the sealed one
         once sealed); with a size the unsealed head of that size, else the sealed one."""
         parse_day(day)
         if tree_size is None:
-            found = self._store.newest_head(day)
+            found = self.store.newest_head(day)
         else:
             bounded(tree_size, "tree size")
-            found = self._store.head(day, tree_size, False) or self._store.head(
-                day, tree_size, True
-            )
+            found = self.store.head(day, tree_size, False) or self.store.head(day, tree_size, True)
         if found is None:
             what = f"day {day}" if tree_size is None else f"day {day} at size {tree_size}"
             raise NotFound(f"no published head for {what}")
@@ -107,50 +76,6 @@ class LogReader:
             "url": heads.anchor_url(self._origin.public_url, row.day, row.tree_size, row.sealed),
         }
 
-    # --- entries, tiles, the server index ------------------------------------------------------
-
-    def entry_days(self) -> list[str]:
-        return self._store.entry_days()
-
-    def day_size(self, day: str) -> int:
-        return self._store.day_size(day)
-
-    def entry(self, day: str, leaf_index: int) -> EntryRow | None:
-        return self._store.entry(day, leaf_index)
-
-    def entries_containing(self, day: str, start: int, needle: str, limit: int) -> list[EntryRow]:
-        return self._store.entries_containing(day, start, needle, limit)
-
-    def accepted_at(self, day: str, leaf_index: int) -> int | None:
-        return self._store.accepted_at(day, leaf_index)
-
-    def entry_rows(self, day: str, start: int, limit: int) -> list[EntryRow]:
-        return self._store.entries(day, start, limit)
-
-    def server_entries(self, key: str) -> list[tuple[str, int]]:
-        """(day, leaf index) of the indexed entries of a server key, newest first."""
-        return self._store.server_entries(key)
-
-    # --- stamps and trust ----------------------------------------------------------------------
-
-    def stamps(self, day: str) -> list[StampRow]:
-        return self._store.stamps(day)
-
-    def key_records(self) -> list[tuple[int, str, str, str]]:
-        return self._store.key_records()
-
-    def signing_keys(self) -> list[tuple[str, str]]:
-        return self._store.signing_keys()
-
-    def settings_statements(self) -> list[tuple[int, str, str]]:
-        return self._store.settings_statements()
-
-    def added_times(self) -> dict[str, dict[int, int]]:
-        return self._store.added_times()
-
-    def meta(self) -> dict[str, str]:
-        return self._store.meta()
-
     # --- proofs --------------------------------------------------------------------------------
 
     def tile_getter(self, day: str, size: int) -> Callable[[int, int], bytes]:
@@ -158,7 +83,7 @@ class LogReader:
         rows it read must not outlive a rollback in a shared cache."""
 
         def fetch(level: int, index: int, min_width: int) -> bytes | None:
-            return self._store.tile(day, level, index, min_width)
+            return self.store.tile(day, level, index, min_width)
 
         return stored_tiles(fetch, size, f"day {day}")
 
@@ -185,7 +110,7 @@ class LogReader:
     def _recent_head(self, day: str, leaf_index: int) -> HeadRow | None:
         """The day's newest head as read at most `head_reuse_s` ago (a sealed one for good:
         it stays the newest), if it covers the entry; else None, and the next is read."""
-        reuse = self._store.head_reuse_s
+        reuse = self.store.head_reuse_s
         if reuse <= 0:
             return None
         kept = self._recent.get(day)
@@ -215,10 +140,10 @@ class LogReader:
     ) -> dict[str, Any]:
         """Proof for a leaf hash: in `day`, else the newest day in which a published head
         covers it."""
-        for found_day, index in self._store.find_leaf(leaf_hash):
+        for found_day, index in self.store.find_leaf(leaf_hash):
             if day is not None and found_day != day:
                 continue
-            covering = self._store.newest_covering(found_day, index)
+            covering = self.store.newest_covering(found_day, index)
             if covering is not None:
                 return self.proof(found_day, index, tree_size)
         raise NotFound(f"no published head covers leaf {leaf_hash.hex()}")
@@ -257,13 +182,13 @@ class LogReader:
                 "leaf_hash": e.leaf_hash.hex(),
                 "claims": json.loads(e.claims),
             }
-            for e in self._store.entries(day, start, limit)
+            for e in self.store.entries(day, start, limit)
         ]
 
     def roots(self, before: str | None = None, limit: int = 100) -> dict[str, Any]:
         if before is not None:
             parse_day(before)
-        rows = self._store.sealed_heads(before, limit)
+        rows = self.store.sealed_heads(before, limit)
         return {
             "v": heads.VERSION,
             "iss": self._origin.iss,

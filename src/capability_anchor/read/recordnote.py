@@ -68,7 +68,7 @@ def _unindexed(
     `needle`."""
     out: list[dict[str, Any]] = []
     for day, start in tails:
-        rows = read.entries_containing(day, start, needle.decode("utf-8"), TAIL_CANDIDATES)
+        rows = read.store.entries_containing(day, start, needle.decode("utf-8"), TAIL_CANDIDATES)
         for row in rows:
             claims = json.loads(row.claims)
             if isinstance(claims, dict):
@@ -86,8 +86,8 @@ def _recent(read: LogReader, days: Sequence[str], needle: bytes) -> list[dict[st
         want = RECENT - seen
         if want <= 0:
             break
-        size = read.day_size(day)
-        rows = read.entry_rows(day, max(0, size - want), want)
+        size = read.store.day_size(day)
+        rows = read.store.entries(day, max(0, size - want), want)
         seen += len(rows)
         for row in reversed(rows):
             if needle not in row.claims.lower():

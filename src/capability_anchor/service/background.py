@@ -116,7 +116,7 @@ class Background:
             return
         try:
             writer = self.writer
-            last = writer.read.last_sealed_day()
+            last = writer.store.last_sealed_day()
             yesterday_or_later = last is not None and last >= utc_day(writer.clock() - 86400)
             need_seal = not yesterday_or_later and writer.first_day < writer.today()
             now = time.monotonic()

@@ -134,7 +134,7 @@ async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
     responses={**_text("the tlog-policy file"), **documented(304, 404)},
 )
 async def history_policy(request: Request[Any, Any, Any]) -> Response[bytes]:
-    policy = service_of(request).reader.read.history.policy()
+    policy = service_of(request).reader.store.policy()
     if policy is None:
         raise NotFound("this log has no witness policy")
     return text_response(request, policy)

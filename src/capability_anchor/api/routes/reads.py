@@ -94,7 +94,7 @@ async def roots(
 )
 async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
     service = service_of(request)
-    rows = await service.read(service.reader.read.sealed_heads, None, 1)
+    rows = await service.read(service.reader.store.sealed_heads, None, 1)
     if not rows:
         raise NotFound("no day is sealed yet")
     return cached(request, rows[0].doc, immutable=False)
@@ -135,9 +135,9 @@ async def roots_day_size(
 async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
     service = service_of(request)
     day = day_param(day)
-    if service.reader.read.sealed_head(day) is None:
+    if service.reader.store.sealed_head(day) is None:
         raise NotFound(f"day {day} is not sealed")
-    stamps = await service.read(service.reader.read.stamps, day)
+    stamps = await service.read(service.reader.store.stamps, day)
     body = answer(TimestampsDocument, timestamps_document(day, stamps))
     return cached(request, body, immutable=False)
 
@@ -152,7 +152,7 @@ async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Respons
 )
 async def roots_timestamp(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
     service = service_of(request)
-    stamps = await service.read(service.reader.read.stamps, day_param(day))
+    stamps = await service.read(service.reader.store.stamps, day_param(day))
     if not stamps:
         raise NotFound(f"no stamp for {day}")
     return cached(
@@ -271,7 +271,7 @@ async def key_records(request: Request[Any, Any, Any]) -> Response[bytes]:
     revocation, so a client holding an old key follows the log to its current one and
     learns which key was revoked when. Empty `records` until the log has rotated."""
     service = service_of(request)
-    rows = await service.read(service.reader.read.key_records)
+    rows = await service.read(service.reader.store.key_records)
     tokens = [token for _, _, _, token in rows]
     body = trust.key_records_document(service.reader.iss, tokens)
     return cached(request, body, immutable=False)
