@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from capability_anchor.bounded.read import DEFAULT_DEADLINE_S, INPUT_LIMIT, Getter, read_file
 from capability_anchor.errors import (
-    ClaimsError,
     InputError,
     InvalidKey,
     MalformedJSON,
@@ -94,11 +93,7 @@ def trust_chain(
         data = fetch_if_found(source, deadline=deadline)
     if data is None:
         return trust.TrustChain(keys)
-    try:
-        iss, tokens = trust.read_key_records(data)
-    except ClaimsError as exc:
-        raise InputError(f"{source}: {exc}") from None
-    return trust.closure(keys, tokens, iss=iss)
+    return trust.published_closure(keys, data, source)
 
 
 def parse_at(text: str) -> int:

@@ -15,6 +15,7 @@ from capability_anchor import jws, strictjson
 from capability_anchor.errors import (
     CapabilityAnchorError,
     ClaimsError,
+    InputError,
     InvalidKey,
     IssuerMismatch,
     JWSError,
@@ -369,3 +370,13 @@ def read_key_records(data: bytes) -> tuple[str, list[str]]:
     ):
         raise ClaimsError(shape)
     return doc["iss"], list(doc["records"])
+
+
+def published_closure(keys: KeySet, data: bytes, where: str) -> TrustChain:
+    """`closure` of `keys` over a published `key-records.json` read from `where` (a file or
+    URL the caller named): one that is not such a document is an InputError (exit 2)."""
+    try:
+        iss, tokens = read_key_records(data)
+    except ClaimsError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return closure(keys, tokens, iss=iss)

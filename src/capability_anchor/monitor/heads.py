@@ -17,7 +17,6 @@ from capability_anchor import head as heads
 from capability_anchor import strictjson
 from capability_anchor.errors import (
     CapabilityAnchorError,
-    ClaimsError,
     InputError,
     VerificationError,
 )
@@ -254,11 +253,7 @@ def follow_keys(
     data = source.read(KEY_RECORDS_PATH)
     if data is None:
         return trust.TrustChain(keys)
-    try:
-        iss, tokens = trust.read_key_records(data)
-    except ClaimsError as exc:
-        raise InputError(f"{source.where}/{KEY_RECORDS_PATH}: {exc}") from None
-    chain = trust.closure(keys, tokens, iss=iss)
+    chain = trust.published_closure(keys, data, f"{source.where}/{KEY_RECORDS_PATH}")
     notes = findings
     for _, record in sorted(chain.records.items()):
         kid = record.key.kid
