@@ -222,8 +222,8 @@ async def run_form(
 
 
 def report(rows: list[Row]) -> None:
-    head = ("phase", "form", "round", "req/s", "floor req/s", "ratio", "goal", "", "CPU")
-    head += ("floor CPU", "load floor", "load service")
+    head = ["phase", "form", "round", "req/s", "floor req/s", "ratio", "goal", "", "CPU"]
+    head += ["floor CPU", "load floor", "load service"]
     lines = [
         (
             r.phase,
