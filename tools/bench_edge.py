@@ -191,9 +191,8 @@ async def one_row(
     floor_shot = await shoot(floor, ctx.script, ctx.duration, c, wrkkit.get_args("/healthz"))
     load = load_args(phase, ctx.day, ctx.records, service)
     if phase != "writes":
-        return Row(
-            phase, form, n, floor_shot, await shoot(service, ctx.script, ctx.duration, c, load)
-        )
+        shot = await shoot(service, ctx.script, ctx.duration, c, load)
+        return Row(phase, form, n, floor_shot, shot)
     headers = {**service.writer_headers(), "Content-Type": "application/json"}
     checks = RawClient(service.port, 2)
     try:

@@ -4,8 +4,8 @@ known exactly, not inferred from wrk's "Non-2xx" line.
 
 Three modes of one script:
 - `get PATH`: the same request on every connection (the HTTP floor, `GET /healthz`);
-- `random PATTERN N`: `GET string.format(PATTERN, i)`, i uniform in [0, N) each request (a
-  random proof index or server: `bench_edge.py`);
+- `random FORMAT N`: `GET` of `string.format(FORMAT, i)`, i uniform in 0..N-1 per request
+  (`/record?id=` at random servers, `bench_record_size.py`);
 - `post`: `POST /records` with the writer token, each request one NEW record: the body is
   `{"records":[benchkit.record(0, MARK)]}` with MARK replaced by `<nonce>t<thread>n<count>`,
   so every record is unique in the run (its `sub` and `url` carry that id) and has
@@ -55,8 +55,8 @@ function init(args)
   if mode == "get" then
     req = wrk.format("GET", args[2])
   elseif mode == "random" then
-    pattern, top = args[2], tonumber(args[3])
-    math.randomseed(os.time() * 100 + tid)
+    path, n = args[2], tonumber(args[3])
+    math.randomseed(os.time() + tid)
   else
     headers = {["Authorization"] = "Bearer " .. args[2], ["Content-Type"] = "application/json"}
     nonce, template = args[3], args[4]
@@ -66,9 +66,7 @@ end
 
 function request()
   if mode == "get" then return req end
-  if mode == "random" then
-    return wrk.format("GET", string.format(pattern, math.random(0, top - 1)))
-  end
+  if mode == "random" then return wrk.format("GET", string.format(path, math.random(0, n - 1))) end
   counter = counter + 1
   local id = nonce .. "t" .. tid .. "n" .. counter
   return wrk.format("POST", "/records", headers, (template:gsub("QQWRKIDQQ", id)))
@@ -207,9 +205,10 @@ def parse(output: str) -> WrkResult:
 
 
 def argv(
-    url: str, script: Path, duration: float, connections: int, *script_args: str, threads: int = 2
+    url: str, script: Path, duration: float, connections: int, *script_args: str, threads: int = 0
 ) -> list[str]:
-    threads = max(1, min(threads, connections))
+    """wrk's command line; `threads` 0: one per connection, at most two."""
+    threads = threads or max(1, min(2, connections))
     return [
         str(WRK if WRK.exists() else shutil.which("wrk")),
         f"-t{threads}",
@@ -229,9 +228,9 @@ def get_args(path: str) -> list[str]:
     return ["get", path]
 
 
-def random_args(pattern: str, top: int) -> list[str]:
-    """GET `pattern % i` (one `%d`-like field), i uniform in [0, top) each request."""
-    return ["random", pattern, str(top)]
+def random_args(path_format: str, n: int) -> list[str]:
+    """`path_format` (a Lua `string.format` with one integer) at i uniform in 0..n-1."""
+    return ["random", path_format, str(n)]
 
 
 def post_args(token: str) -> list[str]:
@@ -245,7 +244,7 @@ async def run(
     duration: float,
     connections: int,
     script_args: list[str],
-    threads: int = 2,
+    threads: int = 0,
 ) -> WrkResult:
     """wrk for `duration` s (whole seconds: wrk's unit) against `url`, as a subprocess."""
     proc = await asyncio.create_subprocess_exec(
