@@ -62,7 +62,6 @@ class NoDelayProtocol(HttpToolsProtocol):
     header_timeout: float = header_timeout_from_env()
     _header_timer: asyncio.TimerHandle | None = None
     _in_head = False  # a request has begun and its header block is not whole yet
-    _heads = 0  # requests begun on this connection
     _head_bytes = 0  # bytes read for the open header block after the read it began in
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -75,9 +74,9 @@ class NoDelayProtocol(HttpToolsProtocol):
         self._arm_header_timer()
 
     def data_received(self, data: bytes) -> None:
-        heads = self._heads
+        scope = self.scope  # a new one for each request begun
         super().data_received(data)
-        if not self._in_head or self._heads != heads:
+        if not self._in_head or self.scope is not scope:
             self._head_bytes = 0
             return
         self._head_bytes += len(data)
@@ -87,7 +86,6 @@ class NoDelayProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
-        self._heads += 1
 
     def on_headers_complete(self) -> None:
         # A parser callback: the header block is whole.
