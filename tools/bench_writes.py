@@ -110,6 +110,7 @@ class Run:
     single_floor: float = 0.0
     batches: Phase | None = None
     spec_floor: float = 0.0
+    spec_floor_cpu: float = 0.0  # µs a record
     reads: Phase | None = None
     reads_load: Phase | None = None  # the writer beside `reads`
     reads_batches: Phase | None = None
@@ -288,7 +289,9 @@ async def run_phases(
         run.single_floor = writefloors.single_row_floor(floor_records(SINGLE_FLOOR_RECORDS), base)
         await writes_phase(server, run, args, script)
     if "batches" in args.phases:
+        cpu = time.process_time()
         run.spec_floor = writefloors.spec_floor(floor_records(FLOOR_RECORDS), base)
+        run.spec_floor_cpu = (time.process_time() - cpu) / FLOOR_RECORDS * 1e6
         await batches_phase(server, run, args)
     for name in ("reads", "reads-batches"):
         if name in args.phases:
@@ -330,11 +333,12 @@ class Library:
     each."""
 
     round: int
-    pairs: list[tuple[float, float, str]] = field(default_factory=list)
+    # (floor, library) records/s, (floor, library) CPU µs a record, the load after
+    pairs: list[tuple[float, float, float, float, str]] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
-        return statistics.median(lib / floor for floor, lib, _ in self.pairs)
+        return statistics.median(lib / floor for floor, lib, *_ in self.pairs)
 
 
 def library_phase(n: int, args: argparse.Namespace, base: Path) -> Library:
@@ -342,15 +346,19 @@ def library_phase(n: int, args: argparse.Namespace, base: Path) -> Library:
     records = floor_records(args.library_records)
     say(f"\nlibrary, round {n}: {args.library_records:,} records, {MAX_BATCH:,} a batch")
     done = Library(n)
+    per = 1e6 / len(records)  # seconds in all -> µs a record
     for k in range(LIBRARY_PAIRS):
+        cpu = time.process_time()
         floor = writefloors.spec_floor(records, base, f"spec-floor-{k}.sqlite3")
+        floor_cpu, cpu = (time.process_time() - cpu) * per, time.process_time()
         lib, prepare_s, store_s = bench_prepare.library_round(records, base / f"library-{k}")
+        lib_cpu = (time.process_time() - cpu) * per
         shutil.rmtree(base / f"library-{k}", ignore_errors=True)
-        done.pairs.append((floor, lib, loadavg()))
+        done.pairs.append((floor, lib, floor_cpu, lib_cpu, loadavg()))
         say(
             f"  SPEC floor {floor:,.0f}/s, library {lib:,.0f}/s ({lib / floor:.2f}x; prepare "
-            f"{prepare_s / len(records) * 1e6:.1f} us, store {store_s / len(records) * 1e6:.1f} "
-            f"us a record), load average {loadavg()}"
+            f"{prepare_s * per:.1f} us, store {store_s * per:.1f} us a record); CPU a record: "
+            f"floor {floor_cpu:.1f} us, library {lib_cpu:.1f} us; load average {loadavg()}"
         )
     return done
 
@@ -426,6 +434,9 @@ def rows(run: Run) -> list[tuple[str, str, str, str]]:
     if b is not None:
         floor = f", {b.throughput / run.spec_floor:.2f}x SPEC floor" if run.spec_floor else ""
         out.append(("batches", f"{b.throughput:,.0f} records/s{floor}"))
+        if b.throughput and "batches" in run.cpu:
+            server = run.cpu["batches"] / b.throughput * 1e6
+            out.append(("", f"CPU {server:.1f} us a record (floor {run.spec_floor_cpu:.1f})"))
     for name, r, load in (
         ("reads", run.reads, run.reads_load),
         ("reads-batches", run.reads_batches, run.reads_batches_load),
@@ -491,7 +502,7 @@ def pair_goals(serve: Run, uvicorn: Run) -> list[Goal]:
 
 def library_goal(lib: Library) -> Goal:
     x, goal = lib.ratio, LIBRARY_VS_FLOOR_GOAL
-    pairs = ", ".join(f"{b / a:.2f}x (load {load.split()[0]})" for a, b, load in lib.pairs)
+    pairs = ", ".join(f"{b / a:.2f}x (load {load.split()[0]})" for a, b, *_, load in lib.pairs)
     return (
         f"library r{lib.round} batched append / SPEC floor >= {goal}x",
         f"{x:.2f}x median of {pairs}",
@@ -502,12 +513,14 @@ def library_goal(lib: Library) -> Goal:
 def report(runs: list[Run], libraries: list[Library]) -> None:
     if libraries:
         lines = [
-            (f"r{lib.round}", f"{a:,.0f}/s", f"{b:,.0f}/s", f"{b / a:.2f}x", load)
+            (f"r{lib.round}", f"{a:,.0f}/s", f"{b:,.0f}/s", f"{b / a:.2f}x", *cpu, load)
             for lib in libraries
-            for a, b, load in lib.pairs
+            for a, b, ca, cb, load in lib.pairs
+            for cpu in [(f"{ca:.1f} / {cb:.1f} us", f"{ca / cb:.2f}x")]
         ]
-        say("\nlibrary")
-        print_table(("round", "SPEC floor", "library", "ratio", "load average after"), lines)
+        say("\nlibrary (CPU: a record's CPU time, floor / library; its ratio, floor / library)")
+        head = ("round", "SPEC floor", "library", "ratio", "CPU", "CPU ratio", "load after")
+        print_table(head, lines)
     for form in (SERVE, UVICORN):
         lines = [(r.name, *row) for r in runs if r.form == form for row in rows(r)]
         if lines:
