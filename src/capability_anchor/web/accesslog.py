@@ -149,7 +149,22 @@ class _Batch:
 
 
 _batch = _Batch()
-atexit.register(_batch.flush)
+
+
+def flush() -> None:
+    """Write the access lines held so far (at exit, and at the app's shutdown)."""
+    _batch.flush()
+
+
+atexit.register(flush)
+
+
+def _forked() -> None:
+    global _batch
+    _batch = _Batch()  # a child writes only its own lines
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 # Libraries whose warnings the service's log carries, in its format. psycopg_pool reports
