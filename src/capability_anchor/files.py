@@ -1,5 +1,5 @@
-"""Small durable-file helpers shared by the store, the log and export, and the data dir's
-modes."""
+"""Small durable-file helpers shared by the store, the log and export, the data dir's modes,
+and the signal that this process changed a data-dir mark (`marks_changed`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import contextlib
 import logging
 import os
 import stat
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 
 def fsync_dir(path: Path) -> None:
@@ -71,3 +73,21 @@ def tighten_modes(data_dir: Path, store_files: Iterable[str]) -> list[tuple[Path
         )
         changed.append((path, mode, mode & ~0o077))
     return changed
+
+
+_mark_watches: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def watch_marks(watch: Any) -> None:
+    """Have `watch.refresh()` called when this process changes a mark of `watch.key`, the
+    resolved data dir (`log.marks.MarkWatch`)."""
+    _mark_watches.add(watch)
+
+
+def marks_changed(data_dir: Path) -> None:
+    """This process just wrote or removed a mark of `data_dir` (damage, behind): its watches
+    read the marks again now, not at their next refresh."""
+    key = Path(data_dir).resolve()
+    for watch in list(_mark_watches):
+        if watch.key == key:
+            watch.refresh()

@@ -322,6 +322,27 @@ def test_the_uvicorn_form_logs_each_request_once(tmp_path: Path) -> None:
     assert any(str(x.get("msg", "")).startswith("stopped") for x in _lines(text))
 
 
+@pytest.mark.parametrize("form", ["serve", "uvicorn"])
+def test_every_access_line_is_written_before_the_process_stops(tmp_path: Path, form: str) -> None:
+    """Access lines are written in batches (web/accesslog.py): SIGTERM right after the last
+    answer loses none of them, in either form. 300 is past one batch's size."""
+    data = tmp_path / "data"
+    assert run_cli("init", "--iss", "https://resolver.example", "--data", data).returncode == 0
+    port = free_port()
+    env = {"CAPABILITY_ANCHOR_DATA": str(data), "CAPABILITY_ANCHOR_RATE_LIMIT": "0"}
+    argv = uvicorn_argv(port, 1) if form == "uvicorn" else None
+    with serving(data, "--rate-limit", "0", port=port, argv=argv, env=env) as server:
+        with server.client() as client:
+            for n in range(300):
+                assert client.get(f"/roots?limit={n % 9 + 1}").status_code == 200
+        server.stop()
+        text = server.stderr()
+    sent = [f'"GET /roots?limit={n % 9 + 1}" 200 ' for n in range(300)]
+    logged = [line for line in text.splitlines() if '"GET /roots?' in line]
+    assert len(logged) == 300 and all(s in line for s, line in zip(sent, logged, strict=True))
+    assert logged[-1] in text.split("stopped (pid")[0]
+
+
 def test_a_bad_log_format_is_a_usage_error(tmp_path: Path) -> None:
     data = tmp_path / "data"
     assert run_cli("init", "--iss", "https://resolver.example", "--data", data).returncode == 0

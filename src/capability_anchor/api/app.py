@@ -4,6 +4,7 @@ around `guards.before`, the exception handlers, the operations of `routes/` and 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from functools import partial
@@ -150,7 +151,10 @@ def create_app(settings: Settings) -> Litestar:
     )
     service = _open_service(settings)
 
+    watching: list[asyncio.Task[None]] = []
+
     async def startup(app: Litestar) -> None:
+        watching.append(asyncio.create_task(service.marks.run()))
         service.bodies.start()
         if service.sequencer is not None:
             # The drivers' warnings of the candidate in this service's log format.
@@ -168,6 +172,8 @@ def create_app(settings: Settings) -> Litestar:
             await service.sequencer.close()
             service.sequencer.stop()
         service.bodies.stop()
+        for task in watching:
+            task.cancel()
         service.close()
 
     app = AnchorApp(

@@ -19,6 +19,7 @@ from .settings import Settings
 
 INT_PARAMS = ("index", "tree_size", "start", "limit", "first", "second", "prove", "size")
 _DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
+_INTS = "capability_anchor.integers"
 
 
 # --- the guards ------------------------------------------------------------------------------
@@ -28,16 +29,22 @@ MISSING_TOKEN_NOTE = "this endpoint needs Authorization: Bearer <writer token>" 
 WRONG_TOKEN_NOTE = "the bearer token does not match this log's writer token"  # noqa: S105
 
 
-def check_integers(request: Request[Any, Any, Any]) -> None:
+def integer_params(handler: Any) -> tuple[str, ...]:
+    """The integer parameters `handler`'s operation takes (its own: one it does not take is
+    ignored like any other unknown name, so it cannot make an operation answer 400). Worked
+    out once per route and kept in its `opt`: most routes take none and skip the check."""
+    names: tuple[str, ...] | None = handler.opt.get(_INTS)
+    if names is None:
+        declared = handler.parsed_fn_signature.parameters
+        names = handler.opt[_INTS] = tuple(n for n in INT_PARAMS if n in declared)
+    return names
+
+
+def check_integers(request: Request[Any, Any, Any], names: tuple[str, ...]) -> None:
     """One spelling per number: Litestar would also take `1.0`, `1e0`, `03` or `+3`, and an
     immutable URL must not have several spellings."""
     query = request.query_params
-    # Only the operation's own parameters: one it does not take is ignored like any other
-    # unknown name, so it cannot make an operation without parameters answer 400.
-    declared = request.route_handler.parsed_fn_signature.parameters
-    for name in INT_PARAMS:
-        if name not in declared:
-            continue
+    for name in names:
         values = query.getall(name, [])
         if len(values) > 1:
             raise UsageError(f"{name} is given more than once")
@@ -96,7 +103,9 @@ async def before(request: Request[Any, Any, Any]) -> None:
         check_metrics(request, service.settings.metrics_token)
     else:
         check_rate(request, service.limiter)
-    check_integers(request)
+    names = integer_params(request.route_handler)
+    if names:
+        check_integers(request, names)
     kind = opt.get("body")
     if kind is None:
         # Nothing here reads a body: what was sent is drained by `AnchorApp` (and the

@@ -16,9 +16,10 @@ from capability_anchor.errors import StoreDamaged
 from capability_anchor.log import Log, Prepared
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.gauges import StoreCollector
+from capability_anchor.log.marks import MarkWatch
 from capability_anchor.service.background import Background
 from capability_anchor.service.sequencing import SequencerLink
-from capability_anchor.store.damage import MARK_FILE, Damage, describe, found
+from capability_anchor.store.damage import describe
 from capability_anchor.web.guards import RateLimiter
 
 from .bodies import BodyChecker
@@ -58,20 +59,21 @@ class Service:
     commits them itself, `--body-workers 0`)."""
     collector: StoreCollector = field(init=False)
     """The log's state as gauges for `/metrics`, read from the reader's store at scrape time."""
+    marks: MarkWatch = field(init=False)
+    """The damage mark and the behind state, as the request path reads them."""
 
-    _damaged: bool = False
     _reads: anyio.CapacityLimiter | None = None
 
     def __post_init__(self) -> None:
         self.collector = StoreCollector(self.reader, self.settings.clock)
+        self.marks = MarkWatch(self.settings.data_dir)
 
     def refuse_if_damaged(self) -> None:
-        """StoreDamaged (503) once the data dir carries the damage mark (`store/damage.py`):
-        for every request, until the service is restarted (a mark cleared meanwhile by a
-        passing audit does not make what this process cached of the file trustworthy)."""
-        if self._damaged or (self.settings.data_dir / MARK_FILE).exists():
-            self._damaged = True
-            damage = found(self.settings.data_dir) or Damage("unknown", "the mark is gone")
+        """StoreDamaged (503) once the data dir carries the damage mark (`store/damage.py`), as
+        `marks` last saw it: for every request, until the service is restarted (a mark cleared
+        meanwhile by a passing audit does not make what this process cached trustworthy)."""
+        damage = self.marks.damage
+        if damage is not None:
             raise StoreDamaged(describe(self.settings.data_dir, damage))
 
     async def append(self, batch: Batch, prove: bool) -> Any:

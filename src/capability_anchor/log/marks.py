@@ -5,6 +5,7 @@ process sees: `behind-published.json` (`published.learn` enters it, `recover` cl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from capability_anchor.errors import BehindPublished, NotCompared
-from capability_anchor.files import fsync_dir, write_secret_file
+from capability_anchor.files import fsync_dir, marks_changed, watch_marks, write_secret_file
+from capability_anchor.store.damage import Damage, found
 
 BEHIND_FILE = "behind-published.json"
 RESTORED_FILE = "restored-copy.json"
@@ -103,6 +105,7 @@ def mark_behind(data_dir: Path, state: Behind) -> bool:
         fsync_dir(data_dir)
     finally:
         tmp.unlink(missing_ok=True)
+    marks_changed(data_dir)
     _events.error(
         "behind what was published: signing stopped, appends refused: %s; operator: %s",
         state.reason(),
@@ -117,9 +120,39 @@ def clear_behind(data_dir: Path) -> Behind | None:
     path = Path(data_dir) / BEHIND_FILE
     path.unlink(missing_ok=True)
     fsync_dir(Path(data_dir))
+    marks_changed(data_dir)
     if state is not None:
         _events.info("caught up with what was published: signing resumes (%s)", state.reason())
     return state
+
+
+WATCH_PERIOD_S = 0.5
+
+
+class MarkWatch:
+    """The data dir's damage mark and behind state as in-process flags for the request path (an
+    attribute read, not a file per request): read again every WATCH_PERIOD_S by `run` on the
+    event loop, so another process's mark is seen, and at once when this process changes one
+    (`files.marks_changed`). What signs or stores reads the files itself, never these
+    (docs/explanation/decisions/37-stack.md). The damage, once seen, stays."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.key = self.data_dir.resolve()
+        self.damage: Damage | None = None
+        self.behind: Behind | None = None
+        self.refresh()
+        watch_marks(self)
+
+    def refresh(self) -> None:
+        if self.damage is None:
+            self.damage = found(self.data_dir)
+        self.behind = behind_state(self.data_dir)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_PERIOD_S)
+            self.refresh()
 
 
 # --- the restored copy's mark (SPEC §14.2) ------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capability_anchor.errors import StoreDamaged
+from capability_anchor.files import marks_changed
 
 MARK_FILE = "damaged"
 
@@ -30,6 +31,7 @@ def mark(data_dir: Path, finding: str) -> None:
     reported by whoever made it."""
     path = data_dir / MARK_FILE
     if path.exists():
+        marks_changed(data_dir)
         return
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     body = json.dumps({"found_at": now, "finding": finding, "pid": os.getpid()}).encode()
@@ -47,6 +49,7 @@ def mark(data_dir: Path, finding: str) -> None:
             pass
         finally:
             tmp.unlink(missing_ok=True)
+    marks_changed(data_dir)
 
 
 def found(data_dir: Path) -> Damage | None:

@@ -1,15 +1,19 @@
 """The service's log on stderr (JSON Lines or plain, `serve --log-format`, env
 CAPABILITY_ANCHOR_LOG_FORMAT): one access line per request, refusals with their `error` and
 `note` (it replaces uvicorn's access log), and the service's events. Every logger under
-`capability_anchor` goes to the one handler installed here; records still propagate."""
+`capability_anchor` goes to the one handler installed here; records still propagate. Access
+lines are no log records: formatted at once, written in batches by the loop (`_Batch`)."""
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import json
 import logging
 import os
 import re
 import sys
+import threading
 import time
 from typing import Any
 from urllib.parse import quote
@@ -46,12 +50,33 @@ def log_format(value: str | None = None) -> str:
     return fmt
 
 
+_second = (-1, "")
+
+
 def _utc(ts: float) -> str:
-    millis = int(ts * 1000) % 1000
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{millis:03d}Z"
+    global _second
+    whole = int(ts)
+    if whole != _second[0]:  # strftime once a second, not once a line
+        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{_second[1]}.{int(ts * 1000) % 1000:03d}Z"
 
 
-_ACCESS_FIELDS = ("method", "path", "status", "ms", "client", "error", "note")
+def access_line(json_lines: bool, ts: float, level: str, fields: dict[str, Any]) -> str:
+    """One access line: `fields` are method, path, status, ms, client, then error and note
+    when the refusal gave them."""
+    if json_lines:
+        doc: dict[str, Any] = {"ts": _utc(ts), "level": level, "event": "request", **fields}
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    reason = ""
+    if "error" in fields:
+        reason = f" {fields['error']}"
+        if "note" in fields:
+            reason += f": {fields['note']}"
+    return (
+        f"{_utc(ts)} {level} {fields['client']} "
+        f'"{fields["method"]} {fields["path"]}" {fields["status"]} '
+        f"{fields['ms']} ms{reason}"
+    )
 
 
 class _Formatter(logging.Formatter):
@@ -60,28 +85,12 @@ class _Formatter(logging.Formatter):
         self.json = fmt == "json"
 
     def format(self, record: logging.LogRecord) -> str:
-        fields = {k: getattr(record, k) for k in _ACCESS_FIELDS if hasattr(record, k)}
         level = record.levelname.lower()
         if self.json:
             doc: dict[str, Any] = {"ts": _utc(record.created), "level": level}
-            if fields:
-                doc["event"] = "request"
-                doc.update(fields)
-            else:
-                doc["event"] = record.name.removeprefix(ROOT_LOGGER + ".")
-                doc["msg"] = record.getMessage()
+            doc["event"] = record.name.removeprefix(ROOT_LOGGER + ".")
+            doc["msg"] = record.getMessage()
             return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-        if fields:
-            reason = ""
-            if "error" in fields:
-                reason = f" {fields['error']}"
-                if "note" in fields:
-                    reason += f": {fields['note']}"
-            return (
-                f"{_utc(record.created)} {level} {fields['client']} "
-                f'"{fields["method"]} {fields["path"]}" {fields["status"]} '
-                f"{fields['ms']} ms{reason}"
-            )
         name = record.name.removeprefix(ROOT_LOGGER + ".")
         message = record.getMessage()
         if name == record.name:  # a library's (DRIVER_LOGGERS): libpq's notes span lines
@@ -91,11 +100,71 @@ class _Formatter(logging.Formatter):
 
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to whatever `sys.stderr` is at the time (it is replaced in tests and by
-    embedding hosts); a handler bound to an old stream would write into a closed file."""
+    embedding hosts); a handler bound to an old stream would write into a closed file. The
+    access lines held so far go first: the log stays in order."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        _batch.flush()
         self.stream = sys.stderr
         super().emit(record)
+
+
+class _Batch:
+    """Access lines waiting to be written to stderr: at most FLUSH_S after the first of
+    them, at once past FLUSH_LINES, before any event line, at the app's shutdown and at exit
+    (decisions/37-stack.md). Added to on the event loop; flushed from any thread."""
+
+    FLUSH_S = 0.1
+    FLUSH_LINES = 256
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.timer = False
+
+    def add(self, line: str) -> None:
+        with self.lock:
+            self.lines.append(line)
+            held = len(self.lines)
+        loop = asyncio.get_running_loop()
+        if held >= self.FLUSH_LINES:
+            self.flush()
+        elif not self.timer or loop is not self.loop:
+            self.loop, self.timer = loop, True
+            loop.call_later(self.FLUSH_S, self._due)
+
+    def _due(self) -> None:
+        self.timer = False
+        self.flush()
+
+    def flush(self) -> None:
+        with self.lock:
+            if not self.lines:
+                return
+            text = "\n".join(self.lines) + "\n"
+            self.lines = []
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+
+_batch = _Batch()
+
+
+def flush() -> None:
+    """Write the access lines held so far (at exit, and at the app's shutdown)."""
+    _batch.flush()
+
+
+atexit.register(flush)
+
+
+def _forked() -> None:
+    global _batch
+    _batch = _Batch()  # a child writes only its own lines
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 # Libraries whose warnings the service's log carries, in its format. psycopg_pool reports
@@ -103,13 +172,18 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
 # Python printed them bare on stderr (its last-resort handler), plain text, several lines
 # for one libpq error, in the middle of a JSON Lines log.
 DRIVER_LOGGERS = ("psycopg",)
+_json_lines = False
+"""The access lines' format: that of the handler `configure` installed."""
 
 
 def _attach(fmt: str | None, names: tuple[str, ...]) -> None:
     """One stderr handler in the format `fmt` (checked) on the loggers `names`, in place of
     any such handler they had."""
+    global _json_lines
     handler = _Stderr()
     handler.setFormatter(_Formatter(log_format(fmt)))
+    if ROOT_LOGGER in names:
+        _json_lines = log_format(fmt) == "json"
     for name in names:
         logger = logging.getLogger(name)
         for old in list(logger.handlers):
@@ -204,6 +278,23 @@ class AccessLog:
     def __init__(self, app: ASGIApp, writes: tuple[str, str] | None) -> None:
         self.app = app
         self.writes = writes
+        self._metrics: Any = None
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+    def counters(self, route: str, method: str, status: int) -> tuple[Any, Any]:
+        """The request count's and latency's children for these labels, bound once (a
+        `.labels()` lookup per request costs more than the count)."""
+        metrics = observe()
+        if metrics is not self._metrics:
+            self._metrics, self._children = metrics, {}
+        key = (route, method, status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (
+                metrics.requests.labels(route, method, str(status)),
+                metrics.request_seconds.labels(route, method),
+            )
+        return children
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope.get("type") != "http":
@@ -221,23 +312,26 @@ class AccessLog:
             logged = True
             method = str(scope.get(ORIGINAL_METHOD) or scope.get("method", ""))
             client = scope.get("client")
-            extra: dict[str, Any] = {
+            elapsed = time.perf_counter() - started
+            fields: dict[str, Any] = {
                 "method": method,
                 "path": loggable_path(scope),
                 "status": status,
-                "ms": round((time.perf_counter() - started) * 1000, 2),
+                "ms": round(elapsed * 1000, 2),
                 "client": client[0] if client else "-",
             }
             if status >= 400:
-                extra.update(_reason(bytes(body)))
+                fields.update(_reason(bytes(body)))
             level = logging.INFO if 0 < status < 400 else logging.WARNING
-            _access.log(level, "%s %s %s", method, extra["path"], status, extra=extra)
-            m = observe()
+            if _access.isEnabledFor(level):
+                name = "info" if level == logging.INFO else "warning"
+                _batch.add(access_line(_json_lines, time.time(), name, fields))
             route = route_of(scope)
-            m.requests.labels(route, method, str(status)).inc()
-            m.request_seconds.labels(route, method).observe(time.perf_counter() - started)
+            count, latency = self.counters(route, method, status)
+            count.inc()
+            latency.observe(elapsed)
             if status >= 400 and (method, route) == self.writes:
-                m.rejected.labels(extra.get("error") or str(status)).inc()
+                observe().rejected.labels(fields.get("error") or str(status)).inc()
 
         async def logged_send(message: Message) -> None:
             nonlocal status
@@ -280,6 +374,7 @@ def install(app: Any, writes: tuple[str, str] | None = None) -> None:
         events.info("shutting down: no new connections; background work finishes")
 
     async def stopped(_: Any) -> None:
+        _batch.flush()  # every access line before the last event
         events.info("stopped (pid %d)", os.getpid())
 
     app.on_startup.append(started)

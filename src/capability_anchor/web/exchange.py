@@ -9,9 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from litestar import Litestar
-from litestar.connection import ASGIConnection
-from litestar.handlers import BaseRouteHandler
+from litestar import Litestar, Request
 
 _ARRIVED_S = 0.5  # past the body's deadline, for what arrived while the process was stopped
 Scope = MutableMapping[str, Any]
@@ -45,10 +43,10 @@ class OtherSpelling(Exception):
         )
 
 
-def one_spelling(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """The guard behind `OtherSpelling`. Every route, the OpenAPI pages included, goes
+def one_spelling(request: Request[Any, Any, Any]) -> None:
+    """The check behind `OtherSpelling`. Every route, the OpenAPI pages included, goes
     through it; a redirect would still be a second URL that answers, a 404 is not."""
-    path: str = connection.scope.get(SENT_PATH, connection.scope["path"])  # type: ignore[assignment]
+    path: str = request.scope.get(SENT_PATH, request.scope["path"])  # type: ignore[assignment]
     if path != "/" and path.endswith("/"):
         raise OtherSpelling(path)
 
@@ -144,14 +142,21 @@ class _Exchange:
 
 class AnchorApp(Litestar):
     """Litestar behind the exchange's guard (HEAD, body deadline, bodies read before answering):
-    those act before routing, where Litestar's own middleware cannot. Every route also
-    gets the `one_spelling` guard, before any other."""
+    those act before routing, where Litestar's own middleware cannot. Every route's
+    `before_request` (async) starts with `one_spelling`: not a Litestar guard, which would copy
+    the route handler on every request (docs/explanation/decisions/37-stack.md)."""
 
     body_timeout: float = 30.0
     drain_limit: int = 4 * 1024 * 1024
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["guards"] = [one_spelling, *(kwargs.get("guards") or ())]
+        hook = kwargs.get("before_request")
+
+        async def before(request: Request[Any, Any, Any]) -> Any:
+            one_spelling(request)
+            return None if hook is None else await hook(request)
+
+        kwargs["before_request"] = before
         super().__init__(*args, **kwargs)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:

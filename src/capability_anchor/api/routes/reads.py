@@ -43,7 +43,6 @@ from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.export.days import timestamps_document
 from capability_anchor.head import VERSION
 from capability_anchor.keys import trust
-from capability_anchor.log.marks import behind_state
 from capability_anchor.merkle.tilepath import parse_tile_path
 from capability_anchor.read.reader import MAX_INT
 from capability_anchor.strictjson import canonical
@@ -62,7 +61,7 @@ _RECORD_UNAVAILABLE = (
 @get("/healthz", summary="Liveness")
 async def healthz(request: Request[Any, Any, Any]) -> Health:
     # 200 either way: a degraded log still serves every read, so a load balancer keeps it.
-    behind = behind_state(service_of(request).settings.data_dir)
+    behind = service_of(request).marks.behind
     if behind is not None:
         return Health(VERSION, "degraded", __version__, behind.error().http_note())
     return Health(VERSION, "ok", __version__)

@@ -54,7 +54,7 @@ def _witness(request: Request[Any, Any, Any]) -> Witness:
     return witness
 
 
-def _before(request: Request[Any, Any, Any]) -> None:
+async def _before(request: Request[Any, Any, Any]) -> None:
     if request.route_handler.opt.get("metrics"):
         check_metrics(request, request.app.state.metrics_token)
     else:
