@@ -2,8 +2,10 @@
 a Lua script that counts answers by status inside wrk, so what the server acknowledged is
 known exactly, not inferred from wrk's "Non-2xx" line.
 
-Two modes of one script:
+Three modes of one script:
 - `get PATH`: the same request on every connection (the HTTP floor, `GET /healthz`);
+- `random FORMAT N`: `GET` of `string.format(FORMAT, i)`, i uniform in 0..N-1 per request
+  (`/record?id=` at random servers, `bench_record_size.py`);
 - `post`: `POST /records` with the writer token, each request one NEW record: the body is
   `{"records":[benchkit.record(0, MARK)]}` with MARK replaced by `<nonce>t<thread>n<count>`,
   so every record is unique in the run (its `sub` and `url` carry that id) and has
@@ -52,6 +54,9 @@ function init(args)
   statuses, samples = {}, {}
   if mode == "get" then
     req = wrk.format("GET", args[2])
+  elseif mode == "random" then
+    path, n = args[2], tonumber(args[3])
+    math.randomseed(os.time() + tid)
   else
     headers = {["Authorization"] = "Bearer " .. args[2], ["Content-Type"] = "application/json"}
     nonce, template = args[3], args[4]
@@ -61,6 +66,7 @@ end
 
 function request()
   if mode == "get" then return req end
+  if mode == "random" then return wrk.format("GET", string.format(path, math.random(0, n - 1))) end
   counter = counter + 1
   local id = nonce .. "t" .. tid .. "n" .. counter
   return wrk.format("POST", "/records", headers, (template:gsub("QQWRKIDQQ", id)))
@@ -198,8 +204,11 @@ def parse(output: str) -> WrkResult:
     return result
 
 
-def argv(url: str, script: Path, duration: float, connections: int, *script_args: str) -> list[str]:
-    threads = max(1, min(2, connections))
+def argv(
+    url: str, script: Path, duration: float, connections: int, *script_args: str, threads: int = 0
+) -> list[str]:
+    """wrk's command line; `threads` 0: one per connection, at most two."""
+    threads = threads or max(1, min(2, connections))
     return [
         str(WRK if WRK.exists() else shutil.which("wrk")),
         f"-t{threads}",
@@ -219,17 +228,27 @@ def get_args(path: str) -> list[str]:
     return ["get", path]
 
 
+def random_args(path_format: str, n: int) -> list[str]:
+    """`path_format` (a Lua `string.format` with one integer) at i uniform in 0..n-1."""
+    return ["random", path_format, str(n)]
+
+
 def post_args(token: str) -> list[str]:
     nonce = os.urandom(4).hex()
     return ["post", token, nonce, post_template(), str(SAMPLE_EVERY), str(SAMPLE_MAX)]
 
 
 async def run(
-    url: str, script: Path, duration: float, connections: int, script_args: list[str]
+    url: str,
+    script: Path,
+    duration: float,
+    connections: int,
+    script_args: list[str],
+    threads: int = 0,
 ) -> WrkResult:
     """wrk for `duration` s (whole seconds: wrk's unit) against `url`, as a subprocess."""
     proc = await asyncio.create_subprocess_exec(
-        *argv(url, script, duration, connections, *script_args),
+        *argv(url, script, duration, connections, *script_args, threads=threads),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )

@@ -114,10 +114,36 @@ def sign_record(
     """A resolver-2 record (Capability Resolution §6.3): the leaf `claims` plus `iat`, `exp`,
     `anchor` and `proof`, signed as a record token; returned with `expires` (RFC 3339 UTC)
     and the compact `jws` beside the signed members."""
-    signed = {**claims, "iat": iat, "exp": iat + lifetime, "anchor": anchor, "proof": proof}
-    token = sign_claims(signed, key, RECORD_TYP)
+    try:
+        written = canonical(dict(claims))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"claims cannot be canonicalized with RFC 8785: {exc}") from None
+    answer = record_answer(written, anchor=anchor, proof=proof, key=key, iat=iat, lifetime=lifetime)
+    found: dict[str, Any] = strictjson.loads(answer)
+    return found
+
+
+def record_answer(
+    claims: bytes,
+    *,
+    anchor: Mapping[str, Any],
+    proof: Mapping[str, Any],
+    key: SigningKey,
+    iat: int,
+    lifetime: int,
+) -> bytes:
+    """`sign_record`'s record as RFC 8785 bytes, from the RFC 8785 bytes of `claims` (a leaf's,
+    as stored): its members are spliced into the payload and the answer, never written again."""
+    members = strictjson.members(claims)
+    added = {"iat": iat, "exp": iat + lifetime, "anchor": anchor, "proof": proof}
+    signed = members | {name: strictjson.member(name, value) for name, value in added.items()}
+    token = sign(strictjson.joined(signed), key, RECORD_TYP)
     expires = dt.datetime.fromtimestamp(iat + lifetime, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {**signed, "expires": expires, "jws": token}
+    extra = {
+        "expires": strictjson.member("expires", expires),
+        "jws": strictjson.member("jws", token),
+    }
+    return strictjson.joined(signed | extra)
 
 
 # --- verification --------------------------------------------------------------------------
