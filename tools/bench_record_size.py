@@ -8,11 +8,12 @@
    of 1,000-record batches, one record per distinct server (`benchkit.record(i)`), today's
    UTC day, then `checkpoint`. `--dir` keeps them (DIR/servers-N) and reuses them: a
    1,000,000-server build takes minutes. A log built on an earlier UTC day is rebuilt.
-2. Serves each with `capability-anchor serve --rate-limit 0` (with `--against SRC` also a
-   second server of the same log running the code in SRC: PYTHONPATH), all at once, warms
+2. Serves each with `capability-anchor serve --rate-limit 0` (with `--against SRC`, repeated,
+   also a server of the same log running the code in SRC: PYTHONPATH), all at once, warms
    each for `--warmup` s, then for `--rounds` runs `wrk -t1 -c64` of `GET /record?id=<a
    random server>` against each in turn (interleaved), `--duration` s each.
-3. Prints each rate with the 1-minute load average, the medians, and the ratio of the
+3. Prints each rate, the server's CPU per request (its processes, every request counted) and
+   the load average, the medians, and the ratio of the
    largest size to the smallest (goal >= 0.9).
 """
 
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.kit import serverkit
 
 import wrkkit
-from benchkit import ISS, default_base, loadavg, print_table, record, say
+from benchkit import ISS, default_base, loadavg, print_table, processes, record, say
 from capability_anchor.log import MAX_BATCH, Log
 
 GOAL = 0.9
@@ -72,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds per server first")
     parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--against", type=Path, help="also serve with the code in this src/")
+    parser.add_argument(
+        "--against", type=Path, action="append", default=[], help="also serve the code in this src/"
+    )
     args = parser.parse_args(argv)
     if not wrkkit.available():
         say("wrk is not installed")
@@ -84,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         (base / f"servers-{n}").mkdir(exist_ok=True)
         build(base / f"servers-{n}" / "data", n)
     trees = {"this": os.environ.get("PYTHONPATH", "")}
-    if args.against is not None:
-        trees["against"] = str(args.against.resolve())
+    trees.update({str(src): str(src.resolve()) for src in args.against})
     script = wrkkit.script_file(base)
     rates: dict[tuple[str, int], list[float]] = {}
     lines: list[list[str]] = []
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 port = serverkit.free_port()
                 argv_ = serverkit.serve_argv(data, port, ["--rate-limit", "0"], init=False)
                 env = {"PYTHONPATH": src} if src else {}
-                logs = base / f"logs-{tree}-{n}"
+                logs = base / f"logs-{len(servers)}"
                 servers[tree, n] = stack.enter_context(
                     serverkit.serving(data, argv=argv_, env=env, port=port, logs=logs)
                 )
@@ -106,14 +108,18 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(one(server, n, args.warmup, args.connections, script))
         for r in range(1, args.rounds + 1):
             for (tree, n), server in servers.items():
+                before = cpu(server.pid)
                 result = asyncio.run(one(server, n, args.duration, args.connections, script))
+                used = (cpu(server.pid) - before) / max(1, result.requests) * 1e6
                 load = loadavg(2, "/")
                 rates.setdefault((tree, n), []).append(result.ok_rate)
                 bad = result.requests - result.statuses["200"]
-                lines.append([str(r), tree, f"{n:,}", f"{result.ok_rate:,.0f}", str(bad), load])
-                say(f"round {r} {tree} {n:,}: {result.ok_rate:,.0f}/s (non-200: {bad}), l={load}")
+                rate = f"{result.ok_rate:,.0f}"
+                lines.append([str(r), tree, f"{n:,}", rate, f"{used:,.0f}", str(bad), load])
+                say(f"round {r} {tree} {n:,}: {rate}/s, {used:,.0f} us CPU each, l={load}")
     say()
-    print_table(["round", "code", "servers", "/record per s", "non-200", "load 1/5/15"], lines)
+    head = ["round", "code", "servers", "/record per s", "CPU us each", "non-200", "load 1/5/15"]
+    print_table(head, lines)
     say()
     for tree in trees:
         medians = {n: statistics.median(rates[tree, n]) for n in sizes}
@@ -124,12 +130,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{tree}: median {' / '.join(f'{medians[n]:,.0f}' for n in sizes)} per s; "
             f"{high:,} / {low:,} = {ratio:.2f} (goal >= {GOAL}: {verdict})"
         )
-    if "against" in trees:
+    for tree in list(trees)[1:]:
         for n in sizes:
-            this, other = (statistics.median(rates[t, n]) for t in ("this", "against"))
-            say(f"{n:,} servers: this / against = {this / other:.2f}" if other else "")
+            this, other = (statistics.median(rates[t, n]) for t in ("this", tree))
+            say(f"{n:,} servers: this / {tree} = {this / other:.2f}" if other else "")
     say(f"load average now {loadavg()}")
     return 0
+
+
+def cpu(pgid: int) -> float:
+    """CPU seconds of the server's processes (its session: `serverkit` starts one)."""
+    return sum(used for _, group, used in processes() if group == pgid)
 
 
 async def one(

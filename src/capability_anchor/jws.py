@@ -8,6 +8,7 @@ Record tokens add the Capability Resolution §8 claims and expiry rules."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -72,6 +73,11 @@ class VerifiedJWS:
 # --- signing -------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
+def _header(kid: str, typ: str) -> bytes:
+    return canonical({"alg": ALG, "kid": kid, "typ": typ})
+
+
 def sign(payload: bytes, key: SigningKey, typ: str) -> str:
     """Sign `payload` as a compact JWS with the header `{"alg":"EdDSA","kid":…,"typ":typ}`."""
     if not isinstance(payload, bytes):
@@ -82,11 +88,7 @@ def sign(payload: bytes, key: SigningKey, typ: str) -> str:
         raise UsageError("payload must not be empty")
     if not isinstance(typ, str) or not typ:
         raise UsageError("typ must be a non-empty string")
-    signing_input = (
-        b64url_encode(canonical({"alg": ALG, "kid": key.kid, "typ": typ}))
-        + "."
-        + b64url_encode(payload)
-    )
+    signing_input = b64url_encode(_header(key.kid, typ)) + "." + b64url_encode(payload)
     signature = key.sign(signing_input.encode("ascii"))
     return signing_input + "." + b64url_encode(signature)
 

@@ -181,14 +181,20 @@ def members(data: bytes) -> dict[str, str]:
 
 
 def member(name: str, value: Any) -> str:
-    """One member `"name":value` as RFC 8785 writes it."""
-    written = canonical(value, plain=is_plain(value)).decode("utf-8")
-    return f"{json.dumps(name, ensure_ascii=False)}:{written}"
+    """One member `"name":value` as RFC 8785 writes it; `name` one that JSON writes as itself
+    (ASCII, no quote, backslash or control character)."""
+    if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return f'"{name}":{value}'
+    if type(value) is str and value.isascii():
+        return f'"{name}":{json.dumps(value, ensure_ascii=False)}'
+    return f'"{name}":{canonical(value, plain=is_plain(value)).decode("utf-8")}'
 
 
 def joined(written: dict[str, str]) -> bytes:
     """The RFC 8785 object of members as `members`/`member` write them (names in UTF-16 order)."""
-    names = sorted(written, key=lambda name: name.encode("utf-16-be"))
+    names = sorted(written)  # code point order is UTF-16 order for these names:
+    if not "".join(names).isascii():  # else sort by UTF-16 code units
+        names.sort(key=lambda name: name.encode("utf-16-be"))
     return ("{" + ",".join([written[name] for name in names]) + "}").encode("utf-8")
 
 
