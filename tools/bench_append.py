@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`capability-anchor append` on inputs that grow (#23): its peak RSS (the bound: 200 MB for
-any input size) and its rate against the fast floor (`writefloors.fast_floor`, the same
+any input size) and its rate against the SPEC floor (`writefloors.spec_floor`, the same
 records), the two run interleaved, size after size, round after round.
 
     .venv/bin/python tools/bench_append.py                       # 16 MB and 128 MB inputs
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import benchdoc
 from benchkit import ISS, default_base, loadavg, print_table, record, say
-from writefloors import fast_floor
+from writefloors import spec_floor
 
 CLI = Path(sys.executable).parent / "capability-anchor"
 RSS_BOUND_MB = 200
@@ -94,7 +94,7 @@ def main() -> int:
         counts = {mb: _write_input(path, mb) for mb, path in inputs.items()}
         for r in range(args.rounds):
             for mb, path in inputs.items():
-                floor = fast_floor(_first_records(path, args.floor_records), work)
+                floor = spec_floor(_first_records(path, args.floor_records), work)
                 seconds, rss = _append(path, work)
                 rate = counts[mb] / seconds
                 worst = max(worst, rss)

@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""The library's batched append against the fast floor (issue #23, item 3: cheaper preparation).
+"""The library's batched append against the SPEC floor (issue #23, item 3; #37, item 5).
 
     .venv/bin/python tools/bench_prepare.py                       # 200,000 records, 3 rounds each
     .venv/bin/python tools/bench_prepare.py --records 50000 --rounds 5
 
-Builds `--records` records (`benchkit.record`), then alternates rounds A B A B ...: A is the fast
-floor (`writefloors.fast_floor`: sorted compact JSON, SHA-256, `executemany` into a WAL table
-with a UNIQUE dedupe index, one transaction per 1,000), B is the library as `capability-anchor
-append` drives it: `Log.prepare(records)` then `Log.append_prepared(batch)` per 1,000 records,
-on a fresh log each round whose clock stands at 13:00 of the records' day. Prepare and store are
-timed apart, so the breakdown says where the library's time goes. The ratio is the median over
-rounds of B's rate over the A run just before it; the single-row floor
-(`writefloors.single_row_floor`, one durable commit per record, `--single-records`) is printed
-beside it. Goal: the library's batched append >= 0.8x the fast floor.
+Builds `--records` records (`benchkit.record`), then alternates rounds A B A B ...: A is the
+SPEC floor (`writefloors.spec_floor`: the log's own schema, triggers and `/record` index in a
+bare sqlite3 store, sorted compact JSON, SHA-256, `executemany` of 1,000 a transaction), B is
+the library as `capability-anchor append` drives it: `Log.prepare(records)` then
+`Log.append_prepared(batch)` per 1,000 records, on a fresh log each round whose clock stands at
+13:00 of the records' day. Prepare and store are timed apart, so the breakdown says where the
+library's time goes. The ratio is the median over rounds of B's rate over the A run just
+before it; the single-row floor (`writefloors.single_row_floor`, one durable commit per
+record, `--single-records`) is printed beside it. Goal: the library's batched append >= 0.9x
+the SPEC floor (tools/bench_writes.py's `library` phase runs the same rounds).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from typing import Any
 
 import benchdoc
 from benchkit import ISS, FixedClock, default_base, loadavg, print_table, record, say
-from writefloors import FLOOR_BATCH, fast_floor, single_row_floor
+from writefloors import FLOOR_BATCH, single_row_floor, spec_floor
 
-GOAL = 0.8
+GOAL = 0.9
 # The log's clock: 13:00 UTC of the records' day (benchkit.CHECKED_AT is 12:34:56 that day, and
 # the record rule refuses a checked_at from the future).
 NOON = dt.datetime(2026, 11, 30, 13, tzinfo=dt.UTC).timestamp()
@@ -85,7 +86,7 @@ def main() -> int:
     prepare_total = store_total = 0.0
     try:
         for n in range(args.rounds):
-            floor = fast_floor(records, work, f"floor-{n}.sqlite3")
+            floor = spec_floor(records, work, f"floor-{n}.sqlite3")
             lib, prepare_s, store_s = library_round(records, work / f"log-{n}")
             floors.append(floor)
             libs.append(lib)
@@ -108,20 +109,20 @@ def main() -> int:
         single = single_row_floor(records[: args.single_records], work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    head = ("round", "fast floor", "library", "ratio", "prepare/rec", "store/rec", "load avg")
+    head = ("round", "SPEC floor", "library", "ratio", "prepare/rec", "store/rec", "load avg")
     print_table(head, lines)
     ratio = statistics.median(ratios)
     share = prepare_total / (prepare_total + store_total)
     say("")
     say(
-        f"fast floor {statistics.median(floors):,.0f}/s, library batched append "
+        f"SPEC floor {statistics.median(floors):,.0f}/s, library batched append "
         f"{statistics.median(libs):,.0f}/s (medians); single-row floor {single:,.0f}/s "
         f"({args.single_records:,} records, one durable commit each)"
     )
     say(f"time in the library: prepare {share:.0%}, store {1 - share:.0%}")
-    say(f"ratio library / fast floor: {ratio:.2f}x (median of {args.rounds} rounds)")
+    say(f"ratio library / SPEC floor: {ratio:.2f}x (median of {args.rounds} rounds)")
     say(f"load average after: {loadavg()}")
-    say(f"library batched append >= {GOAL}x fast floor: {'MET' if ratio >= GOAL else 'MISSED'}")
+    say(f"library batched append >= {GOAL}x SPEC floor: {'MET' if ratio >= GOAL else 'MISSED'}")
     return 0
 
 

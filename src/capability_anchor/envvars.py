@@ -84,7 +84,7 @@ HEADER_TIMEOUT = EnvVar(
     "CAPABILITY_ANCHOR_HEADER_TIMEOUT",
     "`10`",
     "seconds for a request's header block (`--header-timeout`)",
-    f"{_SERVICE} and its `--http capability_anchor.web.nodelay:NoDelayH11Protocol`",
+    f"{_SERVICE} and its `--http capability_anchor.web.nodelay:NoDelayProtocol`",
 )
 BODY_WORKERS = EnvVar(
     "CAPABILITY_ANCHOR_BODY_WORKERS",

@@ -42,12 +42,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
-def raw_exchange(port: int, request: bytes, *, timeout: float = 10.0) -> bytes:
+def raw_exchange(
+    port: int, request: bytes, *, timeout: float = 10.0, until_closed: bool = False
+) -> bytes:
     """Send all of `request` (headers and body) on one connection, then read until the server
-    closes it or the answer is complete; a reset while sending or reading fails the test."""
+    closes it or (unless `until_closed`) the answer is complete; a reset while sending or
+    reading fails the test."""
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
         sock.sendall(request)
-        return read_response(sock)
+        if not until_closed:
+            return read_response(sock)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+        return data
 
 
 def read_response(sock: socket.socket) -> bytes:
@@ -113,6 +121,55 @@ def test_head_answers_like_get_without_a_body(server: Server) -> None:
         # A route without GET has no HEAD either.
         assert client.head("/records").status_code == 405
         assert client.head("/prove").status_code == 405
+
+
+@pytest.fixture(scope="module")
+def asgi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The production form (`uvicorn ... --workers 2`) on an empty log."""
+    data = tmp_path_factory.mktemp("edge-asgi") / "data"
+    Log.init(data, iss="https://resolver.example").close()
+    with _uvicorn(data) as srv:
+        yield srv
+
+
+@pytest.fixture(params=["serve", "uvicorn"])
+def either(request: pytest.FixtureRequest) -> Server:
+    srv: Server = request.getfixturevalue("server" if request.param == "serve" else "asgi_server")
+    return srv
+
+
+def test_head_keeps_the_connection(either: Server) -> None:
+    """HEAD answers are whole (no body to wait for): a second HEAD and a GET on the same
+    connection are answered."""
+    with socket.create_connection((HOST, either.port), timeout=5) as sock:
+        for method in ("HEAD", "HEAD", "GET"):
+            sock.sendall(f"{method} /healthz HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+            answer = read_response(sock) if method == "GET" else read_head(sock)
+            assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), (method, answer)
+            assert (b'"status":"ok"' in answer) == (method == "GET"), (method, answer)
+
+
+def test_pipelined_requests_are_answered_in_order(either: Server) -> None:
+    one = f"HTTP/1.1\r\nHost: {HOST}\r\n"
+    sent = f"GET /healthz {one}\r\nHEAD /keys {one}\r\nGET /keys {one}Connection: close\r\n\r\n"
+    answers = raw_exchange(either.port, sent.encode(), until_closed=True)
+    healthz, rest = answers.split(b"\r\n\r\n", 1)
+    assert healthz.startswith(b"HTTP/1.1 200 OK\r\n") and rest.startswith(b'{"v":')
+    keys_head, keys = rest.partition(b"}HTTP/1.1 ")[2].split(b"\r\n\r\n", 1)
+    assert keys_head.startswith(b"200 OK\r\n") and b"content-length" in keys_head
+    assert keys.startswith(b"HTTP/1.1 200 OK\r\n"), keys
+    assert b"connection: close" in keys and keys.endswith(b"}"), keys
+
+
+def read_head(sock: socket.socket) -> bytes:
+    """One answer's status line and headers, byte by byte (a HEAD answer has no body)."""
+    data = b""
+    while not data.endswith(b"\r\n\r\n"):
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 # --- error notes -----------------------------------------------------------------------------

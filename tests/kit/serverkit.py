@@ -199,10 +199,11 @@ def uvicorn_argv(port: int, workers: int, args: Sequence[str] = ()) -> list[str]
         str(port),
         "--workers",
         str(workers),
-        # The operations guide's production form: TCP_NODELAY on every connection (see
-        # web/nodelay.py).
+        # The operations guide's production form (web/nodelay.py).
         "--http",
-        "capability_anchor.web.nodelay:NoDelayH11Protocol",
+        "capability_anchor.web.nodelay:NoDelayProtocol",
+        "--loop",
+        "uvloop",
         "--log-level",
         "warning",
         *args,

@@ -52,7 +52,7 @@ def test_every_third_party_import_of_src_is_a_declared_dependency() -> None:
         for name, files in imported_top_level_names().items()
         if name not in sys.stdlib_module_names and name != "capability_anchor"
     }
-    assert {"nacl", "rfc8785", "cryptography", "anyio", "pyasn1", "h11"} <= set(third_party)
+    assert {"nacl", "rfc8785", "cryptography", "anyio", "pyasn1"} <= set(third_party)
     problems = []
     for name, files in sorted(third_party.items()):
         dists = distributions.get(name)

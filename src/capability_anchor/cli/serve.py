@@ -270,8 +270,9 @@ def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str
         # Ours (web/accesslog.py) replaces uvicorn's access log.
         access_log=False,
         timeout_graceful_shutdown=30,
-        # The production form's protocol: TCP_NODELAY and the header timeout.
+        # The production form's protocol and loop (web/nodelay.py).
         http=with_header_timeout(header_timeout),
+        loop="uvloop",
     )
     server = Server(config)
     # From "serving on" on, a signal that comes before uvicorn has taken the signals over

@@ -5,9 +5,8 @@ Preparing is pure (a worker process runs it: `api.appendworker`); storing is the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from hashlib import sha256
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import msgspec
 
@@ -29,8 +28,10 @@ MAX_BATCH = 1000
 _ENCODE = msgspec.json.Encoder(order="sorted").encode
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """Where a record of a batch is stored. A tuple: a frozen dataclass took ~8x as long to
+    make, once per record on the writer's serial path."""
+
     day: str
     leaf_index: int
     leaf_hash: bytes

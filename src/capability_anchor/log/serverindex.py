@@ -9,7 +9,6 @@ import json
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 from capability_anchor.errors import StoreError, UsageError
@@ -121,14 +120,8 @@ class ServerIndex:
         if upto <= pending.start:
             return pending
         done = upto - pending.start
-        # Sorted by key alone: the rows are made in index order and the sort is stable, so
-        # equal keys stay in index order, as sorting the (key, index) pairs would put them,
-        # without a tuple comparison per step.
-        rows = sorted(
-            [(k, pending.start + n) for n, ks in enumerate(pending.keys[:done]) for k in ks],
-            key=itemgetter(0),
-        )
-        self._store.insert_servers(pending.day, rows)
+        rows = [(k, n) for n, ks in enumerate(pending.keys[:done], pending.start) for k in ks]
+        self._store.insert_servers(pending.day, rows)  # in the order of its stored keys
         return Pending(pending.day, upto, pending.keys[done:])
 
     def rebuild(self, day: str, start: int, end: int) -> None:

@@ -1,8 +1,8 @@
-"""An h11 protocol for uvicorn (`--http capability_anchor.web.nodelay:NoDelayH11Protocol`)
-that sets TCP_NODELAY and closes a connection whose request headers are not complete within
-`header_timeout` seconds (env CAPABILITY_ANCHOR_HEADER_TIMEOUT, default 10). Apart from
-`asgi`, so uvicorn's supervisor imports it without opening the log. Why:
-docs/explanation/decisions/36-api.md."""
+"""The service's HTTP protocol for uvicorn (`--http capability_anchor.web.nodelay:NoDelayProtocol
+--loop uvloop`): uvicorn's httptools protocol with TCP_NODELAY, one write per answer, a
+bounded header block and a header deadline (env CAPABILITY_ANCHOR_HEADER_TIMEOUT, default 10).
+Apart from `asgi`, so uvicorn's supervisor imports it without opening the log. Why:
+docs/explanation/decisions/37-edge.md."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import asyncio
 import contextlib
 import socket
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from capability_anchor.envvars import HEADER_TIMEOUT
 
 DEFAULT_HEADER_TIMEOUT = 10.0
+# The most a request line and its headers may take (h11's limit in uvicorn, which this replaced).
+MAX_HEADER_BYTES = 16 * 1024
 
 
 def header_timeout_from_env() -> float:
@@ -57,11 +58,14 @@ class _OneWritePerAnswer:
         return getattr(self._transport, name)
 
 
-class NoDelayH11Protocol(H11Protocol):
+class NoDelayProtocol(HttpToolsProtocol):
     header_timeout: float = header_timeout_from_env()
     _header_timer: asyncio.TimerHandle | None = None
+    _in_head = False  # a request has begun and its header block is not whole yet
+    _head_bytes = 0  # bytes read for the open header block after the read it began in
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        # Explicit, whatever the loop does: the --workers form shares one listening socket.
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
@@ -70,22 +74,34 @@ class NoDelayH11Protocol(H11Protocol):
         self._arm_header_timer()
 
     def data_received(self, data: bytes) -> None:
+        scope = self.scope  # a new one for each request begun
         super().data_received(data)
-        # h11 leaves IDLE only once a whole header block has been parsed.
-        if self.conn.their_state is not h11.IDLE:
-            self._cancel_header_timer()
+        if not self._in_head or self.scope is not scope:
+            self._head_bytes = 0
+            return
+        self._head_bytes += len(data)
+        if self._head_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
+            self.send_400_response("Request header block too large.")
 
-    def handle_events(self) -> None:
-        cycle = self.cycle
-        super().handle_events()
-        if self.cycle is not None and self.cycle is not cycle:
-            # A new request: its task has not run yet, so it writes through this.
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+
+    def on_headers_complete(self) -> None:
+        # A parser callback: the header block is whole.
+        self._cancel_header_timer()
+        self._in_head = False
+        super().on_headers_complete()
+        # HEAD answers are one write anyway (uvicorn sends no body for them, so nothing
+        # would flush a held header); pipelined cycles are made here too.
+        if self.cycle is not None and self.scope["method"] != "HEAD":
             self.cycle.transport = _OneWritePerAnswer(self.transport)  # type: ignore[assignment]
 
     def on_response_complete(self) -> None:
+        # The next request's headers are due from now, unless it is in already.
+        waiting = bool(self.pipeline)
         super().on_response_complete()
-        # The next request's headers are due from now (unless a pipelined one is already in).
-        if self.conn.their_state is h11.IDLE:
+        if not waiting:
             self._arm_header_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -104,15 +120,15 @@ class NoDelayH11Protocol(H11Protocol):
 
     def _headers_late(self) -> None:
         self._header_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
-            return
-        with contextlib.suppress(h11.LocalProtocolError):
-            self.conn.send(h11.ConnectionClosed())
         self.transport.close()
 
 
-def with_header_timeout(seconds: float) -> type[NoDelayH11Protocol]:
+# The name the shipped unit file used before #37; installed copies still say it (37-edge.md).
+NoDelayH11Protocol = NoDelayProtocol
+
+
+def with_header_timeout(seconds: float) -> type[NoDelayProtocol]:
     """The protocol class with another header timeout (for `serve --header-timeout`)."""
     if not seconds > 0:
         raise ValueError("the header timeout must be a positive number of seconds")
-    return type("NoDelayH11Protocol", (NoDelayH11Protocol,), {"header_timeout": seconds})
+    return type("NoDelayProtocol", (NoDelayProtocol,), {"header_timeout": seconds})
