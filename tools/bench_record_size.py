@@ -12,9 +12,9 @@
    also a server of the same log running the code in SRC: PYTHONPATH), all at once, warms
    each for `--warmup` s, then for `--rounds` runs `wrk -t1 -c64` of `GET /record?id=<a
    random server>` against each in turn (interleaved), `--duration` s each.
-3. Prints each rate, the server's CPU per request (its processes, every request counted) and
-   the load average, the medians, and the ratio of the
-   largest size to the smallest (goal >= 0.9).
+3. Prints each rate, the server's CPU per request (its processes, every request counted),
+   the load average, the medians, and the ratio of the largest size to the smallest (goal
+   >= 0.9); `--write-doc` also writes it into docs/explanation/performance.md.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.kit import serverkit
 
+import benchdoc
 import wrkkit
 from benchkit import ISS, default_base, loadavg, print_table, processes, record, say
 from capability_anchor.log import MAX_BATCH, Log
@@ -151,4 +152,4 @@ async def one(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(benchdoc.run("record_size", main))
