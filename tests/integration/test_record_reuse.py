@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from capability_anchor.log import Log
-from capability_anchor.log.issuance import IssuedTokens
+from capability_anchor.log.issuance import IssuedTokens, issue_record
 from tests.integration.test_record import ISS, Clock, server
 
 
@@ -22,9 +22,9 @@ def test_a_token_is_reused_while_its_remaining_lifetime_is_within_the_rule(
     with Log.init(tmp_path / "d", iss=ISS, clock=clock) as log:
         log.append([server(1)])
         log.checkpoint()
-        first = log.record_answer(sub="example:1", lifetime=lifetime)
+        first = issue_record(log, sub="example:1", lifetime=lifetime)
         clock.t += kept_for
-        assert log.record_answer(sub="example:1", lifetime=lifetime) == first
+        assert issue_record(log, sub="example:1", lifetime=lifetime) == first
         clock.t += 1
         later = log.record(sub="example:1", lifetime=lifetime)
         assert later["iat"] == int(clock.t)
@@ -50,9 +50,9 @@ def test_the_cache_holds_at_most_its_bound_of_servers(tmp_path: Path) -> None:
         log.issued = IssuedTokens(size=2)
         log.append([server(n) for n in range(4)])
         log.checkpoint()
-        first = {n: log.record_answer(sub=f"example:{n}") for n in range(4)}
+        first = {n: issue_record(log, sub=f"example:{n}") for n in range(4)}
         assert len(log.issued) == 2
         clock.t += 1
-        assert log.record_answer(sub="example:3") == first[3]  # kept
-        assert log.record_answer(sub="example:0") != first[0]  # dropped: signed again
+        assert issue_record(log, sub="example:3") == first[3]  # kept
+        assert issue_record(log, sub="example:0") != first[0]  # dropped: signed again
         assert len(log.issued) == 2

@@ -278,14 +278,8 @@ class Log:
         self, *, sub: str | None = None, url: str | None = None, lifetime: int = DEFAULT_LIFETIME
     ) -> dict[str, Any]:
         """A Capability Resolution §6.3 record (SPEC §6 `/record`): `log.issuance`."""
-        found: dict[str, Any] = json.loads(self.record_answer(sub=sub, url=url, lifetime=lifetime))
+        found: dict[str, Any] = json.loads(issue_record(self, sub=sub, url=url, lifetime=lifetime))
         return found
-
-    def record_answer(
-        self, *, sub: str | None = None, url: str | None = None, lifetime: int = DEFAULT_LIFETIME
-    ) -> bytes:
-        """`record` as its RFC 8785 bytes (what `GET /record` answers)."""
-        return issue_record(self, sub=sub, url=url, lifetime=lifetime)
 
 
 def _fill(

@@ -43,6 +43,7 @@ from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.export.days import timestamps_document
 from capability_anchor.head import VERSION
 from capability_anchor.keys import trust
+from capability_anchor.log.issuance import issue_record
 from capability_anchor.log.marks import behind_state
 from capability_anchor.merkle.tilepath import parse_tile_path
 from capability_anchor.read.reader import MAX_INT
@@ -297,7 +298,7 @@ async def record(
 ) -> Response[bytes]:
     service = service_of(request)
     lifetime = service.settings.record_lifetime
-    answer = partial(service.reader.record_answer, sub=id, url=url, lifetime=lifetime)
+    answer = partial(issue_record, service.reader, sub=id, url=url, lifetime=lifetime)
     # Open (`ServerRecord`): a record carries what its writer gave it besides the documented
     # members, so it is not shaped by the Struct; tests/integration/test_api_shapes.py holds
     # its members. RFC 8785 already (`jws.record_answer`).
