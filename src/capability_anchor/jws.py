@@ -8,6 +8,7 @@ Record tokens add the Capability Resolution §8 claims and expiry rules."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -72,6 +73,11 @@ class VerifiedJWS:
 # --- signing -------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
+def _header(kid: str, typ: str) -> bytes:
+    return canonical({"alg": ALG, "kid": kid, "typ": typ})
+
+
 def sign(payload: bytes, key: SigningKey, typ: str) -> str:
     """Sign `payload` as a compact JWS with the header `{"alg":"EdDSA","kid":…,"typ":typ}`."""
     if not isinstance(payload, bytes):
@@ -82,11 +88,7 @@ def sign(payload: bytes, key: SigningKey, typ: str) -> str:
         raise UsageError("payload must not be empty")
     if not isinstance(typ, str) or not typ:
         raise UsageError("typ must be a non-empty string")
-    signing_input = (
-        b64url_encode(canonical({"alg": ALG, "kid": key.kid, "typ": typ}))
-        + "."
-        + b64url_encode(payload)
-    )
+    signing_input = b64url_encode(_header(key.kid, typ)) + "." + b64url_encode(payload)
     signature = key.sign(signing_input.encode("ascii"))
     return signing_input + "." + b64url_encode(signature)
 
@@ -114,10 +116,36 @@ def sign_record(
     """A resolver-2 record (Capability Resolution §6.3): the leaf `claims` plus `iat`, `exp`,
     `anchor` and `proof`, signed as a record token; returned with `expires` (RFC 3339 UTC)
     and the compact `jws` beside the signed members."""
-    signed = {**claims, "iat": iat, "exp": iat + lifetime, "anchor": anchor, "proof": proof}
-    token = sign_claims(signed, key, RECORD_TYP)
+    try:
+        written = canonical(dict(claims))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"claims cannot be canonicalized with RFC 8785: {exc}") from None
+    answer = record_answer(written, anchor=anchor, proof=proof, key=key, iat=iat, lifetime=lifetime)
+    found: dict[str, Any] = strictjson.loads(answer)
+    return found
+
+
+def record_answer(
+    claims: bytes,
+    *,
+    anchor: Mapping[str, Any],
+    proof: Mapping[str, Any],
+    key: SigningKey,
+    iat: int,
+    lifetime: int,
+) -> bytes:
+    """`sign_record`'s record as RFC 8785 bytes, from the RFC 8785 bytes of `claims` (a leaf's,
+    as stored): its members are spliced into the payload and the answer, never written again."""
+    members = strictjson.members(claims)
+    added = {"iat": iat, "exp": iat + lifetime, "anchor": anchor, "proof": proof}
+    signed = members | {name: strictjson.member(name, value) for name, value in added.items()}
+    token = sign(strictjson.joined(signed), key, RECORD_TYP)
     expires = dt.datetime.fromtimestamp(iat + lifetime, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {**signed, "expires": expires, "jws": token}
+    extra = {
+        "expires": strictjson.member("expires", expires),
+        "jws": strictjson.member("jws", token),
+    }
+    return strictjson.joined(signed | extra)
 
 
 # --- verification --------------------------------------------------------------------------

@@ -157,6 +157,47 @@ def canonical(value: Any, *, plain: bool = False) -> bytes:
     return data
 
 
+_DECODER = json.JSONDecoder()
+
+
+def members(data: bytes) -> dict[str, str]:
+    """The top-level members of an RFC 8785 object as written there (name -> `"name":value`),
+    for `joined` to splice others into without writing these again; ValueError if not one."""
+    text = data.decode("utf-8")
+    found: dict[str, str] = {}
+    if len(text) < 2 or text[0] != "{" or text[-1] != "}":
+        raise ValueError("not a JSON object")
+    at, end = 1, len(text) - 1
+    while at < end:
+        name, colon = json.decoder.scanstring(text, at + 1)  # type: ignore[attr-defined]
+        if text[at] != '"' or text[colon] != ":":
+            raise ValueError(f"not RFC 8785 at offset {at}")
+        _, stop = _DECODER.raw_decode(text, colon + 1)
+        if stop < end and text[stop] != ",":
+            raise ValueError(f"not RFC 8785 at offset {stop}")
+        found[name] = text[at:stop]
+        at = stop + 1
+    return found
+
+
+def member(name: str, value: Any) -> str:
+    """One member `"name":value` as RFC 8785 writes it; `name` one that JSON writes as itself
+    (ASCII, no quote, backslash or control character)."""
+    if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return f'"{name}":{value}'
+    if type(value) is str and value.isascii():
+        return f'"{name}":{json.dumps(value, ensure_ascii=False)}'
+    return f'"{name}":{canonical(value, plain=is_plain(value)).decode("utf-8")}'
+
+
+def joined(written: dict[str, str]) -> bytes:
+    """The RFC 8785 object of members as `members`/`member` write them (names in UTF-16 order)."""
+    names = sorted(written)  # code point order is UTF-16 order for these names:
+    if not "".join(names).isascii():  # else sort by UTF-16 code units
+        names.sort(key=lambda name: name.encode("utf-16-be"))
+    return ("{" + ",".join([written[name] for name in names]) + "}").encode("utf-8")
+
+
 # JCS writes integers only within the I-JSON range (RFC 7493 §2.2).
 MAX_SAFE_INTEGER = 2**53 - 1
 

@@ -81,6 +81,8 @@ def test_the_dedupe_finds_each_stored_hash_in_its_day(opened: Opened) -> None:
     entry = store.entry(DAY, 2)
     assert entry is not None and (entry.leaf_hash, entry.claims) == leaf(2)
     assert store.accepted_at(DAY, 2) == AT
+    assert store.record_entry(DAY, 2) == (leaf(2)[1], AT)
+    assert store.record_entry(DAY, 4) is None
 
 
 def test_a_key_is_stored_once_and_never_replaced(opened: Opened) -> None:
@@ -91,3 +93,12 @@ def test_a_key_is_stored_once_and_never_replaced(opened: Opened) -> None:
     with pytest.raises(Conflict), store.write():
         store.add_key("kid-1", '{"kty":"EC"}', AT)
     assert opened.reopen().signing_keys() == [("kid-1", '{"kty":"OKP"}')]
+
+
+def test_the_newest_settings_statement_is_the_last_stored(opened: Opened) -> None:
+    store = opened.store
+    assert store.newest_settings() is None
+    with store.write():
+        store.add_settings("kid-1", "a.b.c", AT)
+        store.add_settings("kid-2", "d.e.f", AT + 1)
+    assert opened.reopen().newest_settings() == (2, "kid-2", "d.e.f")

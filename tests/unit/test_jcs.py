@@ -84,6 +84,25 @@ def test_leaf_bytes_are_rfc8785_of_the_leaf_claims(record: dict[str, Any]) -> No
     assert got == reference(leaf.leaf_claims(record))
 
 
+RECORD_MEMBERS = st.sampled_from(["iat", "exp", "anchor", "proof", "expires", "jws", "a", "~"])
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.dictionaries(TEXT, ANY_JSON, max_size=6), st.dictionaries(RECORD_MEMBERS, ANY_JSON))
+def test_members_spliced_into_rfc8785_bytes_are_rfc8785(
+    stored: dict[str, Any], added: dict[str, Any]
+) -> None:
+    """`/record`'s answer: members set into the RFC 8785 bytes of stored claims, never
+    written again (`jws.record_answer`), are the bytes of the merged object."""
+    data, want = reference(stored), reference({**stored, **added})
+    if data is None or want is None:
+        return
+    members = strictjson.members(data)
+    assert strictjson.joined(members) == data
+    extra = {name: strictjson.member(name, value) for name, value in added.items()}
+    assert strictjson.joined(members | extra) == want
+
+
 def _imports(path: Path) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):

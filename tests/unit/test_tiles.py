@@ -10,7 +10,7 @@ import pytest
 
 from capability_anchor import merkle
 from capability_anchor.errors import MalformedProof, UsageError
-from capability_anchor.merkle.tiles import tiles_for_size
+from capability_anchor.merkle.tiles import FULL_TILE_BYTES, tile_rows, tiles_for_size
 
 N = 70_000  # > 256 * 256, so level-2 tiles exist
 BIG = merkle.TiledTree(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(N))
@@ -114,7 +114,7 @@ def test_tree_rejects_bad_input() -> None:
 
 
 def test_a_shared_cache_serves_later_proofs_and_refetches_grown_tiles() -> None:
-    cache = merkle.TileCache(max_tiles=8)
+    cache = merkle.TileCache(max_bytes=8 * FULL_TILE_BYTES)
     reads: list[tuple[int, int, int]] = []
 
     def at(size: int):  # type: ignore[no-untyped-def]
@@ -146,3 +146,16 @@ def test_a_shared_cache_serves_later_proofs_and_refetches_grown_tiles() -> None:
     other.node(0, 0)
     assert other.tiles_read == 1
     assert len(cache) <= 8
+    assert cache.bytes <= 8 * FULL_TILE_BYTES
+
+
+def test_the_tile_cache_is_bounded_by_the_bytes_it_holds() -> None:
+    cache = merkle.TileCache(max_bytes=3 * FULL_TILE_BYTES)
+    rows = tile_rows(bytes(range(32)) * 256)
+    assert sum(map(len, rows)) == FULL_TILE_BYTES
+    for n in range(5):
+        cache.put(("d", 0, n), rows)
+    assert len(cache) == 3 and cache.bytes == 3 * FULL_TILE_BYTES
+    assert cache.get(("d", 0, 1)) is None and cache.get(("d", 0, 4)) is rows  # LRU
+    cache.put(("d", 0, 4), rows[:1])  # a key stored again counts once
+    assert cache.bytes == 2 * FULL_TILE_BYTES + len(rows[0])

@@ -6,7 +6,10 @@ nothing.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from capability_anchor import jws
 from capability_anchor.errors import NotFound, StoreError, UsageError
@@ -23,13 +26,57 @@ if TYPE_CHECKING:
     from .lifecycle import Log
 
 DEFAULT_LIFETIME = 24 * 3600
+KEPT_TOKENS = 4096  # ~2 KB each: a few MB per process
+REUSE_WITHIN = 300  # s of a token's lifetime that may be gone when it is served again
+
+State = tuple[str, int, int, bool, str, int]  # day, index, head size, sealed, kid, lifetime
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    state: State
+    exp: int
+    answer: bytes
+
+
+class IssuedTokens:
+    """The newest answer this process signed for each server (an LRU of `size` servers): served
+    again only for the same state (entry, newest head, current key, lifetime) while its
+    remaining lifetime is at least max(90% of it, it less `REUSE_WITHIN`) (issue #37)."""
+
+    def __init__(self, size: int = KEPT_TOKENS) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, Issued] = OrderedDict()
+        self._lock = threading.Lock()  # read threads share it
+
+    def get(self, server: str, state: State, now: float) -> bytes | None:
+        lifetime = state[-1]
+        with self._lock:
+            found = self._kept.get(server)
+            if found is None or found.state != state:
+                return None
+            if not max(0.9 * lifetime, lifetime - REUSE_WITHIN) <= found.exp - now <= lifetime:
+                return None
+            self._kept.move_to_end(server)
+            return found.answer
+
+    def put(self, server: str, issued: Issued) -> None:
+        with self._lock:
+            self._kept[server] = issued
+            self._kept.move_to_end(server)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
 
 def issue_record(
     log: Log, *, sub: str | None = None, url: str | None = None, lifetime: int = DEFAULT_LIFETIME
-) -> dict[str, Any]:
-    """`Log.record`: the signed record of the server `sub` or `url`; NotFound (saying why)
-    without a covered entry, or when the newest covered one is no CR 0.2 token."""
+) -> bytes:
+    """`Log.record`'s answer, RFC 8785: the signed record of the server `sub` or `url`;
+    NotFound (saying why) without a covered entry, or when the newest covered one is no CR
+    0.2 token. The same state is answered from `log.issued` (`IssuedTokens`)."""
     if (sub is None) == (url is None):
         raise UsageError("give exactly one of id and url")
     if not 0 < lifetime <= jws.MAX_RECORD_LIFETIME:
@@ -40,13 +87,21 @@ def issue_record(
     read, store = log.read, log.store
     indexed = store.server_entries(key)
     for day, index in indexed:
-        if store.newest_covering(day, index) is None:
+        # The day's newest head covers the entry exactly when any of its heads does.
+        head = store.newest_head(day)
+        if head is None or index >= head.tree_size:
             continue  # not yet under a published head: an older entry may be
-        entry = store.entry(day, index)
-        accepted_at = store.accepted_at(day, index)
-        if entry is None or accepted_at is None:
+        now = log.clock()  # the time first, then the key: no revocation is crossed
+        signer = current_key(log)
+        state = (day, index, head.tree_size, head.sealed, signer.kid, lifetime)
+        kept = log.issued.get(key, state, now)
+        if kept is not None:
+            return kept
+        found = store.record_entry(day, index)
+        if found is None:
             raise StoreError(f"the server index names a missing entry {day}/{index}")
-        claims = json.loads(entry.claims)
+        stored, accepted_at = found
+        claims = json.loads(stored)
         if key not in server_keys(claims):
             continue  # indexed under the same digest as another key (schema 5 stores digests)
         # Only CR 0.2 tokens (SPEC §13.1), never an older entry in place of the newest.
@@ -60,17 +115,18 @@ def issue_record(
                 f"#{index}) is no Capability Resolution 0.2 record (SPEC §13.1), so /record "
                 f"signs no token for it: {problem}"
             )
-        answer = read.proof(day, index)
-        iat = int(log.clock())  # the time first, then the key: no revocation is crossed
-        signer = current_key(log)
-        return jws.sign_record(
-            claims,
+        answer = read.proof_in(head, index)
+        iat = int(now)
+        signed = jws.record_answer(
+            stored,
             anchor=answer["anchor"],
             proof=answer["proof"],
             key=signer,
             iat=iat,
             lifetime=lifetime,
         )
+        log.issued.put(key, Issued(state, iat + lifetime, signed))
+        return signed
     today = log.today()
     days = (today, prev_day(today))
     tails = []

@@ -28,7 +28,7 @@ from . import serverindex
 from .batch import AppendResult, Prepared, prepare_records
 from .datafiles import KEY_FILE, MOVED_TO, check_restored, moved_message
 from .days import Clock, utc_day
-from .issuance import DEFAULT_LIFETIME, issue_record
+from .issuance import DEFAULT_LIFETIME, IssuedTokens, issue_record
 from .signing import sign_missing
 from .writer import LogWriter
 from .writer_token import TOKEN_FILE, create_token_file, read_token_file, writer_token
@@ -64,6 +64,7 @@ class Log:
         self.writer = LogWriter(self, handoff)
         self._trust_cache: tuple[object, trust.TrustChain] | None = None
         self._key_lock = threading.Lock()  # held while `trust.current_key` adopts a key
+        self.issued = IssuedTokens()  # `/record` answers, per state (`log.issuance`)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -277,7 +278,8 @@ class Log:
         self, *, sub: str | None = None, url: str | None = None, lifetime: int = DEFAULT_LIFETIME
     ) -> dict[str, Any]:
         """A Capability Resolution §6.3 record (SPEC §6 `/record`): `log.issuance`."""
-        return issue_record(self, sub=sub, url=url, lifetime=lifetime)
+        found: dict[str, Any] = json.loads(issue_record(self, sub=sub, url=url, lifetime=lifetime))
+        return found
 
 
 def _fill(

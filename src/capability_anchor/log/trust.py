@@ -54,10 +54,10 @@ def trusted_chain(log: Log) -> trust.TrustChain:
 def current_key(log: Log) -> SigningKey:
     """The key that signs the store's newest settings statement: one another process
     activated is adopted once it verifies that statement; else StartupCheckFailed."""
-    statements = log.store.settings_statements()  # one statement: one snapshot of its own
-    if not statements or statements[-1][1] == log.key.kid:
+    newest = log.store.newest_settings()  # one primary-key lookup, every `/record` asks
+    if newest is None or newest[1] == log.key.kid:
         return log.key
-    _, kid, token = statements[-1]
+    _, kid, token = newest
     with log._key_lock:
         if log.key.kid == kid:
             return log.key

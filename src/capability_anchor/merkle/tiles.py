@@ -93,12 +93,17 @@ def subtree_hash(hashes: bytes | bytearray | memoryview) -> bytes:
     return tile_rows(bytes(hashes))[-1]
 
 
+FULL_TILE_BYTES = (2 * TILE_WIDTH - 1) * HASH_SIZE  # a full tile's rows: 16,352 bytes
+TILE_CACHE_BYTES = 128 << 20  # every tile of a 2,000,000-leaf day (decisions/37-record.md)
+
+
 class TileCache:
     """A bounded LRU of tiles' rows shared by proofs (a cached tile can only be narrower, not
-    other)."""
+    other), by the bytes of hashes held: at most `max_bytes`."""
 
-    def __init__(self, max_tiles: int = 2048) -> None:
-        self.max_tiles = max_tiles
+    def __init__(self, max_bytes: int = TILE_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._rows: OrderedDict[Hashable, list[bytes]] = OrderedDict()
         # Proofs run on the event loop and on worker threads at once: a move_to_end racing an
         # eviction would raise KeyError.
@@ -113,10 +118,15 @@ class TileCache:
 
     def put(self, key: Hashable, rows: list[bytes]) -> None:
         with self._lock:
+            old = self._rows.get(key)
+            if old is not None:
+                self.bytes -= sum(map(len, old))
             self._rows[key] = rows
+            self.bytes += sum(map(len, rows))
             self._rows.move_to_end(key)
-            while len(self._rows) > self.max_tiles:
-                self._rows.popitem(last=False)
+            while self.bytes > self.max_bytes and self._rows:
+                _, gone = self._rows.popitem(last=False)
+                self.bytes -= sum(map(len, gone))
 
     def __len__(self) -> int:
         return len(self._rows)

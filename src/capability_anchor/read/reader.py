@@ -99,7 +99,11 @@ class LogReader:
             raise NotFound(
                 f"entry {leaf_index} of {day} is not covered by the head of size {row.tree_size}"
             )
-        source = self._tiles(day, row.tree_size)
+        return self.proof_in(row, leaf_index)
+
+    def proof_in(self, row: HeadRow, leaf_index: int) -> dict[str, Any]:
+        """`{v, anchor, proof}` for entry `leaf_index` (< its size) in the head `row`."""
+        source = self._tiles(row.day, row.tree_size)
         path = resolve(inclusion_nodes(leaf_index, row.tree_size), source.node)
         return {
             "v": heads.VERSION,

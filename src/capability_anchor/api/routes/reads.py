@@ -43,9 +43,9 @@ from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.export.days import timestamps_document
 from capability_anchor.head import VERSION
 from capability_anchor.keys import trust
+from capability_anchor.log.issuance import issue_record
 from capability_anchor.merkle.tilepath import parse_tile_path
 from capability_anchor.read.reader import MAX_INT
-from capability_anchor.strictjson import canonical
 from capability_anchor.web.guards import metrics_answer
 
 from .history_routes import TILE, TILE_PATH, tile_response
@@ -297,13 +297,15 @@ async def record(
 ) -> Response[bytes]:
     service = service_of(request)
     lifetime = service.settings.record_lifetime
-    found = await service.read(partial(service.reader.record, sub=id, url=url, lifetime=lifetime))
+    answer = partial(issue_record, service.reader, sub=id, url=url, lifetime=lifetime)
     # Open (`ServerRecord`): a record carries what its writer gave it besides the documented
     # members, so it is not shaped by the Struct; tests/integration/test_api_shapes.py holds
-    # its members.
-    # A fresh token per request (its own iat and exp): never cached.
+    # its members. RFC 8785 already (`jws.record_answer`).
+    # Its own iat and exp (reused only while nearly whole, `log.issuance`): never cached.
     return Response(
-        canonical(found), media_type="application/json", headers={"Cache-Control": NO_CACHE}
+        await service.read(answer),
+        media_type="application/json",
+        headers={"Cache-Control": NO_CACHE},
     )
 
 

@@ -87,6 +87,11 @@ class SqlRows(SqlBase):
             for i, k, j in self._exec("SELECT id, kid, jws FROM settings ORDER BY id")
         ]
 
+    def newest_settings(self) -> tuple[int, str, str] | None:
+        """The newest settings statement (id, signer kid, compact JWS): which key signs now."""
+        row = self._one("SELECT id, kid, jws FROM settings ORDER BY id DESC LIMIT 1")
+        return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
+
     def added_times(self) -> dict[str, dict[int, int]]:
         """`added` of every settings statement and rotation record, by table and id."""
         return {
@@ -149,6 +154,14 @@ class SqlRows(SqlBase):
             if len(rows) < chunk:
                 return
             start = rows[-1].leaf_index + 1
+
+    def record_entry(self, day: str, leaf_index: int) -> tuple[bytes, int] | None:
+        """(claims, accepted_at) of one entry, one primary-key lookup (what `/record` reads)."""
+        row = self._one(
+            "SELECT claims, accepted_at FROM entries WHERE day = ? AND leaf_index = ?",
+            (day, leaf_index),
+        )
+        return None if row is None else (bytes(row[0]), int(row[1]))
 
     def accepted_at(self, day: str, leaf_index: int) -> int | None:
         """The second (Unix time) the entry was accepted at, as stored with it."""

@@ -27,6 +27,10 @@ BUSY_TIMEOUT_MS = 30_000
 CACHE_KIB = 16 * 1024
 CHECKPOINT_INTERVAL_S = 0.02
 READER_CACHE_KIB = 4 * 1024
+# Readers map the database (up to SQLite's default ceiling, SQLITE_MAX_MMAP_SIZE): a page is
+# read from the OS page cache without a copy, so reads stay flat however large the log grows
+# past the 4 MiB cache (decisions/37-record.md).
+READER_MMAP_BYTES = 0x7FFF0000
 PAGE_SIZE = 8192  # of a log created now; one made before keeps its own (VACUUM changes it)
 
 
@@ -164,6 +168,7 @@ class SqliteBase(Store):
                 conn = connect(self.path)  # closed by `close()`, maybe on another thread
                 conn.execute("PRAGMA query_only = ON")
                 conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
+                conn.execute(f"PRAGMA mmap_size = {READER_MMAP_BYTES}")
             except sqlite3.Error as exc:
                 raise self._failed(exc, f"cannot open a reader of the log at {self.path}") from None
             self._readers.append(conn)
