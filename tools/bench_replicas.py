@@ -14,8 +14,8 @@
    measured cost per record (docs/explanation/replicas.md, "Past one machine").
 2. One-record `POST /records` (wrk, 32 connections in all), one replica then two.
 3. From kill -9 of the leader to the next signed head (by the standby).  Goal: <= 10 s.
-4. `GET /proof` at 500/s from two replicas beside a writer at each `--write-rates`
-   (replicareads.py).                     Goal: p99 <= 10 ms with writes at 200 records/s.
+4. `GET /proof` at 500/s from two replicas beside a writer at each `--write-rates`, for
+   `--read-seconds` each (replicareads.py).     Goal: p99 <= 10 ms, writes at 200 records/s.
 
 Each replica is a real `serve` on its own data dir copy and port, all sharing one real
 PostgreSQL 15 started here (tests/kit/pgkit.py). On this machine the replicas, the database
@@ -305,6 +305,9 @@ def main() -> int:
     parser.add_argument("--failovers", type=int, default=3)
     parser.add_argument("--proof-records", type=int, default=100_000)
     parser.add_argument(
+        "--read-seconds", type=float, default=10, help="each read phase (a batch is 5 s at 200/s)"
+    )
+    parser.add_argument(
         "--write-rates",
         default="-1,200,2000",
         help="the read phase's writer, records/s (0: flat out, -1: none)",
@@ -339,7 +342,7 @@ def main() -> int:
             )
         if "reads" in args.phases:
             for rate in (float(r) for r in args.write_rates.split(",")):
-                replicareads.phase(server, work, args.proof_records, args.seconds, rate)
+                replicareads.phase(server, work, args.proof_records, args.read_seconds, rate)
         say(f"load average after: {loadavg()}")
     finally:
         stop_server(server)
