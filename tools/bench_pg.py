@@ -36,8 +36,8 @@ from pathlib import Path
 import bench_api
 import benchdoc
 import writeprobe
-from bench_replicas import Replica
 from benchkit import ISS, loadavg, print_table, quantile, record, say
+from replicakit import Replica
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 

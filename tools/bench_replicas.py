@@ -1,195 +1,286 @@
 #!/usr/bin/env python3
-"""Replicas of one PostgreSQL log (#24), in one run. Goals, not tests.
+"""Replicas of one PostgreSQL log (#24, #37 item 5), in one run. Goals, not tests.
 
-    .venv/bin/python tools/bench_replicas.py                 # 10 s load phases, 3 failovers
-    .venv/bin/python tools/bench_replicas.py --seconds 20 --failovers 5
+    .venv/bin/python tools/bench_replicas.py                   # 5 s phases
+    .venv/bin/python tools/bench_replicas.py --seconds 20 --rounds 3 --failovers 5
 
-1. `POST /records` (one new record per request, wrk, 32 connections in all) against one
-   replica, then the same load split over two replicas at once.   Goal: two / one >= 1.5.
-2. From kill -9 of the leader to the next head signed (by the standby, seen at its
-   `/roots/<day>`), while one writer posts to the standby.        Goal: <= 10 s.
-3. `GET /proof?day=D&index=I` (I uniform over a `--proof-records` day), open loop at 500/s
-   in all, half from each of two replicas, with no writes, then while one writer posts
-   1,000-record batches to the first, back to back and at 200, 500 and 2,000 records/s
-   (`--write-rates`; bench_api.py's generator and client). Warmed up first as replicas
-   that have served a while are: a proof in every full tile, one batch written and its head
-   seen by both. 100 sampled answers are verified, each against the head the *other*
-   replica serves.                                                 Goal: p99 <= 10 ms.
+1. Batches: `POST /records` of 1,000 new records, 4 clients posting back to back, against
+   one replica, then split over two; rounds alternate (1, 2, 1, 2, ...).  Goal: two / one
+   >= 0.9. Each round reads every replica's `/metrics` before and after: the write lock's
+   hold (`capability_anchor_store_lock_hold_seconds`, every write transaction, checkpoints
+   included) per 1,000 records appended, and the ceiling it implies: 1,000 / that hold, in
+   records/s.                                                    Goal: >= 30,000 records/s.
+   Then a projection for 1 to 8 replicas on machines of their own, from each part's
+   measured cost per record (docs/explanation/replicas.md, "Past one machine").
+2. One-record `POST /records` (wrk, 32 connections in all), one replica then two.
+3. From kill -9 of the leader to the next signed head (by the standby).  Goal: <= 10 s.
+4. `GET /proof` at 500/s from two replicas beside a writer at each `--write-rates`, for
+   `--read-seconds` each (replicareads.py).     Goal: p99 <= 10 ms, writes at 200 records/s.
 
 Each replica is a real `serve` on its own data dir copy and port, all sharing one real
-PostgreSQL 15 started here (tests/kit/pgkit.py). The two cores are shared by the
-replicas, the database and wrk: on this machine the load generator and the database
-compete with the replicas for the same cores, so the ratio says little about separate
-machines. Read the ratios and the load average.
+PostgreSQL 15 started here (tests/kit/pgkit.py). On this machine the replicas, the database
+and the load generator share the same cores: read the ratios and the load average.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import random
+import os
 import resource
 import shutil
 import signal
-import socket
-import subprocess
+import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 import bench_api
 import benchdoc
+import replicareads
 import wrkkit
-from benchkit import ISS, loadavg, ms, print_table, processes, quantile, record, say
-from capability_anchor import merkle
-from capability_anchor.leaf import leaf_hash
-from capability_anchor.log import MAX_BATCH, Log
+from benchkit import loadavg, print_table, record, say
+from capability_anchor.log import MAX_BATCH
+from replicakit import (
+    PgServer,
+    Replica,
+    cpu_line,
+    cpu_seconds,
+    fresh_log,
+    newest,
+    start_server,
+    stop_server,
+)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from kit.pgkit import PgServer, start_server, stop_server
-
-CLI = Path(sys.executable).parent / "capability-anchor"
 CONNECTIONS = 32
+BATCH_CLIENTS = 4
+CEILING_GOAL = 30_000  # records/s: 1,000 records / 33 ms of the write lock
+RATIO_GOAL = 0.9
+# Round trips to the database made while an append holds the write lock (read from the
+# code: the lock and clock, sealed head, size, newest head, new leaves, dedupe probe, COPY,
+# the tile and index inserts with their savepoints, COMMIT); each adds an RTT on a network.
+LOCKED_ROUND_TRIPS = 18
+HOLD = "capability_anchor_store_lock_hold_seconds"
+APPENDED = "capability_anchor_records_appended_total"
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+@dataclass
+class Round:
+    replicas: int
+    rate: float  # records acknowledged per second
+    appended: float
+    hold: float  # seconds the write lock was held, every replica's transactions
+    writes: float  # write transactions
+    cpu: dict[str, float]  # CPU seconds: "replicas", "postgres", "generator"
+    load: float
+
+    @property
+    def ceiling(self) -> float:
+        return self.appended / self.hold if self.hold else float("nan")
 
 
-class Replica:
-    def __init__(self, data: Path, log: Path) -> None:
-        self.data = data
-        self.port = _port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        argv = [str(CLI), "serve", "--data", str(data), "--port", str(self.port)]
-        argv += ["--checkpoint-interval", "1", "--rate-limit", "0"]
-        self.log = log.open("w")
-        self.proc = subprocess.Popen(argv, stderr=self.log, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{self.url}/healthz", timeout=1)
-                return
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(f"the replica on {self.port} did not start") from None
-                time.sleep(0.2)
+def _batch_round(
+    server: PgServer, replicas: list[Replica], used: int, seconds: float, bodies: list[bytes]
+) -> Round:
+    token = replicas[0].token()
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    share = [bodies[n::used] for n in range(used)]
+    phases = [bench_api.Phase(r.url, "back to back") for r in replicas[:used]]
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+    async def load() -> None:
+        clients = [bench_api.RawClient(r.port, BATCH_CLIENTS // used) for r in replicas[:used]]
 
+        def poster(mine: list[bytes]) -> bench_api.Request:
+            async def post(c: bench_api.Client, i: int) -> bench_api.Answer:
+                return await c.post("/records", mine[i], headers)
 
-def _cpu_seconds(replicas: list[Replica]) -> dict[str, float]:
-    """CPU seconds used so far by each replica (its process group), by every `postgres`
-    process, and by this process (the generator of the read phase)."""
-    groups = {r.proc.pid: r.url for r in replicas}
-    used: Counter[str] = Counter()
-    for comm, group, cpu in processes():
-        if group in groups:
-            used[groups[group]] += cpu
-        elif comm in ("postgres", "wrk"):
-            used[comm] += cpu
-    used["generator"] = time.process_time()
-    return dict(used)
+            return post
 
+        try:
+            await asyncio.gather(
+                *(
+                    bench_api.closed_loop(
+                        c,
+                        poster(mine),
+                        p,
+                        len(mine),
+                        BATCH_CLIENTS // used,
+                        seconds,
+                        bench_api.acknowledged,
+                    )
+                    for c, mine, p in zip(clients, share, phases, strict=True)
+                )
+            )
+        finally:
+            for c in clients:
+                await c.aclose()
 
-def _cpu_line(before: dict[str, float], after: dict[str, float], wall: float) -> str:
-    """Each one's share of a core over `wall` seconds (100% = one core of the two)."""
-    return ", ".join(f"{k} {(after[k] - before.get(k, 0.0)) / wall:.0%}" for k in sorted(after))
-
-
-def _log(server: PgServer, work: Path, replicas: int) -> list[Path]:
-    url = server.url(server.fresh_database("replicas"))
-    first = work / "r0"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    argv = [str(CLI), "init", "--data", str(first), "--store", url, "--iss", ISS]
-    subprocess.run(argv, check=True, capture_output=True)
-    dirs = [first]
-    for n in range(1, replicas):
-        shutil.copytree(first, work / f"r{n}")
-        dirs.append(work / f"r{n}")
-    return dirs
-
-
-async def _load(
-    urls: list[str], token: str, seconds: float, script: Path
-) -> list[wrkkit.WrkResult]:
-    per = CONNECTIONS // len(urls)
-    runs = [wrkkit.run(u, script, seconds, per, wrkkit.post_args(token)) for u in urls]
-    return list(await asyncio.gather(*runs))
+    before = [r.metrics() for r in replicas]
+    cpu_before, began = cpu_seconds(server, replicas), time.monotonic()
+    asyncio.run(load())
+    cpu_after, wall = cpu_seconds(server, replicas), time.monotonic() - began
+    after = [r.metrics() for r in replicas]
+    delta: Counter[str] = Counter()
+    for b, a in zip(before, after, strict=True):
+        for name in (f"{HOLD}_sum", f"{HOLD}_count", APPENDED):
+            delta[name] += a[name] - b[name]
+    errors = sum(p.errors for p in phases)
+    if errors:
+        raise RuntimeError(f"batches refused: {[dict(p.statuses) for p in phases]}")
+    used_cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
+    cpu = {
+        "replicas": sum(v for k, v in used_cpu.items() if k.startswith("http")),
+        "postgres": used_cpu.get("postgres", 0.0),
+        "generator": used_cpu["generator"],
+    }
+    say(f"  {used} replica(s): CPU (100% = one core) {cpu_line(cpu_before, cpu_after, wall)}")
+    return Round(
+        used,
+        sum(p.items for p in phases) / max(p.span for p in phases),
+        delta[APPENDED],
+        delta[f"{HOLD}_sum"],
+        delta[f"{HOLD}_count"],
+        cpu,
+        os.getloadavg()[0],
+    )
 
 
-def _throughput(server: PgServer, work: Path, seconds: float) -> list[list[str]]:
+def _batches(server: PgServer, work: Path, seconds: float, rounds: int) -> list[Round]:
+    dirs = fresh_log(server, work / "batches", 2)
+    replicas = [Replica(d, work / f"batches-{i}.log") for i, d in enumerate(dirs)]
+    out = []
+    try:
+        _batch_round(server, replicas, 2, 1, bench_api.post_bodies(4, MAX_BATCH))  # warm-up
+        for used in [1, 2] * rounds:
+            bodies = bench_api.post_bodies(int(seconds * 10) + 4, MAX_BATCH)  # before timing
+            out.append(_batch_round(server, replicas, used, seconds, bodies))
+    finally:
+        for replica in replicas:
+            replica.stop()
+    return out
+
+
+def _per_record(rounds: list[Round]) -> dict[str, float]:
+    """Seconds per record appended of each part, pooled over `rounds`."""
+    appended = sum(r.appended for r in rounds)
+    per = {k: sum(r.cpu[k] for r in rounds) / appended for k in ("replicas", "postgres")}
+    per["hold"] = sum(r.hold for r in rounds) / appended
+    per["records per write"] = appended / sum(r.writes for r in rounds)
+    return per
+
+
+def _projection(per: dict[str, float], cores: int, db_cores: int, rtt_ms: float) -> list[list[str]]:
+    """records/s for 1 to 8 replicas, each on a machine of `cores` cores, the database on one
+    of `db_cores`, each round trip under the lock `rtt_ms` longer: the least of the
+    replicas' CPU, the database's CPU and the write lock (Amdahl's serial part)."""
+    hold = per["hold"] + LOCKED_ROUND_TRIPS * rtt_ms / 1e3 / per["records per write"]
+    rows = []
+    for n in range(1, 9):
+        limits = {
+            "replicas' CPU": n * cores / per["replicas"],
+            "database CPU": db_cores / per["postgres"],
+            "write lock": 1 / hold,
+        }
+        part = min(limits, key=lambda k: limits[k])
+        rows.append([str(n), f"{limits[part]:,.0f}", part])
+    return rows
+
+
+def _report_batches(rounds: list[Round], args: argparse.Namespace) -> None:
+    print_table(
+        ["replicas", "records/s", "lock held per 1,000", "ceiling records/s", "load"],
+        [
+            [
+                str(r.replicas),
+                f"{r.rate:,.0f}",
+                f"{1e3 * r.hold / r.appended * 1e3:.1f} ms",
+                f"{r.ceiling:,.0f}",
+                f"{r.load:.2f}",
+            ]
+            for r in rounds
+        ],
+    )
+    one = statistics.median(r.rate for r in rounds if r.replicas == 1)
+    two = statistics.median(r.rate for r in rounds if r.replicas == 2)
+    verdict = "ok" if two / one >= RATIO_GOAL else "MISSED"
+    say(f"two / one (medians): {two / one:.2f} (goal >= {RATIO_GOAL}: {verdict})")
+    per = _per_record(rounds)
+    ceiling = 1 / per["hold"]
+    verdict = "ok" if ceiling >= CEILING_GOAL else "MISSED"
+    say(
+        f"write lock held {per['hold'] * 1e6:.1f} ms per 1,000 records (every "
+        f"round, {per['records per write']:,.0f} records per write transaction): ceiling "
+        f"{ceiling:,.0f} records/s (goal >= {CEILING_GOAL:,}: {verdict})"
+    )
+    say(
+        f"per record: replica CPU {per['replicas'] * 1e6:.0f} us, database CPU "
+        f"{per['postgres'] * 1e6:.0f} us, write lock held {per['hold'] * 1e6:.1f} us"
+    )
+    say(
+        f"projection, each replica on a machine of {args.cores} cores, the database on one of "
+        f"{args.db_cores}, RTT {args.rtt_ms} ms x {LOCKED_ROUND_TRIPS} round trips under the lock:"
+    )
+    print_table(
+        ["replicas", "records/s", "limited by"],
+        _projection(per, args.cores, args.db_cores, args.rtt_ms),
+    )
+
+
+def _singles(server: PgServer, work: Path, seconds: float) -> list[list[str]]:
+    """One-record POSTs under wrk: one replica, then both."""
     rows = []
     rates: dict[int, float] = {}
-    cpu: dict[int, str] = {}
     for count in (1, 2):
-        dirs = _log(server, work / f"load{count}", 2)
+        dirs = fresh_log(server, work / f"load{count}", 2)
         replicas = [Replica(d, work / f"load{count}-{i}.log") for i, d in enumerate(dirs)]
         try:
-            token = (dirs[0] / "writer-token").read_text().strip()
             script = wrkkit.script_file(work)
-            used = [r.url for r in replicas[:count]]
-            before, began = _cpu_seconds(replicas), time.monotonic()
+            args = wrkkit.post_args(replicas[0].token())
+            before, began = cpu_seconds(server, replicas), time.monotonic()
             children = resource.getrusage(resource.RUSAGE_CHILDREN)
-            results = asyncio.run(_load(used, token, seconds, script))
-            after, wall = _cpu_seconds(replicas), time.monotonic() - began
+            urls = [r.url for r in replicas[:count]]
+            results = asyncio.run(_wrk(urls, script, seconds, args))
+            after, wall = cpu_seconds(server, replicas), time.monotonic() - began
             done = resource.getrusage(resource.RUSAGE_CHILDREN)  # wrk's, reaped
             after["wrk"] = done.ru_utime + done.ru_stime - children.ru_utime - children.ru_stime
             del after["generator"]
-            cpu[count] = _cpu_line(before, after, wall)
-            rate = sum(r.accepted_rate for r in results)
-            rates[count] = rate
-            worst = max(r.p99 for r in results)
-            others = sum(r.other for r in results)
+            say(f"  {count} replica(s): CPU (100% = one core) {cpu_line(before, after, wall)}")
+            rates[count] = sum(r.accepted_rate for r in results)
             statuses = sum((r.statuses for r in results), start=Counter())
+            worst = max(r.p99 for r in results)
             rows.append(
-                [str(count), f"{rate:,.0f}", f"{worst * 1e3:.1f}", str(others), str(dict(statuses))]
+                [str(count), f"{rates[count]:,.0f}", f"{worst * 1e3:.1f}", str(dict(statuses))]
             )
         finally:
             for replica in replicas:
                 replica.stop()
-    ratio = rates[2] / rates[1] if rates[1] else float("nan")
-    rows.append(["2 / 1", f"{ratio:.2f} (goal >= 1.5)", "", "", ""])
-    for count, line in cpu.items():
-        say(f"  CPU with {count} replica(s) loaded (100% = one core): {line}")
+    rows.append(["2 / 1", f"{rates[2] / rates[1]:.2f}", "", ""])
     return rows
 
 
-def _newest(url: str, day: str) -> int:
-    answer = httpx.get(f"{url}/roots/{day}", timeout=5)
-    return int(json.loads(answer.text).get("tree_size", 0)) if answer.status_code == 200 else 0
+async def _wrk(
+    urls: list[str], script: Path, seconds: float, args: list[str]
+) -> list[wrkkit.WrkResult]:
+    per = CONNECTIONS // len(urls)
+    return list(await asyncio.gather(*(wrkkit.run(u, script, seconds, per, args) for u in urls)))
 
 
 def _failover(server: PgServer, work: Path) -> float:
-    dirs = _log(server, work / "failover", 2)
+    dirs = fresh_log(server, work / "failover", 2)
     replicas = [Replica(d, work / f"failover-{i}.log") for i, d in enumerate(dirs)]
-    token = (dirs[0] / "writer-token").read_text().strip()
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = {"Authorization": f"Bearer {replicas[0].token()}"}
     try:
         leader, standby = replicas
         day = time.strftime("%Y-%m-%d", time.gmtime())
         for n in range(3):  # the first replica to sign leads
             body = {"records": [record(n, "lead")]}
             httpx.post(f"{leader.url}/records?prove=1", headers=headers, json=body, timeout=30)
-        before = _newest(standby.url, day)
+        before = newest(standby.url, day)
         leader.proc.send_signal(signal.SIGKILL)
         killed = time.monotonic()
         n = 0
@@ -197,7 +288,7 @@ def _failover(server: PgServer, work: Path) -> float:
             n += 1
             body = {"records": [record(n, "after")]}
             httpx.post(f"{standby.url}/records", headers=headers, json=body, timeout=30)
-            if _newest(standby.url, day) > before:
+            if newest(standby.url, day) > before:
                 return time.monotonic() - killed
             if time.monotonic() - killed > 60:
                 raise RuntimeError("no head signed within 60 s of the leader's kill")
@@ -207,227 +298,51 @@ def _failover(server: PgServer, work: Path) -> float:
             replica.stop()
 
 
-PROOF_RATE = 500
-PROOF_P99_GOAL_S = 0.010
-
-
-def _built(server: PgServer, work: Path, records: int) -> list[Path]:
-    """A PostgreSQL log holding `records` records (benchkit.record(i) at index i) in today's
-    day, checkpointed, and two data dirs of it."""
-    url = server.url(server.fresh_database("reads"))
-    first = work / "reads" / "r0"
-    shutil.rmtree(first.parent, ignore_errors=True)
-    with Log.init(first, iss=ISS, store=url) as log:
-        for b in range(0, records, MAX_BATCH):
-            log.append([record(i) for i in range(b, min(records, b + MAX_BATCH))])
-        log.checkpoint()
-    shutil.copytree(first, first.parent / "r1")
-    return [first, first.parent / "r1"]
-
-
-async def _reads(
-    replicas: list[Replica], day: str, records: int, seconds: float, write_rate: float
-) -> list[Any]:
-    """GET /proof, open loop, PROOF_RATE in all split over the replicas, while one writer
-    posts 1,000-record batches back to back to the first; the phases and what was checked."""
-    rng = random.Random(1)
-    token = (replicas[0].data / "writer-token").read_text().strip()
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    clients = [bench_api.RawClient(r.port, 16) for r in replicas]
-    per = PROOF_RATE / len(replicas)
-    indexes = [rng.randrange(records) for _ in range(int(PROOF_RATE * seconds) + 1)]
-    urls = [f"/proof?day={day}&index={i}" for i in indexes]
-    kept: list[dict[int, bytes]] = [{} for _ in replicas]
-    sample = set(rng.sample(range(len(urls)), min(100, len(urls))))
-
-    async def get(c: bench_api.RawClient, i: int) -> tuple[int, bytes]:
-        return await c.get(urls[i])
-
-    def keeper(n: int) -> Any:
-        def keep(i: int, body: bytes) -> None:
-            if i in sample:
-                kept[n][i] = body
-
-        return keep
-
-    # Warm-up (not measured), as on replicas that have been serving for a while: a proof in
-    # every full level-0 tile of the day (so the measured proofs meet the tile cache a
-    # running replica has, where 300 random ones left about half of them to the measured
-    # phase) and, with a writer, one batch written and its head seen by every replica (the
-    # write path's first use is not what a steady writer costs).
-    warm_urls = [f"/proof?day={day}&index={i}" for i in range(0, records, merkle.TILE_WIDTH)]
-
-    async def get_warm(c: bench_api.RawClient, i: int) -> tuple[int, bytes]:
-        return await c.get(warm_urls[i])
-
-    warm = bench_api.Phase("warm-up", "")
-    for c in clients:
-        await bench_api.closed_loop(c, get_warm, warm, len(warm_urls), 8, 30.0)
-    more = bench_api.post_bodies(int(seconds * 20) + 2, MAX_BATCH) if write_rate >= 0 else []
-    if more:
-        first = bench_api.RawClient(replicas[0].port, 1)
-        try:
-            status, _ = await first.post("/records", more.pop(), headers)
-        finally:
-            await first.aclose()
-        if status != 200:
-            raise RuntimeError(f"the warm-up batch was answered {status}")
-        _heads_reach(replicas, day, records + MAX_BATCH)  # not measured: may block
-
-    paced_from = time.monotonic()
-
-    async def post(c: bench_api.RawClient, i: int) -> tuple[int, bytes]:
-        if write_rate:  # batch i is due at i * MAX_BATCH / write_rate s
-            await asyncio.sleep(
-                max(0.0, paced_from + i * MAX_BATCH / write_rate - time.monotonic())
-            )
-        return await c.post("/records", more[i], headers)
-
-    phases = [bench_api.Phase(f"GET /proof from {r.url}", f"{per:,.0f}/s") for r in replicas]
-    writes = bench_api.Phase("POST /records", "1 writer")
-    writer = bench_api.RawClient(replicas[0].port, 1)
-    before, began = _cpu_seconds(replicas), time.monotonic()
-    try:
-        await asyncio.gather(
-            bench_api.closed_loop(
-                writer, post, writes, len(more), 1, seconds, bench_api.acknowledged
-            ),
-            *(
-                bench_api.open_loop(c, get, p, per, seconds, 256, keeper(n))
-                for n, (c, p) in enumerate(zip(clients, phases, strict=True))
-            ),
-        )
-    finally:
-        for c in [*clients, writer]:
-            await c.aclose()
-    cpu = _cpu_line(before, _cpu_seconds(replicas), time.monotonic() - began)
-    return [phases, writes, indexes, kept, cpu]
-
-
-def _heads_reach(replicas: list[Replica], day: str, size: int) -> None:
-    """Until every replica serves a head of `day` of at least `size` (at most 30 s)."""
-    deadline = time.monotonic() + 30
-    for replica in replicas:
-        while _newest(replica.url, day) < size:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no head of {day} reached {size:,} within 30 s")
-            time.sleep(0.05)
-
-
-def _check(replicas: list[Replica], indexes: list[int], kept: list[dict[int, bytes]]) -> int:
-    """The sampled answers' proofs verify, and each anchor's root is the root the OTHER
-    replica serves for that day and size; how many checked (an error is raised)."""
-    checked = 0
-    for n, answers in enumerate(kept):
-        other = replicas[(n + 1) % len(replicas)]
-        for i, body in answers.items():
-            answer = json.loads(body)
-            proof, anchor = answer["proof"], answer["anchor"]
-            merkle.verify_inclusion(
-                leaf_hash(record(indexes[i])),
-                proof["leaf_index"],
-                proof["tree_size"],
-                [bytes.fromhex(p) for p in proof["path"]],
-                bytes.fromhex(anchor["root"]),
-            )
-            head = httpx.get(f"{other.url}/roots/{anchor['day']}/{proof['tree_size']}", timeout=5)
-            if head.status_code != 200 or head.json()["root"] != anchor["root"]:
-                raise RuntimeError(f"{other.url} serves another root for {anchor}")
-            checked += 1
-    return checked
-
-
-def _proofs(
-    server: PgServer, work: Path, records: int, seconds: float, write_rate: float
-) -> list[list[str]]:
-    dirs = _built(server, work, records)
-    replicas = [Replica(d, work / f"reads-{i}.log") for i, d in enumerate(dirs)]
-    try:
-        day = time.strftime("%Y-%m-%d", time.gmtime())
-        phases, writes, indexes, kept, cpu = asyncio.run(
-            _reads(replicas, day, records, seconds, write_rate)
-        )
-        checked = _check(replicas, indexes, kept)
-    finally:
-        for replica in replicas:
-            replica.stop()
-    rows = []
-    for p in phases:
-        p50, p99, top = p.quantiles()
-        rows.append([p.name, f"{p.throughput:,.0f}", ms(p50), ms(p99), ms(top), str(p.errors)])
-    together = sorted(t for p in phases for t in p.latencies)
-    p99 = quantile(together, 0.99)
-    errors = sum(p.errors for p in phases)
-    verdict = "ok" if p99 <= PROOF_P99_GOAL_S and not errors else "MISSED"
-    rate = sum(p.throughput for p in phases)
-    rows.append(
-        [
-            "both",
-            f"{rate:,.0f}",
-            ms(quantile(together, 0.5)),
-            f"{ms(p99)} (goal <= 10 ms: {verdict})",
-            ms(together[-1] if together else float("nan")),
-            str(errors),
-        ]
-    )
-    say(
-        f"  beside them: {writes.items:,} records acknowledged by the first replica "
-        f"({writes.throughput:,.0f}/s, {writes.errors} errors); {checked} sampled proofs "
-        "checked against the other replica's heads"
-    )
-    say(f"  CPU (100% = one core): {cpu}")
-    return rows
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--seconds", type=float, default=5, help="each load phase or round")
+    parser.add_argument("--rounds", type=int, default=2, help="batch rounds of each count")
     parser.add_argument("--failovers", type=int, default=3)
     parser.add_argument("--proof-records", type=int, default=100_000)
     parser.add_argument(
+        "--read-seconds", type=float, default=10, help="each read phase (a batch is 5 s at 200/s)"
+    )
+    parser.add_argument(
         "--write-rates",
-        default="-1,0,200,500,2000",
+        default="-1,200,2000",
         help="the read phase's writer, records/s (0: flat out, -1: none)",
     )
-    parser.add_argument("--phases", default="writes,failover,reads", help="which to run")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="per replica")
+    parser.add_argument("--db-cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--rtt-ms", type=float, default=0.0, help="replica to database")
+    parser.add_argument("--phases", default="batches,singles,failover,reads", help="which to run")
     args = parser.parse_args()
-    if not wrkkit.available():
+    if "singles" in args.phases and not wrkkit.available():
         say("wrk is not installed: run `python3 tools/dev.py wrk`")
         return 2
     server = start_server()
     work = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
     try:
         say(f"load average before: {loadavg()}")
-        if "writes" in args.phases:
+        if "batches" in args.phases:
+            say(f"POST /records, 1,000 new records each, {BATCH_CLIENTS} clients in all:")
+            _report_batches(_batches(server, work, args.seconds, args.rounds), args)
+        if "singles" in args.phases:
             say(f"POST /records, one new record per request, {CONNECTIONS} connections in all:")
             print_table(
-                ["replicas", "acknowledged/s", "worst p99 ms", "other answers", "statuses"],
-                _throughput(server, work, args.seconds),
+                ["replicas", "acknowledged/s", "worst p99 ms", "statuses"],
+                _singles(server, work, args.seconds),
             )
-        if "failover" in args.phases:
+        if "failover" in args.phases and args.failovers:
             times = [_failover(server, work) for _ in range(args.failovers)]
             say(
                 "kill -9 of the leader to the next signed head: "
                 + ", ".join(f"{t:.2f} s" for t in times)
                 + f" (max {max(times):.2f} s, goal <= 10 s)"
             )
-        for rate in (
-            (float(r) for r in args.write_rates.split(",")) if "reads" in args.phases else ()
-        ):
-            pace = f"{rate:,.0f} records/s" if rate else "back to back"
-            beside = (
-                f"while a writer posts 1,000-record batches ({pace}) to the first"
-                if rate >= 0
-                else "no writes"
-            )
-            say(
-                f"GET /proof, {PROOF_RATE}/s in all over 2 replicas, a {args.proof_records:,}-"
-                f"record day, {beside}:"
-            )
-            print_table(
-                ["from", "answers/s", "p50", "p99", "max", "errors"],
-                _proofs(server, work, args.proof_records, args.seconds, rate),
-            )
+        if "reads" in args.phases:
+            for rate in (float(r) for r in args.write_rates.split(",")):
+                replicareads.phase(server, work, args.proof_records, args.read_seconds, rate)
         say(f"load average after: {loadavg()}")
     finally:
         stop_server(server)

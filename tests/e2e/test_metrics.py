@@ -56,6 +56,7 @@ REQUIRED = {
     "capability_anchor_store_busy",
     "capability_anchor_clock_disagrees",
     "capability_anchor_store_lock_wait_seconds",
+    "capability_anchor_store_lock_hold_seconds",
 }
 
 

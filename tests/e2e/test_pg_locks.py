@@ -28,8 +28,8 @@ from psycopg import sql
 from capability_anchor.errors import OutcomeUnknown, StoreBusy, StoreIOError
 from capability_anchor.store import HeadRow
 from capability_anchor.store.postgres import PostgresStore
-from capability_anchor.store.postgres.base import STALL_S
 from capability_anchor.store.postgres.lease import PostgresLeader
+from capability_anchor.store.postgres.writelock import STALL_S
 from tests.e2e.test_clock import LIBFAKETIME, FakeTime
 from tests.e2e.test_pg_replicas import (
     ISS,

@@ -38,6 +38,7 @@ class Metrics:
     store_busy: Counter
     clock_disagrees: Gauge
     lock_wait: Histogram
+    lock_hold: Histogram
 
 
 def make() -> Metrics:
@@ -111,6 +112,12 @@ def make() -> Metrics:
             f"{p}_store_lock_wait_seconds",
             "time a write waited for the log's write lock on PostgreSQL (a replica stalled "
             "inside its transaction shows as waits of seconds; 10 s is the bound, then 503)",
+            buckets=LATENCY_BUCKETS,
+        ),
+        lock_hold=Histogram(
+            f"{p}_store_lock_hold_seconds",
+            "time a write transaction held the log's write lock on PostgreSQL, from taking "
+            "it to its COMMIT's answer (the serialized part of every replica's writes)",
             buckets=LATENCY_BUCKETS,
         ),
     )

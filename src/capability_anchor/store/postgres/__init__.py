@@ -1,10 +1,11 @@
 """The PostgreSQL engine (issue #24, SPEC §13.5): one log per database, reached by a
 `postgresql://` URL through `store.open` (`engine.PostgresEngine`); the only package that
-imports psycopg. Its parts over `base.PostgresBase` (the pool, transactions, the write
-lock): `lease` (the sequencer lease and fencing term), `audit`; `schema` and `migrations/`,
-`errors`. The store itself spells three reads its own way, with no skip scan in PostgreSQL
-15: `find_leaf` steps day to day on the primary key (`sql.rows.DAYS`), the dedupe probe is
-one index probe per hash (`EXISTING`), and a search lower-cases claims as SQLite does."""
+imports psycopg. Its parts over `base.PostgresBase` (the pool, transactions; the write lock
+in `writelock`): `lease` (the sequencer lease and fencing term), `audit`; `schema` and
+`migrations/`, `errors`. The store itself spells three reads its own way, with no skip scan
+in PostgreSQL 15: `find_leaf` steps day to day on the primary key (`sql.rows.DAYS`), the
+dedupe probe is one index probe per hash (`EXISTING`), and a search lower-cases claims as
+SQLite does."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
-"""The PostgreSQL engine's pool, transactions and write lock (the write discipline): one
-transaction per `write()` with `synchronous_commit` on, the `write_lock` table's EXCLUSIVE
-lock and the clock checked first, `OutcomeUnknown` for a COMMIT whose connection broke, and
-a pool that outlives a database outage (docs/explanation/store.md, "Module notes")."""
+"""The PostgreSQL engine's pool and transactions (the write discipline): one transaction per
+`write()` with `synchronous_commit` on, the write lock (`writelock`) and the clock first,
+`OutcomeUnknown` for a COMMIT whose connection broke, and a pool that outlives a database
+outage (docs/explanation/store.md, "Module notes")."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import threading
 import time
 import weakref
@@ -21,7 +20,6 @@ import psycopg_pool
 from capability_anchor.errors import (
     ClockDisagrees,
     OutcomeUnknown,
-    StoreBusy,
     StoreCorrupt,
     StoreError,
     StoreIOError,
@@ -30,48 +28,17 @@ from capability_anchor.metrics.service import observe
 from capability_anchor.store.sql import Dialect, Names, Rows, SqlBase
 
 from .errors import outcome_lost, store_error
+from .writelock import take_write_lock
 
-STALL_S = 5.0
-"""How long a write transaction may stall (between statements, or inside a COPY) before
-its session is ended and the write lock is free again."""
-LOCK_WAIT_S = 10.0
-"""How long a writer waits for the write lock before it is answered StoreBusy (503)."""
-_LOCK_TRY_S = STALL_S / 2  # a waiter looks for a stalled holder this often
 CLOCK_TOLERANCE_S = 300.0
 """A process whose clock is off the database server's by more than this writes and signs
 nothing (the service's own clock guard's tolerance, `log.clockguard.TOLERANCE_S`)."""
-# One round trip: the transaction's settings, the lock (under a savepoint, so that a lock
-# wait that timed out can be retried in the same transaction), and the server's clock.
-_TAKE_WRITE_LOCK = (
-    "SET LOCAL synchronous_commit = on; "
-    f"SET LOCAL idle_in_transaction_session_timeout = {int(STALL_S * 1000)}; "
-    f"SET LOCAL lock_timeout = {int(_LOCK_TRY_S * 1000)}; "
-    "SAVEPOINT write_lock; LOCK TABLE write_lock IN EXCLUSIVE MODE; RELEASE write_lock; "
-    f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}; "
-    "SELECT extract(epoch FROM clock_timestamp())::float8"
-)
-_STALLED_COPY_S = 2.0
-# The write lock's holder if it waited on its client for _STALLED_COPY_S inside a statement
-# (a COPY) or STALL_S between statements (docs/explanation/store.md, `base.py`); the activity
-# read afresh (a transaction keeps its first reading), against the clock (not now()).
-_END_STALLED = (
-    "SELECT pg_stat_clear_snapshot(); "
-    "SELECT a.pid, a.state, pg_terminate_backend(a.pid) FROM pg_locks l"
-    " JOIN pg_stat_activity a ON a.pid = l.pid"
-    " WHERE l.locktype = 'relation' AND l.relation = 'write_lock'::regclass"
-    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    " AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()"
-    " AND a.wait_event_type = 'Client' AND a.wait_event IN ('ClientRead', 'ClientWrite')"
-    " AND a.state_change < clock_timestamp() - CASE a.state"
-    f" WHEN 'active' THEN interval '{_STALLED_COPY_S} s' ELSE interval '{STALL_S} s' END"
-)
 CONNECT_TIMEOUT_S = 5.0
 POOL_MAX = 8
 FRESH_S = 2.0
 # Every `GET /proof` read the day's newest head, a round trip that waited on a server busy
 # with the writers' COPY: a reader may keep it this long (`Store.head_reuse_s`).
 HEAD_REUSE_S = 0.2
-_INSERT_CHUNK = 1000  # rows per INSERT: 7000 parameters at most, of PostgreSQL's 65535
 _cursor_names = itertools.count(1)
 DIALECT = Dialect(
     collate=' COLLATE "C"',  # free text in UTF-8 byte order, as SQLite compares it
@@ -80,7 +47,6 @@ DIALECT = Dialect(
     off_day="to_char(to_timestamp(accepted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD') "
     "IS DISTINCT FROM day",
 )
-_logger = logging.getLogger("capability_anchor.store")
 
 
 def connect(conninfo: str, what: str, **params: Any) -> psycopg.Connection[Any]:
@@ -105,56 +71,6 @@ def check_clock(skew: float, what: str) -> None:
         )
 
 
-def take_write_lock(conn: psycopg.Connection[Any], where: str) -> float:
-    """Take the write lock in `conn`'s new transaction (the log at WHERE); the server's clock
-    once taken. A holder stalled on its client is ended by the waiter; StoreBusy after
-    LOCK_WAIT_S."""
-    began = time.monotonic()
-    try:
-        while True:
-            try:
-                cur = conn.execute(_TAKE_WRITE_LOCK)
-                while cur.nextset():
-                    pass
-                row = cur.fetchone()
-                assert row is not None
-                return float(row[0])
-            except psycopg.errors.LockNotAvailable:
-                conn.execute("ROLLBACK TO write_lock")
-                if time.monotonic() - began >= LOCK_WAIT_S:
-                    raise StoreBusy(
-                        f"another writer held the write lock of the log at {where} "
-                        f"for {LOCK_WAIT_S:.0f} s"
-                    ) from None
-                _end_stalled(conn)
-                conn.execute("RELEASE write_lock")
-    finally:
-        observe().lock_wait.observe(time.monotonic() - began)
-
-
-def _end_stalled(conn: psycopg.Connection[Any]) -> None:
-    """End the sessions that hold the lock `conn` waits for (at its savepoint `write_lock`)
-    and stalled on their client, inside a COPY or between statements."""
-    try:
-        cur = conn.execute(_END_STALLED)
-        cur.nextset()
-        ended = cur.fetchall()
-    except psycopg.errors.InsufficientPrivilege:
-        # A superuser's session: its own timeout, or its operator, ends it.
-        conn.execute("ROLLBACK TO write_lock")
-        return
-    for pid, state, done in ended:
-        if done:
-            inside = state == "active"
-            _logger.warning(
-                "ended the database session %d: it held the log's write lock and had "
-                "waited on its client %s for more than %.1f s",
-                pid,
-                "inside a statement (a COPY)" if inside else f"while {state}",
-                _STALLED_COPY_S if inside else STALL_S,
-            )
-
-
 class PostgresBase(SqlBase):
     """One log's database on a PostgreSQL server, reached through a pool.
 
@@ -172,6 +88,7 @@ class PostgresBase(SqlBase):
         self._where = where
         self._conninfo = conninfo
         self._local = threading.local()
+        self._types: dict[str, dict[str, str]] = {}
         self._closed = False
         self._used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float]
         self._used = weakref.WeakKeyDictionary()
@@ -220,9 +137,11 @@ class PostgresBase(SqlBase):
         with self._connection() as conn:
             local.conn = conn
             committing = False
+            held = 0.0
             try:
                 with conn.transaction():
                     server_now = take_write_lock(conn, self._where)
+                    held = time.monotonic()
                     check_clock(time.time() - server_now, "writes")
                     yield
                     committing = True
@@ -233,6 +152,8 @@ class PostgresBase(SqlBase):
                     ) from None
                 raise store_error(exc, "a write to the log failed") from None
             finally:
+                if held:  # the lock is let go with the COMMIT or ROLLBACK, just returned
+                    observe().lock_hold.observe(time.monotonic() - held)
                 local.conn = None
                 local.term = None  # the fencing term this transaction signed under (lease.py)
 
@@ -328,8 +249,8 @@ class PostgresBase(SqlBase):
         self, table: str, cols: Names, rows: Rows, *, ignore: bool = False, types: Names = ()
     ) -> None:
         """New rows by binary COPY (the tables' triggers run as for an INSERT); rows that
-        may be stored already by one INSERT per chunk, never `executemany` (its Flush
-        disarms the stall timeout: docs/explanation/store.md, `base.py`)."""
+        may be stored already by one INSERT of `unnest` arrays, never `executemany` (its
+        Flush disarms the stall timeout: docs/explanation/store.md, `base.py`)."""
         into = f"{table} ({', '.join(cols)})"
         if not ignore:
             with (
@@ -342,14 +263,37 @@ class PostgresBase(SqlBase):
                     copy.write_row(row)
             return
         values = list(rows)
-        marks = f"({', '.join(['%s'] * len(cols))})"
-        for at in range(0, len(values), _INSERT_CHUNK):
-            chunk = values[at : at + _INSERT_CHUNK]
-            self._exec(
-                f"INSERT INTO {into} VALUES {', '.join([marks] * len(chunk))} "
-                "ON CONFLICT DO NOTHING",
-                [v for row in chunk for v in row],
-            )
+        if not values:
+            return
+        # One statement of one array per column, whatever the rows: psycopg parses a short
+        # query once (a VALUES list of thousands of placeholders cost 20 ms a batch to parse).
+        arrays = ", ".join(f"%s::{t}[]" for t in self._column_types(table, cols))
+        insert = f"INSERT INTO {into} SELECT * FROM unnest({arrays})"
+        columns = [list(column) for column in zip(*values, strict=True)]
+        # Rows are seldom stored already (a rerun, a repair): a plain INSERT first, under a
+        # savepoint, since ON CONFLICT's speculative insertion costs 2.5x as much per row.
+        with self._statement() as conn:
+            try:
+                with conn.transaction():
+                    conn.execute(_spelled(insert), columns)
+                return
+            except psycopg.errors.UniqueViolation:
+                pass
+        self._exec(f"{insert} ON CONFLICT DO NOTHING", columns)
+
+    def _column_types(self, table: str, cols: Names) -> list[str]:
+        """The SQL types of `table`'s columns `cols` (read from the catalog once)."""
+        known = self._types.get(table)
+        if known is None:
+            known = self._types[table] = {
+                str(name): str(spelled)
+                for name, spelled in self._exec(
+                    "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                    "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                    (table,),
+                )
+            }
+        return [known[c] for c in cols]
 
     @contextmanager
     def _statement(self) -> Iterator[psycopg.Connection[Any]]:
