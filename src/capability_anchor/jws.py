@@ -126,6 +126,12 @@ def sign_record(
     return found
 
 
+@functools.lru_cache(maxsize=4)
+def _utc_second(at: int) -> str:
+    """RFC 3339 UTC of a second (records signed in one second share it)."""
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def record_answer(
     claims: bytes,
     *,
@@ -145,8 +151,7 @@ def record_answer(
     written["proof"] = strictjson.member("proof", proof)
     token = sign(strictjson.joined(written), key, RECORD_TYP)
     # Both strings are ASCII without a quote or backslash: JSON writes them as they are.
-    expires = dt.datetime.fromtimestamp(exp, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    written["expires"] = f'"expires":"{expires}"'
+    written["expires"] = f'"expires":"{_utc_second(exp)}"'
     written["jws"] = f'"jws":"{token}"'
     return strictjson.joined(written)
 
