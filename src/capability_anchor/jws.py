@@ -74,8 +74,9 @@ class VerifiedJWS:
 
 
 @functools.lru_cache(maxsize=64)
-def _header(kid: str, typ: str) -> bytes:
-    return canonical({"alg": ALG, "kid": kid, "typ": typ})
+def _header_segment(kid: str, typ: str) -> str:
+    """The base64url of the JCS header `{"alg","kid","typ"}` and its dot, written once per key."""
+    return b64url_encode(canonical({"alg": ALG, "kid": kid, "typ": typ})) + "."
 
 
 def sign(payload: bytes, key: SigningKey, typ: str) -> str:
@@ -88,7 +89,7 @@ def sign(payload: bytes, key: SigningKey, typ: str) -> str:
         raise UsageError("payload must not be empty")
     if not isinstance(typ, str) or not typ:
         raise UsageError("typ must be a non-empty string")
-    signing_input = b64url_encode(_header(key.kid, typ)) + "." + b64url_encode(payload)
+    signing_input = _header_segment(key.kid, typ) + b64url_encode(payload)
     signature = key.sign(signing_input.encode("ascii"))
     return signing_input + "." + b64url_encode(signature)
 
@@ -125,6 +126,12 @@ def sign_record(
     return found
 
 
+@functools.lru_cache(maxsize=4)
+def _utc_second(at: int) -> str:
+    """RFC 3339 UTC of a second (records signed in one second share it)."""
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def record_answer(
     claims: bytes,
     *,
@@ -136,16 +143,17 @@ def record_answer(
 ) -> bytes:
     """`sign_record`'s record as RFC 8785 bytes, from the RFC 8785 bytes of `claims` (a leaf's,
     as stored): its members are spliced into the payload and the answer, never written again."""
-    members = strictjson.members(claims)
-    added = {"iat": iat, "exp": iat + lifetime, "anchor": anchor, "proof": proof}
-    signed = members | {name: strictjson.member(name, value) for name, value in added.items()}
-    token = sign(strictjson.joined(signed), key, RECORD_TYP)
-    expires = dt.datetime.fromtimestamp(iat + lifetime, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    extra = {
-        "expires": strictjson.member("expires", expires),
-        "jws": strictjson.member("jws", token),
-    }
-    return strictjson.joined(signed | extra)
+    written = strictjson.members(claims)
+    exp = iat + lifetime
+    written["iat"] = strictjson.member("iat", iat)
+    written["exp"] = strictjson.member("exp", exp)
+    written["anchor"] = strictjson.member("anchor", anchor)
+    written["proof"] = strictjson.member("proof", proof)
+    token = sign(strictjson.joined(written), key, RECORD_TYP)
+    # Both strings are ASCII without a quote or backslash: JSON writes them as they are.
+    written["expires"] = f'"expires":"{_utc_second(exp)}"'
+    written["jws"] = f'"jws":"{token}"'
+    return strictjson.joined(written)
 
 
 # --- verification --------------------------------------------------------------------------

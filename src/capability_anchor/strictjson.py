@@ -186,7 +186,7 @@ def member(name: str, value: Any) -> str:
     if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
         return f'"{name}":{value}'
     if type(value) is str and value.isascii():
-        return f'"{name}":{json.dumps(value, ensure_ascii=False)}'
+        return f'"{name}":{_PLAIN_ENCODER.encode(value)}'
     return f'"{name}":{canonical(value, plain=is_plain(value)).decode("utf-8")}'
 
 
@@ -209,13 +209,18 @@ def is_plain(value: Any) -> bool:
         item = stack.pop()
         kind = type(item)
         if kind is dict:
-            if not all(type(k) is str and k.isascii() for k in item):
+            if not _STR.issuperset(map(type, item)) or not "".join(item).isascii():
                 return False
             stack.extend(item.values())
         elif kind is list:
-            stack.extend(item)
+            if not _STR.issuperset(map(type, item)):
+                stack.extend(item)
+                continue
+            text = "".join(item)  # a list of strings (a proof's path) at once
+            if not text.isascii() and not _encodes(text):
+                return False
         elif kind is str:
-            if not _encodes(item):
+            if not item.isascii() and not _encodes(item):  # ASCII holds no lone surrogate
                 return False
         elif kind is int:
             if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
@@ -253,10 +258,12 @@ def plain_canonical(
     return data if len(data) <= max_bytes else None
 
 
+# One encoder for every call: `json.dumps` with these options builds a new one each time.
+_PLAIN_ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _dumps_plain(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
+    return _PLAIN_ENCODER.encode(value).encode("utf-8")
 
 
 _STR: Final = frozenset({str})

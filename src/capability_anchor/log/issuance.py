@@ -87,17 +87,17 @@ def issue_record(
     read, store = log.read, log.store
     indexed = store.server_entries(key)
     for day, index in indexed:
-        # The day's newest head covers the entry exactly when any of its heads does.
-        head = store.newest_head(day)
-        if head is None or index >= head.tree_size:
-            continue  # not yet under a published head: an older entry may be
         now = log.clock()  # the time first, then the key: no revocation is crossed
-        signer = current_key(log)
+        source = store.record_source(day, index)
+        # The day's newest head covers the entry exactly when any of its heads does.
+        if source is None or index >= source[0].tree_size:
+            continue  # not yet under a published head: an older entry may be
+        head, found, kid = source
+        signer = current_key(log, kid)
         state = (day, index, head.tree_size, head.sealed, signer.kid, lifetime)
         kept = log.issued.get(key, state, now)
         if kept is not None:
             return kept
-        found = store.record_entry(day, index)
         if found is None:
             raise StoreError(f"the server index names a missing entry {day}/{index}")
         stored, accepted_at = found

@@ -83,7 +83,14 @@ def behind_state(data_dir: Path) -> Behind | None:
 
 
 def check_not_behind(data_dir: Path) -> None:
-    """Raise BehindPublished while the data dir is behind what was published."""
+    """Raise BehindPublished while the data dir is behind what was published: a stat per
+    call (every `/record` asks), the file read only when it is there."""
+    try:
+        os.lstat(os.path.join(data_dir, BEHIND_FILE))
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass  # an unreadable state file is a state: `behind_state` says which
     state = behind_state(data_dir)
     if state is not None:
         raise state.error()

@@ -51,12 +51,16 @@ def trusted_chain(log: Log) -> trust.TrustChain:
 # --- which key signs now ---------------------------------------------------------------------
 
 
-def current_key(log: Log) -> SigningKey:
+def current_key(log: Log, newest_kid: str | None = None) -> SigningKey:
     """The key that signs the store's newest settings statement: one another process
-    activated is adopted once it verifies that statement; else StartupCheckFailed."""
-    newest = log.store.newest_settings()  # one primary-key lookup, every `/record` asks
-    if newest is None or newest[1] == log.key.kid:
-        return log.key
+    activated is adopted once it verifies that statement; else StartupCheckFailed.
+    `newest_kid`: that statement's kid as the caller just read it (`/record`), if ours."""
+    key = log.key
+    if newest_kid == key.kid:
+        return key
+    newest = log.store.newest_settings()  # one primary-key lookup
+    if newest is None or newest[1] == key.kid:
+        return key
     _, kid, token = newest
     with log._key_lock:
         if log.key.kid == kid:

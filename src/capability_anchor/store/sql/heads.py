@@ -12,6 +12,15 @@ from capability_anchor.store.rows import CosignatureRow, HeadRow, StampRow, Witn
 from . import SqlBase
 from .rows import HEAD_COLUMNS, head_row
 
+# A day's sealed head and its largest unsealed one (a row each, when there are).
+_NEWEST_HEADS = (
+    f"SELECT * FROM (SELECT {HEAD_COLUMNS} FROM heads WHERE day = ? AND sealed = 1 "
+    f"LIMIT 1) AS s UNION ALL SELECT * FROM (SELECT {HEAD_COLUMNS} FROM heads "
+    "WHERE day = ? AND sealed = 0 ORDER BY tree_size DESC LIMIT 1) AS u"
+)
+# `record_source`: the newest head, the entry's (claims, accepted_at), the settings' kid.
+RecordSource = tuple[HeadRow, tuple[bytes, int] | None, str | None]
+
 _COSIGNATURE_COLUMNS = "witness, key_id, size, timestamp, line"
 _STATE_COLUMNS = "witness, size, status, retry_at, failures, detail, updated"
 
@@ -73,13 +82,24 @@ class SqlHeads(SqlBase):
         """The sealed head of the day, else its largest unsealed head: one statement of two
         primary-key lookups (every `GET /proof` asks), where one `ORDER BY sealed DESC,
         tree_size DESC` would sort every head of the day, documents and all."""
-        sql = (
-            f"SELECT * FROM (SELECT {HEAD_COLUMNS} FROM heads WHERE day = ? AND sealed = 1 "
-            f"LIMIT 1) AS s UNION ALL SELECT * FROM (SELECT {HEAD_COLUMNS} FROM heads "
-            "WHERE day = ? AND sealed = 0 ORDER BY tree_size DESC LIMIT 1) AS u"
-        )
-        found = [head_row(r) for r in self._exec(sql, (day, day))]
+        found = [head_row(r) for r in self._exec(_NEWEST_HEADS, (day, day))]
         return max(found, key=lambda row: row.sealed, default=None)
+
+    def record_source(self, day: str, leaf_index: int) -> RecordSource | None:
+        """What `/record` reads for an entry, in one statement: the day's newest head (None
+        without one), the entry's (claims, accepted_at) and the kid that signed the newest
+        settings statement."""
+        sql = (
+            "SELECT h.*, e.claims, e.accepted_at, (SELECT kid FROM settings ORDER BY id DESC "
+            f"LIMIT 1) FROM ({_NEWEST_HEADS}) AS h LEFT JOIN entries e ON e.day = h.day "
+            "AND e.leaf_index = ?"
+        )
+        found = max(self._exec(sql, (day, day, leaf_index)), key=lambda r: r[2], default=None)
+        if found is None:
+            return None
+        *head, claims, accepted_at, kid = found
+        entry = None if claims is None else (bytes(claims), int(accepted_at))
+        return head_row(head), entry, None if kid is None else str(kid)
 
     def newest_unsealed(self, day: str) -> HeadRow | None:
         return self._head("day = ? AND sealed = 0", (day,), "tree_size DESC")

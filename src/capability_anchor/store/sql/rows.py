@@ -155,14 +155,6 @@ class SqlRows(SqlBase):
                 return
             start = rows[-1].leaf_index + 1
 
-    def record_entry(self, day: str, leaf_index: int) -> tuple[bytes, int] | None:
-        """(claims, accepted_at) of one entry, one primary-key lookup (what `/record` reads)."""
-        row = self._one(
-            "SELECT claims, accepted_at FROM entries WHERE day = ? AND leaf_index = ?",
-            (day, leaf_index),
-        )
-        return None if row is None else (bytes(row[0]), int(row[1]))
-
     def accepted_at(self, day: str, leaf_index: int) -> int | None:
         """The second (Unix time) the entry was accepted at, as stored with it."""
         row = self._one(
