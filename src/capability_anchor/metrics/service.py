@@ -78,6 +78,23 @@ def observe() -> Metrics:
     return _made
 
 
+def count_requests(tally: dict[tuple[str, str, int], list[float]]) -> None:
+    """Add HTTP requests tallied by (route, method, status) to `requests` and
+    `request_seconds`: [count, seconds, then the count per bucket of LATENCY_BUCKETS and
+    +Inf], what `inc` and `observe` per request would have added, one write per value (each
+    is a locked write to the process's file)."""
+    metrics = observe()
+    if metrics is _UNCOUNTED:
+        return
+    for (route, method, status), (n, seconds, *buckets) in tally.items():
+        metrics.requests.labels(route, method, str(status)).inc(n)
+        latency: Any = metrics.request_seconds.labels(route, method)
+        latency._sum.inc(seconds)  # Histogram's own values: it has no bulk observe
+        for value, k in zip(latency._buckets, buckets, strict=True):
+            if k:
+                value.inc(k)
+
+
 # --- the states other parts of the service own ------------------------------------------------
 
 StateSource = Callable[[Any], float | bool | None]

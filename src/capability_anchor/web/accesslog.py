@@ -15,12 +15,14 @@ import re
 import sys
 import threading
 import time
+from bisect import bisect_left
 from typing import Any
 from urllib.parse import quote
 
 from capability_anchor.envvars import LOG_FORMAT
 from capability_anchor.errors import UsageError
-from capability_anchor.metrics.service import observe
+from capability_anchor.metrics.defs import LATENCY_BUCKETS
+from capability_anchor.metrics.service import count_requests, observe
 
 from .exchange import ORIGINAL_METHOD, ASGIApp, Message, Scope
 
@@ -51,6 +53,7 @@ def log_format(value: str | None = None) -> str:
 
 
 _second = (-1, "")
+_MILLIS = [f".{n:03d}Z" for n in range(1000)]
 
 
 def _utc(ts: float) -> str:
@@ -58,7 +61,7 @@ def _utc(ts: float) -> str:
     whole = int(ts)
     if whole != _second[0]:  # strftime once a second, not once a line
         _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{_second[1]}.{int(ts * 1000) % 1000:03d}Z"
+    return _second[1] + _MILLIS[int(ts * 1000) % 1000]
 
 
 def access_line(json_lines: bool, ts: float, level: str, fields: dict[str, Any]) -> str:
@@ -110,23 +113,33 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 class _Batch:
-    """Access lines waiting to be written to stderr: at most FLUSH_S after the first of
-    them, at once past FLUSH_LINES, before any event line, at the app's shutdown and at exit
-    (decisions/37-stack.md). Added to on the event loop; flushed from any thread."""
+    """Access lines waiting to be written to stderr, and the requests' counts to be added
+    to the metrics (`metrics.service.count_requests`): at most FLUSH_S after the first of
+    them, at once past FLUSH_LINES, before any event line or scrape, at the app's shutdown
+    and at exit (decisions/37-stack.md, 37-base.md). Added to on the event loop; flushed
+    from any thread."""
 
     FLUSH_S = 0.1
     FLUSH_LINES = 256
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.tally: dict[tuple[str, str, int], list[float]] = {}
         self.lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.timer = False
 
-    def add(self, line: str) -> None:
+    def add(self, line: str | None, labels: tuple[str, str, int], seconds: float) -> None:
         with self.lock:
-            self.lines.append(line)
+            if line is not None:
+                self.lines.append(line)
             held = len(self.lines)
+            counts = self.tally.get(labels)
+            if counts is None:
+                counts = self.tally[labels] = [0.0] * (len(LATENCY_BUCKETS) + 3)
+            counts[0] += 1
+            counts[1] += seconds
+            counts[2 + bisect_left(LATENCY_BUCKETS, seconds)] += 1
         loop = asyncio.get_running_loop()
         if held >= self.FLUSH_LINES:
             self.flush()
@@ -140,6 +153,9 @@ class _Batch:
 
     def flush(self) -> None:
         with self.lock:
+            if self.tally:
+                tally, self.tally = self.tally, {}
+                count_requests(tally)
             if not self.lines:
                 return
             text = "\n".join(self.lines) + "\n"
@@ -152,7 +168,8 @@ _batch = _Batch()
 
 
 def flush() -> None:
-    """Write the access lines held so far (at exit, and at the app's shutdown)."""
+    """Write the access lines and counts held so far (at exit, at the app's shutdown, before
+    a scrape)."""
     _batch.flush()
 
 
@@ -278,23 +295,6 @@ class AccessLog:
     def __init__(self, app: ASGIApp, writes: tuple[str, str] | None) -> None:
         self.app = app
         self.writes = writes
-        self._metrics: Any = None
-        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
-
-    def counters(self, route: str, method: str, status: int) -> tuple[Any, Any]:
-        """The request count's and latency's children for these labels, bound once (a
-        `.labels()` lookup per request costs more than the count)."""
-        metrics = observe()
-        if metrics is not self._metrics:
-            self._metrics, self._children = metrics, {}
-        key = (route, method, status)
-        children = self._children.get(key)
-        if children is None:
-            children = self._children[key] = (
-                metrics.requests.labels(route, method, str(status)),
-                metrics.request_seconds.labels(route, method),
-            )
-        return children
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope.get("type") != "http":
@@ -323,13 +323,12 @@ class AccessLog:
             if status >= 400:
                 fields.update(_reason(bytes(body)))
             level = logging.INFO if 0 < status < 400 else logging.WARNING
+            text = None
             if _access.isEnabledFor(level):
                 name = "info" if level == logging.INFO else "warning"
-                _batch.add(access_line(_json_lines, time.time(), name, fields))
+                text = access_line(_json_lines, time.time(), name, fields)
             route = route_of(scope)
-            count, latency = self.counters(route, method, status)
-            count.inc()
-            latency.observe(elapsed)
+            _batch.add(text, (route, method, status), elapsed)
             if status >= 400 and (method, route) == self.writes:
                 observe().rejected.labels(fields.get("error") or str(status)).inc()
 

@@ -70,12 +70,17 @@ class _Exchange:
     the connection must close after the answer."""
 
     def __init__(
-        self, scope: Scope, receive: Receive, body_timeout: float, drain_limit: int
+        self,
+        scope: Scope,
+        receive: Receive,
+        body: tuple[bool, int | None],
+        body_timeout: float,
+        drain_limit: int,
     ) -> None:
         self._receive = receive
         self.body_timeout = body_timeout
         self.drain_limit = drain_limit
-        self.pending, length = _has_body(scope["headers"])
+        self.pending, length = body
         self.deadline = asyncio.get_running_loop().time() + body_timeout
         self.late = False
         self.read = 0
@@ -165,10 +170,15 @@ class AnchorApp(Litestar):
             return
         scope[SENT_PATH] = scope["path"]
         head = scope["method"] == "HEAD"
+        body = _has_body(scope["headers"])
+        if not (head or body[0]):
+            # Nothing to wait for, drain or hide: Litestar's answer goes out as it is.
+            await super().__call__(scope, receive, send)
+            return
         if head:
             scope = dict(scope, method="GET")
             scope[ORIGINAL_METHOD] = "HEAD"
-        exchange = _Exchange(scope, receive, self.body_timeout, self.drain_limit)
+        exchange = _Exchange(scope, receive, body, self.body_timeout, self.drain_limit)
 
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -13,6 +13,7 @@ from litestar import Request, Response
 from capability_anchor.errors import UsageError
 from capability_anchor.metrics import service as metrics
 
+from . import accesslog
 from .errors import ApiError
 
 
@@ -103,7 +104,9 @@ def check_length(request: Request[Any, Any, Any], limit: int) -> None:
 
 
 async def metrics_answer(*collectors: Any) -> Response[bytes]:
-    """The exposition, made in a worker thread (`metrics.exposition` blocks)."""
+    """The exposition, made in a worker thread (`metrics.exposition` blocks), of every
+    request this process answered before it (their counts are added in batches)."""
+    accesslog.flush()
     body = await anyio.to_thread.run_sync(metrics.exposition, *collectors)
     # An explicit header is sent as given (Litestar would append a second charset).
     return Response(

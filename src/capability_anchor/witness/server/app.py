@@ -50,23 +50,26 @@ def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
 
 
 def _witness(request: Request[Any, Any, Any]) -> Witness:
-    witness: Witness = request.app.state.witness
+    witness: Witness = request.app.state["witness"]
     return witness
 
 
 async def _before(request: Request[Any, Any, Any]) -> None:
+    # Indexed, as `api.service.service_of` (decisions/37-base.md).
+    state = request.app.state
     if request.route_handler.opt.get("metrics"):
-        check_metrics(request, request.app.state.metrics_token)
+        check_metrics(request, state["metrics_token"])
     else:
-        check_rate(request, request.app.state.limiter)
-    check_length(request, request.app.state.max_body)
+        check_rate(request, state["limiter"])
+    check_length(request, state["max_body"])
 
 
 @post("/add-checkpoint", status_code=200, media_type=TEXT)
 async def add_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
     body = await request.body()
-    if len(body) > request.app.state.max_body:
-        raise ApiError("too_large", f"the request body is over {request.app.state.max_body} bytes")
+    limit = request.app.state["max_body"]
+    if len(body) > limit:
+        raise ApiError("too_large", f"the request body is over {limit} bytes")
     # SQLite and Ed25519 off the event loop; the store serialises the writes itself.
     line = await anyio.to_thread.run_sync(_witness(request).add_checkpoint, body)
     return Response(line.encode("utf-8"), status_code=200, media_type=TEXT)
