@@ -81,6 +81,16 @@ class SqlHeads(SqlBase):
         found = [head_row(r) for r in self._exec(sql, (day, day))]
         return max(found, key=lambda row: row.sealed, default=None)
 
+    def newest_head_state(self, day: str) -> tuple[int, bool] | None:
+        """(tree size, sealed) of `newest_head(day)`: one seek in the covering index
+        `heads_by_kind`, no document read (a reader checks a head it keeps against it)."""
+        row = self._one(
+            "SELECT tree_size, sealed FROM heads WHERE day = ? "
+            "ORDER BY sealed DESC, tree_size DESC LIMIT 1",
+            (day,),
+        )
+        return None if row is None else (int(row[0]), bool(row[1]))
+
     def newest_unsealed(self, day: str) -> HeadRow | None:
         return self._head("day = ? AND sealed = 0", (day,), "tree_size DESC")
 
