@@ -720,6 +720,18 @@ def test_etag_changes_with_a_new_checkpoint(api: Api) -> None:
     assert client.get(f"/roots/{h.today}/4").content == old[urls[0]].content
 
 
+def test_a_new_head_is_served_at_once(api: Api) -> None:
+    """The reader keeps each day's newest head (read/reader.py); one the sequencer's process
+    publishes is served by the next request, and a proof of an entry it newly covers too."""
+    h, client = api.h, api.client
+    uncovered = f"/proof?day={h.today}&index=4"
+    assert head_claims(client.get(f"/roots/{h.today}").content)["tree_size"] == 4
+    assert client.get(uncovered).status_code == 404
+    assert client.post("/checkpoint", headers=api.auth).status_code == 200
+    assert head_claims(client.get(f"/roots/{h.today}").content)["tree_size"] == 5
+    assert client.get(uncovered).json()["proof"]["tree_size"] == 5
+
+
 # --- writers -------------------------------------------------------------------------------------
 
 

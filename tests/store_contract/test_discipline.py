@@ -35,6 +35,20 @@ def test_a_sealed_day_takes_no_entry_and_no_head(opened: Opened) -> None:
     assert store.last_sealed_day() == DAY
 
 
+def test_the_newest_head_state_is_the_newest_heads(opened: Opened) -> None:
+    """`newest_head_state`: (size, sealed) of `newest_head`, from the index alone."""
+    _entries(opened, DAY, 3)
+    store = opened.store
+    assert store.newest_head_state(DAY) is None
+    for row in (head(DAY, 1), head(DAY, 3), head(DAY, 3, sealed=True)):
+        with store.write():
+            store.insert_head(row)
+        newest = store.newest_head(DAY)
+        assert newest == row
+        assert store.newest_head_state(DAY) == (row.tree_size, row.sealed)
+    assert store.newest_head_state(NEXT_DAY) is None
+
+
 def test_a_head_never_gets_a_second_root(opened: Opened) -> None:
     _entries(opened, DAY, 2)
     store = opened.store

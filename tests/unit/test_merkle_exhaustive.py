@@ -56,6 +56,7 @@ def test_inclusion_every_index(size: int) -> None:
         nodes = merkle.inclusion_nodes(index, size)
         got = [merkle.nodes.fold([TILES.node(h, i) for h, i in parts]) for parts in nodes]
         assert got == want, (index, size)
+        assert TILES.inclusion_path(index, size) == want, (index, size)
         merkle.verify_inclusion(HASHES[index], index, size, want, root)
 
 

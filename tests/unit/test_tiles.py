@@ -91,10 +91,31 @@ def test_proofs_from_tiles_alone_match_the_tree_and_read_few_tiles() -> None:
         merkle.verify_consistency(first, size, BIG.root(first), BIG.root(size), got)
 
 
+def test_inclusion_path_reads_full_tiles_at_once_and_matches_the_tree() -> None:
+    """`TileNodes.inclusion_path` (a full tile's 8 siblings at once) gives what the node IDs
+    resolved one by one give: at every index of the first and last tiles of a size past a
+    level-1 tile, and around the boundaries of others."""
+    rng = random.Random(2)
+    source = merkle.TileNodes(BIG.tile, cache=merkle.TileCache(), namespace="d")
+    sweep = 65_536 + 257
+    for index in [*range(1024), *range(65_024, sweep)]:
+        assert source.inclusion_path(index, sweep) == BIG.inclusion_proof(index, sweep), index
+    for size in [1, 255, 256, 257, 511, 512, 513, 65_535, 65_536, 65_537, N - 1, N]:
+        edges = {i for b in (0, 256, 512, 65_280, 65_536) for i in range(b - 2, b + 2)}
+        picks = {i for i in edges if 0 <= i < size} | {rng.randrange(size) for _ in range(200)}
+        for index in picks:
+            want = BIG.inclusion_proof(index, size)
+            assert source.inclusion_path(index, size) == want, (index, size)
+    with pytest.raises(UsageError):
+        source.inclusion_path(N, N)
+
+
 def test_a_tile_too_short_for_the_node_is_an_error() -> None:
     source = merkle.TileNodes(lambda level, index: BIG.tile(level, index, 100))
     with pytest.raises(MalformedProof, match="has 100 hashes"):
         source.node(7, 0)
+    with pytest.raises(MalformedProof, match="has 100 hashes, a proof needs 256"):
+        source.inclusion_path(0, 300)
     bad = merkle.TileNodes(lambda level, index: b"\x00" * 33)
     with pytest.raises(MalformedProof, match="33 bytes"):
         bad.node(0, 0)
@@ -141,6 +162,13 @@ def test_a_shared_cache_serves_later_proofs_and_refetches_grown_tiles() -> None:
         merkle.inclusion_nodes(290, 600), grown.node
     ) == BIG.inclusion_proof(290, 600)
     assert (0, 1, 600) in reads[before:]
+    # So it is for a path that reads the tile's siblings at once (it is full at 600).
+    del reads[:]
+    again = merkle.TileNodes(at(300), cache=cache, namespace="d2")
+    again.node(0, 256)
+    full = merkle.TileNodes(at(600), cache=cache, namespace="d2")
+    assert full.inclusion_path(290, 600) == BIG.inclusion_proof(290, 600)
+    assert reads[:2] == [(0, 1, 300), (0, 1, 600)]
     # Another namespace (another day) never sees these tiles.
     other = merkle.TileNodes(at(300), cache=cache, namespace="e")
     other.node(0, 0)

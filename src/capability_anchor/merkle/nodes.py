@@ -36,12 +36,16 @@ def range_nodes(begin: int, end: int) -> list[NodeID]:
 
 def inclusion_nodes(index: int, size: int) -> list[ProofNode]:
     """RFC 9162 PATH(index, D[size]) as node IDs, leaf-most first."""
+    check_index(index, size)
+    return path_nodes(index, 0, size)
+
+
+def check_index(index: int, size: int) -> None:
     if not 0 <= index < size:
         raise UsageError(f"leaf index {index} is outside a tree of size {size}")
-    return _path_nodes(index, 0, size)
 
 
-def _path_nodes(index: int, height: int, size: int) -> list[ProofNode]:
+def path_nodes(index: int, height: int, size: int) -> list[ProofNode]:
     """The audit path of node (height, index) in a tree of `size` leaves, as node IDs."""
     path: list[ProofNode] = []
     last = (size - 1) >> height
@@ -67,7 +71,7 @@ def consistency_nodes(first: int, second: int) -> list[ProofNode]:
         return []
     height = (first & -first).bit_length() - 1
     index = (first - 1) >> height
-    path = _path_nodes(index, height, second)
+    path = path_nodes(index, height, second)
     if index == 0:
         return path
     return [((height, index),), *path]

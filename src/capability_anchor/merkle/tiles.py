@@ -13,6 +13,7 @@ from hashlib import sha256
 from capability_anchor.errors import MalformedProof, UsageError
 
 from .hashing import HASH_SIZE
+from .nodes import check_index, path_nodes, resolve
 
 TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT
@@ -99,7 +100,8 @@ TILE_CACHE_BYTES = 128 << 20  # every tile of a 2,000,000-leaf day (decisions/37
 
 class TileCache:
     """A bounded LRU of tiles' rows shared by proofs (a cached tile can only be narrower, not
-    other), by the bytes of hashes held: at most `max_bytes`."""
+    other), and of the ends of paths (`TileNodes.inclusion_path`), by the bytes of hashes
+    held: at most `max_bytes`."""
 
     def __init__(self, max_bytes: int = TILE_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
@@ -166,10 +168,47 @@ class TileNodes:
         rows = self._local.get((level, index))
         if rows is None and self._cache is not None:
             rows = self._cache.get((self._namespace, level, index))
+            if rows is not None:
+                self._local[(level, index)] = rows
         return rows if rows is not None else self._fetch(level, index)
 
     def tile(self, level: int, index: int) -> bytes:
         return self._rows(level, index)[0]
+
+    def inclusion_path(self, index: int, size: int) -> list[bytes]:
+        """RFC 9162 PATH(index, D[size]), as `resolve(inclusion_nodes(...))` gives it: while the
+        path's tile is full and not the last of its level, its 8 siblings are read from the
+        tile's rows at once; the rest, the same for every index under that node, is resolved
+        node by node once and kept in the shared cache (it holds the right border's folds)."""
+        check_index(index, size)
+        path: list[bytes] = []
+        level, node, last = 0, index, size - 1  # node and last at height 8·level
+        while node | (TILE_WIDTH - 1) < last:
+            rows = self._rows(level, node >> TILE_HEIGHT)
+            if len(rows[0]) < TILE_WIDTH * HASH_SIZE:
+                rows = self._full(level, node >> TILE_HEIGHT)
+            offset = node & (TILE_WIDTH - 1)
+            for k in range(TILE_HEIGHT):
+                start = ((offset >> k) ^ 1) * HASH_SIZE
+                path.append(rows[k][start : start + HASH_SIZE])
+            level, node, last = level + 1, node >> TILE_HEIGHT, last >> TILE_HEIGHT
+        key = (self._namespace, "path", level, node, size)
+        rest = self._cache.get(key) if self._cache is not None else None
+        if rest is None:
+            rest = resolve(path_nodes(node, level * TILE_HEIGHT, size), self.node)
+            if self._cache is not None:
+                self._cache.put(key, rest)
+        return path + rest
+
+    def _full(self, level: int, index: int) -> list[bytes]:
+        """The rows of a tile that must be full: a cached narrower one is fetched again."""
+        rows = self._fetch(level, index)
+        if len(rows[0]) < TILE_WIDTH * HASH_SIZE:
+            raise MalformedProof(
+                f"tile {level}/{index} has {len(rows[0]) // HASH_SIZE} hashes, a proof needs "
+                f"{TILE_WIDTH}"
+            )
+        return rows
 
     def node(self, height: int, index: int) -> bytes:
         level, k = divmod(height, TILE_HEIGHT)

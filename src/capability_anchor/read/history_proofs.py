@@ -13,7 +13,6 @@ from capability_anchor.merkle import (
     TileCache,
     TileNodes,
     consistency_nodes,
-    inclusion_nodes,
     root_from,
 )
 from capability_anchor.merkle.nodes import resolve
@@ -87,7 +86,7 @@ class HistoryReader:
         history of `size` (default: now), which must already hold that head."""
         leaf = self.leaf(leaf_hash)
         size = self._size(size, at_least=leaf.index + 1)
-        return resolve(inclusion_nodes(leaf.index, size), self._nodes(size).node)
+        return self._nodes(size).inclusion_path(leaf.index, size)
 
     def consistency(self, first: int, second: int | None = None) -> list[bytes]:
         """The RFC 9162 consistency proof from history size `first` to `second` (default:

@@ -14,7 +14,7 @@ from capability_anchor import head as heads
 from capability_anchor.encoding import parse_day
 from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.head import proof_json
-from capability_anchor.merkle import TileCache, TileNodes, consistency_nodes, inclusion_nodes
+from capability_anchor.merkle import TileCache, TileNodes, consistency_nodes
 from capability_anchor.merkle.nodes import resolve
 from capability_anchor.store import HeadRow, Store
 from capability_anchor.strictjson import is_int
@@ -48,19 +48,22 @@ class LogReader:
         self._origin = origin
         # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
         self._tile_cache = TileCache()
-        # day -> (its newest head, when read), for engines that let a reader keep it.
-        self._recent: dict[str, tuple[HeadRow, float]] = {}
+        # day -> (its newest head, when last checked to be the newest).
+        self._newest: dict[str, tuple[HeadRow, float]] = {}
         self.history = HistoryReader(store, self._tile_cache, signer=origin)
         self.tiles = PublishedTiles(store)
 
     # --- heads -------------------------------------------------------------------------------
 
-    def head_for(self, day: str, tree_size: int | None = None) -> HeadRow:
+    def head_for(
+        self, day: str, tree_size: int | None = None, *, covering: int | None = None
+    ) -> HeadRow:
         """SPEC §6 head selection: without a size the newest head of the day (the sealed one
-        once sealed); with a size the unsealed head of that size, else the sealed one."""
+        once sealed; `covering`: see `_newest_head`); with a size the unsealed head of that
+        size, else the sealed one."""
         parse_day(day)
         if tree_size is None:
-            found = self.store.newest_head(day)
+            found = self._newest_head(day, covering)
         else:
             bounded(tree_size, "tree size")
             found = self.store.head(day, tree_size, False) or self.store.head(day, tree_size, True)
@@ -93,8 +96,7 @@ class LogReader:
     def proof(self, day: str, leaf_index: int, tree_size: int | None = None) -> dict[str, Any]:
         """`{v, anchor, proof}` for entry `leaf_index` of `day` in the selected head."""
         bounded(leaf_index, "leaf index")
-        row = self._recent_head(day, leaf_index) if tree_size is None else None
-        row = row or self.head_for(day, tree_size)
+        row = self.head_for(day, tree_size, covering=leaf_index)
         if leaf_index >= row.tree_size:
             raise NotFound(
                 f"entry {leaf_index} of {day} is not covered by the head of size {row.tree_size}"
@@ -103,31 +105,36 @@ class LogReader:
 
     def proof_in(self, row: HeadRow, leaf_index: int) -> dict[str, Any]:
         """`{v, anchor, proof}` for entry `leaf_index` (< its size) in the head `row`."""
-        source = self._tiles(row.day, row.tree_size)
-        path = resolve(inclusion_nodes(leaf_index, row.tree_size), source.node)
+        path = self._tiles(row.day, row.tree_size).inclusion_path(leaf_index, row.tree_size)
         return {
             "v": heads.VERSION,
             "anchor": self.anchor(row),
             "proof": proof_json(leaf_index, row.tree_size, path),
         }
 
-    def _recent_head(self, day: str, leaf_index: int) -> HeadRow | None:
-        """The day's newest head as read at most `head_reuse_s` ago (a sealed one for good:
-        it stays the newest), if it covers the entry; else None, and the next is read."""
-        reuse = self.store.head_reuse_s
-        if reuse <= 0:
-            return None
-        kept = self._recent.get(day)
+    def _newest_head(self, day: str, covering: int | None) -> HeadRow | None:
+        """The day's newest head as kept, while the store's newest (size, sealed) is the same
+        (one index seek); a sealed one for good, as it stays the newest. For a proof of entry
+        `covering`, an engine with `head_reuse_s` answers from a kept head that covers it,
+        checked at most that long ago, without asking."""
+        kept = self._newest.get(day)
         now = time.monotonic()
         if kept is not None:
-            row, read_at = kept
-            if leaf_index < row.tree_size and (row.sealed or now - read_at < reuse):
+            row, checked = kept
+            if row.sealed:
                 return row
-        row = self.head_for(day)
-        if len(self._recent) >= 64:
-            self._recent.clear()  # days asked for are few; this only bounds a scan of them
-        self._recent[day] = (row, now)
-        return row
+            reuse = self.store.head_reuse_s
+            if covering is not None and covering < row.tree_size and now - checked < reuse:
+                return row
+            if self.store.newest_head_state(day) == (row.tree_size, row.sealed):
+                self._newest[day] = (row, now)
+                return row
+        found = self.store.newest_head(day)
+        if found is not None:
+            if len(self._newest) >= 64:
+                self._newest.clear()  # days asked for are few; this only bounds them
+            self._newest[day] = (found, now)
+        return found
 
     def uncached_proofs(self, row: HeadRow, leaf_indices: Sequence[int]) -> list[dict[str, Any]]:
         """The inclusion proofs of entries in `row`, read without the shared tile cache: the
@@ -135,7 +142,7 @@ class LogReader:
         read there must not outlive a rollback."""
         source = TileNodes(self.tile_getter(row.day, row.tree_size))
         return [
-            proof_json(i, row.tree_size, resolve(inclusion_nodes(i, row.tree_size), source.node))
+            proof_json(i, row.tree_size, source.inclusion_path(i, row.tree_size))
             for i in leaf_indices
         ]
 

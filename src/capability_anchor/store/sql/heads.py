@@ -101,6 +101,16 @@ class SqlHeads(SqlBase):
         entry = None if claims is None else (bytes(claims), int(accepted_at))
         return head_row(head), entry, None if kid is None else str(kid)
 
+    def newest_head_state(self, day: str) -> tuple[int, bool] | None:
+        """(tree size, sealed) of `newest_head(day)`: one seek in the covering index
+        `heads_by_kind`, no document read (a reader checks a head it keeps against it)."""
+        row = self._one(
+            "SELECT tree_size, sealed FROM heads WHERE day = ? "
+            "ORDER BY sealed DESC, tree_size DESC LIMIT 1",
+            (day,),
+        )
+        return None if row is None else (int(row[0]), bool(row[1]))
+
     def newest_unsealed(self, day: str) -> HeadRow | None:
         return self._head("day = ? AND sealed = 0", (day,), "tree_size DESC")
 
