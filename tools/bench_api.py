@@ -97,7 +97,7 @@ POST_GOAL = 10_000
 def group_cpu_seconds(pgid: int) -> float:
     """User + system CPU seconds of every live process in process group `pgid` (the server and
     its workers: serverkit starts it in a session of its own)."""
-    return sum(cpu for _, group, cpu in processes() if group == pgid)
+    return sum(p.cpu for p in processes() if p.group == pgid)
 
 
 @dataclass

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def cpu(pgid: int) -> float:
     """CPU seconds of the server's processes (its session: `serverkit` starts one)."""
-    return sum(used for _, group, used in processes() if group == pgid)
+    return sum(p.cpu for p in processes() if p.group == pgid)
 
 
 async def one(

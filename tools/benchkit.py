@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from hashlib import sha256
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ISS = "https://resolver.example"
 CHECKED_AT = "2026-11-30T12:34:56Z"
@@ -131,9 +131,18 @@ class FixedClock:
         return self.t
 
 
-def processes() -> Iterator[tuple[str, int, float]]:
-    """(command name, process group, user + system CPU seconds) of every live process,
-    from /proc/PID/stat (fields after the name: state, ppid, pgrp, ..., utime 14, stime 15)."""
+class Proc(NamedTuple):
+    name: str
+    pid: int
+    ppid: int
+    group: int
+    cpu: float
+    """User + system CPU seconds so far."""
+
+
+def processes() -> Iterator[Proc]:
+    """Every live process, from /proc/PID/stat (fields after the name: state, ppid, pgrp,
+    ..., utime 14, stime 15)."""
     tick = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -143,5 +152,6 @@ def processes() -> Iterator[tuple[str, int, float]]:
         except OSError:
             continue  # it ended meanwhile
         fields = stat[stat.rindex(")") + 2 :].split()
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        yield comm, int(fields[2]), (int(fields[11]) + int(fields[12])) / tick
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        cpu = (int(fields[11]) + int(fields[12])) / tick
+        yield Proc(name, int(entry.name), int(fields[1]), int(fields[2]), cpu)

@@ -6,7 +6,6 @@ replica's counters read from its `/metrics`."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import socket
@@ -19,7 +18,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchkit import ISS
+from benchkit import ISS, processes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -86,24 +85,14 @@ def cpu_seconds(server: PgServer, replicas: list[Replica]) -> dict[str, float]:
     """CPU seconds used so far by each replica (its process group), by this bench's
     PostgreSQL server (the postmaster and its children, not another one on the machine),
     and by this process (the generator)."""
-    tick = os.sysconf("SC_CLK_TCK")
     groups = {r.proc.pid: r.url for r in replicas}
     postmaster = _postmaster(server)
     used: Counter[str] = Counter()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # it ended meanwhile
-        fields = stat[stat.rindex(")") + 2 :].split()
-        ppid, group = int(fields[1]), int(fields[2])
-        cpu = (int(fields[11]) + int(fields[12])) / tick
-        if group in groups:
-            used[groups[group]] += cpu
-        elif int(entry.name) == postmaster or ppid == postmaster:
-            used["postgres"] += cpu
+    for proc in processes():
+        if proc.group in groups:
+            used[groups[proc.group]] += proc.cpu
+        elif postmaster in (proc.pid, proc.ppid):
+            used["postgres"] += proc.cpu
     used["generator"] = time.process_time()
     return dict(used)
 

@@ -1,18 +1,22 @@
 """The service's HTTP protocol (web/nodelay.py) driven in-process through a recording
 transport: one write per answer (GET, HEAD, pipelined, after 100 Continue), the header
 deadline (armed on connect and after each answer, never while a request runs) and the bound
-on a header block. tests/e2e/test_http_edge.py checks the same against a real server."""
+on a header block; the server's signal handler. tests/e2e/test_http_edge.py checks the same
+against a real server."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from capability_anchor.web.nodelay import MAX_HEADER_BYTES, with_header_timeout
+from capability_anchor.web import accesslog
+from capability_anchor.web.nodelay import MAX_HEADER_BYTES, Server, with_header_timeout
 
 BODY = b'{"status":"ok"}'
 
@@ -152,3 +156,28 @@ def test_a_header_block_over_the_bound_gets_400_and_the_connection_closes() -> N
         assert not transport.closed and transport.writes[0].endswith(BODY)
 
     asyncio.run(run())
+
+
+def test_a_signal_during_the_access_logs_flush_does_not_deadlock_the_server() -> None:
+    """The handler runs between two bytecodes of the loop's thread, here while that thread
+    holds the access log's lock (as in a flush). Writing the stopping line there waited for
+    the lock for ever: `serve` ignored SIGTERM (CI, 2026-12-05). It is logged at shutdown."""
+    server = Server(Config(app=None))
+    done = threading.Event()
+    # The service's stderr handler on its events logger, as `serve` installs it.
+    handler, level = accesslog._Stderr(), accesslog.events.level
+    accesslog.events.addHandler(handler)
+    accesslog.events.setLevel("INFO")
+
+    def flushing_when_the_signal_comes() -> None:
+        with accesslog._batch.lock:
+            server.handle_exit(signal.SIGTERM, None)
+        done.set()
+
+    threading.Thread(target=flushing_when_the_signal_comes, daemon=True).start()
+    try:
+        assert done.wait(10), "the signal handler waited for the access log's lock"
+    finally:
+        accesslog.events.removeHandler(handler)
+        accesslog.events.setLevel(level)
+    assert server.should_exit and server.stopped_by == "SIGTERM"

@@ -251,18 +251,7 @@ def run_on(sock: socket.socket, app: object, *, header_timeout: float, prog: str
     `serve` and `witness serve` both."""
     import uvicorn
 
-    from capability_anchor.web.accesslog import events
-    from capability_anchor.web.nodelay import with_header_timeout
-
-    class Server(uvicorn.Server):
-        """uvicorn's server, logging the signal that stops it (it logs nothing itself at
-        the level the service runs it)."""
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            if not self.should_exit:
-                name = signal.Signals(sig).name
-                events.info("%s received: finishing in-flight requests, then stopping", name)
-            super().handle_exit(sig, frame)
+    from capability_anchor.web.nodelay import Server, with_header_timeout
 
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
+from types import FrameType
 
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from capability_anchor.envvars import HEADER_TIMEOUT
@@ -132,3 +135,25 @@ def with_header_timeout(seconds: float) -> type[NoDelayProtocol]:
     if not seconds > 0:
         raise ValueError("the header timeout must be a positive number of seconds")
     return type("NoDelayProtocol", (NoDelayProtocol,), {"header_timeout": seconds})
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server as `serve` and `witness serve` run it, logging the signal that stops
+    it (uvicorn logs nothing itself at the level the service runs it). The line is written
+    when the shutdown begins, on the event loop, never in the signal handler: the handler
+    runs between two bytecodes of the loop's thread, possibly inside the access log's flush
+    that holds its lock, and a log line there waited for that lock for ever (seen in CI)."""
+
+    stopped_by: str | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = signal.Signals(sig).name
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        from capability_anchor.web.accesslog import events
+
+        if self.stopped_by is not None:
+            events.info("%s received: finishing in-flight requests, then stopping", self.stopped_by)
+        await super().shutdown(sockets)
