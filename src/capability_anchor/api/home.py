@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from litestar import Request, Response, get
+from litestar import Request, get
 from litestar.enums import MediaType
 
 from capability_anchor import __version__
@@ -18,7 +18,7 @@ from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.note import parse_checkpoint, parse_note
 from capability_anchor.note.signed import b64encode
 
-from .caching import cached
+from .caching import Answer, cached
 from .pages import CSP, _e, _page
 from .service import service_of
 
@@ -175,9 +175,8 @@ def _front_page_bytes(log: Any) -> bytes:
 
 
 @get("/", include_in_schema=False, media_type=MediaType.HTML)
-async def front_page(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def front_page(request: Request[Any, Any, Any]) -> Answer:
     service = service_of(request)
     page = await service.read(_front_page_bytes, service.reader)
-    response = cached(request, page, immutable=False, media_type=MediaType.HTML)
-    response.headers["Content-Security-Policy"] = CSP
-    return response
+    csp = ((b"content-security-policy", CSP.encode()),)
+    return cached(request, page, immutable=False, media_type="text/html", extra=csp)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from litestar import Request, Response, get
+from litestar import Request, get
 
-from capability_anchor.api.caching import cached
+from capability_anchor.api.caching import Answer, cached
 from capability_anchor.api.models import documented, success
 from capability_anchor.api.openapi import LeafHash, TilePath, count, path_count
 from capability_anchor.api.service import service_of
@@ -31,7 +31,7 @@ TILE_PATH = (
 )
 
 
-def tile_response(request: Request[Any, Any, Any], body: bytes) -> Response[bytes]:
+def tile_response(request: Request[Any, Any, Any], body: bytes) -> Answer:
     """Tiles never change once a published size makes them (SPEC §12.4: immutable)."""
     return cached(request, body, immutable=True, media_type=OCTETS)
 
@@ -42,7 +42,7 @@ def tile_response(request: Request[Any, Any, Any], body: bytes) -> Response[byte
     description=f"The tile path after tile/: {TILE_PATH}. 404 past the history's size.",
     responses={**TILE, **documented(304, 404)},
 )
-async def history_tile(request: Request[Any, Any, Any], tile: TilePath) -> Response[bytes]:
+async def history_tile(request: Request[Any, Any, Any], tile: TilePath) -> Answer:
     wanted = parse_tile_path(tile.removeprefix("/"))
     return tile_response(request, service_of(request).reader.read.tiles.history(wanted))
 
@@ -53,7 +53,7 @@ TEXT = "text/plain"  # Litestar adds "; charset=utf-8" to text types
 _SIZE = re.compile(r"[1-9][0-9]{0,18}")
 
 
-def text_response(request: Request[Any, Any, Any], body: bytes) -> Response[bytes]:
+def text_response(request: Request[Any, Any, Any], body: bytes) -> Answer:
     """A moving text answer (`no-cache`, ETag): checkpoints gain cosignatures."""
     return cached(request, body, immutable=False, media_type=TEXT)
 
@@ -72,7 +72,7 @@ def _text(description: str) -> dict[int, Any]:
     ),
     responses={**_text("a C2SP checkpoint note with its cosignatures"), **documented(304, 404)},
 )
-async def history_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def history_checkpoint(request: Request[Any, Any, Any]) -> Answer:
     service = service_of(request)
     note = await service.read(service.reader.read.history.served_checkpoint)
     return text_response(request, note)
@@ -85,7 +85,7 @@ async def history_checkpoint(request: Request[Any, Any, Any]) -> Response[bytes]
 )
 async def history_checkpoint_size(
     request: Request[Any, Any, Any], size: Annotated[str, path_count(1)]
-) -> Response[bytes]:
+) -> Answer:
     if _SIZE.fullmatch(size) is None:
         raise UsageError("the history size is a positive integer written in digits")
     if int(size) > MAX_INT:
@@ -110,7 +110,7 @@ async def history_proof(
     request: Request[Any, Any, Any],
     leaf_hash: LeafHash,
     size: Annotated[int | None, count(1)] = None,
-) -> Response[bytes]:
+) -> Answer:
     h = hash_from_hex(leaf_hash, "leaf_hash")
     service = service_of(request)
     proof = await service.read(service.reader.read.history.tlog_proof, h, size)
@@ -122,7 +122,7 @@ async def history_proof(
     summary="The log's note verifier key (C2SP vkey), one line",
     responses={**_text("<origin>+<key id>+<base64 key>, and a newline"), **documented(304)},
 )
-async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def history_vkey(request: Request[Any, Any, Any]) -> Answer:
     service = service_of(request)
     vkey = await service.read(service.reader.read.history.vkey)
     return text_response(request, vkey.encode("utf-8") + b"\n")
@@ -133,7 +133,7 @@ async def history_vkey(request: Request[Any, Any, Any]) -> Response[bytes]:
     summary="The log's witness policy (C2SP tlog-policy), as stored",
     responses={**_text("the tlog-policy file"), **documented(304, 404)},
 )
-async def history_policy(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def history_policy(request: Request[Any, Any, Any]) -> Answer:
     policy = service_of(request).reader.store.policy()
     if policy is None:
         raise NotFound("this log has no witness policy")

@@ -12,7 +12,7 @@ from litestar.params import QueryParameter
 from litestar.response.base import ASGIResponse
 
 from capability_anchor import __version__
-from capability_anchor.api.caching import NO_CACHE, answer, cached
+from capability_anchor.api.caching import Answer, answer, cached, uncached
 from capability_anchor.api.models import (
     ConsistencyAnswer,
     EntriesListing,
@@ -92,7 +92,7 @@ async def roots(
     request: Request[Any, Any, Any],
     before: BeforeDay = None,
     limit: Annotated[int, count(1, 1000)] = 100,
-) -> Response[bytes]:
+) -> Answer:
     service = service_of(request)
     bound = day_param(before) if before is not None else None
     listing = await service.read(service.reader.roots, bound, limit)
@@ -104,7 +104,7 @@ async def roots(
     summary="The newest sealed head document",
     responses={**_HEAD, **documented(304, 404)},
 )
-async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def roots_latest(request: Request[Any, Any, Any]) -> Answer:
     service = service_of(request)
     rows = await service.read(service.reader.store.sealed_heads, None, 1)
     if not rows:
@@ -117,7 +117,7 @@ async def roots_latest(request: Request[Any, Any, Any]) -> Response[bytes]:
     summary="The sealed head of a day, else its newest unsealed head",
     responses={**_HEAD, **documented(304, 404)},
 )
-async def roots_day(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
+async def roots_day(request: Request[Any, Any, Any], day: Day) -> Answer:
     row = service_of(request).reader.head_for(day_param(day))
     return cached(request, row.doc, immutable=row.sealed)
 
@@ -129,7 +129,7 @@ async def roots_day(request: Request[Any, Any, Any], day: Day) -> Response[bytes
 )
 async def roots_day_size(
     request: Request[Any, Any, Any], day: Day, tree_size: Annotated[int, path_count(0)]
-) -> Response[bytes]:
+) -> Answer:
     if not 0 <= tree_size <= MAX_INT:
         raise UsageError(f"tree_size must be 0..{MAX_INT}")
     row = service_of(request).reader.head_for(day_param(day), tree_size)
@@ -144,7 +144,7 @@ async def roots_day_size(
         **documented(304, 404),
     },
 )
-async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
+async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Answer:
     service = service_of(request)
     day = day_param(day)
     if service.reader.store.sealed_head(day) is None:
@@ -162,7 +162,7 @@ async def roots_timestamps(request: Request[Any, Any, Any], day: Day) -> Respons
         **documented(304, 404),
     },
 )
-async def roots_timestamp(request: Request[Any, Any, Any], day: Day) -> Response[bytes]:
+async def roots_timestamp(request: Request[Any, Any, Any], day: Day) -> Answer:
     service = service_of(request)
     stamps = await service.read(service.reader.store.stamps, day_param(day))
     if not stamps:
@@ -181,9 +181,7 @@ async def roots_timestamp(request: Request[Any, Any, Any], day: Day) -> Response
     ),
     responses={**TILE, **documented(304, 404)},
 )
-async def roots_day_tile(
-    request: Request[Any, Any, Any], day: Day, tile: TilePath
-) -> Response[bytes]:
+async def roots_day_tile(request: Request[Any, Any, Any], day: Day, tile: TilePath) -> Answer:
     wanted = parse_tile_path(tile.removeprefix("/"))
     body = service_of(request).reader.read.tiles.day(day_param(day), wanted)
     return tile_response(request, body)
@@ -206,7 +204,7 @@ async def proof(
     index: Annotated[int | None, count(0)] = None,
     tree_size: Annotated[int | None, count(0)] = None,
     leaf_hash: OptionalLeafHash = None,
-) -> Response[bytes]:
+) -> Answer:
     service = service_of(request)
     reader = service.reader
     if leaf_hash is not None:
@@ -232,7 +230,7 @@ async def consistency(
     day: QueryDay,
     first: Annotated[int, count(1)],
     second: Annotated[int, count(1)],
-) -> Response[bytes]:
+) -> Answer:
     found = service_of(request).reader.consistency(day_param(day), first, second)
     return cached(request, answer(ConsistencyAnswer, found), immutable=False)
 
@@ -250,7 +248,7 @@ async def entries(
     day: Day,
     start: Annotated[int, count(0)] = 0,
     limit: Annotated[int, count(1, 1000)] = 100,
-) -> Response[bytes]:
+) -> Answer:
     day = day_param(day)
     service = service_of(request)
     listed = await service.read(service.reader.entries, day, start, limit)
@@ -264,7 +262,7 @@ async def entries(
     summary="JWKS of every key the log has signed with, less the revoked ones",
     responses={**success(Jwks, "the JWK Set, RFC 8785"), **documented(304)},
 )
-async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def keys(request: Request[Any, Any, Any]) -> Answer:
     service = service_of(request)
     keyset = await service.read(service.reader.published_keys)
     return cached(request, keyset.to_json(), immutable=False)
@@ -278,7 +276,7 @@ async def keys(request: Request[Any, Any, Any]) -> Response[bytes]:
         **documented(304),
     },
 )
-async def key_records(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def key_records(request: Request[Any, Any, Any]) -> Answer:
     """What an export writes to key-records.json (SPEC §13.2): every rotation record and
     revocation, so a client holding an old key follows the log to its current one and
     learns which key was revoked when. Empty `records` until the log has rotated."""
@@ -307,7 +305,7 @@ async def record(
             schema_extra={"pattern": HTTPS_URL_PATTERN},
         ),
     ] = None,
-) -> Response[bytes]:
+) -> Answer:
     service = service_of(request)
     lifetime = service.settings.record_lifetime
     # On the loop: index seeks and a signature, cheaper than a thread hop (decisions/37-loopreads).
@@ -315,11 +313,7 @@ async def record(
     # members, so it is not shaped by the Struct; tests/integration/test_api_shapes.py holds
     # its members. RFC 8785 already (`jws.record_answer`).
     # Its own iat and exp (reused only while nearly whole, `log.issuance`): never cached.
-    return Response(
-        issue_record(service.reader, sub=id, url=url, lifetime=lifetime),
-        media_type="application/json",
-        headers={"Cache-Control": NO_CACHE},
-    )
+    return uncached(issue_record(service.reader, sub=id, url=url, lifetime=lifetime))
 
 
 @get(
