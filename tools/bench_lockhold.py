@@ -4,7 +4,10 @@ replica, then two taking turns (each finds the other's batch), on a real Postgre
 here. Prints the hold per 1,000 records, the ceiling it implies (1,000 / hold in seconds)
 and where the hold goes (the store calls made under the lock), with the load average.
 
-    PYTHONPATH=src .venv/bin/python tools/bench_lockhold.py --batches 20 --rounds 2
+    .venv/bin/python tools/bench_lockhold.py --batches 20 --rounds 2
+
+In-process, so two replicas take turns one batch each and never wait for the lock: the
+catch-up under the lock that contention causes shows in bench_replicas.py, not here.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import benchdoc
 from benchkit import ISS, record, say
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -93,7 +97,7 @@ def _hold() -> tuple[float, float]:
     return _HOLDS.total, _HOLDS.count
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--batches", type=int, default=20, help="batches per phase")
     ap.add_argument("--batch", type=int, default=1000)
@@ -147,7 +151,8 @@ def main() -> None:
         stop_server(server)
         shutil.rmtree(work, ignore_errors=True)
     say(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchdoc.run("lockhold", main))
