@@ -60,6 +60,17 @@ class _Batch:
     pending: Pending
 
 
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """What a commit read before the write lock (`LogWriter._look_ahead`); stored entries
+    never change, so under the lock only those after `size` are read."""
+
+    day: str
+    size: int
+    seen: dict[bytes, int]
+    edge: TreeEdge
+
+
 class LogWriter(HeadSigner):
     """The writer of one log in this process (`Log.writer`). Its caches, the right edge of
     the current day's tree and the /record keys not indexed yet, only ever hold committed
@@ -118,13 +129,14 @@ class LogWriter(HeadSigner):
             check_not_behind(self._log.data_dir)
             if prove:
                 self.seal()
+            ahead = self._look_ahead(prepared, utc_day(self._log.clock()))
             signed = False
             try:
                 with self._store.write():  # the store's write lock, from here to the commit
                     # The time is read under the lock, as the key a head takes is
                     # (`signing_key`): a revocation committed before dates itself after it.
                     now = self._log.clock()
-                    batch = self._sequence(prepared, now)
+                    batch = self._sequence(prepared, now, ahead)
                     row = None
                     if prove:  # the head covering the group, unless one of its size is signed
                         row = self._store.newest_unsealed(batch.day)
@@ -157,10 +169,22 @@ class LogWriter(HeadSigner):
             m.duplicates.inc(duplicates)
         return out
 
-    def _sequence(self, prepared: Sequence[Prepared], now: float) -> _Batch:
+    def _look_ahead(self, prepared: Sequence[Prepared], day: str) -> _Ahead:
+        """`day`'s size, the batch's leaves stored below it, the tree's edge and the index's
+        pending keys at it, in one snapshot: another replica's entries read before the lock."""
+        kept = self.edge if self.edge_day == day else None
+        with self._store.read():
+            size = self._store.day_size(day)
+            seen = self._store.existing(day, [p[0] for p in prepared])
+            edge = edge_at(self._store, kept, day, size)
+            self._index.advance(day, size)
+        return _Ahead(day, size, seen, edge)
+
+    def _sequence(self, prepared: Sequence[Prepared], now: float, ahead: _Ahead) -> _Batch:
         """Sequence and integrate a batch inside the caller's write transaction: contiguous
         indices after the day's stored size (read under the write lock), the tiles it
-        completed, and the /record index runs it filled."""
+        completed, and the /record index runs it filled. Of what was read `ahead` of the
+        lock, only the entries appended since are read again."""
         day = utc_day(now)
         first_day = self._log.first_day
         if day < first_day:
@@ -168,11 +192,16 @@ class LogWriter(HeadSigner):
         if self._store.sealed_head(day) is not None:
             raise Conflict(f"day {day} is sealed; it takes no more entries")
         size = self._store.day_size(day)
+        if ahead.day != day or not ahead.size <= size <= ahead.size + CATCH_UP_MAX:
+            ahead = self._look_ahead(prepared, day)  # the day turned, or far behind
         pending = self._index.take(day, size)
-        # This process's edge (kept only after a commit) when it has one of that day.
-        kept = self.edge if self.edge_day == day else None
-        edge = edge_at(self._store, kept, day, size).copy()
-        seen = self._store.existing(day, [p[0] for p in prepared])
+        since = self._store.leaf_hashes(day, ahead.size, size) if size > ahead.size else []
+        if len(since) != size - ahead.size:
+            raise StoreError(f"day {day} has {len(since)} of entries {ahead.size}..{size}")
+        edge = ahead.edge.copy()
+        edge.extend(b"".join(since))
+        wanted = {p[0] for p in prepared}
+        seen = ahead.seen | {h: n for n, h in enumerate(since, ahead.size) if h in wanted}
         results: list[AppendResult] = []
         new: list[Prepared] = []
         for entry in prepared:

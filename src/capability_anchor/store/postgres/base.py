@@ -249,37 +249,34 @@ class PostgresBase(SqlBase):
         self, table: str, cols: Names, rows: Rows, *, ignore: bool = False, types: Names = ()
     ) -> None:
         """New rows by binary COPY (the tables' triggers run as for an INSERT); rows that
-        may be stored already by one INSERT of `unnest` arrays, never `executemany` (its
-        Flush disarms the stall timeout: docs/explanation/store.md, `base.py`)."""
+        may be stored already by the same COPY under a savepoint, then, only if one was, one
+        INSERT of `unnest` arrays ON CONFLICT DO NOTHING; never `executemany` (its Flush
+        disarms the stall timeout: docs/explanation/store.md, `base.py`)."""
         into = f"{table} ({', '.join(cols)})"
         if not ignore:
-            with (
-                self._statement() as conn,
-                conn.cursor() as cur,
-                cur.copy(f"COPY {into} FROM STDIN (FORMAT BINARY)".encode()) as copy,
-            ):
-                copy.set_types(list(types))
-                for row in rows:
-                    copy.write_row(row)
+            with self._statement() as conn:
+                _copy(conn, into, types, rows)
             return
         values = list(rows)
         if not values:
             return
-        # One statement of one array per column, whatever the rows: psycopg parses a short
-        # query once (a VALUES list of thousands of placeholders cost 20 ms a batch to parse).
-        arrays = ", ".join(f"%s::{t}[]" for t in self._column_types(table, cols))
-        insert = f"INSERT INTO {into} SELECT * FROM unnest({arrays})"
-        columns = [list(column) for column in zip(*values, strict=True)]
-        # Rows are seldom stored already (a rerun, a repair): a plain INSERT first, under a
-        # savepoint, since ON CONFLICT's speculative insertion costs 2.5x as much per row.
+        types = self._column_types(table, cols)
+        # Rows are seldom stored already (a rerun, a repair): a COPY first, under a savepoint,
+        # since ON CONFLICT's speculative insertion costs 2.5x as much per row, and an INSERT
+        # of arrays has the server build and unnest them (decisions/37-lockhold.md).
         with self._statement() as conn:
             try:
                 with conn.transaction():
-                    conn.execute(_spelled(insert), columns)
+                    _copy(conn, into, types, values)
                 return
             except psycopg.errors.UniqueViolation:
                 pass
-        self._exec(f"{insert} ON CONFLICT DO NOTHING", columns)
+        # One statement of one array per column, whatever the rows: psycopg parses a short
+        # query once (a VALUES list of thousands of placeholders cost 20 ms a batch to parse).
+        arrays = ", ".join(f"%s::{t}[]" for t in types)
+        columns = [list(column) for column in zip(*values, strict=True)]
+        insert = f"INSERT INTO {into} SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING"
+        self._exec(insert, columns)
 
     def _column_types(self, table: str, cols: Names) -> list[str]:
         """The SQL types of `table`'s columns `cols` (read from the catalog once)."""
@@ -325,6 +322,17 @@ def _snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
         if not conn.closed:  # a broken connection: the pool's check replaces it
             with contextlib.suppress(psycopg.Error):
                 conn.execute("COMMIT")
+
+
+def _copy(conn: psycopg.Connection[Any], into: str, types: Names, rows: Rows) -> None:
+    """`rows` into `into` (a table and its columns) by one binary COPY of the column `types`."""
+    with (
+        conn.cursor() as cur,
+        cur.copy(f"COPY {into} FROM STDIN (FORMAT BINARY)".encode()) as copy,
+    ):
+        copy.set_types(list(types))
+        for row in rows:
+            copy.write_row(row)
 
 
 def _spelled(query: str) -> bytes:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from .migrations import v1, v2, v3
+from .migrations import v1, v2, v3, v4
 
 APPEND_ONLY_TABLES = (
     "entries",
@@ -34,12 +34,12 @@ LOCK_TABLES = ("write_lock", "sequencer_lease")
 the service's role gets UPDATE on them, which is what `LOCK TABLE` asks for (they have no
 columns, so there is nothing to update)."""
 
-MIGRATIONS = (v1.SQL, v2.SQL, v3.SQL)
+MIGRATIONS = (v1.SQL, v2.SQL, v3.SQL, v4.SQL)
 """Migration n (1-based) is MIGRATIONS[n - 1]: never change what a shipped one creates."""
 SCHEMA_VERSION = len(MIGRATIONS)
 # The log's schema (store.rows.SCHEMA_VERSION, SQLite's numbering) each migration gives: the
 # audit and the store contract speak of that one, whichever engine keeps it.
-_LOG_SCHEMA = {1: 5, 2: 5, 3: 5}
+_LOG_SCHEMA = {1: 5, 2: 5, 3: 5, 4: 5}
 
 
 def log_schema_version(version: int) -> int:
