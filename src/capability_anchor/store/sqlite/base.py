@@ -301,12 +301,16 @@ class SqliteBase(Store):
         return header
 
     def _map_shm(self) -> mmap.mmap | None:
-        """The `-shm` file's headers mapped read-only, once this thread's reader has read (so
-        SQLite holds it open: it is neither removed nor reset while the store is open)."""
+        """The `-shm` file's headers mapped read-only, once this thread's reader has read in WAL
+        mode (so SQLite holds the file open: it is neither removed nor reset, and the database
+        cannot leave WAL mode, while the store is open)."""
         try:
             self._conn.execute("PRAGMA data_version").fetchone()
+            (mode,) = self._conn.execute("PRAGMA journal_mode").fetchone()
         except sqlite3.Error as exc:
             raise self._failed(exc, "a statement failed") from None
+        if str(mode).lower() != "wal":
+            return None
         with self._readers_lock:
             if self._shm is None and not self._closed:
                 try:
