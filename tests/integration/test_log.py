@@ -8,6 +8,8 @@ import itertools
 import json
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +223,26 @@ def test_proof_selection_and_errors(log: Log, clock: Clock) -> None:
         log.consistency("2026-11-02", 4, 11)
     with pytest.raises(NotFound, match="first <= second"):
         log.consistency("2026-11-02", 4, 3)
+
+
+def test_a_head_another_process_publishes_is_read_at_once(log: Log) -> None:
+    """The reader keeps a day's newest head while the store's change mark holds (read/reader.py):
+    an append and a checkpoint by another process are seen by the very next read."""
+    log.append([rec(i) for i in range(3)])
+    log.checkpoint()
+    assert log.head_for("2026-11-02").tree_size == 3
+    assert log.head_for("2026-11-02").tree_size == 3  # kept, the mark unchanged
+    code = (
+        "import json, sys\n"
+        "from capability_anchor.log import Log\n"
+        f"with Log.open(sys.argv[1], clock=lambda: {DAY0}) as log:\n"
+        "    log.append([json.loads(sys.argv[2])])\n"
+        "    log.checkpoint()\n"
+    )
+    other = [sys.executable, "-c", code, str(log.data_dir), json.dumps(rec(3))]
+    subprocess.run(other, check=True, timeout=120)
+    assert log.head_for("2026-11-02").tree_size == 4
+    verify_proof(log.proof("2026-11-02", 3), rec(3))
 
 
 def test_seal_chains_days_and_is_deterministic(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from capability_anchor.errors import Conflict
+from capability_anchor.store import open as stores
 
 from .conftest import AT, DAY, NEXT_DAY, Opened, cosignature, head, history_leaf, leaf
 
@@ -47,6 +48,31 @@ def test_the_newest_head_state_is_the_newest_heads(opened: Opened) -> None:
         assert newest == row
         assert store.newest_head_state(DAY) == (row.tree_size, row.sealed)
     assert store.newest_head_state(NEXT_DAY) is None
+
+
+def test_the_change_mark_moves_with_every_commit(opened: Opened) -> None:
+    """`change_mark`: equal only while nothing was committed, by this store's own writes or
+    by another opening of the log (as another process's); none inside a read snapshot. An
+    engine without one answers None throughout (its reader checks the rows)."""
+    store = opened.store
+    other = stores.open(opened.where)
+    try:
+        first = store.change_mark()
+        _entries(opened, DAY, 2)
+        second = store.change_mark()
+        with other.write():
+            other.insert_entries(DAY, 2, [leaf(2)], AT)
+        third = store.change_mark()
+        with store.read():
+            inside = store.change_mark()
+        if first is None:
+            assert second is third is inside is None
+            return
+        assert store.change_mark() == third  # nothing committed since
+        assert len({first, second, third}) == 3
+        assert inside is None
+    finally:
+        other.close()
 
 
 def test_a_head_never_gets_a_second_root(opened: Opened) -> None:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from capability_anchor import leaf, strictjson
 from capability_anchor.errors import InvalidRecord, UsageError
-from capability_anchor.log.batch import _ENCODE, prepare_records
+from capability_anchor.log.batch import PLAIN_JCS, prepare_records
 from capability_anchor.log.serverindex import server_keys
 from capability_anchor.record import rule
 from capability_anchor.record.urls import urllib_canonical_url
@@ -49,7 +49,8 @@ def walked(record: object) -> tuple[str, Any]:
 @settings(max_examples=examples(600), deadline=None)
 @given(PLAIN_JSON)
 def test_msgspecs_sorted_encoder_writes_plain_values_as_rfc8785(value: Any) -> None:
-    assert _ENCODE(value) == rfc8785.dumps(value) == strictjson.canonical(value, plain=True)
+    expected = rfc8785.dumps(value)
+    assert PLAIN_JCS.encode(value) == expected == strictjson.canonical(value, plain=True)
 
 
 RECORDS = st.dictionaries(st.one_of(ASCII_TEXT, TEXT, RESERVED), ANY_JSON, max_size=8)
@@ -65,7 +66,7 @@ def test_the_plain_leaf_is_the_walked_leaf_or_none(record: Any) -> None:
 def check_plain_leaf(record: Any) -> None:
     """Both fast encodings give the walked leaf or decline, and the dispatcher agrees."""
     want = walked(record)
-    for encode in (None, _ENCODE):
+    for encode in (None, PLAIN_JCS.encode):
         fast = leaf.plain_leaf_bytes(record, encode)
         if fast is not None:
             assert want == ("ok", fast)

@@ -12,6 +12,7 @@ from litestar import Request
 from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
 
+from capability_anchor.log.batch import PLAIN_JCS
 from capability_anchor.strictjson import canonical
 
 T = TypeVar("T")
@@ -91,18 +92,11 @@ def shaped(model: type[T], value: Any) -> T:
     return msgspec.convert(value, model, strict=True)
 
 
-# msgspec's sorted encoder writes a plain value (`strictjson.is_plain`) byte for byte as
-# RFC 8785 does, ~7x faster than `canonical`'s sorted json.dumps (log/batch.py writes leaf
-# bytes with it; tests/unit/test_prepare_fast.py holds it to rfc8785). Not in strictjson:
-# the verifying path imports no msgspec (tests/integration/test_layering.py).
-_PLAIN = msgspec.json.Encoder(order="sorted")
-
-
 def answer(model: type[T], value: Any, *, plain: bool = True) -> bytes:
     """RFC 8785 bytes of an answer, checked against its Struct first: on JCS's fast path
     (the hot read path) unless it holds an open object (`plain=False`)."""
     shaped(model, value)
-    return _PLAIN.encode(value) if plain else canonical(value)
+    return PLAIN_JCS.encode(value) if plain else canonical(value)
 
 
 def ordered_answer(model: type[T], value: Any) -> bytes:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from litestar import Request
 
 from capability_anchor.errors import UsageError
 from capability_anchor.log.clockguard import monotonic
+from capability_anchor.read.reader import MAX_INT
 from capability_anchor.web.errors import ApiError
 from capability_anchor.web.guards import check_bearer, check_length, check_metrics, check_rate
 
@@ -54,6 +56,34 @@ def check_integers(request: Request[Any, Any, Any], names: tuple[str, ...]) -> N
         segment = request.url.path.rstrip("/").rsplit("/", 1)[-1]
         if _DIGITS.fullmatch(segment) is None:
             raise UsageError("tree_size must be a non-negative integer written in digits")
+
+
+def raw_query(scope: Any, ints: tuple[str, ...]) -> dict[str, Any]:
+    """The query as Litestar would hand it to a handler, read from the raw query string (its
+    parsing and signature model cost more than a hot read's own work; decisions/37-reads4):
+    names and values as `parse_qsl` reads them, the last of a repeated name; the integer
+    parameters `ints` checked as `check_integers` does, then bounded as Litestar would (its
+    note), as ints."""
+    found: dict[str, list[str]] = {}
+    for pair in scope.get("query_string", b"").decode("latin-1").split("&"):
+        if pair:
+            name, _, value = pair.partition("=")
+            if "%" in pair or "+" in pair:
+                name, value = unquote(name.replace("+", " ")), unquote(value.replace("+", " "))
+            found.setdefault(name, []).append(value)
+    for name in ints:
+        given = found.get(name, ())
+        if len(given) > 1:
+            raise UsageError(f"{name} is given more than once")
+        if given and _DIGITS.fullmatch(given[0]) is None:
+            raise UsageError(f"{name} must be a non-negative integer written in digits")
+    query: dict[str, Any] = {name: values[-1] for name, values in found.items()}
+    for name in ints:
+        if name in query:
+            query[name] = number = int(query[name])
+            if number > MAX_INT:
+                raise UsageError(f"{name}: Expected `int` <= {MAX_INT}")
+    return query
 
 
 def body_limit(settings: Settings, kind: str | None) -> int:

@@ -224,10 +224,15 @@ def success(
     return {200: spec}
 
 
+BAD_PARAMETER = "bad_request: a parameter is malformed or out of range; the note names it"
+
+
 def documented(*statuses: int, unavailable: str | None = None) -> dict[int, ResponseSpec]:
-    """OpenAPI entries for what the handler itself answers besides 200 (304, 404, 409, its
-    503 reasons); the guards' answers and 405 are added by `openapi.finish`."""
+    """OpenAPI entries for what the handler itself answers besides 200 (a 400 when it reads
+    its own query, 304, 404, 409, its 503 reasons); the guards' answers and 405 are added by
+    `openapi.finish`."""
     described = {
+        400: BAD_PARAMETER,
         304: "not modified: If-None-Match names the answer's current ETag (no body)",
         404: "not_found: the log holds no such thing (yet); the note says what is missing",
         409: "conflict: refused by the log's rules (a sealed day, a day before the log's first)",

@@ -23,6 +23,7 @@ from capability_anchor.web.guards import MISSING_METRICS_TOKEN_NOTE
 
 from .caching import IMMUTABLE, NO_CACHE
 from .guards import MISSING_TOKEN_NOTE, body_limit
+from .models import BAD_PARAMETER
 from .settings import Settings
 
 # --- patterns (JSON Schema patterns are unanchored searches: each is ^...$) -----------------
@@ -91,14 +92,12 @@ _QUERY_DAY = QueryParameter(description="a UTC day, YYYY-MM-DD", schema_extra=_D
 Day = Annotated[str, PathParameter(description="a UTC day, YYYY-MM-DD", schema_extra=_DAY_SCHEMA)]
 """The `{day}` of a path."""
 QueryDay = Annotated[str, _QUERY_DAY]
-OptionalDay = Annotated[str | None, _QUERY_DAY]
 BeforeDay = Annotated[
     str | None,
     QueryParameter(description="exclusive day bound, YYYY-MM-DD", schema_extra=_DAY_SCHEMA),
 ]
 _LEAF_HASH = QueryParameter(description="a leaf hash, 64 lowercase hex", schema_extra=_HASH_SCHEMA)
 LeafHash = Annotated[str, _LEAF_HASH]
-OptionalLeafHash = Annotated[str | None, _LEAF_HASH]
 TilePath = Annotated[
     str,
     PathParameter(
@@ -138,12 +137,28 @@ METHOD_NOT_ALLOWED = (
     "method_not_allowed: a method this path does not list (the Allow header names the ones it does)"
 )
 
-QUERY_FORMS: dict[str, tuple[str, str, dict[str, Any]]] = {
+_COUNT = {"type": "integer", "maximum": MAX_INT, "minimum": 0}
+PROOF_QUERY = {
+    "day": {"type": "string", **_DAY_SCHEMA, "description": "a UTC day, YYYY-MM-DD"},
+    "index": _COUNT,
+    "tree_size": _COUNT,
+    "leaf_hash": {
+        "type": "string",
+        "maxLength": 64,
+        "minLength": 64,
+        "pattern": HASH_PATTERN,
+        "description": "a leaf hash, 64 lowercase hex",
+    },
+}
+"""`GET /proof`'s query members, as Litestar wrote them when it read them."""
+
+QUERY_FORMS: dict[str, tuple[str, str, dict[str, Any], dict[str, Any] | None]] = {
     "/record": (
         "server",
         "exactly one of `id` (the server ID, matching `sub`) and `url` (the server URL, any "
         "form https allows; it is put in canonical form)",
         {"oneOf": [{"required": ["id"]}, {"required": ["url"]}]},
+        None,
     ),
     "/proof": (
         "entry",
@@ -155,11 +170,13 @@ QUERY_FORMS: dict[str, tuple[str, str, dict[str, Any]]] = {
                 {"required": ["leaf_hash"], "not": {"required": ["index"]}},
             ]
         },
+        PROOF_QUERY,
     ),
 }
 """GET operations whose query parameters come in forms: each becomes one query parameter,
 an object exploded into `name=value` pairs (OpenAPI `style: form, explode: true`), whose
-schema says which combinations exist."""
+schema says which combinations exist; its members are the handler's query parameters, or
+those given (a handler that reads its query itself, `guards.raw_query`, declares none)."""
 
 
 def _plain(schema: dict[str, Any]) -> dict[str, Any]:
@@ -173,17 +190,28 @@ def _plain(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+# What Litestar writes after an operation's parameters (`litestar.openapi.spec.Operation`).
+_AFTER_PARAMETERS = ("requestBody", "responses", "callbacks", "deprecated", "security", "servers")
+
+
 def _query_form(
-    operation: dict[str, Any], name: str, description: str, rule: dict[str, Any]
+    operation: dict[str, Any],
+    name: str,
+    description: str,
+    rule: dict[str, Any],
+    members: dict[str, Any] | None,
 ) -> None:
     params = operation.get("parameters", [])
     query = [p for p in params if p.get("in") == "query"]
     schema = {
         "type": "object",
-        "properties": {p["name"]: _plain(p["schema"]) for p in query},
+        "properties": copy.deepcopy(members)
+        if members is not None
+        else {p["name"]: _plain(p["schema"]) for p in query},
         "additionalProperties": False,
         **rule,
     }
+    after = {k: operation.pop(k) for k in _AFTER_PARAMETERS if k in operation}
     operation["parameters"] = [p for p in params if p.get("in") != "query"] + [
         {
             "name": name,
@@ -195,6 +223,7 @@ def _query_form(
             "schema": schema,
         }
     ]
+    operation.update(after)  # in Litestar's order, as when Litestar listed the parameters
 
 
 CACHING_HEADERS = {
@@ -261,9 +290,7 @@ def _guarded(operation: dict[str, Any], handler: HTTPRouteHandler, settings: Set
         )
         found[413] = _refusal(f"too_large: the body is over {_size(body_limit(settings, kind))}")
     elif operation.get("parameters") or operation.get("requestBody"):
-        found[400] = _refusal(
-            "bad_request: a parameter is malformed or out of range; the note names it"
-        )
+        found[400] = _refusal(BAD_PARAMETER)
     if opt.get("writer"):
         found[401] = _refusal(f"unauthorized: {MISSING_TOKEN_NOTE}", "WWW-Authenticate")
     elif opt.get("metrics"):

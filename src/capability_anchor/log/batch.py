@@ -22,10 +22,11 @@ Prepared = tuple[bytes, bytes, tuple[str, ...]]
 
 MAX_BATCH = 1000
 
-# msgspec's sorted encoder writes a plain value (`strictjson.is_plain`) byte for byte as
-# RFC 8785 does, ~7x faster than sorted json.dumps; `leaf.plain_leaf_bytes` hands it only
-# plain values, and tests/unit/test_prepare_fast.py holds it to rfc8785.
-_ENCODE = msgspec.json.Encoder(order="sorted").encode
+PLAIN_JCS = msgspec.json.Encoder(order="sorted")
+"""Writes a plain value (`strictjson.is_plain`) byte for byte as RFC 8785 does, ~7x faster than
+sorted json.dumps: the leaf bytes `leaf.plain_leaf_bytes` hands it, and the plain answers
+(`api.caching.answer`). tests/unit/test_prepare_fast.py holds it to rfc8785. Not in strictjson:
+the verifying path imports no msgspec (tests/integration/test_layering.py)."""
 
 
 class AppendResult(NamedTuple):
@@ -63,7 +64,7 @@ def prepare_records(
     for position, record in enumerate(records):
         keys: tuple[str, ...]
         try:
-            data = leaf.plain_leaf_bytes(record, _ENCODE)
+            data = leaf.plain_leaf_bytes(record, PLAIN_JCS.encode)
             plain = data is not None
             if data is None:
                 data = leaf.walked_leaf_bytes(record)

@@ -48,8 +48,9 @@ class LogReader:
         self._origin = origin
         # Stored tiles never change, so their rows are shared by every proof (bounded LRU).
         self._tile_cache = TileCache()
-        # day -> (its newest head, when last checked to be the newest).
-        self._newest: dict[str, tuple[HeadRow, float]] = {}
+        # day -> (its newest head, when last checked to be the newest, the store's change mark
+        # read before that check).
+        self._newest: dict[str, tuple[HeadRow, float, object | None]] = {}
         self.history = HistoryReader(store, self._tile_cache, signer=origin)
         self.tiles = PublishedTiles(store)
 
@@ -113,27 +114,33 @@ class LogReader:
         }
 
     def _newest_head(self, day: str, covering: int | None) -> HeadRow | None:
-        """The day's newest head as kept, while the store's newest (size, sealed) is the same
-        (one index seek); a sealed one for good, as it stays the newest. For a proof of entry
+        """The day's newest head as kept: a sealed one for good, as it stays the newest; an
+        unsealed one while the store's change mark holds (nothing committed since), else while
+        its newest (size, sealed) is the same (one index seek). For a proof of entry
         `covering`, an engine with `head_reuse_s` answers from a kept head that covers it,
         checked at most that long ago, without asking."""
         kept = self._newest.get(day)
         now = time.monotonic()
         if kept is not None:
-            row, checked = kept
+            row, checked, seen = kept
             if row.sealed:
                 return row
             reuse = self.store.head_reuse_s
             if covering is not None and covering < row.tree_size and now - checked < reuse:
                 return row
+        # Read before the rows: a commit in between makes the mark stale, never the row.
+        mark = self.store.change_mark()
+        if kept is not None:
+            if mark is not None and mark == seen:
+                return row
             if self.store.newest_head_state(day) == (row.tree_size, row.sealed):
-                self._newest[day] = (row, now)
+                self._newest[day] = (row, now, mark)
                 return row
         found = self.store.newest_head(day)
         if found is not None:
             if len(self._newest) >= 64:
                 self._newest.clear()  # days asked for are few; this only bounds them
-            self._newest[day] = (found, now)
+            self._newest[day] = (found, now, mark)
         return found
 
     def uncached_proofs(self, row: HeadRow, leaf_indices: Sequence[int]) -> list[dict[str, Any]]:

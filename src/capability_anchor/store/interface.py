@@ -123,6 +123,13 @@ class Store(SqlTrees, SqlHeads):
         one across the network (a proof against a head that old is still a true proof)."""
         return 0.0
 
+    def change_mark(self) -> object | None:
+        """A mark of the store as this thread reads it: two marks are equal only if nothing
+        was committed between the two calls, by any process (this one's writes included), so
+        rows a reader kept with a mark may be served while its mark holds (`read.reader`).
+        None: the engine has no cheap one, and the reader checks the rows themselves."""
+        return None
+
     def wake_signer(self) -> None:
         """Ask the lease holder to sign soon (a standby's proved batch waits for it)."""
         return None

@@ -13,6 +13,7 @@ from litestar.response.base import ASGIResponse
 
 from capability_anchor import __version__
 from capability_anchor.api.caching import Answer, answer, cached, uncached
+from capability_anchor.api.guards import raw_query
 from capability_anchor.api.models import (
     ConsistencyAnswer,
     EntriesListing,
@@ -31,8 +32,6 @@ from capability_anchor.api.openapi import (
     HTTPS_URL_PATTERN,
     BeforeDay,
     Day,
-    OptionalDay,
-    OptionalLeafHash,
     QueryDay,
     TilePath,
     count,
@@ -52,6 +51,7 @@ from capability_anchor.web.guards import metrics_answer
 from .history_routes import TILE, TILE_PATH, tile_response
 
 _HEAD = success(HeadDocument, "the head document, as signed and stored")
+_PROOF_INTS = ("index", "tree_size")
 _EITHER = "give either day and index, or leaf_hash (and optionally day)"
 _RECORD_UNAVAILABLE = (
     "the note says why: a store fault or the damage mark, or the wall and monotonic clocks "
@@ -193,18 +193,16 @@ async def roots_day_tile(request: Request[Any, Any, Any], day: Day, tile: TilePa
 @get(
     "/proof",
     summary="Inclusion proof of an entry in a published head",
+    # Its query (`openapi.QUERY_FORMS`) is read by `raw_query`, not Litestar's parameters.
     responses={
         **success(ProofAnswer, "the proof and the head it is against"),
-        **documented(304, 404),
+        **documented(400, 304, 404),
     },
 )
-async def proof(
-    request: Request[Any, Any, Any],
-    day: OptionalDay = None,
-    index: Annotated[int | None, count(0)] = None,
-    tree_size: Annotated[int | None, count(0)] = None,
-    leaf_hash: OptionalLeafHash = None,
-) -> Answer:
+async def proof(request: Request[Any, Any, Any]) -> Answer:
+    query = raw_query(request.scope, _PROOF_INTS)
+    day, index = query.get("day"), query.get("index")
+    tree_size, leaf_hash = query.get("tree_size"), query.get("leaf_hash")
     service = service_of(request)
     reader = service.reader
     if leaf_hash is not None:

@@ -5,9 +5,11 @@ thread (docs/explanation/store.md, "Module notes")."""
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import shutil
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,7 +33,18 @@ READER_CACHE_KIB = 4 * 1024
 # read from the OS page cache without a copy, so reads stay flat however large the log grows
 # past the 4 MiB cache (decisions/37-record.md).
 READER_MMAP_BYTES = 0x7FFF0000
-PAGE_SIZE = 8192  # of a log created now; one made before keeps its own (VACUUM changes it)
+PAGE_SIZE = 8192
+# The WAL-index header (sqlite.org/walformat.html, 2.1): two 48-byte copies at the start of the
+# -shm file, in the machine's byte order; version 3007000, isInit 1 once written.
+_WAL_HEADER = 48
+_WAL_HEADERS = 2 * _WAL_HEADER
+
+
+def _wal_valid(header: bytes) -> bool:
+    return int.from_bytes(header[:4], sys.byteorder) == 3007000 and header[12] == 1
+
+
+# of a log created now; one made before keeps its own (VACUUM changes it)
 
 
 DIALECT = Dialect(
@@ -124,6 +137,7 @@ class SqliteBase(Store):
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        self._shm: mmap.mmap | None = None  # the WAL-index headers (`change_mark`)
         # A read-only opening (the audit) has one connection, for reads on its one thread.
         self._only: sqlite3.Connection | None = None
         self._wal: wal.WalUpkeep | None = None  # upkeep only
@@ -190,6 +204,9 @@ class SqliteBase(Store):
         with self._readers_lock:
             self._closed = True
             readers, self._readers = self._readers, []
+            if self._shm is not None:
+                self._shm.close()
+                self._shm = None
         for conn in readers:
             conn.close()
         self._writer.close()
@@ -263,6 +280,45 @@ class SqliteBase(Store):
             local.reading = False
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("COMMIT")
+
+    def change_mark(self) -> object | None:
+        """The WAL-index header, both copies, as SQLite's shared memory (the `-shm` file) holds
+        it: every commit, by any process, rewrites it, and reading it takes no statement, lock
+        or read transaction (decisions/37-reads4.md). None inside a transaction on this thread
+        (its reads may be of an older snapshot than the header), in a read-only opening, and
+        while the header is being written or is not the one documented: the reader checks."""
+        local = self._local
+        if self._only is not None or getattr(local, "writing", False):
+            return None
+        if getattr(local, "reading", False):
+            return None
+        shm = self._shm if self._shm is not None else self._map_shm()
+        if shm is None:
+            return None
+        header = shm[:_WAL_HEADERS]
+        if header[:_WAL_HEADER] != header[_WAL_HEADER:] or not _wal_valid(header):
+            return None
+        return header
+
+    def _map_shm(self) -> mmap.mmap | None:
+        """The `-shm` file's headers mapped read-only, once this thread's reader has read in WAL
+        mode (so SQLite holds the file open: it is neither removed nor reset, and the database
+        cannot leave WAL mode, while the store is open)."""
+        try:
+            self._conn.execute("PRAGMA data_version").fetchone()
+            (mode,) = self._conn.execute("PRAGMA journal_mode").fetchone()
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "a statement failed") from None
+        if str(mode).lower() != "wal":
+            return None
+        with self._readers_lock:
+            if self._shm is None and not self._closed:
+                try:
+                    with open(f"{self.path}-shm", "rb") as f:
+                        self._shm = mmap.mmap(f.fileno(), _WAL_HEADERS, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):
+                    return None  # no WAL-index (a read-only or odd opening): no mark
+            return self._shm
 
     def _exec(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         conn = self._checked_conn()
