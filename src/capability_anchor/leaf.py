@@ -327,8 +327,9 @@ def walked_leaf_bytes(record: object) -> bytes:
 
 def plain_leaf_bytes(record: object, encode: Encoder | None = None) -> bytes | None:
     """`leaf_bytes` of a plain record at C speed (`strictjson.plain_canonical`), else None."""
-    limits = {"max_depth": MAX_DEPTH, "max_bytes": MAX_LEAF_BYTES}
-    return strictjson.plain_canonical(record, omit=RESERVED_MEMBERS, encode=encode, **limits)
+    return strictjson.plain_canonical(
+        record, omit=RESERVED_MEMBERS, encode=encode, max_depth=MAX_DEPTH, max_bytes=MAX_LEAF_BYTES
+    )
 
 
 def leaf_hash(record: object) -> bytes:

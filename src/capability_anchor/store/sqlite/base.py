@@ -189,13 +189,11 @@ class SqliteBase(Store):
             return conn
 
     def _start_checkpointer(self) -> None:
-        """Copy the WAL back into the database from a thread of its own, and keep it bounded
-        (`wal.py` says how and why)."""
+        """Keep the WAL bounded from a thread of its own (`wal.py` says how and why); the
+        writer's automatic checkpoint copies it back."""
         if self._wal is None:
             conn = connect(self.path)
             self._wal = wal.WalUpkeep(self.path, conn, CHECKPOINT_INTERVAL_S, self._write_lock)
-            # The writer's own automatic checkpoints become a rarely needed safety net.
-            self._writer.execute("PRAGMA wal_autocheckpoint = 100000")
 
     def close(self) -> None:
         if self._wal is not None:

@@ -1,6 +1,7 @@
-"""The WAL's upkeep for a process that serves a log: the checkpointer thread and the bound
-the writer keeps (docs/explanation/store.md, "The WAL stays bounded"). Durability is
-unchanged: a commit is durable once its WAL frames are fsynced, before any checkpoint."""
+"""The WAL's bound for a process that serves a log: a thread that truncates it past a soft
+size, and the writer's hard limit (docs/explanation/store.md, "The WAL stays bounded"). The
+copying itself is SQLite's automatic checkpoint, on the writer after its commits. Durability
+is unchanged: a commit is durable once its WAL frames are fsynced, before any checkpoint."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-# The bound under steady writes: the checkpointer truncates past WAL_TRUNCATE_BYTES, the
+# The bound under steady writes: the thread truncates past WAL_TRUNCATE_BYTES, the
 # writer itself near WAL_LIMIT_BYTES; either waits at most WAL_WAIT_MS for readers still on
 # older frames. Read when a store starts its upkeep.
 WAL_LIMIT_BYTES = 64 * 2**20
@@ -18,10 +19,9 @@ WAL_WAIT_MS = 250
 
 
 class WalUpkeep:
-    """The checkpointer thread on a connection of its own, and the writer's hard limit: after
+    """The truncating thread on a connection of its own, and the writer's hard limit: after
     each commit, when one more commit as large as its largest yet would take the WAL past
-    the limit (the checkpointer fell behind, or a long read held it), the writer truncates
-    it itself before it writes on."""
+    the limit (a long read held it), the writer truncates it itself before it writes on."""
 
     def __init__(
         self, db: Path, conn: sqlite3.Connection, interval_s: float, write_lock: threading.Lock
@@ -46,8 +46,6 @@ class WalUpkeep:
         try:
             while not self._stop.wait(interval_s):
                 with contextlib.suppress(sqlite3.OperationalError):
-                    with self._checkpoint_lock:
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                     if self.size() >= self.soft:
                         # The writer's lock first (the order `write` takes them in): a writer
                         # of this process that keeps committing would otherwise win SQLite's
@@ -79,7 +77,7 @@ class WalUpkeep:
         # runs can be one): it must not make every later commit wait for a truncation.
         if after + min(self.commit_max, self.limit // 4) < self.limit:
             return
-        # After a passive checkpoint running now: SQLite answers a second one busy at once.
+        # After a checkpoint running now: SQLite answers a second one busy at once.
         with self._checkpoint_lock, contextlib.suppress(sqlite3.Error):
             writer.execute(f"PRAGMA busy_timeout = {WAL_WAIT_MS}")
             try:
