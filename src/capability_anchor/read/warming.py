@@ -6,6 +6,7 @@ asked of a day's head, one thread of the reader computes that head's full tiles 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -64,10 +65,9 @@ class TileWarmer:
                     return
                 day = next(iter(self._pending))
                 old, new = self._pending.pop(day)
-            try:
+            # Best effort: the proof that needs a tile reads it again, and says why it cannot.
+            with contextlib.suppress(CapabilityAnchorError):
                 self.warm(day, old, new)
-            except CapabilityAnchorError:
-                pass  # best effort: the proof that needs the tile reads it again and says why
 
     def warm(self, day: str, old: int, new: int) -> None:
         """Compute the tiles of `day` full at size `new` but not at `old` that the cache does
