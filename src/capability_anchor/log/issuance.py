@@ -85,14 +85,12 @@ def issue_record(
     check_not_behind(log.data_dir)
     key = f"sub:{sub}" if sub is not None else f"url:{canonical_url(url)}"
     read, store = log.read, log.store
-    indexed = store.server_entries(key)
-    for day, index in indexed:
-        now = log.clock()  # the time first, then the key: no revocation is crossed
-        source = store.record_source(day, index)
+    now = log.clock()  # the time first, then the key: no revocation is crossed
+    indexed = store.record_sources(key)
+    for day, index, head, found, kid in indexed:
         # The day's newest head covers the entry exactly when any of its heads does.
-        if source is None or index >= source[0].tree_size:
+        if head is None or index >= head.tree_size:
             continue  # not yet under a published head: an older entry may be
-        head, found, kid = source
         signer = current_key(log, kid)
         state = (day, index, head.tree_size, head.sealed, signer.kid, lifetime)
         kept = log.issued.get(key, state, now)
