@@ -160,11 +160,13 @@ def canonical(value: Any, *, plain: bool = False) -> bytes:
 _DECODER = json.JSONDecoder()
 
 
-def members(data: bytes) -> dict[str, str]:
+def members(data: bytes) -> tuple[dict[str, str], dict[str, Any]]:
     """The top-level members of an RFC 8785 object as written there (name -> `"name":value`),
-    for `joined` to splice others into without writing these again; ValueError if not one."""
+    for `joined` to splice others into without writing these again, and the object itself
+    (read in the same pass); ValueError if not one."""
     text = data.decode("utf-8")
     found: dict[str, str] = {}
+    values: dict[str, Any] = {}
     if len(text) < 2 or text[0] != "{" or text[-1] != "}":
         raise ValueError("not a JSON object")
     at, end = 1, len(text) - 1
@@ -172,12 +174,12 @@ def members(data: bytes) -> dict[str, str]:
         name, colon = json.decoder.scanstring(text, at + 1)  # type: ignore[attr-defined]
         if text[at] != '"' or text[colon] != ":":
             raise ValueError(f"not RFC 8785 at offset {at}")
-        _, stop = _DECODER.raw_decode(text, colon + 1)
+        values[name], stop = _DECODER.raw_decode(text, colon + 1)
         if stop < end and text[stop] != ",":
             raise ValueError(f"not RFC 8785 at offset {stop}")
         found[name] = text[at:stop]
         at = stop + 1
-    return found
+    return found, values
 
 
 def member(name: str, value: Any) -> str:
