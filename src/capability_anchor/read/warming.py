@@ -16,6 +16,7 @@ from capability_anchor.merkle import TILE_HEIGHT, TILE_WIDTH, TileCache, TileNod
 from capability_anchor.merkle.tiles import FULL_TILE_BYTES
 
 MAX_DAYS = 64  # days asked about are few; this only bounds what is remembered
+STOP_WAIT_S = 10.0  # at most one store read to wait for: a stalled one fails once the store closes
 
 
 class TileWarmer:
@@ -54,7 +55,7 @@ class TileWarmer:
             thread, self._thread = self._thread, None
             self._wake.notify()
         if thread is not None:
-            thread.join()
+            thread.join(STOP_WAIT_S)
 
     def _run(self) -> None:
         while True:
