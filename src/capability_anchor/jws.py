@@ -121,7 +121,14 @@ def sign_record(
         written = canonical(dict(claims))
     except (TypeError, ValueError) as exc:
         raise UsageError(f"claims cannot be canonicalized with RFC 8785: {exc}") from None
-    answer = record_answer(written, anchor=anchor, proof=proof, key=key, iat=iat, lifetime=lifetime)
+    answer = record_answer(
+        strictjson.members(written)[0],
+        anchor=anchor,
+        proof=proof,
+        key=key,
+        iat=iat,
+        lifetime=lifetime,
+    )
     found: dict[str, Any] = strictjson.loads(answer)
     return found
 
@@ -133,7 +140,7 @@ def _utc_second(at: int) -> str:
 
 
 def record_answer(
-    claims: bytes,
+    written: dict[str, str],
     *,
     anchor: Mapping[str, Any],
     proof: Mapping[str, Any],
@@ -141,9 +148,9 @@ def record_answer(
     iat: int,
     lifetime: int,
 ) -> bytes:
-    """`sign_record`'s record as RFC 8785 bytes, from the RFC 8785 bytes of `claims` (a leaf's,
-    as stored): its members are spliced into the payload and the answer, never written again."""
-    written = strictjson.members(claims)
+    """`sign_record`'s record as RFC 8785 bytes, from the members of a leaf's claims as stored
+    (`strictjson.members`, a dict this adds to): spliced into the payload and the answer,
+    never written again."""
     exp = iat + lifetime
     written["iat"] = strictjson.member("iat", iat)
     written["exp"] = strictjson.member("exp", exp)

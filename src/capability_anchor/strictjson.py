@@ -160,11 +160,13 @@ def canonical(value: Any, *, plain: bool = False) -> bytes:
 _DECODER = json.JSONDecoder()
 
 
-def members(data: bytes) -> dict[str, str]:
+def members(data: bytes) -> tuple[dict[str, str], dict[str, Any]]:
     """The top-level members of an RFC 8785 object as written there (name -> `"name":value`),
-    for `joined` to splice others into without writing these again; ValueError if not one."""
+    for `joined` to splice others into without writing these again, and the object itself
+    (read in the same pass); ValueError if not one."""
     text = data.decode("utf-8")
     found: dict[str, str] = {}
+    values: dict[str, Any] = {}
     if len(text) < 2 or text[0] != "{" or text[-1] != "}":
         raise ValueError("not a JSON object")
     at, end = 1, len(text) - 1
@@ -172,22 +174,57 @@ def members(data: bytes) -> dict[str, str]:
         name, colon = json.decoder.scanstring(text, at + 1)  # type: ignore[attr-defined]
         if text[at] != '"' or text[colon] != ":":
             raise ValueError(f"not RFC 8785 at offset {at}")
-        _, stop = _DECODER.raw_decode(text, colon + 1)
+        values[name], stop = _DECODER.raw_decode(text, colon + 1)
         if stop < end and text[stop] != ",":
             raise ValueError(f"not RFC 8785 at offset {stop}")
         found[name] = text[at:stop]
         at = stop + 1
-    return found
+    return found, values
 
 
 def member(name: str, value: Any) -> str:
     """One member `"name":value` as RFC 8785 writes it; `name` one that JSON writes as itself
     (ASCII, no quote, backslash or control character)."""
-    if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-        return f'"{name}":{value}'
-    if type(value) is str and value.isascii():
-        return f'"{name}":{_PLAIN_ENCODER.encode(value)}'
-    return f'"{name}":{canonical(value, plain=is_plain(value)).decode("utf-8")}'
+    written = _as_is(value)
+    if written is None:
+        written = canonical(value, plain=is_plain(value)).decode("utf-8")
+    return f'"{name}":{written}'
+
+
+_ESCAPED = re.compile(r'[\x00-\x1f"\\\x7f]')  # what JSON escapes, and DEL (left to `canonical`)
+
+
+def _bare(text: str) -> bool:
+    """Whether JSON writes `text` between quotes as it is (printable ASCII, no `"` or `\\`)."""
+    # (bytes.isalnum first: a hash's hex passes it in ~1 ns a byte, 6x faster than the regex)
+    return text.isascii() and (text.encode().isalnum() or _ESCAPED.search(text) is None)
+
+
+def _as_is(value: Any) -> str | None:
+    """RFC 8785 of a safe integer, a string or list of strings JSON writes as they are, or an
+    object of those under such names (a record's `anchor` and `proof`), written directly
+    (`json`'s string escaping costs ~0.4 µs a hex hash here); None for any other value."""
+    kind = type(value)
+    if kind is int:
+        return str(value) if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else None
+    if kind is str:
+        return f'"{value}"' if _bare(value) else None
+    if kind is list:
+        if not value:
+            return "[]"
+        if not _STR.issuperset(map(type, value)) or not _bare("".join(value)):
+            return None
+        return '["' + '","'.join(value) + '"]'
+    if kind is not dict or not _STR.issuperset(map(type, value)):
+        return None
+    parts = []
+    for name in sorted(value):  # ASCII names: code point order is UTF-16 order
+        item = value[name]
+        written = None if type(item) is dict or not _bare(name) else _as_is(item)
+        if written is None:
+            return None
+        parts.append(f'"{name}":{written}')
+    return "{" + ",".join(parts) + "}"
 
 
 def joined(written: dict[str, str]) -> bytes:

@@ -86,22 +86,31 @@ def test_the_dedupe_finds_each_stored_hash_in_its_day(opened: Opened) -> None:
 def test_what_record_reads_is_the_newest_head_the_entry_and_the_signer(opened: Opened) -> None:
     _append(opened, DAY, 0, 4)
     store = opened.store
-    assert store.record_source(DAY, 2) is None  # no head yet
+    with store.write():
+        store.insert_servers(DAY, [("sub:a", 2), ("sub:a", 4), ("sub:b", 1)])
+    two, four = (DAY, 2), (DAY, 4)
+    assert store.record_sources("sub:a") == [
+        (*four, None, None, None),
+        (*two, None, (leaf(2)[1], AT), None),
+    ]  # no head yet
     with store.write():
         store.insert_head(head(DAY, 2))
         store.insert_head(head(DAY, 3))
         store.add_settings("kid-1", "a.b.c", AT)
-    assert store.record_source(DAY, 2) == (head(DAY, 3), (leaf(2)[1], AT), "kid-1")
-    assert store.record_source(DAY, 4) == (head(DAY, 3), None, "kid-1")
+    assert store.record_sources("sub:a") == [
+        (*four, head(DAY, 3), None, "kid-1"),
+        (*two, head(DAY, 3), (leaf(2)[1], AT), "kid-1"),
+    ]
+    assert store.record_sources("sub:a", 1) == [(*four, head(DAY, 3), None, "kid-1")]
     with store.write():
         store.insert_head(head(DAY, 4, sealed=True))
         store.add_settings("kid-2", "d.e.f", AT + 1)
-    assert opened.reopen().record_source(DAY, 3) == (
-        head(DAY, 4, sealed=True),
-        (leaf(3)[1], AT),
-        "kid-2",
-    )
-    assert opened.store.record_source(NEXT_DAY, 0) is None
+        store.insert_servers(NEXT_DAY, [("sub:b", 0)])
+    assert opened.reopen().record_sources("sub:b") == [
+        (NEXT_DAY, 0, None, None, "kid-2"),  # no head, no entry
+        (DAY, 1, head(DAY, 4, sealed=True), (leaf(1)[1], AT), "kid-2"),
+    ]
+    assert opened.store.record_sources("sub:c") == []
 
 
 def test_a_key_is_stored_once_and_never_replaced(opened: Opened) -> None:

@@ -17,7 +17,7 @@ from capability_anchor import leaf, strictjson
 from capability_anchor.errors import InvalidRecord
 from tests.kit.hypo import examples
 from tests.kit.paths import ROOT
-from tests.kit.recordgen import ANY_JSON, BOUND, PLAIN_JSON, TEXT
+from tests.kit.recordgen import ANY_JSON, ASCII_TEXT, BOUND, INTS, PLAIN_JSON, TEXT
 
 SRC = ROOT / "src" / "capability_anchor"
 
@@ -97,10 +97,28 @@ def test_members_spliced_into_rfc8785_bytes_are_rfc8785(
     data, want = reference(stored), reference({**stored, **added})
     if data is None or want is None:
         return
-    members = strictjson.members(data)
-    assert strictjson.joined(members) == data
+    members, values = strictjson.members(data)
+    assert strictjson.joined(members) == data and values == stored
     extra = {name: strictjson.member(name, value) for name, value in added.items()}
     assert strictjson.joined(members | extra) == want
+
+
+HEX = st.binary(min_size=32, max_size=32).map(bytes.hex)
+STRINGS = st.one_of(HEX, ASCII_TEXT, TEXT)
+FLAT = st.one_of(INTS, STRINGS, st.lists(STRINGS, max_size=4))
+
+
+@settings(max_examples=examples(600), deadline=None)
+@given(st.one_of(FLAT, st.dictionaries(st.one_of(ASCII_TEXT, TEXT), FLAT, max_size=5)))
+def test_a_member_written_as_is_is_rfc8785(value: Any) -> None:
+    """`member` writes a record's `anchor` and `proof` (names and strings JSON writes as they
+    are, integers, lists of such strings) directly: the same bytes as the library's."""
+    want = reference(value)
+    if want is None:
+        with pytest.raises((ValueError, TypeError)):
+            strictjson.member("proof", value)
+    else:
+        assert strictjson.member("proof", value) == '"proof":' + want.decode("utf-8")
 
 
 def _imports(path: Path) -> set[str]:

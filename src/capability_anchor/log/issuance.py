@@ -5,13 +5,12 @@ nothing.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from capability_anchor import jws
+from capability_anchor import jws, strictjson
 from capability_anchor.errors import NotFound, StoreError, UsageError
 from capability_anchor.read.recordnote import not_found_note
 from capability_anchor.record.rule import token_problem
@@ -85,14 +84,12 @@ def issue_record(
     check_not_behind(log.data_dir)
     key = f"sub:{sub}" if sub is not None else f"url:{canonical_url(url)}"
     read, store = log.read, log.store
-    indexed = store.server_entries(key)
-    for day, index in indexed:
-        now = log.clock()  # the time first, then the key: no revocation is crossed
-        source = store.record_source(day, index)
+    now = log.clock()  # the time first, then the key: no revocation is crossed
+    indexed = store.record_sources(key)
+    for day, index, head, found, kid in indexed:
         # The day's newest head covers the entry exactly when any of its heads does.
-        if source is None or index >= source[0].tree_size:
+        if head is None or index >= head.tree_size:
             continue  # not yet under a published head: an older entry may be
-        head, found, kid = source
         signer = current_key(log, kid)
         state = (day, index, head.tree_size, head.sealed, signer.kid, lifetime)
         kept = log.issued.get(key, state, now)
@@ -101,7 +98,7 @@ def issue_record(
         if found is None:
             raise StoreError(f"the server index names a missing entry {day}/{index}")
         stored, accepted_at = found
-        claims = json.loads(stored)
+        written, claims = strictjson.members(stored)  # one pass: its members and its claims
         if key not in server_keys(claims):
             continue  # indexed under the same digest as another key (schema 5 stores digests)
         # Only CR 0.2 tokens (SPEC §13.1), never an older entry in place of the newest.
@@ -118,7 +115,7 @@ def issue_record(
         answer = read.proof_in(head, index)
         iat = int(now)
         signed = jws.record_answer(
-            stored,
+            written,
             anchor=answer["anchor"],
             proof=answer["proof"],
             key=signer,

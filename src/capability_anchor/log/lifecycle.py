@@ -149,6 +149,7 @@ class Log:
 
     def close(self) -> None:
         self.writer.handoff.close()
+        self.read.close()
         self.store.close()
 
     def __enter__(self) -> Log:

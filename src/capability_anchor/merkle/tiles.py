@@ -130,6 +130,12 @@ class TileCache:
                 _, gone = self._rows.popitem(last=False)
                 self.bytes -= sum(map(len, gone))
 
+    def holds_full(self, key: Hashable) -> bool:
+        """Whether the rows of a full tile are kept under `key` (the LRU order is not touched)."""
+        with self._lock:
+            rows = self._rows.get(key)
+            return rows is not None and len(rows[0]) == TILE_WIDTH * HASH_SIZE
+
     def __len__(self) -> int:
         return len(self._rows)
 
@@ -186,7 +192,7 @@ class TileNodes:
         while node | (TILE_WIDTH - 1) < last:
             rows = self._rows(level, node >> TILE_HEIGHT)
             if len(rows[0]) < TILE_WIDTH * HASH_SIZE:
-                rows = self._full(level, node >> TILE_HEIGHT)
+                rows = self.full(level, node >> TILE_HEIGHT)
             offset = node & (TILE_WIDTH - 1)
             for k in range(TILE_HEIGHT):
                 start = ((offset >> k) ^ 1) * HASH_SIZE
@@ -200,8 +206,8 @@ class TileNodes:
                 self._cache.put(key, rest)
         return path + rest
 
-    def _full(self, level: int, index: int) -> list[bytes]:
-        """The rows of a tile that must be full: a cached narrower one is fetched again."""
+    def full(self, level: int, index: int) -> list[bytes]:
+        """The rows of a tile that must be full, fetched (a cached narrower one is replaced)."""
         rows = self._fetch(level, index)
         if len(rows[0]) < TILE_WIDTH * HASH_SIZE:
             raise MalformedProof(

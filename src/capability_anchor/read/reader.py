@@ -21,6 +21,7 @@ from capability_anchor.strictjson import is_int
 
 from .history_proofs import HistoryReader, NoteKeyHolder
 from .tiles import PublishedTiles, stored_tiles
+from .warming import TileWarmer
 
 MAX_INT = 2**63 - 1  # SQLite's integers
 
@@ -53,6 +54,11 @@ class LogReader:
         self._newest: dict[str, tuple[HeadRow, float, object | None]] = {}
         self.history = HistoryReader(store, self._tile_cache, signer=origin)
         self.tiles = PublishedTiles(store)
+        self._warmer = TileWarmer(self._tile_cache, self._tiles)
+
+    def close(self) -> None:
+        """Stop warming tiles: before the store closes."""
+        self._warmer.stop()
 
     # --- heads -------------------------------------------------------------------------------
 
@@ -105,7 +111,9 @@ class LogReader:
         return self.proof_in(row, leaf_index)
 
     def proof_in(self, row: HeadRow, leaf_index: int) -> dict[str, Any]:
-        """`{v, anchor, proof}` for entry `leaf_index` (< its size) in the head `row`."""
+        """`{v, anchor, proof}` for entry `leaf_index` (< its size) in the head `row`; the
+        head's other full tiles are then warmed in the background (`warming.py`)."""
+        self._warmer.ask(row.day, row.tree_size)
         path = self._tiles(row.day, row.tree_size).inclusion_path(leaf_index, row.tree_size)
         return {
             "v": heads.VERSION,

@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from capability_anchor.store.rows import CosignatureRow, HeadRow, StampRow, WitnessState
+from capability_anchor.store.rows import (
+    CosignatureRow,
+    HeadRow,
+    StampRow,
+    WitnessState,
+    server_key_digest,
+)
 
 from . import SqlBase
 from .rows import HEAD_COLUMNS, head_row
@@ -18,8 +24,22 @@ _NEWEST_HEADS = (
     f"LIMIT 1) AS s UNION ALL SELECT * FROM (SELECT {HEAD_COLUMNS} FROM heads "
     "WHERE day = ? AND sealed = 0 ORDER BY tree_size DESC LIMIT 1) AS u"
 )
-# `record_source`: the newest head, the entry's (claims, accepted_at), the settings' kid.
-RecordSource = tuple[HeadRow, tuple[bytes, int] | None, str | None]
+# `record_sources`: the index's (day, leaf_index), the day's newest head (the sealed one, else
+# the largest: each a seek in `heads_by_kind`), the entry's (claims, accepted_at), the kid.
+RecordSource = tuple[str, int, HeadRow | None, tuple[bytes, int] | None, str | None]
+_NEWEST_SEALED = "(SELECT max(sealed) FROM heads WHERE day = s.day)"
+_RECORD_SOURCES = (
+    "SELECT s.day, s.leaf_index, "
+    + ", ".join(f"h.{c}" for c in HEAD_COLUMNS.split(", "))
+    + ", e.claims, e.accepted_at, (SELECT kid FROM settings ORDER BY id DESC LIMIT 1) "
+    "FROM (SELECT day, leaf_index FROM servers WHERE key = ? "
+    "ORDER BY day DESC, leaf_index DESC LIMIT ?) AS s "
+    f"LEFT JOIN heads h ON h.day = s.day AND h.sealed = {_NEWEST_SEALED} "
+    "AND h.tree_size = (SELECT max(tree_size) FROM heads WHERE day = s.day "
+    f"AND sealed = {_NEWEST_SEALED}) "
+    "LEFT JOIN entries e ON e.day = s.day AND e.leaf_index = s.leaf_index "
+    "ORDER BY s.day DESC, s.leaf_index DESC"
+)
 
 _COSIGNATURE_COLUMNS = "witness, key_id, size, timestamp, line"
 _STATE_COLUMNS = "witness, size, status, retry_at, failures, detail, updated"
@@ -85,21 +105,21 @@ class SqlHeads(SqlBase):
         found = [head_row(r) for r in self._exec(_NEWEST_HEADS, (day, day))]
         return max(found, key=lambda row: row.sealed, default=None)
 
-    def record_source(self, day: str, leaf_index: int) -> RecordSource | None:
-        """What `/record` reads for an entry, in one statement: the day's newest head (None
-        without one), the entry's (claims, accepted_at) and the kid that signed the newest
-        settings statement."""
-        sql = (
-            "SELECT h.*, e.claims, e.accepted_at, (SELECT kid FROM settings ORDER BY id DESC "
-            f"LIMIT 1) FROM ({_NEWEST_HEADS}) AS h LEFT JOIN entries e ON e.day = h.day "
-            "AND e.leaf_index = ?"
-        )
-        found = max(self._exec(sql, (day, day, leaf_index)), key=lambda r: r[2], default=None)
-        if found is None:
-            return None
-        *head, claims, accepted_at, kid = found
-        entry = None if claims is None else (bytes(claims), int(accepted_at))
-        return head_row(head), entry, None if kid is None else str(kid)
+    def record_sources(self, key: str, limit: int = 50) -> list[RecordSource]:
+        """What `/record` reads, in one statement: for each entry indexed under `key`'s digest
+        (`server_entries`), newest first, its day and index, its day's newest head (None
+        without one), its (claims, accepted_at) and the kid of the newest settings statement."""
+        found = self._exec(_RECORD_SOURCES, (server_key_digest(key), self._limit(limit)))
+        return [
+            (
+                str(day),
+                int(index),
+                None if head[0] is None else head_row(head),
+                None if claims is None else (bytes(claims), int(accepted_at)),
+                None if kid is None else str(kid),
+            )
+            for day, index, *head, claims, accepted_at, kid in found
+        ]
 
     def newest_head_state(self, day: str) -> tuple[int, bool] | None:
         """(tree size, sealed) of `newest_head(day)`: one seek in the covering index
