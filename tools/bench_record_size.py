@@ -11,7 +11,10 @@
 2. Serves each with `capability-anchor serve --rate-limit 0` (with `--against SRC`, repeated,
    also a server of the same log running the code in SRC: PYTHONPATH), all at once, warms
    each for `--warmup` s, then for `--rounds` runs `wrk -t1 -c64` of `GET /record?id=<a
-   random server>` against each in turn (interleaved), `--duration` s each.
+   random server>` against each in turn (interleaved), `--duration` s each. With `--spread
+   same`, each log is asked for the same number of distinct servers (the smallest size's,
+   spread evenly over the log): the token cache then hits as often at every size, and only
+   the log's size differs (decisions/37-record4.md).
 3. Prints each rate, the server's CPU per request (its processes, every request counted),
    the load average, the medians, and the ratio of the largest size to the smallest (goal
    >= 0.9); `--write-doc` also writes it into docs/explanation/performance.md.
@@ -75,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds per server first")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument(
+        "--spread",
+        choices=("all", "same"),
+        default="all",
+        help="ask for any server (all) or for as many distinct ones in every log (same)",
+    )
+    parser.add_argument(
         "--against", type=Path, action="append", default=[], help="also serve the code in this src/"
     )
     args = parser.parse_args(argv)
@@ -106,11 +115,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
         for (tree, n), server in servers.items():
             say(f"warming {tree} {n:,} for {args.warmup:g} s")
-            asyncio.run(one(server, n, args.warmup, args.connections, script))
+            asked = min(sizes) if args.spread == "same" else n
+            asyncio.run(one(server, n, asked, args.warmup, args.connections, script))
         for r in range(1, args.rounds + 1):
             for (tree, n), server in servers.items():
                 before = cpu(server.pid)
-                result = asyncio.run(one(server, n, args.duration, args.connections, script))
+                asked = min(sizes) if args.spread == "same" else n
+                result = asyncio.run(one(server, n, asked, args.duration, args.connections, script))
                 used = (cpu(server.pid) - before) / max(1, result.requests) * 1e6
                 load = loadavg(2, "/")
                 rates.setdefault((tree, n), []).append(result.ok_rate)
@@ -145,9 +156,10 @@ def cpu(pgid: int) -> float:
 
 
 async def one(
-    server: serverkit.Server, n: int, duration: float, connections: int, script: Path
+    server: serverkit.Server, n: int, asked: int, duration: float, connections: int, script: Path
 ) -> wrkkit.WrkResult:
-    args = wrkkit.random_args(PATH_FORMAT, n)
+    """wrk on `asked` distinct servers of the `n`, spread evenly."""
+    args = wrkkit.random_args(PATH_FORMAT, asked, n // asked)
     return await wrkkit.run(server.url, script, duration, connections, args, threads=1)
 
 

@@ -55,7 +55,7 @@ function init(args)
   if mode == "get" then
     req = wrk.format("GET", args[2])
   elseif mode == "random" then
-    path, n = args[2], tonumber(args[3])
+    path, n, step = args[2], tonumber(args[3]), tonumber(args[4] or "1")
     math.randomseed(os.time() + tid)
   else
     headers = {["Authorization"] = "Bearer " .. args[2], ["Content-Type"] = "application/json"}
@@ -66,7 +66,9 @@ end
 
 function request()
   if mode == "get" then return req end
-  if mode == "random" then return wrk.format("GET", string.format(path, math.random(0, n - 1))) end
+  if mode == "random" then
+    return wrk.format("GET", string.format(path, math.random(0, n - 1) * step))
+  end
   counter = counter + 1
   local id = nonce .. "t" .. tid .. "n" .. counter
   return wrk.format("POST", "/records", headers, (template:gsub("QQWRKIDQQ", id)))
@@ -228,9 +230,10 @@ def get_args(path: str) -> list[str]:
     return ["get", path]
 
 
-def random_args(path_format: str, n: int) -> list[str]:
-    """`path_format` (a Lua `string.format` with one integer) at i uniform in 0..n-1."""
-    return ["random", path_format, str(n)]
+def random_args(path_format: str, n: int, step: int = 1) -> list[str]:
+    """`path_format` (a Lua `string.format` with one integer) at i * step, i uniform in
+    0..n-1."""
+    return ["random", path_format, str(n), str(step)]
 
 
 def post_args(token: str) -> list[str]:
