@@ -31,7 +31,7 @@ from .committer import Committer, Submission, answers
 from .days import next_day, utc_day
 from .handoff import Handoffs
 from .marks import check_not_behind
-from .serverindex import Pending, ServerIndex
+from .serverindex import Pending, ServerIndex, key_digests
 from .signing import HeadSigner
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class LogWriter(HeadSigner):
             sub.result = answer
 
     def _commit_group(self, subs: Sequence[Submission]) -> list[Any]:
-        prepared = [p for sub in subs for p in sub.prepared]
+        prepared = [(h, b, key_digests(k)) for sub in subs for h, b, k in sub.prepared]
         if not prepared:
             return [[] for _ in subs]
         prove = any(sub.prove for sub in subs)
@@ -223,7 +223,7 @@ class LogWriter(HeadSigner):
         accepted_at: int,
         pending: Pending | None = None,
     ) -> Pending:
-        """Store `new` (leaf hash, leaf bytes, /record keys) after `edge.size` entries of
+        """Store `new` (leaf hash, leaf bytes, /record key digests) after `edge.size` entries of
         `day`, the tiles they complete and the /record index runs they fill, inside the
         caller's write transaction; `edge` is extended. Every entry arrives here, appended
         or recovered, so what is derived from entries is derived the same way for both
