@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """The PostgreSQL write lock's hold per 1,000-record batch, in-process (#37 item 5): one
-replica, then two taking turns (each finds the other's batch), on a real PostgreSQL started
-here. Prints the hold per 1,000 records, the ceiling it implies (1,000 / hold in seconds)
-and where the hold goes (the store calls made under the lock), with the load average. The
-floor, interleaved batch by batch: the same entries and `/record` index rows by a bare
-psycopg COPY each, in a transaction of their own under the same lock, to its COMMIT.
+replica, two taking turns (each finds the other's batch), then two contending (a thread
+each, both appending at once: one waits for the lock while the other holds it), on a real
+PostgreSQL started here. Prints the hold per 1,000 records, the ceiling it implies (1,000 /
+hold in seconds) and where the hold goes (the store calls made under the lock), with the
+load average. The floor, interleaved batch by batch: the same entries and `/record` index
+rows by a bare psycopg COPY each, in a transaction of their own under the same lock, to its
+COMMIT.
 
     .venv/bin/python tools/bench_lockhold.py --batches 20 --rounds 2
 
-In-process, so two replicas take turns one batch each and never wait for the lock: the
-catch-up under the lock that contention causes shows in bench_replicas.py, not here.
+In-process: the replicas share one interpreter (and its GIL), where bench_replicas.py runs
+each as its own `serve`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -105,6 +108,11 @@ def _hold() -> tuple[float, float]:
     return _HOLDS.total, _HOLDS.count
 
 
+def _append_all(log: Log, batches: list[list[Prepared]]) -> None:
+    for prepared in batches:
+        log.append_prepared(prepared)
+
+
 def _floor(conn: Any, first: int, batch: list[Prepared]) -> float:
     """The seconds from the lock to the COMMIT of `batch`'s rows by two bare COPYs."""
     day = utc_day(time.time())
@@ -150,7 +158,7 @@ def main() -> int:
             _timed(log, spent)
         n = 0
         for r in range(args.rounds):
-            for replicas in (1, 2):
+            for replicas, mode in ((1, "one replica"), (2, "two taking turns"), (2, "contending")):
                 batches = [
                     logs[0].prepare(
                         [record(n + b * args.batch + i, "h") for i in range(args.batch)]
@@ -161,10 +169,22 @@ def main() -> int:
                 spent.clear()
                 s0, c0 = _hold()
                 wall, floor_s = 0.0, 0.0
-                for b, prepared in enumerate(batches):
+                if mode == "contending":
+                    threads = [
+                        threading.Thread(target=_append_all, args=(logs[k], batches[k::2]))
+                        for k in (0, 1)
+                    ]
                     began = time.perf_counter()
-                    logs[b % replicas].append_prepared(prepared)
-                    wall += time.perf_counter() - began
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        t.join()
+                    wall = time.perf_counter() - began
+                for b, prepared in enumerate(batches):
+                    if mode != "contending":
+                        began = time.perf_counter()
+                        logs[b % replicas].append_prepared(prepared)
+                        wall += time.perf_counter() - began
                     floor_s += _floor(conn, floored, prepared)
                     floored += len(prepared)
                 s1, c1 = _hold()
@@ -175,7 +195,7 @@ def main() -> int:
                     for k, v in sorted(spent.items(), key=lambda x: -x[1])
                 )
                 say(
-                    f"round {r + 1} replicas {replicas}: {records / wall:,.0f} records/s, "
+                    f"round {r + 1}, {mode}: {records / wall:,.0f} records/s, "
                     f"lock held {per * 1000:.1f} ms per 1,000 ({c1 - c0:.0f} holds), "
                     f"ceiling {1000 / per:,.0f} records/s, load {os.getloadavg()[0]:.2f}"
                 )

@@ -37,8 +37,7 @@ from .signing import HeadSigner
 if TYPE_CHECKING:
     from .lifecycle import Log
 
-# How far behind the store this process's edge may be and still be extended, not rebuilt.
-CATCH_UP_MAX = 4096
+CATCH_UP_MAX = 4096  # entries this process's edge may be behind and be extended, not rebuilt
 OUTCOME_WAIT_S = 10.0
 """How long a write whose COMMIT lost its connection looks for its entries before it is
 answered `OutcomeUnknown` (the database is typically back from a restart in a second)."""
@@ -129,6 +128,7 @@ class LogWriter(HeadSigner):
             check_not_behind(self._log.data_dir)
             if prove:
                 self.seal()
+            self._store.wait_for_writers()  # another replica's batch read before the lock
             ahead = self._look_ahead(prepared, utc_day(self._log.clock()))
             signed = False
             try:

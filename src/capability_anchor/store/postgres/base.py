@@ -28,7 +28,7 @@ from capability_anchor.metrics.service import observe
 from capability_anchor.store.sql import Dialect, Names, Rows, SqlBase
 
 from .errors import outcome_lost, store_error
-from .writelock import take_write_lock
+from .writelock import take_write_lock, wait_for_holder
 
 CLOCK_TOLERANCE_S = 300.0
 """A process whose clock is off the database server's by more than this writes and signs
@@ -156,6 +156,11 @@ class PostgresBase(SqlBase):
                     observe().lock_hold.observe(time.monotonic() - held)
                 local.conn = None
                 local.term = None  # the fencing term this transaction signed under (lease.py)
+
+    def wait_for_writers(self) -> None:
+        if getattr(self._local, "conn", None) is None:  # never inside a transaction
+            with self._statement() as conn:
+                wait_for_holder(conn)
 
     @contextmanager
     def read(self) -> Iterator[None]:
