@@ -123,18 +123,20 @@ class ServerIndex:
 
     def advance(self, day: str, size: int) -> None:
         """This process's copy extended by `day`'s stored entries up to `size` (another
-        writer's), read before the write lock so that `take` reads only those after it."""
+        writer's), read before the write lock so that `take` reads only those after it.
+        The entries below `size`'s last full run are indexed (`index_watermark`): skipped."""
         kept = self._kept
         if kept is None or kept.day != day or kept.end >= size:
             return
-        keys = list(kept.keys)
-        while kept.start + len(keys) < size:
-            at = kept.start + len(keys)
+        start = max(kept.start, size - size % self.chunk)
+        keys = list(kept.keys[start - kept.start :])
+        while start + len(keys) < size:
+            at = start + len(keys)
             rows = self._store.entries(day, at, min(READ_RUN, size - at))
             if not rows:
                 raise StoreError(f"day {day} has no entry {at}")
             keys += [key_digests(leaf_keys(r.claims)) for r in rows]
-        self._kept = Pending(day, kept.start, tuple(keys[: size - kept.start]))
+        self._kept = Pending(day, start, tuple(keys[: size - start]))
 
     def index(self, pending: Pending, upto: int) -> Pending:
         """Index the pending entries below `upto` (in key order); return what stays pending."""
