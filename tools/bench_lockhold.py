@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from capability_anchor.log import Log
 from capability_anchor.log.batch import Prepared
 from capability_anchor.log.days import utc_day
-from capability_anchor.log.serverindex import key_digests
+from capability_anchor.store import server_key_digest
 from capability_anchor.store.postgres import base
 from capability_anchor.store.postgres.writelock import take_write_lock
 from kit.pgkit import start_server, stop_server
@@ -118,7 +118,7 @@ def _floor(conn: Any, first: int, batch: list[Prepared]) -> float:
     day = utc_day(time.time())
     entries = [(day, first + n, h, b, int(time.time())) for n, (h, b, _) in enumerate(batch)]
     servers = sorted(
-        (d, day, first + n) for n, (_, _, k) in enumerate(batch) for d in key_digests(k)
+        (d, day, first + n) for n, (_, _, k) in enumerate(batch) for d in map(server_key_digest, k)
     )
     with conn.transaction():
         take_write_lock(conn, "floor")
