@@ -538,3 +538,26 @@ def test_attack_a_commit_whose_connection_is_cut_is_outcome_unknown_until_read_b
         assert store.existing("2026-11-01", [leaf]) == {}
     finally:
         store.close()
+
+
+def test_a_writer_waiting_for_a_holder_before_it_reads_ahead_gives_up_quietly(
+    engine_db: tuple[PgServer, str, str],
+) -> None:
+    """`wait_for_writers` (a writer's wait for the holder's COMMIT before its look-ahead)
+    gives up on a holder that keeps the lock, without an error: ending a stalled holder is
+    `write()`'s business. The connection it used goes on serving writes."""
+    server, name, role = engine_db
+    store = PostgresStore(server.conninfo(name, role), f"db {name}", max_size=1)
+    leaf = b"\x09" * 32
+    try:
+        with server.connect(name) as holder:
+            holder.execute("BEGIN")
+            holder.execute("LOCK TABLE write_lock IN EXCLUSIVE MODE")
+            store.wait_for_writers()
+            holder.execute("COMMIT")
+        store.wait_for_writers()
+        with store.write():
+            store.insert_entries("2026-11-01", 0, [(leaf, b"{}")], 1)
+        assert store.existing("2026-11-01", [leaf]) == {leaf: 0}
+    finally:
+        store.close()

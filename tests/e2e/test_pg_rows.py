@@ -20,7 +20,7 @@ from psycopg import sql
 
 from capability_anchor.errors import Conflict, StoreError
 from capability_anchor.merkle import TreeEdge
-from capability_anchor.store import HeadRow, StampRow, Store
+from capability_anchor.store import HeadRow, StampRow, Store, server_key_digest
 from capability_anchor.store import open as stores
 from capability_anchor.store.postgres import PostgresStore, schema
 from tests.kit.pgkit import PgServer
@@ -151,7 +151,10 @@ def append(pair: Pair, edge: TreeEdge, day: str, count: int, heads: tuple[bool, 
     rows = [leaf_of(day, first + n) for n in range(count)]
     tiles = edge.extend_published(b"".join(h for h, _ in rows))
     servers = [
-        (k, first + n) for n in range(count) for k in SERVER_KEYS if (first + n + len(k)) % 3
+        (server_key_digest(k), first + n)
+        for n in range(count)
+        for k in SERVER_KEYS
+        if (first + n + len(k)) % 3
     ]
 
     def step(store: Any) -> None:

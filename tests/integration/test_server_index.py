@@ -147,11 +147,14 @@ def test_audit_accepts_fully_indexed_tails_and_refuses_partial_ones(tmp_path: Pa
         with log.store.write():  # as the old code did
             log.store.insert_servers(
                 "2026-11-02",
-                [("sub:example:2", 1), ("url:https://s2.example/mcp", 1)],
+                [
+                    (server_key_digest("sub:example:2"), 1),
+                    (server_key_digest("url:https://s2.example/mcp"), 1),
+                ],
             )
         assert audit_store(log).ok
         with log.store.write():
-            log.store.insert_servers("2026-11-02", [("sub:example:1", 0)])
+            log.store.insert_servers("2026-11-02", [(server_key_digest("sub:example:1"), 0)])
         report = audit_store(log)
     assert not report.ok
     assert any("entry 0: server index has" in p for p in report.problems), report.problems

@@ -23,7 +23,7 @@ from .datafiles import locked
 from .marks import BEHIND, behind_state, clear_behind, clear_restored
 from .policies import stored_policy
 from .published import Seen, verified_checkpoint
-from .serverindex import leaf_keys
+from .serverindex import key_digests, leaf_keys
 
 if TYPE_CHECKING:
     from .lifecycle import Log
@@ -257,7 +257,7 @@ def _store(
                 edge = TreeEdge(have, store.edge_partials(day, have))
                 accepted = h.iat - 1 if h.sealed else h.iat
                 # As an append stores them: with their tiles and /record index runs.
-                new_entries = [(hash_leaf(b), b, leaf_keys(b)) for b in leaves]
+                new_entries = [(hash_leaf(b), b, key_digests(leaf_keys(b))) for b in leaves]
                 writer.integrate(day, edge, new_entries, accepted)
                 done.entries += len(leaves)
             writer.store_published_head(h)

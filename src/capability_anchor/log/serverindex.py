@@ -13,7 +13,7 @@ from typing import Any
 
 from capability_anchor.errors import StoreError, UsageError
 from capability_anchor.record.urls import canonical_url
-from capability_anchor.store import Store
+from capability_anchor.store import Store, server_key_digest
 
 # Entries are indexed for /record in sorted runs of at most this many (`index_watermark`).
 INDEX_CHUNK = 512
@@ -46,6 +46,11 @@ def stored_watermark(store: Store, day: str, chunk: int) -> int:
     return index_watermark(0 if newest is None else newest.tree_size, size, chunk)
 
 
+def key_digests(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """`keys` as the index stores them (`server_key_digest`): made before the write lock."""
+    return tuple(server_key_digest(k) for k in keys)
+
+
 def leaf_keys(claims: bytes) -> tuple[str, ...]:
     """Index keys of a stored entry, from its bytes (none for bytes that are no JSON: the
     audit's leaf hash check names those)."""
@@ -70,8 +75,9 @@ def server_keys(record: object) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """The server keys of `day`'s entries `start`, `start + 1`, ... that the index does not
-    hold yet (one tuple per entry, empty for an entry that is no server record)."""
+    """The server keys' digests (`key_digests`) of `day`'s entries `start`, `start + 1`, ...
+    that the index does not hold yet (one tuple per entry, empty for one that is no server
+    record)."""
 
     day: str
     start: int
@@ -112,23 +118,25 @@ class ServerIndex:
             rows = self._store.entries(day, start + len(keys), READ_RUN)
             if not rows:
                 raise StoreError(f"day {day} has no entry {start + len(keys)}")
-            keys += [leaf_keys(r.claims) for r in rows]
+            keys += [key_digests(leaf_keys(r.claims)) for r in rows]
         return Pending(day, start, tuple(keys[: size - start]))
 
     def advance(self, day: str, size: int) -> None:
         """This process's copy extended by `day`'s stored entries up to `size` (another
-        writer's), read before the write lock so that `take` reads only those after it."""
+        writer's), read before the write lock so that `take` reads only those after it.
+        The entries below `size`'s last full run are indexed (`index_watermark`): skipped."""
         kept = self._kept
         if kept is None or kept.day != day or kept.end >= size:
             return
-        keys = list(kept.keys)
-        while kept.start + len(keys) < size:
-            at = kept.start + len(keys)
+        start = max(kept.start, size - size % self.chunk)
+        keys = list(kept.keys[start - kept.start :])
+        while start + len(keys) < size:
+            at = start + len(keys)
             rows = self._store.entries(day, at, min(READ_RUN, size - at))
             if not rows:
                 raise StoreError(f"day {day} has no entry {at}")
-            keys += [leaf_keys(r.claims) for r in rows]
-        self._kept = Pending(day, kept.start, tuple(keys[: size - kept.start]))
+            keys += [key_digests(leaf_keys(r.claims)) for r in rows]
+        self._kept = Pending(day, start, tuple(keys[: size - start]))
 
     def index(self, pending: Pending, upto: int) -> Pending:
         """Index the pending entries below `upto` (in key order); return what stays pending."""
@@ -136,7 +144,7 @@ class ServerIndex:
             return pending
         done = upto - pending.start
         rows = [(k, n) for n, ks in enumerate(pending.keys[:done], pending.start) for k in ks]
-        self._store.insert_servers(pending.day, rows)  # in the order of its stored keys
+        self._store.insert_servers(pending.day, rows)
         return Pending(pending.day, upto, pending.keys[done:])
 
     def rebuild(self, day: str, start: int, end: int) -> None:
@@ -147,7 +155,7 @@ class ServerIndex:
             rows = self._store.entries(day, start, min(end - start, READ_RUN))
             if not rows or rows[0].leaf_index != start:
                 raise StoreError(f"day {day} has no entry {start}")
-            keys = tuple(leaf_keys(r.claims) for r in rows)
+            keys = tuple(key_digests(leaf_keys(r.claims)) for r in rows)
             self.index(Pending(day, start, keys), start + len(keys))
             start += len(keys)
 

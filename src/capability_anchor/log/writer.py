@@ -31,14 +31,13 @@ from .committer import Committer, Submission, answers
 from .days import next_day, utc_day
 from .handoff import Handoffs
 from .marks import check_not_behind
-from .serverindex import Pending, ServerIndex
+from .serverindex import Pending, ServerIndex, key_digests
 from .signing import HeadSigner
 
 if TYPE_CHECKING:
     from .lifecycle import Log
 
-# How far behind the store this process's edge may be and still be extended, not rebuilt.
-CATCH_UP_MAX = 4096
+CATCH_UP_MAX = 4096  # entries this process's edge may be behind and be extended, not rebuilt
 OUTCOME_WAIT_S = 10.0
 """How long a write whose COMMIT lost its connection looks for its entries before it is
 answered `OutcomeUnknown` (the database is typically back from a restart in a second)."""
@@ -119,7 +118,7 @@ class LogWriter(HeadSigner):
             sub.result = answer
 
     def _commit_group(self, subs: Sequence[Submission]) -> list[Any]:
-        prepared = [p for sub in subs for p in sub.prepared]
+        prepared = [(h, b, key_digests(k)) for sub in subs for h, b, k in sub.prepared]
         if not prepared:
             return [[] for _ in subs]
         prove = any(sub.prove for sub in subs)
@@ -129,6 +128,7 @@ class LogWriter(HeadSigner):
             check_not_behind(self._log.data_dir)
             if prove:
                 self.seal()
+            self._store.wait_for_writers()  # another replica's batch read before the lock
             ahead = self._look_ahead(prepared, utc_day(self._log.clock()))
             signed = False
             try:
@@ -223,7 +223,7 @@ class LogWriter(HeadSigner):
         accepted_at: int,
         pending: Pending | None = None,
     ) -> Pending:
-        """Store `new` (leaf hash, leaf bytes, /record keys) after `edge.size` entries of
+        """Store `new` (leaf hash, leaf bytes, /record key digests) after `edge.size` entries of
         `day`, the tiles they complete and the /record index runs they fill, inside the
         caller's write transaction; `edge` is extended. Every entry arrives here, appended
         or recovered, so what is derived from entries is derived the same way for both

@@ -61,6 +61,12 @@ class Store(SqlTrees, SqlHeads):
     def read(self) -> AbstractContextManager[None]:
         """One consistent snapshot for several reads on this thread."""
 
+    def wait_for_writers(self) -> None:
+        """Return once no other writer holds the write lock (at once by default: one writer
+        per process): a writer reads ahead after it, so that a batch committed meanwhile is
+        read before its own lock, not under it."""
+        return None
+
     @abstractmethod
     def describe(self) -> str:
         """Where the store is, for messages (never parsed: not an address to open)."""

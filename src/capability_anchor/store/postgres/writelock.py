@@ -33,6 +33,13 @@ _TAKE_WRITE_LOCK = (
     f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}; "
     "SELECT extract(epoch FROM clock_timestamp())::float8"
 )
+# A ROW SHARE lock waits for the EXCLUSIVE one's holder and is let go at once: the writer
+# reads ahead after the holder's COMMIT. A stalled holder is `take_write_lock`'s business.
+_SETTLE_S = 0.5
+_WAIT_FOR_HOLDER = (
+    f"BEGIN; SET LOCAL lock_timeout = {int(_SETTLE_S * 1000)}; "
+    "LOCK TABLE write_lock IN ROW SHARE MODE; COMMIT"
+)
 _STALLED_COPY_S = 2.0
 # The write lock's holder if it waited on its client for _STALLED_COPY_S inside a statement
 # (a COPY) or STALL_S between statements (docs/explanation/store.md, `writelock.py`); the activity
@@ -78,6 +85,14 @@ def take_write_lock(conn: psycopg.Connection[Any], where: str) -> float:
         observe().lock_wait.observe(time.monotonic() - began)
 
 
+def wait_for_holder(conn: psycopg.Connection[Any]) -> None:
+    """Return once the write lock is free (at most _SETTLE_S), taking it in no mode."""
+    try:
+        conn.execute(_WAIT_FOR_HOLDER)
+    except psycopg.errors.LockNotAvailable:
+        conn.execute("ROLLBACK")
+
+
 def _end_stalled(conn: psycopg.Connection[Any]) -> None:
     """End the sessions that hold the lock `conn` waits for (at its savepoint `write_lock`)
     and stalled on their client, inside a COPY or between statements."""
@@ -101,4 +116,4 @@ def _end_stalled(conn: psycopg.Connection[Any]) -> None:
             )
 
 
-__all__ = ["LOCK_WAIT_S", "STALL_S", "take_write_lock"]
+__all__ = ["LOCK_WAIT_S", "STALL_S", "take_write_lock", "wait_for_holder"]

@@ -187,12 +187,12 @@ class SqlRows(SqlBase):
     # --- the `/record` index: `server_key_digest` of each key ------------------------------
 
     def insert_servers(self, day: str, rows: Iterable[tuple[str, int]]) -> None:
-        """(key, leaf_index) rows of the `/record` index; one already stored is left alone.
-        Inserted in the order of the stored key, the digest: a run shares its b-tree pages."""
+        """(key digest, leaf_index) rows of the `/record` index; one already stored is left
+        alone. Inserted in the order of the digest: a run shares its b-tree pages."""
         self._insert(
             "servers",
             ("key", "day", "leaf_index"),
-            sorted([(server_key_digest(key), day, index) for key, index in rows]),
+            sorted([(digest, day, index) for digest, index in rows]),
             ignore=True,
         )
 
