@@ -5,6 +5,7 @@ answer's Structs give."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,10 +18,13 @@ from capability_anchor.log.handoff import (
     MAX_FRAME,
     Append,
     Checkpoint,
+    EncodedAppend,
     Reply,
     Seal,
+    encode_prepared,
     frame,
     frame_length,
+    prepared_decoder,
     reply_decoder,
     request_decoder,
     results_of,
@@ -39,6 +43,13 @@ def test_every_request_survives_its_frame(request_: Append | Checkpoint | Seal) 
     data = frame(request_)
     assert frame_length(data[:4]) == len(data) - 4
     assert request_decoder.decode(data[4:]) == request_
+
+
+def test_a_batch_encoded_by_a_body_worker_is_the_same_frame() -> None:
+    encoded = encode_prepared(PREPARED)
+    raw = EncodedAppend(7, msgspec.Raw(encoded), True, 1.5, 2.5)
+    assert frame(raw) == frame(Append(7, PREPARED, True, 1.5, 2.5))
+    assert prepared_decoder.decode(encoded) == PREPARED
 
 
 def test_a_reply_survives_its_frame() -> None:
@@ -61,9 +72,9 @@ def test_the_formatted_answer_is_the_structs_answer(placed: list[tuple[int, bool
     structs = ordered_answer(
         list[AppendedEntry], [r.to_json() for r in results_of(prepared, value)]
     )
-    assert appended_entries(prepared, value) == structs
+    assert appended_entries(b"".join(p[0] for p in prepared), value) == structs
 
 
 def test_an_answer_of_another_length_is_refused() -> None:
     with pytest.raises(StoreError):
-        appended_entries(PREPARED, ("2026-12-02", [(0, False)]))
+        appended_entries(b"".join(p[0] for p in PREPARED), ("2026-12-02", [(0, False)]))

@@ -23,6 +23,7 @@ from litestar.openapi.spec import Example, OpenAPIMediaType, RequestBody, Schema
 from capability_anchor import leaf
 from capability_anchor.errors import InvalidRecord
 from capability_anchor.log import prepare_records
+from capability_anchor.log.handoff import encode_prepared
 from capability_anchor.parentdeath import tie_to_parent
 from capability_anchor.record.rule import JSON_VALUE, OBSERVATION, json_value_schema, record_schema
 from capability_anchor.service.sequencing import Busy
@@ -64,7 +65,8 @@ def check_body(
     namespace: str | None = None,
 ) -> Outcome:
     """`kind` "record" (`POST /prove`): the leaf hash. "records" (`POST /records`): the
-    prepared batch, `(leaf_hash, leaf_bytes, server_keys)` per record, each checked against
+    prepared batch (`(leaf_hash, leaf_bytes, server_keys)` a record) as the sequencer's wire
+    encodes it, and its leaf hashes joined (the answer's), each record checked against
     the log's record rule and id namespace (`record/rule.py`) as of the log's clock `now`
     (the service's, read before the body is sent; this process's clock when None). A bad
     record's note counts from 1, like the CLI's `line N`."""
@@ -86,7 +88,8 @@ def check_body(
             return ("bad_request", f"send 1 to {max_records} records, not {len(records)}")
         # Every record is valid before any is stored.
         when = time.time() if now is None else now
-        return ("ok", prepare_records(records, iss, rule, now=when, namespace=namespace))
+        prepared = prepare_records(records, iss, rule, now=when, namespace=namespace)
+        return ("ok", (encode_prepared(prepared), b"".join(p[0] for p in prepared)))
     except InvalidRecord as exc:
         note = str(exc)
         return (

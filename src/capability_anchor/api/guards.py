@@ -115,7 +115,10 @@ async def checked_body(request: Request[Any, Any, Any], service: Service, kind: 
     )
     if code != "ok":
         raise ApiError(code, value)
-    return value if now is None else Batch(value, now, at_mono)
+    if now is None:
+        return value
+    prepared, hashes = value
+    return Batch(prepared, hashes, now, at_mono)
 
 
 async def before(request: Request[Any, Any, Any]) -> None:

@@ -13,9 +13,10 @@ from litestar import Request
 
 from capability_anchor.encoding import parse_day
 from capability_anchor.errors import StoreDamaged
-from capability_anchor.log import Log, Prepared
+from capability_anchor.log import Log
 from capability_anchor.log.clockguard import ClockGuard
 from capability_anchor.log.gauges import StoreCollector
+from capability_anchor.log.handoff import prepared_decoder
 from capability_anchor.log.marks import MarkWatch
 from capability_anchor.service.background import Background
 from capability_anchor.service.sequencing import SequencerLink
@@ -35,10 +36,12 @@ one that `write` uses, so reads stalled on the store cannot hold every thread a 
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """A checked `POST /records` batch, and the log's time it was checked at (read through
-    the ClockGuard, and its monotonic reading: the sequencer continues it)."""
+    """A checked `POST /records` batch, encoded for the sequencer (`handoff.encode_prepared`),
+    its leaf hashes joined, and the log's time it was checked at (read through the
+    ClockGuard, and its monotonic reading: the sequencer continues it)."""
 
-    prepared: list[Prepared]
+    prepared: bytes
+    hashes: bytes
     now: float
     at_mono: float
 
@@ -83,11 +86,12 @@ class Service:
         if self.sequencer is not None:
             return await self.sequencer.append(batch.prepared, prove, batch.now, batch.at_mono)
         writer = self.writer
+        prepared = prepared_decoder.decode(batch.prepared)
 
         def run() -> Any:
             if prove:
-                return writer.append_and_prove(batch.prepared)
-            results = writer.append_prepared(batch.prepared)
+                return writer.append_and_prove(prepared)
+            results = writer.append_prepared(prepared)
             return (results[0].day, [(r.leaf_index, r.duplicate) for r in results])
 
         # One clock verdict for the whole request: a jump after the append must not make its

@@ -44,6 +44,17 @@ class Append(msgspec.Struct, tag="append", array_like=True):
     at_mono: float
 
 
+class EncodedAppend(msgspec.Struct, tag="append", array_like=True):
+    """An `Append` whose batch a body worker already encoded (`encode_prepared`): the same
+    frame, and the batch is neither pickled back to the service nor encoded again."""
+
+    id: int
+    prepared: msgspec.Raw
+    prove: bool
+    now: float
+    at_mono: float
+
+
 class Checkpoint(msgspec.Struct, tag="checkpoint", array_like=True):
     id: int
     now: float
@@ -72,6 +83,12 @@ class Reply(msgspec.Struct, array_like=True):
 _encoder = msgspec.msgpack.Encoder()
 request_decoder = msgspec.msgpack.Decoder(Request)
 reply_decoder = msgspec.msgpack.Decoder(Reply)
+prepared_decoder = msgspec.msgpack.Decoder(list[tuple[bytes, bytes, tuple[str, ...]]])
+
+
+def encode_prepared(prepared: list[Prepared]) -> bytes:
+    """A prepared batch as `Append.prepared` is on the wire (`prepared_decoder` reads it)."""
+    return _encoder.encode(prepared)
 
 
 def frame(message: msgspec.Struct) -> bytes:

@@ -15,11 +15,12 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from capability_anchor.errors import StoreBusy
-from capability_anchor.log import Prepared
 from capability_anchor.log.handoff import (
     SOCKET_NAME,
-    Append,
+    EncodedAppend,
     Reply,
     address,
     frame,
@@ -150,17 +151,16 @@ class SequencerLink:
             if not future.done():
                 future.set_exception(WorkerLost())
 
-    async def append(
-        self, prepared: list[Prepared], prove: bool, now: float, at_mono: float
-    ) -> Any:
-        """The batch appended by the sequencer, as it answered: with `prove` the entries with
-        anchor and proof, else `(day, [(index, duplicate)])`."""
+    async def append(self, prepared: bytes, prove: bool, now: float, at_mono: float) -> Any:
+        """The batch (`handoff.encode_prepared`) appended by the sequencer, as it answered:
+        with `prove` the entries with anchor and proof, else `(day, [(index, duplicate)])`."""
         writer = await self._connected()
         self._next += 1
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending[self._next] = future
         try:
-            writer.write(frame(Append(self._next, prepared, prove, now, at_mono)))
+            message = EncodedAppend(self._next, msgspec.Raw(prepared), prove, now, at_mono)
+            writer.write(frame(message))
             await writer.drain()
         except OSError:  # the connection broke as the batch left: it may have arrived
             self._pending.pop(self._next, None)
