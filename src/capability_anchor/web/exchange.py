@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from litestar import Litestar, Request
+from litestar.handlers import BaseRouteHandler
 
 _ARRIVED_S = 0.5  # past the body's deadline, for what arrived while the process was stopped
 Scope = MutableMapping[str, Any]
@@ -152,6 +153,20 @@ class _Exchange:
         return dict(message, headers=[*headers, (b"connection", b"close")])
 
 
+def _request_as_given(handler: BaseRouteHandler) -> None:
+    """A handler that takes only `request` gets it from Litestar without its signature
+    model, a msgspec conversion that checks nothing for a `Request` and cost ~4 µs a request
+    (decisions/37-edge4.md). The model is the same one otherwise (its fields, its name)."""
+    model = handler.signature_model
+    if model.__struct_fields__ == ("request",):
+
+        def given(cls: Any, connection: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+            return kwargs
+
+        as_given = {"parse_values_from_connection_kwargs": classmethod(given)}
+        handler._signature_model = type(model.__name__, (model,), as_given)
+
+
 class _Answer:
     """One exchange's answer on its way out: the body drained before its start (`_Exchange`),
     HEAD's body dropped, and what its access line needs (the status, a refusal's first bytes),
@@ -228,6 +243,9 @@ class AnchorApp(Litestar):
 
         kwargs["before_request"] = before
         super().__init__(*args, **kwargs)
+        for route in self.routes:
+            for handler in getattr(route, "route_handlers", ()):
+                _request_as_given(handler)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
