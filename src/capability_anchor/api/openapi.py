@@ -313,6 +313,10 @@ def _guarded(operation: dict[str, Any], handler: HTTPRouteHandler, settings: Set
             responses[str(status)] = refusal
 
 
+_BARE_DAY = ("path", "day", {"type": "string"})
+"""How Litestar lists a `{day}` the handler reads itself (no `Day` parameter)."""
+
+
 def _day_path(parameter: dict[str, Any]) -> dict[str, Any]:
     """A bare `{day}` path parameter documented as `Day`, its members in Litestar's order."""
     day = {"name": "day", "in": "path", "schema": copy.deepcopy(DAY_PATH), "description": _DAY}
@@ -346,13 +350,7 @@ def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
             for n, parameter in enumerate(operation.get("parameters", [])):
                 if parameter.get("in") == "query" and not parameter.get("required"):
                     parameter["schema"] = _plain(parameter["schema"])
-                elif (
-                    parameter.get("in") == "path"
-                    and parameter.get("name") == "day"
-                    and (
-                        parameter.get("schema") == {"type": "string"}  # read raw: undocumented
-                    )
-                ):
+                elif tuple(parameter.get(k) for k in ("in", "name", "schema")) == _BARE_DAY:
                     operation["parameters"][n] = _day_path(parameter)
             if method == "get" and path in QUERY_FORMS:
                 _query_form(operation, *QUERY_FORMS[path])
