@@ -88,9 +88,13 @@ _DAY_SCHEMA = {"pattern": DAY_PATTERN, "format": "date"}
 _HASH_SCHEMA = {"pattern": HASH_PATTERN, "minLength": 64, "maxLength": 64}
 
 
-_QUERY_DAY = QueryParameter(description="a UTC day, YYYY-MM-DD", schema_extra=_DAY_SCHEMA)
-Day = Annotated[str, PathParameter(description="a UTC day, YYYY-MM-DD", schema_extra=_DAY_SCHEMA)]
+_DAY = "a UTC day, YYYY-MM-DD"
+_QUERY_DAY = QueryParameter(description=_DAY, schema_extra=_DAY_SCHEMA)
+Day = Annotated[str, PathParameter(description=_DAY, schema_extra=_DAY_SCHEMA)]
 """The `{day}` of a path."""
+DAY_PATH = {"type": "string", **_DAY_SCHEMA, "description": _DAY}
+"""The `{day}` path parameter's schema, as Litestar writes `Day`'s: for a handler that reads
+it from `path_params` itself (`GET /roots/{day}`), which Litestar documents as a bare string."""
 QueryDay = Annotated[str, _QUERY_DAY]
 BeforeDay = Annotated[
     str | None,
@@ -139,7 +143,7 @@ METHOD_NOT_ALLOWED = (
 
 _COUNT = {"type": "integer", "maximum": MAX_INT, "minimum": 0}
 PROOF_QUERY = {
-    "day": {"type": "string", **_DAY_SCHEMA, "description": "a UTC day, YYYY-MM-DD"},
+    "day": DAY_PATH,
     "index": _COUNT,
     "tree_size": _COUNT,
     "leaf_hash": {
@@ -309,6 +313,16 @@ def _guarded(operation: dict[str, Any], handler: HTTPRouteHandler, settings: Set
             responses[str(status)] = refusal
 
 
+_BARE_DAY = ("path", "day", {"type": "string"})
+"""How Litestar lists a `{day}` the handler reads itself (no `Day` parameter)."""
+
+
+def _day_path(parameter: dict[str, Any]) -> dict[str, Any]:
+    """A bare `{day}` path parameter documented as `Day`, its members in Litestar's order."""
+    day = {"name": "day", "in": "path", "schema": copy.deepcopy(DAY_PATH), "description": _DAY}
+    return day | {k: v for k, v in parameter.items() if k not in day}
+
+
 def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
     """The OpenAPI document `app` serves, made from Litestar's (which is not changed)."""
     doc = copy.deepcopy(generated)
@@ -333,9 +347,11 @@ def finish(generated: dict[str, Any], app: Litestar) -> dict[str, Any]:
             handler = handlers.get((path, method))
             if handler is not None:
                 _guarded(operation, handler, settings)
-            for parameter in operation.get("parameters", []):
+            for n, parameter in enumerate(operation.get("parameters", [])):
                 if parameter.get("in") == "query" and not parameter.get("required"):
                     parameter["schema"] = _plain(parameter["schema"])
+                elif tuple(parameter.get(k) for k in ("in", "name", "schema")) == _BARE_DAY:
+                    operation["parameters"][n] = _day_path(parameter)
             if method == "get" and path in QUERY_FORMS:
                 _query_form(operation, *QUERY_FORMS[path])
             responses = operation.setdefault("responses", {})

@@ -24,7 +24,7 @@ from capability_anchor.errors import UsageError
 from capability_anchor.metrics.defs import LATENCY_BUCKETS
 from capability_anchor.metrics.service import count_requests, observe
 
-from .exchange import ORIGINAL_METHOD, ASGIApp, Message, Scope
+from .exchange import ORIGINAL_METHOD, AccessLine, AnchorApp, Scope
 
 FORMATS = ("plain", "json")
 ROOT_LOGGER = "capability_anchor"
@@ -35,8 +35,6 @@ EVENTS_LOGGER = "capability_anchor.service"
 # path is cut at MAX_PATH. Long values say nothing an operator needs and can be anyone's.
 MAX_QUERY_VALUE = 64
 MAX_PATH = 200
-# Refusals are small `{v, error, note}` documents; a larger body is not read for a reason.
-MAX_ERROR_BODY = 4096
 _VISIBLE = re.compile(r"[!#-\[\]-~…]*")
 
 
@@ -112,34 +110,31 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+Exchange = tuple[Scope, int, bytes, float, float]
+"""An answered exchange as the log holds it until its line is made: (its scope, status, a
+refusal's first bytes, seconds taken, `time.time()` at its end)."""
+
+
 class _Batch:
-    """Access lines waiting to be written to stderr, and the requests' counts to be added
-    to the metrics (`metrics.service.count_requests`): at most FLUSH_S after the first of
-    them, at once past FLUSH_LINES, before any event line or scrape, at the app's shutdown
-    and at exit (decisions/37-stack.md, 37-base.md). Added to on the event loop; flushed
-    from any thread."""
+    """Answered exchanges waiting for their access lines to be made and written to stderr,
+    and their counts to be added to the metrics (`metrics.service.count_requests`): at most
+    FLUSH_S after the first of them, at once past FLUSH_LINES, before any event line or
+    scrape, at the app's shutdown and at exit (decisions/37-stack.md, 37-base.md, 37-edge4.md).
+    Added to on the event loop; flushed from any thread."""
 
     FLUSH_S = 0.1
     FLUSH_LINES = 256
 
     def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.tally: dict[tuple[str, str, int], list[float]] = {}
+        self.held: list[Exchange] = []
         self.lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.timer = False
 
-    def add(self, line: str | None, labels: tuple[str, str, int], seconds: float) -> None:
+    def add(self, exchange: Exchange) -> None:
         with self.lock:
-            if line is not None:
-                self.lines.append(line)
-            held = len(self.lines)
-            counts = self.tally.get(labels)
-            if counts is None:
-                counts = self.tally[labels] = [0.0] * (len(LATENCY_BUCKETS) + 3)
-            counts[0] += 1
-            counts[1] += seconds
-            counts[2 + bisect_left(LATENCY_BUCKETS, seconds)] += 1
+            self.held.append(exchange)
+            held = len(self.held)
         loop = asyncio.get_running_loop()
         if held >= self.FLUSH_LINES:
             self.flush()
@@ -153,15 +148,47 @@ class _Batch:
 
     def flush(self) -> None:
         with self.lock:
-            if self.tally:
-                tally, self.tally = self.tally, {}
-                count_requests(tally)
-            if not self.lines:
+            if not self.held:
                 return
-            text = "\n".join(self.lines) + "\n"
-            self.lines = []
-            sys.stderr.write(text)
-            sys.stderr.flush()
+            held, self.held = self.held, []
+            lines: list[str] = []
+            tally: dict[tuple[str, str, int], list[float]] = {}
+            for exchange in held:
+                _account(exchange, lines, tally)
+            count_requests(tally)
+            if lines:
+                sys.stderr.write("\n".join(lines) + "\n")
+                sys.stderr.flush()
+
+
+def _account(
+    exchange: Exchange, lines: list[str], tally: dict[tuple[str, str, int], list[float]]
+) -> None:
+    """One exchange's access line (if its level is on) and its count and latency."""
+    scope, status, refusal, elapsed, ts = exchange
+    method = str(scope.get(ORIGINAL_METHOD) or scope.get("method", ""))
+    labels = (route_of(scope), method, status)
+    counts = tally.get(labels)
+    if counts is None:
+        counts = tally[labels] = [0.0] * (len(LATENCY_BUCKETS) + 3)
+    counts[0] += 1
+    counts[1] += elapsed
+    counts[2 + bisect_left(LATENCY_BUCKETS, elapsed)] += 1
+    level = logging.INFO if 0 < status < 400 else logging.WARNING
+    if not _access.isEnabledFor(level):
+        return
+    client = scope.get("client")
+    fields: dict[str, Any] = {
+        "method": method,
+        "path": loggable_path(scope),
+        "status": status,
+        "ms": round(elapsed * 1000, 2),
+        "client": client[0] if client else "-",
+    }
+    if status >= 400:
+        fields.update(_reason(refusal))
+    name = "info" if level == logging.INFO else "warning"
+    lines.append(access_line(_json_lines, ts, name, fields))
 
 
 _batch = _Batch()
@@ -197,6 +224,7 @@ def _attach(fmt: str | None, names: tuple[str, ...]) -> None:
     """One stderr handler in the format `fmt` (checked) on the loggers `names`, in place of
     any such handler they had."""
     global _json_lines
+    _batch.flush()  # the lines held so far in the format they were logged in
     handler = _Stderr()
     handler.setFormatter(_Formatter(log_format(fmt)))
     if ROOT_LOGGER in names:
@@ -287,68 +315,20 @@ def route_of(scope: Scope) -> str:
     return str(scope.get("path_template") or UNROUTED)
 
 
-class AccessLog:
-    """ASGI wrapper: one log line per HTTP exchange, after its last body message, and its
-    count and latency in the metrics (`metrics.py`). A refusal of the `writes` route
-    ((method, template), `POST /records`) is also counted by its error code."""
+def _exchange_logger(writes: tuple[str, str] | None) -> AccessLine:
+    """The app's `log_exchange`: the exchange held for its access line and its count in the
+    metrics (`_Batch`). A refusal of the `writes` route ((method, template), `POST /records`)
+    is also counted by its error code, at once."""
 
-    def __init__(self, app: ASGIApp, writes: tuple[str, str] | None) -> None:
-        self.app = app
-        self.writes = writes
-
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 0
-        body = bytearray()
-        logged = False
-
-        def line() -> None:
-            nonlocal logged
-            if logged:
-                return
-            logged = True
+    def logged(scope: Scope, status: int, refusal: bytes, started: float) -> None:
+        _batch.add((scope, status, refusal, time.perf_counter() - started, time.time()))
+        if status >= 400 and writes is not None:
             method = str(scope.get(ORIGINAL_METHOD) or scope.get("method", ""))
-            client = scope.get("client")
-            elapsed = time.perf_counter() - started
-            fields: dict[str, Any] = {
-                "method": method,
-                "path": loggable_path(scope),
-                "status": status,
-                "ms": round(elapsed * 1000, 2),
-                "client": client[0] if client else "-",
-            }
-            if status >= 400:
-                fields.update(_reason(bytes(body)))
-            level = logging.INFO if 0 < status < 400 else logging.WARNING
-            text = None
-            if _access.isEnabledFor(level):
-                name = "info" if level == logging.INFO else "warning"
-                text = access_line(_json_lines, time.time(), name, fields)
-            route = route_of(scope)
-            _batch.add(text, (route, method, status), elapsed)
-            if status >= 400 and (method, route) == self.writes:
-                observe().rejected.labels(fields.get("error") or str(status)).inc()
+            if (method, route_of(scope)) == writes:
+                error = _reason(refusal).get("error")
+                observe().rejected.labels(error or str(status)).inc()
 
-        async def logged_send(message: Message) -> None:
-            nonlocal status
-            kind = message.get("type")
-            if kind == "http.response.start":
-                status = int(message.get("status", 0))
-            elif kind == "http.response.body" and status >= 400 and len(body) <= MAX_ERROR_BODY:
-                body.extend(message.get("body", b"")[: MAX_ERROR_BODY + 1])
-            await send(message)
-            if kind == "http.response.body" and not message.get("more_body", False):
-                line()
-
-        try:
-            await self.app(scope, receive, logged_send)
-        finally:
-            # An exchange that ended without a complete answer (client gone, error) is
-            # logged too, with the status it got so far (0: none).
-            line()
+    return logged
 
 
 def litestar_logging() -> Any:
@@ -359,12 +339,11 @@ def litestar_logging() -> Any:
     return LoggingConfig(configure_root_logger=False)
 
 
-def install(app: Any, writes: tuple[str, str] | None = None) -> None:
-    """Log every request the Litestar `app` answers, and its start and shutdown. Its request
-    handler is wrapped, not `__call__`, so the status logged is the one sent."""
+def install(app: AnchorApp, writes: tuple[str, str] | None = None) -> None:
+    """Log every request `app` answers (its `log_exchange`), and its start and shutdown."""
     if configured_format() is None:
         configure()
-    app.asgi_handler = AccessLog(app.asgi_handler, writes)
+    app.log_exchange = _exchange_logger(writes)
 
     async def started(_: Any) -> None:
         events.info("started (pid %d)", os.getpid())

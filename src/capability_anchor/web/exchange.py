@@ -6,10 +6,12 @@ spelling per path (a trailing slash is 404). Why: docs/explanation/decisions/36-
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from litestar import Litestar, Request
+from litestar.handlers import BaseRouteHandler
 
 _ARRIVED_S = 0.5  # past the body's deadline, for what arrived while the process was stopped
 Scope = MutableMapping[str, Any]
@@ -17,6 +19,12 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[..., Awaitable[None]]
+AccessLine = Callable[[Scope, int, bytes, float], None]
+"""Logs an exchange: (its scope, the status sent (0: none), a refusal's first bytes, its
+`time.perf_counter()` at the start)."""
+
+# Refusals are small `{v, error, note}` documents; a larger body is not kept for the log.
+MAX_ERROR_BODY = 4096
 
 ORIGINAL_METHOD = "capability_anchor.method"
 """Scope key holding the method the client sent when HEAD was served as GET."""
@@ -145,14 +153,86 @@ class _Exchange:
         return dict(message, headers=[*headers, (b"connection", b"close")])
 
 
+def _request_as_given(handler: BaseRouteHandler) -> None:
+    """A handler that takes only `request` gets it from Litestar without its signature
+    model, a msgspec conversion that checks nothing for a `Request` and cost ~4 µs a request
+    (decisions/37-edge4.md). The model is the same one otherwise (its fields, its name)."""
+    model = handler.signature_model
+    if model.__struct_fields__ == ("request",):
+
+        def given(cls: Any, connection: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+            return kwargs
+
+        as_given = {"parse_values_from_connection_kwargs": classmethod(given)}
+        handler._signature_model = type(model.__name__, (model,), as_given)
+
+
+class _Answer:
+    """One exchange's answer on its way out: the body drained before its start (`_Exchange`),
+    HEAD's body dropped, and what its access line needs (the status, a refusal's first bytes),
+    seen in the one `send` wrapper the exchange has (decisions/37-edge4.md)."""
+
+    __slots__ = (
+        "_send",
+        "exchange",
+        "head",
+        "log",
+        "logged",
+        "refusal",
+        "scope",
+        "started",
+        "status",
+    )
+
+    def __init__(self, send: Send, scope: Scope, log: AccessLine | None) -> None:
+        self._send = send
+        self.scope = scope
+        self.log = log
+        self.exchange: _Exchange | None = None
+        self.head = False
+        self.logged = False
+        self.refusal = b""
+        self.status = 0
+        self.started = time.perf_counter()
+
+    async def send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.status = int(message.get("status", 0))
+            if self.exchange is not None:
+                message = await self.exchange.start_answer(message)
+            await self._send(message)
+            return
+        if kind != "http.response.body":
+            await self._send(message)
+            return
+        if self.status >= 400 and len(self.refusal) <= MAX_ERROR_BODY:
+            self.refusal += message.get("body", b"")[: MAX_ERROR_BODY + 1]
+        last = not message.get("more_body", False)
+        if self.head:
+            message = dict(message, body=b"")
+        await self._send(message)
+        if last:
+            self.done()
+
+    def done(self) -> None:
+        """The access line, once: after the last body message, or when the exchange ends
+        without one (client gone, error) with the status it got so far (0: none)."""
+        if self.log is not None and not self.logged:
+            self.logged = True
+            self.log(self.scope, self.status, self.refusal, self.started)
+
+
 class AnchorApp(Litestar):
-    """Litestar behind the exchange's guard (HEAD, body deadline, bodies read before answering):
-    those act before routing, where Litestar's own middleware cannot. Every route's
+    """Litestar behind the exchange's guard (HEAD, body deadline, bodies read before answering)
+    and its access line (`log_exchange`, set by `web.accesslog.install`): those act before
+    routing and after the answer, where Litestar's own middleware cannot. Every route's
     `before_request` (async) starts with `one_spelling`: not a Litestar guard, which would copy
     the route handler on every request (docs/explanation/decisions/37-stack.md)."""
 
     body_timeout: float = 30.0
     drain_limit: int = 4 * 1024 * 1024
+    log_exchange: AccessLine | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         hook = kwargs.get("before_request")
@@ -163,29 +243,30 @@ class AnchorApp(Litestar):
 
         kwargs["before_request"] = before
         super().__init__(*args, **kwargs)
+        for route in self.routes:
+            for handler in getattr(route, "route_handlers", ()):
+                _request_as_given(handler)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
         scope[SENT_PATH] = scope["path"]
-        head = scope["method"] == "HEAD"
+        outward: Send = self._wrap_send(send, scope)  # type: ignore[assignment]
+        answer = _Answer(outward, scope, self.log_exchange)
         body = _has_body(scope["headers"])
-        if not (head or body[0]):
-            # Nothing to wait for, drain or hide: Litestar's answer goes out as it is.
-            await super().__call__(scope, receive, send)
-            return
-        if head:
-            scope = dict(scope, method="GET")
+        if scope["method"] == "HEAD":
+            answer.head = True
+            scope = answer.scope = dict(scope, method="GET")
             scope[ORIGINAL_METHOD] = "HEAD"
-        exchange = _Exchange(scope, receive, body, self.body_timeout, self.drain_limit)
-
-        async def guarded_send(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = await exchange.start_answer(message)
-            elif head and message["type"] == "http.response.body":
-                message = dict(message, body=b"")
-            await send(message)
-
-        app: ASGIApp = super().__call__
-        await app(scope, exchange.receive, guarded_send)
+        if answer.head or body[0]:
+            answer.exchange = _Exchange(scope, receive, body, self.body_timeout, self.drain_limit)
+            receive = answer.exchange.receive
+        # What Litestar's own `__call__` does for an HTTP scope, one layer fewer.
+        scope["app"] = scope["litestar_app"] = self
+        scope.setdefault("state", {})
+        handler: ASGIApp = self.asgi_handler
+        try:
+            await handler(scope, receive, answer.send)
+        finally:
+            answer.done()

@@ -117,8 +117,10 @@ async def roots_latest(request: Request[Any, Any, Any]) -> Answer:
     summary="The sealed head of a day, else its newest unsealed head",
     responses={**_HEAD, **documented(304, 404)},
 )
-async def roots_day(request: Request[Any, Any, Any], day: Day) -> Answer:
-    row = service_of(request).reader.head_for(day_param(day))
+async def roots_day(request: Request[Any, Any, Any]) -> Answer:
+    # `day` read from the path, not as Litestar's parameter (its kwargs and signature model
+    # cost more than the answer; openapi.DAY_PATH documents it): decisions/37-edge4.md.
+    row = service_of(request).reader.head_for(day_param(request.scope["path_params"]["day"]))
     return cached(request, row.doc, immutable=row.sealed)
 
 
