@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from capability_anchor.errors import Conflict, StoreError
+from capability_anchor.store.rows import server_key_digest
 
 from .backends import ATTEMPTS
 from .conftest import AT, DAY, NEXT_DAY, Opened, cosignature, head, history_leaf, leaf
@@ -87,7 +88,8 @@ def test_what_record_reads_is_the_newest_head_the_entry_and_the_signer(opened: O
     _append(opened, DAY, 0, 4)
     store = opened.store
     with store.write():
-        store.insert_servers(DAY, [("sub:a", 2), ("sub:a", 4), ("sub:b", 1)])
+        a, b = server_key_digest("sub:a"), server_key_digest("sub:b")
+        store.insert_servers(DAY, [(a, 2), (a, 4), (b, 1)])
     two, four = (DAY, 2), (DAY, 4)
     assert store.record_sources("sub:a") == [
         (*four, None, None, None),
@@ -105,7 +107,7 @@ def test_what_record_reads_is_the_newest_head_the_entry_and_the_signer(opened: O
     with store.write():
         store.insert_head(head(DAY, 4, sealed=True))
         store.add_settings("kid-2", "d.e.f", AT + 1)
-        store.insert_servers(NEXT_DAY, [("sub:b", 0)])
+        store.insert_servers(NEXT_DAY, [(b, 0)])
     assert opened.reopen().record_sources("sub:b") == [
         (NEXT_DAY, 0, None, None, "kid-2"),  # no head, no entry
         (DAY, 1, head(DAY, 4, sealed=True), (leaf(1)[1], AT), "kid-2"),
