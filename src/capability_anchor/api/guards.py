@@ -47,15 +47,19 @@ def check_integers(request: Request[Any, Any, Any], names: tuple[str, ...]) -> N
     immutable URL must not have several spellings."""
     query = request.query_params
     for name in names:
-        values = query.getall(name, [])
-        if len(values) > 1:
-            raise UsageError(f"{name} is given more than once")
-        if values and _DIGITS.fullmatch(values[0]) is None:
-            raise UsageError(f"{name} must be a non-negative integer written in digits")
+        _one_spelling(name, query.getall(name, []))
     if "tree_size" in request.path_params:
         segment = request.url.path.rstrip("/").rsplit("/", 1)[-1]
         if _DIGITS.fullmatch(segment) is None:
             raise UsageError("tree_size must be a non-negative integer written in digits")
+
+
+def _one_spelling(name: str, values: list[str]) -> None:
+    """An integer parameter given at most once, in digits only."""
+    if len(values) > 1:
+        raise UsageError(f"{name} is given more than once")
+    if values and _DIGITS.fullmatch(values[0]) is None:
+        raise UsageError(f"{name} must be a non-negative integer written in digits")
 
 
 def raw_query(scope: Any, ints: tuple[str, ...]) -> dict[str, Any]:
@@ -72,11 +76,7 @@ def raw_query(scope: Any, ints: tuple[str, ...]) -> dict[str, Any]:
                 name, value = unquote(name.replace("+", " ")), unquote(value.replace("+", " "))
             found.setdefault(name, []).append(value)
     for name in ints:
-        given = found.get(name, ())
-        if len(given) > 1:
-            raise UsageError(f"{name} is given more than once")
-        if given and _DIGITS.fullmatch(given[0]) is None:
-            raise UsageError(f"{name} must be a non-negative integer written in digits")
+        _one_spelling(name, found.get(name, []))
     query: dict[str, Any] = {name: values[-1] for name, values in found.items()}
     for name in ints:
         if name in query:

@@ -33,7 +33,7 @@ READER_CACHE_KIB = 4 * 1024
 # read from the OS page cache without a copy, so reads stay flat however large the log grows
 # past the 4 MiB cache (decisions/37-record.md).
 READER_MMAP_BYTES = 0x7FFF0000
-PAGE_SIZE = 8192
+PAGE_SIZE = 8192  # of a log created now; one made before keeps its own (VACUUM changes it)
 # The WAL-index header (sqlite.org/walformat.html, 2.1): two 48-byte copies at the start of the
 # -shm file, in the machine's byte order; version 3007000, isInit 1 once written.
 _WAL_HEADER = 48
@@ -42,9 +42,6 @@ _WAL_HEADERS = 2 * _WAL_HEADER
 
 def _wal_valid(header: bytes) -> bool:
     return int.from_bytes(header[:4], sys.byteorder) == 3007000 and header[12] == 1
-
-
-# of a log created now; one made before keeps its own (VACUUM changes it)
 
 
 DIALECT = Dialect(
