@@ -53,9 +53,10 @@ const IS_NODE = typeof process !== 'undefined' && process.versions != null && pr
 
 async function loadPlatform() {
   if (IS_NODE) {
-    const c = await import('node:crypto');
+    const [c, fs] = await Promise.all([import('node:crypto'), import('node:fs')]);
     const keys = new Map();
     return {
+      fs,
       sha256: (data) => new Uint8Array(c.createHash('sha256').update(data).digest()),
       verify: (raw, message, signature) => {
         const id = hex(raw);
@@ -1138,26 +1139,27 @@ async function follow(anchors, tokens, iss, skipped) {
 const isUrl = (s) => /^https?:\/\//i.test(s);
 /** A local file's bytes (Node only), at most `limit`; null when `ifFound` and it does not exist. */
 async function readFile(path, limit, ifFound = false) {
-  const fs = await import('node:fs/promises');
-  let handle;
-  try { handle = await fs.open(path, 'r'); } catch (e) {
+  const { fs } = await platform();
+  let fd;
+  try { fd = fs.openSync(path, 'r'); } catch (e) {
     if (ifFound && e.code === 'ENOENT') return null;
     throw new InputError(`cannot read ${path}: ${e.code === 'ENOENT' ? 'No such file or directory' : e.message}`);
   }
   try {
-    const buffer = new Uint8Array(limit + 1);
+    let buffer = new Uint8Array(Math.min(limit, fs.fstatSync(fd).size) + 1);
     let n = 0;
     for (;;) {
-      const { bytesRead } = await handle.read(buffer, n, limit + 1 - n, null);
-      if (bytesRead === 0) break;
-      n += bytesRead;
+      if (n === buffer.length) buffer = concat(buffer, new Uint8Array(Math.min(limit + 1, 2 * n) - n));
+      const got = fs.readSync(fd, buffer, n, buffer.length - n, null);
+      if (got === 0) break;
+      n += got;
       if (n > limit) throw new InputError(`${path}: larger than ${limit} bytes, the limit for this input (read no further)`);
     }
     return buffer.slice(0, n);
   } catch (e) {
     if (e instanceof InputError) throw e;
-    throw new InputError(`cannot read ${path}: ${e.message}`);
-  } finally { await handle.close(); }
+    throw new InputError(`cannot read ${path}: ${e.code === 'EISDIR' ? 'Is a directory' : e.message}`);
+  } finally { fs.closeSync(fd); }
 }
 /** GET `url`: a 200's body of at most `limit` bytes within `deadlineMs`; 404 is null when `ifFound`. */
 async function fetchBounded(url, { limit, deadlineMs, ifFound = false, fetcher = globalThis.fetch }) {
