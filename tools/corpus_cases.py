@@ -435,22 +435,25 @@ Both verifiers must give the same verdict, check by check, on every case here: t
 
 - `cases.json`: each case is a `verify-proof` argument list (`args`, paths relative to this
   folder) and what the Python `verify-proof --json` gave on it (`python`: exit code and the nine
-  checks). Format: `{v, about, cases: [{name, about, args, python: {exit, checks}}]}`.
+  checks, none on exit 2). Format: `{v, about, cases: [{name, about, args, python}]}`.
 - `real/roots/`: a real log made with the library (four days, the second empty; sealed and
   unsealed heads; a history cosigned by three TEST witnesses; `policy.txt`, 2 of 3; RFC 3161
   stamps by a test TSA whose CA is `tsa-ca.pem`), exported without tiles. `real/records/`: the
   records its `/record` issued.
 - `../../../roots/`: the shipped sample, used as it is.
 - `cases/<name>/`: one folder per mutation or special input: its record and, when the head,
-  stamps, tlog-proof, keys or policy change, its own small roots folder (only the files
-  `verify-proof` reads). Cases named `attack-…` must FAIL (the check each must fail is listed in
-  `tools/corpus_cases.py`, `ATTACKS`); `usage-…` and `io-…` cases exit 2 with no checks.
+  stamps, tlog-proof or keys change, its own small roots folder (only the files `verify-proof`
+  reads). A case named `attack-…` breaks one rule and must FAIL; the check each must fail is
+  listed in `tests/integration/test_record_corpus.py`. `usage-…` and `io-…` cases exit 2.
 
-Made by `tools/make_record_corpus.py` (with `tools/corpus_cases.py`); every key here is a TEST
-key whose seed is public. The corpus is not byte-reproducible across `--restamp`: stamps hold a
-TSA time and a random nonce, so a plain rebuild stores the published stamps again.
-`tools/make_record_corpus.py --check` reruns Python on every case and fails on any verdict
-(exit code or check status) that differs from the stored one; `tests/integration/
-test_record_corpus.py` does the same in the tests, and `tests/js/parity.test.mjs` holds the
-JavaScript verifier to the stored verdicts.
+Made by `tools/make_record_corpus.py` (the cases: `tools/corpus_cases.py`). Every key here is a
+TEST key whose seed is public; a re-signed token is signed by the log's TEST key, so that only
+the rule its name says breaks. A rebuild writes the same bytes: stamps hold a TSA time and a
+random nonce, so it stores the published stamps again; `--restamp` makes new ones and so new
+bytes. `tools/make_record_corpus.py --check` reruns Python on every case and exits 1 naming any
+case whose verdict (exit code or a check's status) differs from the stored one;
+`tests/integration/test_record_corpus.py` does the same in the tests, and
+`tests/js/parity.test.mjs` holds the JavaScript verifier to the stored verdicts. A verifier
+that answers `timestamp` SKIP (SPEC §14.4 allows it) exits 0 on `attack-stamp-other-day`,
+whose only FAIL in Python is `timestamp`.
 """
