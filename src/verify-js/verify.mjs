@@ -69,7 +69,8 @@ async function loadPlatform() {
       },
     };
   }
-  const subtle = globalThis.crypto.subtle;
+  const subtle = globalThis.crypto?.subtle;
+  if (subtle === undefined) throw new InputError('WebCrypto is not available here (it needs an https page or localhost)');
   const keys = new Map();
   return {
     sha256: async (data) => new Uint8Array(await subtle.digest('SHA-256', data)),
