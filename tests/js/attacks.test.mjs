@@ -3,7 +3,7 @@
 // venv is there; and fetched inputs have a size limit and a deadline (a local http server).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, mkdtempSync, writeFileSync, mkdirSync, existsSync, cpSync } from 'node:fs';
+import { readFileSync, mkdtempSync, writeFileSync, mkdirSync, existsSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -182,27 +182,73 @@ test('fetched inputs have a size limit and a deadline', async (t) => {
 });
 
 const python = join(repo, '.venv/bin/python');
-test('the seeded garbage gives Python verify-proof\'s verdicts', { skip: !existsSync(python) && 'no .venv' }, () => {
+const sampleKeys = JSON.parse(readFileSync(join(roots, 'keys.json'), 'utf8'));
+const bothKeys = { keys: [...sampleKeys.keys, ...keys.keys] };
+const headDoc = JSON.parse(readFileSync(join(roots, '2026-11-04/2.json'), 'utf8'));
+const proofText = readFileSync(join(roots, '2026-11-04/2.tlog-proof'), 'utf8');
+const policyText = readFileSync(join(roots, 'policy.txt'), 'utf8');
+
+function mutateText(rand, text) {
+  const i = Math.floor(rand() * text.length);
+  const pick = Math.floor(rand() * 5);
+  if (pick === 0) return text.slice(0, i);
+  if (pick === 1) return text.slice(0, i) + String.fromCharCode(text.charCodeAt(i) ^ (1 << Math.floor(rand() * 7))) + text.slice(i + 1);
+  if (pick === 2) return text.slice(0, i) + ['\n', ' ', '\t', '=', '+', '\u2014', '0'][Math.floor(rand() * 7)] + text.slice(i);
+  if (pick === 3) return text.slice(0, i) + text.slice(i + 1);
+  return text + text.slice(i);
+}
+function setAt(rand, obj) {
+  const paths = [];
+  const walk = (v, p) => {
+    paths.push(p);
+    if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...p, i]));
+    else if (v && typeof v === 'object') Object.keys(v).forEach((k) => walk(v[k], [...p, k]));
+  };
+  walk(obj, []);
+  const path = paths[1 + Math.floor(rand() * (paths.length - 1))];
+  let at = obj;
+  for (const k of path.slice(0, -1)) at = at[k];
+  const last = path[path.length - 1];
+  if (rand() < 0.15 && !Array.isArray(at)) delete at[last];
+  else at[last] = garbage(rand);
+}
+/** One fuzz case: files to write under its folder, and verify-proof's arguments there. */
+function fuzzCase(rand) {
+  const claims = JSON.parse(Buffer.from(sample.jws.split('.')[1], 'base64url'));
+  const record = structuredClone(sample);
+  const head = structuredClone(headDoc);
+  let proof = proofText; let policy = policyText; let at = AT; let ownKeys = false;
+  const kind = Math.floor(rand() * 7);
+  if (kind === 0) setAt(rand, record);
+  else if (kind === 1) { delete record.jws; setAt(rand, record); }
+  else if (kind === 2) { setAt(rand, claims); for (const k of Object.keys(record)) if (k !== 'jws' && k !== 'expires') delete record[k]; Object.assign(record, claims); record.jws = token(claims); ownKeys = true; }
+  else if (kind === 3) {
+    const h = JSON.parse(Buffer.from(head.jws.split('.')[1], 'base64url'));
+    setAt(rand, h);
+    for (const k of Object.keys(head)) delete head[k];
+    Object.assign(head, h, { jws: token(h, { alg: 'EdDSA', kid, typ: 'capability-anchor+jws' }) });
+    if (rand() < 0.3) setAt(rand, head);
+    ownKeys = true;
+  } else if (kind === 4) proof = mutateText(rand, proof);
+  else if (kind === 5) policy = mutateText(rand, policy);
+  else at = AT + Math.floor((rand() - 0.5) * 4 * 172800);
+  return { record: JSON.stringify(record), head: JSON.stringify(head), proof, policy, at, keys: JSON.stringify(ownKeys ? bothKeys : sampleKeys) };
+}
+
+test('seeded garbage at every depth gives Python verify-proof\'s verdicts', { skip: !existsSync(python) && 'no .venv' }, async (t) => {
   const rand = prng(Number(process.env.VERIFY_JS_SEED ?? 2026));
   const dir = mkdtempSync(join(tmpdir(), 'verify-js-'));
-  cpSync(roots, join(dir, 'roots'), { recursive: true });
-  writeFileSync(join(dir, 'keys.json'), JSON.stringify(keys));
-  const claims = JSON.parse(Buffer.from(sample.jws.split('.')[1], 'base64url'));
   const cases = [];
-  for (let n = 0; n < Number(process.env.VERIFY_JS_FUZZ ?? 40); n++) {
-    const name = Object.keys(claims)[n % Object.keys(claims).length];
-    const record = { ...structuredClone(sample) };
-    const edited = structuredClone(claims);
-    const kind = n % 3;
-    if (kind === 0) record[name] = garbage(rand);
-    else if (kind === 1) { delete record.jws; record[name] = garbage(rand); }
-    else edited[name] = garbage(rand);
-    if (kind === 2) { Object.assign(record, edited); record.jws = token(edited); }
-    const file = join(dir, `case${n}.json`);
-    writeFileSync(file, JSON.stringify(record));
-    const args = [file, '--roots', join(dir, 'roots'), '--policy', join(dir, 'roots/policy.txt'), '--at', String(AT)];
-    if (kind === 2) args.push('--keys', join(dir, 'keys.json'));
-    cases.push(args);
+  for (let n = 0; n < Number(process.env.VERIFY_JS_FUZZ ?? 120); n++) {
+    const c = fuzzCase(rand);
+    const d = join(dir, `c${n}`);
+    mkdirSync(join(d, 'roots/2026-11-04'), { recursive: true });
+    writeFileSync(join(d, 'record.json'), c.record);
+    writeFileSync(join(d, 'roots/2026-11-04/2.json'), c.head);
+    writeFileSync(join(d, 'roots/2026-11-04/2.tlog-proof'), c.proof);
+    writeFileSync(join(d, 'roots/keys.json'), c.keys);
+    writeFileSync(join(d, 'policy.txt'), c.policy);
+    cases.push({ dir: d, args: [join(d, 'record.json'), '--roots', join(d, 'roots'), '--policy', join(d, 'policy.txt'), '--at', String(c.at)] });
   }
   const script = `
 import contextlib, io, json, sys
@@ -214,15 +260,23 @@ for args in json.load(sys.stdin):
         code = main([*args, "--json"])
     out.append({"exit": code, "checks": json.loads(buf.getvalue())["checks"] if code != 2 else []})
 print(json.dumps(out))`;
-  const answers = JSON.parse(execFileSync(python, ['-c', script], { input: JSON.stringify(cases), env: { ...process.env, PYTHONPATH: join(repo, 'src') }, maxBuffer: 1 << 26 }));
-  return Promise.all(cases.map(async (args, i) => {
-    const record = readFileSync(args[0]);
-    const opts = { roots: args[2], policy: readFileSync(args[4]), at: AT };
-    if (args.includes('--keys')) opts.keys = readFileSync(args[args.indexOf('--keys') + 1]);
-    const result = await verifyRecord(new Uint8Array(record), opts);
+  const answers = JSON.parse(execFileSync(python, ['-c', script], { input: JSON.stringify(cases.map((c) => c.args)), env: { ...process.env, PYTHONPATH: join(repo, 'src') }, maxBuffer: 1 << 26 }));
+  const seen = new Map();
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const [i, c] of cases.entries()) {
+    const opts = { roots: join(c.dir, 'roots'), policy: readFileSync(join(c.dir, 'policy.txt')), at: Number(c.args[6]) };
+    const result = await verifyRecord(new Uint8Array(readFileSync(c.args[0])), opts);
     const exit = result.error !== undefined ? 2 : result.ok ? 0 : 1;
     const want = answers[i];
-    assert.equal(exit, want.exit, `case ${i}: ${result.error ?? ''} ${readFileSync(args[0], 'utf8').slice(0, 200)}`);
-    want.checks.forEach((c, j) => assert.equal(result.checks[j].status, c.result, `case ${i} ${c.name}: JS "${result.checks[j].detail}" Python "${c.detail}"`));
-  }));
+    const shown = `case ${c.dir}: JS ${JSON.stringify(result.error ?? result.checks.map((x) => `${x.status} ${x.name}: ${x.detail}`))}\nPython ${JSON.stringify(want.checks.map((x) => `${x.result} ${x.name}: ${x.detail}`))}`;
+    assert.equal(exit, want.exit, shown);
+    want.checks.forEach((x, j) => assert.equal(result.checks[j].status, x.result, shown));
+    for (const x of result.checks) seen.set(`${x.name} ${x.status}`, (seen.get(`${x.name} ${x.status}`) ?? 0) + 1);
+    seen.set(`exit ${exit}`, (seen.get(`exit ${exit}`) ?? 0) + 1);
+  }
+  // The garbage reaches every check: each one both passes and fails somewhere.
+  for (const name of CHECKS.filter((n) => n !== 'timestamp')) {
+    assert.ok(seen.get(`${name} FAIL`) > 0 && seen.get(`${name} PASS`) > 0, `${name}: ${JSON.stringify([...seen])}`);
+  }
+  assert.ok(seen.get('exit 2') > 0 && seen.get('exit 0') > 0);
 });
