@@ -675,11 +675,21 @@ function hashFromHex(text, what) {
   if (typeof text !== 'string' || !HEX64.test(text)) fail('EncodingError', `${what} must be 64 lowercase hex characters`);
   return fromHex(text);
 }
+/** Days since 1970-01-01 of a proleptic Gregorian date, or null if it is not a real date. */
+function epochDay(y, m, d) {
+  const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+  if (y < 1 || m < 1 || m > 12 || d < 1 || d > days[m - 1]) return null;
+  const yy = m <= 2 ? y - 1 : y;
+  const era = Math.floor(yy / 400);
+  const yoe = yy - era * 400;
+  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
+  return era * 146097 + yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy - 719468;
+}
 function parseDay(text) {
   if (typeof text !== 'string' || !/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(text)) fail('EncodingError', `day must be YYYY-MM-DD, got ${pyRepr(text)}`);
   const [y, m, d] = text.split('-').map(Number);
-  const when = new Date(Date.UTC(y, m - 1, d));
-  if (y < 1 || when.getUTCFullYear() !== y || when.getUTCMonth() !== m - 1 || when.getUTCDate() !== d) fail('EncodingError', `${pyRepr(text)} is not a real date`);
+  if (epochDay(y, m, d) === null) fail('EncodingError', `${pyRepr(text)} is not a real date`);
   return text;
 }
 function exactClaims(claims, names, missing, version) {
@@ -1274,22 +1284,21 @@ function rfc3339Seconds(text, separators = /[Tt ]/) {
   const m = RFC3339.exec(text);
   if (m === null || !separators.test(text[10])) return null;
   const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number);
-  if (h > 23 || mi > 59 || s > 59 || y < 1) return null;
-  const day = new Date(Date.UTC(y, mo - 1, d));
-  if (day.getUTCFullYear() !== y || day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d) return null;
+  const day = epochDay(y, mo, d);
+  if (h > 23 || mi > 59 || s > 59 || day === null) return null;
   let offset = 0;
   if (m[9] !== undefined) {
     const oh = Number(m[10]); const om = Number(m[11]);
     if (oh > 23 || om > 59) return null;
     offset = (m[9] === '-' ? -1 : 1) * (oh * 3600 + om * 60);
   }
-  const whole = Date.UTC(y, mo - 1, d, h, mi, s) / 1000 - offset;
+  const whole = day * 86400 + h * 3600 + mi * 60 + s - offset;
   return { whole, fraction: m[7] === undefined ? '' : m[7].slice(1) };
 }
 /** `--at`: epoch seconds, or an RFC 3339 date-time with a zone; null if neither. */
 export function parseAt(text) {
   const value = String(text).trim();
-  if (/^-?[0-9]+$/.test(value)) return Number(value);
+  if (/^-?[0-9]+$/.test(value)) return Number.isSafeInteger(Number(value)) ? Number(value) : BigInt(value);
   const t = rfc3339Seconds(value);
   if (t === null) return null;
   return t.whole < 0 && /[1-9]/.test(t.fraction) ? t.whole + 1 : t.whole;
