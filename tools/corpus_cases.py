@@ -10,9 +10,8 @@ import base64
 import hashlib
 import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from capability_anchor import head as heads
 from capability_anchor.encoding import b64url_decode, b64url_encode
@@ -39,8 +38,7 @@ def sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-@dataclass(frozen=True)
-class Case:
+class Case(NamedTuple):
     name: str
     about: str
     args: list[str]

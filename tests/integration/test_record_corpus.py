@@ -8,13 +8,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import sys
 from typing import Any
 
 import pytest
 
 from capability_anchor.cli import verify_proof
 from capability_anchor.verify.checks import CHECK_NAMES
-from tests.kit.paths import ROOT
+from tests.kit.paths import ROOT, tool
 
 CORPUS = ROOT / "tests" / "vectors" / "records"
 CASES: list[dict[str, Any]] = json.loads((CORPUS / "cases.json").read_text("utf-8"))["cases"]
@@ -136,3 +137,25 @@ def test_the_corpus_holds_real_sample_and_revocation_cases() -> None:
     policies = [c for c in CASES if "--policy" in c["args"] and c["python"]["exit"] == 0]
     assert any("../../../roots/policy.txt" in c["args"] for c in policies)
     assert any("real/roots/policy.txt" in c["args"] for c in policies)
+
+
+def test_check_names_each_case_whose_verdict_moved(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The tool imports its siblings as scripts do; load them by path, once.
+    for name in ("make_sample", "corpus_cases"):
+        monkeypatch.setitem(sys.modules, name, sys.modules.get(name) or tool(name))
+    corpus = tool("make_record_corpus")
+    moved = CASES[3]["name"]
+
+    def verdict(args: list[str], cwd: object) -> dict[str, Any]:
+        case = next(c for c in CASES if c["args"] == args)
+        python = case["python"]
+        if case["name"] == moved:
+            python = {**python, "checks": [{**python["checks"][0], "result": "SKIP"}]}
+        return dict(python)
+
+    monkeypatch.setattr(corpus, "python_verdict", verdict)
+    assert corpus.check(CORPUS) == 1
+    err = capsys.readouterr().err
+    assert f"{moved}: stored" in err and "1 of" in err
