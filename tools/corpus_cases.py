@@ -360,6 +360,29 @@ def _folder_attacks(c: Corpus, revoked: Path, revoked_at: int) -> None:
     listing = json.loads((real / f"{d1}.timestamps.json").read_bytes())
     (roots / f"{d3}.timestamps.json").write_text(json.dumps({**listing, "day": d3}))
     shutil.copyfile(real / f"{d1}.tsr", roots / f"{d3}.tsr")
+    c.add(
+        "attack-stamp-untrusted-tsa-ca",
+        "the stamps checked against another TSA's CA",
+        "real/records/d1-sealed-calendar.json",
+        "--roots",
+        REAL,
+        "--tsa-ca",
+        f"{SAMPLE}/tsa-ca.pem",
+    )
+    roots = c.folder(
+        "attack-stamp-tampered",
+        "one bit of the stamp's last byte (its signature)",
+        d1,
+        "--tsa-ca",
+        TSA,
+        record=c.records["d1-sealed-calendar"],
+    )
+    der = bytearray((roots / f"{d1}.tsr").read_bytes())
+    der[-1] ^= 1
+    (roots / f"{d1}.tsr").write_bytes(bytes(der))
+    listing = json.loads((roots / f"{d1}.timestamps.json").read_bytes())
+    listing["timestamps"][0]["token"] = base64.b64encode(der).decode("ascii")
+    (roots / f"{d1}.timestamps.json").write_text(json.dumps(listing))
     roots = c.folder(
         "attack-checkpoint-short-of-quorum",
         "the checkpoint keeps one cosignature of the two the policy needs",
@@ -556,6 +579,9 @@ bytes. `tools/make_record_corpus.py --check` reruns Python on every case and exi
 case whose verdict (exit code or a check's status) differs from the stored one;
 `tests/integration/test_record_corpus.py` does the same in the tests, and
 `tests/js/parity.test.mjs` holds the JavaScript verifier to the stored verdicts. A verifier
-that answers `timestamp` SKIP (SPEC §14.4 allows it) exits 0 on `attack-stamp-other-day`,
-whose only FAIL in Python is `timestamp`.
+may answer `timestamp` SKIP where Python says PASS or FAIL (SPEC §14.4); where `timestamp` is
+Python's only FAIL, such a verifier then has no FAIL and exits 0 where Python exits 1. The
+JavaScript verifier checks a stamp's imprint only, so it does that on
+`attack-stamp-untrusted-tsa-ca` and `attack-stamp-tampered` (and FAILs
+`attack-stamp-other-day`, whose imprint is another head's).
 """

@@ -54,6 +54,8 @@ ATTACKS = {
     "attack-head-unknown-key": "head_signature",
     "attack-head-edited-claims": "head_signature",
     "attack-stamp-other-day": "timestamp",
+    "attack-stamp-untrusted-tsa-ca": "timestamp",
+    "attack-stamp-tampered": "timestamp",
     "attack-tlog-proof-other-leaf": "history",
     "attack-tlog-proof-wrong-index": "history",
     "attack-missing-tlog-proof-with-policy": "history",
