@@ -141,13 +141,22 @@ def test_the_corpus_holds_real_sample_and_revocation_cases() -> None:
     assert any("real/roots/policy.txt" in c["args"] for c in policies)
 
 
-def test_check_names_each_case_whose_verdict_moved(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # The tool imports its siblings as scripts do; load them by path, once.
+@pytest.fixture
+def corpus_tool(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """tools/make_record_corpus.py, its sibling scripts loaded by path (as `import` them)."""
     for name in ("make_sample", "corpus_cases"):
         monkeypatch.setitem(sys.modules, name, sys.modules.get(name) or tool(name))
-    corpus = tool("make_record_corpus")
+    return tool("make_record_corpus")
+
+
+def test_the_readme_is_the_one_the_tool_writes(corpus_tool: Any) -> None:
+    readme = (CORPUS / "README.md").read_text("utf-8")
+    assert readme == sys.modules["corpus_cases"].README, "run tools/make_record_corpus.py"
+
+
+def test_check_names_each_case_whose_verdict_moved(
+    corpus_tool: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     moved = CASES[3]["name"]
 
     def verdict(args: list[str], cwd: object) -> dict[str, Any]:
@@ -157,7 +166,7 @@ def test_check_names_each_case_whose_verdict_moved(
             python = {**python, "checks": [{**python["checks"][0], "result": "SKIP"}]}
         return dict(python)
 
-    monkeypatch.setattr(corpus, "python_verdict", verdict)
-    assert corpus.check(CORPUS) == 1
+    monkeypatch.setattr(corpus_tool, "python_verdict", verdict)
+    assert corpus_tool.check(CORPUS) == 1
     err = capsys.readouterr().err
     assert f"{moved}: stored" in err and "1 of" in err
