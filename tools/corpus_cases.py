@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from capability_anchor import head as heads
 from capability_anchor.encoding import b64url_decode, b64url_encode
-from capability_anchor.keys import KeySet, SigningKey
+from capability_anchor.keys import KeySet, PublicKey, SigningKey
 from capability_anchor.keys.trust import rfc3339
 from capability_anchor.log.policies import log_vkey
 from capability_anchor.note import Cosigner
@@ -30,6 +30,7 @@ REAL = "real/roots"
 POLICY = f"{REAL}/policy.txt"
 TSA = f"{REAL}/tsa-ca.pem"
 RECORD_TYP = "capability-resolver+jws"
+ED25519_L = 2**252 + 27742317777372353535851937790883648493  # the group order (RFC 8032)
 # TEST-ONLY: a key no case trusts (its seed is SHA-256 of this public text).
 STRANGER_TEXT = b"capability-anchor record corpus stranger key - NOT SECRET"
 
@@ -467,6 +468,36 @@ def _folder_attacks(c: Corpus, revoked: Path, revoked_at: int) -> None:
         c.add(name, about, "real/records/d3-sealed-search.json", "--roots", REAL, "--policy", path)
 
 
+def _ed25519_attacks(c: Corpus) -> None:
+    """Signatures an Ed25519 library may accept and libsodium (Python's) refuses: S not below
+    the group order L, and a small-order key (the identity point) that a trust names, whose
+    signature R = identity, S = 0 satisfies the bare equation."""
+    cal = c.claims("d1-sealed-calendar")
+    record = signed(cal)
+    body, sig = record["jws"].rsplit(".", 1)
+    raw = b64url_decode(sig)
+    s_plus_l = (int.from_bytes(raw[32:], "little") + ED25519_L).to_bytes(32, "little")
+    unreduced = {**record, "jws": f"{body}.{b64url_encode(raw[:32] + s_plus_l)}"}
+    c.add(
+        "attack-signature-s-not-reduced",
+        "the record's signature with S + L in place of S",
+        c.write("attack-signature-s-not-reduced", "record.json", unreduced),
+        "--roots",
+        REAL,
+    )
+    identity = PublicKey.from_raw(bytes([1]) + bytes(31))
+    head = b64url_encode(canonical({"alg": "EdDSA", "kid": identity.kid, "typ": RECORD_TYP}))
+    forged = f"{head}.{b64url_encode(canonical(cal))}.{b64url_encode(identity.raw + bytes(32))}"
+    roots = c.folder(
+        "attack-small-order-key",
+        "a trusted small-order key and its R = identity, S = 0",
+        DAYS[0],
+        record={**record, "jws": forged},
+    )
+    keys = KeySet.of(test_signing_key().public, identity)
+    (roots / "keys.json").write_bytes(keys.to_json())
+
+
 def _usage_cases(c: Corpus) -> None:
     """Exit 2: nothing is verified, no checks are printed."""
     rec = "real/records/d1-sealed-calendar.json"
@@ -547,6 +578,7 @@ def all_cases(
     sample_cases(c)
     _record_attacks(c)
     _json_attacks(c)
+    _ed25519_attacks(c)
     _folder_attacks(c, revoked, revoked_at)
     _usage_cases(c)
     return c.cases

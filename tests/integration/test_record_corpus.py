@@ -48,6 +48,8 @@ ATTACKS = {
     "attack-edited-expires": "record_signature",
     "attack-duplicate-member": "record_signature",
     "attack-lone-surrogate": "record_signature",
+    "attack-signature-s-not-reduced": "record_signature",
+    "attack-small-order-key": "record_signature",
     "attack-oversized-leaf": "leaf",
     "attack-number-too-large": "leaf",
     "attack-too-deep": "leaf",
