@@ -10,13 +10,12 @@ import base64
 import hashlib
 import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from capability_anchor import head as heads
 from capability_anchor.encoding import b64url_decode, b64url_encode
-from capability_anchor.keys import KeySet, SigningKey
+from capability_anchor.keys import KeySet, PublicKey, SigningKey
 from capability_anchor.keys.trust import rfc3339
 from capability_anchor.log.policies import log_vkey
 from capability_anchor.note import Cosigner
@@ -31,6 +30,7 @@ REAL = "real/roots"
 POLICY = f"{REAL}/policy.txt"
 TSA = f"{REAL}/tsa-ca.pem"
 RECORD_TYP = "capability-resolver+jws"
+ED25519_L = 2**252 + 27742317777372353535851937790883648493  # the group order (RFC 8032)
 # TEST-ONLY: a key no case trusts (its seed is SHA-256 of this public text).
 STRANGER_TEXT = b"capability-anchor record corpus stranger key - NOT SECRET"
 
@@ -39,8 +39,7 @@ def sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-@dataclass(frozen=True)
-class Case:
+class Case(NamedTuple):
     name: str
     about: str
     args: list[str]
@@ -362,6 +361,29 @@ def _folder_attacks(c: Corpus, revoked: Path, revoked_at: int) -> None:
     listing = json.loads((real / f"{d1}.timestamps.json").read_bytes())
     (roots / f"{d3}.timestamps.json").write_text(json.dumps({**listing, "day": d3}))
     shutil.copyfile(real / f"{d1}.tsr", roots / f"{d3}.tsr")
+    c.add(
+        "attack-stamp-untrusted-tsa-ca",
+        "the stamps checked against another TSA's CA",
+        "real/records/d1-sealed-calendar.json",
+        "--roots",
+        REAL,
+        "--tsa-ca",
+        f"{SAMPLE}/tsa-ca.pem",
+    )
+    roots = c.folder(
+        "attack-stamp-tampered",
+        "one bit of the stamp's last byte (its signature)",
+        d1,
+        "--tsa-ca",
+        TSA,
+        record=c.records["d1-sealed-calendar"],
+    )
+    der = bytearray((roots / f"{d1}.tsr").read_bytes())
+    der[-1] ^= 1
+    (roots / f"{d1}.tsr").write_bytes(bytes(der))
+    listing = json.loads((roots / f"{d1}.timestamps.json").read_bytes())
+    listing["timestamps"][0]["token"] = base64.b64encode(der).decode("ascii")
+    (roots / f"{d1}.timestamps.json").write_text(json.dumps(listing))
     roots = c.folder(
         "attack-checkpoint-short-of-quorum",
         "the checkpoint keeps one cosignature of the two the policy needs",
@@ -446,6 +468,36 @@ def _folder_attacks(c: Corpus, revoked: Path, revoked_at: int) -> None:
         c.add(name, about, "real/records/d3-sealed-search.json", "--roots", REAL, "--policy", path)
 
 
+def _ed25519_attacks(c: Corpus) -> None:
+    """Signatures an Ed25519 library may accept and libsodium (Python's) refuses: S not below
+    the group order L, and a small-order key (the identity point) that a trust names, whose
+    signature R = identity, S = 0 satisfies the bare equation."""
+    cal = c.claims("d1-sealed-calendar")
+    record = signed(cal)
+    body, sig = record["jws"].rsplit(".", 1)
+    raw = b64url_decode(sig)
+    s_plus_l = (int.from_bytes(raw[32:], "little") + ED25519_L).to_bytes(32, "little")
+    unreduced = {**record, "jws": f"{body}.{b64url_encode(raw[:32] + s_plus_l)}"}
+    c.add(
+        "attack-signature-s-not-reduced",
+        "the record's signature with S + L in place of S",
+        c.write("attack-signature-s-not-reduced", "record.json", unreduced),
+        "--roots",
+        REAL,
+    )
+    identity = PublicKey.from_raw(bytes([1]) + bytes(31))
+    head = b64url_encode(canonical({"alg": "EdDSA", "kid": identity.kid, "typ": RECORD_TYP}))
+    forged = f"{head}.{b64url_encode(canonical(cal))}.{b64url_encode(identity.raw + bytes(32))}"
+    roots = c.folder(
+        "attack-small-order-key",
+        "a trusted small-order key and its R = identity, S = 0",
+        DAYS[0],
+        record={**record, "jws": forged},
+    )
+    keys = KeySet.of(test_signing_key().public, identity)
+    (roots / "keys.json").write_bytes(keys.to_json())
+
+
 def _usage_cases(c: Corpus) -> None:
     """Exit 2: nothing is verified, no checks are printed."""
     rec = "real/records/d1-sealed-calendar.json"
@@ -526,6 +578,7 @@ def all_cases(
     sample_cases(c)
     _record_attacks(c)
     _json_attacks(c)
+    _ed25519_attacks(c)
     _folder_attacks(c, revoked, revoked_at)
     _usage_cases(c)
     return c.cases
@@ -558,6 +611,9 @@ bytes. `tools/make_record_corpus.py --check` reruns Python on every case and exi
 case whose verdict (exit code or a check's status) differs from the stored one;
 `tests/integration/test_record_corpus.py` does the same in the tests, and
 `tests/js/parity.test.mjs` holds the JavaScript verifier to the stored verdicts. A verifier
-that answers `timestamp` SKIP (SPEC §14.4 allows it) exits 0 on `attack-stamp-other-day`,
-whose only FAIL in Python is `timestamp`.
+may answer `timestamp` SKIP where Python says PASS or FAIL (SPEC §14.4); where `timestamp` is
+Python's only FAIL, such a verifier then has no FAIL and exits 0 where Python exits 1. The
+JavaScript verifier checks a stamp's imprint only, so it does that on
+`attack-stamp-untrusted-tsa-ca` and `attack-stamp-tampered` (and FAILs
+`attack-stamp-other-day`, whose imprint is another head's).
 """

@@ -35,6 +35,7 @@ from capability_anchor.note import Cosigner
 from corpus_cases import DAYS, Case
 from make_sample import (
     ISS,
+    RECORD_LIFETIME,
     TSA_CA,
     Clock,
     _adopt_stamps,
@@ -50,7 +51,6 @@ from make_sample import (
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "vectors" / "records"
 VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
-RECORD_LIFETIME = 172800
 # TEST-ONLY keys, like make_sample's: each seed is SHA-256 of the text, which is public.
 WITNESS_TEXT = "capability-anchor record corpus test witness {n} - NOT SECRET"
 SUCCESSOR_TEXT = b"capability-anchor record corpus successor key - NOT SECRET"

@@ -8,13 +8,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import sys
 from typing import Any
 
 import pytest
 
 from capability_anchor.cli import verify_proof
 from capability_anchor.verify.checks import CHECK_NAMES
-from tests.kit.paths import ROOT
+from tests.kit.paths import ROOT, tool
 
 CORPUS = ROOT / "tests" / "vectors" / "records"
 CASES: list[dict[str, Any]] = json.loads((CORPUS / "cases.json").read_text("utf-8"))["cases"]
@@ -47,12 +48,16 @@ ATTACKS = {
     "attack-edited-expires": "record_signature",
     "attack-duplicate-member": "record_signature",
     "attack-lone-surrogate": "record_signature",
+    "attack-signature-s-not-reduced": "record_signature",
+    "attack-small-order-key": "record_signature",
     "attack-oversized-leaf": "leaf",
     "attack-number-too-large": "leaf",
     "attack-too-deep": "leaf",
     "attack-head-unknown-key": "head_signature",
     "attack-head-edited-claims": "head_signature",
     "attack-stamp-other-day": "timestamp",
+    "attack-stamp-untrusted-tsa-ca": "timestamp",
+    "attack-stamp-tampered": "timestamp",
     "attack-tlog-proof-other-leaf": "history",
     "attack-tlog-proof-wrong-index": "history",
     "attack-missing-tlog-proof-with-policy": "history",
@@ -136,3 +141,34 @@ def test_the_corpus_holds_real_sample_and_revocation_cases() -> None:
     policies = [c for c in CASES if "--policy" in c["args"] and c["python"]["exit"] == 0]
     assert any("../../../roots/policy.txt" in c["args"] for c in policies)
     assert any("real/roots/policy.txt" in c["args"] for c in policies)
+
+
+@pytest.fixture
+def corpus_tool(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """tools/make_record_corpus.py, its sibling scripts loaded by path (as `import` them)."""
+    for name in ("make_sample", "corpus_cases"):
+        monkeypatch.setitem(sys.modules, name, sys.modules.get(name) or tool(name))
+    return tool("make_record_corpus")
+
+
+def test_the_readme_is_the_one_the_tool_writes(corpus_tool: Any) -> None:
+    readme = (CORPUS / "README.md").read_text("utf-8")
+    assert readme == sys.modules["corpus_cases"].README, "run tools/make_record_corpus.py"
+
+
+def test_check_names_each_case_whose_verdict_moved(
+    corpus_tool: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    moved = CASES[3]["name"]
+
+    def verdict(args: list[str], cwd: object) -> dict[str, Any]:
+        case = next(c for c in CASES if c["args"] == args)
+        python = case["python"]
+        if case["name"] == moved:
+            python = {**python, "checks": [{**python["checks"][0], "result": "SKIP"}]}
+        return dict(python)
+
+    monkeypatch.setattr(corpus_tool, "python_verdict", verdict)
+    assert corpus_tool.check(CORPUS) == 1
+    err = capsys.readouterr().err
+    assert f"{moved}: stored" in err and "1 of" in err
