@@ -217,8 +217,8 @@ function fuzzCase(rand) {
   const claims = JSON.parse(Buffer.from(sample.jws.split('.')[1], 'base64url'));
   const record = structuredClone(sample);
   const head = structuredClone(headDoc);
-  let proof = proofText; let policy = policyText; let at = AT; let ownKeys = false;
-  const kind = Math.floor(rand() * 7);
+  let proof = proofText; let policy = policyText; let at = AT; let ownKeys = false; let keyRecords = null;
+  const kind = Math.floor(rand() * 8);
   if (kind === 0) setAt(rand, record);
   else if (kind === 1) { delete record.jws; setAt(rand, record); }
   else if (kind === 2) { setAt(rand, claims); for (const k of Object.keys(record)) if (k !== 'jws' && k !== 'expires') delete record[k]; Object.assign(record, claims); record.jws = token(claims); ownKeys = true; }
@@ -231,8 +231,28 @@ function fuzzCase(rand) {
     ownKeys = true;
   } else if (kind === 4) proof = mutateText(rand, proof);
   else if (kind === 5) policy = mutateText(rand, policy);
-  else at = AT + Math.floor((rand() - 0.5) * 4 * 172800);
-  return { record: JSON.stringify(record), head: JSON.stringify(head), proof, policy, at, keys: JSON.stringify(ownKeys ? bothKeys : sampleKeys) };
+  else if (kind === 6) at = AT + Math.floor((rand() - 0.5) * 4 * 172800);
+  else keyRecords = keyRecordsCase(rand);
+  const trusted = keyRecords !== null ? keys : ownKeys ? bothKeys : sampleKeys;
+  return { record: JSON.stringify(record), head: JSON.stringify(head), proof, policy, at, keys: JSON.stringify(trusted), keyRecords };
+}
+/** key-records.json in which the test key (the only trusted one) endorses, and maybe revokes, the sample's key. */
+function keyRecordsCase(rand) {
+  const target = sampleKeys.keys[0];
+  const jwk = { alg: 'EdDSA', crv: 'Ed25519', kid: target.kid, kty: 'OKP', use: 'sig', x: target.x };
+  const when = () => AT + Math.floor((rand() - 0.5) * 8000);
+  const statements = [[{ v: '0.2', iss: 'https://resolver.example', kid: target.kid, jwk, iat: when() }, 'capability-anchor-key+jws']];
+  if (rand() < 0.6) {
+    const t = when();
+    statements.push([{ v: '0.2', iss: 'https://resolver.example', kid: target.kid, revoked_at: t, iat: t }, 'capability-anchor-revocation+jws']);
+  }
+  if (rand() < 0.5) setAt(rand, statements[Math.floor(rand() * statements.length)][0]);
+  const records = statements.map(([claims, typ]) => token(claims, { alg: 'EdDSA', kid, typ }));
+  if (rand() < 0.3) records.reverse();
+  if (rand() < 0.2) records.push(JSON.stringify(garbage(rand)));
+  const doc = { v: '0.2', iss: 'https://resolver.example', records };
+  if (rand() < 0.1) setAt(rand, doc);
+  return JSON.stringify(doc);
 }
 
 test('seeded garbage at every depth gives Python verify-proof\'s verdicts', { skip: !existsSync(python) && 'no .venv' }, async (t) => {
@@ -247,6 +267,7 @@ test('seeded garbage at every depth gives Python verify-proof\'s verdicts', { sk
     writeFileSync(join(d, 'roots/2026-11-04/2.json'), c.head);
     writeFileSync(join(d, 'roots/2026-11-04/2.tlog-proof'), c.proof);
     writeFileSync(join(d, 'roots/keys.json'), c.keys);
+    if (c.keyRecords !== null) writeFileSync(join(d, 'roots/key-records.json'), c.keyRecords);
     writeFileSync(join(d, 'policy.txt'), c.policy);
     cases.push({ dir: d, args: [join(d, 'record.json'), '--roots', join(d, 'roots'), '--policy', join(d, 'policy.txt'), '--at', String(c.at)] });
   }
@@ -273,7 +294,9 @@ print(json.dumps(out))`;
     want.checks.forEach((x, j) => assert.equal(result.checks[j].status, x.result, shown));
     for (const x of result.checks) seen.set(`${x.name} ${x.status}`, (seen.get(`${x.name} ${x.status}`) ?? 0) + 1);
     seen.set(`exit ${exit}`, (seen.get(`exit ${exit}`) ?? 0) + 1);
+    if (result.checks.some((x) => x.status === 'FAIL' && x.detail.includes("after its key's revocation"))) seen.set('revoked', true);
   }
+  assert.ok(seen.get('revoked'), 'some case fails on a revocation');
   // The garbage reaches every check: each one both passes and fails somewhere.
   for (const name of CHECKS.filter((n) => n !== 'timestamp')) {
     assert.ok(seen.get(`${name} FAIL`) > 0 && seen.get(`${name} PASS`) > 0, `${name}: ${JSON.stringify([...seen])}`);
