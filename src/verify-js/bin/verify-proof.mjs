@@ -2,13 +2,30 @@
 // verify-proof in JavaScript: the same arguments, lines and exit codes as the Python command
 // (SPEC §9, §12.5): 0 every check that ran passed, 1 a check failed, 2 usage or I/O.
 import { openSync, readSync, closeSync } from 'node:fs';
-import { verifyRecord, parseAt, fetchBounded } from '../verify.mjs';
+import { verifyRecord, parseAt, fetchBounded, CHECKS } from '../verify.mjs';
 
 const PROG = 'verify-proof';
 const USAGE = `usage: ${PROG} RECORD [--roots DIR|URL] [--keys FILE|URL] [--head FILE|URL] [--history-proof FILE|URL]
                     [--policy FILE|URL] [--origin ORIGIN] [--iss ORIGIN] [--at TIME] [--tsa-ca PEM]
                     [--deadline S] [--json]`;
 const VALUED = ['--roots', '--keys', '--head', '--history-proof', '--policy', '--origin', '--iss', '--at', '--tsa-ca', '--deadline'];
+
+const HELP = `${USAGE}
+
+Verify a resolver-2 record's anchor and proof offline (SPEC §9), and its head's place in the
+log's witnessed history (SPEC §12.5), as verify-proof does. Trust comes only from --keys or
+--roots DIR/keys.json (and --policy), never from the record or the head.
+
+checks, always all listed, in this order: ${CHECKS.join(', ')}
+(timestamp: a stamp's imprint is checked, its CMS signature and TSA chain are not)
+
+exit codes:
+  0 every check that ran passed (SKIPs do not fail)
+  1 a check failed
+  2 usage or I/O error: bad arguments, no trusted keys, missing or unreadable files, an
+    unreachable URL or one over its deadline or size limit, malformed JSON in RECORD, --keys
+    or keys.json, a malformed --policy
+`;
 
 class Usage extends Error {}
 
@@ -18,7 +35,7 @@ function parseArgs(argv) {
     let a = argv[i];
     let value;
     if (a.startsWith('--') && a.includes('=')) { value = a.slice(a.indexOf('=') + 1); a = a.slice(0, a.indexOf('=')); }
-    if (a === '-h' || a === '--help') { process.stdout.write(`${USAGE}\n`); process.exit(0); }
+    if (a === '-h' || a === '--help') { process.stdout.write(HELP); process.exit(0); }
     if (a === '--json') args.json = true;
     else if (VALUED.includes(a)) {
       if (value === undefined) {
