@@ -646,11 +646,24 @@ function canonicalScalar(s) {
   }
   return false;
 }
-async function verifyEd25519(raw, message, signature, kid) {
+// Signatures of shared evidence (heads, checkpoints, cosignatures) that verified, by key,
+// signature and message digest: one checkpoint and its cosignatures serve many records, so a
+// page or gateway checks each once. Only successes are kept; record tokens are not.
+const REMEMBERED = new Map();
+const REMEMBER_MAX = 512;
+/** Ed25519 as libsodium checks it; `kid` names the key in the error (a string, or a function). */
+async function verifyEd25519(raw, message, signature, kid, remember = false) {
   if (signature.length !== 64) fail('SignatureMismatch', `an Ed25519 signature is 64 bytes, got ${signature.length}`);
+  const P = await platform();
+  const id = remember ? hex(raw) + hex(signature) + hex(await P.sha256(message)) : null;
+  if (id !== null && REMEMBERED.has(id)) return;
   const strict = canonicalScalar(signature.subarray(32)) && !smallOrder(signature.subarray(0, 32)) && canonicalPoint(raw) && !smallOrder(raw);
-  const ok = strict && await (await platform()).verify(raw, message, signature);
-  if (!ok) fail('SignatureMismatch', `Ed25519 signature does not verify with key ${kid} (Signature was forged or corrupt)`);
+  const ok = strict && await P.verify(raw, message, signature);
+  if (!ok) fail('SignatureMismatch', `Ed25519 signature does not verify with key ${typeof kid === 'function' ? await kid() : kid} (Signature was forged or corrupt)`);
+  if (id !== null) {
+    if (REMEMBERED.size >= REMEMBER_MAX) REMEMBERED.delete(REMEMBERED.keys().next().value);
+    REMEMBERED.set(id, true);
+  }
 }
 
 // --- compact JWS (RFC 7515, EdDSA/RFC 8037): nine rules in Python's order --------------------
@@ -690,7 +703,7 @@ async function verifyJws(token, keys, typ) {
   }
   const key = getKey(keys, header.kid);
   if (signature.length !== 64) fail('SignatureMismatch', `the signature is ${signature.length} bytes; an Ed25519 signature is 64`);
-  await verifyEd25519(key.raw, utf8(segments[0] + '.' + segments[1]), signature, key.kid);
+  await verifyEd25519(key.raw, utf8(segments[0] + '.' + segments[1]), signature, key.kid, typ === HEAD_TYP);
   return { header, payload, kid: header.kid };
 }
 async function verifyClaims(token, keys, typ) {
@@ -918,7 +931,7 @@ export async function verifyNoteSignature(verifier, text, signature) {
     sig = signature.subarray(8);
     what = 'cosignature';
   }
-  try { await verifyEd25519(verifier.publicKey, message, sig, await thumbprint(b64urlEncode(verifier.publicKey))); } catch (e) {
+  try { await verifyEd25519(verifier.publicKey, message, sig, () => thumbprint(b64urlEncode(verifier.publicKey)), true); } catch (e) {
     fail('NoteSignatureError', `the ${what} by ${who} does not verify: ${e.message}`);
   }
 }
@@ -946,8 +959,20 @@ export async function openNote(note, verifiers) {
 // --- C2SP tlog-policy and tlog-proof ----------------------------------------------------------
 
 /** Parse a C2SP tlog-policy (text or bytes): {logs, witnesses, groups, quorum}; MalformedPolicy names the line. */
+const POLICIES = new Map();
 export async function parsePolicy(data) {
   const bytes = typeof data === 'string' ? utf8(data) : data;
+  const id = bytes instanceof Uint8Array && bytes.length <= 4096 ? latin1Key(bytes) : null;
+  if (id !== null && POLICIES.has(id)) return POLICIES.get(id);
+  const policy = await readPolicy(bytes);
+  if (id !== null) {
+    if (POLICIES.size >= 16) POLICIES.delete(POLICIES.keys().next().value);
+    POLICIES.set(id, policy);
+  }
+  return policy;
+}
+const latin1Key = (bytes) => { let k = ''; for (let i = 0; i < bytes.length; i++) k += String.fromCharCode(bytes[i]); return k; };
+async function readPolicy(bytes) {
   if (!(bytes instanceof Uint8Array)) fail('MalformedPolicy', 'a policy is text');
   if (bytes.length > LIMITS.policy) fail('MalformedPolicy', `a policy file is at most ${LIMITS.policy} bytes`);
   let line = 1;
