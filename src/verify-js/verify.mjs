@@ -63,7 +63,9 @@ async function loadPlatform() {
         let key = keys.get(id);
         if (key === undefined) {
           key = c.createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: b64urlEncode(raw) }, format: 'jwk' });
-          keys.set(id, key);
+          if (keys.size >= 256) keys.delete(keys.keys().next().value);
+          if (keys.size >= 256) keys.delete(keys.keys().next().value);
+        keys.set(id, key);
         }
         try { return c.verify(null, message, key, signature); } catch { return false; }
       },
@@ -79,6 +81,7 @@ async function loadPlatform() {
       let key = keys.get(id);
       if (key === undefined) {
         key = await subtle.importKey('raw', raw, { name: 'Ed25519' }, false, ['verify']);
+        if (keys.size >= 256) keys.delete(keys.keys().next().value);
         keys.set(id, key);
       }
       try { return await subtle.verify({ name: 'Ed25519' }, key, signature, message); } catch { return false; }
