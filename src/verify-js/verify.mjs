@@ -64,7 +64,7 @@ async function loadPlatform() {
         if (key === undefined) {
           key = c.createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: b64urlEncode(raw) }, format: 'jwk' });
           if (keys.size >= 256) keys.delete(keys.keys().next().value);
-        keys.set(id, key);
+          keys.set(id, key);
         }
         try { return c.verify(null, message, key, signature); } catch { return false; }
       },
