@@ -131,3 +131,15 @@ test('cosignature/v1 and the policy of the shipped sample (roots/)', async () =>
   const moved = await checkCosignatures({ ...proof.note, text }, policy, 1793797200);
   assert.match(moved.failed.get('sample-witness'), /does not verify/);
 });
+
+test('verify.mjs stands alone: no static imports, node modules only by dynamic import', () => {
+  const source = readFileSync(new URL('../../src/verify-js/verify.mjs', import.meta.url), 'utf8');
+  assert.doesNotMatch(source, /^\s*import\s[^(]/m);
+  assert.doesNotMatch(source, /^\s*export\s.*\sfrom\s/m);
+  assert.doesNotMatch(source, /\brequire\(/);
+  for (const m of source.matchAll(/import\('([^']+)'\)/g)) assert.match(m[1], /^node:/);
+  const pkg = JSON.parse(readFileSync(new URL('../../src/verify-js/package.json', import.meta.url), 'utf8'));
+  assert.equal(pkg.dependencies, undefined);
+  assert.equal(pkg.scripts, undefined);
+  assert.equal(pkg.type, 'module');
+});
