@@ -501,7 +501,7 @@ function checkPath(path, expected, what) {
   return path;
 }
 /** RFC 9162 §2.1.3.2: the root an inclusion path calculates (preconditions checked first). */
-export async function rootFromInclusionProof(leafHash, leafIndex, treeSize, path) {
+export async function rootFromInclusionProof(leafHash, leafIndex, treeSize, path, steps = null) {
   const P = await platform();
   const [index, size] = checkIndex(leafIndex, treeSize);
   let r = checkHash(leafHash, 'leaf hash');
@@ -511,9 +511,11 @@ export async function rootFromInclusionProof(leafHash, leafIndex, treeSize, path
     if (sn === 0n) fail('MalformedProof', 'inclusion path is longer than the tree is high');
     if ((fn & 1n) || fn === sn) {
       r = await hashChildren(P, p, r);
+      steps?.push(['left', p, r]);
       if (!(fn & 1n)) while (!(fn & 1n) && fn !== 0n) { fn >>= 1n; sn >>= 1n; }
     } else {
       r = await hashChildren(P, r, p);
+      steps?.push(['right', p, r]);
     }
     fn >>= 1n; sn >>= 1n;
   }
@@ -528,6 +530,23 @@ export async function verifyInclusion(leafHash, leafIndex, treeSize, path, root)
   if (!equalBytes(calculated, expected)) {
     fail('RootMismatch', `inclusion proof of leaf ${leafIndex} in tree size ${treeSize} does not match: expected root ${hex(expected)}, calculated ${hex(calculated)}`);
   }
+}
+/** The hash steps of an inclusion check, as verify-proof --explain prints them. */
+async function explainInclusion(leaf, index, size, path, root, whose) {
+  const lines = [`leaf hash = ${hex(leaf)} (leaf_index ${index}, tree_size ${size})`];
+  const steps = [];
+  let calculated = null; let problem = '';
+  try { calculated = await rootFromInclusionProof(leaf, index, size, path, steps); } catch (e) {
+    if (!(e instanceof VerifyError)) throw e;
+    problem = e.message;
+  }
+  steps.forEach(([side, p, r], i) => {
+    const order = side === 'left' ? `path[${i}] ${hex(p)} || r` : `r || path[${i}] ${hex(p)}`;
+    lines.push(`step ${i}: parent = H(0x01 || ${order}) = ${hex(r)}`);
+  });
+  lines.push(calculated === null ? `no root: ${problem}` : `calculated root = ${hex(calculated)}`);
+  lines.push(`expected root   = ${hex(root)} (${whose})`);
+  return lines;
 }
 /** RFC 9162 §2.1.4.2 consistency, with SPEC §3's reading (first = 0 refused; equal sizes: empty path, equal roots). */
 export async function verifyConsistency(first, second, firstRoot, secondRoot, path) {
@@ -1477,7 +1496,8 @@ function notRevoked(c, token, claims, revocations) {
 }
 
 async function checkHistory(head, anchor, sources, keys, policy, origin) {
-  const result = (status, detail, checkpoint = null) => ({ check: check('history', status, detail), checkpoint });
+  let explain = [];
+  const result = (status, detail, checkpoint = null) => ({ check: check('history', status, detail), checkpoint, explain });
   if (head === null) return result('SKIP', 'no verified head (check 5)');
   const payload = b64urlDecode(head.jws.split('.')[1]);
   const leaf = await hashLeaf(payload);
@@ -1497,6 +1517,7 @@ async function checkHistory(head, anchor, sources, keys, policy, origin) {
       note = given;
     }
   } catch (e) { rethrowUnless(e, 'NoteError'); return result('FAIL', `${found.where} is not a tlog-proof: ${e.message}`); }
+  explain = await explainInclusion(leaf, proof.index, checkpoint.size, proof.path, checkpoint.root, `the checkpoint's, ${checkpoint.origin} ${checkpoint.size}`);
   const problem = await extraProblem(proof, payload, keys);
   if (problem) return result('FAIL', `${found.where}: ${problem}`);
   let signers;
@@ -1751,11 +1772,12 @@ async function run(record, options) {
     try { proof = parseProof(claims.proof); } catch (e) { rethrowUnless(e); proofError = e.message; }
     treeError = anchorError || proofError;
   }
-  let inclusion;
+  let inclusion; let explain = [];
   if (claims === null) inclusion = check('inclusion', 'SKIP', 'no verified record claims');
   else if (anchor === null || proof === null) inclusion = check('inclusion', 'FAIL', treeError);
   else if (leaf === null) inclusion = check('inclusion', 'SKIP', 'no leaf hash');
   else {
+    explain = await explainInclusion(leaf, proof.leafIndex, proof.treeSize, proof.path, anchor.root, "the anchor's");
     try {
       await verifyInclusion(leaf, proof.leafIndex, proof.treeSize, proof.path, anchor.root);
       inclusion = check('inclusion', 'PASS', `leaf ${proof.leafIndex} of tree size ${proof.treeSize} with ${proof.path.length} path hashes reaches the anchor root ${hex(anchor.root)}`);
@@ -1795,5 +1817,5 @@ async function run(record, options) {
   // 9. witnesses
   const witnesses = await checkWitnesses(history.checkpoint, policy, now, history.check);
   const checks = [signature, lifetime, leafCheck, inclusion, headCheck, matches, stamp, historyCheck, witnesses];
-  return { ok: checks.every((c) => c.status !== 'FAIL'), checks };
+  return { ok: checks.every((c) => c.status !== 'FAIL'), checks, explain: { inclusion: explain, history: history.explain } };
 }

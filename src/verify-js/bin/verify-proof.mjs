@@ -7,7 +7,7 @@ import { verifyRecord, parseAt, fetchBounded, CHECKS } from '../verify.mjs';
 const PROG = 'verify-proof';
 const USAGE = `usage: ${PROG} RECORD [--roots DIR|URL] [--keys FILE|URL] [--head FILE|URL] [--history-proof FILE|URL]
                     [--policy FILE|URL] [--origin ORIGIN] [--iss ORIGIN] [--at TIME] [--tsa-ca PEM]
-                    [--deadline S] [--json]`;
+                    [--deadline S] [--json] [--explain]`;
 const VALUED = ['--roots', '--keys', '--head', '--history-proof', '--policy', '--origin', '--iss', '--at', '--tsa-ca', '--deadline'];
 
 const HELP = `${USAGE}
@@ -37,6 +37,7 @@ function parseArgs(argv) {
     if (a.startsWith('--') && a.includes('=')) { value = a.slice(a.indexOf('=') + 1); a = a.slice(0, a.indexOf('=')); }
     if (a === '-h' || a === '--help') { process.stdout.write(HELP); process.exit(0); }
     if (a === '--json') args.json = true;
+    else if (a === '--explain') args.explain = true;
     else if (VALUED.includes(a)) {
       if (value === undefined) {
         if (i + 1 >= argv.length) throw new Usage(`argument ${a}: expected one argument`);
@@ -132,6 +133,12 @@ async function main(argv) {
     if (args.iss !== undefined) options.iss = args.iss;
     const result = await verifyRecord(record, options);
     if (result.error !== undefined) throw new Error(result.error);
+    if (args.explain) {
+      let lines = '';
+      for (const line of result.explain.inclusion.length ? result.explain.inclusion : ['inclusion: no hash steps (the check did not run)']) lines += `explain: ${line}\n`;
+      for (const line of result.explain.history.length ? result.explain.history : ['no hash steps (the check did not run)']) lines += `explain: history: ${line}\n`;
+      (args.json ? process.stderr : process.stdout).write(lines);
+    }
     if (args.json) {
       // Python's json.dumps spacing, so both commands print the same bytes.
       const checks = result.checks.map((c) => `{"name": ${JSON.stringify(c.name)}, "result": "${c.status}", "detail": ${JSON.stringify(c.detail)}}`);
