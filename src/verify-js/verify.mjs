@@ -1686,9 +1686,9 @@ async function loadKeys(options, read) {
     recordsWhere = `${String(options.roots).replace(/\/+$/, '')}/key-records.json`;
     records = await read(recordsWhere, LIMITS.input, true);
   }
-  if (records === null) return { keys, revocations: new Map(), where };
+  if (records === null) return { keys, anchors: keys, revocations: new Map(), where };
   const chain = await trustClosure(keys, asBytes(records), recordsWhere);
-  return { keys: chain.keys, revocations: chain.revocations, where };
+  return { keys: chain.keys, anchors: keys, revocations: chain.revocations, where };
 }
 
 /**
@@ -1718,6 +1718,9 @@ async function run(record, options) {
   if (!isInt(now)) throw new InputError(`at must be integer epoch seconds, got ${pyRepr(options.at)}`);
   const trust = await loadKeys(options, read);
   const keys = trust.keys; const revocations = trust.revocations;
+  // CR §8: a kid SHOULD be the key's thumbprint; say which trusted keys are named otherwise.
+  const notices = [...trust.anchors.values()].filter((k) => k.kid !== k.thumbprint).map((k) => (
+    `${trust.where}: trusted key kid ${pyRepr(k.kid)} is not its RFC 7638 thumbprint (${k.thumbprint}); tokens are matched to it by that kid`));
   let policy = null;
   if (options.policy != null) {
     try { policy = await parsePolicy(options.policy); } catch (e) { rethrowUnless(e); throw new InputError(`${options.policyWhere ?? 'the policy'}: ${e.message}`); }
@@ -1817,5 +1820,5 @@ async function run(record, options) {
   // 9. witnesses
   const witnesses = await checkWitnesses(history.checkpoint, policy, now, history.check);
   const checks = [signature, lifetime, leafCheck, inclusion, headCheck, matches, stamp, historyCheck, witnesses];
-  return { ok: checks.every((c) => c.status !== 'FAIL'), checks, explain: { inclusion: explain, history: history.explain } };
+  return { ok: checks.every((c) => c.status !== 'FAIL'), checks, explain: { inclusion: explain, history: history.explain }, notices };
 }

@@ -133,6 +133,7 @@ async function main(argv) {
     if (args.iss !== undefined) options.iss = args.iss;
     const result = await verifyRecord(record, options);
     if (result.error !== undefined) throw new Error(result.error);
+    for (const notice of result.notices) process.stderr.write(`${PROG}: notice: ${notice}\n`);
     if (args.explain) {
       let lines = '';
       for (const line of result.explain.inclusion.length ? result.explain.inclusion : ['inclusion: no hash steps (the check did not run)']) lines += `explain: ${line}\n`;
