@@ -498,6 +498,74 @@ def _ed25519_attacks(c: Corpus) -> None:
     (roots / "keys.json").write_bytes(keys.to_json())
 
 
+def _spelling_cases(c: Corpus) -> None:
+    """One value spelled another way: what a verifier must accept (the same second, number or
+    token) and refuse (hex, base64url and numbers spelled outside the formats)."""
+    record, cal = c.records["d1-sealed-calendar"], c.claims("d1-sealed-calendar")
+    body = canonical(cal)[:-1]
+    head, payload, sig = record["jws"].split(".")
+    # 64 bytes are 86 characters, the last holding 2 bits and 4 spare ones (zero: A, Q, g, w).
+    last = {"A": "B", "Q": "R", "g": "h", "w": "x"}[sig[-1]]
+    upper = [h.upper() for h in cal["proof"]["path"]]
+    for name, about, data, file in (
+        (
+            "plain-expires-offset-form",
+            "expires beside jws as +00:00, the same second",
+            {**record, "expires": rfc3339(cal["exp"]).replace("Z", "+00:00")},
+            "record.json",
+        ),
+        (
+            "plain-number-spelling",
+            "iat beside jws as 1795449600.0, the same number",
+            json.dumps({**record, "iat": float(cal["iat"])}),
+            "record.json",
+        ),
+        (
+            "bare-jws-record-crlf",
+            "the compact JWS alone, ending in CRLF",
+            record["jws"] + "\r\n",
+            "record.jws",
+        ),
+        (
+            "attack-b64url-padding",
+            "the signature segment padded with '='",
+            f"{head}.{payload}.{sig}==",
+            "record.jws",
+        ),
+        (
+            "attack-b64url-noncanonical",
+            "the signature's last character with nonzero spare bits",
+            f"{head}.{payload}.{sig[:-1]}{last}",
+            "record.jws",
+        ),
+        (
+            "attack-proof-uppercase-hex",
+            "the proof's path hashes in upper-case hex",
+            signed({**cal, "proof": {**cal["proof"], "path": upper}}),
+            "record.json",
+        ),
+        (
+            "attack-float-iat",
+            "iat 1795449600.5 in the signed claims",
+            token(
+                body.replace(f'"iat":{cal["iat"]}'.encode(), f'"iat":{cal["iat"]}.5'.encode())
+                + b"}",
+                test_signing_key(),
+            ),
+            "record.jws",
+        ),
+        (
+            "attack-float-leaf-index",
+            "proof.leaf_index 1.0 in the signed claims",
+            token(
+                body.replace(b'"leaf_index":1,', b'"leaf_index":1.0,') + b"}", test_signing_key()
+            ),
+            "record.jws",
+        ),
+    ):
+        c.add(name, about, c.write(name, file, data), "--roots", REAL)
+
+
 def _usage_cases(c: Corpus) -> None:
     """Exit 2: nothing is verified, no checks are printed."""
     rec = "real/records/d1-sealed-calendar.json"
@@ -579,6 +647,7 @@ def all_cases(
     _record_attacks(c)
     _json_attacks(c)
     _ed25519_attacks(c)
+    _spelling_cases(c)
     _folder_attacks(c, revoked, revoked_at)
     _usage_cases(c)
     return c.cases
