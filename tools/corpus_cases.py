@@ -24,6 +24,8 @@ from make_sample import ISS, at, test_signing_key, write_record
 
 DAYS = ("2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23")
 AT = int(at(DAYS[3], 15, 30))  # when every real case is verified (records issued at 13:30, 15:00)
+# When the witnesses cosigned the newest checkpoint (make_record_corpus: 5 s after it).
+COSIGNED = int(at(DAYS[3], 14, 5)) + 5
 SAMPLE = "../../../roots"
 SAMPLE_AT = 1793797200  # 2026-11-04T13:00:00Z, when roots/records/ were issued
 REAL = "real/roots"
@@ -566,6 +568,41 @@ def _spelling_cases(c: Corpus) -> None:
         c.add(name, about, c.write(name, file, data), "--roots", REAL)
 
 
+def _boundary_cases(c: Corpus) -> None:
+    """The time rules at their edges: the 300 s skew on both sides of a token's lifetime and
+    the 60 s a cosignature may follow --at, one second inside (passes) and outside (fails)."""
+    cal = c.claims("d1-sealed-calendar")
+    rec, chat = "real/records/d1-sealed-calendar.json", "real/records/d4-older-head-chat.json"
+    for name, about, at_time in (
+        ("lifetime-exp-plus-300", "--at 300 s after exp", cal["exp"] + 300),
+        ("attack-lifetime-exp-plus-301", "--at 301 s after exp", cal["exp"] + 301),
+        ("lifetime-iat-minus-300", "--at 300 s before iat", cal["iat"] - 300),
+        ("attack-lifetime-iat-minus-301", "--at 301 s before iat", cal["iat"] - 301),
+    ):
+        c.add(name, about, rec, "--roots", REAL, at=at_time)
+    for name, about, at_time in (
+        ("cosignature-at-plus-60", "the cosignatures 60 s after --at", COSIGNED - 60),
+        ("attack-cosignature-at-plus-61", "the cosignatures 61 s after --at", COSIGNED - 61),
+    ):
+        c.add(name, about, chat, "--roots", REAL, "--policy", POLICY, at=at_time)
+    policy = (c.out / POLICY).read_text(encoding="ascii").splitlines()
+    none = c.write(
+        "policy-quorum-none", "policy.txt", "\n".join([*policy[:-1], "quorum none"]) + "\n"
+    )
+    c.add(
+        "policy-quorum-none",
+        "a policy whose quorum is none",
+        rec,
+        "--roots",
+        REAL,
+        "--policy",
+        none,
+    )
+    roots = c.folder("attack-tlog-proof-crlf", "the tlog-proof's lines end in CRLF")
+    proof = roots / f"{DAYS[2]}.tlog-proof"
+    proof.write_bytes(proof.read_bytes().replace(b"\n", b"\r\n"))
+
+
 def _usage_cases(c: Corpus) -> None:
     """Exit 2: nothing is verified, no checks are printed."""
     rec = "real/records/d1-sealed-calendar.json"
@@ -648,6 +685,7 @@ def all_cases(
     _json_attacks(c)
     _ed25519_attacks(c)
     _spelling_cases(c)
+    _boundary_cases(c)
     _folder_attacks(c, revoked, revoked_at)
     _usage_cases(c)
     return c.cases

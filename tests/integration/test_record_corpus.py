@@ -37,6 +37,8 @@ ATTACKS = {
     "attack-expired-token": "record_lifetime",
     "attack-future-token": "record_lifetime",
     "attack-lifetime-over-48h": "record_lifetime",
+    "attack-lifetime-exp-plus-301": "record_lifetime",
+    "attack-lifetime-iat-minus-301": "record_lifetime",
     "attack-wrong-typ": "record_signature",
     "attack-wrong-kid": "record_signature",
     "attack-wrong-alg": "record_signature",
@@ -68,10 +70,12 @@ ATTACKS = {
     "attack-missing-tlog-proof-with-policy": "history",
     "attack-wrong-origin": "history",
     "attack-checkpoint-signature-flipped": "history",
+    "attack-tlog-proof-crlf": "history",
     "attack-checkpoint-short-of-quorum": "witnesses",
     "attack-policy-unknown-witness": "witnesses",
     "attack-cosignature-flipped": "witnesses",
     "attack-cosignature-after-at": "witnesses",
+    "attack-cosignature-at-plus-61": "witnesses",
 }
 
 # The mutations issue #38 item 2 lists, each with the case that makes it.
@@ -123,6 +127,14 @@ def test_every_case_lists_nine_checks_or_exits_2() -> None:
         python = case["python"]
         names = [c["name"] for c in python["checks"]]
         assert names == list(CHECK_NAMES) or (python["exit"] == 2 and not names), case["name"]
+
+
+def test_every_case_not_named_for_a_failure_passes() -> None:
+    kinds = ("attack-", "usage-", "io-")
+    failing = [c["name"] for c in CASES if c["python"]["exit"] != 0]
+    assert all(name.startswith(kinds) for name in failing)
+    usage = [c for c in CASES if c["name"].startswith(("usage-", "io-"))]
+    assert usage and all(c["python"]["exit"] == 2 for c in usage)
 
 
 def test_every_mutation_the_issue_names_is_present() -> None:
