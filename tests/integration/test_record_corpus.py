@@ -163,7 +163,7 @@ def test_the_corpus_holds_real_sample_and_revocation_cases() -> None:
 @pytest.fixture
 def corpus_tool(monkeypatch: pytest.MonkeyPatch) -> Any:
     """tools/make_record_corpus.py, its sibling scripts loaded by path (as `import` them)."""
-    for name in ("make_sample", "corpus_cases"):
+    for name in ("make_sample", "corpus_cases", "corpus_tokens", "corpus_folders"):
         monkeypatch.setitem(sys.modules, name, sys.modules.get(name) or tool(name))
     return tool("make_record_corpus")
 
