@@ -189,3 +189,15 @@ def test_check_names_each_case_whose_verdict_moved(
     assert corpus_tool.check(CORPUS) == 1
     err = capsys.readouterr().err
     assert f"{moved}: stored" in err and "1 of" in err
+
+
+def test_every_path_a_passing_or_failing_case_names_is_in_the_corpus_or_the_sample() -> None:
+    for case in CASES:
+        args = case["args"]
+        paths = [args[0]] + [
+            args[i + 1] for i, a in enumerate(args[:-1]) if a != "--at" and a.startswith("--")
+        ]
+        for path in paths:
+            assert not path.startswith("/") and ".." not in path.replace("../../../roots", "")
+            if case["python"]["exit"] != 2:
+                assert (CORPUS / path).exists(), (case["name"], path)
