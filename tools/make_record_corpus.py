@@ -41,10 +41,9 @@ from make_sample import (
     RECORD_LIFETIME,
     TSA_CA,
     Clock,
-    _adopt_stamps,
-    _stamp_afresh,
     at,
     server,
+    stamp_sealed_days,
     test_signing_key,
     witness_new_checkpoints,
     write_key_file,
@@ -119,11 +118,7 @@ def build_log(work: Path, roots: Path, stamps_from: Path | None) -> dict[str, di
         clock.t = at(d4, 12)
         log.seal()
         witness_new_checkpoints(log, clock, wits)
-        if stamps_from is None or not _adopt_stamps(log, stamps_from):
-            _stamp_afresh(log, roots)
-        else:
-            roots.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(stamps_from / TSA_CA, roots / TSA_CA)
+        stamp_sealed_days(log, roots, stamps_from)
         for hour, slugs in ((13, ("tickets", "chat", "docs")), (14, ("photos", "weather"))):
             clock.t = at(d4, hour)
             log.append(_servers(d4, hour, *slugs))
