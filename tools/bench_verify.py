@@ -126,7 +126,7 @@ def alternating(commands: dict[str, list[str]], runs: int) -> dict[str, list[flo
 
 def row(what: str, samples: list[float], goal: float | None) -> list[str]:
     ordered = sorted(samples)
-    median, p90 = quantile(ordered, 0.5), quantile(ordered, 0.9)
+    median, p90 = _median(samples), quantile(ordered, 0.9)
     verdict = "" if goal is None else f"<= {goal:g} ms: {'met' if median <= goal else 'MISSED'}"
     return [what, str(len(samples)), f"{median:.2f} ms", f"{p90:.2f} ms", verdict]
 
@@ -170,11 +170,21 @@ def main() -> None:
     say(f"verdicts (both): {' '.join(python_statuses)}")
     say(f"ratio Node/Python per record: {_ratio(node, python)}")
     say(f"ratio Node/Python end to end: {_ratio(walls['node-cli'], walls['python-cli'])}")
+    for who, cli, floor in (
+        ("Node", "node-cli", "node-floor"),
+        ("Python", "python-cli", "python-floor"),
+    ):
+        above = _median(walls[cli]) - _median(walls[floor])
+        say(f"{who} CLI above its floor (median - median): {above:.1f} ms")
     say(f"load average after: {loadavg()}")
 
 
+def _median(samples: list[float]) -> float:
+    return quantile(sorted(samples), 0.5)
+
+
 def _ratio(a: list[float], b: list[float]) -> str:
-    return f"{quantile(sorted(a), 0.5) / quantile(sorted(b), 0.5):.2f}"
+    return f"{_median(a) / _median(b):.2f}"
 
 
 def _node_version() -> str:

@@ -9,9 +9,10 @@ verdict the Python `verify-proof --json` gave on it, which the JavaScript verifi
 
 A real log is made with the library (tools/make_sample.py's clock, TEST key, test TSA and
 cosigning), exported to real/roots/, and its records issued by `Log.record`; the shipped
-sample in roots/ is reused as it is; the mutations (tools/corpus_cases.py) are each one
-attack, named `attack-…`. Stamps hold a TSA time and nonce: a rebuild stores the published
-ones again (so it writes the same bytes), `--restamp` asks a new test TSA.
+sample in roots/ is reused as it is; the other cases are in tools/corpus_cases.py, the
+mutations (each one attack, named `attack-…`) in corpus_tokens.py and corpus_folders.py.
+Stamps hold a TSA time and nonce: a rebuild stores the published ones again (so it writes the
+same bytes), `--restamp` asks a new test TSA.
 """
 
 from __future__ import annotations
@@ -33,15 +34,16 @@ from capability_anchor.log import KEY_FILE, Log, rotation
 from capability_anchor.log.policies import log_vkey
 from capability_anchor.note import Cosigner
 from corpus_cases import DAYS, Case
+from corpus_folders import folder_cases
+from corpus_tokens import token_cases
 from make_sample import (
     ISS,
     RECORD_LIFETIME,
     TSA_CA,
     Clock,
-    _adopt_stamps,
-    _stamp_afresh,
     at,
     server,
+    stamp_sealed_days,
     test_signing_key,
     witness_new_checkpoints,
     write_key_file,
@@ -116,11 +118,7 @@ def build_log(work: Path, roots: Path, stamps_from: Path | None) -> dict[str, di
         clock.t = at(d4, 12)
         log.seal()
         witness_new_checkpoints(log, clock, wits)
-        if stamps_from is None or not _adopt_stamps(log, stamps_from):
-            _stamp_afresh(log, roots)
-        else:
-            roots.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(stamps_from / TSA_CA, roots / TSA_CA)
+        stamp_sealed_days(log, roots, stamps_from)
         for hour, slugs in ((13, ("tickets", "chat", "docs")), (14, ("photos", "weather"))):
             clock.t = at(d4, hour)
             log.append(_servers(d4, hour, *slugs))
@@ -167,7 +165,13 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> list[Case]:
         write_record(out / "real" / "records" / f"{name}.json", record)
     revoked_roots = work / "revoked-roots"
     revoked_at = revoke_log_key(work / "data", revoked_roots)
-    return corpus_cases.all_cases(out, records, revoked_roots, revoked_at)
+    c = corpus_cases.Corpus(out, records)
+    corpus_cases.real_cases(c, revoked_roots)
+    corpus_cases.sample_cases(c)
+    token_cases(c)
+    folder_cases(c, revoked_roots, revoked_at)
+    corpus_cases.usage_cases(c)
+    return c.cases
 
 
 # --- the Python verdicts ---------------------------------------------------------------------

@@ -172,7 +172,7 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _adopt_stamps(log: Log, published: Path) -> bool:
+def adopt_stamps(log: Log, published: Path) -> bool:
     """Store the stamps already published in `published` (with its tsa-ca.pem) again, so
     that a rebuild is byte-identical: stamps carry a TSA's time and nonce and cannot be
     made twice. Each must verify for the rebuilt head's JWS. False when there are none."""
@@ -194,7 +194,7 @@ def _adopt_stamps(log: Log, published: Path) -> bool:
     return found
 
 
-def _stamp_afresh(log: Log, out: Path) -> None:
+def stamp_afresh(log: Log, out: Path) -> None:
     """Stamp every sealed head with a throwaway OpenSSL test TSA (tools/test_tsa.py) and
     publish its CA certificate as tsa-ca.pem."""
     sys.path.insert(0, str(ROOT / "tools"))
@@ -210,6 +210,16 @@ def _stamp_afresh(log: Log, out: Path) -> None:
                 raise SystemExit(f"the test TSA failed: {failed}")
         out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pki.ca_cert, out / TSA_CA)
+
+
+def stamp_sealed_days(log: Log, out: Path, stamps_from: Path | None) -> None:
+    """Stamp the sealed heads with the stamps published in `stamps_from` when it has them,
+    else with a new test TSA; `out` gets the TSA's CA certificate."""
+    if stamps_from is None or not adopt_stamps(log, stamps_from):
+        stamp_afresh(log, out)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(stamps_from / TSA_CA, out / TSA_CA)
 
 
 def build(out: Path, work: Path, stamps_from: Path | None) -> None:
@@ -281,11 +291,7 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> None:
         clock.t = at(day4, 12)
         log.seal()
         witness_new_checkpoints(log, clock)
-        if stamps_from is None or not _adopt_stamps(log, stamps_from):
-            _stamp_afresh(log, out)
-        else:
-            out.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(stamps_from / TSA_CA, out / TSA_CA)
+        stamp_sealed_days(log, out, stamps_from)
         clock.t = at(day4, 12, 30)
         maps = server("maps", "https://maps.example.com/mcp", "Maps", "ok", f"{day4}T12:24:00Z")
         tickets = server(

@@ -37,6 +37,8 @@ ATTACKS = {
     "attack-expired-token": "record_lifetime",
     "attack-future-token": "record_lifetime",
     "attack-lifetime-over-48h": "record_lifetime",
+    "attack-lifetime-exp-plus-301": "record_lifetime",
+    "attack-lifetime-iat-minus-301": "record_lifetime",
     "attack-wrong-typ": "record_signature",
     "attack-wrong-kid": "record_signature",
     "attack-wrong-alg": "record_signature",
@@ -50,6 +52,11 @@ ATTACKS = {
     "attack-lone-surrogate": "record_signature",
     "attack-signature-s-not-reduced": "record_signature",
     "attack-small-order-key": "record_signature",
+    "attack-b64url-padding": "record_signature",
+    "attack-b64url-noncanonical": "record_signature",
+    "attack-float-iat": "record_lifetime",
+    "attack-proof-uppercase-hex": "inclusion",
+    "attack-float-leaf-index": "inclusion",
     "attack-oversized-leaf": "leaf",
     "attack-number-too-large": "leaf",
     "attack-too-deep": "leaf",
@@ -63,10 +70,12 @@ ATTACKS = {
     "attack-missing-tlog-proof-with-policy": "history",
     "attack-wrong-origin": "history",
     "attack-checkpoint-signature-flipped": "history",
+    "attack-tlog-proof-crlf": "history",
     "attack-checkpoint-short-of-quorum": "witnesses",
     "attack-policy-unknown-witness": "witnesses",
     "attack-cosignature-flipped": "witnesses",
     "attack-cosignature-after-at": "witnesses",
+    "attack-cosignature-at-plus-61": "witnesses",
 }
 
 # The mutations issue #38 item 2 lists, each with the case that makes it.
@@ -120,6 +129,14 @@ def test_every_case_lists_nine_checks_or_exits_2() -> None:
         assert names == list(CHECK_NAMES) or (python["exit"] == 2 and not names), case["name"]
 
 
+def test_every_case_not_named_for_a_failure_passes() -> None:
+    kinds = ("attack-", "usage-", "io-")
+    failing = [c["name"] for c in CASES if c["python"]["exit"] != 0]
+    assert all(name.startswith(kinds) for name in failing)
+    usage = [c for c in CASES if c["name"].startswith(("usage-", "io-"))]
+    assert usage and all(c["python"]["exit"] == 2 for c in usage)
+
+
 def test_every_mutation_the_issue_names_is_present() -> None:
     assert all(name in BY_NAME for name in ISSUE_MUTATIONS.values())
 
@@ -146,7 +163,7 @@ def test_the_corpus_holds_real_sample_and_revocation_cases() -> None:
 @pytest.fixture
 def corpus_tool(monkeypatch: pytest.MonkeyPatch) -> Any:
     """tools/make_record_corpus.py, its sibling scripts loaded by path (as `import` them)."""
-    for name in ("make_sample", "corpus_cases"):
+    for name in ("make_sample", "corpus_cases", "corpus_tokens", "corpus_folders"):
         monkeypatch.setitem(sys.modules, name, sys.modules.get(name) or tool(name))
     return tool("make_record_corpus")
 
@@ -172,3 +189,15 @@ def test_check_names_each_case_whose_verdict_moved(
     assert corpus_tool.check(CORPUS) == 1
     err = capsys.readouterr().err
     assert f"{moved}: stored" in err and "1 of" in err
+
+
+def test_every_path_a_passing_or_failing_case_names_is_in_the_corpus_or_the_sample() -> None:
+    for case in CASES:
+        args = case["args"]
+        paths = [args[0]] + [
+            args[i + 1] for i, a in enumerate(args[:-1]) if a != "--at" and a.startswith("--")
+        ]
+        for path in paths:
+            assert not path.startswith("/") and ".." not in path.replace("../../../roots", "")
+            if case["python"]["exit"] != 2:
+                assert (CORPUS / path).exists(), (case["name"], path)
