@@ -226,10 +226,14 @@ function jsonTypeName(value) {
 export class JsonFloat {
   constructor(value) { this.value = value; }
   valueOf() { return this.value; }
-  toString() {
+  toString() { // Python's repr of a float: shortest digits, exponent form outside 1e-4 <= |v| < 1e16
     const v = this.value;
-    if (Number.isInteger(v) && Math.abs(v) < 1e16) return v.toFixed(1);
-    return String(v).replace(/e\+?(-?)(\d)$/, 'e$1' + (v >= 1e16 || v <= -1e16 ? '+' : '') + '0$2');
+    if (!Number.isFinite(v)) return v > 0 ? 'inf' : v < 0 ? '-inf' : 'nan';
+    if (v === 0) return Object.is(v, -0) ? '-0.0' : '0.0';
+    const [mantissa, exp] = v.toExponential().split('e');
+    const e = Number(exp);
+    if (e >= -4 && e < 16) { const fixed = String(v); return fixed.includes('.') ? fixed : `${fixed}.0`; }
+    return `${mantissa}e${e < 0 ? '-' : '+'}${String(Math.abs(e)).padStart(2, '0')}`;
   }
 }
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof JsonFloat) && !(v instanceof Uint8Array);
