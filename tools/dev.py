@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""One entry point for a fresh machine: needs only Python 3.11+ and the package registries.
+"""One entry point for a fresh machine: needs only Python 3.11+, Node 18+ and the package
+registries.
 
     python3 tools/dev.py run     # the HTTP service on its embedded default (SQLite in ./data)
-    python3 tools/dev.py test    # ruff, mypy --strict on src/, and the whole pytest suite
-    python3 tools/dev.py test --fast  # the same, but unit and integration only (-m "not e2e")
+    python3 tools/dev.py test    # ruff, mypy --strict on src/, node --test tests/js/, and pytest
+    python3 tools/dev.py test --fast  # the same, but pytest runs unit and integration only
 
 `test` runs pytest on pytest-xdist workers and Hypothesis's `ci` profile; `--fast` its `dev`
 profile (tests/kit/hypo.py).
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -134,6 +136,8 @@ def cmd_test(extra: list[str]) -> int:
     for step in (
         [py, "-m", "ruff", "check", "src", "tests", "tools"],
         [py, "-m", "mypy"],
+        # The JavaScript verifier's tests (tests/js: vectors, attacks, parity with verify-proof).
+        [_node(), "--test", "tests/js/"],
     ):
         rc = _run(step)
         if rc != 0:
@@ -142,6 +146,14 @@ def cmd_test(extra: list[str]) -> int:
     lane = ["-m", "not e2e"] if fast else []
     os.environ.setdefault("HYPOTHESIS_PROFILE", "dev" if fast else "ci")
     return _run([py, "-m", "pytest", "-W", "error", *lane, *_workers(fast, extra), *extra])
+
+
+def _node() -> str:
+    """Node 18+ (the README's second requirement): the JavaScript verifier's tests need it."""
+    node = shutil.which("node")
+    if node is None:
+        sys.exit("tools/dev.py test needs Node 18 or newer on PATH (tests/js, src/verify-js)")
+    return node
 
 
 def _workers(fast: bool, extra: list[str]) -> list[str]:
