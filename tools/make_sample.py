@@ -41,6 +41,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,21 +95,23 @@ def sample_policy() -> bytes:
     return ("\n".join(lines) + "\n").encode("ascii")
 
 
-def witness_new_checkpoints(log: Log, clock: Clock) -> None:
-    """The test witness cosigns every checkpoint it has not cosigned yet, 5 s after the
-    clock (as a loopback witness answering a submission would), each line verified and
-    stored as the witness client stores them."""
-    witness = test_witness()
+def witness_new_checkpoints(
+    log: Log, clock: Clock, witnesses: Sequence[tuple[str, Cosigner]] | None = None
+) -> None:
+    """The test witnesses (name, cosigner; default the sample's one) cosign every checkpoint
+    none has cosigned yet, 5 s after the clock (as a loopback witness answering a submission
+    would), each line verified and stored as the witness client stores them."""
     history = log.read.history
     done = max((row.size for row in _cosigned(log)), default=0)
     for size in range(done + 1, log.store.checkpoint_size() + 1):
         text = parse_note(history.checkpoint(size)).text
         timestamp = int(clock.t) + 5
-        line = witness.cosign(text, timestamp)
-        witness.verifier.verify(text.encode("utf-8"), line.signature)
-        row = CosignatureRow(WITNESS_NAME, line.key_id, size, timestamp, line.line().rstrip("\n"))
-        with log.store.write():
-            log.store.insert_cosignature(row, timestamp)
+        for name, witness in witnesses or ((WITNESS_NAME, test_witness()),):
+            line = witness.cosign(text, timestamp)
+            witness.verifier.verify(text.encode("utf-8"), line.signature)
+            row = CosignatureRow(name, line.key_id, size, timestamp, line.line().rstrip("\n"))
+            with log.store.write():
+                log.store.insert_cosignature(row, timestamp)
 
 
 def _cosigned(log: Log) -> list[CosignatureRow]:
@@ -149,13 +152,14 @@ def server(slug: str, url: str, name: str, status: str, checked_at: str) -> dict
     }
 
 
-def write_key_file(path: Path, key: SigningKey) -> None:
-    """The private JWK `Log.init` takes over (mode 0600 from creation, as keys.py does)."""
+def write_key_file(path: Path, key: SigningKey, text: bytes = TEST_KEY_TEXT) -> None:
+    """The private JWK `Log.init` takes over (mode 0600 from creation, as keys.py does) of the
+    TEST key `key`, whose seed is SHA-256 of `text`."""
     jwk = {
         "kty": "OKP",
         "crv": "Ed25519",
         "x": key.public.x,
-        "d": b64url_encode(hashlib.sha256(TEST_KEY_TEXT).digest()),
+        "d": b64url_encode(hashlib.sha256(text).digest()),
         "kid": key.kid,
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -1,0 +1,126 @@
+"""The shared verifier corpus (tests/vectors/records/, SPEC §14.4, issue #38 item 2): the Python
+`verify-proof` still gives every stored verdict, every check is seen both passing and failing,
+every mutation the issue names is there, and each `attack-…` case fails the check it is named
+for. tests/js/parity.test.mjs holds the JavaScript verifier to the same verdicts."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from typing import Any
+
+import pytest
+
+from capability_anchor.cli import verify_proof
+from capability_anchor.verify.checks import CHECK_NAMES
+from tests.kit.paths import ROOT
+
+CORPUS = ROOT / "tests" / "vectors" / "records"
+CASES: list[dict[str, Any]] = json.loads((CORPUS / "cases.json").read_text("utf-8"))["cases"]
+BY_NAME = {case["name"]: case for case in CASES}
+
+# Each attack case and the check it must FAIL (others may fail too, never this one pass).
+ATTACKS = {
+    "attack-flipped-proof-hash": "inclusion",
+    # One larger: RFC 9162's path for leaf 1 of 3 also reaches that root as a path of size 4;
+    # only the head (whose tree_size is 3) tells.
+    "attack-wrong-size": "head_matches",
+    "attack-wrong-size-smaller": "inclusion",
+    "attack-swapped-anchor-day": "inclusion",
+    "attack-swapped-anchor-head": "inclusion",
+    "attack-anchor-url-other-head": "head_matches",
+    "attack-edited-plain-member": "record_signature",
+    "attack-expired-token": "record_lifetime",
+    "attack-future-token": "record_lifetime",
+    "attack-lifetime-over-48h": "record_lifetime",
+    "attack-wrong-typ": "record_signature",
+    "attack-wrong-kid": "record_signature",
+    "attack-wrong-alg": "record_signature",
+    "attack-alg-none": "record_signature",
+    "attack-untrusted-keys": "record_signature",
+    "attack-revoked-key": "record_signature",
+    "attack-oversized-leaf": "leaf",
+    "attack-head-unknown-key": "head_signature",
+    "attack-head-edited-claims": "head_signature",
+    "attack-stamp-other-day": "timestamp",
+    "attack-tlog-proof-other-leaf": "history",
+    "attack-tlog-proof-wrong-index": "history",
+    "attack-missing-tlog-proof-with-policy": "history",
+    "attack-wrong-origin": "history",
+    "attack-checkpoint-short-of-quorum": "witnesses",
+    "attack-policy-unknown-witness": "witnesses",
+}
+
+# The mutations issue #38 item 2 lists, each with the case that makes it.
+ISSUE_MUTATIONS = {
+    "a flipped proof hash": "attack-flipped-proof-hash",
+    "a wrong size": "attack-wrong-size",
+    "a swapped anchor": "attack-swapped-anchor-day",
+    "an edited plain member": "attack-edited-plain-member",
+    "an expired token": "attack-expired-token",
+    "a future token": "attack-future-token",
+    "the wrong typ": "attack-wrong-typ",
+    "the wrong kid": "attack-wrong-kid",
+    "the wrong alg": "attack-wrong-alg",
+    "a head by an unknown key": "attack-head-unknown-key",
+    "a revoked key": "attack-revoked-key",
+    "a checkpoint one cosignature short of the policy": "attack-checkpoint-short-of-quorum",
+    "a tlog-proof for another leaf": "attack-tlog-proof-other-leaf",
+}
+
+
+def run(args: list[str]) -> tuple[int, list[dict[str, str]]]:
+    """`verify-proof --json ARGS` in-process (cwd is the corpus): exit code and checks."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = verify_proof.main([*args, "--json"])
+    text = out.getvalue()
+    return code, json.loads(text)["checks"] if text.strip() else []
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
+def test_python_gives_the_stored_verdict(case: dict[str, Any], monkeypatch: Any) -> None:
+    monkeypatch.chdir(CORPUS)
+    code, checks = run(case["args"])
+    stored = case["python"]
+    assert code == stored["exit"], case["name"]
+    assert [(c["name"], c["result"]) for c in checks] == [
+        (c["name"], c["result"]) for c in stored["checks"]
+    ]
+
+
+def test_every_check_passes_and_fails_somewhere() -> None:
+    seen = {(c["name"], c["result"]) for case in CASES for c in case["python"]["checks"]}
+    missing = [(n, r) for n in CHECK_NAMES for r in ("PASS", "FAIL") if (n, r) not in seen]
+    assert not missing
+
+
+def test_every_case_lists_nine_checks_or_exits_2() -> None:
+    for case in CASES:
+        python = case["python"]
+        names = [c["name"] for c in python["checks"]]
+        assert names == list(CHECK_NAMES) or (python["exit"] == 2 and not names), case["name"]
+
+
+def test_every_mutation_the_issue_names_is_present() -> None:
+    assert all(name in BY_NAME for name in ISSUE_MUTATIONS.values())
+
+
+def test_each_attack_fails_the_check_it_is_named_for() -> None:
+    attacks = {name for name in BY_NAME if name.startswith("attack-")}
+    assert attacks == set(ATTACKS)
+    for name, check in ATTACKS.items():
+        python = BY_NAME[name]["python"]
+        results = {c["name"]: c["result"] for c in python["checks"]}
+        assert python["exit"] == 1 and results[check] == "FAIL", (name, results)
+
+
+def test_the_corpus_holds_real_sample_and_revocation_cases() -> None:
+    names = set(BY_NAME)
+    assert {n for n in names if n.startswith("sample-")}
+    assert {n for n in names if n.startswith("real-")}
+    assert "revoked-key-before-revocation" in names
+    policies = [c for c in CASES if "--policy" in c["args"] and c["python"]["exit"] == 0]
+    assert any("../../../roots/policy.txt" in c["args"] for c in policies)
+    assert any("real/roots/policy.txt" in c["args"] for c in policies)
