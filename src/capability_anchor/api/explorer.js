@@ -2,7 +2,7 @@
 // members, then check it here with the log's JavaScript verifier (/verify.js) against /keys,
 // the head its anchor names, that head's tlog-proof and the witness policy, all from this
 // origin, and show each check's verdict. The DOM is written with textContent only.
-import { verifyRecord } from "./verify.js";
+import { headLeafHash, verifyRecord } from "./verify.js";
 
 const LIMIT = 4 * 1024 * 1024; // bytes of any one fetched document
 const DEADLINE_MS = 10000;
@@ -24,16 +24,6 @@ function headPath(anchor) {
   const url = anchor && typeof anchor.url === "string" ? anchor.url : "";
   const found = /\/roots\/(\d{4}-\d{2}-\d{2}(?:\/\d{1,19})?)$/.exec(url);
   return found ? `roots/${found[1]}` : undefined;
-}
-
-// SPEC §12.1: a head's history leaf hash is SHA-256(0x00 || its JWS payload bytes).
-async function historyLeafHash(headText) {
-  const payload = JSON.parse(headText).jws.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
-  const binary = atob(payload + "===".slice((payload.length + 3) % 4));
-  const bytes = new Uint8Array(binary.length + 1);
-  for (let i = 0; i < binary.length; i++) bytes[i + 1] = binary.charCodeAt(i);
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 function cell(row, tag, text, className) {
@@ -58,6 +48,8 @@ function showMembers(record) {
 
 function showChecks(result) {
   const table = document.getElementById("checks");
+  const verdict = document.getElementById("verdict");
+  if (result.error) throw new Error(result.error); // an input it could not read, as exit 2
   for (const check of result.checks) {
     const row = document.createElement("tr");
     row.dataset.check = check.name;
@@ -69,7 +61,6 @@ function showChecks(result) {
   }
   const failed = result.checks.filter((c) => c.status === "FAIL").map((c) => c.name);
   const skipped = result.checks.filter((c) => c.status === "SKIP").length;
-  const verdict = document.getElementById("verdict");
   verdict.dataset.ok = String(result.ok);
   verdict.className = result.ok ? "PASS" : "FAIL";
   verdict.textContent = result.ok
@@ -86,7 +77,7 @@ async function evidence(record) {
   try {
     options.head = path && (await fetchText(path, true));
     if (options.head) {
-      const hash = await historyLeafHash(options.head);
+      const hash = await headLeafHash(options.head);
       options.tlogProof = await fetchText(`history/proof?leaf_hash=${hash}`, true);
     }
   } catch {
@@ -101,9 +92,11 @@ async function main() {
   if (!section || !section.dataset.query || !verdict) return;
   verdict.textContent = "Checking…";
   try {
-    const record = JSON.parse(await fetchText(`record?${section.dataset.query}`));
+    const text = await fetchText(`record?${section.dataset.query}`);
+    const record = JSON.parse(text);
     showMembers(record);
-    showChecks(await verifyRecord(record, await evidence(record)));
+    // The text, not the object: the verifier reads its numbers exactly as served.
+    showChecks(await verifyRecord(text, await evidence(record)));
   } catch (error) {
     verdict.className = "error";
     verdict.textContent = `Could not check the record: ${error.message}`;
