@@ -187,7 +187,11 @@ def front_page_html(
     )
 
 
-Parts = tuple[Mapping[str, Any], NewestHead | None, ServedCheckpoint | None, str | None, str, str]
+# The page's arguments (listing, head, checkpoint, today, days, chart) and the page without
+# a lookup, made from them.
+Parts = tuple[
+    Mapping[str, Any], NewestHead | None, ServedCheckpoint | None, str | None, str, str, bytes
+]
 
 
 def _read_parts(log: Any, before: str | None, today: str | None) -> Parts:
@@ -209,7 +213,9 @@ def _read_parts(log: Any, before: str | None, today: str | None) -> Parts:
     end = today or (head.day if head is not None else None)
     chart = "" if end is None else chart_svg(chart_counts(store, end))
     days = days_section(rows[:DAYS_PAGE], more)
-    return log.roots(None, 1), head, checkpoint, today, days, chart
+    listing = log.roots(None, 1)
+    page = front_page_html(listing, head, checkpoint, today, days=days, chart=chart)
+    return listing, head, checkpoint, today, days, chart, page
 
 
 def _kept_parts(log: Any, before: str | None, kept: dict[object, tuple[object, Any]]) -> Parts:
@@ -254,8 +260,7 @@ async def front_page(request: Request[Any, Any, Any]) -> Answer:
     parts = await service.read(_kept_parts, service.reader, bound, service.pages)
     sub, url = params.get("id"), params.get("url")
     if sub is None and url is None:
-        page = front_page_html(*parts[:4], days=parts[4], chart=parts[5])
-        return cached(request, page, immutable=False, media_type="text/html", extra=_HEADERS)
+        return cached(request, parts[6], immutable=False, media_type="text/html", extra=_HEADERS)
     sub, url = (sub or "").strip(), (url or "").strip()
     # On the loop, as `/record` is: index seeks and a signature (decisions/37-loopreads).
     found = _lookup(service.reader, sub, url, service.settings.record_lifetime)
