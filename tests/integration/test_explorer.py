@@ -170,7 +170,9 @@ def test_many_days_are_read_a_page_at_a_time(tmp_path: Path) -> None:
         older = c.get(f"/?before={days[DAYS_PAGE - 1]}").text
         assert [row[0] for row in _days(older)] == days[DAYS_PAGE:]
         assert "Older days" not in older
-        assert c.get("/?before=bad").status_code == 400
+        bad = c.get("/?before=bad")
+        assert bad.status_code == 400 and "before: day must be YYYY-MM-DD" in bad.text
+        assert [row[0] for row in _days(bad.text)] == days[:DAYS_PAGE]
     assert asked == [DAYS_PAGE + 1, DAYS_PAGE + 1]
     bars = {day: count for day, count, _ in _bars(_chart(page))}
     assert all(bars[shift_day(first, n)] == n % 3 + 1 for n in range(40))
@@ -278,6 +280,13 @@ def test_a_bad_lookup_says_why_on_the_page(
     message = r.text.split('<p class="error">', 1)[1].split("</p>", 1)[0]
     assert text in message and message
     assert "<script" not in r.text and '<table class="days">' in r.text
+
+
+def test_a_hostile_lookup_is_escaped(client: TestClient[Any]) -> None:
+    for query in ({"id": HOSTILE}, {"url": f"https://x.example/{HOSTILE}"}, {"before": HOSTILE}):
+        r = client.get("/", params=query)
+        assert r.status_code in (400, 404), query
+        assert "<img" not in r.text and "<script>" not in r.text, query
 
 
 def test_hostile_text_is_escaped_in_every_part() -> None:

@@ -17,7 +17,7 @@ from litestar import Request, get
 from litestar.enums import MediaType
 
 from capability_anchor import __version__
-from capability_anchor.errors import CapabilityAnchorError
+from capability_anchor.errors import CapabilityAnchorError, UsageError
 from capability_anchor.log.issuance import issue_record
 from capability_anchor.strictjson import loads
 from capability_anchor.web.errors import HTTP_STATUS
@@ -135,7 +135,7 @@ def lookup_html(found: Lookup) -> str:
     """The record and the place of the browser's verdicts, or the plain reason there is none."""
     if found.record is None:
         message = f'<p class="error">{_e(found.message)}</p>'
-        return f'<section id="lookup"><h2>Record</h2>{message}</section>'
+        return f'<section id="lookup"><h2>Not found or not asked well</h2>{message}</section>'
     members = "".join(
         f"<dt>{_e(name)}</dt><dd>{_member(value)}</dd>" for name, value in found.record.items()
     )
@@ -145,8 +145,8 @@ def lookup_html(found: Lookup) -> str:
         f'<p>As <a href="{_e(href)}">{_e(href)}</a> serves it.</p>'
         f'<dl id="record-members">{members}</dl>'
         "<h3>Checked in this browser</h3>"
-        '<p id="verdict" class="note">Not checked yet: the check runs as JavaScript '
-        '(<a href="verify.js">verify.js</a>, the same verifier as the npm package).</p>'
+        '<p id="verdict" class="note" aria-live="polite">Not checked yet: the check runs as '
+        'JavaScript (<a href="verify.js">verify.js</a>, the same verifier as the npm package).</p>'
         '<table id="checks"><tr><th>Check</th><th>Verdict</th><th>Detail</th></tr></table>'
         '</section><script type="module" src="explorer.js"></script>'
     )
@@ -255,15 +255,19 @@ def _lookup(log: Any, sub: str, url: str, lifetime: int) -> Lookup:
 async def front_page(request: Request[Any, Any, Any]) -> Answer:
     service = service_of(request)
     params = request.query_params
-    before = params.get("before")
-    bound = day_param(before) if before else None
+    sub, url, before = params.get("id"), params.get("url"), params.get("before")
+    found: Lookup | None = None
+    try:
+        bound = day_param(before) if before else None
+    except UsageError as exc:  # shown on the page, with the newest days
+        bound, found = None, Lookup(400, message=f"before: {exc.http_note()}")
     parts = await service.read(_kept_parts, service.reader, bound, service.pages)
-    sub, url = params.get("id"), params.get("url")
-    if sub is None and url is None:
+    if sub is None and url is None and found is None:
         return cached(request, parts[6], immutable=False, media_type="text/html", extra=_HEADERS)
     sub, url = (sub or "").strip(), (url or "").strip()
-    # On the loop, as `/record` is: index seeks and a signature (decisions/37-loopreads).
-    found = _lookup(service.reader, sub, url, service.settings.record_lifetime)
+    if found is None:
+        # On the loop, as `/record` is: index seeks and a signature (decisions/37-loopreads).
+        found = _lookup(service.reader, sub, url, service.settings.record_lifetime)
     page = front_page_html(
         *parts[:4],
         days=parts[4],
