@@ -260,7 +260,7 @@ function hasLoneSurrogate(value) {
   const stack = [value];
   while (stack.length) {
     const v = stack.pop();
-    if (typeof v === 'string') { if (LONE_SURROGATE.test(v)) return true; } else if (Array.isArray(v)) stack.push(...v);
+    if (typeof v === 'string') { if (LONE_SURROGATE.test(v)) return true; } else if (Array.isArray(v)) for (const x of v) stack.push(x);
     else if (isObject(v)) for (const k of Object.keys(v)) { if (LONE_SURROGATE.test(k)) return true; stack.push(v[k]); }
   }
   return false;
@@ -299,7 +299,7 @@ class Parser {
     if (this.t.startsWith('Infinity', this.i)) throw new SyntaxError('Infinity is not a JSON number');
     return this.error('Expecting value');
   }
-  enter() { if (++this.depth > 900) throw new SyntaxError('nested too deeply to parse'); }
+  enter() { if (++this.depth > 988) throw new SyntaxError('nested too deeply to parse'); // where verify-proof's RECORD parse stops }
   object() {
     this.enter();
     const out = Object.create(null);
@@ -1033,7 +1033,7 @@ export function parseTlogProof(data) {
   if (split < 0) fail('MalformedNote', 'a tlog-proof has a blank line before its checkpoint');
   const head = bytes.subarray(0, split);
   if (head.some((b) => b > 127)) fail('MalformedNote', "a tlog-proof's lines before the checkpoint are ASCII");
-  const lines = String.fromCharCode(...head).split('\n');
+  const lines = strictDecoder.decode(head).split('\n');
   if (lines[0] !== 'c2sp.org/tlog-proof@v1') fail('MalformedNote', "a tlog-proof starts with the line 'c2sp.org/tlog-proof@v1'");
   let rest = lines.slice(1);
   let extra = null;
@@ -1463,7 +1463,7 @@ async function extraProblem(proof, payload, keys) {
   if (proof.extra === null) return "it has no extra (the head's compact JWS)";
   if (proof.extra.some((b) => b > 127)) return 'its extra is not an ASCII compact JWS';
   let got;
-  try { got = await verifyJws(String.fromCharCode(...proof.extra), keys, HEAD_TYP); } catch (e) {
+  try { got = await verifyJws(strictDecoder.decode(proof.extra), keys, HEAD_TYP); } catch (e) {
     rethrowUnless(e);
     return `its extra is not a head JWS by a trusted key: ${errorText(e)}`;
   }

@@ -280,3 +280,44 @@ print(json.dumps(out))`;
   }
   assert.ok(seen.get('exit 2') > 0 && seen.get('exit 0') > 0);
 });
+
+test('without roots or head: the head from anchor.url, the proof from /history/proof?leaf_hash=', async () => {
+  const { headLeafHash } = await import('../../src/verify-js/verify.mjs');
+  const head = readFileSync(join(roots, '2026-11-04/2.json'));
+  const leafHash = await headLeafHash(head.toString());
+  assert.equal(leafHash, await headLeafHash(JSON.parse(head)));
+  assert.equal(leafHash, await headLeafHash(JSON.parse(head).jws));
+  const asked = [];
+  const fetcher = async (url) => {
+    asked.push(url);
+    const body = {
+      'https://resolver.example/roots/2026-11-04/2': head,
+      [`https://resolver.example/history/proof?leaf_hash=${leafHash}`]: readFileSync(join(roots, '2026-11-04/2.tlog-proof')),
+    }[url];
+    return new Response(body ?? null, { status: body ? 200 : 404 });
+  };
+  const keys = JSON.parse(readFileSync(join(roots, 'keys.json')));
+  const result = await verifyRecord(sample, { keys, policy: options.policy, at: AT, fetch: { fetch: fetcher } });
+  assert.equal(result.ok, true, JSON.stringify(result));
+  assert.equal(asked.length, 2);
+  assert.match(result.checks[7].detail, /history\/proof\?leaf_hash=/);
+  const missing = await verifyRecord(sample, { keys, policy: options.policy, at: AT, fetch: { fetch: async () => new Response(null, { status: 404 }) } });
+  assert.match(missing.error, /HTTP 404/); // as verify-proof: a head URL that answers 404 is an I/O error
+});
+
+test('inputs at their size limits fail cleanly', async () => {
+  const proof = readFileSync(join(roots, '2026-11-04/2.tlog-proof'), 'utf8');
+  const bigExtra = proof.replace(/^extra [^\n]*/m, `extra ${Buffer.alloc(700000, 65).toString('base64')}`);
+  const r1 = await verifyRecord(sample, { ...options, tlogProof: bigExtra });
+  assert.equal(r1.checks[7].status, 'FAIL');
+  const longPath = proof.replace(/^index 6$/m, `index 6\n${'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n'.repeat(20000)}`);
+  const r2 = await verifyRecord(sample, { ...options, tlogProof: longPath });
+  assert.equal(r2.checks[7].status, 'FAIL');
+  const deep = `{"a":${'['.repeat(5000)}${']'.repeat(5000)}}`;
+  assert.match((await verifyRecord(deep, options)).error, /RECORD is not valid JSON/);
+  const wide = { ...structuredClone(sample), jws: undefined, evidence: Array.from({ length: 100000 }, () => 0) };
+  delete wide.jws;
+  const r3 = await verifyRecord(wide, options);
+  assert.equal(r3.checks[2].status, 'FAIL');
+  assert.match(r3.checks[2].detail, /over the limit of 16384/);
+});
