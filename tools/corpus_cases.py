@@ -6,6 +6,7 @@ case must fail."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -51,10 +52,12 @@ def claims_of(record: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def token(claims: dict[str, Any], key: SigningKey, **header: str) -> str:
-    """A compact JWS of `claims` signed by `key`; `header` overrides alg, kid or typ."""
+def token(claims: dict[str, Any] | bytes, key: SigningKey, **header: str) -> str:
+    """A compact JWS of `claims` (or of these payload bytes) signed by `key`; `header`
+    overrides or adds to alg, kid and typ."""
     head = {"alg": "EdDSA", "kid": key.kid, "typ": RECORD_TYP, **header}
-    signing_input = b64url_encode(canonical(head)) + "." + b64url_encode(canonical(claims))
+    payload = claims if isinstance(claims, bytes) else canonical(claims)
+    signing_input = b64url_encode(canonical(head)) + "." + b64url_encode(payload)
     return signing_input + "." + b64url_encode(key.sign(signing_input.encode("ascii")))
 
 
@@ -164,6 +167,15 @@ def real_cases(c: Corpus, revoked: Path) -> None:
         "--roots",
         REAL,
     )
+    c.add(
+        "anchor-unsealed-head-same-size",
+        "re-signed: the anchor names the day's unsealed head of the sealed one's size",
+        c.write("anchor-unsealed-head-same-size", "record.json", signed(_unsealed_form(c))),
+        "--roots",
+        REAL,
+        "--policy",
+        POLICY,
+    )
     roots = c.folder("head-jws-only", "the head file is a bare compact JWS, not a head document")
     (roots / f"{DAYS[2]}.json").write_bytes((c.out / REAL / f"{DAYS[2]}.jws").read_bytes())
     c.folder("no-tlog-proof", "no tlog-proof and no --policy: history SKIPs", proof=False)
@@ -256,6 +268,11 @@ def _record_attacks(c: Corpus) -> None:
         ),
         ("attack-wrong-alg", "alg ES256 on an Ed25519 signature", signed(cal, alg="ES256")),
         (
+            "attack-anchor-day-not-url-day",
+            "the anchor's day says day 1; its url and root are day 3's",
+            signed({**search, "anchor": {**search["anchor"], "day": DAYS[0]}}),
+        ),
+        (
             "attack-anchor-url-other-head",
             "the anchor's url names the day's newer head",
             signed({**chat, "anchor": {**chat["anchor"], "url": weather["anchor"]["url"]}}),
@@ -304,6 +321,26 @@ def _record_attacks(c: Corpus) -> None:
     )
 
 
+def _unsealed_form(c: Corpus) -> dict[str, Any]:
+    """Day 3's record, its anchor url `/roots/<day>/<tree_size>`: the unsealed head of the
+    sealed head's size (same root)."""
+    search = c.claims("d3-sealed-search")
+    url = f"{search['anchor']['url']}/{search['proof']['tree_size']}"
+    return {**search, "anchor": {**search["anchor"], "url": url}}
+
+
+def _flip_signature(path: Path, signer: str) -> None:
+    """In the tlog-proof at `path`, one bit of the last byte of `signer`'s signature line."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith(f"— {signer} "):
+            name, sig = line.rstrip("\n").rsplit(" ", 1)
+            raw = bytearray(base64.b64decode(sig))
+            raw[-1] ^= 1
+            lines[i] = f"{name} {base64.b64encode(raw).decode('ascii')}\n"
+    path.write_text("".join(lines), encoding="utf-8")
+
+
 def _stranger(tag: bytes = b"") -> SigningKey:
     """A TEST key no case trusts (its seed is public: SHA-256 of STRANGER_TEXT + `tag`)."""
     return SigningKey.from_seed(sha256(STRANGER_TEXT + tag))
@@ -336,6 +373,36 @@ def _folder_attacks(c: Corpus, revoked: Path, revoked_at: int) -> None:
     drop = ("— witness.example/corpus-2", "— witness.example/corpus-3")
     (roots / f"{d3}.tlog-proof").write_text(
         "".join(ln for ln in proof if not ln.startswith(drop)), encoding="utf-8"
+    )
+    roots = c.folder(
+        "attack-sealed-head-in-unsealed-place",
+        "the sealed head filed as the unsealed head the anchor names",
+        f"{d3}/3",
+        record=signed(_unsealed_form(c)),
+    )
+    shutil.copyfile(real / f"{d3}.json", roots / d3 / "3.json")
+    roots = c.folder(
+        "attack-checkpoint-signature-flipped",
+        "one bit of the log's signature on the checkpoint flipped",
+    )
+    _flip_signature(roots / f"{d3}.tlog-proof", "resolver.example/history")
+    roots = c.folder(
+        "attack-cosignature-flipped",
+        "one bit of a witness's cosignature flipped",
+        d3,
+        "--policy",
+        POLICY,
+    )
+    _flip_signature(roots / f"{d3}.tlog-proof", "witness.example/corpus-1-TEST-ONLY")
+    c.add(
+        "attack-cosignature-after-at",
+        "--at over 60 s before the witnesses cosigned the checkpoint",
+        "real/records/d4-older-head-chat.json",
+        "--roots",
+        REAL,
+        "--policy",
+        POLICY,
+        at=int(at(DAYS[3], 13, 31)),
     )
     roots = c.folder("attack-tlog-proof-other-leaf", "day 1's tlog-proof filed as day 3's")
     shutil.copyfile(real / f"{d1}.tlog-proof", roots / f"{d3}.tlog-proof")
@@ -415,6 +482,42 @@ def _usage_cases(c: Corpus) -> None:
     )
 
 
+def _json_attacks(c: Corpus) -> None:
+    """SPEC §2's JSON rules and the token's header and plain members, each broken once."""
+    record, cal = c.records["d1-sealed-calendar"], c.claims("d1-sealed-calendar")
+    body = canonical(cal)[:-1]  # the claims' JCS without its closing brace
+    deep: dict[str, Any] = {}
+    for _ in range(32):  # the record is depth 1: 32 more levels make 33
+        deep = {"a": deep}
+    tokens = (
+        ("attack-number-too-large", "a claim 1e20 (over 2^53 - 1)", body + b',"zz":1e20}'),
+        ("attack-duplicate-member", "the claim status twice", body + b',"status":"down"}'),
+        ("attack-lone-surrogate", "a string with a lone surrogate", body + b',"zz":"\\ud800"}'),
+        ("attack-too-deep", "claims nested 33 deep", canonical({**cal, "zz": deep})),
+    )
+    for name, about, payload in tokens:
+        signed_token = token(payload, test_signing_key())
+        c.add(name, about, c.write(name, "record.jws", signed_token), "--roots", REAL)
+    for name, about, changed in (
+        (
+            "attack-extra-header-member",
+            "a jku member in the token's header",
+            signed(cal, jku="https://attacker.example/keys"),
+        ),
+        (
+            "attack-unsigned-plain-member",
+            "a member beside jws that is not signed",
+            {**record, "verified": True},
+        ),
+        (
+            "attack-edited-expires",
+            "expires beside jws a day later than exp",
+            {**record, "expires": rfc3339(cal["exp"] + 86400)},
+        ),
+    ):
+        c.add(name, about, c.write(name, "record.json", changed), "--roots", REAL)
+
+
 def all_cases(
     out: Path, records: dict[str, dict[str, Any]], revoked: Path, revoked_at: int
 ) -> list[Case]:
@@ -422,6 +525,7 @@ def all_cases(
     real_cases(c, revoked)
     sample_cases(c)
     _record_attacks(c)
+    _json_attacks(c)
     _folder_attacks(c, revoked, revoked_at)
     _usage_cases(c)
     return c.cases
@@ -435,22 +539,25 @@ Both verifiers must give the same verdict, check by check, on every case here: t
 
 - `cases.json`: each case is a `verify-proof` argument list (`args`, paths relative to this
   folder) and what the Python `verify-proof --json` gave on it (`python`: exit code and the nine
-  checks). Format: `{v, about, cases: [{name, about, args, python: {exit, checks}}]}`.
+  checks, none on exit 2). Format: `{v, about, cases: [{name, about, args, python}]}`.
 - `real/roots/`: a real log made with the library (four days, the second empty; sealed and
   unsealed heads; a history cosigned by three TEST witnesses; `policy.txt`, 2 of 3; RFC 3161
   stamps by a test TSA whose CA is `tsa-ca.pem`), exported without tiles. `real/records/`: the
   records its `/record` issued.
 - `../../../roots/`: the shipped sample, used as it is.
 - `cases/<name>/`: one folder per mutation or special input: its record and, when the head,
-  stamps, tlog-proof, keys or policy change, its own small roots folder (only the files
-  `verify-proof` reads). Cases named `attack-…` must FAIL (the check each must fail is listed in
-  `tools/corpus_cases.py`, `ATTACKS`); `usage-…` and `io-…` cases exit 2 with no checks.
+  stamps, tlog-proof or keys change, its own small roots folder (only the files `verify-proof`
+  reads). A case named `attack-…` breaks one rule and must FAIL; the check each must fail is
+  listed in `tests/integration/test_record_corpus.py`. `usage-…` and `io-…` cases exit 2.
 
-Made by `tools/make_record_corpus.py` (with `tools/corpus_cases.py`); every key here is a TEST
-key whose seed is public. The corpus is not byte-reproducible across `--restamp`: stamps hold a
-TSA time and a random nonce, so a plain rebuild stores the published stamps again.
-`tools/make_record_corpus.py --check` reruns Python on every case and fails on any verdict
-(exit code or check status) that differs from the stored one; `tests/integration/
-test_record_corpus.py` does the same in the tests, and `tests/js/parity.test.mjs` holds the
-JavaScript verifier to the stored verdicts.
+Made by `tools/make_record_corpus.py` (the cases: `tools/corpus_cases.py`). Every key here is a
+TEST key whose seed is public; a re-signed token is signed by the log's TEST key, so that only
+the rule its name says breaks. A rebuild writes the same bytes: stamps hold a TSA time and a
+random nonce, so it stores the published stamps again; `--restamp` makes new ones and so new
+bytes. `tools/make_record_corpus.py --check` reruns Python on every case and exits 1 naming any
+case whose verdict (exit code or a check's status) differs from the stored one;
+`tests/integration/test_record_corpus.py` does the same in the tests, and
+`tests/js/parity.test.mjs` holds the JavaScript verifier to the stored verdicts. A verifier
+that answers `timestamp` SKIP (SPEC §14.4 allows it) exits 0 on `attack-stamp-other-day`,
+whose only FAIL in Python is `timestamp`.
 """

@@ -53,9 +53,10 @@ const IS_NODE = typeof process !== 'undefined' && process.versions != null && pr
 
 async function loadPlatform() {
   if (IS_NODE) {
-    const c = await import('node:crypto');
+    const [c, fs] = await Promise.all([import('node:crypto'), import('node:fs')]);
     const keys = new Map();
     return {
+      fs,
       sha256: (data) => new Uint8Array(c.createHash('sha256').update(data).digest()),
       verify: (raw, message, signature) => {
         const id = hex(raw);
@@ -68,7 +69,8 @@ async function loadPlatform() {
       },
     };
   }
-  const subtle = globalThis.crypto.subtle;
+  const subtle = globalThis.crypto?.subtle;
+  if (subtle === undefined) throw new InputError('WebCrypto is not available here (it needs an https page or localhost)');
   const keys = new Map();
   return {
     sha256: async (data) => new Uint8Array(await subtle.digest('SHA-256', data)),
@@ -258,7 +260,7 @@ function hasLoneSurrogate(value) {
   const stack = [value];
   while (stack.length) {
     const v = stack.pop();
-    if (typeof v === 'string') { if (LONE_SURROGATE.test(v)) return true; } else if (Array.isArray(v)) stack.push(...v);
+    if (typeof v === 'string') { if (LONE_SURROGATE.test(v)) return true; } else if (Array.isArray(v)) for (const x of v) stack.push(x);
     else if (isObject(v)) for (const k of Object.keys(v)) { if (LONE_SURROGATE.test(k)) return true; stack.push(v[k]); }
   }
   return false;
@@ -297,7 +299,7 @@ class Parser {
     if (this.t.startsWith('Infinity', this.i)) throw new SyntaxError('Infinity is not a JSON number');
     return this.error('Expecting value');
   }
-  enter() { if (++this.depth > 900) throw new SyntaxError('nested too deeply to parse'); }
+  enter() { if (++this.depth > 988) throw new SyntaxError('nested too deeply to parse'); // where verify-proof's RECORD parse stops }
   object() {
     this.enter();
     const out = Object.create(null);
@@ -673,11 +675,21 @@ function hashFromHex(text, what) {
   if (typeof text !== 'string' || !HEX64.test(text)) fail('EncodingError', `${what} must be 64 lowercase hex characters`);
   return fromHex(text);
 }
+/** Days since 1970-01-01 of a proleptic Gregorian date, or null if it is not a real date. */
+function epochDay(y, m, d) {
+  const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+  if (y < 1 || m < 1 || m > 12 || d < 1 || d > days[m - 1]) return null;
+  const yy = m <= 2 ? y - 1 : y;
+  const era = Math.floor(yy / 400);
+  const yoe = yy - era * 400;
+  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
+  return era * 146097 + yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy - 719468;
+}
 function parseDay(text) {
   if (typeof text !== 'string' || !/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(text)) fail('EncodingError', `day must be YYYY-MM-DD, got ${pyRepr(text)}`);
   const [y, m, d] = text.split('-').map(Number);
-  const when = new Date(Date.UTC(y, m - 1, d));
-  if (y < 1 || when.getUTCFullYear() !== y || when.getUTCMonth() !== m - 1 || when.getUTCDate() !== d) fail('EncodingError', `${pyRepr(text)} is not a real date`);
+  if (epochDay(y, m, d) === null) fail('EncodingError', `${pyRepr(text)} is not a real date`);
   return text;
 }
 function exactClaims(claims, names, missing, version) {
@@ -1021,7 +1033,7 @@ export function parseTlogProof(data) {
   if (split < 0) fail('MalformedNote', 'a tlog-proof has a blank line before its checkpoint');
   const head = bytes.subarray(0, split);
   if (head.some((b) => b > 127)) fail('MalformedNote', "a tlog-proof's lines before the checkpoint are ASCII");
-  const lines = String.fromCharCode(...head).split('\n');
+  const lines = strictDecoder.decode(head).split('\n');
   if (lines[0] !== 'c2sp.org/tlog-proof@v1') fail('MalformedNote', "a tlog-proof starts with the line 'c2sp.org/tlog-proof@v1'");
   let rest = lines.slice(1);
   let extra = null;
@@ -1138,26 +1150,27 @@ async function follow(anchors, tokens, iss, skipped) {
 const isUrl = (s) => /^https?:\/\//i.test(s);
 /** A local file's bytes (Node only), at most `limit`; null when `ifFound` and it does not exist. */
 async function readFile(path, limit, ifFound = false) {
-  const fs = await import('node:fs/promises');
-  let handle;
-  try { handle = await fs.open(path, 'r'); } catch (e) {
+  const { fs } = await platform();
+  let fd;
+  try { fd = fs.openSync(path, 'r'); } catch (e) {
     if (ifFound && e.code === 'ENOENT') return null;
     throw new InputError(`cannot read ${path}: ${e.code === 'ENOENT' ? 'No such file or directory' : e.message}`);
   }
   try {
-    const buffer = new Uint8Array(limit + 1);
+    let buffer = new Uint8Array(Math.min(limit, fs.fstatSync(fd).size) + 1);
     let n = 0;
     for (;;) {
-      const { bytesRead } = await handle.read(buffer, n, limit + 1 - n, null);
-      if (bytesRead === 0) break;
-      n += bytesRead;
+      if (n === buffer.length) buffer = concat(buffer, new Uint8Array(Math.min(limit + 1, 2 * n) - n));
+      const got = fs.readSync(fd, buffer, n, buffer.length - n, null);
+      if (got === 0) break;
+      n += got;
       if (n > limit) throw new InputError(`${path}: larger than ${limit} bytes, the limit for this input (read no further)`);
     }
     return buffer.slice(0, n);
   } catch (e) {
     if (e instanceof InputError) throw e;
-    throw new InputError(`cannot read ${path}: ${e.message}`);
-  } finally { await handle.close(); }
+    throw new InputError(`cannot read ${path}: ${e.code === 'EISDIR' ? 'Is a directory' : e.message}`);
+  } finally { fs.closeSync(fd); }
 }
 /** GET `url`: a 200's body of at most `limit` bytes within `deadlineMs`; 404 is null when `ifFound`. */
 async function fetchBounded(url, { limit, deadlineMs, ifFound = false, fetcher = globalThis.fetch }) {
@@ -1271,22 +1284,21 @@ function rfc3339Seconds(text, separators = /[Tt ]/) {
   const m = RFC3339.exec(text);
   if (m === null || !separators.test(text[10])) return null;
   const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number);
-  if (h > 23 || mi > 59 || s > 59 || y < 1) return null;
-  const day = new Date(Date.UTC(y, mo - 1, d));
-  if (day.getUTCFullYear() !== y || day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d) return null;
+  const day = epochDay(y, mo, d);
+  if (h > 23 || mi > 59 || s > 59 || day === null) return null;
   let offset = 0;
   if (m[9] !== undefined) {
     const oh = Number(m[10]); const om = Number(m[11]);
     if (oh > 23 || om > 59) return null;
     offset = (m[9] === '-' ? -1 : 1) * (oh * 3600 + om * 60);
   }
-  const whole = Date.UTC(y, mo - 1, d, h, mi, s) / 1000 - offset;
+  const whole = day * 86400 + h * 3600 + mi * 60 + s - offset;
   return { whole, fraction: m[7] === undefined ? '' : m[7].slice(1) };
 }
 /** `--at`: epoch seconds, or an RFC 3339 date-time with a zone; null if neither. */
 export function parseAt(text) {
   const value = String(text).trim();
-  if (/^-?[0-9]+$/.test(value)) return Number(value);
+  if (/^-?[0-9]+$/.test(value)) return Number.isSafeInteger(Number(value)) ? Number(value) : BigInt(value);
   const t = rfc3339Seconds(value);
   if (t === null) return null;
   return t.whole < 0 && /[1-9]/.test(t.fraction) ? t.whole + 1 : t.whole;
@@ -1451,7 +1463,7 @@ async function extraProblem(proof, payload, keys) {
   if (proof.extra === null) return "it has no extra (the head's compact JWS)";
   if (proof.extra.some((b) => b > 127)) return 'its extra is not an ASCII compact JWS';
   let got;
-  try { got = await verifyJws(String.fromCharCode(...proof.extra), keys, HEAD_TYP); } catch (e) {
+  try { got = await verifyJws(strictDecoder.decode(proof.extra), keys, HEAD_TYP); } catch (e) {
     rethrowUnless(e);
     return `its extra is not a head JWS by a trusted key: ${errorText(e)}`;
   }
@@ -1499,27 +1511,67 @@ async function checkpointNotRevoked(c, note, head, keys, revocations) {
   if (note.signatures.some((s) => s.name === name && live.has(hex(s.keyId)))) return c;
   return check(c.name, 'FAIL', `the checkpoint proving a head signed at iat ${pyStr(head.claims.iat)} carries no signature by a key that is not revoked: ${gone.map(describeRevocation).join('; ')}`);
 }
+/** One DER TLV at `at`: {tag, start, end, next}; throws on anything malformed. */
+function der(bytes, at) {
+  if (at + 2 > bytes.length) throw new Error('truncated DER');
+  const tag = bytes[at];
+  let len = bytes[at + 1]; let start = at + 2;
+  if (len & 0x80) {
+    const n = len & 0x7f;
+    if (n < 1 || n > 4 || start + n > bytes.length) throw new Error('bad DER length');
+    len = 0;
+    for (let i = 0; i < n; i++) len = len * 256 + bytes[start + i];
+    start += n;
+  }
+  if (start + len > bytes.length) throw new Error('truncated DER');
+  return { tag, start, end: start + len, next: start + len };
+}
+function derChildren(bytes, node) {
+  const out = [];
+  for (let at = node.start; at < node.end;) { const c = der(bytes, at); out.push(c); at = c.next; }
+  return out;
+}
+const SHA256_OID = '608648016503040201';
+/** The SHA-256 message imprint of an RFC 3161 reply (TimeStampResp) or token, or null. */
+function stampImprint(bytes) {
+  try {
+    let node = der(bytes, 0);
+    let kids = derChildren(bytes, node);
+    if (kids[0].tag === 0x30 && kids.length === 2 && kids[1].tag === 0x30) { node = kids[1]; kids = derChildren(bytes, node); }
+    const signedData = derChildren(bytes, derChildren(bytes, kids[1])[0]);
+    const encap = derChildren(bytes, signedData[2]);
+    const octets = derChildren(bytes, encap[1])[0];
+    const tst = derChildren(bytes, der(bytes, octets.start));
+    const [alg, hashed] = derChildren(bytes, tst[2]);
+    const oid = derChildren(bytes, alg)[0];
+    if (hex(bytes.subarray(oid.start, oid.end)) !== SHA256_OID) return null;
+    return bytes.subarray(hashed.start, hashed.end);
+  } catch { return null; }
+}
 async function checkTimestamp(head, anchor, sources, tsaCa) {
   if (!tsaCa) return check('timestamp', 'SKIP', 'no --tsa-ca given');
   if (head === null) return check('timestamp', 'SKIP', 'no verified head to check stamps of');
   if (!head.claims.sealed) return check('timestamp', 'SKIP', 'unsealed heads are never stamped');
   const day = head.claims.day;
   const source = await sources.stamps(day, anchor);
-  let count = source.tokens.length;
+  let tokens = source.tokens;
   if (source.listing !== null) {
     try {
       const doc = parseJSON(source.listing);
       if (!isObject(doc)) throw new Error('not an object');
       if (doc.day !== day) throw new Error(`it lists the stamps of ${pyRepr(doc.day ?? null)}`);
       if (!Array.isArray(doc.timestamps)) throw new Error('no timestamps array');
-      for (const t of doc.timestamps) {
+      tokens = doc.timestamps.map((t) => {
         if (!isObject(t) || typeof t.token !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(t.token) || t.token.length % 4) throw new Error('a token is not base64');
-      }
-      count = doc.timestamps.length;
+        return decode64(t.token.replace(/=+$/, ''), REV64);
+      });
     } catch (e) { return check('timestamp', 'FAIL', `${source.where} is not a timestamps document: ${e.message}`); }
   }
-  if (!count) return check('timestamp', 'SKIP', `no stamp of ${day} in ${source.where}`);
-  return check('timestamp', 'SKIP', `${count} RFC 3161 stamp(s) of ${day} in ${source.where} not checked: the JavaScript verifier has no CMS (use verify-proof or openssl ts -verify)`);
+  if (!tokens.length) return check('timestamp', 'SKIP', `no stamp of ${day} in ${source.where}`);
+  const digest = await (await platform()).sha256(utf8(head.jws));
+  const n = tokens.findIndex((t) => { const i = stampImprint(t); return i !== null && equalBytes(i, digest); });
+  if (n < 0) return check('timestamp', 'FAIL', `no stamp from ${source.where} verifies: none has the SHA-256 of this head's JWS as its message imprint`);
+  return check('timestamp', 'SKIP', `stamp ${n} of ${tokens.length} from ${source.where} has the SHA-256 of the head's JWS as its imprint; its CMS signature and TSA chain are not checked in JavaScript (use verify-proof or openssl ts -verify)`);
 }
 
 // --- verification ----------------------------------------------------------------------------

@@ -103,8 +103,9 @@ async function main(argv) {
     const result = await verifyRecord(record, options);
     if (result.error !== undefined) throw new Error(result.error);
     if (args.json) {
-      const checks = result.checks.map((c) => ({ name: c.name, result: c.status, detail: c.detail }));
-      process.stdout.write(`${JSON.stringify({ ok: result.ok, checks })}\n`);
+      // Python's json.dumps spacing, so both commands print the same bytes.
+      const checks = result.checks.map((c) => `{"name": ${JSON.stringify(c.name)}, "result": "${c.status}", "detail": ${JSON.stringify(c.detail)}}`);
+      process.stdout.write(`{"ok": ${result.ok}, "checks": [${checks.join(', ')}]}\n`);
     } else {
       let out = '';
       for (const c of result.checks) out += `${c.status} ${c.name}: ${c.detail}\n`;
