@@ -299,7 +299,8 @@ class Parser {
     if (this.t.startsWith('Infinity', this.i)) throw new SyntaxError('Infinity is not a JSON number');
     return this.error('Expecting value');
   }
-  enter() { if (++this.depth > 988) throw new SyntaxError('nested too deeply to parse'); // where verify-proof's RECORD parse stops }
+  // 988: where verify-proof's parse of RECORD stops (at Python's recursion limit).
+  enter() { if (++this.depth > 988) throw new SyntaxError('nested too deeply to parse'); }
   object() {
     this.enter();
     const out = Object.create(null);
@@ -1172,8 +1173,9 @@ async function readFile(path, limit, ifFound = false) {
     throw new InputError(`cannot read ${path}: ${e.code === 'EISDIR' ? 'Is a directory' : e.message}`);
   } finally { fs.closeSync(fd); }
 }
-/** GET `url`: a 200's body of at most `limit` bytes within `deadlineMs`; 404 is null when `ifFound`. */
-async function fetchBounded(url, { limit, deadlineMs, ifFound = false, fetcher = globalThis.fetch }) {
+/** GET `url`: a 200's body of at most `limit` bytes within `deadlineMs`; 404 is null when `ifFound`.
+ * Any other failure throws an Error whose message names the URL. */
+export async function fetchBounded(url, { limit, deadlineMs, ifFound = false, fetcher = globalThis.fetch }) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), deadlineMs);
   try {

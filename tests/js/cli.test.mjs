@@ -77,3 +77,28 @@ test('exit codes without Python: 0, 1, 2, and RECORD from stdin', () => {
   assert.equal(stdin.status, 0, stdin.stderr);
   assert.equal(stdin.stdout.split('\n').filter(Boolean).length, 9);
 });
+
+test('the CLI reads URLs: RECORD, --keys, --policy and --roots', async (t) => {
+  const { createServer } = await import('node:http');
+  const { readFileSync } = await import('node:fs');
+  const server = createServer((req, res) => {
+    const path = join(repo, decodeURIComponent(req.url));
+    if (!existsSync(path) || req.url.endsWith('/')) { res.writeHead(404); res.end(); return; }
+    res.end(readFileSync(path));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  const base = `http://127.0.0.1:${server.address().port}`;
+  const run = (args) => new Promise((resolve) => {
+    const child = spawn(process.execPath, [cli, ...args], { cwd: repo });
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.on('close', (code) => resolve({ code, out }));
+  });
+  const { spawn } = await import('node:child_process');
+  const ok = await run([`${base}/${REC}`, '--roots', `${base}/roots`, '--keys', `${base}/roots/keys.json`, '--policy', `${base}/roots/policy.txt`, '--at', '1793797200']);
+  assert.equal(ok.code, 0, ok.out);
+  assert.equal(ok.out.split('\n').filter((l) => l.startsWith('PASS')).length, 8);
+  const gone = await run([`${base}/nothing.json`, '--roots', 'roots']);
+  assert.equal(gone.code, 2);
+});

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // verify-proof in JavaScript: the same arguments, lines and exit codes as the Python command
 // (SPEC §9, §12.5): 0 every check that ran passed, 1 a check failed, 2 usage or I/O.
-import { readFile } from 'node:fs/promises';
-import { verifyRecord, parseAt } from '../verify.mjs';
+import { openSync, readSync, closeSync } from 'node:fs';
+import { verifyRecord, parseAt, fetchBounded } from '../verify.mjs';
 
 const PROG = 'verify-proof';
 const USAGE = `usage: ${PROG} RECORD [--roots DIR|URL] [--keys FILE|URL] [--head FILE|URL] [--history-proof FILE|URL]
@@ -38,13 +38,22 @@ function parseArgs(argv) {
 
 const isUrl = (s) => /^https?:\/\//i.test(s);
 
+/** A file's bytes, at most `limit` (read no further, as verify-proof's bounded reads). */
 async function readLocal(path, limit = 1 << 20) {
-  let data;
-  try { data = await readFile(path); } catch (e) {
+  let fd;
+  try { fd = openSync(path, 'r'); } catch (e) {
     throw new Error(`cannot read ${path}: ${e.code === 'ENOENT' ? 'No such file or directory' : e.message}`);
   }
-  if (data.length > limit) throw new Error(`${path}: larger than ${limit} bytes, the limit for this input (read no further)`);
-  return new Uint8Array(data.buffer, data.byteOffset, data.length);
+  try {
+    const buffer = new Uint8Array(limit + 1);
+    let n = 0;
+    for (let got = 1; got > 0 && n <= limit; n += got) got = readSync(fd, buffer, n, limit + 1 - n, null);
+    if (n > limit) throw new Error(`${path}: larger than ${limit} bytes, the limit for this input (read no further)`);
+    return buffer.slice(0, n);
+  } catch (e) {
+    if (e.message.includes('larger than')) throw e;
+    throw new Error(`cannot read ${path}: ${e.code === 'EISDIR' ? 'Is a directory' : e.message}`);
+  } finally { closeSync(fd); }
 }
 async function readStdin(limit = 1 << 20) {
   const chunks = []; let n = 0;
@@ -82,13 +91,17 @@ async function main(argv) {
     if (args.keys !== undefined) {
       options.keysWhere = args.keys;
       options.keys = isUrl(args.keys) ? await fetchText(args.keys, options) : await readLocal(args.keys);
+      // As verify-proof: beside a --keys URL .../keys, the log's key records at .../keys/records.
+      if (args.roots === undefined && isUrl(args.keys) && args.keys.replace(/\/+$/, '').endsWith('/keys')) {
+        options.keyRecords = await fetchText(`${args.keys.replace(/\/+$/, '')}/records`, options, true);
+      }
     } else if (args.roots === undefined) throw new Error('no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)');
     const record = args.record === '-' ? await readStdin() : isUrl(args.record) ? await fetchText(args.record, options) : await readLocal(args.record);
     for (const pem of args.tsaCa) checkPem(await readLocal(pem), pem);
     if (args.tsaCa.length) options.tsaCa = true;
     if (args.policy !== undefined) {
       options.policyWhere = args.policy;
-      options.policy = isUrl(args.policy) ? await fetchText(args.policy, options) : await readLocal(args.policy, 256 * 1024);
+      options.policy = isUrl(args.policy) ? await fetchText(args.policy, options, false, 256 * 1024) : await readLocal(args.policy, 256 * 1024);
     }
     if (args.head !== undefined) {
       options.headWhere = args.head;
@@ -96,7 +109,7 @@ async function main(argv) {
     }
     if (args.historyProof !== undefined) {
       options.tlogProofWhere = args.historyProof;
-      options.tlogProof = isUrl(args.historyProof) ? await fetchText(args.historyProof, options) : await readLocal(args.historyProof, 1024 * 1024 + 64 * 1024);
+      options.tlogProof = isUrl(args.historyProof) ? await fetchText(args.historyProof, options, false, 1024 * 1024 + 64 * 1024) : await readLocal(args.historyProof, 1024 * 1024 + 64 * 1024);
     }
     if (args.origin !== undefined) options.origin = args.origin;
     if (args.iss !== undefined) options.iss = args.iss;
@@ -121,20 +134,10 @@ async function main(argv) {
   }
 }
 
-async function fetchText(url, options) {
-  // A URL named for RECORD, --keys, --policy, --head or --history-proof: one bounded GET.
-  const controller = new AbortController();
-  const deadline = options.fetch.deadlineMs ?? 30000;
-  const timer = setTimeout(() => controller.abort(), deadline);
-  try {
-    const response = await fetch(url, { signal: controller.signal });
-    if (response.status !== 200) throw new Error(`GET ${url}: HTTP ${response.status}`);
-    const body = new Uint8Array(await response.arrayBuffer());
-    if (body.length > 1024 * 1024 + 64 * 1024) throw new Error(`GET ${url}: the reply is larger than ${1 << 20} bytes`);
-    return body;
-  } catch (e) {
-    throw new Error(controller.signal.aborted ? `GET ${url}: no answer within the deadline` : e.message);
-  } finally { clearTimeout(timer); }
+/** A URL named for RECORD, --keys, --policy, --head or --history-proof: one bounded GET. */
+async function fetchText(url, options, ifFound = false, limit = 1 << 20) {
+  const found = await fetchBounded(url, { limit, deadlineMs: options.fetch.deadlineMs ?? 30000, ifFound });
+  return found === null ? undefined : found;
 }
 
 process.exitCode = await main(process.argv.slice(2));
