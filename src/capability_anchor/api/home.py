@@ -123,19 +123,21 @@ class Lookup:
     query: str = ""
     record: Mapping[str, Any] | None = None
     message: str = ""
+    title: str = "No record"
 
 
 def _member(value: Any) -> str:
     if isinstance(value, str):
         return f'<code class="hash">{_e(value)}</code>'
-    return f'<code class="hash">{_e(json.dumps(value, ensure_ascii=False))}</code>'
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return f'<code class="hash">{_e(text)}</code>'
 
 
 def lookup_html(found: Lookup) -> str:
     """The record and the place of the browser's verdicts, or the plain reason there is none."""
     if found.record is None:
         message = f'<p class="error">{_e(found.message)}</p>'
-        return f'<section id="lookup"><h2>Not found or not asked well</h2>{message}</section>'
+        return f'<section id="lookup"><h2>{_e(found.title)}</h2>{message}</section>'
     members = "".join(
         f"<dt>{_e(name)}</dt><dd>{_member(value)}</dd>" for name, value in found.record.items()
     )
@@ -260,7 +262,7 @@ async def front_page(request: Request[Any, Any, Any]) -> Answer:
     try:
         bound = day_param(before) if before else None
     except UsageError as exc:  # shown on the page, with the newest days
-        bound, found = None, Lookup(400, message=f"before: {exc.http_note()}")
+        bound, found = None, Lookup(400, message=f"before: {exc.http_note()}", title="Days")
     parts = await service.read(_kept_parts, service.reader, bound, service.pages)
     if sub is None and url is None and found is None:
         return cached(request, parts[6], immutable=False, media_type="text/html", extra=_HEADERS)
