@@ -617,9 +617,39 @@ function getKey(keys, kid) {
   if (key === undefined) fail('UnknownKeyError', `kid ${pyRepr(kid)} is not in the trusted key set (trusted: ${[...keys.keys()].join(', ')})`);
   return key;
 }
+// libsodium's rules (the Python verifier's), which OpenSSL and WebCrypto do not all apply: no
+// small-order or non-canonical public key, no small-order R, S below the group order L.
+const SMALL_ORDER = [
+  '0000000000000000000000000000000000000000000000000000000000000000',
+  '0100000000000000000000000000000000000000000000000000000000000000',
+  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05',
+  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a',
+  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+  'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+  'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+];
+const GROUP_ORDER = fromHex('edd3f55c1a631258d69cf7a2def9de1400000000000000000000000000000010');
+function smallOrder(point) {
+  const masked = point.slice(0, 32);
+  masked[31] &= 0x7f;
+  return SMALL_ORDER.includes(hex(masked));
+}
+function canonicalPoint(point) {
+  if ((point[31] & 0x7f) !== 0x7f || point[0] < 0xed) return true;
+  for (let i = 1; i < 31; i++) if (point[i] !== 0xff) return true;
+  return false;
+}
+function canonicalScalar(s) {
+  for (let i = 31; i >= 0; i--) {
+    if (s[i] < GROUP_ORDER[i]) return true;
+    if (s[i] > GROUP_ORDER[i]) return false;
+  }
+  return false;
+}
 async function verifyEd25519(raw, message, signature, kid) {
   if (signature.length !== 64) fail('SignatureMismatch', `an Ed25519 signature is 64 bytes, got ${signature.length}`);
-  const ok = await (await platform()).verify(raw, message, signature);
+  const strict = canonicalScalar(signature.subarray(32)) && !smallOrder(signature.subarray(0, 32)) && canonicalPoint(raw) && !smallOrder(raw);
+  const ok = strict && await (await platform()).verify(raw, message, signature);
   if (!ok) fail('SignatureMismatch', `Ed25519 signature does not verify with key ${kid} (Signature was forged or corrupt)`);
 }
 

@@ -321,3 +321,26 @@ test('inputs at their size limits fail cleanly', async () => {
   assert.equal(r3.checks[2].status, 'FAIL');
   assert.match(r3.checks[2].detail, /over the limit of 16384/);
 });
+
+test('Ed25519 as libsodium (Python) checks it: no small-order key or R, no S past the group order', async () => {
+  const claims = JSON.parse(Buffer.from(sample.jws.split('.')[1], 'base64url'));
+  // The identity point as a trusted key: OpenSSL accepts R = identity, S = 0 for any message.
+  for (const point of ['01' + '00'.repeat(31), 'ec' + 'ff'.repeat(30) + '7f', 'ee' + 'ff'.repeat(30) + '7f']) {
+    const x = Buffer.from(point, 'hex').toString('base64url');
+    const weak = { keys: [{ kty: 'OKP', crv: 'Ed25519', x, kid: 'weak' }] };
+    const header = b64u(JSON.stringify({ alg: 'EdDSA', kid: 'weak', typ: 'capability-resolver+jws' }));
+    const forged = `${header}.${b64u(JSON.stringify(claims))}.${Buffer.from('01' + '00'.repeat(63), 'hex').toString('base64url')}`;
+    const result = await verifyRecord(forged, { ...options, keys: weak });
+    assert.equal(result.checks[0].status, 'FAIL', point);
+    assert.match(result.checks[0].detail, /SignatureMismatch/);
+  }
+  // S + L: the same signature in a second spelling.
+  const good = token(claims);
+  const sig = Buffer.from(good.split('.')[2], 'base64url');
+  let s = BigInt('0x' + Buffer.from(sig.subarray(32)).reverse().toString('hex'));
+  s += 2n ** 252n + 27742317777372353535851937790883648493n;
+  const bytes = Buffer.from(s.toString(16).padStart(64, '0'), 'hex').reverse();
+  const malleated = `${good.split('.').slice(0, 2).join('.')}.${Buffer.concat([sig.subarray(0, 32), bytes]).toString('base64url')}`;
+  assert.equal((await verifyRecord(good, { ...options, keys })).checks[0].status, 'PASS');
+  assert.equal((await verifyRecord(malleated, { ...options, keys })).checks[0].status, 'FAIL');
+});
