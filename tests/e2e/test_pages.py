@@ -350,6 +350,7 @@ class Visit:
     shot: Image
     requests: list[tuple[str, str]]  # (url, initiator) of every URL request the NetLog shows
     sockets: list[Socket]
+    shot_path: Path = Path()
 
 
 @pytest.fixture(scope="module")
@@ -385,7 +386,8 @@ def _netlog(path: Path) -> tuple[list[tuple[str, str]], list[Socket]]:
     return requests, list(sockets.values())
 
 
-def visit(chromium: Path, url: str, tmp: Path) -> Visit:
+def visit(chromium: Path, url: str, tmp: Path, *, budget_ms: int | None = None) -> Visit:
+    """`budget_ms`: virtual time the page's scripts get before the DOM and screenshot."""
     tmp.mkdir(parents=True, exist_ok=True)
     shot, netlog = tmp / "screenshot.png", tmp / "netlog.json"
     argv = [
@@ -406,12 +408,13 @@ def visit(chromium: Path, url: str, tmp: Path) -> Visit:
         f"--window-size={WINDOW[0]},{WINDOW[1]}",
         f"--screenshot={shot}",
         "--dump-dom",
+        *([f"--virtual-time-budget={budget_ms}"] if budget_ms else []),
         url,
     ]
     done = subprocess.run(argv, capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     requests, sockets = _netlog(netlog)
-    return Visit(url, done.stdout.decode(), Image.read(shot), requests, sockets)
+    return Visit(url, done.stdout.decode(), Image.read(shot), requests, sockets, shot)
 
 
 class _Links(HTMLParser):

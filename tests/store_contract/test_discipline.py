@@ -50,6 +50,21 @@ def test_the_newest_head_state_is_the_newest_heads(opened: Opened) -> None:
     assert store.newest_head_state(NEXT_DAY) is None
 
 
+def test_head_days_are_the_days_with_a_head_newest_first(opened: Opened) -> None:
+    """`head_days`: a page of the days that have a head (the explorer's), by seeks alone."""
+    store = opened.store
+    assert store.head_days(None, 5) == []
+    _entries(opened, DAY, 3)
+    _entries(opened, NEXT_DAY, 1)
+    with store.write():
+        for row in (head(DAY, 1), head(DAY, 3), head(DAY, 3, sealed=True), head(NEXT_DAY, 1)):
+            store.insert_head(row)
+    assert store.head_days(None, 5) == [NEXT_DAY, DAY]
+    assert store.head_days(None, 1) == [NEXT_DAY]
+    assert store.head_days(NEXT_DAY, 5) == [DAY]
+    assert store.head_days(DAY, 5) == []
+
+
 def test_the_change_mark_moves_with_every_commit(opened: Opened) -> None:
     """`change_mark`: equal only while nothing was committed, by this store's own writes or
     by another opening of the log (as another process's); none inside a read snapshot. An

@@ -41,6 +41,7 @@ from .home import front_page
 from .openapi import Finished
 from .pages import docs_html
 from .routes import ROUTES
+from .scripts import explorer_js, verify_js
 from .service import Service
 from .settings import Settings
 
@@ -177,7 +178,7 @@ def create_app(settings: Settings) -> Litestar:
         service.close()
 
     app = AnchorApp(
-        route_handlers=[front_page, *ROUTES],
+        route_handlers=[front_page, verify_js, explorer_js, *ROUTES],
         before_request=before,
         exception_handlers={**edge.HANDLERS, Busy: _worker_answer, WorkerLost: _worker_answer},
         on_startup=[startup],

@@ -1,6 +1,6 @@
 """The pages for people: `/schema` (the OpenAPI document as plain HTML) here, `/` in
-`home.py`. Self-contained (no script, font or outside load; a CSP of `default-src 'none'`),
-so they render with no network; every value is HTML-escaped.
+`home.py`. Self-contained (no font or outside load, no inline script; scripts only from this
+origin; a CSP of `default-src 'none'`), so they render with no network; values HTML-escaped.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 HTML = "text/html; charset=utf-8"
-CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
+CSP = (
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 _METHODS = ("get", "head", "post", "put", "patch", "delete")
 _CONSTRAINTS = (
     ("minimum", "≥ "),
@@ -53,6 +56,12 @@ th { background: #eef2f6; }
 pre { background: #f3f5f7; padding: .6em .8em; overflow-x: auto; }
 ul.toc { list-style: none; padding: 0; }
 ul.toc li { margin: .2em 0; }
+td.num { text-align: right; }
+.PASS, .cosigned { color: #1f7a3f; font-weight: 600; }
+.FAIL, .failed, .missing, .error { color: #a8261d; font-weight: 600; }
+.SKIP { color: #57606a; font-weight: 600; }
+form.lookup input { width: 16em; }
+figure.chart { margin: 0; }
 """
 
 

@@ -64,6 +64,8 @@ class Service:
     """The log's state as gauges for `/metrics`, read from the reader's store at scrape time."""
     marks: MarkWatch = field(init=False)
     """The damage mark and the behind state, as the request path reads them."""
+    pages: dict[object, tuple[object, Any]] = field(default_factory=dict)
+    """Parts of `/` kept with the store's change mark they were read under (`api/home.py`)."""
 
     _reads: anyio.CapacityLimiter | None = None
 

@@ -116,6 +116,18 @@ class SqlRows(SqlBase):
         sql = f"{DAYS} SELECT day FROM days WHERE day IS NOT NULL ORDER BY day"
         return [str(d) for (d,) in self._exec(sql)]
 
+    def head_days(self, before: str | None, limit: int) -> list[str]:
+        """Up to `limit` days with a published head before `before` (None: any), newest first:
+        one index seek each, however many heads a day has (the explorer's page of days)."""
+        days: list[str] = []
+        while len(days) < limit:
+            where, params = ("", ()) if before is None else (" WHERE day < ?", (before,))
+            (day,) = self._one(f"SELECT max(day) FROM heads{where}", params)
+            if day is None:
+                break
+            days.append(before := str(day))
+        return days
+
     def day_size(self, day: str) -> int:
         row = self._one("SELECT max(leaf_index) FROM entries WHERE day = ?", (day,))
         return 0 if row[0] is None else int(row[0]) + 1
