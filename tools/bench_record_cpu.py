@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import benchdoc
 from benchkit import loadavg, print_table, say
 
 PATH_FORMAT = "/record?id=urn:agent:%09d"  # benchkit.record's sub
@@ -113,4 +114,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchdoc.run("record_cpu", main))
