@@ -170,3 +170,15 @@ def proof_json(leaf_index: int, tree_size: int, path: Sequence[bytes]) -> dict[s
         "tree_size": tree_size,
         "path": [p.hex() for p in path],
     }
+
+
+def proof_member(leaf_index: int, tree_size: int, path: Sequence[bytes]) -> str:
+    """`strictjson.member("proof", proof_json(…))` written directly, names in order (hex and
+    these integers need no escape): `/record` writes one per token."""
+    if max(abs(leaf_index), abs(tree_size)) > strictjson.MAX_SAFE_INTEGER:
+        return strictjson.member("proof", proof_json(leaf_index, tree_size, path))
+    hexes = '"' + '","'.join([p.hex() for p in path]) + '"' if path else ""
+    return (
+        f'"proof":{{"leaf_index":{leaf_index},"path":[{hexes}],'
+        f'"tree_size":{tree_size},"type":"rfc9162-sha256"}}'
+    )

@@ -121,14 +121,10 @@ def sign_record(
         written = canonical(dict(claims))
     except (TypeError, ValueError) as exc:
         raise UsageError(f"claims cannot be canonicalized with RFC 8785: {exc}") from None
-    answer = record_answer(
-        strictjson.members(written)[0],
-        anchor=anchor,
-        proof=proof,
-        key=key,
-        iat=iat,
-        lifetime=lifetime,
-    )
+    members = strictjson.members(written)[0]
+    members["anchor"] = strictjson.member("anchor", anchor)
+    members["proof"] = strictjson.member("proof", proof)
+    answer = record_answer(members, key=key, iat=iat, lifetime=lifetime)
     found: dict[str, Any] = strictjson.loads(answer)
     return found
 
@@ -139,23 +135,13 @@ def _utc_second(at: int) -> str:
     return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def record_answer(
-    written: dict[str, str],
-    *,
-    anchor: Mapping[str, Any],
-    proof: Mapping[str, Any],
-    key: SigningKey,
-    iat: int,
-    lifetime: int,
-) -> bytes:
-    """`sign_record`'s record as RFC 8785 bytes, from the members of a leaf's claims as stored
-    (`strictjson.members`, a dict this adds to): spliced into the payload and the answer,
-    never written again."""
+def record_answer(written: dict[str, str], *, key: SigningKey, iat: int, lifetime: int) -> bytes:
+    """`sign_record`'s record as RFC 8785 bytes, from members as written (a dict this adds
+    to): a leaf's claims as stored (`strictjson.members`) with `anchor` and `proof`
+    (`strictjson.member`), spliced into the payload and the answer, never written again."""
     exp = iat + lifetime
     written["iat"] = strictjson.member("iat", iat)
     written["exp"] = strictjson.member("exp", exp)
-    written["anchor"] = strictjson.member("anchor", anchor)
-    written["proof"] = strictjson.member("proof", proof)
     token = sign(strictjson.joined(written), key, RECORD_TYP)
     # Both strings are ASCII without a quote or backslash: JSON writes them as they are.
     written["expires"] = f'"expires":"{_utc_second(exp)}"'

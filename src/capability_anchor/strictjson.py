@@ -157,7 +157,7 @@ def canonical(value: Any, *, plain: bool = False) -> bytes:
     return data
 
 
-_DECODER = json.JSONDecoder()
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # `raw_decode`, unwrapped
 
 
 def members(data: bytes) -> tuple[dict[str, str], dict[str, Any]]:
@@ -174,7 +174,10 @@ def members(data: bytes) -> tuple[dict[str, str], dict[str, Any]]:
         name, colon = json.decoder.scanstring(text, at + 1)  # type: ignore[attr-defined]
         if text[at] != '"' or text[colon] != ":":
             raise ValueError(f"not RFC 8785 at offset {at}")
-        values[name], stop = _DECODER.raw_decode(text, colon + 1)
+        try:
+            values[name], stop = _SCAN(text, colon + 1)
+        except StopIteration:
+            raise ValueError(f"not RFC 8785 at offset {colon + 1}") from None
         if stop < end and text[stop] != ",":
             raise ValueError(f"not RFC 8785 at offset {stop}")
         found[name] = text[at:stop]

@@ -113,6 +113,10 @@ def test_what_record_reads_is_the_newest_head_the_entry_and_the_signer(opened: O
         (DAY, 1, head(DAY, 4, sealed=True), (leaf(1)[1], AT), "kid-2"),
     ]
     assert opened.store.record_sources("sub:c") == []
+    # Without the heads and the kid (a reader that keeps them): the same rows otherwise.
+    for key, limit in (("sub:a", 50), ("sub:a", 1), ("sub:b", 50), ("sub:c", 50)):
+        want = [(d, i, found) for d, i, _, found, _ in opened.store.record_sources(key, limit)]
+        assert opened.store.record_entries(key, limit) == want
 
 
 def test_a_key_is_stored_once_and_never_replaced(opened: Opened) -> None:

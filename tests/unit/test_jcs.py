@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from capability_anchor import leaf, strictjson
 from capability_anchor.errors import InvalidRecord
+from capability_anchor.head import proof_json, proof_member
 from tests.kit.hypo import examples
 from tests.kit.paths import ROOT
 from tests.kit.recordgen import ANY_JSON, ASCII_TEXT, BOUND, INTS, PLAIN_JSON, TEXT
@@ -119,6 +120,26 @@ def test_a_member_written_as_is_is_rfc8785(value: Any) -> None:
             strictjson.member("proof", value)
     else:
         assert strictjson.member("proof", value) == '"proof":' + want.decode("utf-8")
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.integers(0, 2**63 - 1),
+    st.integers(0, 2**63 - 1),
+    st.lists(st.binary(min_size=32, max_size=32), max_size=64),
+)
+def test_a_proof_member_written_directly_is_the_member(
+    leaf_index: int, tree_size: int, path: list[bytes]
+) -> None:
+    """`/record`'s `proof` member (`head.proof_member`): `member` of `proof_json`, also past
+    the safe integers (where both refuse)."""
+    try:
+        want = strictjson.member("proof", proof_json(leaf_index, tree_size, path))
+    except ValueError:
+        with pytest.raises(ValueError):
+            proof_member(leaf_index, tree_size, path)
+        return
+    assert proof_member(leaf_index, tree_size, path) == want
 
 
 def _imports(path: Path) -> set[str]:

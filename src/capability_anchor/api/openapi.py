@@ -156,13 +156,23 @@ PROOF_QUERY = {
 }
 """`GET /proof`'s query members, as Litestar wrote them when it read them."""
 
+RECORD_QUERY = {
+    "id": {"type": "string", "description": "the server ID (matches sub)"},
+    "url": {
+        "type": "string",
+        "pattern": HTTPS_URL_PATTERN,
+        "description": "the server URL, any https form",
+    },
+}
+"""`GET /record`'s query members, as Litestar wrote them when it read them."""
+
 QUERY_FORMS: dict[str, tuple[str, str, dict[str, Any], dict[str, Any] | None]] = {
     "/record": (
         "server",
         "exactly one of `id` (the server ID, matching `sub`) and `url` (the server URL, any "
         "form https allows; it is put in canonical form)",
         {"oneOf": [{"required": ["id"]}, {"required": ["url"]}]},
-        None,
+        RECORD_QUERY,
     ),
     "/proof": (
         "entry",

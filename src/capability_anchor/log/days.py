@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections.abc import Callable
 
@@ -25,6 +26,7 @@ def prev_day(day: str) -> str:
     return format_day(parse_day(day) - dt.timedelta(days=1))
 
 
+@functools.lru_cache(maxsize=64)  # every `/record` asks, mostly for today
 def day_end(day: str) -> int:
     """The last whole second (Unix time) of a UTC day."""
     start = dt.datetime.combine(parse_day(day), dt.time(), dt.UTC)

@@ -22,10 +22,14 @@ from .serverindex import SERVER_MEMBERS, index_watermark, server_keys
 from .trust import current_key
 
 if TYPE_CHECKING:
+    from capability_anchor.store import HeadRow
+    from capability_anchor.store.sql.heads import RecordSource
+
     from .lifecycle import Log
 
 DEFAULT_LIFETIME = 24 * 3600
 KEPT_TOKENS = 4096  # ~2 KB each: a few MB per process
+KEPT_DAYS = 1024  # days' newest heads kept under one change mark (a few KB each)
 REUSE_WITHIN = 300  # s of a token's lifetime that may be gone when it is served again
 
 State = tuple[str, int, int, bool, str, int]  # day, index, head size, sealed, kid, lifetime
@@ -47,6 +51,9 @@ class IssuedTokens:
         self.size = size
         self._kept: OrderedDict[str, Issued] = OrderedDict()
         self._lock = threading.Lock()  # read threads share it
+        # (the store's change mark, the newest settings kid, day -> its newest head) as one
+        # `record_sources` read them under that mark (`_sources`).
+        self.under: tuple[object, str | None, dict[str, HeadRow | None]] | None = None
 
     def get(self, server: str, state: State, now: float) -> bytes | None:
         lifetime = state[-1]
@@ -70,6 +77,28 @@ class IssuedTokens:
         return len(self._kept)
 
 
+def _sources(log: Log, key: str) -> list[RecordSource]:
+    """`store.record_sources(key)`. While the store's change mark is the one its heads and kid
+    were read under (nothing committed since), only the index and the entries are read
+    (`record_entries`) and the kept heads and kid added (decisions/37-record5.md)."""
+    store, issued = log.store, log.issued
+    mark = store.change_mark()  # before the rows: a commit after this read moves it
+    under = issued.under
+    if mark is None or under is None or under[0] != mark:
+        under = None
+    else:
+        _, kid, heads = under
+        rows = store.record_entries(key)
+        if all(day in heads for day, _, _ in rows):
+            return [(day, index, heads[day], found, kid) for day, index, found in rows]
+    indexed = store.record_sources(key)
+    if mark is not None and indexed:
+        heads = {} if under is None or len(under[2]) >= KEPT_DAYS else dict(under[2])
+        heads.update((day, head) for day, _, head, _, _ in indexed)
+        issued.under = (mark, indexed[0][4], heads)
+    return indexed
+
+
 def issue_record(
     log: Log, *, sub: str | None = None, url: str | None = None, lifetime: int = DEFAULT_LIFETIME
 ) -> bytes:
@@ -85,7 +114,7 @@ def issue_record(
     key = f"sub:{sub}" if sub is not None else f"url:{canonical_url(url)}"
     read, store = log.read, log.store
     now = log.clock()  # the time first, then the key: no revocation is crossed
-    indexed = store.record_sources(key)
+    indexed = _sources(log, key)
     for day, index, head, found, kid in indexed:
         # The day's newest head covers the entry exactly when any of its heads does.
         if head is None or index >= head.tree_size:
@@ -112,16 +141,9 @@ def issue_record(
                 f"#{index}) is no Capability Resolution 0.2 record (SPEC §13.1), so /record "
                 f"signs no token for it: {problem}"
             )
-        answer = read.proof_in(head, index)
+        written["anchor"], written["proof"] = read.record_members(head, index)
         iat = int(now)
-        signed = jws.record_answer(
-            written,
-            anchor=answer["anchor"],
-            proof=answer["proof"],
-            key=signer,
-            iat=iat,
-            lifetime=lifetime,
-        )
+        signed = jws.record_answer(written, key=signer, iat=iat, lifetime=lifetime)
         log.issued.put(key, Issued(state, iat + lifetime, signed))
         return signed
     today = log.today()

@@ -86,7 +86,7 @@ def check_not_behind(data_dir: Path) -> None:
     """Raise BehindPublished while the data dir is behind what was published: a stat per
     call (every `/record` asks), the file read only when it is there."""
     try:
-        os.lstat(os.path.join(data_dir, BEHIND_FILE))
+        os.lstat(f"{data_dir}/{BEHIND_FILE}")  # (`os.path.join` costs 1.5 µs more)
     except FileNotFoundError:
         return
     except OSError:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from capability_anchor import head as heads
+from capability_anchor import strictjson
 from capability_anchor.encoding import parse_day
 from capability_anchor.errors import NotFound, UsageError
 from capability_anchor.head import proof_json
@@ -55,6 +56,7 @@ class LogReader:
         self.history = HistoryReader(store, self._tile_cache, signer=origin)
         self.tiles = PublishedTiles(store)
         self._warmer = TileWarmer(self._tile_cache, self._tiles)
+        self._anchor_member: tuple[str, int, bool, bytes, str, str] | None = None
 
     def close(self) -> None:
         """Stop warming tiles: before the store closes."""
@@ -110,16 +112,30 @@ class LogReader:
             )
         return self.proof_in(row, leaf_index)
 
-    def proof_in(self, row: HeadRow, leaf_index: int) -> dict[str, Any]:
-        """`{v, anchor, proof}` for entry `leaf_index` (< its size) in the head `row`; the
-        head's other full tiles are then warmed in the background (`warming.py`)."""
+    def _path(self, row: HeadRow, leaf_index: int) -> list[bytes]:
+        """The inclusion path of entry `leaf_index` (< its size) in the head `row`; the head's
+        other full tiles are then warmed in the background (`warming.py`)."""
         self._warmer.ask(row.day, row.tree_size)
-        path = self._tiles(row.day, row.tree_size).inclusion_path(leaf_index, row.tree_size)
+        return self._tiles(row.day, row.tree_size).inclusion_path(leaf_index, row.tree_size)
+
+    def proof_in(self, row: HeadRow, leaf_index: int) -> dict[str, Any]:
+        """`{v, anchor, proof}` for entry `leaf_index` (< its size) in the head `row`."""
         return {
             "v": heads.VERSION,
             "anchor": self.anchor(row),
-            "proof": proof_json(leaf_index, row.tree_size, path),
+            "proof": proof_json(leaf_index, row.tree_size, self._path(row, leaf_index)),
         }
+
+    def record_members(self, row: HeadRow, leaf_index: int) -> tuple[str, str]:
+        """`proof_in`'s `anchor` and `proof` as RFC 8785 members (`strictjson.member`) for a
+        record's splice; the anchor's is written once per head and base URL."""
+        url = self._origin.public_url
+        kept = self._anchor_member
+        if kept is None or kept[:5] != (row.day, row.tree_size, row.sealed, row.root, url):
+            member = strictjson.member("anchor", self.anchor(row))
+            kept = self._anchor_member = (row.day, row.tree_size, row.sealed, row.root, url, member)
+        path = self._path(row, leaf_index)
+        return kept[5], heads.proof_member(leaf_index, row.tree_size, path)
 
     def _newest_head(self, day: str, covering: int | None) -> HeadRow | None:
         """The day's newest head as kept: a sealed one for good, as it stays the newest; an

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, get
-from litestar.params import QueryParameter
 from litestar.response.base import ASGIResponse
 
 from capability_anchor import __version__
@@ -29,7 +28,6 @@ from capability_anchor.api.models import (
     success,
 )
 from capability_anchor.api.openapi import (
-    HTTPS_URL_PATTERN,
     BeforeDay,
     Day,
     QueryDay,
@@ -290,22 +288,15 @@ async def key_records(request: Request[Any, Any, Any]) -> Answer:
 @get(
     "/record",
     summary="A signed resolver-2 record of a server (Capability Resolution §6.3)",
+    # Its query (`openapi.QUERY_FORMS`) is read by `raw_query`, not Litestar's parameters.
     responses={
         **success(ServerRecord, "the record and its token"),
-        **documented(404, unavailable=_RECORD_UNAVAILABLE),
+        **documented(400, 404, unavailable=_RECORD_UNAVAILABLE),
     },
 )
-async def record(
-    request: Request[Any, Any, Any],
-    id: Annotated[str | None, QueryParameter(description="the server ID (matches sub)")] = None,
-    url: Annotated[
-        str | None,
-        QueryParameter(
-            description="the server URL, any https form",
-            schema_extra={"pattern": HTTPS_URL_PATTERN},
-        ),
-    ] = None,
-) -> Answer:
+async def record(request: Request[Any, Any, Any]) -> Answer:
+    query = raw_query(request.scope, ())
+    sub, url = query.get("id"), query.get("url")
     service = service_of(request)
     lifetime = service.settings.record_lifetime
     # On the loop: index seeks and a signature, cheaper than a thread hop (decisions/37-loopreads).
@@ -313,7 +304,7 @@ async def record(
     # members, so it is not shaped by the Struct; tests/integration/test_api_shapes.py holds
     # its members. RFC 8785 already (`jws.record_answer`).
     # Its own iat and exp (reused only while nearly whole, `log.issuance`): never cached.
-    return uncached(issue_record(service.reader, sub=id, url=url, lifetime=lifetime))
+    return uncached(issue_record(service.reader, sub=sub, url=url, lifetime=lifetime))
 
 
 @get(

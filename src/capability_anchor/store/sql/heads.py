@@ -40,6 +40,13 @@ _RECORD_SOURCES = (
     "LEFT JOIN entries e ON e.day = s.day AND e.leaf_index = s.leaf_index "
     "ORDER BY s.day DESC, s.leaf_index DESC"
 )
+# `record_entries`: the index and the entries only (the servers primary key gives the order).
+RecordEntry = tuple[str, int, tuple[bytes, int] | None]
+_RECORD_ENTRIES = (
+    "SELECT s.day, s.leaf_index, e.claims, e.accepted_at FROM servers s "
+    "LEFT JOIN entries e ON e.day = s.day AND e.leaf_index = s.leaf_index "
+    "WHERE s.key = ? ORDER BY s.day DESC, s.leaf_index DESC LIMIT ?"
+)
 
 _COSIGNATURE_COLUMNS = "witness, key_id, size, timestamp, line"
 _STATE_COLUMNS = "witness, size, status, retry_at, failures, detail, updated"
@@ -119,6 +126,14 @@ class SqlHeads(SqlBase):
                 None if kid is None else str(kid),
             )
             for day, index, *head, claims, accepted_at, kid in found
+        ]
+
+    def record_entries(self, key: str, limit: int = 50) -> list[RecordEntry]:
+        """`record_sources` without the heads and the kid, for a reader that keeps those."""
+        found = self._exec(_RECORD_ENTRIES, (server_key_digest(key), self._limit(limit)))
+        return [
+            (str(day), int(index), None if claims is None else (bytes(claims), int(at)))
+            for day, index, claims, at in found
         ]
 
     def newest_head_state(self, day: str) -> tuple[int, bool] | None:
