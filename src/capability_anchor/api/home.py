@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -222,22 +223,24 @@ def _read_parts(log: Any, before: str | None, today: str | None) -> Parts:
 
 def _kept_parts(log: Any, before: str | None, kept: dict[object, tuple[object, Any]]) -> Parts:
     """`_read_parts`, kept while the store's change mark holds (read first, in this thread:
-    a commit in between makes the mark stale, never the parts) and the day is the same."""
+    a commit in between makes the mark stale, never the parts) and the day is the same. An
+    engine without a mark (PostgreSQL) keeps them for the second they were read in."""
     mark = log.store.change_mark()
+    if mark is None:
+        mark = ("second", int(time.monotonic()))
     try:
         today = log.today()
     except CapabilityAnchorError:
         today = None  # the clock guard distrusts the wall clock: the day is not named
     key = (before, today)
     found = kept.get(key)
-    if mark is not None and found is not None and found[0] == mark:
+    if found is not None and found[0] == mark:
         parts: Parts = found[1]
         return parts
     parts = _read_parts(log, before, today)
-    if mark is not None:
-        if len(kept) >= KEPT_PAGES:
-            kept.clear()
-        kept[key] = (mark, parts)
+    if len(kept) >= KEPT_PAGES:
+        kept.clear()
+    kept[key] = (mark, parts)
     return parts
 
 
