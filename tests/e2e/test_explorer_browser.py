@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,25 +33,15 @@ from capability_anchor import jws
 from capability_anchor.log import Log
 from capability_anchor.log.issuance import issue_record
 from capability_anchor.note import parse_policy
+from capability_anchor.verify.checks import CHECK_NAMES
 from capability_anchor.witness.client import submit
 from tests.e2e.test_pages import CHROMIUM, Visit, assert_not_blank, assert_offline, visit
 from tests.kit.apikit import build_history, insert_stamp, wait_clear_of_midnight
-from tests.kit.serverkit import Server, serving
+from tests.kit.serverkit import Server, ThreadServer, serving
 from tests.kit.systools import ensure_tool
 from tests.kit.witnesskit import TestWitness
 
 SUB = "example:a-1"  # in the first day, sealed at 6: a proof path of three hashes
-CHECKS = [
-    "record_signature",
-    "record_lifetime",
-    "leaf",
-    "inclusion",
-    "head_signature",
-    "head_matches",
-    "timestamp",
-    "history",
-    "witnesses",
-]
 BUDGET_MS = 15000  # virtual time for the page's fetches and checks
 VERDICT = re.compile(r'<tr data-check="([a-z_]+)" data-status="(PASS|FAIL|SKIP)">')
 
@@ -111,37 +100,26 @@ def proxy(upstream: str, record: bytes) -> Iterator[str]:
     """A loopback proxy to `upstream` that answers every `/record` with `record`."""
     target = urlsplit(upstream)
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.startswith("/record"):
-                status, kind, body = 200, "application/json", record
-            else:
-                conn = http.client.HTTPConnection(target.hostname or "", target.port, timeout=30)
-                conn.request("GET", self.path)
-                answer = conn.getresponse()
-                status, kind, body = (
-                    answer.status,
-                    answer.getheader("content-type", ""),
-                    answer.read(),
-                )
-                conn.close()
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(request: http.server.BaseHTTPRequestHandler) -> None:
+        if request.path.startswith("/record"):
+            status, kind, body = 200, "application/json", record
+        else:
+            conn = http.client.HTTPConnection(target.hostname or "", target.port, timeout=30)
+            conn.request("GET", request.path)
+            got = conn.getresponse()
+            status, kind, body = got.status, got.getheader("content-type", ""), got.read()
+            conn.close()
+        request.send_response(status)
+        request.send_header("Content-Type", kind)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        request.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as httpd:
-        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{httpd.server_address[1]}"
-        finally:
-            httpd.shutdown()
-            thread.join()
+    server = ThreadServer(answer)
+    try:
+        yield server.url
+    finally:
+        server.close()
 
 
 def _keep(page: Visit, name: str) -> None:
@@ -176,7 +154,7 @@ def test_a_record_verifies_in_chromium(browser: Path, explored: Explored, tmp_pa
     url = f"{explored.server.url}/?id={SUB}"
     page = visit(browser, url, tmp_path, budget_ms=BUDGET_MS)
     verdicts = _verdicts(page.dom)
-    assert list(verdicts) == CHECKS, _section(page.dom)
+    assert tuple(verdicts) == CHECK_NAMES, _section(page.dom)
     assert "FAIL" not in verdicts.values(), verdicts
     assert verdicts["inclusion"] == verdicts["witnesses"] == verdicts["history"] == "PASS"
     assert 'data-ok="true"' in page.dom and "Verified:" in page.dom
@@ -195,7 +173,7 @@ def test_a_tampered_record_fails_inclusion_in_chromium(
     with proxy(explored.server.url, explored.tampered) as url:
         page = visit(browser, f"{url}/?id={SUB}", tmp_path, budget_ms=BUDGET_MS)
     verdicts = _verdicts(page.dom)
-    assert list(verdicts) == CHECKS, _section(page.dom)
+    assert tuple(verdicts) == CHECK_NAMES, _section(page.dom)
     assert [name for name, status in verdicts.items() if status == "FAIL"] == ["inclusion"]
     assert verdicts["record_signature"] == "PASS"  # signed again by the log's own key
     assert 'data-ok="false"' in page.dom and "Not verified: inclusion failed." in page.dom

@@ -21,7 +21,6 @@ import http.server
 import json
 import re
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ from tests.kit import paths
 from tests.kit.apikit import ISS, build_history, noon_today, wait_clear_of_midnight
 from tests.kit.obskit import observation
 from tests.kit.pngkit import Image, encode
-from tests.kit.serverkit import Server, serving
+from tests.kit.serverkit import Server, ThreadServer, serving
 from tests.kit.systools import ensure_tool
 from tests.kit.witnesskit import TestWitness
 
@@ -486,25 +485,18 @@ CDN_PAGE = b"""<!DOCTYPE html><html><head><title>docs</title>
 def static_page(body: bytes) -> Iterator[str]:
     """One HTML page on a loopback port (a thread of this process)."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(request: http.server.BaseHTTPRequestHandler) -> None:
+        request.send_response(200)
+        request.send_header("Content-Type", "text/html; charset=utf-8")
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        request.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as httpd:
-        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-        finally:
-            httpd.shutdown()
-            thread.join()
+    server = ThreadServer(answer)
+    try:
+        yield server.url + "/"
+    finally:
+        server.close()
 
 
 def test_the_checks_catch_a_renderer_loaded_from_a_cdn(chromium: Path, tmp_path: Path) -> None:
