@@ -1289,6 +1289,17 @@ export async function fetchBounded(url, { limit, deadlineMs, ifFound = false, fe
 }
 const asBytes = (v) => (v instanceof Uint8Array ? v : typeof v === 'string' ? utf8(v) : utf8(JSON.stringify(v)));
 
+/** A file of `roots`: a folder's, or a URL's. A URL may be an export's folder or a live log's
+ * base (SPEC §6, §12.4): where the export's file is absent (404), the same document is read
+ * from the log's HTTP API under that base (`api`). */
+async function readRoots(read, roots, file, api, limit, ifFound = false) {
+  const where = `${roots}/${file}`;
+  if (!isUrl(roots)) return { where, data: await read(where, limit, ifFound) };
+  const data = await read(where, limit, true);
+  if (data !== null) return { where, data };
+  return { where: `${roots}/${api}`, data: await read(`${roots}/${api}`, limit, ifFound) };
+}
+
 /** Where the head, stamps and tlog-proof come from (Python's CommandLineSources). */
 function makeSources(options, read) {
   const roots = options.roots == null ? null : String(options.roots).replace(/\/+$/, '') || '/';
@@ -1300,15 +1311,14 @@ function makeSources(options, read) {
     async head(anchor) {
       if (givenHead) return { data: asBytes(options.head), where: typeof options.headWhere === 'string' ? options.headWhere : 'the given head' };
       if (anchor === null) fail('VerificationError', 'no valid anchor to locate the head by (give --head)');
-      if (roots !== null) return { data: await read(join(`${anchor.fileStem}.json`), LIMITS.input), where: join(`${anchor.fileStem}.json`) };
+      if (roots !== null) return readRoots(read, roots, `${anchor.fileStem}.json`, `roots/${anchor.fileStem}`, LIMITS.input);
       return { data: await read(anchor.url, LIMITS.input), where: anchor.url };
     },
     async stamps(day, anchor) {
       if (options.timestamps != null) return { where: 'the given timestamps', listing: asBytes(options.timestamps), tokens: [] };
       if (roots !== null) {
-        const listing = join(`${day}.timestamps.json`);
-        const data = await read(listing, LIMITS.input, true);
-        if (data !== null) return { where: listing, listing: data, tokens: [] };
+        const found = await readRoots(read, roots, `${day}.timestamps.json`, `roots/${day}/timestamps`, LIMITS.input, true);
+        if (found.data !== null) return { where: found.where, listing: found.data, tokens: [] };
         const tsr = join(`${day}.tsr`);
         const token = await read(tsr, LIMITS.input, true);
         return { where: tsr, listing: null, tokens: token === null ? [] : [token] };
@@ -1321,8 +1331,7 @@ function makeSources(options, read) {
       if (options.tlogProof != null) return { where: typeof options.tlogProofWhere === 'string' ? options.tlogProofWhere : 'the given tlog-proof', data: asBytes(options.tlogProof) };
       if (roots !== null) {
         if (anchor === null) return { where: `nowhere in ${roots} (no anchor to name the head by)`, data: null };
-        const where = join(`${anchor.fileStem}.tlog-proof`);
-        return { where, data: await read(where, LIMITS.proof, true) };
+        return readRoots(read, roots, `${anchor.fileStem}.tlog-proof`, `history/proof?leaf_hash=${leafHex}`, LIMITS.proof, true);
       }
       if (givenHead) return { where: 'none given (the head came from --head: give --history-proof)', data: null };
       if (anchor === null) return { where: 'nowhere (no anchor)', data: null };
@@ -1674,8 +1683,7 @@ async function loadKeys(options, read) {
   let data = options.keys; let where = options.keysWhere ?? 'the given keys';
   if (data == null) {
     if (options.roots == null) throw new InputError('no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)');
-    where = `${String(options.roots).replace(/\/+$/, '')}/keys.json`;
-    data = await read(where, LIMITS.input);
+    ({ where, data } = await readRoots(read, String(options.roots).replace(/\/+$/, ''), 'keys.json', 'keys', LIMITS.input));
   }
   let keys;
   try {
@@ -1687,8 +1695,7 @@ async function loadKeys(options, read) {
   } catch (e) { rethrowUnless(e); throw new InputError(`${where}: ${e.message}`); }
   let records = options.keyRecords ?? null; let recordsWhere = 'the given key records';
   if (records === null && options.roots != null) {
-    recordsWhere = `${String(options.roots).replace(/\/+$/, '')}/key-records.json`;
-    records = await read(recordsWhere, LIMITS.input, true);
+    ({ where: recordsWhere, data: records } = await readRoots(read, String(options.roots).replace(/\/+$/, ''), 'key-records.json', 'keys/records', LIMITS.input, true));
   }
   if (records === null) return { keys, anchors: keys, revocations: new Map(), where };
   const chain = await trustClosure(keys, asBytes(records), recordsWhere);

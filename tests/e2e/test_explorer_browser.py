@@ -4,7 +4,8 @@ screenshot, the NetLog read back). The log has three days (two sealed, one with 
 witness policy and a cosigned checkpoint. The browser loads `/`, looks a record up and checks
 it with /verify.js: nine verdicts, no FAIL. Through a loopback proxy that answers `/record`
 with the same record, one proof hash flipped and signed again with the log's own key, it shows
-`FAIL inclusion` and nothing else failed.
+`FAIL inclusion` and nothing else failed. The JavaScript CLI, given the live log's base as
+`--roots`, passes the record and fails the tampered one.
 
 Screenshots: each visit's is saved under the test's tmp folder; with CAPABILITY_ANCHOR_SHOTS=DIR
 they are also copied there (docs/images/explorer-*.png were made that way:
@@ -20,7 +21,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +39,7 @@ from capability_anchor.note import parse_policy
 from capability_anchor.verify.checks import CHECK_NAMES
 from capability_anchor.witness.client import submit
 from tests.e2e.test_pages import CHROMIUM, Visit, assert_not_blank, assert_offline, visit
+from tests.kit import paths
 from tests.kit.apikit import build_history, insert_stamp, wait_clear_of_midnight
 from tests.kit.serverkit import Server, ThreadServer, serving
 from tests.kit.systools import ensure_tool
@@ -180,3 +184,38 @@ def test_a_tampered_record_fails_inclusion_in_chromium(
     assert_offline(page)
     assert_not_blank(page.shot, min_ink=0.3)
     _keep(page, "explorer-tampered.png")
+
+
+def test_the_javascript_cli_verifies_against_the_live_log(
+    explored: Explored, tmp_path: Path
+) -> None:
+    """`--roots` given the log's base URL: each export file it lacks (`<day>.json`,
+    `keys.json`, the tlog-proof) is read from the HTTP API instead, and the record passes;
+    the tampered one fails inclusion."""
+    node = shutil.which("node")
+    assert node is not None, "the README's test command needs Node 18+"
+    base = explored.server.url
+    with urllib.request.urlopen(f"{base}/record?id={SUB}", timeout=30) as answer:
+        (tmp_path / "record.json").write_bytes(answer.read())
+    with urllib.request.urlopen(f"{base}/history/policy", timeout=30) as answer:
+        (tmp_path / "policy.txt").write_bytes(answer.read())
+    (tmp_path / "tampered.json").write_bytes(explored.tampered)
+    cli = [node, str(paths.ROOT / "src" / "verify-js" / "bin" / "verify-proof.mjs")]
+    options = ["--roots", base, "--policy", str(tmp_path / "policy.txt")]
+    run = subprocess.run(
+        [*cli, str(tmp_path / "record.json"), *options], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert [line.split(":")[0].split(" ")[1] for line in lines] == list(CHECK_NAMES)
+    assert [line.split(" ")[0] for line in lines] == ["PASS"] * 6 + ["SKIP"] + ["PASS"] * 2
+    assert f"head from {base}/roots/" in run.stdout
+    assert f"tlog-proof from {base}/history/proof?leaf_hash=" in run.stdout
+    bad = subprocess.run(
+        [*cli, str(tmp_path / "tampered.json"), *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "FAIL inclusion:" in bad.stdout
