@@ -11,9 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from capability_anchor.encoding import b64url_decode, b64url_encode
+from capability_anchor.encoding import b64url_decode, b64url_encode, utc_second
 from capability_anchor.keys import SigningKey
-from capability_anchor.keys.trust import rfc3339
 from capability_anchor.strictjson import canonical
 from make_sample import ISS, at, test_signing_key, write_record
 
@@ -61,7 +60,7 @@ def signed(claims: dict[str, Any], key: SigningKey | None = None, **header: str)
     """A record file: `claims` beside their token (and `expires`, as /record serves it)."""
     return {
         **claims,
-        "expires": rfc3339(claims["exp"]),
+        "expires": utc_second(claims["exp"]),
         "jws": token(claims, key or test_signing_key(), **header),
     }
 

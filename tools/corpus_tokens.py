@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from capability_anchor.encoding import b64url_decode, b64url_encode
+from capability_anchor.encoding import b64url_decode, b64url_encode, utc_second
 from capability_anchor.keys import KeySet, PublicKey
-from capability_anchor.keys.trust import rfc3339
 from capability_anchor.strictjson import canonical
 from corpus_cases import (
     AT,
@@ -170,7 +169,7 @@ def _json_attacks(c: Corpus) -> None:
         (
             "attack-edited-expires",
             "expires beside jws a day later than exp",
-            {**record, "expires": rfc3339(cal["exp"] + 86400)},
+            {**record, "expires": utc_second(cal["exp"] + 86400)},
         ),
     ):
         c.add(name, about, c.write(name, "record.json", changed), "--roots", REAL)
@@ -219,7 +218,7 @@ def _spelling_cases(c: Corpus) -> None:
         (
             "plain-expires-offset-form",
             "expires beside jws as +00:00, the same second",
-            {**record, "expires": rfc3339(cal["exp"]).replace("Z", "+00:00")},
+            {**record, "expires": utc_second(cal["exp"]).replace("Z", "+00:00")},
             "record.json",
         ),
         (

@@ -1,5 +1,6 @@
 """Strict encodings shared by every layer: unpadded canonical base64url, lowercase 64-hex hashes,
-real `YYYY-MM-DD` days. One accepted spelling per value, so two strings never mean the same bytes.
+real `YYYY-MM-DD` days, RFC 3339 UTC seconds. One accepted spelling per value, so two strings
+never mean the same bytes.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import base64
 import binascii
 import datetime as _dt
 import re
+import time
 
 from .errors import UsageError
 
@@ -18,6 +20,11 @@ _DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 class EncodingError(UsageError):
     """A value is not in the one canonical spelling this project accepts."""
+
+
+def utc_second(t: float) -> str:
+    """Unix time `t` as RFC 3339 UTC to the second (`2026-12-05T21:30:00Z`)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def b64url_encode(data: bytes) -> str:

@@ -7,7 +7,6 @@ Record tokens add the Capability Resolution §8 claims and expiry rules."""
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import re
 from collections.abc import Mapping
@@ -16,7 +15,7 @@ from typing import Any
 
 from capability_anchor import strictjson
 
-from .encoding import EncodingError, b64url_decode, b64url_encode
+from .encoding import EncodingError, b64url_decode, b64url_encode, utc_second
 from .errors import (
     ClaimsError,
     IssuerMismatch,
@@ -129,10 +128,8 @@ def sign_record(
     return found
 
 
-@functools.lru_cache(maxsize=4)
-def _utc_second(at: int) -> str:
-    """RFC 3339 UTC of a second (records signed in one second share it)."""
-    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+# Records signed in one second share it.
+_utc_second = functools.lru_cache(maxsize=4)(utc_second)
 
 
 def record_answer(written: dict[str, str], *, key: SigningKey, iat: int, lifetime: int) -> bytes:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capability_anchor.encoding import utc_second
 from capability_anchor.errors import CapabilityAnchorError
 from capability_anchor.note import check_cosignatures, parse_checkpoint, parse_note
 from capability_anchor.note.signed import b64encode
@@ -70,8 +71,8 @@ def served_checkpoint(note: bytes, policy: Any = None, at: int = 0) -> ServedChe
     views = []
     for w in policy.witnesses:
         if w.name in witnessed.cosigned:
-            when = dt.datetime.fromtimestamp(witnessed.cosigned[w.name], dt.UTC)
-            views.append(WitnessView(w.name, "cosigned", when.strftime("%Y-%m-%dT%H:%M:%SZ")))
+            when = utc_second(witnessed.cosigned[w.name])
+            views.append(WitnessView(w.name, "cosigned", when))
         elif w.name in witnessed.failed:
             views.append(WitnessView(w.name, "failed", witnessed.failed[w.name]))
         else:

@@ -6,7 +6,6 @@ a part the store cannot answer says so, never a 500; links are relative (a path 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 from collections.abc import Mapping
@@ -18,6 +17,7 @@ from litestar import Request, get
 from litestar.enums import MediaType
 
 from capability_anchor import __version__
+from capability_anchor.encoding import utc_second
 from capability_anchor.errors import CapabilityAnchorError, UsageError
 from capability_anchor.log.issuance import issue_record
 from capability_anchor.strictjson import loads
@@ -52,10 +52,6 @@ class NewestHead:
     sealed: bool
 
 
-def _time(epoch: int) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _head_section(head: NewestHead | None, today: str | None) -> str:
     if head is None:
         return '<h2>Newest head</h2><p class="note">No head is published yet.</p>'
@@ -68,7 +64,7 @@ def _head_section(head: NewestHead | None, today: str | None) -> str:
         f"<dt>Day</dt><dd>{_e(head.day)} ({kind})</dd>"
         f"<dt>Size</dt><dd>{_e(head.tree_size)}</dd>"
         f'<dt>Root</dt><dd><code class="hash">{_e(head.root)}</code></dd>'
-        f"<dt>Time</dt><dd><time>{_e(_time(head.iat))}</time> (signed, UTC)</dd>"
+        f"<dt>Time</dt><dd><time>{_e(utc_second(head.iat))}</time> (signed, UTC)</dd>"
         f'<dt>Head</dt><dd><a href="{_e(href)}">{_e(href)}</a>'
         ' <span class="note">(the signed head document, JWS)</span></dd>'
         "</dl>"

@@ -95,7 +95,8 @@ def _report_stamp(result: Any) -> None:
 def cmd_seal(args: argparse.Namespace) -> int:
     import time
 
-    from capability_anchor.log.clockguard import acknowledge, disagreeing, iso, monotonic
+    from capability_anchor.encoding import utc_second
+    from capability_anchor.log.clockguard import acknowledge, disagreeing, monotonic
     from capability_anchor.log.stamping import stamp_missing
 
     def printed(doc: bytes) -> None:
@@ -122,7 +123,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
         if episode is not None:
             ack = acknowledge(log.data_dir, wall, mono)
             print(
-                f"{PROG}: wrote {ack}: the wall clock ({iso(wall)}) is acknowledged for a "
+                f"{PROG}: wrote {ack}: the wall clock ({utc_second(wall)}) is acknowledged for a "
                 f"running service whose clocks disagree ({episode}): it takes this reading "
                 "as its new baseline",
                 file=sys.stderr,

@@ -6,12 +6,12 @@ statement of the log's settings. Pure, shared by the log, the audit, `verify-pro
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from capability_anchor import jws, strictjson
+from capability_anchor.encoding import utc_second
 from capability_anchor.errors import (
     CapabilityAnchorError,
     ClaimsError,
@@ -38,10 +38,6 @@ ROTATION_TYP = "capability-anchor-rotation+jws"
 REVOCATION_TYP = "capability-anchor-revocation+jws"
 ROTATION_CLAIMS = ("v", "iss", "kid", "iat", "activate_at")
 REVOCATION_CLAIMS = ("v", "iss", "kid", "revoked_at", "iat")
-
-
-def rfc3339(t: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def _claims(verified: jws.VerifiedJWS, what: str) -> dict[str, Any]:
@@ -117,7 +113,7 @@ class Revocation:
 
     def describe(self) -> str:
         return (
-            f"key {self.kid} was revoked at {rfc3339(self.revoked_at)} "
+            f"key {self.kid} was revoked at {utc_second(self.revoked_at)} "
             f"(revocation signed by {self.signer})"
         )
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from capability_anchor.encoding import utc_second
 from capability_anchor.errors import ClockDisagrees
 from capability_anchor.files import write_secret_file
 from capability_anchor.metrics.service import observe
@@ -61,10 +62,6 @@ def _span(seconds: float) -> str:
     if hours:
         return f"{sign}{hours}h {minutes:02d}m {secs:02d}s"
     return f"{sign}{minutes}m {secs:02d}s"
-
-
-def iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def _write(path: Path, text: str) -> None:
@@ -198,13 +195,13 @@ class ClockGuard:
                     "the wall clock (%s) disagrees with the monotonic clock by %s, more than "
                     "%d s: appends, checkpoints and sealing are paused until they agree again "
                     "or an operator runs `capability-anchor seal`",
-                    iso(wall),
+                    utc_second(wall),
                     _span(skew),
                     int(self.tolerance),
                 )
-                self._episode({"since": iso(wall), "skew": _span(skew)})
+                self._episode({"since": utc_second(wall), "skew": _span(skew)})
         raise ClockDisagrees(
-            f"the service's wall clock ({iso(wall)}) disagrees with its monotonic clock by "
+            f"the service's wall clock ({utc_second(wall)}) disagrees with its monotonic clock by "
             f"{_span(skew)} (more than {int(self.tolerance)} s): appends and sealing are "
             "paused until the clocks agree again or an operator runs `capability-anchor seal`"
         )
@@ -258,6 +255,6 @@ class ClockGuard:
         log.warning(
             "the operator acknowledged the wall clock at %s (capability-anchor seal): the "
             "service takes it as its new baseline",
-            iso(wall),
+            utc_second(wall),
         )
         return True

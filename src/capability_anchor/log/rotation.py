@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from capability_anchor.encoding import utc_second
 from capability_anchor.errors import CapabilityAnchorError, Conflict, KeyFileError, NotFound
 from capability_anchor.files import fsync_dir
 from capability_anchor.keys import (
@@ -26,7 +27,6 @@ from capability_anchor.keys.trust import (
     PendingRotation,
     make_pending_rotation,
     make_revocation,
-    rfc3339,
     verify_pending_rotation,
 )
 from capability_anchor.log import policies as policytrust
@@ -63,8 +63,8 @@ class Published:
             "current_kid": self.current_kid,
             "kid": self.kid,
             "vkey": self.vkey,
-            "published": rfc3339(self.published),
-            "activate_at": rfc3339(self.activate_at),
+            "published": utc_second(self.published),
+            "activate_at": utc_second(self.activate_at),
         }
 
 
@@ -88,7 +88,7 @@ class Activated:
         }
         if self.revoked_at is not None:
             out["revoked"] = self.old_kid
-            out["revoked_at"] = rfc3339(self.revoked_at)
+            out["revoked_at"] = utc_second(self.revoked_at)
         return out
 
 
@@ -207,8 +207,8 @@ def activate(
             raise NotFound("no rotation is pending: run `capability-anchor rotate-key` first")
         if found is not None and not (force or compromised) and now < found.activate_at:
             raise Conflict(
-                f"activation is allowed from {rfc3339(found.activate_at)} (in "
-                f"{found.activate_at - now} s; notice given at {rfc3339(found.published)}); "
+                f"activation is allowed from {utc_second(found.activate_at)} (in "
+                f"{found.activate_at - now} s; notice given at {utc_second(found.published)}); "
                 "wait until then, or override with --force"
             )
         old = log.key

@@ -4,9 +4,9 @@ older one of the log's own history (the `checkpoint_older` warning), and heads p
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
+from capability_anchor.encoding import utc_second
 from capability_anchor.errors import CapabilityAnchorError, InputError
 from capability_anchor.merkle import HASH_SIZE, TILE_WIDTH, TreeEdge
 from capability_anchor.merkle.tilepath import entries_path
@@ -16,10 +16,6 @@ from capability_anchor.note.signed import b64decode
 from capability_anchor.read.source import FolderSource, LogSource, split_bundle, where_of
 
 from .heads import Finding, leaf_claims
-
-
-def _iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(int(t), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def missing(
@@ -37,7 +33,7 @@ def missing(
     if state.missing_since is None:
         state.missing_since = now
         states.save(state_dir, state, state.size)
-    since, lasted = _iso(state.missing_since), now - state.missing_since
+    since, lasted = utc_second(int(state.missing_since)), now - state.missing_since
     if lasted > max_lag:
         findings.append(
             {
@@ -127,7 +123,7 @@ def check(
     return {
         "warning": "checkpoint_stale",
         "size": state.size,
-        "behind_since": _iso(behind.since),
+        "behind_since": utc_second(int(behind.since)),
         "lag_s": int(now - behind.since),
         "max_lag_s": int(max_lag),
         "detail": "the log's heads have grown past the newest checkpoint that meets "

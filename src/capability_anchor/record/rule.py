@@ -6,7 +6,6 @@ beside it; every error names the member and its rule."""
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import json
 import re
@@ -15,6 +14,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
+from capability_anchor.encoding import utc_second
 from capability_anchor.errors import InvalidRecord, UsageError
 
 from .fast import accepts, whole_second
@@ -306,10 +306,6 @@ def _describe(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-def _rfc3339(seconds: int) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _time_problem(checked: Observation, accepted_at: int) -> str | None:
     """The two time rules; `accepted_at` is the whole second the log stores (`accepted_at`)."""
     whole = whole_second(checked.checked_at[:19])
@@ -318,7 +314,7 @@ def _time_problem(checked: Observation, accepted_at: int) -> str | None:
     if whole > latest or (whole == latest and fraction):
         return (
             f"checked_at: must be no later than the log's time of acceptance + "
-            f"{CHECKED_AT_SKEW} s, {_rfc3339(latest)} (Capability Resolution §9.6), got "
+            f"{CHECKED_AT_SKEW} s, {utc_second(latest)} (Capability Resolution §9.6), got "
             f"{_describe(checked.checked_at)}"
         )
     if isinstance(checked.first_seen, str) and checked.first_seen > checked.checked_at[:10]:
