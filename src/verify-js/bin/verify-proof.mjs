@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 // verify-proof in JavaScript: the same arguments, lines and exit codes as the Python command
 // (SPEC §9, §12.5): 0 every check that ran passed, 1 a check failed, 2 usage or I/O.
-import { openSync, readSync, closeSync } from 'node:fs';
-import { verifyRecord, parseAt, fetchBounded, CHECKS } from '../verify.mjs';
+import { verifyRecord, parseAt, reader, isUrl, LIMITS, CHECKS } from '../verify.mjs';
 
 const PROG = 'verify-proof';
 const USAGE = `usage: ${PROG} RECORD [--roots DIR|URL] [--keys FILE|URL] [--head FILE|URL] [--history-proof FILE|URL]
@@ -54,25 +53,6 @@ function parseArgs(argv) {
   return args;
 }
 
-const isUrl = (s) => /^https?:\/\//i.test(s);
-
-/** A file's bytes, at most `limit` (read no further, as verify-proof's bounded reads). */
-async function readLocal(path, limit = 1 << 20) {
-  let fd;
-  try { fd = openSync(path, 'r'); } catch (e) {
-    throw new Error(`cannot read ${path}: ${e.code === 'ENOENT' ? 'No such file or directory' : e.message}`);
-  }
-  try {
-    const buffer = new Uint8Array(limit + 1);
-    let n = 0;
-    for (let got = 1; got > 0 && n <= limit; n += got) got = readSync(fd, buffer, n, limit + 1 - n, null);
-    if (n > limit) throw new Error(`${path}: larger than ${limit} bytes, the limit for this input (read no further)`);
-    return buffer.slice(0, n);
-  } catch (e) {
-    if (e.message.includes('larger than')) throw e;
-    throw new Error(`cannot read ${path}: ${e.code === 'EISDIR' ? 'Is a directory' : e.message}`);
-  } finally { closeSync(fd); }
-}
 async function readStdin(limit = 1 << 20) {
   const chunks = []; let n = 0;
   for await (const chunk of process.stdin) {
@@ -106,28 +86,29 @@ async function main(argv) {
       if (options.at === null) throw new Error(`--at must be RFC 3339 (with a zone) or epoch seconds, got '${args.at}'`);
     }
     if (args.roots !== undefined) options.roots = args.roots;
+    const read = reader(options);  // RECORD, --keys, --policy, --head, --history-proof: a file or URL
     if (args.keys !== undefined) {
       options.keysWhere = args.keys;
-      options.keys = isUrl(args.keys) ? await fetchText(args.keys, options) : await readLocal(args.keys);
+      options.keys = await read(args.keys, LIMITS.input);
       // As verify-proof: beside a --keys URL .../keys, the log's key records at .../keys/records.
       if (args.roots === undefined && isUrl(args.keys) && args.keys.replace(/\/+$/, '').endsWith('/keys')) {
-        options.keyRecords = await fetchText(`${args.keys.replace(/\/+$/, '')}/records`, options, true);
+        options.keyRecords = await read(`${args.keys.replace(/\/+$/, '')}/records`, LIMITS.input, true);
       }
     } else if (args.roots === undefined) throw new Error('no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)');
-    const record = args.record === '-' ? await readStdin() : isUrl(args.record) ? await fetchText(args.record, options) : await readLocal(args.record);
-    for (const pem of args.tsaCa) checkPem(await readLocal(pem), pem);
+    const record = args.record === '-' ? await readStdin() : await read(args.record, LIMITS.input);
+    for (const pem of args.tsaCa) checkPem(await read(pem, LIMITS.input), pem);
     if (args.tsaCa.length) options.tsaCa = true;
     if (args.policy !== undefined) {
       options.policyWhere = args.policy;
-      options.policy = isUrl(args.policy) ? await fetchText(args.policy, options, false, 256 * 1024) : await readLocal(args.policy, 256 * 1024);
+      options.policy = await read(args.policy, LIMITS.policy);
     }
     if (args.head !== undefined) {
       options.headWhere = args.head;
-      options.head = isUrl(args.head) ? await fetchText(args.head, options) : await readLocal(args.head);
+      options.head = await read(args.head, LIMITS.input);
     }
     if (args.historyProof !== undefined) {
       options.tlogProofWhere = args.historyProof;
-      options.tlogProof = isUrl(args.historyProof) ? await fetchText(args.historyProof, options, false, 1024 * 1024 + 64 * 1024) : await readLocal(args.historyProof, 1024 * 1024 + 64 * 1024);
+      options.tlogProof = await read(args.historyProof, LIMITS.proof);
     }
     if (args.origin !== undefined) options.origin = args.origin;
     if (args.iss !== undefined) options.iss = args.iss;
@@ -157,12 +138,6 @@ async function main(argv) {
     process.stderr.write(`${PROG}: ${e.message}\n`);
     return 2;
   }
-}
-
-/** A URL named for RECORD, --keys, --policy, --head or --history-proof: one bounded GET. */
-async function fetchText(url, options, ifFound = false, limit = 1 << 20) {
-  const found = await fetchBounded(url, { limit, deadlineMs: options.fetch.deadlineMs ?? 30000, ifFound });
-  return found === null ? undefined : found;
 }
 
 process.exitCode = await main(process.argv.slice(2));
