@@ -25,9 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import benchdoc
+from bench_record_size import PATH_FORMAT
 from benchkit import loadavg, print_table, say
-
-PATH_FORMAT = "/record?id=urn:agent:%09d"  # benchkit.record's sub
 
 
 async def _serve(data: Path, servers: int, warmup: int, requests: int, seed: int) -> float:

@@ -18,16 +18,17 @@ same bytes), `--restamp` asks a new test TSA.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import corpus_cases
+from capability_anchor.cli import verify_proof
 from capability_anchor.export.days import export
 from capability_anchor.keys import SigningKey
 from capability_anchor.log import KEY_FILE, Log, rotation
@@ -39,7 +40,6 @@ from corpus_tokens import token_cases
 from make_sample import (
     ISS,
     RECORD_LIFETIME,
-    TSA_CA,
     Clock,
     at,
     server,
@@ -52,7 +52,6 @@ from make_sample import (
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "vectors" / "records"
-VERIFY_PROOF = Path(sys.executable).parent / "verify-proof"
 # TEST-ONLY keys, like make_sample's: each seed is SHA-256 of the text, which is public.
 WITNESS_TEXT = "capability-anchor record corpus test witness {n} - NOT SECRET"
 SUCCESSOR_TEXT = b"capability-anchor record corpus successor key - NOT SECRET"
@@ -178,18 +177,14 @@ def build(out: Path, work: Path, stamps_from: Path | None) -> list[Case]:
 
 
 def python_verdict(args: list[str], cwd: Path) -> dict[str, Any]:
-    """What this checkout's `verify-proof --json ARGS` says, run in `cwd`: exit and checks."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [str(VERIFY_PROOF), "--json", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    checks = json.loads(done.stdout)["checks"] if done.stdout.strip() else []
-    return {"exit": done.returncode, "checks": checks}
+    """What this checkout's `verify-proof --json ARGS` says, run in `cwd` in this process (its
+    `main`, as the console script runs it): exit and checks."""
+    out = io.StringIO()
+    quiet = io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(quiet):
+        code = verify_proof.main([*args, "--json"])
+    text = out.getvalue()
+    return {"exit": code, "checks": json.loads(text)["checks"] if text.strip() else []}
 
 
 def verdict_of(python: dict[str, Any]) -> tuple[int, list[tuple[str, str]]]:
@@ -254,11 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         return check(OUT)
     published = OUT / "real" / "roots"
     with tempfile.TemporaryDirectory(prefix="record-corpus-") as tmp:
-        stamps = Path(tmp) / "stamps"
-        if not args.restamp and (published / TSA_CA).exists():
-            shutil.copytree(published, stamps)
         fresh = Path(tmp) / "records"
-        cases = build(fresh, Path(tmp) / "work", None if args.restamp else stamps)
+        # The published stamps are read before OUT is replaced (make_sample.adopt_stamps).
+        cases = build(fresh, Path(tmp) / "work", None if args.restamp else published)
         if OUT.exists():
             shutil.rmtree(OUT)
         shutil.copytree(fresh, OUT)
