@@ -1289,6 +1289,10 @@ export async function fetchBounded(url, { limit, deadlineMs, ifFound = false, fe
 }
 const asBytes = (v) => (v instanceof Uint8Array ? v : typeof v === 'string' ? utf8(v) : utf8(JSON.stringify(v)));
 
+/** `options.roots` without its trailing slashes (a root folder `/` becomes '', so a name joins
+ * as `/name`), or null. */
+const rootsOf = (options) => (options.roots == null ? null : String(options.roots).replace(/\/+$/, ''));
+
 /** A file of `roots`: a folder's, or a URL's. A URL may be an export's folder or a live log's
  * base (SPEC §6, §12.4): where the export's file is absent (404), the same document is read
  * from the log's HTTP API under that base (`api`). */
@@ -1302,7 +1306,7 @@ async function readRoots(read, roots, file, api, limit, ifFound = false) {
 
 /** Where the head, stamps and tlog-proof come from (Python's CommandLineSources). */
 function makeSources(options, read) {
-  const roots = options.roots == null ? null : String(options.roots).replace(/\/+$/, '') || '/';
+  const roots = rootsOf(options);
   const join = (name) => `${roots}/${name}`;
   const givenHead = options.head != null;
   return {
@@ -1682,7 +1686,7 @@ async function loadKeys(options, read) {
   let data = options.keys; let where = options.keysWhere ?? 'the given keys';
   if (data == null) {
     if (options.roots == null) throw new InputError('no trusted keys: give --keys FILE|URL or --roots DIR (keys.json)');
-    ({ where, data } = await readRoots(read, String(options.roots).replace(/\/+$/, ''), 'keys.json', 'keys', LIMITS.input));
+    ({ where, data } = await readRoots(read, rootsOf(options), 'keys.json', 'keys', LIMITS.input));
   }
   let keys;
   try {
@@ -1694,7 +1698,7 @@ async function loadKeys(options, read) {
   } catch (e) { rethrowUnless(e); throw new InputError(`${where}: ${e.message}`); }
   let records = options.keyRecords ?? null; let recordsWhere = 'the given key records';
   if (records === null && options.roots != null) {
-    ({ where: recordsWhere, data: records } = await readRoots(read, String(options.roots).replace(/\/+$/, ''), 'key-records.json', 'keys/records', LIMITS.input, true));
+    ({ where: recordsWhere, data: records } = await readRoots(read, rootsOf(options), 'key-records.json', 'keys/records', LIMITS.input, true));
   }
   if (records === null) return { keys, anchors: keys, revocations: new Map(), where };
   const chain = await trustClosure(keys, asBytes(records), recordsWhere);
